@@ -1,0 +1,1 @@
+//! CAPOV's actors.

@@ -1,0 +1,1 @@
+//! The oVirt Engine REST client.
