@@ -1,1 +1,19 @@
+//! CAPOV's Kubernetes API, group `infrastructure.cluster.x-k8s.io`, version `v1beta1`: the Rust types of the four
+//! custom resources, their validation (schema and CEL), and the generator of the CRD manifests.
 
+pub mod cluster;
+pub mod condition;
+pub mod generate;
+pub mod labels;
+pub mod machine;
+pub mod provider;
+pub mod template;
+
+pub use cluster::{ApiEndpoint, OVirtCluster, OVirtClusterSpec, OVirtClusterStatus};
+pub use condition::{Condition, ConditionStatus, Severity};
+pub use machine::{
+    CpuTopology, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
+    OVirtMachineStatus, VmType,
+};
+pub use provider::{OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
+pub use template::{OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec, TemplateObjectMeta};

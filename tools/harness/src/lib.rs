@@ -1,1 +1,21 @@
-//! Harness.
+//! A real Kubernetes control plane for CAPOV's tests: etcd + kube-apiserver (+ kube-controller-manager) started on
+//! free loopback ports with generated certificates, built from Go modules by `tools/build-go-tools.sh` (or taken
+//! from `KUBEBUILDER_ASSETS`).
+//!
+//! Every process is killed when its [`ControlPlane`] is dropped (also while a test panics), and also when the test
+//! process itself dies: children are spawned with a parent-death signal from a launcher thread that lives as long
+//! as the process.
+
+mod assets;
+mod certs;
+mod control_plane;
+mod crds;
+mod error;
+mod launcher;
+mod ports;
+
+pub use assets::binaries_dir;
+pub use control_plane::{ControlPlane, Options, shared};
+pub use crds::{crd_chart_dir, install_crds};
+pub use error::HarnessError;
+pub use ports::free_port;

@@ -1,0 +1,34 @@
+//! Well-known names shared by the CRDs, the operator and the charts.
+
+/// The API group of every CAPOV kind.
+pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
+/// The one served and stored version.
+pub const VERSION: &str = "v1beta1";
+
+/// Finalizer on OVirtCluster and OVirtMachine (the name the product documents give).
+pub const MACHINE_FINALIZER: &str = "capovmachine.infrastructure.cluster.x-k8s.io";
+/// Finalizer on OVirtProvider: released only when no OVirtMachine references the provider.
+pub const PROVIDER_FINALIZER: &str = "capovprovider.infrastructure.cluster.x-k8s.io";
+
+/// Annotation that pauses reconciliation of one object.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// Annotation marking an OVirtCluster as managed by someone else.
+pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
+/// Label naming the CAPI Cluster an object belongs to.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// Label selecting the objects one operator instance handles (`--watch-filter`).
+pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
+/// Annotation recording the disks a VM received from its template, before its first start.
+pub const SYSTEM_DISKS_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/system-disks";
+
+/// Labels every CAPOV CRD carries: the CAPI contract versions it implements (older and current CAPI core find the
+/// version through them) and the clusterctl inventory labels.
+pub const CRD_LABELS: &[(&str, &str)] = &[
+    ("cluster.x-k8s.io/v1beta1", VERSION),
+    ("cluster.x-k8s.io/v1beta2", VERSION),
+    ("cluster.x-k8s.io/provider", "infrastructure-ovirt"),
+    ("clusterctl.cluster.x-k8s.io", ""),
+];
+
+/// Extra label on the OVirtProvider CRD so that `clusterctl move` carries providers (and their Secrets).
+pub const MOVE_HIERARCHY_LABEL: &str = "clusterctl.cluster.x-k8s.io/move-hierarchy";

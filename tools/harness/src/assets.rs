@@ -1,0 +1,50 @@
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::HarnessError;
+
+const NEEDED: [&str; 4] = ["etcd", "kube-apiserver", "kube-controller-manager", "kubectl"];
+
+/// The directory holding etcd, kube-apiserver, kube-controller-manager and kubectl: `KUBEBUILDER_ASSETS` when it
+/// holds them, else the cache that `tools/build-go-tools.sh` fills (building the binaries on first use).
+pub fn binaries_dir() -> Result<PathBuf, HarnessError> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(locate).clone().map_err(HarnessError::Assets)
+}
+
+fn locate() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from) {
+        if has_all(&dir) {
+            return Ok(dir);
+        }
+    }
+    let script = repo_root().join("tools/build-go-tools.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .output()
+        .map_err(|err| format!("cannot run {}: {err}", script.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed ({}):\n{}",
+            script.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    if has_all(&dir) {
+        Ok(dir)
+    } else {
+        Err(format!("{} printed {}, which lacks some of {NEEDED:?}", script.display(), dir.display()))
+    }
+}
+
+fn has_all(dir: &Path) -> bool {
+    NEEDED.iter().all(|name| dir.join(name).is_file())
+}
+
+/// The workspace root (this crate lives in `tools/harness`).
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}

@@ -1,0 +1,61 @@
+//! The control plane's PKI: a CA, the apiserver's serving certificate for 127.0.0.1/localhost, and the key that
+//! signs service-account tokens.
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+
+use crate::HarnessError;
+
+/// Paths of the files written by [`write`].
+pub struct Pki {
+    pub ca_cert: PathBuf,
+    pub serving_cert: PathBuf,
+    pub serving_key: PathBuf,
+    pub service_account_key: PathBuf,
+    pub service_account_public_key: PathBuf,
+    pub ca_pem: String,
+}
+
+pub fn write(dir: &Path) -> Result<Pki, HarnessError> {
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.distinguished_name.push(DnType::CommonName, "capov-test-ca");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, &ca_key);
+
+    let serving_key = KeyPair::generate()?;
+    let mut serving_params = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "kubernetes".to_string(),
+        "kubernetes.default".to_string(),
+        "kubernetes.default.svc".to_string(),
+    ])?;
+    serving_params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+    serving_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let serving_cert = serving_params.signed_by(&serving_key, &issuer)?;
+
+    let service_account_key = KeyPair::generate()?;
+
+    let pki = Pki {
+        ca_cert: dir.join("ca.crt"),
+        serving_cert: dir.join("apiserver.crt"),
+        serving_key: dir.join("apiserver.key"),
+        service_account_key: dir.join("sa.key"),
+        service_account_public_key: dir.join("sa.pub"),
+        ca_pem: ca_cert.pem(),
+    };
+    write_file(&pki.ca_cert, &pki.ca_pem)?;
+    write_file(&pki.serving_cert, &serving_cert.pem())?;
+    write_file(&pki.serving_key, &serving_key.serialize_pem())?;
+    write_file(&pki.service_account_key, &service_account_key.serialize_pem())?;
+    write_file(&pki.service_account_public_key, &service_account_key.public_key_pem())?;
+    Ok(pki)
+}
+
+pub(crate) fn write_file(path: &Path, contents: &str) -> Result<(), HarnessError> {
+    std::fs::write(path, contents).map_err(|err| HarnessError::io(path, err))
+}
