@@ -1,0 +1,595 @@
+//! CAPOV's API on a real kube-apiserver: the CRDs install, the documents' examples are accepted, invalid objects are
+//! rejected with messages that say what to fix, kubectl prints the columns, and status round-trips.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use capov_crds::{OVirtCluster, OVirtMachine, OVirtMachineTemplate, OVirtProvider};
+use capov_harness::{ControlPlane, shared};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/docs")
+        .join(name)
+}
+
+fn kubectl(plane: &ControlPlane, args: &[&str]) -> Output {
+    plane
+        .kubectl()
+        .expect("kubectl")
+        .args(args)
+        .output()
+        .expect("run kubectl")
+}
+
+fn stdout_of(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "kubectl failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The header row of `kubectl get` output, split into column names.
+fn header(table: &str) -> Vec<String> {
+    let first = table.lines().next().unwrap_or_default();
+    first
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn resource<K: kube::Resource<DynamicType = ()>>() -> ApiResource {
+    ApiResource::erase::<K>(&())
+}
+
+fn dynamic(api_resource: &ApiResource, value: Value) -> DynamicObject {
+    let mut object: DynamicObject = serde_json::from_value(value).expect("object");
+    object.types = Some(kube::core::TypeMeta {
+        api_version: api_resource.api_version.clone(),
+        kind: api_resource.kind.clone(),
+    });
+    object
+}
+
+#[tokio::test]
+async fn all_four_crds_are_established_with_capi_labels_and_categories() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    for (name, short_name) in [
+        ("ovirtproviders.infrastructure.cluster.x-k8s.io", Some("capovp")),
+        ("ovirtclusters.infrastructure.cluster.x-k8s.io", Some("capovc")),
+        ("ovirtmachines.infrastructure.cluster.x-k8s.io", Some("capovm")),
+        ("ovirtmachinetemplates.infrastructure.cluster.x-k8s.io", None),
+    ] {
+        let crd = crds.get(name).await.expect(name);
+        let established = crd
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+        assert!(established, "{name} is not Established");
+        let labels = crd.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get("cluster.x-k8s.io/v1beta2").map(String::as_str),
+            Some("v1beta1"),
+            "{name}"
+        );
+        assert_eq!(
+            labels.get("cluster.x-k8s.io/v1beta1").map(String::as_str),
+            Some("v1beta1"),
+            "{name}"
+        );
+        assert_eq!(
+            labels.get("cluster.x-k8s.io/provider").map(String::as_str),
+            Some("infrastructure-ovirt")
+        );
+        assert!(labels.contains_key("clusterctl.cluster.x-k8s.io"), "{name}");
+        assert_eq!(
+            labels.contains_key("clusterctl.cluster.x-k8s.io/move-hierarchy"),
+            name.starts_with("ovirtproviders"),
+            "{name}"
+        );
+        assert_eq!(
+            crd.spec.names.categories.as_deref(),
+            Some(&["cluster-api".to_string()][..]),
+            "{name}"
+        );
+        assert_eq!(
+            crd.spec
+                .names
+                .short_names
+                .as_ref()
+                .and_then(|s| s.first())
+                .map(String::as_str),
+            short_name
+        );
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, "v1beta1");
+        assert!(version.subresources.as_ref().is_some_and(|s| s.status.is_some()) || short_name.is_none());
+    }
+    let provider = crds
+        .get("ovirtproviders.infrastructure.cluster.x-k8s.io")
+        .await
+        .expect("provider crd");
+    assert_eq!(provider.spec.scope, "Cluster");
+}
+
+#[tokio::test]
+async fn every_example_of_the_product_documents_is_accepted_as_written() {
+    let plane = shared().await;
+    let _ = kubectl(plane, &["create", "namespace", "capov-system"]);
+    for file in [
+        "provider-insecure.yaml",
+        "provider-system-ca.yaml",
+        "provider-own-ca.yaml",
+        "cluster.yaml",
+        "machine.yaml",
+        "machine-template.yaml",
+        "machine-template-with-metadata.yaml",
+    ] {
+        let path = fixture(file);
+        let output = kubectl(plane, &["apply", "-f", path.to_str().expect("path")]);
+        assert!(
+            output.status.success(),
+            "{file} rejected: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let client = plane.client().await.expect("client");
+    let machine = Api::<OVirtMachine>::namespaced(client.clone(), "default")
+        .get("worker-abc123")
+        .await
+        .expect("get");
+    let settings = &machine.spec.settings;
+    assert_eq!(settings.template, "rhcos-4.14");
+    assert_eq!(settings.cpu.as_ref().and_then(|c| c.cores), Some(4));
+    assert_eq!(settings.memory.as_ref().and_then(|m| m.guaranteedmb), Some(4096));
+    assert_eq!(settings.nics[0].vnicprofile, "ovirtmgmt");
+    let provider = Api::<OVirtProvider>::all(client.clone())
+        .get("ovirt-internal")
+        .await
+        .expect("provider");
+    assert_eq!(
+        provider.spec.tls.and_then(|t| t.certs).as_deref(),
+        Some("LS0tLS1CRUdJTi...")
+    );
+    let template = Api::<OVirtMachineTemplate>::namespaced(client, "default")
+        .get("worker-template-labelled")
+        .await
+        .expect("template");
+    let labels = template.spec.template.metadata.map(|m| m.labels).unwrap_or_default();
+    assert_eq!(
+        labels.get("node.kubernetes.io/instance-type").map(String::as_str),
+        Some("standard")
+    );
+}
+
+#[tokio::test]
+async fn kubectl_get_prints_the_documented_columns() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "columns").await.expect("namespace");
+    let provider_name = format!("{namespace}-engine");
+    create_dynamic(
+        &client,
+        resource::<OVirtProvider>(),
+        json!({"metadata": {"name": provider_name},
+               "spec": {"engine": "https://engine.example/ovirt-engine/api", "credentialsSecretName": "creds"}}),
+        None,
+    )
+    .await;
+    create_dynamic(
+        &client,
+        resource::<OVirtCluster>(),
+        json!({"metadata": {"name": "c1", "labels": {"cluster.x-k8s.io/cluster-name": "workload"}},
+               "spec": {"controlPlaneEndpoint": {"host": "10.0.1.100", "port": 6443}}}),
+        Some(&namespace),
+    )
+    .await;
+    create_dynamic(
+        &client,
+        resource::<OVirtMachine>(),
+        json!({"metadata": {"name": "m1", "labels": {"cluster.x-k8s.io/cluster-name": "workload"}},
+               "spec": {"provider": provider_name, "ovirtcluster": "Default", "template": "rhcos-4.14",
+                        "providerID": "ovirt://1234"}}),
+        Some(&namespace),
+    )
+    .await;
+
+    let providers = stdout_of(&kubectl(plane, &["get", "capovp", &provider_name]));
+    assert_eq!(header(&providers), ["NAME", "READY"]);
+    let providers_wide = stdout_of(&kubectl(plane, &["get", "capovp", &provider_name, "-o", "wide"]));
+    assert_eq!(header(&providers_wide), ["NAME", "READY", "ENGINE", "VERSION"]);
+    assert!(providers_wide.contains("https://engine.example/ovirt-engine/api"));
+
+    let clusters = stdout_of(&kubectl(plane, &["get", "capovc", "-n", &namespace]));
+    assert_eq!(header(&clusters), ["NAME", "CONTROLPLANE ENDPOINT", "READY"]);
+    assert!(clusters.contains("10.0.1.100"));
+    let clusters_wide = stdout_of(&kubectl(plane, &["get", "capovc", "-n", &namespace, "-o", "wide"]));
+    assert_eq!(
+        header(&clusters_wide),
+        ["NAME", "CONTROLPLANE ENDPOINT", "READY", "CLUSTER", "AGE"]
+    );
+    assert!(clusters_wide.contains("workload"));
+
+    let machines = stdout_of(&kubectl(plane, &["get", "capovm", "-n", &namespace]));
+    assert_eq!(header(&machines), ["NAME", "READY"]);
+    let machines_wide = stdout_of(&kubectl(plane, &["get", "capovm", "-n", &namespace, "-o", "wide"]));
+    assert_eq!(
+        header(&machines_wide),
+        ["NAME", "READY", "CLUSTER", "STATE", "PROVIDERID", "AGE"]
+    );
+    assert!(machines_wide.contains("ovirt://1234"));
+
+    let category = stdout_of(&kubectl(plane, &["get", "cluster-api", "-n", &namespace, "-o", "name"]));
+    assert!(
+        category.contains("ovirtmachine.infrastructure.cluster.x-k8s.io/m1"),
+        "{category}"
+    );
+    assert!(
+        category.contains("ovirtcluster.infrastructure.cluster.x-k8s.io/c1"),
+        "{category}"
+    );
+}
+
+async fn create_dynamic(client: &kube::Client, kind: ApiResource, value: Value, namespace: Option<&str>) {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &kind),
+        None => Api::all_with(client.clone(), &kind),
+    };
+    api.create(&PostParams::default(), &dynamic(&kind, value))
+        .await
+        .expect("create");
+}
+
+fn valid_machine_spec() -> Value {
+    json!({"provider": "p", "ovirtcluster": "Default", "template": "rhcos-4.14"})
+}
+
+/// Merges `patch` into `base` (objects recursively; `null` removes a key).
+fn merged(mut base: Value, patch: Value) -> Value {
+    fn merge(base: &mut Value, patch: Value) {
+        match (base, patch) {
+            (Value::Object(base), Value::Object(patch)) => {
+                for (key, value) in patch {
+                    if value.is_null() {
+                        base.remove(&key);
+                    } else {
+                        merge(base.entry(key).or_insert(Value::Null), value);
+                    }
+                }
+            }
+            (slot, value) => *slot = value,
+        }
+    }
+    merge(&mut base, patch);
+    base
+}
+
+async fn expect_rejected(api: &Api<DynamicObject>, kind: &ApiResource, object: Value, expected: &str) {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    match api.create(&PostParams::default(), &dynamic(kind, object)).await {
+        Ok(_) => panic!("{name}: accepted, expected a rejection containing {expected:?}"),
+        Err(err) => {
+            let message = err.to_string();
+            assert!(message.contains(expected), "{name}: expected {expected:?} in {message}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn invalid_objects_are_rejected_with_messages_that_say_what_to_fix() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "invalid").await.expect("namespace");
+    let machine_kind = resource::<OVirtMachine>();
+    let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &machine_kind);
+    let machine = |name: &str, spec_patch: Value| json!({"metadata": {"name": name}, "spec": merged(valid_machine_spec(), spec_patch)});
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "no-template",
+            json!({"template": null}),
+            "spec.template: Required value",
+        ),
+        (
+            "empty-template",
+            json!({"template": ""}),
+            "spec.template must name a template in oVirt",
+        ),
+        (
+            "no-provider",
+            json!({"provider": null}),
+            "spec.provider: Required value",
+        ),
+        (
+            "zero-sockets",
+            json!({"cpu": {"sockets": 0}}),
+            "spec.cpu.sockets must be at least 1",
+        ),
+        (
+            "zero-cores",
+            json!({"cpu": {"cores": 0}}),
+            "spec.cpu.cores must be at least 1",
+        ),
+        (
+            "zero-threads",
+            json!({"cpu": {"threads": 0}}),
+            "spec.cpu.threads must be at least 1",
+        ),
+        (
+            "guaranteed-above-size",
+            json!({"memory": {"sizemb": 4096, "guaranteedmb": 8192}}),
+            "spec.memory.guaranteedmb must not be larger than spec.memory.sizemb",
+        ),
+        (
+            "zero-memory",
+            json!({"memory": {"sizemb": 0}}),
+            "spec.memory.sizemb must be at least 1",
+        ),
+        (
+            "bad-vmtype",
+            json!({"vmtype": "gaming"}),
+            "Unsupported value: \"gaming\"",
+        ),
+        (
+            "zero-disk",
+            json!({"osdisksizegb": 0}),
+            "spec.osdisksizegb must be at least 1",
+        ),
+        (
+            "nic-without-profile",
+            json!({"nics": [{"name": "nic1"}]}),
+            "spec.nics[0].vnicprofile: Required value",
+        ),
+        (
+            "nic-empty-profile",
+            json!({"nics": [{"vnicprofile": ""}]}),
+            "spec.nics[].vnicprofile must name a vNIC",
+        ),
+    ];
+    for (name, patch, expected) in cases {
+        expect_rejected(&machines, &machine_kind, machine(name, patch), expected).await;
+    }
+
+    let template_kind = resource::<OVirtMachineTemplate>();
+    let templates: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &template_kind);
+    let template_spec = merged(valid_machine_spec(), json!({"cpu": {"sockets": 0}}));
+    expect_rejected(
+        &templates,
+        &template_kind,
+        json!({"metadata": {"name": "t-zero-sockets"}, "spec": {"template": {"spec": template_spec}}}),
+        "spec.cpu.sockets must be at least 1",
+    )
+    .await;
+
+    let cluster_kind = resource::<OVirtCluster>();
+    let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &cluster_kind);
+    for (name, port) in [("port-zero", 0), ("port-too-high", 65536)] {
+        expect_rejected(
+            &clusters,
+            &cluster_kind,
+            json!({"metadata": {"name": name}, "spec": {"controlPlaneEndpoint": {"host": "10.0.0.1", "port": port}}}),
+            "spec.controlPlaneEndpoint.port must be between 1 and 65535",
+        )
+        .await;
+    }
+
+    let provider_kind = resource::<OVirtProvider>();
+    let providers: Api<DynamicObject> = Api::all_with(client.clone(), &provider_kind);
+    let provider_name = |suffix: &str| format!("{namespace}-{suffix}");
+    let engine = "https://engine.example/ovirt-engine/api";
+    expect_rejected(
+        &providers,
+        &provider_kind,
+        json!({"metadata": {"name": provider_name("no-engine")}, "spec": {"credentialsSecretName": "s"}}),
+        "spec.engine: Required value",
+    )
+    .await;
+    for (suffix, url) in [
+        ("ftp", "ftp://engine.example/ovirt-engine/api"),
+        ("no-scheme", "engine.example"),
+    ] {
+        expect_rejected(
+            &providers,
+            &provider_kind,
+            json!({"metadata": {"name": provider_name(suffix)}, "spec": {"engine": url, "credentialsSecretName": "s"}}),
+            "spec.engine must be an http(s) URL",
+        )
+        .await;
+    }
+    expect_rejected(
+        &providers,
+        &provider_kind,
+        json!({"metadata": {"name": provider_name("no-credentials")}, "spec": {"engine": engine}}),
+        "no credentials: set spec.credentialsSecretName",
+    )
+    .await;
+    expect_rejected(
+        &providers,
+        &provider_kind,
+        json!({"metadata": {"name": provider_name("user-only")}, "spec": {"engine": engine, "user": "admin@internal"}}),
+        "no credentials: set spec.credentialsSecretName",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn updates_keep_provider_ids_and_require_a_credentials_secret_but_templates_stay_editable() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "updates").await.expect("namespace");
+
+    // A provider still on the deprecated user/pass: any spec change must set credentialsSecretName.
+    let providers: Api<OVirtProvider> = Api::all(client.clone());
+    let name = format!("{namespace}-legacy");
+    let legacy: OVirtProvider = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtProvider",
+        "metadata": {"name": name},
+        "spec": {"engine": "https://engine.example/ovirt-engine/api", "user": "admin@internal", "pass": "secret"}
+    }))
+    .expect("provider");
+    providers
+        .create(&PostParams::default(), &legacy)
+        .await
+        .expect("legacy provider is still accepted on create");
+    let change_engine = json!({"spec": {"engine": "https://other.example/ovirt-engine/api"}});
+    let err = providers
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&change_engine))
+        .await
+        .expect_err("an update without credentialsSecretName");
+    assert!(
+        err.to_string().contains("spec.credentialsSecretName must be set"),
+        "{err}"
+    );
+    let set_secret = json!({"spec": {"credentialsSecretName": "engine-credentials", "user": null, "pass": null}});
+    let updated = providers
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&set_secret))
+        .await
+        .expect("setting credentialsSecretName is accepted");
+    assert_eq!(
+        updated.spec.credentials_secret_name.as_deref(),
+        Some("engine-credentials")
+    );
+    let metadata_only = json!({"metadata": {"labels": {"team": "platform"}}});
+    providers
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&metadata_only))
+        .await
+        .expect("labels");
+
+    // providerID is write-once.
+    let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), &namespace);
+    let machine: OVirtMachine = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+        "metadata": {"name": "m"}, "spec": valid_machine_spec()
+    }))
+    .expect("machine");
+    machines
+        .create(&PostParams::default(), &machine)
+        .await
+        .expect("create machine");
+    let set_id = json!({"spec": {"providerID": "ovirt://aaaa"}});
+    machines
+        .patch("m", &PatchParams::default(), &Patch::Merge(&set_id))
+        .await
+        .expect("first providerID");
+    for change in [
+        json!({"spec": {"providerID": "ovirt://bbbb"}}),
+        json!({"spec": {"providerID": null}}),
+    ] {
+        let err = machines
+            .patch("m", &PatchParams::default(), &Patch::Merge(&change))
+            .await
+            .expect_err("providerID change");
+        assert!(
+            err.to_string().contains("spec.providerID is set by the controller"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        machines.get("m").await.expect("get").spec.provider_id.as_deref(),
+        Some("ovirt://aaaa")
+    );
+
+    // Templates stay editable: the platform changes live templates (e.g. disk cloning per node group).
+    let templates: Api<OVirtMachineTemplate> = Api::namespaced(client, &namespace);
+    let template: OVirtMachineTemplate = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachineTemplate",
+        "metadata": {"name": "t"}, "spec": {"template": {"spec": valid_machine_spec()}}
+    }))
+    .expect("template");
+    templates
+        .create(&PostParams::default(), &template)
+        .await
+        .expect("create template");
+    let edit = json!({"spec": {"template": {"spec": {"diskclone": true, "template": "rhcos-4.15"}}}});
+    let edited = templates
+        .patch("t", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("edit template");
+    assert_eq!(edited.spec.template.spec.diskclone, Some(true));
+    assert_eq!(edited.spec.template.spec.template, "rhcos-4.15");
+}
+
+#[tokio::test]
+async fn status_round_trips_through_the_subresource_without_touching_spec() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "status").await.expect("namespace");
+    let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), &namespace);
+    let machine: OVirtMachine = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+        "metadata": {"name": "worker-1"}, "spec": valid_machine_spec()
+    }))
+    .expect("machine");
+    let created = machines.create(&PostParams::default(), &machine).await.expect("create");
+
+    let status = json!({
+        "ready": true,
+        "initialization": {"provisioned": true},
+        "addresses": [{"type": "InternalIP", "address": "10.0.0.5"}, {"type": "InternalDNS", "address": "worker-1"}],
+        "conditions": [
+            {"type": "CanConnectToOVirt", "status": "True", "reason": "Connected",
+             "lastTransitionTime": "2026-12-01T10:00:00Z", "observedGeneration": 1},
+            {"type": "MachineOn", "status": "False", "severity": "Info", "reason": "VMPoweringUp",
+             "message": "powering up", "lastTransitionTime": "2026-12-01T10:01:00Z", "observedGeneration": 1}
+        ],
+        "failureReason": "OVirtEngineConnectionCritical",
+        "failureMessage": "authentication failed",
+        "vmStatus": "powering_up"
+    });
+    // A status write that also carries a spec change: the status subresource must ignore the spec part.
+    let apply = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+        "metadata": {"name": "worker-1"},
+        "spec": {"template": "something-else"},
+        "status": status
+    });
+    machines
+        .patch_status("worker-1", &PatchParams::apply("capov").force(), &Patch::Apply(&apply))
+        .await
+        .expect("status apply");
+
+    let read = machines.get("worker-1").await.expect("get");
+    assert_eq!(read.spec, created.spec, "a status write changed spec");
+    assert_eq!(read.metadata.generation, created.metadata.generation);
+    let read_status = serde_json::to_value(read.status.expect("status")).expect("json");
+    assert_eq!(read_status, status);
+
+    // Conditions are a map keyed by type: applying one condition keeps the others of the same manager's set
+    // only when they are sent again, and a second manager's condition survives.
+    let other = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+        "metadata": {"name": "worker-1"},
+        "status": {"conditions": [{"type": "Paused", "status": "False", "reason": "NotPaused",
+                                   "lastTransitionTime": "2026-12-01T10:02:00Z"}]}
+    });
+    machines
+        .patch_status(
+            "worker-1",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(&other),
+        )
+        .await
+        .expect("second manager");
+    let conditions = machines
+        .get("worker-1")
+        .await
+        .expect("get")
+        .status
+        .expect("status")
+        .conditions;
+    let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, ["CanConnectToOVirt", "MachineOn", "Paused"]);
+}

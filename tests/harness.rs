@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use capov_harness::{ControlPlane, Options, shared};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::Resource;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
 fn process_exists(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
@@ -20,17 +20,30 @@ fn port_is_free(port: u16) -> bool {
 #[tokio::test]
 async fn starts_and_stops_twenty_times_without_leaking_processes_or_ports() {
     for round in 0..20 {
-        let plane = ControlPlane::start(Options::default()).await.unwrap_or_else(|err| panic!("round {round}: {err}"));
+        let plane = ControlPlane::start(Options::default())
+            .await
+            .unwrap_or_else(|err| panic!("round {round}: {err}"));
         let client = plane.client().await.expect("client");
-        let namespaces = Api::<Namespace>::all(client).list(&Default::default()).await.expect("list namespaces");
-        assert!(namespaces.items.iter().any(|ns| ns.metadata.name.as_deref() == Some("default")));
+        let namespaces = Api::<Namespace>::all(client)
+            .list(&Default::default())
+            .await
+            .expect("list namespaces");
+        assert!(
+            namespaces
+                .items
+                .iter()
+                .any(|ns| ns.metadata.name.as_deref() == Some("default"))
+        );
         let pids = plane.pids();
         let ports = plane.ports().to_vec();
         assert_eq!(pids.len(), 2, "etcd and kube-apiserver");
         assert!(pids.iter().all(|pid| process_exists(*pid)));
         drop(plane);
         for pid in pids {
-            assert!(!process_exists(pid), "round {round}: process {pid} outlived its control plane");
+            assert!(
+                !process_exists(pid),
+                "round {round}: process {pid} outlived its control plane"
+            );
         }
         for port in ports {
             assert!(port_is_free(port), "round {round}: port {port} still taken");
@@ -68,25 +81,52 @@ async fn the_controller_manager_collects_garbage_and_namespaces_are_separate() {
 
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &first);
     let owner = config_maps
-        .create(&PostParams::default(), &ConfigMap { metadata: named("owner"), ..Default::default() })
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: named("owner"),
+                ..Default::default()
+            },
+        )
         .await
         .expect("owner");
     let mut dependent_meta = named("dependent");
     dependent_meta.owner_references = Some(vec![owner.controller_owner_ref(&()).expect("owner ref")]);
     config_maps
-        .create(&PostParams::default(), &ConfigMap { metadata: dependent_meta, ..Default::default() })
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: dependent_meta,
+                ..Default::default()
+            },
+        )
         .await
         .expect("dependent");
-    assert!(Api::<ConfigMap>::namespaced(client.clone(), &second).get_opt("dependent").await.expect("get").is_none());
+    assert!(
+        Api::<ConfigMap>::namespaced(client.clone(), &second)
+            .get_opt("dependent")
+            .await
+            .expect("get")
+            .is_none()
+    );
 
-    config_maps.delete("owner", &DeleteParams::default()).await.expect("delete owner");
+    config_maps
+        .delete("owner", &DeleteParams::default())
+        .await
+        .expect("delete owner");
     let deadline = Instant::now() + Duration::from_secs(60);
     while config_maps.get_opt("dependent").await.expect("get").is_some() {
-        assert!(Instant::now() < deadline, "the garbage collector did not delete the dependent within 60s");
+        assert!(
+            Instant::now() < deadline,
+            "the garbage collector did not delete the dependent within 60s"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
 fn named(name: &str) -> ObjectMeta {
-    ObjectMeta { name: Some(name.into()), ..Default::default() }
+    ObjectMeta {
+        name: Some(name.into()),
+        ..Default::default()
+    }
 }

@@ -14,10 +14,10 @@ pub fn binaries_dir() -> Result<PathBuf, HarnessError> {
 }
 
 fn locate() -> Result<PathBuf, String> {
-    if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from) {
-        if has_all(&dir) {
-            return Ok(dir);
-        }
+    if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from)
+        && has_all(&dir)
+    {
+        return Ok(dir);
     }
     let script = repo_root().join("tools/build-go-tools.sh");
     let output = Command::new("bash")
@@ -36,7 +36,11 @@ fn locate() -> Result<PathBuf, String> {
     if has_all(&dir) {
         Ok(dir)
     } else {
-        Err(format!("{} printed {}, which lacks some of {NEEDED:?}", script.display(), dir.display()))
+        Err(format!(
+            "{} printed {}, which lacks some of {NEEDED:?}",
+            script.display(),
+            dir.display()
+        ))
     }
 }
 

@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
 
 use crate::HarnessError;
 
@@ -22,7 +24,11 @@ pub fn write(dir: &Path) -> Result<Pki, HarnessError> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.distinguished_name.push(DnType::CommonName, "capov-test-ca");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let ca_cert = ca_params.self_signed(&ca_key)?;
     let issuer = Issuer::new(ca_params, &ca_key);
 
@@ -34,7 +40,9 @@ pub fn write(dir: &Path) -> Result<Pki, HarnessError> {
         "kubernetes.default".to_string(),
         "kubernetes.default.svc".to_string(),
     ])?;
-    serving_params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+    serving_params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
     serving_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let serving_cert = serving_params.signed_by(&serving_key, &issuer)?;
 

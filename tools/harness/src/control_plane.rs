@@ -107,8 +107,14 @@ impl ControlPlane {
             .arg(format!("--tls-private-key-file={}", pki.serving_key.display()))
             .arg(format!("--client-ca-file={}", pki.ca_cert.display()))
             .arg("--service-account-issuer=https://kubernetes.default.svc")
-            .arg(format!("--service-account-key-file={}", pki.service_account_public_key.display()))
-            .arg(format!("--service-account-signing-key-file={}", pki.service_account_key.display()))
+            .arg(format!(
+                "--service-account-key-file={}",
+                pki.service_account_public_key.display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                pki.service_account_key.display()
+            ))
             .arg("--service-cluster-ip-range=10.0.0.0/24")
             .arg("--authorization-mode=RBAC")
             .arg("--disable-admission-plugins=ServiceAccount")
@@ -129,7 +135,10 @@ impl ControlPlane {
                     "--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,\
                      serviceaccount-token-controller",
                 )
-                .arg(format!("--service-account-private-key-file={}", pki.service_account_key.display()))
+                .arg(format!(
+                    "--service-account-private-key-file={}",
+                    pki.service_account_key.display()
+                ))
                 .arg(format!("--root-ca-file={}", pki.ca_cert.display()))
                 .arg("--use-service-account-credentials=false")
                 .arg("--bind-address=127.0.0.1")
@@ -236,11 +245,20 @@ impl ControlPlane {
     pub async fn create_namespace(&self, client: &kube::Client, prefix: &str) -> Result<String, HarnessError> {
         let api: Api<Namespace> = Api::all(client.clone());
         let namespace = Namespace {
-            metadata: ObjectMeta { generate_name: Some(format!("{prefix}-")), ..Default::default() },
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{prefix}-")),
+                ..Default::default()
+            },
             ..Default::default()
         };
-        let created = api.create(&PostParams::default(), &namespace).await.map_err(|err| HarnessError::Kube(err.to_string()))?;
-        created.metadata.name.ok_or_else(|| HarnessError::Kube("created namespace has no name".into()))
+        let created = api
+            .create(&PostParams::default(), &namespace)
+            .await
+            .map_err(|err| HarnessError::Kube(err.to_string()))?;
+        created
+            .metadata
+            .name
+            .ok_or_else(|| HarnessError::Kube("created namespace has no name".into()))
     }
 
     /// `kubectl` pointed at this control plane.
@@ -252,7 +270,10 @@ impl ControlPlane {
 
     /// Log file of one of the processes (`etcd`, `kube-apiserver`, `kube-controller-manager`).
     pub fn log_path(&self, process: &str) -> Option<&Path> {
-        self.processes.iter().find(|p| p.name == process).map(|p| p.log.as_path())
+        self.processes
+            .iter()
+            .find(|p| p.name == process)
+            .map(|p| p.log.as_path())
     }
 
     fn kill_all(&mut self) {
@@ -276,8 +297,13 @@ pub async fn shared() -> &'static ControlPlane {
     static SHARED: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
     SHARED
         .get_or_init(|| async {
-            let options = Options { controller_manager: true, crds: true };
-            let plane = ControlPlane::start(options).await.unwrap_or_else(|err| panic!("shared control plane: {err}"));
+            let options = Options {
+                controller_manager: true,
+                crds: true,
+            };
+            let plane = ControlPlane::start(options)
+                .await
+                .unwrap_or_else(|err| panic!("shared control plane: {err}"));
             cleanup_at_exit(plane.pids(), plane.dir.path().to_path_buf());
             plane
         })
@@ -338,7 +364,11 @@ async fn apiserver_ready(client: &kube::Client) -> bool {
     };
     let ready = matches!(client.request_text(request).await, Ok(body) if body.trim() == "ok");
     // The apiserver creates the default namespace itself; tests expect it.
-    ready && matches!(Api::<Namespace>::all(client.clone()).get_opt("default").await, Ok(Some(_)))
+    ready
+        && matches!(
+            Api::<Namespace>::all(client.clone()).get_opt("default").await,
+            Ok(Some(_))
+        )
 }
 
 fn log_tail(path: &Path) -> String {

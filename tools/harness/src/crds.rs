@@ -26,12 +26,17 @@ pub async fn install_crds(client: &kube::Client) -> Result<Vec<String>, HarnessE
     let mut names = Vec::new();
     for path in paths {
         let text = std::fs::read_to_string(&path).map_err(|err| HarnessError::io(&path, err))?;
-        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text)
-            .map_err(|err| HarnessError::Crd { path: path.clone(), message: err.to_string() })?;
+        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).map_err(|err| HarnessError::Crd {
+            path: path.clone(),
+            message: err.to_string(),
+        })?;
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &PatchParams::apply("capov-harness").force(), &Patch::Apply(&crd))
             .await
-            .map_err(|err| HarnessError::Crd { path: path.clone(), message: err.to_string() })?;
+            .map_err(|err| HarnessError::Crd {
+                path: path.clone(),
+                message: err.to_string(),
+            })?;
         names.push(name);
     }
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -48,7 +53,10 @@ pub async fn install_crds(client: &kube::Client) -> Result<Vec<String>, HarnessE
                 break;
             }
             if Instant::now() > deadline {
-                return Err(HarnessError::Crd { path: name.into(), message: "not Established within 60s".into() });
+                return Err(HarnessError::Crd {
+                    path: name.into(),
+                    message: "not Established within 60s".into(),
+                });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -10,9 +10,17 @@ pub enum HarnessError {
     #[error("certificate generation failed: {0}")]
     Certs(#[from] rcgen::Error),
     #[error("{process} did not become ready within {seconds}s; last log lines:\n{log_tail}")]
-    NotReady { process: &'static str, seconds: u64, log_tail: String },
+    NotReady {
+        process: &'static str,
+        seconds: u64,
+        log_tail: String,
+    },
     #[error("{process} exited during start-up ({status}); last log lines:\n{log_tail}")]
-    Exited { process: &'static str, status: String, log_tail: String },
+    Exited {
+        process: &'static str,
+        status: String,
+        log_tail: String,
+    },
     #[error("Kubernetes client: {0}")]
     Kube(String),
     #[error("CRD manifest {path}: {message}")]
@@ -21,6 +29,9 @@ pub enum HarnessError {
 
 impl HarnessError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        HarnessError::Io { path: path.into(), source }
+        HarnessError::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

@@ -39,5 +39,7 @@ pub fn spawn(command: Command) -> std::io::Result<Child> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .send((command, reply))
         .map_err(|_| std::io::Error::other("harness launcher thread is gone"))?;
-    answer.recv().map_err(|_| std::io::Error::other("harness launcher thread is gone"))?
+    answer
+        .recv()
+        .map_err(|_| std::io::Error::other("harness launcher thread is gone"))?
 }
