@@ -16,6 +16,12 @@ echo "using $KUBEBUILDER_ASSETS"
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "one rustls crypto provider (ring): aws-lc-rs must not be in the dependency graph"
+if cargo tree --workspace --locked -e normal,build -i aws-lc-rs >/dev/null 2>&1; then
+  cargo tree --workspace --locked -e normal,build -i aws-lc-rs
+  exit 1
+fi
+
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
