@@ -593,3 +593,66 @@ async fn status_round_trips_through_the_subresource_without_touching_spec() {
     let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
     assert_eq!(types, ["CanConnectToOVirt", "MachineOn", "Paused"]);
 }
+
+#[tokio::test]
+async fn deprecated_user_and_pass_draw_a_warning_but_a_credentials_secret_does_not() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "deprecation").await.expect("namespace");
+    let dir = tempfile_dir(&namespace);
+    let legacy = dir.join("legacy.yaml");
+    std::fs::write(
+        &legacy,
+        format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\nkind: OVirtProvider\nmetadata:\n  name: \
+             {namespace}-legacy\nspec:\n  engine: https://engine.example/ovirt-engine/api\n  user: admin@internal\n  \
+             pass: secret\n"
+        ),
+    )
+    .expect("write");
+    let modern = dir.join("modern.yaml");
+    std::fs::write(
+        &modern,
+        format!(
+            "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\nkind: OVirtProvider\nmetadata:\n  name: \
+             {namespace}-modern\nspec:\n  engine: https://engine.example/ovirt-engine/api\n  credentialsSecretName: \
+             engine-credentials\n"
+        ),
+    )
+    .expect("write");
+
+    // The policy binding takes a moment to be picked up by the admission plugin: wait for the first warning.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let warning = loop {
+        let output = kubectl(plane, &["apply", "-f", legacy.to_str().expect("path")]);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(
+            output.status.success(),
+            "deprecated fields must still be accepted: {stderr}"
+        );
+        if stderr.contains("Warning") {
+            break stderr;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no deprecation warning within 30s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert!(warning.contains("spec.user and spec.pass are deprecated"), "{warning}");
+    assert!(warning.contains("set spec.credentialsSecretName"), "{warning}");
+
+    let output = kubectl(plane, &["apply", "-f", modern.to_str().expect("path")]);
+    assert!(output.status.success());
+    assert!(
+        !String::from_utf8_lossy(&output.stderr).contains("Warning"),
+        "a provider with a Secret is not deprecated"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn tempfile_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("capov-api-test-{name}"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}

@@ -1,4 +1,4 @@
-//! Writes CAPOV's CRD manifests into the CRD chart: `crdgen [DIR]` (default `chart/capov-crds/templates`).
+//! Writes CAPOV's CRD chart manifests: `crdgen [DIR]` (default `chart/capov-crds/templates`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,16 +9,20 @@ fn main() -> ExitCode {
             .nth(1)
             .unwrap_or_else(|| "chart/capov-crds/templates".into()),
     );
+    let manifests = match capov_crds::generate::manifests() {
+        Ok(manifests) => manifests,
+        Err(err) => {
+            eprintln!("crdgen: cannot render the manifests: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     if let Err(err) = std::fs::create_dir_all(&dir) {
         eprintln!("crdgen: cannot create {}: {err}", dir.display());
         return ExitCode::FAILURE;
     }
-    for crd in capov_crds::generate::all_crds() {
-        let path = dir.join(capov_crds::generate::file_name(&crd));
-        let written = capov_crds::generate::render(&crd)
-            .map_err(|err| err.to_string())
-            .and_then(|yaml| std::fs::write(&path, yaml).map_err(|err| err.to_string()));
-        if let Err(err) = written {
+    for manifest in manifests {
+        let path = dir.join(&manifest.file_name);
+        if let Err(err) = std::fs::write(&path, manifest.yaml) {
             eprintln!("crdgen: cannot write {}: {err}", path.display());
             return ExitCode::FAILURE;
         }

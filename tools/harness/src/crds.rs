@@ -1,19 +1,21 @@
-//! Installs CAPOV's CRDs from the CRD chart, exactly as a user would get them.
+//! Installs CAPOV's CRD chart (the CRDs and the admission policy beside them), exactly as a user gets them.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
 
 use crate::{HarnessError, assets};
 
-/// `chart/capov-crds/templates`, where the generated CRD manifests are committed.
+/// `chart/capov-crds/templates`, where the generated manifests are committed.
 pub fn crd_chart_dir() -> PathBuf {
     assets::repo_root().join("chart/capov-crds/templates")
 }
 
-/// Applies every CRD of the chart (server-side apply) and waits until each is Established.
+/// Applies every manifest of the CRD chart (server-side apply) and waits until each CRD is Established. Returns
+/// the names of the CRDs.
 pub async fn install_crds(client: &kube::Client) -> Result<Vec<String>, HarnessError> {
     let dir = crd_chart_dir();
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -22,27 +24,63 @@ pub async fn install_crds(client: &kube::Client) -> Result<Vec<String>, HarnessE
         .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
         .collect();
     paths.sort();
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut names = Vec::new();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("capov-harness").force();
+    let mut crd_names = Vec::new();
+    let mut others = Vec::new();
     for path in paths {
         let text = std::fs::read_to_string(&path).map_err(|err| HarnessError::io(&path, err))?;
-        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).map_err(|err| HarnessError::Crd {
+        let documents: Vec<DynamicObject> = serde_saphyr::from_multiple(&text).map_err(|err| HarnessError::Crd {
             path: path.clone(),
             message: err.to_string(),
         })?;
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &PatchParams::apply("capov-harness").force(), &Patch::Apply(&crd))
+        for document in documents {
+            let kind = document.types.as_ref().map(|t| t.kind.as_str()).unwrap_or_default();
+            if kind == "CustomResourceDefinition" {
+                let name = document.metadata.name.clone().unwrap_or_default();
+                crds.patch(&name, &params, &Patch::Apply(&document))
+                    .await
+                    .map_err(|err| HarnessError::Crd {
+                        path: path.clone(),
+                        message: err.to_string(),
+                    })?;
+                crd_names.push(name);
+            } else {
+                others.push((path.clone(), document));
+            }
+        }
+    }
+    // Policies may refer to the CRDs' types, so they come after the CRDs.
+    for (path, document) in others {
+        let types = document.types.clone().unwrap_or_default();
+        let gvk = GroupVersionKind::try_from(&types).map_err(|err| HarnessError::Crd {
+            path: path.clone(),
+            message: err.to_string(),
+        })?;
+        let (resource, _) = kube::discovery::pinned_kind(client, &gvk)
             .await
             .map_err(|err| HarnessError::Crd {
                 path: path.clone(),
                 message: err.to_string(),
             })?;
-        names.push(name);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let name = document.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &params, &Patch::Apply(&document))
+            .await
+            .map_err(|err| HarnessError::Crd {
+                path: path.clone(),
+                message: err.to_string(),
+            })?;
     }
+    wait_established(&crds, &crd_names).await?;
+    Ok(crd_names)
+}
+
+async fn wait_established(crds: &Api<CustomResourceDefinition>, names: &[String]) -> Result<(), HarnessError> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    for name in &names {
+    for name in names {
         loop {
-            let established = api.get_opt(name).await.ok().flatten().is_some_and(|crd| {
+            let established = crds.get_opt(name).await.ok().flatten().is_some_and(|crd| {
                 crd.status
                     .and_then(|status| status.conditions)
                     .unwrap_or_default()
@@ -61,5 +99,5 @@ pub async fn install_crds(client: &kube::Client) -> Result<Vec<String>, HarnessE
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    Ok(names)
+    Ok(())
 }
