@@ -99,6 +99,17 @@ impl Control {
         self.shared.lock().tokens.clear();
     }
 
+    /// Number of SSO tokens currently valid (revoked and expired ones excluded).
+    pub fn token_count(&self) -> usize {
+        let now = std::time::Instant::now();
+        self.shared.lock().tokens.values().filter(|t| t.expires.is_none_or(|at| at > now)).count()
+    }
+
+    /// Correlation ids received recently (up to 1000), oldest first.
+    pub fn correlation_ids(&self) -> Vec<String> {
+        self.shared.correlation_ids.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+
     /// Lifetime of tokens issued from now on (None = never expire).
     pub fn set_token_ttl(&self, ttl: Option<Duration>) {
         *self.shared.token_ttl.write().unwrap_or_else(|e| e.into_inner()) = ttl;
@@ -223,6 +234,8 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
     match (&req.method, path) {
         (&Method::GET, ["health"]) => Reply::json(200, &json!({"status": "ok"})),
         (&Method::GET, ["counters"]) => Reply::json(200, &json!(control.counters())),
+        (&Method::GET, ["correlation-ids"]) => Reply::json(200, &json!(control.correlation_ids())),
+        (&Method::GET, ["tokens"]) => Reply::json(200, &json!({"valid": control.token_count()})),
         (&Method::POST, ["counters", "reset"]) => {
             control.reset_counters();
             Reply::json(200, &json!({}))

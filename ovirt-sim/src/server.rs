@@ -31,7 +31,12 @@ pub struct Shared {
     pub(crate) faults: RwLock<FaultInjection>,
     pub(crate) counters: Mutex<BTreeMap<String, u64>>,
     pub(crate) token_ttl: RwLock<Option<Duration>>,
+    /// The most recent correlation ids received, oldest first.
+    pub(crate) correlation_ids: Mutex<std::collections::VecDeque<String>>,
 }
+
+/// How many correlation ids the simulator remembers.
+const REMEMBERED_CORRELATION_IDS: usize = 1000;
 
 impl Shared {
     /// The engine state. Never held across an await.
@@ -122,6 +127,13 @@ async fn respond(shared: Arc<Shared>, req: Incoming) -> Reply {
         return control::handle(&Control { shared: shared.clone() }, &req, &path);
     }
     let correlation_id = req.header("correlation-id").or_else(|| req.param("correlation_id")).map(str::to_string);
+    if let Some(id) = &correlation_id {
+        let mut seen = shared.correlation_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() == REMEMBERED_CORRELATION_IDS {
+            seen.pop_front();
+        }
+        seen.push_back(id.clone());
+    }
     let reply = engine_reply(&shared, &req).await;
     match correlation_id {
         Some(id) => reply.with_header("Correlation-Id", id),
@@ -259,6 +271,7 @@ impl SimulatorBuilder {
             faults: RwLock::new(FaultInjection::default()),
             counters: Mutex::new(BTreeMap::new()),
             token_ttl: RwLock::new(self.token_ttl),
+            correlation_ids: Mutex::new(std::collections::VecDeque::new()),
         });
 
         let listener = TcpListener::bind(self.listen).await?;
