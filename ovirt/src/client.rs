@@ -381,6 +381,11 @@ fn classify_transport(err: reqwest::Error) -> Error {
     if let Some(tls) = find_tls_error(&err) {
         return Error::Tls(tls);
     }
+    // Some layers flatten the rustls error into text; rustls words every verification failure
+    // as "invalid peer certificate: …".
+    if message.contains("invalid peer certificate") {
+        return Error::Tls(message);
+    }
     if err.is_timeout() {
         return Error::Timeout(message);
     }
