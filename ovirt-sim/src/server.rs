@@ -256,6 +256,8 @@ impl SimulatorBuilder {
     }
 
     pub async fn start(self) -> std::io::Result<SimulatorHandle> {
+        // Processes embedding the simulator talk HTTPS too: make ring the process default.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let io_err = |e: String| std::io::Error::other(e);
         let mut state = State::default();
         inventory::seed(&mut state, &self.inventory).map_err(io_err)?;
