@@ -1,1 +1,33 @@
-//! The oVirt Engine simulator.
+//! A stateful, in-memory oVirt Engine speaking the real REST wire protocol (XML by default, JSON
+//! with the engine's scalars-as-strings convention), over HTTP or HTTPS with its own CA.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! let sim = capov_ovirt_sim::Simulator::builder().start().await?;
+//! println!("engine at {} (CA: {:?})", sim.api_url(), sim.ca_pem());
+//! sim.control().expire_tokens();
+//! # Ok(()) }
+//! ```
+
+mod api;
+mod control;
+mod engine;
+mod ids;
+mod inventory;
+mod render;
+mod search;
+mod server;
+mod sso;
+mod state;
+mod tls;
+mod wire;
+
+pub use control::{Control, FaultInjection};
+pub use engine::Timings;
+pub use inventory::{
+    ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
+    TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
+};
+pub use server::{Simulator, SimulatorBuilder, SimulatorHandle};
+pub use sso::SsoErrorStyle;
+pub use state::{DiskSnapshot, NicSnapshot, VmSnapshot};

@@ -1,1 +1,33 @@
-//! The oVirt Engine REST client.
+//! Typed async client for the oVirt Engine REST API v4.
+//!
+//! Speaks the engine's canonical XML, logs in through the engine SSO (token cached, one re-login
+//! and retry on 401, revoked on drop or credential change), verifies TLS as an OVirtProvider's
+//! `spec.tls` says, rate-limits per engine with `governor`, tags requests with correlation ids and
+//! reports each request to an optional observer for metrics.
+//!
+//! ```no_run
+//! # async fn demo() -> capov_ovirt::Result<()> {
+//! use capov_ovirt::{Client, ClientConfig, TlsMode};
+//! let config = ClientConfig::new("https://engine.example.com/ovirt-engine/api", "admin@internal", "secret")
+//!     .with_tls(TlsMode::Verify { system_roots: true, extra_ca_pem: Vec::new() });
+//! let client = Client::new(config)?;
+//! let vm = client.with_correlation_id("create-worker-0").find_vm_by_name("worker-0").await?;
+//! # Ok(()) }
+//! ```
+
+mod client;
+mod config;
+mod error;
+mod observe;
+mod ops;
+mod sso;
+
+pub mod model;
+pub mod search;
+pub mod xml;
+
+pub use client::{CORRELATION_ID_HEADER, Client};
+pub use config::{ClientConfig, Credentials, Password, TlsMode};
+pub use error::{Error, Result, reason};
+pub use observe::{Outcome, RequestEvent, RequestObserver};
+pub use ops::{DiskPlacement, StartOptions, blank_template};

@@ -1,0 +1,288 @@
+//! The control interface: seed inventory, inject faults, expire tokens, read counters and VM
+//! state. Usable in-process ([`Control`]) and over HTTP as JSON under `/sim/`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::engine::{self, Timings};
+use crate::inventory::{Inventory, VmSeed};
+use crate::server::{Incoming, Shared};
+use crate::sso::SsoErrorStyle;
+use crate::state::VmSnapshot;
+use crate::wire::Reply;
+
+/// Misbehaviour to inject into engine traffic (`/ovirt-engine/...`; the control API is exempt).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FaultInjection {
+    /// Added before every engine answer.
+    pub latency_ms: u64,
+    /// Fraction (0..=1) of API requests answered with `error_status` and an empty body.
+    pub error_rate: f64,
+    pub error_status: u16,
+    /// Restricts `error_rate` to request paths containing this text.
+    pub path_contains: Option<String>,
+    /// Every engine request, SSO included, gets 503 (an engine behind a proxy that is down).
+    pub outage: bool,
+    pub sso_error_style: SsoErrorStyle,
+}
+
+impl Default for FaultInjection {
+    fn default() -> Self {
+        Self { latency_ms: 0, error_rate: 0.0, error_status: 503, path_contains: None, outage: false, sso_error_style: SsoErrorStyle::Oauth }
+    }
+}
+
+/// In-process handle on a running simulator's control interface. Cheap to clone.
+#[derive(Clone)]
+pub struct Control {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Control {
+    /// Adds objects to the inventory.
+    pub fn seed(&self, inventory: &Inventory) -> Result<(), String> {
+        crate::inventory::seed(&mut self.shared.lock(), inventory)
+    }
+
+    /// Adds `count` VMs named `{prefix}{n}` made from `template` (None = Blank), status `down`.
+    pub fn seed_vms(&self, prefix: &str, count: usize, template: Option<&str>) -> Result<(), String> {
+        let vms = (0..count)
+            .map(|n| VmSeed { name: format!("{prefix}{n}"), template: template.map(str::to_string), ..VmSeed::default() })
+            .collect();
+        self.seed(&Inventory { vms, ..Inventory::default() })
+    }
+
+    /// Attaches a new data disk (not from the template) to a VM; returns the disk id.
+    pub fn attach_disk(&self, vm_id: &str, alias: &str, size_bytes: u64) -> Result<String, String> {
+        engine::attach_extra_disk(&mut self.shared.lock(), vm_id, alias, size_bytes).map_err(|e| format!("{e:?}"))
+    }
+
+    pub fn faults(&self) -> FaultInjection {
+        self.shared.faults()
+    }
+
+    pub fn set_faults(&self, faults: FaultInjection) {
+        *self.shared.faults.write().unwrap_or_else(|e| e.into_inner()) = faults;
+    }
+
+    fn update_faults(&self, change: impl FnOnce(&mut FaultInjection)) {
+        change(&mut self.shared.faults.write().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    pub fn set_latency(&self, latency: Duration) {
+        self.update_faults(|f| f.latency_ms = latency.as_millis() as u64);
+    }
+
+    pub fn set_error_rate(&self, rate: f64, status: u16) {
+        self.update_faults(|f| {
+            f.error_rate = rate;
+            f.error_status = status;
+        });
+    }
+
+    pub fn set_outage(&self, outage: bool) {
+        self.update_faults(|f| f.outage = outage);
+    }
+
+    pub fn set_sso_error_style(&self, style: SsoErrorStyle) {
+        self.update_faults(|f| f.sso_error_style = style);
+    }
+
+    /// Invalidates every issued token: the next API call gets 401.
+    pub fn expire_tokens(&self) {
+        self.shared.lock().tokens.clear();
+    }
+
+    /// Number of SSO tokens currently valid (revoked and expired ones excluded).
+    pub fn token_count(&self) -> usize {
+        let now = std::time::Instant::now();
+        self.shared.lock().tokens.values().filter(|t| t.expires.is_none_or(|at| at > now)).count()
+    }
+
+    /// Correlation ids received recently (up to 1000), oldest first.
+    pub fn correlation_ids(&self) -> Vec<String> {
+        self.shared.correlation_ids.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+
+    /// Lifetime of tokens issued from now on (None = never expire).
+    pub fn set_token_ttl(&self, ttl: Option<Duration>) {
+        *self.shared.token_ttl.write().unwrap_or_else(|e| e.into_inner()) = ttl;
+    }
+
+    /// Adds a user or changes its password (`name` as `user@domain`).
+    pub fn set_user(&self, name: &str, password: &str) {
+        self.shared.lock().users.insert(name.to_string(), password.to_string());
+    }
+
+    pub fn timings(&self) -> Timings {
+        self.shared.timings()
+    }
+
+    pub fn set_timings(&self, timings: Timings) {
+        *self.shared.timings.write().unwrap_or_else(|e| e.into_inner()) = timings;
+    }
+
+    /// Requests per endpoint, keyed `METHOD /path/{id}/...` (ids replaced), plus `total`.
+    pub fn counters(&self) -> BTreeMap<String, u64> {
+        self.shared.counters.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn counter(&self, key: &str) -> u64 {
+        self.counters().get(key).copied().unwrap_or(0)
+    }
+
+    pub fn reset_counters(&self) {
+        self.shared.counters.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// Every VM, for assertions such as "exactly N VMs exist".
+    pub fn vms(&self) -> Vec<VmSnapshot> {
+        let state = self.shared.lock();
+        state.vms.values().map(|vm| state.snapshot_vm(vm)).collect()
+    }
+
+    pub fn vm_count(&self) -> usize {
+        self.shared.lock().vms.len()
+    }
+
+    pub fn vm(&self, id: &str) -> Option<VmSnapshot> {
+        let state = self.shared.lock();
+        state.vms.get(id).map(|vm| state.snapshot_vm(vm))
+    }
+
+    pub fn vm_by_name(&self, name: &str) -> Option<VmSnapshot> {
+        let state = self.shared.lock();
+        state.vms.values().find(|vm| vm.name == name).map(|vm| state.snapshot_vm(vm))
+    }
+
+    /// Forces a VM into a status (e.g. `not_responding`, `up`) without the usual transitions.
+    pub fn set_vm_status(&self, id: &str, status: &str) -> Result<(), String> {
+        crate::api::force_vm_status(&mut self.shared.lock(), id, status).map_err(|e| format!("{e:?}"))
+    }
+
+    /// Id of a named object, for tests: kinds `cluster`, `datacenter`, `storagedomain`,
+    /// `network`, `vnicprofile`, `template`, `vm`.
+    pub fn id_of(&self, kind: &str, name: &str) -> Option<String> {
+        let state = self.shared.lock();
+        match kind {
+            "cluster" => state.clusters.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "datacenter" => state.data_centers.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "storagedomain" => state.storage_domains.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "network" => state.networks.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "vnicprofile" => state.vnic_profiles.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "template" => state.templates.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "vm" => state.vms.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            _ => None,
+        }
+    }
+
+    /// Disk ids of a template, in order.
+    pub fn template_disk_ids(&self, template_id: &str) -> Vec<String> {
+        self.shared.lock().templates.get(template_id).map(|t| t.disk_ids.clone()).unwrap_or_default()
+    }
+}
+
+#[derive(Deserialize)]
+struct AttachDisk {
+    alias: String,
+    size_bytes: u64,
+}
+
+#[derive(Deserialize)]
+struct UserChange {
+    name: String,
+    password: String,
+}
+
+#[derive(Deserialize)]
+struct StatusChange {
+    status: String,
+}
+
+#[derive(Deserialize)]
+struct TokenTtl {
+    ttl_ms: Option<u64>,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(req: &Incoming) -> Result<T, Reply> {
+    serde_json::from_slice(&req.body).map_err(|e| Reply::json(400, &json!({"error": e.to_string()})))
+}
+
+fn result(outcome: Result<serde_json::Value, String>) -> Reply {
+    match outcome {
+        Ok(value) => Reply::json(200, &value),
+        Err(error) => Reply::json(400, &json!({"error": error})),
+    }
+}
+
+/// `/sim/...` over HTTP (JSON in, JSON out).
+pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
+    macro_rules! body {
+        ($t:ty) => {
+            match parse::<$t>(req) {
+                Ok(v) => v,
+                Err(reply) => return reply,
+            }
+        };
+    }
+    match (&req.method, path) {
+        (&Method::GET, ["health"]) => Reply::json(200, &json!({"status": "ok"})),
+        (&Method::GET, ["counters"]) => Reply::json(200, &json!(control.counters())),
+        (&Method::GET, ["correlation-ids"]) => Reply::json(200, &json!(control.correlation_ids())),
+        (&Method::GET, ["tokens"]) => Reply::json(200, &json!({"valid": control.token_count()})),
+        (&Method::POST, ["counters", "reset"]) => {
+            control.reset_counters();
+            Reply::json(200, &json!({}))
+        }
+        (&Method::GET, ["vms"]) => Reply::json(200, &json!(control.vms())),
+        (&Method::GET, ["vms", id]) => match control.vm(id) {
+            Some(vm) => Reply::json(200, &json!(vm)),
+            None => Reply::json(404, &json!({"error": "no such VM"})),
+        },
+        (&Method::POST, ["vms", id, "disks"]) => {
+            let attach = body!(AttachDisk);
+            result(control.attach_disk(id, &attach.alias, attach.size_bytes).map(|disk_id| json!({"id": disk_id})))
+        }
+        (&Method::POST, ["vms", id, "status"]) => {
+            let change = body!(StatusChange);
+            result(control.set_vm_status(id, &change.status).map(|()| json!({})))
+        }
+        (&Method::POST, ["inventory"]) => {
+            let inventory = body!(Inventory);
+            result(control.seed(&inventory).map(|()| json!({})))
+        }
+        (&Method::GET, ["faults"]) => Reply::json(200, &json!(control.faults())),
+        (&Method::POST | &Method::PUT, ["faults"]) => {
+            let faults = body!(FaultInjection);
+            control.set_faults(faults);
+            Reply::json(200, &json!(control.faults()))
+        }
+        (&Method::GET, ["timings"]) => Reply::json(200, &json!(control.timings())),
+        (&Method::POST | &Method::PUT, ["timings"]) => {
+            let timings = body!(Timings);
+            control.set_timings(timings);
+            Reply::json(200, &json!(control.timings()))
+        }
+        (&Method::POST, ["tokens", "expire"]) => {
+            control.expire_tokens();
+            Reply::json(200, &json!({}))
+        }
+        (&Method::POST, ["tokens", "ttl"]) => {
+            let ttl = body!(TokenTtl);
+            control.set_token_ttl(ttl.ttl_ms.map(Duration::from_millis));
+            Reply::json(200, &json!({}))
+        }
+        (&Method::POST, ["users"]) => {
+            let change = body!(UserChange);
+            control.set_user(&change.name, &change.password);
+            Reply::json(200, &json!({}))
+        }
+        _ => Reply::json(404, &json!({"error": "unknown control endpoint"})),
+    }
+}

@@ -1,0 +1,355 @@
+//! Records → engine representations, with the hrefs, links and actions a real engine adds.
+
+use capov_ovirt::model::*;
+
+use crate::ids::{format_time, guest_ipv4, link_local_ipv6};
+use crate::state::*;
+
+pub const API: &str = "/ovirt-engine/api";
+
+fn href(path: &str) -> String {
+    format!("{API}/{path}")
+}
+
+fn linked(collection: &str, id: &str) -> Ref {
+    Ref::linked(href(&format!("{collection}/{id}")), id)
+}
+
+fn links(base: &str, rels: &[&str]) -> Vec<Link> {
+    rels.iter().map(|rel| Link::new(format!("{base}/{rel}"), *rel)).collect()
+}
+
+fn actions(base: &str, rels: &[&str]) -> Option<Actions> {
+    Some(Actions { links: links(base, rels) })
+}
+
+pub fn api_root(state: &State) -> Api {
+    let collections = [
+        "clusters", "datacenters", "disks", "jobs", "networks", "storagedomains", "templates", "vms", "vnicprofiles",
+    ];
+    let mut api_links = Vec::new();
+    for collection in collections {
+        api_links.push(Link::new(href(collection), collection));
+        if collection != "vnicprofiles" && collection != "jobs" {
+            api_links.push(Link::new(format!("{}?search={{query}}", href(collection)), format!("{collection}/search")));
+        }
+    }
+    let user_id = "bfd9c4d2-0000-4000-8000-0000000000ad";
+    let running = state.vms.values().filter(|vm| vm.status == VmStatus::Up).count() as u64;
+    Api {
+        links: api_links,
+        product_info: Some(ProductInfo {
+            instance_id: Some("5e1a7c3d-0000-4000-8000-00000000c0de".into()),
+            name: Some("oVirt Engine".into()),
+            vendor: Some("ovirt.org".into()),
+            version: Some(Version {
+                build: Some(10),
+                full_version: Some("4.4.10.7-1.el8".into()),
+                major: Some(4),
+                minor: Some(4),
+                revision: Some(0),
+            }),
+        }),
+        special_objects: Some(SpecialObjects {
+            blank_template: Some(linked("templates", BLANK_TEMPLATE_ID)),
+            root_tag: Some(linked("tags", BLANK_TEMPLATE_ID)),
+        }),
+        summary: Some(ApiSummary {
+            hosts: Some(SummaryCount { active: Some(1), total: Some(1) }),
+            storage_domains: Some(SummaryCount {
+                active: Some(state.storage_domains.values().filter(|s| s.status == "active").count() as u64),
+                total: Some(state.storage_domains.len() as u64),
+            }),
+            users: Some(SummaryCount { active: Some(1), total: Some(state.users.len() as u64) }),
+            vms: Some(SummaryCount { active: Some(running), total: Some(state.vms.len() as u64) }),
+        }),
+        time: Some(format_time(crate::ids::now_millis())),
+        authenticated_user: Some(linked("users", user_id)),
+        effective_user: Some(linked("users", user_id)),
+    }
+}
+
+pub fn data_center(dc: &DataCenterRecord) -> DataCenter {
+    let base = href(&format!("datacenters/{}", dc.id));
+    DataCenter {
+        href: Some(base.clone()),
+        id: Some(dc.id.clone()),
+        name: Some(dc.name.clone()),
+        description: Some(String::new()),
+        links: links(&base, &["clusters", "networks", "storagedomains", "permissions", "quotas"]),
+        local: Some(false),
+        status: Some("up".into()),
+        version: Some(Version { major: Some(4), minor: Some(6), ..Version::default() }),
+    }
+}
+
+pub fn cluster(c: &ClusterRecord) -> Cluster {
+    let base = href(&format!("clusters/{}", c.id));
+    Cluster {
+        href: Some(base.clone()),
+        id: Some(c.id.clone()),
+        name: Some(c.name.clone()),
+        description: Some(String::new()),
+        comment: Some(String::new()),
+        links: links(&base, &["networks", "permissions", "affinitygroups", "cpuprofiles"]),
+        cpu: Some(Cpu { architecture: Some("x86_64".into()), kind: Some(c.cpu_type.clone()), ..Cpu::default() }),
+        version: Some(Version { major: Some(4), minor: Some(6), ..Version::default() }),
+        data_center: Some(linked("datacenters", &c.data_center_id)),
+    }
+}
+
+/// `in_data_center`: rendered under `/datacenters/{id}/storagedomains` (status always shown);
+/// otherwise `/storagedomains`, where attached domains omit their status as the engine does.
+pub fn storage_domain(sd: &StorageDomainRecord, in_data_center: bool) -> StorageDomain {
+    let base = href(&format!("storagedomains/{}", sd.id));
+    let attached = sd.data_center_id.is_some();
+    let status = if in_data_center {
+        Some(StorageDomainStatus::parse(&sd.status))
+    } else if attached {
+        None
+    } else {
+        Some(StorageDomainStatus::Unattached)
+    };
+    StorageDomain {
+        href: Some(match (&sd.data_center_id, in_data_center) {
+            (Some(dc), true) => href(&format!("datacenters/{dc}/storagedomains/{}", sd.id)),
+            _ => base.clone(),
+        }),
+        id: Some(sd.id.clone()),
+        actions: actions(&base, &["isattached", "updateovfstore", "refreshluns", "reduceluns"]),
+        name: Some(sd.name.clone()),
+        description: Some(String::new()),
+        comment: Some(String::new()),
+        links: links(&base, &["diskprofiles", "disks", "storageconnections", "permissions", "templates", "vms"]),
+        available: Some(sd.available),
+        committed: Some(sd.used),
+        external_status: Some(sd.external_status.clone()),
+        master: Some(sd.master),
+        status,
+        storage: Some(StorageConnection {
+            address: Some("storage.sim.local".into()),
+            path: Some(format!("/exports/{}", sd.name)),
+            kind: Some("nfs".into()),
+        }),
+        storage_format: Some("v5".into()),
+        kind: Some(sd.kind.clone()),
+        used: Some(sd.used),
+        data_centers: sd
+            .data_center_id
+            .as_ref()
+            .map(|dc| DataCenterRefs { items: vec![linked("datacenters", dc)] }),
+        data_center: None,
+    }
+}
+
+pub fn network(n: &NetworkRecord) -> Network {
+    let base = href(&format!("networks/{}", n.id));
+    Network {
+        href: Some(base.clone()),
+        id: Some(n.id.clone()),
+        name: Some(n.name.clone()),
+        description: Some(String::new()),
+        links: links(&base, &["permissions", "vnicprofiles", "networklabels"]),
+        mtu: Some(0),
+        data_center: Some(linked("datacenters", &n.data_center_id)),
+    }
+}
+
+pub fn vnic_profile(p: &VnicProfileRecord) -> VnicProfile {
+    let base = href(&format!("vnicprofiles/{}", p.id));
+    VnicProfile {
+        href: Some(base.clone()),
+        id: Some(p.id.clone()),
+        name: Some(p.name.clone()),
+        links: links(&base, &["permissions"]),
+        pass_through: Some(PassThrough { mode: Some("disabled".into()) }),
+        port_mirroring: Some(false),
+        network: Some(linked("networks", &p.network_id)),
+        network_filter: Some(linked("networkfilters", "d2370ab4-fee3-11e9-a310-8c1645ce738e")),
+    }
+}
+
+pub fn template(t: &TemplateRecord) -> Template {
+    let base = href(&format!("templates/{}", t.id));
+    Template {
+        href: Some(base.clone()),
+        id: Some(t.id.clone()),
+        actions: actions(&base, &["export"]),
+        name: Some(t.name.clone()),
+        description: Some(t.description.clone()),
+        comment: Some(String::new()),
+        links: links(&base, &["diskattachments", "nics", "permissions", "tags", "watchdogs"]),
+        cpu: Some(Cpu {
+            architecture: Some("x86_64".into()),
+            topology: Some(CpuTopology { cores: Some(t.cores), sockets: Some(t.sockets), threads: Some(t.threads) }),
+            ..Cpu::default()
+        }),
+        creation_time: Some(format_time(t.creation_time)),
+        memory: Some(t.memory),
+        kind: Some("server".into()),
+        status: Some(TemplateStatus::parse(&t.status)),
+        version: Some(TemplateVersion {
+            version_name: t.version_name.clone(),
+            version_number: Some(t.version_number),
+            base_template: t.base_template_id.as_ref().map(|id| linked("templates", id)),
+        }),
+        cluster: t.cluster_id.as_ref().map(|id| linked("clusters", id)),
+    }
+}
+
+pub fn disk(d: &DiskRecord) -> Disk {
+    let base = href(&format!("disks/{}", d.id));
+    Disk {
+        href: Some(base.clone()),
+        id: Some(d.id.clone()),
+        actions: actions(&base, &["reduce", "sparsify", "copy", "export", "move", "refreshlun"]),
+        name: Some(d.alias.clone()),
+        description: Some(d.description.clone()),
+        links: links(&base, &["permissions", "disksnapshots", "statistics"]),
+        actual_size: Some(d.actual_size),
+        alias: Some(d.alias.clone()),
+        content_type: Some("data".into()),
+        format: Some(d.format.clone()),
+        image_id: Some(d.image_id.clone()),
+        provisioned_size: Some(d.provisioned_size),
+        shareable: Some(false),
+        sparse: Some(d.sparse),
+        status: Some(d.status.clone()),
+        storage_type: Some("image".into()),
+        total_size: Some(d.actual_size),
+        wipe_after_delete: Some(false),
+        disk_profile: Some(linked("diskprofiles", "0f9c5266-0000-4000-8000-00000000d15c")),
+        storage_domains: Some(StorageDomainRefs {
+            items: d.storage_domain_ids.iter().map(|id| linked("storagedomains", id)).collect(),
+        }),
+    }
+}
+
+/// An attachment of `d` to a VM (`owner` = `vms/{id}`) or template (`templates/{id}`).
+pub fn disk_attachment(d: &DiskRecord, owner_collection: &str, owner_id: &str, inline_disk: bool) -> DiskAttachment {
+    let owner = Some(linked(owner_collection, owner_id));
+    DiskAttachment {
+        href: Some(href(&format!("{owner_collection}/{owner_id}/diskattachments/{}", d.id))),
+        id: Some(d.id.clone()),
+        active: Some(d.active),
+        bootable: Some(d.bootable),
+        interface: Some(d.interface.clone()),
+        logical_name: None,
+        pass_discard: Some(false),
+        read_only: Some(false),
+        uses_scsi_reservation: Some(false),
+        disk: Some(if inline_disk {
+            disk(d)
+        } else {
+            Disk { href: Some(href(&format!("disks/{}", d.id))), id: Some(d.id.clone()), ..Disk::default() }
+        }),
+        template: if owner_collection == "templates" { owner.clone() } else { None },
+        vm: if owner_collection == "vms" { owner } else { None },
+    }
+}
+
+pub fn nic(vm_id: &str, n: &NicRecord) -> Nic {
+    let base = href(&format!("vms/{vm_id}/nics/{}", n.id));
+    Nic {
+        href: Some(base.clone()),
+        id: Some(n.id.clone()),
+        actions: actions(&base, &["activate", "deactivate"]),
+        name: Some(n.name.clone()),
+        links: links(&base, &["reporteddevices", "networkfilterparameters", "statistics"]),
+        vm: Some(linked("vms", vm_id)),
+        interface: Some(n.interface.clone()),
+        linked: Some(n.linked),
+        mac: Some(Mac { address: Some(n.mac.clone()) }),
+        plugged: Some(n.plugged),
+        synced: Some(true),
+        vnic_profile: n.vnic_profile_id.as_ref().map(|id| linked("vnicprofiles", id)),
+    }
+}
+
+/// What the guest agent reports: one device per plugged NIC with a private IPv4 and the
+/// link-local IPv6 real guests also show.
+pub fn reported_devices(vm: &VmRecord) -> Vec<ReportedDevice> {
+    if !vm.ips_reported {
+        return Vec::new();
+    }
+    vm.nics
+        .iter()
+        .filter(|n| n.plugged)
+        .enumerate()
+        .map(|(index, n)| {
+            let id = format!("{:0>8}-0000-4000-8000-{}", index, n.mac.replace(':', ""));
+            ReportedDevice {
+                href: Some(href(&format!("vms/{}/reporteddevices/{id}", vm.id))),
+                id: Some(id),
+                name: Some(format!("eth{index}")),
+                description: Some("guest reported data".into()),
+                kind: Some("network".into()),
+                ips: Some(Ips {
+                    items: vec![
+                        Ip { address: Some(guest_ipv4(vm.address_index * 8 + index as u64)), version: Some("v4".into()) },
+                        Ip { address: Some(link_local_ipv6(&n.mac)), version: Some("v6".into()) },
+                    ],
+                }),
+                mac: Some(Mac { address: Some(n.mac.clone()) }),
+                vm: Some(linked("vms", &vm.id)),
+            }
+        })
+        .collect()
+}
+
+/// What to inline in a VM (`?follow=`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VmFollow {
+    pub disk_attachments: bool,
+    pub nics: bool,
+}
+
+pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
+    let base = href(&format!("vms/{}", v.id));
+    let is_down = v.status == VmStatus::Down;
+    Vm {
+        href: Some(base.clone()),
+        id: Some(v.id.clone()),
+        actions: actions(&base, &["shutdown", "start", "stop", "suspend", "reboot", "migrate", "clone"]),
+        name: Some(v.name.clone()),
+        description: Some(v.description.clone()),
+        comment: Some(v.comment.clone()),
+        links: links(
+            &base,
+            &["graphicsconsoles", "cdroms", "diskattachments", "snapshots", "reporteddevices", "nics", "permissions", "tags", "statistics"],
+        ),
+        cpu: Some(Cpu {
+            architecture: Some("x86_64".into()),
+            topology: Some(CpuTopology { cores: Some(v.cores), sockets: Some(v.sockets), threads: Some(v.threads) }),
+            ..Cpu::default()
+        }),
+        creation_time: Some(format_time(v.creation_time)),
+        fqdn: (v.ips_reported).then(|| format!("{}.sim.local", v.name)),
+        initialization: (v.custom_script.is_some() || v.host_name.is_some()).then(|| Initialization {
+            custom_script: v.custom_script.clone(),
+            host_name: v.host_name.clone(),
+        }),
+        memory: Some(v.memory),
+        memory_policy: Some(MemoryPolicy { ballooning: Some(v.ballooning), guaranteed: Some(v.guaranteed), max: Some(v.memory * 4) }),
+        os: Some(OperatingSystem { kind: Some("other".into()) }),
+        placement_policy: Some(PlacementPolicy { affinity: Some(v.affinity.clone().unwrap_or_else(|| "migratable".into())) }),
+        kind: Some(VmType::parse(&v.kind)),
+        cluster: Some(linked("clusters", &v.cluster_id)),
+        status: Some(v.status.clone()),
+        start_time: if is_down { None } else { v.start_time.map(format_time) },
+        stop_reason: is_down.then(String::new),
+        stop_time: if is_down { v.stop_time.map(format_time) } else { None },
+        disk_attachments: follow.disk_attachments.then(|| DiskAttachments {
+            items: v
+                .disk_ids
+                .iter()
+                .filter_map(|id| state.disks.get(id))
+                .map(|d| disk_attachment(d, "vms", &v.id, false))
+                .collect(),
+        }),
+        nics: follow.nics.then(|| Nics { items: v.nics.iter().map(|n| nic(&v.id, n)).collect() }),
+        original_template: Some(linked("templates", &v.original_template_id)),
+        storage_domain: None,
+        template: Some(linked("templates", &v.template_id)),
+    }
+}

@@ -1,0 +1,416 @@
+//! The HTTP(S) front: request pipeline (faults, counters, auth, correlation ids), the listener and
+//! the [`Simulator`] builder and handle.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use warp::Filter;
+
+use crate::control::{Control, FaultInjection};
+use crate::engine::{self, Scheduled, Timings};
+use crate::inventory::{self, Inventory};
+use crate::state::State;
+use crate::wire::{Format, Reply};
+use crate::{api, control, sso};
+
+const API_PREFIX: &str = "/ovirt-engine/api";
+
+/// State shared by all connections and timers.
+pub struct Shared {
+    state: Mutex<State>,
+    pub(crate) timings: RwLock<Timings>,
+    pub(crate) faults: RwLock<FaultInjection>,
+    pub(crate) counters: Mutex<BTreeMap<String, u64>>,
+    pub(crate) token_ttl: RwLock<Option<Duration>>,
+    /// The most recent correlation ids received, oldest first.
+    pub(crate) correlation_ids: Mutex<std::collections::VecDeque<String>>,
+}
+
+/// How many correlation ids the simulator remembers.
+const REMEMBERED_CORRELATION_IDS: usize = 1000;
+
+impl Shared {
+    /// The engine state. Never held across an await.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn timings(&self) -> Timings {
+        *self.timings.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn faults(&self) -> FaultInjection {
+        self.faults.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn token_ttl(&self) -> Option<Duration> {
+        *self.token_ttl.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs delayed transitions on tokio timers (no thread per VM).
+    pub fn schedule(self: &Arc<Self>, items: Vec<Scheduled>) {
+        for item in items {
+            let shared = Arc::clone(self);
+            tokio::spawn(async move {
+                tokio::time::sleep(item.after).await;
+                engine::apply(&mut shared.lock(), &item);
+            });
+        }
+    }
+
+    fn count(&self, key: String) {
+        let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        *counters.entry(key).or_insert(0) += 1;
+        *counters.entry("total".to_string()).or_insert(0) += 1;
+    }
+}
+
+/// One received request.
+pub struct Incoming {
+    pub method: Method,
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Incoming {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The engine's boolean parameter rules: empty = true, t/true/y/yes/1 and f/false/n/no/0,
+    /// anything else is ignored.
+    pub fn bool_param(&self, name: &str) -> Option<bool> {
+        match self.param(name)?.to_ascii_lowercase().as_str() {
+            "" | "t" | "true" | "y" | "yes" | "1" => Some(true),
+            "f" | "false" | "n" | "no" | "0" => Some(false),
+            _ => None,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// URL-encoded form fields of the body.
+    pub fn form(&self) -> Vec<(String, String)> {
+        form_urlencoded::parse(&self.body).into_owned().collect()
+    }
+}
+
+/// `GET /vms/{id}/nics` style key: every second segment is an id.
+fn endpoint_key(method: &Method, path: &str) -> String {
+    let pattern: Vec<&str> =
+        path.split('/').filter(|s| !s.is_empty()).enumerate().map(|(i, s)| if i % 2 == 1 { "{id}" } else { s }).collect();
+    format!("{method} /{}", pattern.join("/"))
+}
+
+fn api_path(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix(API_PREFIX)?;
+    let rest = rest.strip_prefix("/v4").filter(|r| r.is_empty() || r.starts_with('/')).unwrap_or(rest);
+    (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+}
+
+async fn respond(shared: Arc<Shared>, req: Incoming) -> Reply {
+    if let Some(rest) = req.path.strip_prefix("/sim/") {
+        let path: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+        return control::handle(&Control { shared: shared.clone() }, &req, &path);
+    }
+    let correlation_id = req.header("correlation-id").or_else(|| req.param("correlation_id")).map(str::to_string);
+    if let Some(id) = &correlation_id {
+        let mut seen = shared.correlation_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() == REMEMBERED_CORRELATION_IDS {
+            seen.pop_front();
+        }
+        seen.push_back(id.clone());
+    }
+    let reply = engine_reply(&shared, &req).await;
+    match correlation_id {
+        Some(id) => reply.with_header("Correlation-Id", id),
+        None => reply,
+    }
+}
+
+async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
+    let faults = shared.faults();
+    let api_rest = api_path(&req.path);
+    let key = match api_rest {
+        Some(rest) => endpoint_key(&req.method, rest),
+        None => format!("{} {}", req.method, req.path),
+    };
+    shared.count(key);
+    if faults.latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(faults.latency_ms)).await;
+    }
+    if faults.outage {
+        return Reply::empty(503);
+    }
+    match (&req.method, req.path.as_str(), api_rest) {
+        (&Method::POST, "/ovirt-engine/sso/oauth/token", _) => sso::token(shared, req),
+        (&Method::POST, "/ovirt-engine/services/sso-logout", _) => sso::logout(shared, req),
+        (_, _, Some(rest)) => {
+            if !sso::authorized(shared, req) {
+                return Reply::empty(401).with_header("WWW-Authenticate", "Basic realm=\"RESTAPI\"");
+            }
+            let injected = faults.error_rate > 0.0
+                && faults.path_contains.as_deref().is_none_or(|p| req.path.contains(p))
+                && fastrand::f64() < faults.error_rate;
+            if injected {
+                return Reply::empty(faults.error_status);
+            }
+            let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+            api::handle(shared, req, &segments, Format::from_accept(req.header("accept")))
+        }
+        _ => Reply::empty(404),
+    }
+}
+
+fn into_response(reply: Reply) -> http::Response<Bytes> {
+    let mut response = http::Response::new(Bytes::from(reply.body));
+    *response.status_mut() = http::StatusCode::from_u16(reply.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    for (name, value) in reply.headers {
+        if let Ok(value) = http::HeaderValue::from_str(&value) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
+
+/// Configures and starts a simulator.
+pub struct SimulatorBuilder {
+    listen: SocketAddr,
+    tls: bool,
+    users: Vec<(String, String)>,
+    inventory: Inventory,
+    timings: Timings,
+    token_ttl: Option<Duration>,
+    tls_names: Vec<String>,
+}
+
+/// Entry point: `Simulator::builder()...start().await`.
+pub struct Simulator;
+
+impl Simulator {
+    /// Defaults: `127.0.0.1:0`, HTTPS with a generated CA, user `admin@internal`/`admin`, the
+    /// default inventory, fast timings, tokens that do not expire.
+    pub fn builder() -> SimulatorBuilder {
+        SimulatorBuilder {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: true,
+            users: Vec::new(),
+            inventory: inventory::default_inventory(),
+            timings: Timings::fast(),
+            token_ttl: None,
+            tls_names: Vec::new(),
+        }
+    }
+}
+
+impl SimulatorBuilder {
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = addr;
+        self
+    }
+
+    /// Serve plain HTTP instead of HTTPS.
+    pub fn plain_http(mut self) -> Self {
+        self.tls = false;
+        self
+    }
+
+    /// Adds a user (`name@domain`); without any, `admin@internal`/`admin` exists.
+    pub fn user(mut self, name: &str, password: &str) -> Self {
+        self.users.push((name.to_string(), password.to_string()));
+        self
+    }
+
+    pub fn inventory(mut self, inventory: Inventory) -> Self {
+        self.inventory = inventory;
+        self
+    }
+
+    pub fn timings(mut self, timings: Timings) -> Self {
+        self.timings = timings;
+        self
+    }
+
+    pub fn token_ttl(mut self, ttl: Duration) -> Self {
+        self.token_ttl = Some(ttl);
+        self
+    }
+
+    /// Extra DNS names / IPs for the server certificate.
+    pub fn tls_name(mut self, name: &str) -> Self {
+        self.tls_names.push(name.to_string());
+        self
+    }
+
+    pub async fn start(self) -> std::io::Result<SimulatorHandle> {
+        // Processes embedding the simulator talk HTTPS too: make ring the process default.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let io_err = |e: String| std::io::Error::other(e);
+        let mut state = State::default();
+        inventory::seed(&mut state, &self.inventory).map_err(io_err)?;
+        if self.users.is_empty() {
+            state.users.insert("admin@internal".into(), "admin".into());
+        }
+        for (name, password) in &self.users {
+            state.users.insert(name.clone(), password.clone());
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            timings: RwLock::new(self.timings),
+            faults: RwLock::new(FaultInjection::default()),
+            counters: Mutex::new(BTreeMap::new()),
+            token_ttl: RwLock::new(self.token_ttl),
+            correlation_ids: Mutex::new(std::collections::VecDeque::new()),
+        });
+
+        let listener = TcpListener::bind(self.listen).await?;
+        let addr = listener.local_addr()?;
+        let (acceptor, ca_pem) = if self.tls {
+            let mut names = self.tls_names.clone();
+            names.push(addr.ip().to_string());
+            let generated = crate::tls::generate(&names).map_err(io_err)?;
+            (Some(tokio_rustls::TlsAcceptor::from(generated.server_config)), Some(generated.ca_pem))
+        } else {
+            (None, None)
+        };
+
+        let filter_shared = shared.clone();
+        let filter = warp::method()
+            .and(warp::path::full())
+            .and(warp::query::raw().or(warp::any().map(String::new)).unify())
+            .and(warp::header::headers_cloned())
+            .and(warp::body::bytes())
+            .and_then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body: Bytes| {
+                let shared = filter_shared.clone();
+                async move {
+                    let query = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+                    let request = Incoming { method, path: path.as_str().to_string(), query, headers, body };
+                    Ok::<_, Infallible>(into_response(respond(shared, request).await))
+                }
+            });
+        let service = warp::service(filter);
+
+        let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    _ = &mut stop_rx => break,
+                };
+                let Ok((tcp, _)) = accepted else { continue };
+                let _ = tcp.set_nodelay(true);
+                let service = service.clone();
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let hyper_service = TowerToHyperService::new(service);
+                    match acceptor {
+                        Some(acceptor) => {
+                            let Ok(tls) = acceptor.accept(tcp).await else { return };
+                            let _ = builder.serve_connection(TokioIo::new(tls), hyper_service).await;
+                        }
+                        None => {
+                            let _ = builder.serve_connection(TokioIo::new(tcp), hyper_service).await;
+                        }
+                    }
+                });
+            }
+        });
+
+        let scheme = if self.tls { "https" } else { "http" };
+        let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
+        let host = if host.contains(':') { format!("[{host}]") } else { host };
+        Ok(SimulatorHandle {
+            addr,
+            base_url: format!("{scheme}://{host}:{}", addr.port()),
+            ca_pem,
+            control: Control { shared },
+            stop: Some(stop_tx),
+            task,
+        })
+    }
+}
+
+/// A running simulator; stops accepting connections when dropped.
+pub struct SimulatorHandle {
+    addr: SocketAddr,
+    base_url: String,
+    ca_pem: Option<String>,
+    control: Control,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SimulatorHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// `https://127.0.0.1:PORT/ovirt-engine/api`.
+    pub fn api_url(&self) -> String {
+        format!("{}{API_PREFIX}", self.base_url)
+    }
+
+    /// PEM of the CA that signed the server certificate (None for plain HTTP).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    pub fn control(&self) -> &Control {
+        &self.control
+    }
+
+    /// Stops accepting connections and waits for the listener to close.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for SimulatorHandle {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_keys_hide_ids() {
+        assert_eq!(endpoint_key(&Method::GET, "/vms/abc/nics/def"), "GET /vms/{id}/nics/{id}");
+        assert_eq!(endpoint_key(&Method::POST, "/vms/abc/start"), "POST /vms/{id}/start");
+        assert_eq!(endpoint_key(&Method::GET, ""), "GET /");
+    }
+
+    #[test]
+    fn api_prefix_with_and_without_version() {
+        assert_eq!(api_path("/ovirt-engine/api/vms"), Some("/vms"));
+        assert_eq!(api_path("/ovirt-engine/api/v4/vms"), Some("/vms"));
+        assert_eq!(api_path("/ovirt-engine/api"), Some(""));
+        assert_eq!(api_path("/ovirt-engine/apix"), None);
+    }
+}

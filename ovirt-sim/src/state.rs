@@ -1,0 +1,294 @@
+//! The simulator's inventory: plain records indexed for O(1)/O(log n) access.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+use capov_ovirt::model::{DiskStatus, VmStatus};
+use serde::Serialize;
+
+#[derive(Debug, Clone)]
+pub struct DataCenterRecord {
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClusterRecord {
+    pub id: String,
+    pub name: String,
+    pub data_center_id: String,
+    pub cpu_type: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct StorageDomainRecord {
+    pub id: String,
+    pub name: String,
+    /// data | iso | export | image
+    pub kind: String,
+    /// None = unattached.
+    pub data_center_id: Option<String>,
+    /// Status inside its data center (active, maintenance, …).
+    pub status: String,
+    pub external_status: String,
+    pub available: u64,
+    pub used: u64,
+    pub master: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct NetworkRecord {
+    pub id: String,
+    pub name: String,
+    pub data_center_id: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct VnicProfileRecord {
+    pub id: String,
+    pub name: String,
+    pub network_id: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct TemplateNic {
+    pub name: String,
+    pub vnic_profile_id: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TemplateRecord {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub cluster_id: Option<String>,
+    pub status: String,
+    pub version_number: u32,
+    pub version_name: Option<String>,
+    pub base_template_id: Option<String>,
+    pub memory: u64,
+    pub sockets: u32,
+    pub cores: u32,
+    pub threads: u32,
+    /// Template disks (records in `State::disks`), bootable first.
+    pub disk_ids: Vec<String>,
+    pub nics: Vec<TemplateNic>,
+    pub creation_time: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct DiskRecord {
+    pub id: String,
+    pub alias: String,
+    pub description: String,
+    pub provisioned_size: u64,
+    pub actual_size: u64,
+    pub status: DiskStatus,
+    pub format: String,
+    pub sparse: bool,
+    pub storage_domain_ids: Vec<String>,
+    pub image_id: String,
+    pub vm_id: Option<String>,
+    pub bootable: bool,
+    pub interface: String,
+    pub active: bool,
+    /// Bumped by every operation; timers carry the value they were scheduled for.
+    pub generation: u64,
+    /// Size being applied by a running extend job.
+    pub pending_size: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NicRecord {
+    pub id: String,
+    pub name: String,
+    pub interface: String,
+    pub mac: String,
+    pub vnic_profile_id: Option<String>,
+    pub linked: bool,
+    pub plugged: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct VmRecord {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub comment: String,
+    pub cluster_id: String,
+    pub template_id: String,
+    pub original_template_id: String,
+    pub status: VmStatus,
+    pub kind: String,
+    pub memory: u64,
+    pub guaranteed: u64,
+    pub ballooning: bool,
+    pub sockets: u32,
+    pub cores: u32,
+    pub threads: u32,
+    pub affinity: Option<String>,
+    pub custom_script: Option<String>,
+    pub host_name: Option<String>,
+    pub creation_time: i64,
+    pub start_time: Option<i64>,
+    pub stop_time: Option<i64>,
+    /// Attached disks in attachment order.
+    pub disk_ids: Vec<String>,
+    pub nics: Vec<NicRecord>,
+    pub generation: u64,
+    /// The guest agent has reported its devices since the last start.
+    pub ips_reported: bool,
+    /// Index of the VM's guest addresses (stable over reboots).
+    pub address_index: u64,
+    /// Removal started; the VM disappears when its disks are gone.
+    pub removing: bool,
+    /// How the last start asked for initialization (for assertions).
+    pub last_start_init: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TokenRecord {
+    pub expires: Option<Instant>,
+}
+
+/// The whole engine state. Guarded by one mutex; every operation holds it briefly.
+#[derive(Debug, Default)]
+pub struct State {
+    pub data_centers: BTreeMap<String, DataCenterRecord>,
+    pub clusters: BTreeMap<String, ClusterRecord>,
+    pub storage_domains: BTreeMap<String, StorageDomainRecord>,
+    pub networks: BTreeMap<String, NetworkRecord>,
+    pub vnic_profiles: BTreeMap<String, VnicProfileRecord>,
+    pub templates: BTreeMap<String, TemplateRecord>,
+    pub vms: BTreeMap<String, VmRecord>,
+    /// Lower-cased name → ids, for case-insensitive exact lookups without scans.
+    pub vm_names: HashMap<String, BTreeSet<String>>,
+    pub disks: HashMap<String, DiskRecord>,
+    pub tokens: HashMap<String, TokenRecord>,
+    pub users: HashMap<String, String>,
+    pub next_address: u64,
+}
+
+impl State {
+    pub fn insert_vm(&mut self, vm: VmRecord) {
+        self.vm_names.entry(vm.name.to_lowercase()).or_default().insert(vm.id.clone());
+        self.vms.insert(vm.id.clone(), vm);
+    }
+
+    pub fn remove_vm(&mut self, id: &str) -> Option<VmRecord> {
+        let vm = self.vms.remove(id)?;
+        let key = vm.name.to_lowercase();
+        if let Some(ids) = self.vm_names.get_mut(&key) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.vm_names.remove(&key);
+            }
+        }
+        for disk_id in &vm.disk_ids {
+            self.disks.remove(disk_id);
+        }
+        Some(vm)
+    }
+
+    pub fn vm_name_taken(&self, name: &str) -> bool {
+        self.vm_names
+            .get(&name.to_lowercase())
+            .is_some_and(|ids| ids.iter().any(|id| self.vms.get(id).is_some_and(|vm| vm.name == name)))
+    }
+
+    pub fn cluster_by_ref(&self, id: Option<&str>, name: Option<&str>) -> Option<&ClusterRecord> {
+        match (id, name) {
+            (Some(id), _) => self.clusters.get(id),
+            (None, Some(name)) => self.clusters.values().find(|c| c.name == name),
+            _ => None,
+        }
+    }
+
+    pub fn template_by_ref(&self, id: Option<&str>, name: Option<&str>) -> Option<&TemplateRecord> {
+        match (id, name) {
+            (Some(id), _) => self.templates.get(id),
+            // By name the engine picks the base version; the highest version is the usual wish,
+            // but callers that care pass an id.
+            (None, Some(name)) => self.templates.values().filter(|t| t.name == name).min_by_key(|t| t.version_number),
+            _ => None,
+        }
+    }
+
+    pub fn allocate_address(&mut self) -> u64 {
+        self.next_address += 1;
+        self.next_address
+    }
+}
+
+/// A VM as tests see it through the control interface.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct VmSnapshot {
+    pub id: String,
+    pub name: String,
+    pub status: String,
+    pub description: String,
+    pub template_id: String,
+    pub cluster_id: String,
+    pub custom_script: Option<String>,
+    pub last_start_init: Option<String>,
+    pub disks: Vec<DiskSnapshot>,
+    pub nics: Vec<NicSnapshot>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DiskSnapshot {
+    pub id: String,
+    pub alias: String,
+    pub provisioned_size: u64,
+    pub status: String,
+    pub bootable: bool,
+    pub format: String,
+    pub storage_domain_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct NicSnapshot {
+    pub id: String,
+    pub name: String,
+    pub mac: String,
+    pub vnic_profile_id: Option<String>,
+}
+
+impl State {
+    pub fn snapshot_vm(&self, vm: &VmRecord) -> VmSnapshot {
+        VmSnapshot {
+            id: vm.id.clone(),
+            name: vm.name.clone(),
+            status: vm.status.to_string(),
+            description: vm.description.clone(),
+            template_id: vm.template_id.clone(),
+            cluster_id: vm.cluster_id.clone(),
+            custom_script: vm.custom_script.clone(),
+            last_start_init: vm.last_start_init.clone(),
+            disks: vm
+                .disk_ids
+                .iter()
+                .filter_map(|id| self.disks.get(id))
+                .map(|d| DiskSnapshot {
+                    id: d.id.clone(),
+                    alias: d.alias.clone(),
+                    provisioned_size: d.provisioned_size,
+                    status: d.status.to_string(),
+                    bootable: d.bootable,
+                    format: d.format.clone(),
+                    storage_domain_ids: d.storage_domain_ids.clone(),
+                })
+                .collect(),
+            nics: vm
+                .nics
+                .iter()
+                .map(|n| NicSnapshot {
+                    id: n.id.clone(),
+                    name: n.name.clone(),
+                    mac: n.mac.clone(),
+                    vnic_profile_id: n.vnic_profile_id.clone(),
+                })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! The client handle: TLS, SSO session, rate limiting, correlation ids and the HTTP exchange.
+//! Typed operations live in `ops`.
+
+use std::error::Error as _;
+use std::num::NonZeroU32;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use reqwest::{Method, Url};
+use serde::de::DeserializeOwned;
+
+use crate::config::{ClientConfig, Credentials, TlsMode};
+use crate::error::{Error, Result};
+use crate::model::{Action, Fault};
+use crate::observe::{Outcome, RequestEvent, RequestObserver};
+use crate::sso;
+use crate::xml;
+
+/// Header carrying the caller's correlation id; the engine echoes it and tags jobs with it.
+pub const CORRELATION_ID_HEADER: &str = "Correlation-Id";
+
+/// An oVirt Engine client. Cheap to clone (shares one session, one rate limiter, one connection
+/// pool); `Send + Sync`. The SSO token is revoked when the last clone is dropped.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+    correlation_id: Option<Arc<str>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("url", &self.inner.api_url.as_str())
+            .field("correlation_id", &self.correlation_id)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    http: reqwest::Client,
+    api_url: Url,
+    token_url: Url,
+    logout_url: Url,
+    credentials: RwLock<Credentials>,
+    /// The current SSO token; the async mutex makes concurrent callers share one login.
+    session: tokio::sync::Mutex<Option<String>>,
+    limiter: DefaultDirectRateLimiter,
+    observer: Option<Arc<dyn RequestObserver>>,
+}
+
+/// One HTTP request against the API.
+pub(crate) struct Call {
+    pub method: Method,
+    pub segments: Vec<String>,
+    pub query: Vec<(&'static str, String)>,
+    pub body: Option<String>,
+    pub resource: &'static str,
+}
+
+impl Call {
+    pub fn new(method: Method, resource: &'static str, segments: &[&str]) -> Self {
+        Self {
+            method,
+            segments: segments.iter().map(|s| s.to_string()).collect(),
+            query: Vec::new(),
+            body: None,
+            resource,
+        }
+    }
+
+    pub fn query(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.query.push((key, value.into()));
+        self
+    }
+
+    pub fn xml_body<T: serde::Serialize>(mut self, value: &T) -> Result<Self> {
+        let body = xml::to_xml(value).map_err(|e| Error::InvalidConfig(format!("cannot encode request: {e}")))?;
+        self.body = Some(body);
+        Ok(self)
+    }
+
+    fn describe(&self) -> String {
+        format!("/{}", self.segments.join("/"))
+    }
+}
+
+impl Client {
+    /// Builds a client; no request is sent until the first call.
+    pub fn new(config: ClientConfig) -> Result<Client> {
+        Self::build(config, None)
+    }
+
+    /// Like [`Client::new`], reporting every HTTP request to `observer`.
+    pub fn with_observer(config: ClientConfig, observer: Arc<dyn RequestObserver>) -> Result<Client> {
+        Self::build(config, Some(observer))
+    }
+
+    fn build(config: ClientConfig, observer: Option<Arc<dyn RequestObserver>>) -> Result<Client> {
+        // One crypto provider for the process: ring. An already installed provider is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+
+        let api_url = Url::parse(config.url.trim_end_matches('/'))
+            .map_err(|e| Error::InvalidConfig(format!("engine URL {:?}: {e}", config.url)))?;
+        if !matches!(api_url.scheme(), "http" | "https") || api_url.host_str().is_none() {
+            return Err(Error::InvalidConfig(format!("engine URL {:?} is not an http(s) URL", config.url)));
+        }
+        let token_url = api_url.join(sso::TOKEN_PATH).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let logout_url = api_url.join(sso::LOGOUT_PATH).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+
+        let qps = NonZeroU32::new(config.qps).ok_or_else(|| Error::InvalidConfig("qps must be > 0".into()))?;
+        let burst = NonZeroU32::new(config.burst.max(1)).unwrap_or(qps);
+        let limiter = RateLimiter::direct(Quota::per_second(qps).allow_burst(burst));
+
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
+            .user_agent(concat!("capov-ovirt/", env!("CARGO_PKG_VERSION")));
+        let has_extra_ca = matches!(&config.tls, TlsMode::Verify { extra_ca_pem, .. } if !extra_ca_pem.is_empty());
+        builder = match &config.tls {
+            TlsMode::Insecure => builder.tls_danger_accept_invalid_certs(true),
+            TlsMode::Verify { system_roots, extra_ca_pem } => {
+                let certs = if extra_ca_pem.iter().all(|b| b.is_ascii_whitespace()) {
+                    Vec::new()
+                } else {
+                    parse_ca_bundle(extra_ca_pem)?
+                };
+                if *system_roots { builder.tls_certs_merge(certs) } else { builder.tls_certs_only(certs) }
+            }
+        };
+        // A bundle whose PEM armour parses but whose DER does not only fails here.
+        let http = builder.build().map_err(|e| {
+            if has_extra_ca { Error::InvalidCaBundle(e.to_string()) } else { Error::InvalidConfig(format!("HTTP client: {e}")) }
+        })?;
+
+        Ok(Client {
+            inner: Arc::new(Inner {
+                http,
+                api_url,
+                token_url,
+                logout_url,
+                credentials: RwLock::new(config.credentials),
+                session: tokio::sync::Mutex::new(None),
+                limiter,
+                observer,
+            }),
+            correlation_id: None,
+        })
+    }
+
+    /// A handle that tags every request with `id` (one id per logical operation). Characters
+    /// outside `[0-9A-Za-z_-]` are dropped and the id is cut to 36 characters, as the engine
+    /// requires.
+    pub fn with_correlation_id(&self, id: &str) -> Client {
+        let clean: String =
+            id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(36).collect();
+        Client { inner: self.inner.clone(), correlation_id: (!clean.is_empty()).then(|| Arc::from(clean)) }
+    }
+
+    pub fn correlation_id(&self) -> Option<&str> {
+        self.correlation_id.as_deref()
+    }
+
+    /// The API URL this client talks to.
+    pub fn url(&self) -> &str {
+        self.inner.api_url.as_str()
+    }
+
+    /// Replaces the credentials; the old token is revoked and the next call logs in anew.
+    pub async fn set_credentials(&self, credentials: Credentials) {
+        let changed = {
+            let current = self.inner.credentials.read().unwrap_or_else(|e| e.into_inner());
+            *current != credentials
+        };
+        if !changed {
+            return;
+        }
+        let mut session = self.inner.session.lock().await;
+        if let Some(token) = session.take() {
+            self.revoke(&token).await;
+        }
+        *self.inner.credentials.write().unwrap_or_else(|e| e.into_inner()) = credentials;
+    }
+
+    /// Revokes the current token, if any. Later calls log in again.
+    pub async fn logout(&self) {
+        let token = self.inner.session.lock().await.take();
+        if let Some(token) = token {
+            self.revoke(&token).await;
+        }
+    }
+
+    /// Logs in now (a connection and credentials check), reusing a cached token.
+    pub async fn login(&self) -> Result<()> {
+        self.token().await.map(|_| ())
+    }
+
+    async fn revoke(&self, token: &str) {
+        let form = [("scope", sso::SCOPE), ("token", token)];
+        let request = self.inner.http.post(self.inner.logout_url.clone()).header("Accept", "application/json").form(&form);
+        let _ = self.send_observed("POST", "sso", request).await;
+    }
+
+    /// The cached token, or a fresh one; `true` when it was just issued.
+    async fn token(&self) -> Result<(String, bool)> {
+        let mut session = self.inner.session.lock().await;
+        if let Some(token) = session.as_ref() {
+            return Ok((token.clone(), false));
+        }
+        let credentials = self.inner.credentials.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let form = [
+            ("grant_type", "password"),
+            ("scope", sso::SCOPE),
+            ("username", credentials.username.as_str()),
+            ("password", credentials.password.expose()),
+        ];
+        let request = self.inner.http.post(self.inner.token_url.clone()).header("Accept", "application/json").form(&form);
+        let (status, body) = self.send_observed("POST", "sso", request).await?;
+        let token = sso::parse_token_answer(status, &body)?;
+        *session = Some(token.clone());
+        Ok((token, true))
+    }
+
+    async fn forget_token(&self, rejected: &str) {
+        let mut session = self.inner.session.lock().await;
+        if session.as_deref() == Some(rejected) {
+            *session = None;
+        }
+    }
+
+    /// Waits for the limiter, sends, reads the body, reports to the observer.
+    async fn send_observed(
+        &self,
+        method: &str,
+        resource: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(u16, Vec<u8>)> {
+        let waited = Instant::now();
+        self.inner.limiter.until_ready().await;
+        let rate_limit_wait = waited.elapsed();
+        let mut request = request;
+        if let Some(id) = &self.correlation_id {
+            request = request.header(CORRELATION_ID_HEADER, id.as_ref());
+        }
+        let started = Instant::now();
+        let result = async {
+            let response = request.send().await.map_err(classify_transport)?;
+            let status = response.status().as_u16();
+            let body = response.bytes().await.map_err(classify_transport)?;
+            Ok::<_, Error>((status, body.to_vec()))
+        }
+        .await;
+        self.observe(method, resource, &result, started.elapsed(), rate_limit_wait);
+        result
+    }
+
+    fn observe(
+        &self,
+        method: &str,
+        resource: &str,
+        result: &Result<(u16, Vec<u8>)>,
+        latency: Duration,
+        rate_limit_wait: Duration,
+    ) {
+        let Some(observer) = &self.inner.observer else { return };
+        let outcome = match result {
+            Ok((status, _)) => Outcome::Status(*status),
+            Err(err) => Outcome::Failed(err.label()),
+        };
+        observer.on_request(&RequestEvent {
+            method,
+            resource,
+            outcome,
+            latency,
+            rate_limit_wait,
+            correlation_id: self.correlation_id.as_deref(),
+        });
+    }
+
+    fn api_request(&self, call: &Call, token: &str) -> reqwest::RequestBuilder {
+        let mut url = self.inner.api_url.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty();
+            for segment in &call.segments {
+                path.push(segment);
+            }
+        }
+        if !call.query.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for (key, value) in &call.query {
+                pairs.append_pair(key, value);
+            }
+        }
+        let mut request = self
+            .inner
+            .http
+            .request(call.method.clone(), url)
+            .header("Version", "4")
+            .header("Accept", "application/xml")
+            .bearer_auth(token);
+        if let Some(body) = &call.body {
+            request = request.header("Content-Type", "application/xml").body(body.clone());
+        }
+        request
+    }
+
+    /// Sends an API call with the session token; on 401 logs in once more and retries once.
+    pub(crate) async fn exchange(&self, call: &Call) -> Result<(u16, Vec<u8>)> {
+        let (token, fresh) = self.token().await?;
+        let method = call.method.as_str();
+        let (status, body) = self.send_observed(method, call.resource, self.api_request(call, &token)).await?;
+        if status != 401 {
+            return Ok((status, body));
+        }
+        if fresh {
+            return Err(rejected_fresh_token());
+        }
+        self.forget_token(&token).await;
+        let (token, _) = self.token().await?;
+        let (status, body) = self.send_observed(method, call.resource, self.api_request(call, &token)).await?;
+        if status == 401 {
+            return Err(rejected_fresh_token());
+        }
+        Ok((status, body))
+    }
+
+    /// Sends a call and decodes a 2xx body as `T`.
+    pub(crate) async fn fetch<T: DeserializeOwned>(&self, call: Call) -> Result<T> {
+        let (status, body) = self.exchange(&call).await?;
+        if (200..300).contains(&status) {
+            xml::from_xml(&body).map_err(|e| Error::UnexpectedBody(format!("{} {}: {e}", call.method, call.describe())))
+        } else {
+            Err(error_from_response(status, &body, &call.describe()))
+        }
+    }
+
+    /// Sends a call whose 2xx body does not matter (actions, deletes).
+    pub(crate) async fn perform(&self, call: Call) -> Result<()> {
+        let (status, body) = self.exchange(&call).await?;
+        if (200..300).contains(&status) {
+            Ok(())
+        } else {
+            Err(error_from_response(status, &body, &call.describe()))
+        }
+    }
+}
+
+fn rejected_fresh_token() -> Error {
+    Error::AuthenticationFailed {
+        code: "unauthorized".to_string(),
+        message: "the engine rejected a freshly issued token".to_string(),
+    }
+}
+
+/// Classifies a non-2xx answer; the body may be a fault, a failed action, or anything else.
+pub(crate) fn error_from_response(status: u16, body: &[u8], what: &str) -> Error {
+    // Both roots decode into either struct (the root name is not checked), so look for the
+    // nested fault of a failed action first.
+    let fault = match xml::from_xml::<Action>(body) {
+        Ok(Action { fault: Some(fault), .. }) => Some(fault),
+        _ => xml::from_xml::<Fault>(body).ok().filter(|f| f.reason.is_some() || f.detail.is_some()),
+    };
+    if fault.is_none() && status == 400 {
+        // e.g. a <usage_message> for an unparsable body.
+        let snippet: String = String::from_utf8_lossy(body).chars().take(200).collect();
+        return Error::BadRequest { reason: "Bad request".to_string(), detail: snippet };
+    }
+    Error::from_fault(status, fault, what)
+}
+
+fn parse_ca_bundle(pem: &[u8]) -> Result<Vec<reqwest::Certificate>> {
+    let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| Error::InvalidCaBundle(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(Error::InvalidCaBundle("no PEM certificate found".to_string()));
+    }
+    Ok(certs)
+}
+
+fn classify_transport(err: reqwest::Error) -> Error {
+    let message = error_chain(&err);
+    if let Some(tls) = find_tls_error(&err) {
+        return Error::Tls(tls);
+    }
+    // Some layers flatten the rustls error into text; rustls words every verification failure
+    // as "invalid peer certificate: …".
+    if message.contains("invalid peer certificate") {
+        return Error::Tls(message);
+    }
+    if err.is_timeout() {
+        return Error::Timeout(message);
+    }
+    Error::Transport(message)
+}
+
+fn find_tls_error(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(source) = current {
+        if let Some(tls) = source.downcast_ref::<rustls::Error>() {
+            return Some(tls.to_string());
+        }
+        if let Some(io) = source.downcast_ref::<std::io::Error>()
+            && let Some(tls) = io.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return Some(tls.to_string());
+        }
+        current = source.source();
+    }
+    None
+}
+
+fn error_chain(err: &reqwest::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(inner) = source {
+        message.push_str(": ");
+        message.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    message
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Revoke the token of the last clone, best effort, when a runtime is around to do it.
+        let Some(token) = self.session.get_mut().take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let request = self
+            .http
+            .post(self.logout_url.clone())
+            .header("Accept", "application/json")
+            .form(&[("scope", sso::SCOPE), ("token", token.as_str())]);
+        runtime.spawn(async move {
+            let _ = request.send().await;
+        });
+    }
+}

@@ -1,0 +1,127 @@
+//! Connection settings, mirroring an OVirtProvider's spec.
+
+use std::fmt;
+use std::time::Duration;
+
+/// How the engine's certificate is verified (OVirtProvider `spec.tls`).
+#[derive(Clone, PartialEq, Eq)]
+pub enum TlsMode {
+    /// Skip verification (dev/test only).
+    Insecure,
+    /// Verify against the system roots (when `system_roots`) plus the PEM bundle `extra_ca_pem`
+    /// (already base64-decoded by the caller).
+    Verify { system_roots: bool, extra_ca_pem: Vec<u8> },
+}
+
+impl Default for TlsMode {
+    fn default() -> Self {
+        TlsMode::Verify { system_roots: true, extra_ca_pem: Vec::new() }
+    }
+}
+
+impl fmt::Debug for TlsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsMode::Insecure => f.write_str("Insecure"),
+            TlsMode::Verify { system_roots, extra_ca_pem } => f
+                .debug_struct("Verify")
+                .field("system_roots", system_roots)
+                .field("extra_ca_pem_bytes", &extra_ca_pem.len())
+                .finish(),
+        }
+    }
+}
+
+/// A password that never shows in `Debug` or `Display`.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Password(String);
+
+impl Password {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The clear text, for the SSO form only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl From<&str> for Password {
+    fn from(value: &str) -> Self {
+        Self(value.to_string())
+    }
+}
+
+impl From<String> for Password {
+    fn from(value: String) -> Self {
+        Self(value)
+    }
+}
+
+/// Username (`admin@internal`) and password.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Credentials {
+    pub username: String,
+    pub password: Password,
+}
+
+impl Credentials {
+    pub fn new(username: impl Into<String>, password: impl Into<Password>) -> Self {
+        Self { username: username.into(), password: password.into() }
+    }
+}
+
+/// Everything needed to build a [`crate::Client`].
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// API URL, e.g. `https://engine.example.com/ovirt-engine/api`.
+    pub url: String,
+    pub credentials: Credentials,
+    pub tls: TlsMode,
+    /// Sustained requests per second to this engine.
+    pub qps: u32,
+    /// Requests allowed at once above the sustained rate.
+    pub burst: u32,
+    pub connect_timeout: Duration,
+    /// Limit for each HTTP request (not for a whole logical operation).
+    pub request_timeout: Duration,
+}
+
+impl ClientConfig {
+    /// Defaults: verify with system roots, 10 qps, burst 20, 10 s connect, 60 s per request.
+    pub fn new(url: impl Into<String>, username: impl Into<String>, password: impl Into<Password>) -> Self {
+        Self {
+            url: url.into(),
+            credentials: Credentials::new(username, password),
+            tls: TlsMode::default(),
+            qps: 10,
+            burst: 20,
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+
+    pub fn with_tls(mut self, tls: TlsMode) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    pub fn with_rate_limit(mut self, qps: u32, burst: u32) -> Self {
+        self.qps = qps;
+        self.burst = burst;
+        self
+    }
+
+    pub fn with_timeouts(mut self, connect: Duration, request: Duration) -> Self {
+        self.connect_timeout = connect;
+        self.request_timeout = request;
+        self
+    }
+}

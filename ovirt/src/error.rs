@@ -1,0 +1,184 @@
+//! Typed client errors and their stable classification for conditions and metrics.
+
+use crate::model::Fault;
+
+/// Everything a call can fail with. Messages carry engine texts and paths, never credentials.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The configured CA bundle holds no parseable PEM certificate.
+    #[error("invalid CA bundle: {0}")]
+    InvalidCaBundle(String),
+    /// The configuration cannot produce a client (bad URL, zero rate).
+    #[error("invalid client configuration: {0}")]
+    InvalidConfig(String),
+    /// The SSO refused the credentials, or the engine answered 401 to a freshly issued token.
+    #[error("authentication failed ({code}): {message}")]
+    AuthenticationFailed { code: String, message: String },
+    /// The SSO answered with an error that is not about the credentials (`server_error`,
+    /// `invalid_request`, …) or with a body that is not an SSO answer.
+    #[error("SSO error ({code}): {message}")]
+    Sso { code: String, message: String },
+    /// 403.
+    #[error("permission denied: {detail}")]
+    PermissionDenied { detail: String },
+    /// The server certificate did not verify against the configured trust.
+    #[error("TLS verification failed: {0}")]
+    Tls(String),
+    /// Connection refused/reset, DNS failure and other transport problems.
+    #[error("engine unreachable: {0}")]
+    Transport(String),
+    /// Connect or request timeout.
+    #[error("request timed out: {0}")]
+    Timeout(String),
+    /// 404: the object does not exist (the engine sends an empty body).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// 409: locked objects, operations in progress, wrong VM state, name in use.
+    #[error("conflict: {detail}")]
+    Conflict { reason: String, detail: String },
+    /// 400 with the engine's fault.
+    #[error("bad request: {reason}: {detail}")]
+    BadRequest { reason: String, detail: String },
+    /// 5xx.
+    #[error("engine error {status}: {detail}")]
+    Server { status: u16, detail: String },
+    /// Any other status the engine is not documented to send.
+    #[error("unexpected status {status}: {detail}")]
+    UnexpectedStatus { status: u16, detail: String },
+    /// A body that does not decode as the expected object.
+    #[error("unexpected response body: {0}")]
+    UnexpectedBody(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Condition reasons the operator writes; one per error class.
+pub mod reason {
+    pub const INVALID_CA_BUNDLE: &str = "InvalidCABundle";
+    pub const INVALID_CONFIG: &str = "InvalidConfiguration";
+    pub const AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
+    pub const PERMISSION_DENIED: &str = "PermissionDenied";
+    pub const TLS_VERIFICATION_FAILED: &str = "TLSVerificationFailed";
+    pub const ENGINE_UNREACHABLE: &str = "EngineUnreachable";
+    pub const NOT_FOUND: &str = "NotFound";
+    pub const CONFLICT: &str = "Conflict";
+    pub const BAD_REQUEST: &str = "BadRequest";
+    pub const UNEXPECTED_BODY: &str = "UnexpectedResponse";
+}
+
+impl Error {
+    /// The condition reason for this error (stable; see [`reason`]).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::InvalidCaBundle(_) => reason::INVALID_CA_BUNDLE,
+            Error::InvalidConfig(_) => reason::INVALID_CONFIG,
+            Error::AuthenticationFailed { .. } => reason::AUTHENTICATION_FAILED,
+            Error::PermissionDenied { .. } => reason::PERMISSION_DENIED,
+            Error::Tls(_) => reason::TLS_VERIFICATION_FAILED,
+            Error::Sso { .. }
+            | Error::Transport(_)
+            | Error::Timeout(_)
+            | Error::Server { .. } => reason::ENGINE_UNREACHABLE,
+            Error::NotFound(_) => reason::NOT_FOUND,
+            Error::Conflict { .. } => reason::CONFLICT,
+            Error::BadRequest { .. } => reason::BAD_REQUEST,
+            Error::UnexpectedStatus { .. } | Error::UnexpectedBody(_) => reason::UNEXPECTED_BODY,
+        }
+    }
+
+    /// A short snake_case label per variant, for metrics (low cardinality).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::InvalidCaBundle(_) => "invalid_ca_bundle",
+            Error::InvalidConfig(_) => "invalid_config",
+            Error::AuthenticationFailed { .. } => "auth_failed",
+            Error::Sso { .. } => "sso_error",
+            Error::PermissionDenied { .. } => "permission_denied",
+            Error::Tls(_) => "tls",
+            Error::Transport(_) => "transport",
+            Error::Timeout(_) => "timeout",
+            Error::NotFound(_) => "not_found",
+            Error::Conflict { .. } => "conflict",
+            Error::BadRequest { .. } => "bad_request",
+            Error::Server { .. } => "server_error",
+            Error::UnexpectedStatus { .. } => "unexpected_status",
+            Error::UnexpectedBody(_) => "unexpected_body",
+        }
+    }
+
+    /// The engine's fault detail (409/400/403/5xx), if any.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Error::Conflict { detail, .. }
+            | Error::BadRequest { detail, .. }
+            | Error::PermissionDenied { detail }
+            | Error::Server { detail, .. } => Some(detail),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound(_))
+    }
+
+    /// Worth retrying later unchanged: transport trouble, 5xx, locks.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Transport(_) | Error::Timeout(_) | Error::Server { .. } | Error::Sso { .. })
+            || self.is_locked()
+    }
+
+    /// 409 because the object is locked or a related operation runs.
+    pub fn is_locked(&self) -> bool {
+        self.conflict_contains(&["locked", "related operation is currently in progress"])
+    }
+
+    /// 409 "VM is running" (start of a running VM, remove of a running VM).
+    pub fn is_vm_running(&self) -> bool {
+        self.conflict_contains(&["vm is running"])
+    }
+
+    /// 409 "VM is not running" (stop/shutdown of a stopped VM).
+    pub fn is_vm_not_running(&self) -> bool {
+        self.conflict_contains(&["vm is not running"])
+    }
+
+    /// 409 name already in use on add.
+    pub fn is_name_in_use(&self) -> bool {
+        self.conflict_contains(&["name is already in use"])
+    }
+
+    fn conflict_contains(&self, needles: &[&str]) -> bool {
+        match self {
+            Error::Conflict { detail, .. } => {
+                let detail = detail.to_ascii_lowercase();
+                needles.iter().any(|needle| detail.contains(needle))
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn from_fault(status: u16, fault: Option<Fault>, what: &str) -> Error {
+        let fault = fault.unwrap_or_default();
+        let reason = fault.reason.unwrap_or_default();
+        let detail = fault.detail.unwrap_or_default();
+        // Validation failures come as "[message]": strip the Java list brackets.
+        let detail = strip_brackets(&detail).to_string();
+        match status {
+            400 => Error::BadRequest { reason, detail },
+            403 => Error::PermissionDenied { detail: non_empty(detail, &reason) },
+            404 => Error::NotFound(what.to_string()),
+            409 => Error::Conflict { reason, detail },
+            500..=599 => Error::Server { status, detail: non_empty(detail, &reason) },
+            _ => Error::UnexpectedStatus { status, detail: non_empty(detail, &reason) },
+        }
+    }
+}
+
+fn strip_brackets(detail: &str) -> &str {
+    let trimmed = detail.trim();
+    trimmed.strip_prefix('[').and_then(|s| s.strip_suffix(']')).unwrap_or(trimmed)
+}
+
+fn non_empty(detail: String, reason: &str) -> String {
+    if detail.is_empty() { reason.to_string() } else { detail }
+}

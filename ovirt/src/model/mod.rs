@@ -1,0 +1,20 @@
+//! Typed engine objects in the XML wire format (snake_case elements, `id`/`href`/`rel` as
+//! attributes). Only the fields CAPOV uses are modelled; unknown elements are ignored on input, and
+//! unset fields are never written, so the engine does not read them as empty values.
+
+mod macros;
+
+pub mod api;
+pub mod common;
+pub mod disk;
+pub mod inventory;
+pub mod vm;
+
+pub use api::*;
+pub use common::*;
+pub use disk::*;
+pub use inventory::*;
+pub use vm::*;
+
+/// Id of the Blank template, the `template` of every VM created with `clone=true`.
+pub const BLANK_TEMPLATE_ID: &str = "00000000-0000-0000-0000-000000000000";

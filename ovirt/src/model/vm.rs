@@ -1,0 +1,231 @@
+//! Virtual machines, their NICs and the devices their guest agent reports.
+
+use serde::{Deserialize, Serialize};
+
+use super::common::{Actions, Link, Mac, Ref};
+use super::disk::DiskAttachments;
+use super::macros::{collection, string_enum};
+
+string_enum!(
+    /// `vm_status` of the engine.
+    VmStatus {
+        Unassigned = "unassigned",
+        Down = "down",
+        Up = "up",
+        PoweringUp = "powering_up",
+        Paused = "paused",
+        Migrating = "migrating",
+        Unknown = "unknown",
+        NotResponding = "not_responding",
+        WaitForLaunch = "wait_for_launch",
+        RebootInProgress = "reboot_in_progress",
+        SavingState = "saving_state",
+        RestoringState = "restoring_state",
+        Suspended = "suspended",
+        ImageLocked = "image_locked",
+        PoweringDown = "powering_down",
+    }
+);
+
+string_enum!(
+    /// `vm_type`: desktop | server | high_performance.
+    VmType {
+        Desktop = "desktop",
+        Server = "server",
+        HighPerformance = "high_performance",
+    }
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuTopology {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+}
+
+/// `<cpu>` of VMs, templates and clusters (clusters add `type`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cpu {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<CpuTopology>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ballooning: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guaranteed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlacementPolicy {
+    /// migratable | user_migratable | pinned
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OperatingSystem {
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// cloud-init / Ignition payload applied on the first start.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Initialization {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_script: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_name: Option<String>,
+}
+
+// Bootstrap data carries secrets (join tokens): never print it.
+impl std::fmt::Debug for Initialization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Initialization")
+            .field("custom_script", &self.custom_script.as_ref().map(|s| format!("<{} bytes>", s.len())))
+            .field("host_name", &self.host_name)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "vm")]
+pub struct Vm {
+    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actions: Option<Actions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<Link>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Cpu>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fqdn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialization: Option<Initialization>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_policy: Option<MemoryPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<OperatingSystem>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_policy: Option<PlacementPolicy>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<VmType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Ref>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<VmStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_attachments: Option<DiskAttachments>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nics: Option<Nics>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_template: Option<Ref>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_domain: Option<Ref>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<Ref>,
+}
+
+collection!(Vms, "vms", "vm", Vm);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "nic")]
+pub struct Nic {
+    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actions: Option<Actions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<Link>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<Ref>,
+    /// e1000 | e1000e | virtio | rtl8139 | rtl8139_virtio | spapr_vlan | pci_passthrough
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linked: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<Mac>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugged: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vnic_profile: Option<Ref>,
+}
+
+collection!(Nics, "nics", "nic", Nic);
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ip {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// v4 | v6
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ips {
+    #[serde(rename = "ip", default)]
+    pub items: Vec<Ip>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "reported_device")]
+pub struct ReportedDevice {
+    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ips: Option<Ips>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<Mac>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<Ref>,
+}
+
+collection!(ReportedDevices, "reported_devices", "reported_device", ReportedDevice);

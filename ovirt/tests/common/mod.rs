@@ -1,0 +1,49 @@
+//! Helpers shared by the client ↔ simulator tests.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use capov_ovirt::{Client, ClientConfig, TlsMode};
+use capov_ovirt_sim::{Simulator, SimulatorHandle};
+
+pub const USER: &str = "admin@internal";
+pub const PASSWORD: &str = "s3cret-Pa55";
+
+/// An HTTPS simulator with the default inventory and one user.
+pub async fn simulator() -> SimulatorHandle {
+    Simulator::builder().user(USER, PASSWORD).start().await.expect("simulator starts")
+}
+
+/// A config trusting exactly the simulator's CA, with a limiter loose enough not to slow tests.
+pub fn config(sim: &SimulatorHandle) -> ClientConfig {
+    ClientConfig::new(sim.api_url(), USER, PASSWORD)
+        .with_tls(TlsMode::Verify {
+            system_roots: false,
+            extra_ca_pem: sim.ca_pem().expect("HTTPS simulator").as_bytes().to_vec(),
+        })
+        .with_rate_limit(10_000, 10_000)
+        .with_timeouts(Duration::from_secs(5), Duration::from_secs(10))
+}
+
+pub async fn setup() -> (SimulatorHandle, Client) {
+    let sim = simulator().await;
+    let client = Client::new(config(&sim)).expect("client builds");
+    (sim, client)
+}
+
+/// Polls `probe` until it yields a value; fails the test after 10 s.
+pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
