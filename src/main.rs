@@ -2,20 +2,177 @@
 
 use std::process::ExitCode;
 
+use capov::cli::{Command, Config, ParseError};
+use capov::metrics::MetricsServerOptions;
+use capov::{Metrics, Readiness, health, logging, metrics};
+use capov_actors::feature_gates::FeatureGates;
+use capov_actors::runtime::RuntimeSettings;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
 fn main() -> ExitCode {
-    let arg = std::env::args().nth(1);
-    match arg.as_deref() {
-        Some("--version") | Some("version") => {
-            println!("capov manager {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
+    let config = match Config::parse_from(std::env::args_os()) {
+        Ok(config) => config,
+        Err(err) => return usage(err),
+    };
+    if config.print_config {
+        return match serde_json::to_string_pretty(&config) {
+            Ok(json) => {
+                println!("{json}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("manager: cannot print the configuration: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    logging::init(config.log_format, config.debug);
+    // One crypto provider for every TLS user in the process (kube, the metrics endpoint, the oVirt client).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("manager: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
         }
-        _ => {
-            eprintln!(
-                "capov manager {}: the controllers are not part of this build yet; the CRDs can be installed from \
-                 chart/capov-crds",
-                env!("CARGO_PKG_VERSION")
+    };
+    runtime.block_on(run(config))
+}
+
+fn usage(err: ParseError) -> ExitCode {
+    if err.is_informational() {
+        print!("{}", err.message());
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("manager: {}", err.message());
+        ExitCode::from(2)
+    }
+}
+
+async fn run(config: Config) -> ExitCode {
+    if let Some(Command::CheckEngine { provider }) = &config.command {
+        tracing::error!(%provider, "check-engine is not part of this build yet");
+        return ExitCode::from(2);
+    }
+    tracing::info!(
+        config = %serde_json::to_string(&config).unwrap_or_default(),
+        version = env!("CARGO_PKG_VERSION"),
+        "starting capov manager"
+    );
+    let client = match kube_client(&config).await {
+        Ok(client) => client,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot build a Kubernetes client");
+            return ExitCode::FAILURE;
+        }
+    };
+    let metrics = Metrics::new();
+    metrics
+        .max_concurrent_reconciles
+        .set(f64::from(config.max_concurrent_reconciles));
+    metrics.leader.set(i64::from(!config.leader_elect));
+    let readiness = Readiness::new(client.clone());
+
+    let health_server = match config.health_probe_bind_address {
+        Some(address) => match health::serve(address, readiness.clone()).await {
+            Ok(handle) => Some(handle),
+            Err(err) => {
+                tracing::error!(%address, error = %err, "cannot serve health probes");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    let metrics_server = match config.metrics_bind_address {
+        Some(address) => {
+            let namespace = std::env::var("POD_NAMESPACE").unwrap_or_else(|_| config.credentials_namespace.clone());
+            let options = MetricsServerOptions::new(
+                address,
+                config.metrics_secure,
+                config.metrics_cert_dir.clone(),
+                &namespace,
             );
-            ExitCode::FAILURE
+            match metrics::serve(options, metrics.clone(), client.clone()).await {
+                Ok(handle) => Some(handle),
+                Err(err) => {
+                    tracing::error!(error = %err, "cannot serve metrics");
+                    return ExitCode::FAILURE;
+                }
+            }
         }
+        None => None,
+    };
+
+    let supervisor = match capov_actors::runtime::start(client.clone(), runtime_settings(&config)).await {
+        Ok(supervisor) => supervisor,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot start the controllers");
+            return ExitCode::FAILURE;
+        }
+    };
+    readiness.mark_synced();
+
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    if let Err(err) = supervisor.stop_and_wait(Some("shutting down".into()), Some(std::time::Duration::from_secs(20))).await {
+        tracing::warn!(error = %err, "the controllers did not stop in time");
+    }
+    if let Some(server) = metrics_server {
+        server.shutdown().await;
+    }
+    if let Some(server) = health_server {
+        server.shutdown().await;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The actor runtime's settings from the flags; the feature gates are parsed here and logged once.
+fn runtime_settings(config: &Config) -> RuntimeSettings {
+    let parsed = FeatureGates::parse(&config.feature_gates);
+    for ignored in &parsed.ignored {
+        tracing::debug!("{ignored}");
+    }
+    tracing::info!("{}", parsed.gates);
+    RuntimeSettings {
+        credentials_namespace: config.credentials_namespace.clone(),
+        watch_namespace: config.namespace.clone(),
+        watch_filter: config.watch_filter.clone(),
+        max_concurrent_reconciles: usize::try_from(config.max_concurrent_reconciles).unwrap_or(usize::MAX),
+        // governor takes whole requests per second; a fractional rate rounds up so it never becomes 0.
+        ovirt_qps: config.ovirt_qps.ceil().max(1.0) as u32,
+        ovirt_burst: config.ovirt_burst.max(1),
+        sync_period: config.sync_period,
+        gates: parsed.gates,
+        ..RuntimeSettings::default()
+    }
+}
+
+async fn kube_client(config: &Config) -> Result<kube::Client, String> {
+    let kube_config = match &config.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|err| format!("{}: {err}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|err| format!("{}: {err}", path.display()))?
+        }
+        None => kube::Config::infer().await.map_err(|err| err.to_string())?,
+    };
+    kube::Client::try_from(kube_config).map_err(|err| err.to_string())
+}
+
+/// SIGTERM (Kubernetes stopping the pod) or SIGINT (Ctrl-C).
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = match signal(SignalKind::terminate()) {
+        Ok(signal) => signal,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot listen for SIGTERM; stopping only on Ctrl-C");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
 }

@@ -4,12 +4,48 @@
 # this script and the Go version, and a later run with the same key only prints that directory.
 #
 #   tools/build-go-tools.sh          -> prints the directory holding the binaries (KUBEBUILDER_ASSETS layout)
+#   tools/build-go-tools.sh --helm   -> builds helm from the wrapper module in tools/helm instead and prints the
+#                                       directory holding `helm` (a sibling cache directory `helm-<key>`, keyed the
+#                                       same way by tools/helm/go.{mod,sum}, this script and the Go version)
 #
 # KUBEBUILDER_ASSETS, when set to a directory that already holds the binaries, is used as is.
+# CAPOV_HELM_DIR, when set to a directory that already holds an executable `helm`, is used as is by --helm.
 # CAPOV_TOOLS_CACHE moves the cache (default: ~/.cache/capov-tools).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+if [ "${1:-}" = "--helm" ]; then
+  if [ -n "${CAPOV_HELM_DIR:-}" ] && [ -x "$CAPOV_HELM_DIR/helm" ]; then
+    echo "$CAPOV_HELM_DIR"
+    exit 0
+  fi
+  export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -modcacherw"
+  export GOPROXY=${GOPROXY_OVERRIDE:-https://proxy.golang.org,off}
+  key=$( { cat "$here/helm/go.mod" "$here/helm/go.sum" "${BASH_SOURCE[0]}"; go version; } | sha256sum | cut -c1-16)
+  cache=${CAPOV_TOOLS_CACHE:-$HOME/.cache/capov-tools}
+  out="$cache/helm-$key"
+  if [ -x "$out/helm" ]; then
+    echo "$out"
+    exit 0
+  fi
+  tmp="$out.partial.$$"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  trap 'rm -rf "$tmp"' EXIT
+  cd "$here/helm"
+  hver=$(go list -m -f '{{.Version}}' helm.sh/helm/v4)
+  start=$(date +%s)
+  echo "build-go-tools: building helm $hver — the first build takes a few minutes" >&2
+  go build -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$hver -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+    -o "$tmp/helm" helm.sh/helm/v4/cmd/helm
+  echo "build-go-tools: built helm in $(( $(date +%s) - start ))s" >&2
+  mkdir -p "$cache"
+  rm -rf "$out"
+  mv "$tmp" "$out"
+  trap - EXIT
+  echo "$out"
+  exit 0
+fi
 needed=(kube-apiserver kube-controller-manager kubectl etcd)
 
 have_all() {

@@ -1,1 +1,13 @@
-//! CAPOV's actors.
+//! CAPOV's actors: the pure decision logic of the OVirtMachine lifecycle (SPEC §2, §3), with no I/O, and the actor
+//! runtime (`runtime`) that observes, acts through the oVirt client and the Kubernetes API, and reports.
+
+pub mod addresses;
+pub mod backoff;
+pub mod conditions;
+pub mod disk_alias;
+pub mod feature_gates;
+pub mod identity;
+pub mod machine_steps;
+pub mod nics;
+pub mod placement;
+pub mod runtime;

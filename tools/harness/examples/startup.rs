@@ -19,6 +19,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Options {
                 controller_manager: true,
                 crds: true,
+                capi_crds: true,
             },
         ),
     ] {

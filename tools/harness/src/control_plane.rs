@@ -25,6 +25,8 @@ pub struct Options {
     pub controller_manager: bool,
     /// Install CAPOV's CRDs from `chart/capov-crds` once the apiserver is ready.
     pub crds: bool,
+    /// Install Cluster API core's CRDs (Cluster, Machine, …) from the module `tools/capi` pins.
+    pub capi_crds: bool,
 }
 
 struct Process {
@@ -156,6 +158,9 @@ impl ControlPlane {
         }
         if options.crds {
             crds::install_crds(&client).await?;
+        }
+        if options.capi_crds {
+            crate::capi::install_capi_crds(&client).await?;
         }
         Ok(plane)
     }
@@ -300,6 +305,7 @@ pub async fn shared() -> &'static ControlPlane {
             let options = Options {
                 controller_manager: true,
                 crds: true,
+                capi_crds: true,
             };
             let plane = ControlPlane::start(options)
                 .await

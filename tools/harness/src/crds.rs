@@ -76,7 +76,10 @@ pub async fn install_crds(client: &kube::Client) -> Result<Vec<String>, HarnessE
     Ok(crd_names)
 }
 
-async fn wait_established(crds: &Api<CustomResourceDefinition>, names: &[String]) -> Result<(), HarnessError> {
+pub(crate) async fn wait_established(
+    crds: &Api<CustomResourceDefinition>,
+    names: &[String],
+) -> Result<(), HarnessError> {
     let deadline = Instant::now() + Duration::from_secs(60);
     for name in names {
         loop {

@@ -7,6 +7,7 @@
 //! as the process.
 
 mod assets;
+mod capi;
 mod certs;
 mod control_plane;
 mod crds;
@@ -15,6 +16,7 @@ mod launcher;
 mod ports;
 
 pub use assets::binaries_dir;
+pub use capi::{capi_crd_dir, install_capi_crds};
 pub use control_plane::{ControlPlane, Options, shared};
 pub use crds::{crd_chart_dir, install_crds};
 pub use error::HarnessError;

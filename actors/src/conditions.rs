@@ -1,0 +1,517 @@
+//! Condition names and the two rules every condition write follows (SPEC §1, §2):
+//! - `lastTransitionTime` changes only when the status changes; reason, message and severity may change freely;
+//! - a non-empty reason on every condition (True ones too), severity only on False ones — so CAPI v1beta1 and
+//!   v1beta2 core both read them.
+//!
+//! `Ready` is the CAPI v1beta1 summary of the step conditions (worst severity wins). Everything here is pure:
+//! the caller passes `now`.
+
+use capov_crds::{Condition, ConditionStatus, Severity};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+/// Condition types, one place for all of them.
+pub mod types {
+    pub const CAN_CONNECT_TO_OVIRT: &str = "CanConnectToOVirt";
+    pub const MACHINE_CREATED: &str = "MachineCreated";
+    pub const MACHINE_DISK_RESIZED: &str = "MachineDiskResized";
+    pub const MACHINE_NETWORK_SET: &str = "MachineNetworkSet";
+    pub const MACHINE_ON: &str = "MachineOn";
+    pub const K8S_PROVIDER_ID_SETUP: &str = "K8sProviderIDSetup";
+    pub const MACHINE_DELETED: &str = "MachineDeleted";
+    pub const READY: &str = "Ready";
+    pub const PAUSED: &str = "Paused";
+}
+
+/// Condition reasons, one place for all of them. False reasons come from SPEC §2; True reasons (needed because
+/// every condition carries a reason) are ours.
+pub mod reasons {
+    // True reasons (ours).
+    pub const CONNECTED: &str = "Connected";
+    pub const VM_CREATED: &str = "VMCreated";
+    pub const DISKS_READY: &str = "DisksReady";
+    pub const NETWORK_SET: &str = "NetworkSet";
+    pub const VM_UP: &str = "VMUp";
+    pub const PROVIDER_ID_SET: &str = "ProviderIDSet";
+    pub const READY: &str = "Ready";
+    pub const PAUSED: &str = "Paused";
+    pub const NOT_PAUSED: &str = "NotPaused";
+    /// A relevant condition has not been reported yet (Ready summary only).
+    pub const NOT_YET_REPORTED: &str = "NotYetReported";
+    /// Fallback when a caller passed an empty reason; should never be seen.
+    pub const UNSPECIFIED: &str = "Unspecified";
+
+    // CanConnectToOVirt.
+    pub const PROVIDER_NOT_FOUND: &str = "ProviderNotFound";
+    pub const CREDENTIALS_NOT_FOUND: &str = "CredentialsNotFound";
+    pub const CREDENTIALS_INVALID: &str = "CredentialsInvalid";
+    pub const AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
+    pub const PERMISSION_DENIED: &str = "PermissionDenied";
+    pub const TLS_VERIFICATION_FAILED: &str = "TLSVerificationFailed";
+    pub const INVALID_CA_BUNDLE: &str = "InvalidCABundle";
+    pub const ENGINE_UNREACHABLE: &str = "EngineUnreachable";
+
+    // MachineCreated.
+    pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
+    pub const UNSUPPORTED_BOOTSTRAP_FORMAT: &str = "UnsupportedBootstrapFormat";
+    pub const INVALID_PROVIDER_ID: &str = "InvalidProviderID";
+    pub const VM_NOT_FOUND: &str = "VMNotFound";
+    pub const VM_NAME_CONFLICT: &str = "VMNameConflict";
+    pub const CLUSTER_NOT_FOUND: &str = "ClusterNotFound";
+    pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
+    pub const TEMPLATE_NOT_READY: &str = "TemplateNotReady";
+    pub const STORAGE_DOMAIN_NOT_FOUND: &str = "StorageDomainNotFound";
+    pub const STORAGE_DOMAIN_NOT_AVAILABLE: &str = "StorageDomainNotAvailable";
+    pub const STORAGE_DOMAIN_REQUIRES_CLONE: &str = "StorageDomainRequiresClone";
+    pub const CREATE_FAILED: &str = "CreateFailed";
+    /// An engine request of a step after creation failed; the message carries the engine's detail.
+    pub const ENGINE_ERROR: &str = "EngineError";
+    pub const VM_IMAGE_LOCKED: &str = "VMImageLocked";
+
+    // MachineDiskResized.
+    pub const WAITING_FOR_DISK_RESIZE: &str = "WaitingForDiskResize";
+    pub const DISK_SHRINK_NOT_ALLOWED: &str = "DiskShrinkNotAllowed";
+    pub const NO_BOOTABLE_DISK: &str = "NoBootableDisk";
+    pub const INVALID_DISK_SIZE: &str = "InvalidDiskSize";
+
+    // MachineNetworkSet.
+    pub const VNIC_PROFILE_NOT_FOUND: &str = "VnicProfileNotFound";
+    pub const VNIC_PROFILE_AMBIGUOUS: &str = "VnicProfileAmbiguous";
+
+    // MachineOn.
+    pub const VM_POWERING_UP: &str = "VMPoweringUp";
+    pub const VM_DOWN: &str = "VMDown";
+    pub const VM_NOT_RESPONDING: &str = "VMNotResponding";
+    pub const VM_TRANSITIONING: &str = "VMTransitioning";
+
+    // K8sProviderIDSetup.
+    pub const WAITING_FOR_NODE: &str = "WaitingForNode";
+    pub const WORKLOAD_CLUSTER_UNREACHABLE: &str = "WorkloadClusterUnreachable";
+    pub const PROVIDER_ID_MISMATCH: &str = "ProviderIDMismatch";
+
+    // MachineDeleted.
+    pub const VM_HAS_NON_SYSTEM_DISK: &str = "VMHasNonSystemDisk";
+    pub const VM_LOCKED: &str = "VMLocked";
+    pub const VM_STOPPING: &str = "VMStopping";
+    pub const VM_DELETING: &str = "VMDeleting";
+}
+
+/// The machine's failureReason for connection errors that retrying cannot fix (SPEC §2.4).
+pub const FAILURE_ENGINE_CONNECTION_CRITICAL: &str = "OVirtEngineConnectionCritical";
+
+/// The condition types the machine's Ready summarises, in step order.
+pub const MACHINE_READY_INPUTS: &[&str] = &[
+    types::CAN_CONNECT_TO_OVIRT,
+    types::MACHINE_CREATED,
+    types::MACHINE_DISK_RESIZED,
+    types::MACHINE_NETWORK_SET,
+    types::MACHINE_ON,
+    types::K8S_PROVIDER_ID_SETUP,
+];
+
+/// A condition's status with the severity bound to False, so a True or Unknown condition cannot carry one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    True,
+    False(Severity),
+    Unknown,
+}
+
+/// A condition to write, without its time stamps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConditionUpdate {
+    pub type_: &'static str,
+    pub state: State,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl ConditionUpdate {
+    pub fn true_(type_: &'static str, reason: &'static str) -> Self {
+        ConditionUpdate {
+            type_,
+            state: State::True,
+            reason,
+            message: String::new(),
+        }
+    }
+
+    pub fn false_(type_: &'static str, reason: &'static str, severity: Severity, message: impl Into<String>) -> Self {
+        ConditionUpdate {
+            type_,
+            state: State::False(severity),
+            reason,
+            message: message.into(),
+        }
+    }
+
+    pub fn unknown(type_: &'static str, reason: &'static str, message: impl Into<String>) -> Self {
+        ConditionUpdate {
+            type_,
+            state: State::Unknown,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+}
+
+/// Writes `update` into `conditions`, replacing the condition of the same type. The transition time is kept when
+/// the status is unchanged, and set to `now` otherwise. `observed_generation` is the object's metadata.generation.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    update: &ConditionUpdate,
+    now: Timestamp,
+    observed_generation: Option<i64>,
+) {
+    let (status, severity) = match update.state {
+        State::True => (ConditionStatus::True, None),
+        State::False(severity) => (ConditionStatus::False, Some(severity)),
+        State::Unknown => (ConditionStatus::Unknown, None),
+    };
+    let reason = if update.reason.is_empty() {
+        reasons::UNSPECIFIED
+    } else {
+        update.reason
+    };
+    let existing = conditions.iter().position(|c| c.type_ == update.type_);
+    let last_transition_time = match existing.map(|at| &conditions[at]) {
+        Some(old) if old.status == status => old.last_transition_time.clone(),
+        _ => Time(now),
+    };
+    let condition = Condition {
+        type_: update.type_.to_string(),
+        status,
+        severity,
+        reason: reason.to_string(),
+        message: update.message.clone(),
+        last_transition_time,
+        observed_generation,
+    };
+    match existing {
+        Some(at) => conditions[at] = condition,
+        None => conditions.push(condition),
+    }
+}
+
+/// The CAPI v1beta1 Ready summary of `relevant` condition types:
+/// - any False → False with the worst severity (Error > Warning > Info; the first in `relevant` order among
+///   equals), reason and message from that condition;
+/// - else any absent or Unknown → Unknown, reason and message from the first such one (absent: NotYetReported);
+/// - else (all True) → True, reason Ready.
+pub fn ready_summary(conditions: &[Condition], relevant: &[&str]) -> ConditionUpdate {
+    let found: Vec<(&str, Option<&Condition>)> = relevant
+        .iter()
+        .map(|&t| (t, conditions.iter().find(|c| c.type_ == t)))
+        .collect();
+
+    let worst_false = found
+        .iter()
+        .filter_map(|(_, c)| c.filter(|c| c.status == ConditionStatus::False))
+        .enumerate()
+        .max_by_key(|(index, c)| (c.severity.unwrap_or(Severity::Info), std::cmp::Reverse(*index)))
+        .map(|(_, c)| c);
+    if let Some(worst) = worst_false {
+        return ConditionUpdate {
+            type_: types::READY,
+            state: State::False(worst.severity.unwrap_or(Severity::Info)),
+            reason: static_reason(&worst.reason),
+            message: summary_message(worst),
+        };
+    }
+
+    let first_not_true = found
+        .iter()
+        .find(|(_, c)| c.is_none_or(|c| c.status != ConditionStatus::True));
+    match first_not_true {
+        Some((type_, None)) => ConditionUpdate::unknown(
+            types::READY,
+            reasons::NOT_YET_REPORTED,
+            format!("{type_} not yet reported"),
+        ),
+        Some((_, Some(c))) => ConditionUpdate {
+            type_: types::READY,
+            state: State::Unknown,
+            reason: static_reason(&c.reason),
+            message: summary_message(c),
+        },
+        None => ConditionUpdate::true_(types::READY, reasons::READY),
+    }
+}
+
+fn summary_message(c: &Condition) -> String {
+    if c.message.is_empty() {
+        format!("{}: {}", c.type_, c.reason)
+    } else {
+        c.message.clone()
+    }
+}
+
+/// Maps a reason read back from a condition onto our `&'static str` constants; reasons we did not write (someone
+/// else edited the status) become Unspecified rather than being leaked.
+fn static_reason(reason: &str) -> &'static str {
+    ALL_REASONS
+        .iter()
+        .copied()
+        .find(|r| *r == reason)
+        .unwrap_or(reasons::UNSPECIFIED)
+}
+
+const ALL_REASONS: &[&str] = &[
+    reasons::CONNECTED,
+    reasons::VM_CREATED,
+    reasons::DISKS_READY,
+    reasons::NETWORK_SET,
+    reasons::VM_UP,
+    reasons::PROVIDER_ID_SET,
+    reasons::READY,
+    reasons::PAUSED,
+    reasons::NOT_PAUSED,
+    reasons::NOT_YET_REPORTED,
+    reasons::UNSPECIFIED,
+    reasons::PROVIDER_NOT_FOUND,
+    reasons::CREDENTIALS_NOT_FOUND,
+    reasons::CREDENTIALS_INVALID,
+    reasons::AUTHENTICATION_FAILED,
+    reasons::PERMISSION_DENIED,
+    reasons::TLS_VERIFICATION_FAILED,
+    reasons::INVALID_CA_BUNDLE,
+    reasons::ENGINE_UNREACHABLE,
+    reasons::WAITING_FOR_BOOTSTRAP_DATA,
+    reasons::UNSUPPORTED_BOOTSTRAP_FORMAT,
+    reasons::INVALID_PROVIDER_ID,
+    reasons::VM_NOT_FOUND,
+    reasons::VM_NAME_CONFLICT,
+    reasons::CLUSTER_NOT_FOUND,
+    reasons::TEMPLATE_NOT_FOUND,
+    reasons::TEMPLATE_NOT_READY,
+    reasons::STORAGE_DOMAIN_NOT_FOUND,
+    reasons::STORAGE_DOMAIN_NOT_AVAILABLE,
+    reasons::STORAGE_DOMAIN_REQUIRES_CLONE,
+    reasons::CREATE_FAILED,
+    reasons::ENGINE_ERROR,
+    reasons::VM_IMAGE_LOCKED,
+    reasons::WAITING_FOR_DISK_RESIZE,
+    reasons::DISK_SHRINK_NOT_ALLOWED,
+    reasons::NO_BOOTABLE_DISK,
+    reasons::INVALID_DISK_SIZE,
+    reasons::VNIC_PROFILE_NOT_FOUND,
+    reasons::VNIC_PROFILE_AMBIGUOUS,
+    reasons::VM_POWERING_UP,
+    reasons::VM_DOWN,
+    reasons::VM_NOT_RESPONDING,
+    reasons::VM_TRANSITIONING,
+    reasons::WAITING_FOR_NODE,
+    reasons::WORKLOAD_CLUSTER_UNREACHABLE,
+    reasons::PROVIDER_ID_MISMATCH,
+    reasons::VM_HAS_NON_SYSTEM_DISK,
+    reasons::VM_LOCKED,
+    reasons::VM_STOPPING,
+    reasons::VM_DELETING,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).unwrap()
+    }
+
+    fn with(updates: &[ConditionUpdate]) -> Vec<Condition> {
+        let mut conditions = vec![];
+        for u in updates {
+            set_condition(&mut conditions, u, t(1), Some(1));
+        }
+        conditions
+    }
+
+    #[test]
+    fn set_adds_a_new_condition_with_now_as_transition_time() {
+        let mut conditions = vec![];
+        set_condition(
+            &mut conditions,
+            &ConditionUpdate::true_(types::MACHINE_ON, reasons::VM_UP),
+            t(10),
+            Some(3),
+        );
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].status, ConditionStatus::True);
+        assert_eq!(conditions[0].reason, "VMUp");
+        assert_eq!(conditions[0].last_transition_time, Time(t(10)));
+        assert_eq!(conditions[0].observed_generation, Some(3));
+    }
+
+    #[test]
+    fn set_keeps_transition_time_when_status_is_unchanged() {
+        let mut conditions = vec![];
+        let waiting = ConditionUpdate::false_(
+            types::MACHINE_ON,
+            reasons::VM_POWERING_UP,
+            Severity::Info,
+            "powering up",
+        );
+        set_condition(&mut conditions, &waiting, t(10), Some(1));
+        let down = ConditionUpdate::false_(types::MACHINE_ON, reasons::VM_DOWN, Severity::Warning, "down");
+        set_condition(&mut conditions, &down, t(20), Some(2));
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, Time(t(10)));
+        assert_eq!(conditions[0].reason, "VMDown");
+        assert_eq!(conditions[0].severity, Some(Severity::Warning));
+        assert_eq!(conditions[0].observed_generation, Some(2));
+    }
+
+    #[test]
+    fn set_moves_transition_time_when_status_changes() {
+        let mut conditions = vec![];
+        let waiting = ConditionUpdate::false_(types::MACHINE_ON, reasons::VM_POWERING_UP, Severity::Info, "");
+        set_condition(&mut conditions, &waiting, t(10), None);
+        set_condition(
+            &mut conditions,
+            &ConditionUpdate::true_(types::MACHINE_ON, reasons::VM_UP),
+            t(20),
+            None,
+        );
+        assert_eq!(conditions[0].last_transition_time, Time(t(20)));
+        assert_eq!(conditions[0].severity, None, "severity only on False");
+    }
+
+    #[test]
+    fn set_never_writes_an_empty_reason() {
+        let mut conditions = vec![];
+        set_condition(
+            &mut conditions,
+            &ConditionUpdate::true_(types::MACHINE_ON, ""),
+            t(1),
+            None,
+        );
+        assert_eq!(conditions[0].reason, reasons::UNSPECIFIED);
+    }
+
+    #[test]
+    fn set_leaves_other_conditions_alone() {
+        let mut conditions = with(&[ConditionUpdate::true_(types::MACHINE_CREATED, reasons::VM_CREATED)]);
+        set_condition(
+            &mut conditions,
+            &ConditionUpdate::true_(types::MACHINE_ON, reasons::VM_UP),
+            t(5),
+            None,
+        );
+        assert_eq!(conditions.len(), 2);
+        assert_eq!(conditions[0].type_, types::MACHINE_CREATED);
+    }
+
+    #[test]
+    fn ready_is_true_only_when_every_relevant_condition_is_true() {
+        let all_true: Vec<_> = MACHINE_READY_INPUTS
+            .iter()
+            .map(|t| ConditionUpdate::true_(t, reasons::READY))
+            .collect();
+        let ready = ready_summary(&with(&all_true), MACHINE_READY_INPUTS);
+        assert_eq!(ready.state, State::True);
+        assert_eq!(ready.reason, reasons::READY);
+    }
+
+    #[test]
+    fn ready_worst_severity_wins() {
+        let conditions = with(&[
+            ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED),
+            ConditionUpdate::false_(
+                types::MACHINE_ON,
+                reasons::VM_POWERING_UP,
+                Severity::Info,
+                "powering up",
+            ),
+            ConditionUpdate::false_(
+                types::MACHINE_DISK_RESIZED,
+                reasons::DISK_SHRINK_NOT_ALLOWED,
+                Severity::Error,
+                "shrink",
+            ),
+            ConditionUpdate::false_(
+                types::K8S_PROVIDER_ID_SETUP,
+                reasons::WORKLOAD_CLUSTER_UNREACHABLE,
+                Severity::Warning,
+                "w",
+            ),
+        ]);
+        let ready = ready_summary(&conditions, MACHINE_READY_INPUTS);
+        assert_eq!(ready.state, State::False(Severity::Error));
+        assert_eq!(ready.reason, reasons::DISK_SHRINK_NOT_ALLOWED);
+        assert_eq!(ready.message, "shrink");
+    }
+
+    #[test]
+    fn ready_among_equal_severities_the_earlier_step_wins() {
+        let conditions = with(&[
+            ConditionUpdate::false_(
+                types::K8S_PROVIDER_ID_SETUP,
+                reasons::WAITING_FOR_NODE,
+                Severity::Info,
+                "node",
+            ),
+            ConditionUpdate::false_(
+                types::MACHINE_ON,
+                reasons::VM_POWERING_UP,
+                Severity::Info,
+                "powering up",
+            ),
+        ]);
+        let ready = ready_summary(&conditions, MACHINE_READY_INPUTS);
+        assert_eq!(ready.reason, reasons::VM_POWERING_UP);
+    }
+
+    #[test]
+    fn ready_is_unknown_while_a_relevant_condition_is_missing() {
+        let conditions = with(&[ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED)]);
+        let ready = ready_summary(&conditions, MACHINE_READY_INPUTS);
+        assert_eq!(ready.state, State::Unknown);
+        assert_eq!(ready.reason, reasons::NOT_YET_REPORTED);
+        assert!(ready.message.contains(types::MACHINE_CREATED));
+    }
+
+    #[test]
+    fn ready_ignores_conditions_that_are_not_relevant() {
+        let conditions = with(&[
+            ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED),
+            ConditionUpdate::false_(types::MACHINE_DELETED, reasons::VM_LOCKED, Severity::Error, ""),
+        ]);
+        assert_eq!(
+            ready_summary(&conditions, &[types::CAN_CONNECT_TO_OVIRT]).state,
+            State::True
+        );
+    }
+
+    #[test]
+    fn ready_message_falls_back_to_type_and_reason() {
+        let conditions = with(&[ConditionUpdate::false_(
+            types::MACHINE_ON,
+            reasons::VM_DOWN,
+            Severity::Warning,
+            "",
+        )]);
+        assert_eq!(
+            ready_summary(&conditions, &[types::MACHINE_ON]).message,
+            "MachineOn: VMDown"
+        );
+    }
+
+    #[test]
+    fn ready_does_not_leak_foreign_reasons() {
+        let mut conditions = with(&[ConditionUpdate::false_(
+            types::MACHINE_ON,
+            reasons::VM_DOWN,
+            Severity::Warning,
+            "x",
+        )]);
+        conditions[0].reason = "SomethingElse".into();
+        assert_eq!(
+            ready_summary(&conditions, &[types::MACHINE_ON]).reason,
+            reasons::UNSPECIFIED
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! What [`super::decide`] returns: one action for the actor to execute, the conditions to write, and status
+//! fields to update. After a successful action the actor observes and decides again at once; on failure it backs
+//! off (crate::backoff). `Wait` and `Done` say when to look again.
+
+use std::time::Duration;
+
+use capov_crds::{CpuTopology, MachineAddress, Memory, VmType};
+
+use super::observed::BootstrapFormat;
+use crate::conditions::ConditionUpdate;
+use crate::nics::NicChange;
+use crate::placement::PlacementChoice;
+
+/// One reconcile's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub action: Action,
+    /// Conditions to set, in step order; Ready is recomputed from them by the caller
+    /// ([`crate::conditions::ready_summary`]).
+    pub conditions: Vec<ConditionUpdate>,
+    pub status: StatusChange,
+}
+
+/// Status fields to update besides the conditions; None / false = leave as is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusChange {
+    /// Set `status.ready` and `status.initialization.provisioned` to true (never reset).
+    pub mark_provisioned: bool,
+    pub addresses: Option<Vec<MachineAddress>>,
+    pub vm_status: Option<String>,
+}
+
+/// When to reconcile again without an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requeue {
+    /// Only when something changes (a watch event, a provider message, the periodic resync).
+    OnChange,
+    /// 5 s doubling to 5 min ([`crate::backoff::backoff_delay`]), counting consecutive backoffs.
+    Backoff,
+    /// The VM is in a transition: register for the provider's batched 5 s poll.
+    PollVm,
+    After(Duration),
+}
+
+/// The one next thing to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Paused: write only the Paused condition; no engine calls, no finalizer changes.
+    WritePausedOnly,
+    AddFinalizer,
+    /// Nothing to do now; look again per `Requeue`.
+    Wait(Requeue),
+    /// Set `status.failureReason`/`failureMessage` (SPEC §2.4); creation steps stop until it is cleared.
+    SetFailure {
+        reason: &'static str,
+        message: String,
+    },
+    /// The spec changed since the failure: clear failureReason/failureMessage and go on.
+    ClearFailure,
+    CreateVm(Box<CreateVmPlan>),
+    /// Adopt a VM carrying our marker: write `spec.providerID`.
+    WriteProviderId(String),
+    /// Record the VM's disks in the system-disks annotation (before the first start).
+    RecordSystemDisks(Vec<String>),
+    ResizeDisk {
+        attachment_id: String,
+        disk_id: String,
+        size_bytes: u64,
+    },
+    RenameDiskAlias {
+        disk_id: String,
+        new_alias: String,
+    },
+    SyncNics(Vec<NicChange>),
+    StartVm {
+        use_ignition: bool,
+    },
+    SetNodeProviderId {
+        node_name: String,
+        provider_id: String,
+    },
+    /// `POST /vms/{id}/stop` with `force=true`.
+    StopVmForce {
+        vm_id: String,
+    },
+    DeleteVm {
+        vm_id: String,
+    },
+    /// Release the OVirtMachine. `foreign_vm_left_alone`: a same-named VM without our marker exists and was not
+    /// touched (the actor records an Event saying so).
+    RemoveFinalizer {
+        foreign_vm_left_alone: bool,
+    },
+    /// Every step is done; keep addresses current per `Requeue`.
+    Done(Requeue),
+}
+
+/// What the create request needs from the spec; the executor resolves cluster, template and storage domain in
+/// the engine and checks the placement with [`crate::placement::plan_placement`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateVmPlan {
+    pub name: String,
+    /// `capov:<ns>/<name>`.
+    pub description: String,
+    pub ovirt_cluster: String,
+    pub template: String,
+    pub vm_type: VmType,
+    pub cpu: Option<CpuTopology>,
+    pub memory: Option<Memory>,
+    pub placement: PlacementChoice,
+    pub bootstrap_format: BootstrapFormat,
+}
+
+impl Decision {
+    pub fn new(action: Action, conditions: Vec<ConditionUpdate>) -> Self {
+        Decision {
+            action,
+            conditions,
+            status: StatusChange::default(),
+        }
+    }
+
+    /// The condition of one type in this decision, if any.
+    pub fn condition(&self, type_: &str) -> Option<&ConditionUpdate> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+}

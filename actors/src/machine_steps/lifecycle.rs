@@ -1,0 +1,450 @@
+//! SPEC §2 steps 1–7 for a machine that is not being deleted. Every step that is passed reports its condition
+//! True, so the Ready summary sees all of them; the step that stops reports why.
+
+use capov_crds::Severity;
+
+use super::decision::{Action, CreateVmPlan, Decision, Requeue};
+use super::observed::{
+    Bootstrap, BootstrapFormat, FailureState, NodeObservation, Observed, ObservedVm, ProviderConnection,
+};
+use crate::addresses::machine_addresses;
+use crate::conditions::{ConditionUpdate, FAILURE_ENGINE_CONNECTION_CRITICAL, reasons, types};
+use crate::disk_alias::{DiskAliasFact, alias_changes};
+use crate::identity::{description_marker, format_provider_id, parse_provider_id};
+use crate::nics::NicAssessment;
+use crate::placement::choose_placement;
+
+/// VM states that only a started VM can be in.
+const STARTED_STATES: &[&str] = &[
+    "wait_for_launch",
+    "powering_up",
+    "up",
+    "migrating",
+    "reboot_in_progress",
+    "powering_down",
+    "paused",
+    "suspended",
+    "saving_state",
+    "restoring_state",
+    "not_responding",
+];
+
+const GIB: u64 = 1 << 30;
+
+/// Conditions of the steps passed so far, in order; each early return adds the stopping step's condition.
+struct Passed(Vec<ConditionUpdate>);
+
+impl Passed {
+    /// Records a step as done.
+    fn pass(&mut self, type_: &'static str, reason: &'static str) {
+        self.0.push(ConditionUpdate::true_(type_, reason));
+    }
+
+    /// Moves the conditions out, for building the stopping decision from behind a `&mut`.
+    fn take(&mut self) -> Passed {
+        Passed(std::mem::take(&mut self.0))
+    }
+
+    fn stop(self, action: Action, current: Option<ConditionUpdate>) -> Decision {
+        let mut conditions = self.0;
+        conditions.extend(current);
+        Decision::new(action, conditions)
+    }
+
+    fn wait(self, requeue: Requeue, current: ConditionUpdate) -> Decision {
+        self.stop(Action::Wait(requeue), Some(current))
+    }
+}
+
+pub(super) fn decide(o: &Observed) -> Decision {
+    // Step 1: preconditions, no condition.
+    if !o.owner_machine_found || !o.cluster_found || !o.cluster_infrastructure_provisioned {
+        return Decision::new(Action::Wait(Requeue::OnChange), vec![]);
+    }
+    if !o.has_finalizer {
+        return Decision::new(Action::AddFinalizer, vec![]);
+    }
+    // SPEC §2.4: a failed machine runs no creation steps until the failure is cleared or the spec changes.
+    match o.failure {
+        FailureState::Set {
+            spec_changed_since: true,
+        } => return Decision::new(Action::ClearFailure, vec![]),
+        FailureState::Set {
+            spec_changed_since: false,
+        } => {
+            return Decision::new(Action::Wait(Requeue::OnChange), vec![]);
+        }
+        FailureState::Clear => {}
+    }
+
+    // Step 2: CanConnectToOVirt.
+    if let ProviderConnection::Failed {
+        failure,
+        message,
+        persisted_for,
+    } = &o.connection
+    {
+        let critical = !o.provisioned && failure.critical_after().is_some_and(|after| *persisted_for >= after);
+        let severity = if critical { Severity::Error } else { failure.severity() };
+        let condition = ConditionUpdate::false_(types::CAN_CONNECT_TO_OVIRT, failure.reason(), severity, message);
+        let action = if critical {
+            Action::SetFailure {
+                reason: FAILURE_ENGINE_CONNECTION_CRITICAL,
+                message: format!("{}: {message}", failure.reason()),
+            }
+        } else {
+            Action::Wait(Requeue::Backoff)
+        };
+        return Decision::new(action, vec![condition]);
+    }
+    let mut passed = Passed(vec![]);
+    passed.pass(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED);
+
+    // Step 3: MachineCreated.
+    let format = match &o.bootstrap {
+        Bootstrap::NotReady => {
+            return passed.wait(
+                Requeue::OnChange,
+                ConditionUpdate::false_(
+                    types::MACHINE_CREATED,
+                    reasons::WAITING_FOR_BOOTSTRAP_DATA,
+                    Severity::Info,
+                    "waiting for the Machine's bootstrap data (spec.bootstrap.dataSecretName)",
+                ),
+            );
+        }
+        Bootstrap::Unsupported(format) => {
+            return passed.wait(
+                Requeue::OnChange,
+                ConditionUpdate::false_(
+                    types::MACHINE_CREATED,
+                    reasons::UNSUPPORTED_BOOTSTRAP_FORMAT,
+                    Severity::Error,
+                    format!("bootstrap data format {format:?} is not supported; use cloud-config or ignition"),
+                ),
+            );
+        }
+        Bootstrap::Ready(format) => *format,
+    };
+    let vm = match find_own_vm(o, format, &mut passed) {
+        Ok(vm) => vm,
+        Err(decision) => return *decision,
+    };
+    let mut decision = after_creation(o, vm, format, passed);
+    decision.status.vm_status = Some(vm.status.clone());
+    decision
+}
+
+/// Step 3's lookup rules: by providerID only when it is set (404 → VMNotFound, never recreated); else by name,
+/// adopting a VM with our marker and refusing one without. Ok = the VM is ours and recorded.
+fn find_own_vm<'o>(
+    o: &'o Observed,
+    format: BootstrapFormat,
+    passed: &mut Passed,
+) -> Result<&'o ObservedVm, Box<Decision>> {
+    let decision = match (&o.provider_id, &o.vm) {
+        (Some(provider_id), _) if parse_provider_id(provider_id).is_none() => passed.take().wait(
+            Requeue::OnChange,
+            ConditionUpdate::false_(
+                types::MACHINE_CREATED,
+                reasons::INVALID_PROVIDER_ID,
+                Severity::Error,
+                format!("spec.providerID {provider_id:?} is not of the form ovirt://<vm-id>"),
+            ),
+        ),
+        (Some(provider_id), None) => {
+            let message = format!("the VM {provider_id} no longer exists in oVirt; it is not recreated");
+            let condition = if o.provisioned {
+                ConditionUpdate::false_(types::MACHINE_ON, reasons::VM_NOT_FOUND, Severity::Error, message)
+            } else {
+                ConditionUpdate::false_(types::MACHINE_CREATED, reasons::VM_NOT_FOUND, Severity::Error, message)
+            };
+            passed.take().wait(Requeue::OnChange, condition)
+        }
+        (Some(_), Some(vm)) => return Ok(vm),
+        (None, None) => passed
+            .take()
+            .stop(Action::CreateVm(Box::new(create_plan(o, format))), None),
+        (None, Some(vm)) if vm.marker_matches => passed
+            .take()
+            .stop(Action::WriteProviderId(format_provider_id(&vm.id)), None),
+        (None, Some(_)) => passed.take().wait(
+            Requeue::Backoff,
+            ConditionUpdate::false_(
+                types::MACHINE_CREATED,
+                reasons::VM_NAME_CONFLICT,
+                Severity::Error,
+                format!(
+                    "a VM named {:?} exists in oVirt but was not created for this OVirtMachine (its description \
+                     lacks {}); it is left untouched: rename or remove it in oVirt",
+                    o.name,
+                    description_marker(&o.namespace, &o.name)
+                ),
+            ),
+        ),
+    };
+    Err(Box::new(decision))
+}
+
+fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan {
+    let s = &o.settings;
+    CreateVmPlan {
+        name: o.name.clone(),
+        description: description_marker(&o.namespace, &o.name),
+        ovirt_cluster: s.ovirtcluster.clone(),
+        template: s.template.clone(),
+        vm_type: s.vmtype,
+        cpu: s.cpu.clone(),
+        memory: s.memory.clone(),
+        placement: choose_placement(
+            s.diskclone,
+            s.storagedomainname.as_deref(),
+            o.provider_defaults.diskclone,
+            o.provider_defaults.storagedomainname.as_deref(),
+            &o.gates,
+        ),
+        bootstrap_format,
+    }
+}
+
+/// The VM exists: wait for its disks, prepare it (steps 4–5) while it was never started, start it, then steps 6–7.
+fn after_creation(o: &Observed, vm: &ObservedVm, format: BootstrapFormat, mut passed: Passed) -> Decision {
+    let started = vm.ever_started || STARTED_STATES.contains(&vm.status.as_str());
+    if !started && vm.status == "image_locked" {
+        return passed.wait(
+            Requeue::PollVm,
+            ConditionUpdate::false_(
+                types::MACHINE_CREATED,
+                reasons::VM_IMAGE_LOCKED,
+                Severity::Info,
+                "waiting for oVirt to create the VM's disks",
+            ),
+        );
+    }
+    passed.pass(types::MACHINE_CREATED, reasons::VM_CREATED);
+    if !started {
+        if vm.status == "down" {
+            return before_first_start(o, vm, format, passed);
+        }
+        return passed.wait(Requeue::Backoff, not_responding(&vm.status));
+    }
+    passed.pass(types::MACHINE_DISK_RESIZED, reasons::DISKS_READY);
+    passed.pass(types::MACHINE_NETWORK_SET, reasons::NETWORK_SET);
+    started_vm(o, vm, passed)
+}
+
+/// Steps 3 (tail), 4, 5 and the start of 6, for a VM that is down and was never started.
+fn before_first_start(o: &Observed, vm: &ObservedVm, format: BootstrapFormat, mut passed: Passed) -> Decision {
+    if o.system_disks.is_none() {
+        let ids = vm.disks.iter().map(|d| d.disk_id.clone()).collect();
+        return passed.stop(Action::RecordSystemDisks(ids), None);
+    }
+    if let Err(decision) = disk_step(o, vm, &mut passed) {
+        return *decision;
+    }
+    match &o.nics {
+        NicAssessment::InSync => {
+            passed.pass(types::MACHINE_NETWORK_SET, reasons::NETWORK_SET);
+        }
+        NicAssessment::Changes(changes) => return passed.stop(Action::SyncNics(changes.clone()), None),
+        failed => {
+            let (reason, message) = failed.failure().unwrap_or((reasons::UNSPECIFIED, String::new()));
+            return passed.wait(
+                Requeue::Backoff,
+                ConditionUpdate::false_(types::MACHINE_NETWORK_SET, reason, Severity::Error, message),
+            );
+        }
+    }
+    passed.stop(
+        Action::StartVm {
+            use_ignition: format == BootstrapFormat::Ignition,
+        },
+        Some(powering_up()),
+    )
+}
+
+/// Step 4: grow the bootable disk, never shrink it, then rename aliases per the gates. Ok = step done.
+fn disk_step(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Result<(), Box<Decision>> {
+    let false_ = |reason, severity, message: String| {
+        ConditionUpdate::false_(types::MACHINE_DISK_RESIZED, reason, severity, message)
+    };
+    if let Some(gb) = o.settings.osdisksizegb {
+        let Some(target) = u64::try_from(gb)
+            .ok()
+            .filter(|gb| *gb >= 1)
+            .and_then(|gb| gb.checked_mul(GIB))
+        else {
+            let message = format!("spec.osdisksizegb {gb} is not a valid size in GiB");
+            return Err(Box::new(passed.take().wait(
+                Requeue::OnChange,
+                false_(reasons::INVALID_DISK_SIZE, Severity::Error, message),
+            )));
+        };
+        let Some(boot) = vm.disks.iter().find(|d| d.bootable) else {
+            let message = "the VM has no bootable disk to resize".to_string();
+            return Err(Box::new(passed.take().wait(
+                Requeue::OnChange,
+                false_(reasons::NO_BOOTABLE_DISK, Severity::Error, message),
+            )));
+        };
+        if boot.status != "ok" {
+            let message = format!("waiting for the bootable disk (status {})", boot.status);
+            return Err(Box::new(passed.take().wait(
+                Requeue::PollVm,
+                false_(reasons::WAITING_FOR_DISK_RESIZE, Severity::Info, message),
+            )));
+        }
+        if target < boot.provisioned_size {
+            let message = format!(
+                "spec.osdisksizegb is {gb} GiB but the bootable disk already has {} bytes ({:.1} GiB); disks are \
+                 never shrunk: set osdisksizegb to at least the template disk's size",
+                boot.provisioned_size,
+                boot.provisioned_size as f64 / GIB as f64
+            );
+            return Err(Box::new(passed.take().wait(
+                Requeue::OnChange,
+                false_(reasons::DISK_SHRINK_NOT_ALLOWED, Severity::Error, message),
+            )));
+        }
+        if target > boot.provisioned_size {
+            let message = format!("growing the bootable disk to {gb} GiB");
+            return Err(Box::new(passed.take().stop(
+                Action::ResizeDisk {
+                    attachment_id: boot.attachment_id.clone(),
+                    disk_id: boot.disk_id.clone(),
+                    size_bytes: target,
+                },
+                Some(false_(reasons::WAITING_FOR_DISK_RESIZE, Severity::Info, message)),
+            )));
+        }
+    }
+    let disks: Vec<DiskAliasFact> = vm
+        .disks
+        .iter()
+        .map(|d| DiskAliasFact {
+            disk_id: d.disk_id.clone(),
+            alias: d.alias.clone(),
+            bootable: d.bootable,
+        })
+        .collect();
+    if let Some(change) = alias_changes(&o.name, &disks, &o.gates).into_iter().next() {
+        return Err(Box::new(passed.take().stop(
+            Action::RenameDiskAlias {
+                disk_id: change.disk_id,
+                new_alias: change.new_alias,
+            },
+            None,
+        )));
+    }
+    passed.pass(types::MACHINE_DISK_RESIZED, reasons::DISKS_READY);
+    Ok(())
+}
+
+fn powering_up() -> ConditionUpdate {
+    ConditionUpdate::false_(
+        types::MACHINE_ON,
+        reasons::VM_POWERING_UP,
+        Severity::Info,
+        "powering up",
+    )
+}
+
+fn not_responding(status: &str) -> ConditionUpdate {
+    ConditionUpdate::false_(
+        types::MACHINE_ON,
+        reasons::VM_NOT_RESPONDING,
+        Severity::Warning,
+        format!("the VM is {status} in oVirt"),
+    )
+}
+
+/// Steps 6 and 7 for a VM that has been started.
+fn started_vm(o: &Observed, vm: &ObservedVm, mut passed: Passed) -> Decision {
+    let info = |reason, message: String| ConditionUpdate::false_(types::MACHINE_ON, reason, Severity::Info, message);
+    match vm.status.as_str() {
+        "up" | "migrating" => {}
+        "wait_for_launch" | "powering_up" => return passed.wait(Requeue::PollVm, powering_up()),
+        "down" => {
+            return passed.wait(
+                Requeue::Backoff,
+                ConditionUpdate::false_(
+                    types::MACHINE_ON,
+                    reasons::VM_DOWN,
+                    Severity::Warning,
+                    "the VM is down in oVirt; it is not restarted automatically",
+                ),
+            );
+        }
+        "image_locked" => {
+            return passed.wait(
+                Requeue::PollVm,
+                info(reasons::VM_LOCKED, "the VM is locked in oVirt".into()),
+            );
+        }
+        "powering_down" | "reboot_in_progress" | "saving_state" | "restoring_state" => {
+            let message = format!("the VM is {} in oVirt", vm.status);
+            return passed.wait(Requeue::PollVm, info(reasons::VM_TRANSITIONING, message));
+        }
+        other => return passed.wait(Requeue::Backoff, not_responding(other)),
+    }
+    passed.pass(types::MACHINE_ON, reasons::VM_UP);
+    let addresses = machine_addresses(&o.name, &vm.nics, &vm.reported_devices, o.control_plane_host.as_deref());
+    let has_ip = addresses.iter().any(|a| a.type_ == crate::addresses::INTERNAL_IP);
+    let mut decision = node_step(o, vm, passed, has_ip);
+    decision.status.mark_provisioned = true;
+    decision.status.addresses = Some(addresses);
+    decision
+}
+
+/// Step 7: K8sProviderIDSetup.
+fn node_step(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool) -> Decision {
+    let expected = format_provider_id(&vm.id);
+    let setup = |reason, severity, message: String| {
+        ConditionUpdate::false_(types::K8S_PROVIDER_ID_SETUP, reason, severity, message)
+    };
+    match &o.node {
+        NodeObservation::Unreachable { message } => passed.wait(
+            Requeue::Backoff,
+            setup(
+                reasons::WORKLOAD_CLUSTER_UNREACHABLE,
+                Severity::Warning,
+                message.clone(),
+            ),
+        ),
+        NodeObservation::NotFound => passed.wait(
+            Requeue::Backoff,
+            setup(
+                reasons::WAITING_FOR_NODE,
+                Severity::Info,
+                format!("waiting for the Node of VM {:?}", o.name),
+            ),
+        ),
+        NodeObservation::Found { name, provider_id } => match provider_id.as_deref().map(str::trim) {
+            None | Some("") => passed.stop(
+                Action::SetNodeProviderId {
+                    node_name: name.clone(),
+                    provider_id: expected,
+                },
+                None,
+            ),
+            Some(actual) if actual == expected => {
+                let requeue = if has_ip {
+                    Requeue::After(crate::backoff::MAX_BACKOFF)
+                } else {
+                    Requeue::Backoff
+                };
+                let mut passed = passed;
+                passed.pass(types::K8S_PROVIDER_ID_SETUP, reasons::PROVIDER_ID_SET);
+                passed.stop(Action::Done(requeue), None)
+            }
+            Some(actual) => passed.wait(
+                Requeue::OnChange,
+                setup(
+                    reasons::PROVIDER_ID_MISMATCH,
+                    Severity::Error,
+                    format!("Node {name:?} has spec.providerID {actual:?}, expected {expected:?}"),
+                ),
+            ),
+        },
+    }
+}

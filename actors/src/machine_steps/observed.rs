@@ -1,0 +1,228 @@
+//! What the machine actor saw before deciding: plain data, gathered from the stores, the provider actor and the
+//! engine. Fields that only matter in some steps may be left at their defaults when the actor knows the step will
+//! not be reached (e.g. `nics` is only read while the VM is down and was never started).
+
+use std::time::Duration;
+
+use capov_crds::MachineSettings;
+
+use crate::addresses::{ReportedDevice, VmNic};
+use crate::conditions::reasons;
+use crate::feature_gates::FeatureGates;
+use crate::nics::NicAssessment;
+
+/// Everything [`super::decide`] looks at.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    pub namespace: String,
+    /// The OVirtMachine's name, which is also the VM's name.
+    pub name: String,
+    /// `Cluster.spec.paused` or the `cluster.x-k8s.io/paused` annotation.
+    pub paused: bool,
+    /// `metadata.deletionTimestamp` is set.
+    pub deletion_requested: bool,
+    pub has_finalizer: bool,
+    /// An owner reference of kind Machine (group cluster.x-k8s.io) exists and the Machine was found.
+    pub owner_machine_found: bool,
+    /// The Cluster named by the `cluster.x-k8s.io/cluster-name` label was found.
+    pub cluster_found: bool,
+    /// `status.initialization.infrastructureProvisioned` (or v1beta1 `status.infrastructureReady`) of the Cluster.
+    pub cluster_infrastructure_provisioned: bool,
+    pub bootstrap: Bootstrap,
+    pub connection: ProviderConnection,
+    /// `spec.providerID` as written (may be malformed if a user set it).
+    pub provider_id: Option<String>,
+    pub failure: FailureState,
+    /// `status.ready` / `status.initialization.provisioned`: the VM has been up once.
+    pub provisioned: bool,
+    /// The VM as found: by the id of `spec.providerID` when that is valid, else by exact name. None = no VM.
+    pub vm: Option<ObservedVm>,
+    /// The annotation `capov.infrastructure.cluster.x-k8s.io/system-disks` (disk ids); None = not recorded.
+    pub system_disks: Option<Vec<String>>,
+    /// The OVirtMachine's spec (without providerID).
+    pub settings: MachineSettings,
+    /// The OVirtProvider's defaults for placement.
+    pub provider_defaults: ProviderDefaults,
+    pub gates: FeatureGates,
+    /// The VM's NICs compared with `spec.nics` ([`crate::nics::assess_nics`]).
+    pub nics: NicAssessment,
+    /// What the workload cluster says about the VM's Node (only read while the VM is up).
+    pub node: NodeObservation,
+    /// `OVirtCluster.spec.controlPlaneEndpoint.host`, never reported as a machine address.
+    pub control_plane_host: Option<String>,
+}
+
+/// The Machine's bootstrap data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// `Machine.spec.bootstrap.dataSecretName` is not set yet (or its Secret not found).
+    NotReady,
+    Ready(BootstrapFormat),
+    /// The Secret's `format` key holds something we cannot pass to the VM.
+    Unsupported(String),
+}
+
+/// How the bootstrap data reaches the guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BootstrapFormat {
+    CloudConfig,
+    Ignition,
+}
+
+impl Bootstrap {
+    /// From the bootstrap Secret's `format` key: missing or empty = cloud-config.
+    pub fn from_format_key(format: Option<&str>) -> Bootstrap {
+        match format.map(str::trim) {
+            None | Some("") | Some("cloud-config") => Bootstrap::Ready(BootstrapFormat::CloudConfig),
+            Some("ignition") => Bootstrap::Ready(BootstrapFormat::Ignition),
+            Some(other) => Bootstrap::Unsupported(other.to_string()),
+        }
+    }
+}
+
+/// The provider actor's connection, as the machine sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProviderConnection {
+    Ready,
+    Failed {
+        failure: ConnectionFailure,
+        message: String,
+        persisted_for: Duration,
+    },
+}
+
+/// Why there is no working connection (SPEC §2 step 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionFailure {
+    ProviderNotFound,
+    CredentialsNotFound,
+    CredentialsInvalid,
+    AuthenticationFailed,
+    PermissionDenied,
+    TlsVerificationFailed,
+    InvalidCaBundle,
+    EngineUnreachable,
+}
+
+impl ConnectionFailure {
+    pub(crate) const ALL: [ConnectionFailure; 8] = [
+        ConnectionFailure::ProviderNotFound,
+        ConnectionFailure::CredentialsNotFound,
+        ConnectionFailure::CredentialsInvalid,
+        ConnectionFailure::AuthenticationFailed,
+        ConnectionFailure::PermissionDenied,
+        ConnectionFailure::TlsVerificationFailed,
+        ConnectionFailure::InvalidCaBundle,
+        ConnectionFailure::EngineUnreachable,
+    ];
+
+    /// The CanConnectToOVirt reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            ConnectionFailure::ProviderNotFound => reasons::PROVIDER_NOT_FOUND,
+            ConnectionFailure::CredentialsNotFound => reasons::CREDENTIALS_NOT_FOUND,
+            ConnectionFailure::CredentialsInvalid => reasons::CREDENTIALS_INVALID,
+            ConnectionFailure::AuthenticationFailed => reasons::AUTHENTICATION_FAILED,
+            ConnectionFailure::PermissionDenied => reasons::PERMISSION_DENIED,
+            ConnectionFailure::TlsVerificationFailed => reasons::TLS_VERIFICATION_FAILED,
+            ConnectionFailure::InvalidCaBundle => reasons::INVALID_CA_BUNDLE,
+            ConnectionFailure::EngineUnreachable => reasons::ENGINE_UNREACHABLE,
+        }
+    }
+
+    /// From a reason string, e.g. the provider actor's condition reason.
+    pub fn from_reason(reason: &str) -> Option<ConnectionFailure> {
+        Self::ALL.into_iter().find(|f| f.reason() == reason)
+    }
+
+    /// After how long this failure makes a not-yet-provisioned machine fail for good (SPEC §2.4); None = never,
+    /// it is retried forever.
+    pub fn critical_after(self) -> Option<Duration> {
+        match self {
+            ConnectionFailure::AuthenticationFailed
+            | ConnectionFailure::TlsVerificationFailed
+            | ConnectionFailure::InvalidCaBundle => Some(Duration::ZERO),
+            ConnectionFailure::ProviderNotFound | ConnectionFailure::CredentialsNotFound => {
+                Some(crate::backoff::CRITICAL_GRACE)
+            }
+            ConnectionFailure::CredentialsInvalid
+            | ConnectionFailure::PermissionDenied
+            | ConnectionFailure::EngineUnreachable => None,
+        }
+    }
+
+    /// Severity while not critical: Error when a user must fix something, Warning when it may heal by itself
+    /// (a provider or Secret that GitOps has not applied yet, a network outage).
+    pub fn severity(self) -> capov_crds::Severity {
+        match self {
+            ConnectionFailure::ProviderNotFound
+            | ConnectionFailure::CredentialsNotFound
+            | ConnectionFailure::EngineUnreachable => capov_crds::Severity::Warning,
+            _ => capov_crds::Severity::Error,
+        }
+    }
+}
+
+/// `status.failureReason` of the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureState {
+    Clear,
+    /// Set; `spec_changed_since` = metadata.generation is newer than the generation the failure was recorded at
+    /// (the CanConnectToOVirt condition's observedGeneration).
+    Set {
+        spec_changed_since: bool,
+    },
+}
+
+/// The OVirtProvider's placement defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProviderDefaults {
+    pub diskclone: Option<bool>,
+    pub storagedomainname: Option<String>,
+}
+
+/// The VM as the engine shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedVm {
+    pub id: String,
+    /// The engine's `vm_status`: image_locked, down, wait_for_launch, powering_up, up, …
+    pub status: String,
+    /// The description carries `capov:<ns>/<name>` ([`crate::identity::has_marker`]).
+    pub marker_matches: bool,
+    /// The VM was started at least once (e.g. the engine reports a `start_time`, or we sent a start).
+    pub ever_started: bool,
+    pub disks: Vec<VmDisk>,
+    pub nics: Vec<VmNic>,
+    pub reported_devices: Vec<ReportedDevice>,
+}
+
+/// One attached disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmDisk {
+    pub attachment_id: String,
+    pub disk_id: String,
+    pub alias: String,
+    pub bootable: bool,
+    /// Bytes.
+    pub provisioned_size: u64,
+    /// The disk's status: ok, locked, illegal.
+    pub status: String,
+    /// The disk came from the VM's template; only used at deletion when the system-disks annotation is missing
+    /// and the VM has been started.
+    pub from_template: bool,
+}
+
+/// The VM's Node in the workload cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeObservation {
+    /// The kubeconfig Secret is missing or the API server did not answer.
+    Unreachable {
+        message: String,
+    },
+    /// No Node with the VM's id as systemUUID or the VM's name.
+    NotFound,
+    Found {
+        name: String,
+        provider_id: Option<String>,
+    },
+}

@@ -1,0 +1,1237 @@
+//! One test per branch of SPEC §2, named after the behaviour.
+
+use std::time::Duration;
+
+use capov_crds::{MachineSettings, Severity};
+
+use super::*;
+use crate::addresses::{ReportedDevice, VmNic};
+use crate::conditions::{State, reasons, types};
+use crate::feature_gates::FeatureGates;
+use crate::nics::{NicAssessment, NicChange};
+
+const VM_ID: &str = "11111111-2222-3333-4444-555555555555";
+const GIB: u64 = 1 << 30;
+
+/// A machine with every precondition met, connected, bootstrap data ready, no VM yet.
+fn ready_to_create() -> Observed {
+    Observed {
+        namespace: "default".into(),
+        name: "worker-abc123".into(),
+        paused: false,
+        deletion_requested: false,
+        has_finalizer: true,
+        owner_machine_found: true,
+        cluster_found: true,
+        cluster_infrastructure_provisioned: true,
+        bootstrap: Bootstrap::Ready(BootstrapFormat::CloudConfig),
+        connection: ProviderConnection::Ready,
+        provider_id: None,
+        failure: FailureState::Clear,
+        provisioned: false,
+        vm: None,
+        system_disks: None,
+        settings: MachineSettings {
+            provider: "ovirt-prod".into(),
+            ovirtcluster: "Default".into(),
+            template: "rhcos-4.14".into(),
+            ..MachineSettings::default()
+        },
+        provider_defaults: ProviderDefaults::default(),
+        gates: FeatureGates::default(),
+        nics: NicAssessment::InSync,
+        node: NodeObservation::NotFound,
+        control_plane_host: Some("10.0.1.100".into()),
+    }
+}
+
+fn disk(id: &str, alias: &str, bootable: bool, gib: u64) -> VmDisk {
+    VmDisk {
+        attachment_id: format!("att-{id}"),
+        disk_id: id.into(),
+        alias: alias.into(),
+        bootable,
+        provisioned_size: gib * GIB,
+        status: "ok".into(),
+        from_template: true,
+    }
+}
+
+fn vm(status: &str, ever_started: bool) -> ObservedVm {
+    ObservedVm {
+        id: VM_ID.into(),
+        status: status.into(),
+        marker_matches: true,
+        ever_started,
+        disks: vec![disk("d-boot", "rhcos-4.14_Disk1", true, 20)],
+        nics: vec![VmNic {
+            name: "nic1".into(),
+            mac: "56:6f:00:00:00:01".into(),
+        }],
+        reported_devices: vec![ReportedDevice {
+            mac: Some("56:6f:00:00:00:01".into()),
+            ips: vec!["10.0.1.11".into(), "fe80::1".into()],
+        }],
+    }
+}
+
+/// The VM exists and is recorded (providerID written, system disks recorded).
+fn with_vm(status: &str, ever_started: bool) -> Observed {
+    Observed {
+        provider_id: Some(format!("ovirt://{VM_ID}")),
+        vm: Some(vm(status, ever_started)),
+        system_disks: Some(vec!["d-boot".into()]),
+        ..ready_to_create()
+    }
+}
+
+fn running() -> Observed {
+    Observed {
+        provisioned: true,
+        node: NodeObservation::Found {
+            name: "worker-abc123".into(),
+            provider_id: Some(format!("ovirt://{VM_ID}")),
+        },
+        ..with_vm("up", true)
+    }
+}
+
+fn deleting(o: Observed) -> Observed {
+    Observed {
+        deletion_requested: true,
+        ..o
+    }
+}
+
+fn state_of(d: &Decision, type_: &str) -> Option<(State, &'static str)> {
+    d.condition(type_).map(|c| (c.state, c.reason))
+}
+
+fn failed(failure: ConnectionFailure, persisted_for: Duration) -> ProviderConnection {
+    ProviderConnection::Failed {
+        failure,
+        message: "details".into(),
+        persisted_for,
+    }
+}
+
+// ---- pause ----
+
+#[test]
+fn paused_machine_writes_only_the_paused_condition() {
+    let d = decide(&Observed {
+        paused: true,
+        ..ready_to_create()
+    });
+    assert_eq!(d.action, Action::WritePausedOnly);
+    assert_eq!(d.conditions.len(), 1);
+    assert_eq!(state_of(&d, types::PAUSED), Some((State::True, reasons::PAUSED)));
+}
+
+#[test]
+fn paused_check_comes_before_deletion() {
+    let d = decide(&Observed {
+        paused: true,
+        ..deleting(running())
+    });
+    assert_eq!(d.action, Action::WritePausedOnly);
+    assert_eq!(d.conditions.len(), 1);
+}
+
+#[test]
+fn unpaused_decisions_report_paused_false() {
+    let d = decide(&ready_to_create());
+    assert_eq!(
+        state_of(&d, types::PAUSED),
+        Some((State::False(Severity::Info), reasons::NOT_PAUSED))
+    );
+}
+
+// ---- step 1: preconditions ----
+
+#[test]
+fn waits_for_owner_machine_without_conditions() {
+    let d = decide(&Observed {
+        owner_machine_found: false,
+        ..ready_to_create()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(d.conditions.len(), 1, "only Paused");
+}
+
+#[test]
+fn waits_for_cluster_and_its_infrastructure() {
+    for o in [
+        Observed {
+            cluster_found: false,
+            ..ready_to_create()
+        },
+        Observed {
+            cluster_infrastructure_provisioned: false,
+            ..ready_to_create()
+        },
+    ] {
+        assert_eq!(decide(&o).action, Action::Wait(Requeue::OnChange));
+    }
+}
+
+#[test]
+fn adds_the_finalizer_after_the_preconditions() {
+    assert_eq!(
+        decide(&Observed {
+            has_finalizer: false,
+            ..ready_to_create()
+        })
+        .action,
+        Action::AddFinalizer
+    );
+    let waiting = Observed {
+        has_finalizer: false,
+        owner_machine_found: false,
+        ..ready_to_create()
+    };
+    assert_eq!(decide(&waiting).action, Action::Wait(Requeue::OnChange));
+}
+
+#[test]
+fn precondition_waits_do_not_block_deletion() {
+    let o = Observed {
+        owner_machine_found: false,
+        cluster_found: false,
+        cluster_infrastructure_provisioned: false,
+        ..deleting(with_vm("down", true))
+    };
+    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+}
+
+// ---- step 2 and §2.4: connection and critical errors ----
+
+#[test]
+fn transient_connection_failure_waits_with_backoff() {
+    let o = Observed {
+        connection: failed(ConnectionFailure::EngineUnreachable, Duration::from_secs(3600)),
+        ..ready_to_create()
+    };
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+        Some((State::False(Severity::Warning), reasons::ENGINE_UNREACHABLE))
+    );
+}
+
+#[test]
+fn authentication_tls_and_ca_failures_are_critical_at_once() {
+    for failure in [
+        ConnectionFailure::AuthenticationFailed,
+        ConnectionFailure::TlsVerificationFailed,
+        ConnectionFailure::InvalidCaBundle,
+    ] {
+        let d = decide(&Observed {
+            connection: failed(failure, Duration::ZERO),
+            ..ready_to_create()
+        });
+        match &d.action {
+            Action::SetFailure { reason, message } => {
+                assert_eq!(*reason, "OVirtEngineConnectionCritical");
+                assert!(message.starts_with(failure.reason()), "{message}");
+            }
+            other => panic!("{failure:?}: {other:?}"),
+        }
+        assert_eq!(
+            state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+            Some((State::False(Severity::Error), failure.reason()))
+        );
+    }
+}
+
+#[test]
+fn missing_provider_or_credentials_become_critical_after_ten_minutes() {
+    for failure in [
+        ConnectionFailure::ProviderNotFound,
+        ConnectionFailure::CredentialsNotFound,
+    ] {
+        let early = decide(&Observed {
+            connection: failed(failure, Duration::from_secs(599)),
+            ..ready_to_create()
+        });
+        assert_eq!(early.action, Action::Wait(Requeue::Backoff), "{failure:?}");
+        assert_eq!(
+            state_of(&early, types::CAN_CONNECT_TO_OVIRT),
+            Some((State::False(Severity::Warning), failure.reason()))
+        );
+        let late = decide(&Observed {
+            connection: failed(failure, Duration::from_secs(600)),
+            ..ready_to_create()
+        });
+        assert!(matches!(late.action, Action::SetFailure { .. }), "{failure:?}");
+    }
+}
+
+#[test]
+fn other_permanent_connection_errors_are_not_failure_reasons() {
+    for failure in [
+        ConnectionFailure::CredentialsInvalid,
+        ConnectionFailure::PermissionDenied,
+    ] {
+        let d = decide(&Observed {
+            connection: failed(failure, Duration::from_secs(86400)),
+            ..ready_to_create()
+        });
+        assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+        assert_eq!(
+            state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+            Some((State::False(Severity::Error), failure.reason()))
+        );
+    }
+}
+
+#[test]
+fn provisioned_machines_never_get_a_failure_reason() {
+    let o = Observed {
+        connection: failed(ConnectionFailure::AuthenticationFailed, Duration::ZERO),
+        ..running()
+    };
+    assert_eq!(decide(&o).action, Action::Wait(Requeue::Backoff));
+}
+
+#[test]
+fn failure_reason_stops_creation_steps() {
+    let o = Observed {
+        failure: FailureState::Set {
+            spec_changed_since: false,
+        },
+        ..ready_to_create()
+    };
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(d.conditions.len(), 1, "only Paused");
+}
+
+#[test]
+fn failure_reason_is_cleared_when_the_spec_changed() {
+    let o = Observed {
+        failure: FailureState::Set {
+            spec_changed_since: true,
+        },
+        ..ready_to_create()
+    };
+    assert_eq!(decide(&o).action, Action::ClearFailure);
+}
+
+#[test]
+fn failure_reason_does_not_stop_deletion() {
+    let o = Observed {
+        failure: FailureState::Set {
+            spec_changed_since: false,
+        },
+        ..deleting(with_vm("down", false))
+    };
+    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+}
+
+#[test]
+fn connection_failure_during_deletion_is_never_critical() {
+    let o = Observed {
+        connection: failed(ConnectionFailure::AuthenticationFailed, Duration::ZERO),
+        ..deleting(with_vm("up", true))
+    };
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+}
+
+// ---- step 3: MachineCreated ----
+
+#[test]
+fn waits_for_bootstrap_data_with_info() {
+    let d = decide(&Observed {
+        bootstrap: Bootstrap::NotReady,
+        ..ready_to_create()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Info), reasons::WAITING_FOR_BOOTSTRAP_DATA))
+    );
+    assert_eq!(
+        state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+        Some((State::True, reasons::CONNECTED))
+    );
+}
+
+#[test]
+fn bootstrap_format_key_missing_means_cloud_config() {
+    assert_eq!(
+        Bootstrap::from_format_key(None),
+        Bootstrap::Ready(BootstrapFormat::CloudConfig)
+    );
+    assert_eq!(
+        Bootstrap::from_format_key(Some("cloud-config")),
+        Bootstrap::Ready(BootstrapFormat::CloudConfig)
+    );
+    assert_eq!(
+        Bootstrap::from_format_key(Some("ignition")),
+        Bootstrap::Ready(BootstrapFormat::Ignition)
+    );
+    assert_eq!(
+        Bootstrap::from_format_key(Some("mime")),
+        Bootstrap::Unsupported("mime".into())
+    );
+}
+
+#[test]
+fn unsupported_bootstrap_format_is_an_error() {
+    let d = decide(&Observed {
+        bootstrap: Bootstrap::Unsupported("mime".into()),
+        ..ready_to_create()
+    });
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Error), reasons::UNSUPPORTED_BOOTSTRAP_FORMAT))
+    );
+}
+
+#[test]
+fn no_vm_and_no_provider_id_creates_the_vm_with_marker_and_placement() {
+    let o = Observed {
+        settings: MachineSettings {
+            diskclone: None,
+            storagedomainname: Some("fast".into()),
+            ..ready_to_create().settings
+        },
+        provider_defaults: ProviderDefaults {
+            diskclone: Some(true),
+            storagedomainname: Some("slow".into()),
+        },
+        bootstrap: Bootstrap::Ready(BootstrapFormat::Ignition),
+        ..ready_to_create()
+    };
+    let Action::CreateVm(plan) = decide(&o).action else {
+        panic!("expected CreateVm")
+    };
+    assert_eq!(plan.name, "worker-abc123");
+    assert_eq!(plan.description, "capov:default/worker-abc123");
+    assert_eq!(plan.ovirt_cluster, "Default");
+    assert_eq!(plan.template, "rhcos-4.14");
+    assert!(plan.placement.clone);
+    assert_eq!(plan.placement.storage_domain_name.as_deref(), Some("fast"));
+    assert_eq!(plan.bootstrap_format, BootstrapFormat::Ignition);
+}
+
+#[test]
+fn create_uses_the_clone_gate_when_nothing_else_says() {
+    let o = Observed {
+        gates: FeatureGates {
+            disk_clone: true,
+            ..FeatureGates::default()
+        },
+        ..ready_to_create()
+    };
+    let Action::CreateVm(plan) = decide(&o).action else {
+        panic!("expected CreateVm")
+    };
+    assert!(plan.placement.clone);
+}
+
+#[test]
+fn provider_id_set_and_vm_gone_is_vm_not_found_and_never_recreated() {
+    let o = Observed {
+        vm: None,
+        ..with_vm("down", false)
+    };
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Error), reasons::VM_NOT_FOUND))
+    );
+}
+
+#[test]
+fn provisioned_machine_whose_vm_vanished_reports_vm_not_found_on_machine_on() {
+    let d = decide(&Observed { vm: None, ..running() });
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(
+        state_of(&d, types::MACHINE_ON),
+        Some((State::False(Severity::Error), reasons::VM_NOT_FOUND))
+    );
+}
+
+#[test]
+fn malformed_provider_id_is_an_error_not_a_create() {
+    let o = Observed {
+        provider_id: Some("vsphere://x".into()),
+        vm: None,
+        ..ready_to_create()
+    };
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Error), reasons::INVALID_PROVIDER_ID))
+    );
+}
+
+#[test]
+fn same_named_vm_with_our_marker_is_adopted() {
+    let o = Observed {
+        vm: Some(vm("down", false)),
+        ..ready_to_create()
+    };
+    assert_eq!(decide(&o).action, Action::WriteProviderId(format!("ovirt://{VM_ID}")));
+}
+
+#[test]
+fn same_named_vm_without_marker_is_a_name_conflict_and_untouched() {
+    let foreign = ObservedVm {
+        marker_matches: false,
+        ..vm("up", true)
+    };
+    let d = decide(&Observed {
+        vm: Some(foreign),
+        ..ready_to_create()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Error), reasons::VM_NAME_CONFLICT))
+    );
+    assert!(
+        d.condition(types::MACHINE_CREATED)
+            .unwrap()
+            .message
+            .contains("capov:default/worker-abc123")
+    );
+}
+
+#[test]
+fn vm_found_by_provider_id_needs_no_marker() {
+    let o = Observed {
+        vm: Some(ObservedVm {
+            marker_matches: false,
+            ..vm("down", false)
+        }),
+        ..with_vm("down", false)
+    };
+    assert!(matches!(decide(&o).action, Action::StartVm { .. }));
+}
+
+#[test]
+fn image_locked_vm_waits_with_vm_image_locked_and_polls() {
+    let d = decide(&with_vm("image_locked", false));
+    assert_eq!(d.action, Action::Wait(Requeue::PollVm));
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Info), reasons::VM_IMAGE_LOCKED))
+    );
+    assert_eq!(d.status.vm_status.as_deref(), Some("image_locked"));
+}
+
+#[test]
+fn first_down_records_system_disks_before_anything_else() {
+    let o = Observed {
+        system_disks: None,
+        ..with_vm("down", false)
+    };
+    let d = decide(&o);
+    assert_eq!(d.action, Action::RecordSystemDisks(vec!["d-boot".into()]));
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::True, reasons::VM_CREATED))
+    );
+}
+
+// ---- step 4: MachineDiskResized ----
+
+fn wants_disk_gb(gb: i64, o: Observed) -> Observed {
+    Observed {
+        settings: MachineSettings {
+            osdisksizegb: Some(gb),
+            ..o.settings.clone()
+        },
+        ..o
+    }
+}
+
+#[test]
+fn smaller_bootable_disk_is_resized_to_osdisksizegb() {
+    let d = decide(&wants_disk_gb(40, with_vm("down", false)));
+    assert_eq!(
+        d.action,
+        Action::ResizeDisk {
+            attachment_id: "att-d-boot".into(),
+            disk_id: "d-boot".into(),
+            size_bytes: 40 * GIB
+        }
+    );
+    assert_eq!(
+        state_of(&d, types::MACHINE_DISK_RESIZED),
+        Some((State::False(Severity::Info), reasons::WAITING_FOR_DISK_RESIZE))
+    );
+}
+
+#[test]
+fn locked_disk_waits_for_resize_and_polls() {
+    let mut o = wants_disk_gb(40, with_vm("down", false));
+    if let Some(vm) = o.vm.as_mut() {
+        vm.disks[0].status = "locked".into();
+    }
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::PollVm));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DISK_RESIZED),
+        Some((State::False(Severity::Info), reasons::WAITING_FOR_DISK_RESIZE))
+    );
+}
+
+#[test]
+fn shrink_is_not_allowed_and_not_retried_until_the_spec_changes() {
+    let d = decide(&wants_disk_gb(10, with_vm("down", false)));
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DISK_RESIZED),
+        Some((State::False(Severity::Error), reasons::DISK_SHRINK_NOT_ALLOWED))
+    );
+}
+
+#[test]
+fn disk_of_exactly_the_requested_size_is_done() {
+    let d = decide(&wants_disk_gb(20, with_vm("down", false)));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DISK_RESIZED),
+        Some((State::True, reasons::DISKS_READY))
+    );
+    assert!(matches!(d.action, Action::StartVm { .. }));
+}
+
+#[test]
+fn vm_without_bootable_disk_cannot_be_resized() {
+    let mut o = wants_disk_gb(40, with_vm("down", false));
+    if let Some(vm) = o.vm.as_mut() {
+        vm.disks[0].bootable = false;
+    }
+    let d = decide(&o);
+    assert_eq!(
+        state_of(&d, types::MACHINE_DISK_RESIZED),
+        Some((State::False(Severity::Error), reasons::NO_BOOTABLE_DISK))
+    );
+}
+
+#[test]
+fn absurd_disk_size_is_invalid_not_a_panic() {
+    let d = decide(&wants_disk_gb(i64::MAX, with_vm("down", false)));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DISK_RESIZED),
+        Some((State::False(Severity::Error), reasons::INVALID_DISK_SIZE))
+    );
+}
+
+#[test]
+fn disk_aliases_are_renamed_per_gates_after_resizing() {
+    let gates = FeatureGates {
+        disk_add_vm_name: true,
+        ..FeatureGates::default()
+    };
+    let d = decide(&Observed {
+        gates,
+        ..with_vm("down", false)
+    });
+    assert_eq!(
+        d.action,
+        Action::RenameDiskAlias {
+            disk_id: "d-boot".into(),
+            new_alias: "rhcos-4.14_worker-abc123_Disk1".into()
+        }
+    );
+    let resize_first = decide(&wants_disk_gb(
+        40,
+        Observed {
+            gates,
+            ..with_vm("down", false)
+        },
+    ));
+    assert!(matches!(resize_first.action, Action::ResizeDisk { .. }));
+}
+
+#[test]
+fn disks_are_not_touched_once_the_vm_was_started() {
+    let d = decide(&wants_disk_gb(
+        40,
+        Observed {
+            gates: FeatureGates {
+                disk_add_vm_name: true,
+                ..FeatureGates::default()
+            },
+            ..with_vm("down", true)
+        },
+    ));
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::MACHINE_ON),
+        Some((State::False(Severity::Warning), reasons::VM_DOWN))
+    );
+}
+
+// ---- step 5: MachineNetworkSet ----
+
+#[test]
+fn nics_are_synced_before_the_first_start() {
+    let changes = vec![NicChange::Add {
+        name: "nic2".into(),
+        vnic_profile_id: "p2".into(),
+    }];
+    let d = decide(&Observed {
+        nics: NicAssessment::Changes(changes.clone()),
+        ..with_vm("down", false)
+    });
+    assert_eq!(d.action, Action::SyncNics(changes));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DISK_RESIZED),
+        Some((State::True, reasons::DISKS_READY))
+    );
+}
+
+#[test]
+fn unknown_or_ambiguous_vnic_profile_is_an_error() {
+    for (nics, reason) in [
+        (
+            NicAssessment::ProfileNotFound { profile: "x".into() },
+            reasons::VNIC_PROFILE_NOT_FOUND,
+        ),
+        (
+            NicAssessment::ProfileAmbiguous {
+                profile: "x".into(),
+                networks: vec!["a".into(), "b".into()],
+            },
+            reasons::VNIC_PROFILE_AMBIGUOUS,
+        ),
+    ] {
+        let d = decide(&Observed {
+            nics,
+            ..with_vm("down", false)
+        });
+        assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+        assert_eq!(
+            state_of(&d, types::MACHINE_NETWORK_SET),
+            Some((State::False(Severity::Error), reason))
+        );
+    }
+}
+
+#[test]
+fn nics_are_not_touched_once_the_vm_was_started() {
+    let changes = vec![NicChange::Remove { nic_id: "n1".into() }];
+    let d = decide(&Observed {
+        nics: NicAssessment::Changes(changes),
+        ..running()
+    });
+    assert!(matches!(d.action, Action::Done(_)));
+}
+
+// ---- step 6: MachineOn ----
+
+#[test]
+fn prepared_vm_is_started_with_cloud_init() {
+    let d = decide(&with_vm("down", false));
+    assert_eq!(d.action, Action::StartVm { use_ignition: false });
+    assert_eq!(
+        state_of(&d, types::MACHINE_NETWORK_SET),
+        Some((State::True, reasons::NETWORK_SET))
+    );
+    assert_eq!(
+        state_of(&d, types::MACHINE_ON),
+        Some((State::False(Severity::Info), reasons::VM_POWERING_UP))
+    );
+}
+
+#[test]
+fn ignition_bootstrap_starts_with_use_ignition() {
+    let o = Observed {
+        bootstrap: Bootstrap::Ready(BootstrapFormat::Ignition),
+        ..with_vm("down", false)
+    };
+    assert_eq!(decide(&o).action, Action::StartVm { use_ignition: true });
+}
+
+#[test]
+fn powering_up_is_info_with_message_powering_up_and_polls() {
+    for status in ["wait_for_launch", "powering_up"] {
+        let d = decide(&with_vm(status, false));
+        assert_eq!(d.action, Action::Wait(Requeue::PollVm), "{status}");
+        let on = d.condition(types::MACHINE_ON).unwrap();
+        assert_eq!(
+            (on.state, on.reason, on.message.as_str()),
+            (State::False(Severity::Info), "VMPoweringUp", "powering up")
+        );
+    }
+}
+
+#[test]
+fn up_vm_sets_machine_on_provisioned_and_addresses() {
+    let o = Observed {
+        provisioned: false,
+        ..running()
+    };
+    let d = decide(&o);
+    assert_eq!(state_of(&d, types::MACHINE_ON), Some((State::True, reasons::VM_UP)));
+    assert!(d.status.mark_provisioned);
+    let addresses: Vec<(&str, &str)> = d
+        .status
+        .addresses
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|a| (a.type_.as_str(), a.address.as_str()))
+        .collect();
+    assert_eq!(
+        addresses,
+        vec![("InternalIP", "10.0.1.11"), ("InternalDNS", "worker-abc123")]
+    );
+    assert_eq!(d.status.vm_status.as_deref(), Some("up"));
+}
+
+#[test]
+fn migrating_counts_as_up() {
+    let d = decide(&Observed {
+        vm: Some(vm("migrating", true)),
+        ..running()
+    });
+    assert_eq!(state_of(&d, types::MACHINE_ON), Some((State::True, reasons::VM_UP)));
+}
+
+#[test]
+fn control_plane_vip_is_not_an_address() {
+    let mut o = running();
+    if let Some(vm) = o.vm.as_mut() {
+        vm.reported_devices[0].ips.push("10.0.1.100".into());
+    }
+    let d = decide(&o);
+    assert!(!d.status.addresses.unwrap().iter().any(|a| a.address == "10.0.1.100"));
+}
+
+#[test]
+fn later_down_is_vm_down_warning_and_not_restarted() {
+    let d = decide(&Observed {
+        vm: Some(vm("down", true)),
+        ..running()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::MACHINE_ON),
+        Some((State::False(Severity::Warning), reasons::VM_DOWN))
+    );
+    assert!(
+        !d.status.mark_provisioned,
+        "provisioned is never touched again, not reset"
+    );
+}
+
+#[test]
+fn paused_not_responding_unknown_are_vm_not_responding_warning() {
+    for status in ["paused", "not_responding", "unknown"] {
+        let d = decide(&Observed {
+            vm: Some(vm(status, true)),
+            ..running()
+        });
+        assert_eq!(
+            state_of(&d, types::MACHINE_ON),
+            Some((State::False(Severity::Warning), reasons::VM_NOT_RESPONDING)),
+            "{status}"
+        );
+    }
+}
+
+#[test]
+fn transitional_states_after_start_poll_with_info() {
+    for status in ["powering_down", "reboot_in_progress", "saving_state", "restoring_state"] {
+        let d = decide(&Observed {
+            vm: Some(vm(status, true)),
+            ..running()
+        });
+        assert_eq!(d.action, Action::Wait(Requeue::PollVm), "{status}");
+        assert_eq!(
+            state_of(&d, types::MACHINE_ON),
+            Some((State::False(Severity::Info), reasons::VM_TRANSITIONING)),
+            "{status}"
+        );
+    }
+}
+
+#[test]
+fn image_locked_after_start_is_vm_locked() {
+    let d = decide(&Observed {
+        vm: Some(vm("image_locked", true)),
+        ..running()
+    });
+    assert_eq!(
+        state_of(&d, types::MACHINE_ON),
+        Some((State::False(Severity::Info), reasons::VM_LOCKED))
+    );
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::True, reasons::VM_CREATED))
+    );
+}
+
+#[test]
+fn never_started_vm_in_an_odd_state_does_not_claim_disks_and_nics_done() {
+    let d = decide(&with_vm("unassigned", false));
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(d.condition(types::MACHINE_DISK_RESIZED), None);
+    assert_eq!(
+        state_of(&d, types::MACHINE_ON),
+        Some((State::False(Severity::Warning), reasons::VM_NOT_RESPONDING))
+    );
+}
+
+// ---- step 7: K8sProviderIDSetup ----
+
+#[test]
+fn node_not_registered_yet_waits_for_node() {
+    let d = decide(&Observed {
+        node: NodeObservation::NotFound,
+        ..running()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::K8S_PROVIDER_ID_SETUP),
+        Some((State::False(Severity::Info), reasons::WAITING_FOR_NODE))
+    );
+    assert!(
+        d.status.mark_provisioned,
+        "the VM is up even though the Node is not there yet"
+    );
+}
+
+#[test]
+fn unreachable_workload_cluster_is_a_warning() {
+    let d = decide(&Observed {
+        node: NodeObservation::Unreachable {
+            message: "timeout".into(),
+        },
+        ..running()
+    });
+    assert_eq!(
+        state_of(&d, types::K8S_PROVIDER_ID_SETUP),
+        Some((State::False(Severity::Warning), reasons::WORKLOAD_CLUSTER_UNREACHABLE))
+    );
+}
+
+#[test]
+fn node_without_provider_id_gets_ours() {
+    let node = NodeObservation::Found {
+        name: "worker-abc123".into(),
+        provider_id: None,
+    };
+    assert_eq!(
+        decide(&Observed { node, ..running() }).action,
+        Action::SetNodeProviderId {
+            node_name: "worker-abc123".into(),
+            provider_id: format!("ovirt://{VM_ID}")
+        }
+    );
+}
+
+#[test]
+fn node_with_another_provider_id_is_a_mismatch_error() {
+    let node = NodeObservation::Found {
+        name: "worker-abc123".into(),
+        provider_id: Some("ovirt://other".into()),
+    };
+    let d = decide(&Observed { node, ..running() });
+    assert_eq!(
+        state_of(&d, types::K8S_PROVIDER_ID_SETUP),
+        Some((State::False(Severity::Error), reasons::PROVIDER_ID_MISMATCH))
+    );
+}
+
+#[test]
+fn fully_set_up_machine_is_done_with_every_step_true() {
+    let d = decide(&running());
+    assert_eq!(d.action, Action::Done(Requeue::After(crate::backoff::MAX_BACKOFF)));
+    for type_ in crate::conditions::MACHINE_READY_INPUTS {
+        assert_eq!(d.condition(type_).map(|c| c.state), Some(State::True), "{type_}");
+    }
+}
+
+#[test]
+fn done_without_ip_keeps_looking_with_backoff() {
+    let mut o = running();
+    if let Some(vm) = o.vm.as_mut() {
+        vm.reported_devices.clear();
+    }
+    assert_eq!(decide(&o).action, Action::Done(Requeue::Backoff));
+}
+
+// ---- §2.1 deletion ----
+
+#[test]
+fn deletion_without_finalizer_does_nothing() {
+    let d = decide(&Observed {
+        has_finalizer: false,
+        ..deleting(running())
+    });
+    assert_eq!(d.action, Action::Done(Requeue::OnChange));
+}
+
+#[test]
+fn deletion_with_no_vm_removes_the_finalizer() {
+    let d = decide(&deleting(ready_to_create()));
+    assert_eq!(
+        d.action,
+        Action::RemoveFinalizer {
+            foreign_vm_left_alone: false
+        }
+    );
+}
+
+#[test]
+fn deletion_leaves_a_same_named_vm_without_marker_alone() {
+    let foreign = ObservedVm {
+        marker_matches: false,
+        ..vm("up", true)
+    };
+    let d = decide(&deleting(Observed {
+        vm: Some(foreign),
+        ..ready_to_create()
+    }));
+    assert_eq!(
+        d.action,
+        Action::RemoveFinalizer {
+            foreign_vm_left_alone: true
+        }
+    );
+}
+
+#[test]
+fn deletion_by_name_with_marker_deletes_our_vm() {
+    let d = decide(&deleting(Observed {
+        vm: Some(vm("down", false)),
+        ..ready_to_create()
+    }));
+    assert_eq!(d.action, Action::DeleteVm { vm_id: VM_ID.into() });
+}
+
+#[test]
+fn non_system_disk_blocks_deletion_and_retries_every_minute() {
+    let mut o = deleting(running());
+    if let Some(vm) = o.vm.as_mut() {
+        vm.disks.push(VmDisk {
+            from_template: false,
+            ..disk("csi-1", "pvc-123", false, 5)
+        });
+    }
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::After(Duration::from_secs(60))));
+    let deleted = d.condition(types::MACHINE_DELETED).unwrap();
+    assert_eq!(deleted.reason, "VMHasNonSystemDisk");
+    assert_eq!(deleted.message, "VM has non system disk, cannot delete");
+    assert!(matches!(deleted.state, State::False(_)));
+}
+
+#[test]
+fn without_annotation_a_started_vm_counts_only_template_disks_as_system() {
+    let mut o = Observed {
+        system_disks: None,
+        ..deleting(running())
+    };
+    if let Some(vm) = o.vm.as_mut() {
+        vm.disks.push(VmDisk {
+            from_template: false,
+            ..disk("csi-1", "pvc-123", false, 5)
+        });
+    }
+    assert_eq!(decide(&o).action, Action::Wait(Requeue::After(Duration::from_secs(60))));
+}
+
+#[test]
+fn without_annotation_a_never_started_vm_counts_all_disks_as_system() {
+    let mut o = Observed {
+        system_disks: None,
+        ..deleting(with_vm("down", false))
+    };
+    if let Some(vm) = o.vm.as_mut() {
+        vm.disks.push(VmDisk {
+            from_template: false,
+            ..disk("d2", "extra", false, 5)
+        });
+    }
+    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+}
+
+#[test]
+fn down_or_unassigned_vm_is_deleted_without_stopping() {
+    for status in ["down", "unassigned"] {
+        let d = decide(&deleting(with_vm(status, true)));
+        assert_eq!(d.action, Action::DeleteVm { vm_id: VM_ID.into() }, "{status}");
+    }
+}
+
+#[test]
+fn image_locked_vm_waits_before_deletion() {
+    let d = decide(&deleting(with_vm("image_locked", false)));
+    assert_eq!(d.action, Action::Wait(Requeue::PollVm));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DELETED),
+        Some((State::False(Severity::Info), reasons::VM_LOCKED))
+    );
+}
+
+#[test]
+fn running_vm_is_force_stopped_before_deletion() {
+    for status in [
+        "up",
+        "powering_up",
+        "paused",
+        "not_responding",
+        "powering_down",
+        "suspended",
+    ] {
+        let d = decide(&deleting(with_vm(status, true)));
+        assert_eq!(d.action, Action::StopVmForce { vm_id: VM_ID.into() }, "{status}");
+    }
+}
+
+#[test]
+fn vm_gone_after_delete_releases_the_machine() {
+    let d = decide(&deleting(Observed { vm: None, ..running() }));
+    assert_eq!(
+        d.action,
+        Action::RemoveFinalizer {
+            foreign_vm_left_alone: false
+        }
+    );
+}
+
+// ---- helpers and the whole way through ----
+
+#[test]
+fn connection_failure_reasons_round_trip() {
+    for failure in ConnectionFailure::ALL {
+        assert_eq!(ConnectionFailure::from_reason(failure.reason()), Some(failure));
+    }
+    assert_eq!(ConnectionFailure::from_reason("Connected"), None);
+}
+
+#[test]
+fn create_plan_carries_type_cpu_and_memory() {
+    let settings = MachineSettings {
+        vmtype: capov_crds::VmType::HighPerformance,
+        cpu: Some(capov_crds::CpuTopology {
+            sockets: Some(2),
+            cores: Some(4),
+            threads: Some(1),
+        }),
+        memory: Some(capov_crds::Memory {
+            sizemb: Some(8192),
+            guaranteedmb: Some(4096),
+        }),
+        ..ready_to_create().settings
+    };
+    let Action::CreateVm(plan) = decide(&Observed {
+        settings: settings.clone(),
+        ..ready_to_create()
+    })
+    .action
+    else {
+        panic!("expected CreateVm")
+    };
+    assert_eq!(plan.vm_type, capov_crds::VmType::HighPerformance);
+    assert_eq!(plan.cpu, settings.cpu);
+    assert_eq!(plan.memory, settings.memory);
+    assert!(!plan.placement.clone, "gate default");
+    assert_eq!(plan.placement.storage_domain_name, None);
+}
+
+/// Feeds each decision's expected outcome back as the next observation, from nothing to a running machine and
+/// back to nothing, and checks that the actions come in SPEC order.
+#[test]
+fn happy_path_walks_through_every_step_in_order() {
+    let gates = FeatureGates {
+        disk_add_vm_name: true,
+        ..FeatureGates::default()
+    };
+    let mut o = wants_disk_gb(
+        40,
+        Observed {
+            has_finalizer: false,
+            bootstrap: Bootstrap::NotReady,
+            gates,
+            ..ready_to_create()
+        },
+    );
+    let mut seen = Vec::new();
+    for _ in 0..30 {
+        let d = decide(&o);
+        let label = format!("{:?}", d.action)
+            .split(['(', ' ', '{'])
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        seen.push(label);
+        match d.action {
+            Action::AddFinalizer => o.has_finalizer = true,
+            Action::Wait(_) if o.bootstrap == Bootstrap::NotReady => {
+                o.bootstrap = Bootstrap::Ready(BootstrapFormat::CloudConfig)
+            }
+            Action::CreateVm(_) => {
+                o.vm = Some(ObservedVm {
+                    status: "image_locked".into(),
+                    ..vm("image_locked", false)
+                });
+                o.provider_id = Some(format!("ovirt://{VM_ID}"));
+            }
+            Action::Wait(Requeue::PollVm) if o.vm.as_ref().is_some_and(|v| v.status == "image_locked") => {
+                o.vm.as_mut().unwrap().status = "down".into()
+            }
+            Action::RecordSystemDisks(ids) => o.system_disks = Some(ids),
+            Action::ResizeDisk { size_bytes, .. } => o.vm.as_mut().unwrap().disks[0].provisioned_size = size_bytes,
+            Action::RenameDiskAlias { new_alias, .. } => o.vm.as_mut().unwrap().disks[0].alias = new_alias,
+            Action::StartVm { .. } => {
+                let v = o.vm.as_mut().unwrap();
+                v.status = "powering_up".into();
+                v.ever_started = true;
+            }
+            Action::Wait(Requeue::PollVm) => o.vm.as_mut().unwrap().status = "up".into(),
+            Action::Wait(Requeue::Backoff) if matches!(o.node, NodeObservation::NotFound) => {
+                assert!(d.status.mark_provisioned);
+                o.provisioned = true;
+                o.node = NodeObservation::Found {
+                    name: o.name.clone(),
+                    provider_id: None,
+                };
+            }
+            Action::SetNodeProviderId { provider_id, node_name } => {
+                o.node = NodeObservation::Found {
+                    name: node_name,
+                    provider_id: Some(provider_id),
+                }
+            }
+            Action::Done(_) if !o.deletion_requested => o.deletion_requested = true,
+            Action::StopVmForce { .. } => o.vm.as_mut().unwrap().status = "down".into(),
+            Action::DeleteVm { .. } => o.vm = None,
+            Action::RemoveFinalizer { .. } => break,
+            other => panic!("unexpected {other:?} after {seen:?}"),
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "AddFinalizer",
+            "Wait",
+            "CreateVm",
+            "Wait",
+            "RecordSystemDisks",
+            "ResizeDisk",
+            "RenameDiskAlias",
+            "StartVm",
+            "Wait",
+            "Wait",
+            "SetNodeProviderId",
+            "Done",
+            "StopVmForce",
+            "DeleteVm",
+            "RemoveFinalizer"
+        ]
+    );
+}

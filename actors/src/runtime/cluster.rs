@@ -1,0 +1,80 @@
+//! OVirtCluster: nothing to build in oVirt, so the finalizer, ready/provisioned and the Paused condition are all
+//! there is (SPEC §1). Handled by the supervisor directly; no actor of its own.
+
+use capov_crds::labels::{CLUSTER_NAME_LABEL, MACHINE_FINALIZER, MANAGED_BY_ANNOTATION, PAUSED_ANNOTATION};
+use capov_crds::{OVirtCluster, Severity};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::json;
+
+use super::capi;
+use super::finalizers;
+use super::keys::ObjectKey;
+use super::status_writer::StatusWriterMsg;
+use super::supervisor::Shared;
+use crate::conditions::{ConditionUpdate, reasons, set_condition, types};
+
+pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) {
+    if cluster.annotations().contains_key(MANAGED_BY_ANNOTATION) {
+        return;
+    }
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = cluster.name_any();
+    let key = ObjectKey::cluster(&namespace, &name);
+    let generation = cluster.metadata.generation;
+    let observed = cluster.status.clone().unwrap_or_default();
+    let mut conditions = observed.conditions.clone();
+    let now = crate::runtime::now();
+
+    if is_paused(shared, cluster, &namespace) {
+        let paused = ConditionUpdate::true_(types::PAUSED, reasons::PAUSED).with_message("reconciliation is paused");
+        set_condition(&mut conditions, &paused, now, generation);
+        let status = json!({
+            "ready": observed.ready,
+            "initialization": observed.initialization,
+            "conditions": conditions,
+        });
+        let _ = shared.status_writer.cast(StatusWriterMsg::Update { key, status });
+        return;
+    }
+    let api: Api<OVirtCluster> = Api::namespaced(shared.client.clone(), &namespace);
+    if cluster.metadata.deletion_timestamp.is_some() {
+        if let Err(err) = finalizers::remove(&api, cluster, MACHINE_FINALIZER).await {
+            tracing::warn!(object = %key, error = %err, "cannot remove the finalizer");
+        }
+        return;
+    }
+    if let Err(err) = finalizers::ensure(&api, cluster, MACHINE_FINALIZER).await {
+        tracing::warn!(object = %key, error = %err, "cannot add the finalizer");
+        return;
+    }
+    let not_paused = ConditionUpdate::false_(types::PAUSED, reasons::NOT_PAUSED, Severity::Info, "");
+    set_condition(&mut conditions, &not_paused, now, generation);
+    set_condition(
+        &mut conditions,
+        &ConditionUpdate::true_(types::READY, reasons::READY),
+        now,
+        generation,
+    );
+    let status = json!({
+        "ready": true,
+        "initialization": {"provisioned": true},
+        "conditions": conditions,
+    });
+    let _ = shared.status_writer.cast(StatusWriterMsg::Update { key, status });
+}
+
+fn is_paused(shared: &Shared, cluster: &OVirtCluster, namespace: &str) -> bool {
+    if cluster.annotations().contains_key(PAUSED_ANNOTATION) {
+        return true;
+    }
+    let Some(cluster_name) = cluster.labels().get(CLUSTER_NAME_LABEL) else {
+        return false;
+    };
+    let reference = ObjectRef::new_with(cluster_name, capi::cluster_resource()).within(namespace);
+    shared
+        .capi_clusters
+        .get(&reference)
+        .is_some_and(|capi_cluster| capi::cluster_paused(&capi_cluster))
+}

@@ -1,0 +1,55 @@
+//! Adding and removing CAPOV's finalizers with a JSON patch that fails when someone else changed the list meanwhile.
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+/// Adds `finalizer` unless present. Returns whether a write happened.
+pub async fn ensure<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let current = object.finalizers().to_vec();
+    if current.iter().any(|f| f == finalizer) {
+        return Ok(false);
+    }
+    let mut wanted = current.clone();
+    wanted.push(finalizer.to_string());
+    write(api, object, current, wanted).await.map(|_| true)
+}
+
+/// Removes `finalizer` if present. Returns whether a write happened.
+pub async fn remove<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let current = object.finalizers().to_vec();
+    if !current.iter().any(|f| f == finalizer) {
+        return Ok(false);
+    }
+    let wanted: Vec<String> = current.iter().filter(|f| *f != finalizer).cloned().collect();
+    match write(api, object, current, wanted).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        other => other.map(|_| true),
+    }
+}
+
+async fn write<K>(api: &Api<K>, object: &K, current: Vec<String>, wanted: Vec<String>) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let test = if object.meta().finalizers.is_some() {
+        json!({"op": "test", "path": "/metadata/finalizers", "value": current})
+    } else {
+        json!({"op": "test", "path": "/metadata/resourceVersion", "value": object.resource_version()})
+    };
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        test,
+        {"op": "add", "path": "/metadata/finalizers", "value": wanted}
+    ]))
+    .map_err(kube::Error::SerdeError)?;
+    api.patch(&object.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await?;
+    Ok(())
+}

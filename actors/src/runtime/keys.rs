@@ -1,0 +1,80 @@
+//! Names of the objects the runtime tracks, used as actor names and map keys.
+
+use std::fmt;
+
+use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
+use kube::api::ApiResource;
+
+/// The CAPOV kinds whose status the runtime writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Provider,
+    Cluster,
+    Machine,
+}
+
+impl Kind {
+    pub fn api_resource(self) -> ApiResource {
+        match self {
+            Kind::Provider => ApiResource::erase::<OVirtProvider>(&()),
+            Kind::Cluster => ApiResource::erase::<OVirtCluster>(&()),
+            Kind::Machine => ApiResource::erase::<OVirtMachine>(&()),
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Provider => "provider",
+            Kind::Cluster => "cluster",
+            Kind::Machine => "machine",
+        }
+    }
+}
+
+/// One object: kind, namespace (none for the cluster-scoped OVirtProvider) and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub kind: Kind,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn provider(name: &str) -> Self {
+        ObjectKey {
+            kind: Kind::Provider,
+            namespace: None,
+            name: name.to_string(),
+        }
+    }
+
+    pub fn cluster(namespace: &str, name: &str) -> Self {
+        ObjectKey {
+            kind: Kind::Cluster,
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn machine(namespace: &str, name: &str) -> Self {
+        ObjectKey {
+            kind: Kind::Machine,
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+        }
+    }
+
+    /// The process-wide actor name of this object's actor.
+    pub fn actor_name(&self) -> String {
+        format!("capov/{self}")
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{}/{}/{}", self.kind.label(), namespace, self.name),
+            None => write!(f, "{}/{}", self.kind.label(), self.name),
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Creating a machine's VM (SPEC §2 step 3): resolve the oVirt cluster, the template (newest version in the
+//! cluster's data center) and the disk placement, then send the create request.
+
+use capov_crds::Severity;
+use capov_ovirt::model::{Cpu, CpuTopology, DiskAttachments, Initialization, MemoryPolicy, Ref, Vm, VmType};
+use capov_ovirt::{Client, DiskPlacement};
+
+use super::MachineState;
+use super::execute::Failure;
+use crate::conditions::reasons;
+use crate::machine_steps::CreateVmPlan;
+use crate::placement::{StorageDomainFact, TemplateDisk, plan_placement};
+
+const MIB: u64 = 1 << 20;
+
+/// Creates the VM of `plan`: resolves the oVirt cluster, the newest template version in its data center and the
+/// disk placement, then sends the create request. Returns the new VM's id, or the condition to report.
+pub async fn create_vm(
+    state: &MachineState,
+    client: &Client,
+    plan: &CreateVmPlan,
+    bootstrap_data: String,
+) -> Result<String, Failure> {
+    let cluster = match client.find_cluster_by_name(&plan.ovirt_cluster).await {
+        Ok(Some(cluster)) => cluster,
+        Ok(None) => {
+            let message = format!("cluster {:?} not found in oVirt: fix spec.ovirtcluster", plan.ovirt_cluster);
+            return Err(Failure::error(reasons::CLUSTER_NOT_FOUND, message));
+        }
+        Err(err) => return Err(Failure::engine(&err)),
+    };
+    let cluster_id = cluster.id.clone().unwrap_or_default();
+    let data_center_id = cluster.data_center.as_ref().and_then(|dc| dc.id.clone()).unwrap_or_default();
+    let template = match newest_template(client, &plan.template, &data_center_id).await {
+        Ok(Some(template)) => template,
+        Ok(None) => {
+            let message = format!(
+                "template {:?} not found in the data center of oVirt cluster {:?}: fix spec.template",
+                plan.template, plan.ovirt_cluster
+            );
+            return Err(Failure::error(reasons::TEMPLATE_NOT_FOUND, message));
+        }
+        Err(err) => return Err(Failure::engine(&err)),
+    };
+    if template.status.as_ref().is_some_and(|s| s.as_str() == "locked") {
+        let message = format!("template {:?} is locked in oVirt", plan.template);
+        return Err(Failure { reason: reasons::TEMPLATE_NOT_READY, severity: Severity::Info, message });
+    }
+    let template_id = template.id.clone().unwrap_or_default();
+    let domain_name = plan.placement.storage_domain_name.as_deref();
+    let (domain, template_disks) =
+        placement_facts(client, &template_id, &data_center_id, domain_name).await.map_err(|err| Failure::engine(&err))?;
+    let placement = plan_placement(&plan.placement, domain.as_ref(), &template_disks)
+        .map_err(|problem| Failure::error(problem.reason(), problem.message()))?;
+
+    let mut vm = Vm {
+        name: Some(plan.name.clone()),
+        description: Some(plan.description.clone()),
+        cluster: Some(Ref::id(cluster_id)),
+        template: Some(Ref::id(template_id)),
+        kind: Some(VmType::parse(plan.vm_type.as_ovirt())),
+        initialization: Some(Initialization { custom_script: Some(bootstrap_data), host_name: Some(plan.name.clone()) }),
+        ..Vm::default()
+    };
+    if let Some(cpu) = &plan.cpu {
+        let positive = |value: Option<i32>| value.and_then(|v| u32::try_from(v).ok());
+        vm.cpu = Some(Cpu {
+            topology: Some(CpuTopology {
+                sockets: positive(cpu.sockets),
+                cores: positive(cpu.cores),
+                threads: positive(cpu.threads),
+            }),
+            ..Cpu::default()
+        });
+    }
+    if let Some(memory) = &plan.memory {
+        let bytes = |mib: Option<i64>| mib.and_then(|m| u64::try_from(m).ok()).map(|m| m * MIB);
+        vm.memory = bytes(memory.sizemb);
+        if let Some(guaranteed) = bytes(memory.guaranteedmb) {
+            vm.memory_policy = Some(MemoryPolicy { guaranteed: Some(guaranteed), ..MemoryPolicy::default() });
+        }
+    }
+    if !placement.disk_attachments.is_empty() {
+        let items = placement
+            .disk_attachments
+            .iter()
+            .map(|disk| {
+                DiskPlacement {
+                    template_disk_id: disk.template_disk_id.clone(),
+                    storage_domain_id: Some(disk.storage_domain_id.clone()),
+                    format: disk.format_cow.then(|| "cow".to_string()),
+                    ..DiskPlacement::default()
+                }
+                .to_attachment()
+            })
+            .collect();
+        vm.disk_attachments = Some(DiskAttachments { items });
+    }
+    match client.add_vm(&vm, placement.clone).await {
+        Ok(created) => {
+            let id = created.id.unwrap_or_default();
+            tracing::info!(object = %state.key, vm = %id, clone = placement.clone, "VM created");
+            Ok(id)
+        }
+        Err(err) if err.is_name_in_use() => Err(Failure::retry()),
+        Err(err) => Err(Failure::engine(&err)),
+    }
+}
+
+/// The newest version of the named template among the templates of the data center's clusters.
+async fn newest_template(
+    client: &Client,
+    name: &str,
+    data_center_id: &str,
+) -> capov_ovirt::Result<Option<capov_ovirt::model::Template>> {
+    let templates = client.find_templates_by_name(name, None).await?;
+    let clusters = client.clusters().await?;
+    let in_data_center = |template: &capov_ovirt::model::Template| {
+        let Some(cluster_id) = template.cluster.as_ref().and_then(|c| c.id.as_deref()) else {
+            return true;
+        };
+        clusters.iter().any(|c| {
+            c.id.as_deref() == Some(cluster_id)
+                && c.data_center.as_ref().and_then(|dc| dc.id.as_deref()) == Some(data_center_id)
+        })
+    };
+    Ok(templates
+        .into_iter()
+        .filter(in_data_center)
+        .max_by_key(|t| t.version.as_ref().and_then(|v| v.version_number).unwrap_or(0)))
+}
+
+/// What the placement needs to know from the engine: the chosen storage domain (if any) and the template disks.
+async fn placement_facts(
+    client: &Client,
+    template_id: &str,
+    data_center_id: &str,
+    domain_name: Option<&str>,
+) -> capov_ovirt::Result<(Option<StorageDomainFact>, Vec<TemplateDisk>)> {
+    let mut disks = Vec::new();
+    for attachment in client.template_disk_attachments(template_id).await? {
+        let Some(disk_id) = attachment.disk.as_ref().and_then(|d| d.id.clone()) else {
+            continue;
+        };
+        let disk = client.disk(&disk_id).await?;
+        disks.push(TemplateDisk {
+            id: disk_id,
+            alias: disk.alias.unwrap_or_default(),
+            storage_domain_ids: disk
+                .storage_domains
+                .map(|refs| refs.items.into_iter().filter_map(|r| r.id).collect())
+                .unwrap_or_default(),
+        });
+    }
+    let Some(name) = domain_name else {
+        return Ok((None, disks));
+    };
+    let Some(domain) = client.find_storage_domains_by_name(name).await?.into_iter().next() else {
+        return Ok((None, disks));
+    };
+    let id = domain.id.clone().unwrap_or_default();
+    let (in_data_center, status) = match client.data_center_storage_domain(data_center_id, &id).await {
+        Ok(attached) => (
+            true,
+            attached.status.map(|s| s.as_str().to_string()).unwrap_or_default(),
+        ),
+        Err(err) if err.is_not_found() => (false, String::new()),
+        Err(err) => return Err(err),
+    };
+    let fact = StorageDomainFact {
+        id,
+        name: domain.name.unwrap_or_default(),
+        kind: domain.kind.unwrap_or_default(),
+        status,
+        in_data_center,
+    };
+    Ok((Some(fact), disks))
+}

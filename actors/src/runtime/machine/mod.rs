@@ -1,0 +1,299 @@
+//! One actor per OVirtMachine. It holds the latest object and what it saw of its VM, runs at most one reconcile
+//! pass at a time (bursts of messages collapse into one pass), takes a permit of `--max-concurrent-reconciles` for
+//! each pass, hands the resulting status to the status writer, and schedules its next pass.
+
+mod create;
+mod execute;
+mod observe;
+mod workload;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use capov_crds::{Initialization, OVirtMachine, OVirtMachineStatus, Severity};
+use kube::ResourceExt;
+use kube::Resource;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+use crate::conditions::{ConditionUpdate, MACHINE_READY_INPUTS, State, ready_summary, set_condition, types};
+use crate::identity::parse_provider_id;
+use crate::machine_steps::{Requeue, StatusChange, decide};
+
+use super::keys::ObjectKey;
+use super::messages::MachineMsg;
+use super::provider::ProviderMsg;
+use super::status_writer::StatusWriterMsg;
+use super::supervisor::Shared;
+
+pub struct MachineArgs {
+    pub object: OVirtMachine,
+    pub shared: Arc<Shared>,
+}
+
+pub struct MachineActor;
+
+pub struct MachineState {
+    key: ObjectKey,
+    object: OVirtMachine,
+    shared: Arc<Shared>,
+    /// The status CAPOV owns, as last sent to the status writer.
+    status: OVirtMachineStatus,
+    /// Since when the machine has waited for a missing provider or credentials (SPEC §2.4: critical after 10 min).
+    missing_since: Option<std::time::Instant>,
+    backoff: Duration,
+    pass_queued: bool,
+    timer: Option<tokio::task::JoinHandle<Result<(), ractor::MessagingErr<MachineMsg>>>>,
+    subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
+    watched_vm: Option<String>,
+    last_seen_vm_status: Option<String>,
+}
+
+/// What a pass asks for next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing to do until something changes (a watch event, a provider message) or the sync period passes.
+    Idle,
+    /// Retry after a failure: backoff 5 s doubling to 5 min.
+    Backoff,
+    /// Check again after this long.
+    After(Duration),
+    /// The VM is in a transition: the provider's batched poll reports its status.
+    WatchVm(String),
+}
+
+impl Actor for MachineActor {
+    type Msg = MachineMsg;
+    type State = MachineState;
+    type Arguments = MachineArgs;
+
+    async fn pre_start(&self, me: ActorRef<MachineMsg>, args: MachineArgs) -> Result<MachineState, ActorProcessingErr> {
+        let key = ObjectKey::machine(&args.object.namespace().unwrap_or_default(), &args.object.name_any());
+        let status = args.object.status.clone().unwrap_or_default();
+        me.cast(MachineMsg::Tick)?;
+        Ok(MachineState {
+            key,
+            object: args.object,
+            shared: args.shared,
+            status,
+            missing_since: None,
+            backoff: Duration::from_secs(5),
+            pass_queued: true,
+            timer: None,
+            subscribed_to: None,
+            watched_vm: None,
+            last_seen_vm_status: None,
+        })
+    }
+
+    async fn post_stop(&self, _me: ActorRef<MachineMsg>, state: &mut MachineState) -> Result<(), ActorProcessingErr> {
+        if let Some(timer) = state.timer.take() {
+            timer.abort();
+        }
+        if let Some((_, provider)) = state.subscribed_to.take() {
+            let _ = provider.cast(ProviderMsg::Unsubscribe(state.key.clone()));
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        me: ActorRef<MachineMsg>,
+        message: MachineMsg,
+        state: &mut MachineState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            MachineMsg::ObjectChanged(object) => {
+                adopt_user_status_changes(state, &object);
+                state.object = *object;
+                queue_pass(&me, state);
+            }
+            MachineMsg::Poke => queue_pass(&me, state),
+            MachineMsg::ConnectionChanged => {
+                state.backoff = Duration::from_secs(5);
+                queue_pass(&me, state);
+            }
+            MachineMsg::VmObserved { vm_id, status } => {
+                if state.watched_vm.as_deref() == Some(vm_id.as_str()) && status != state.last_seen_vm_status {
+                    state.last_seen_vm_status = status;
+                    queue_pass(&me, state);
+                }
+            }
+            MachineMsg::Tick => {
+                state.pass_queued = false;
+                run_pass(&me, state).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn queue_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
+    if !state.pass_queued {
+        state.pass_queued = true;
+        let _ = me.cast(MachineMsg::Tick);
+    }
+}
+
+/// The user may clear failureReason (the documented reset) or the status may be edited by hand; our own writes
+/// come back through the watch too. A failure we set is considered cleared once the object shows our
+/// CanConnectToOVirt condition but no failureReason.
+fn adopt_user_status_changes(state: &mut MachineState, object: &OVirtMachine) {
+    let Some(observed) = &object.status else { return };
+    if state.status.failure_reason.is_some() && observed.failure_reason.is_none() {
+        let ours = state
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == crate::conditions::types::CAN_CONNECT_TO_OVIRT);
+        let seen = observed
+            .conditions
+            .iter()
+            .find(|c| c.type_ == crate::conditions::types::CAN_CONNECT_TO_OVIRT);
+        if ours.is_some() && ours == seen {
+            state.status.failure_reason = None;
+            state.status.failure_message = None;
+            state.missing_since = None;
+        }
+    }
+}
+
+/// How many actions one pass may take before it hands its permit back.
+const MAX_ACTIONS_PER_PASS: usize = 12;
+
+/// Observe, decide, act — again at once after an action that succeeded — then report and schedule.
+async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
+    let permits = state.shared.permits.clone();
+    let Ok(_permit) = permits.acquire().await else { return };
+    let mut next = Next::After(Duration::ZERO);
+    for _ in 0..MAX_ACTIONS_PER_PASS {
+        let observation = match observe::observe(me, state).await {
+            Ok(observation) => observation,
+            Err(observe::ObserveError(message)) => {
+                tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
+                next = Next::Backoff;
+                break;
+            }
+        };
+        let decision = decide(&observation.observed);
+        apply(state, &decision.conditions, decision.status.clone());
+        let vm_id = observation.observed.vm.as_ref().map(|vm| vm.id.clone());
+        let executed = execute::execute(
+            state,
+            &observation.observed,
+            observation.engine.as_ref(),
+            observation.cluster.as_ref(),
+            decision.action,
+        )
+        .await;
+        match executed {
+            execute::Executed::Continue => continue,
+            execute::Executed::Requeue(requeue) => {
+                next = to_next(state, requeue, vm_id);
+                break;
+            }
+            execute::Executed::Failed { type_, failure } => {
+                if !failure.is_retry_only() {
+                    let update = ConditionUpdate::false_(type_, failure.reason, failure.severity, failure.message);
+                    apply(state, &[update], StatusChange::default());
+                }
+                next = Next::Backoff;
+                break;
+            }
+        }
+    }
+    let status = serde_json::to_value(&state.status).unwrap_or_default();
+    let _ = state.shared.status_writer.cast(StatusWriterMsg::Update { key: state.key.clone(), status });
+    schedule(me, state, next);
+}
+
+/// Writes a decision's conditions and status fields, recomputes Ready, and records an Event for each condition
+/// whose status or reason changed.
+fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: StatusChange) {
+    let now = crate::runtime::now();
+    let generation = state.object.metadata.generation;
+    for update in conditions {
+        let before = state.status.conditions.iter().find(|c| c.type_ == update.type_).map(|c| (c.status, c.reason.clone()));
+        set_condition(&mut state.status.conditions, update, now, generation);
+        let after = state.status.conditions.iter().find(|c| c.type_ == update.type_).map(|c| (c.status, c.reason.clone()));
+        if before != after && update.type_ != types::PAUSED {
+            record_event(state, update);
+        }
+    }
+    if change.mark_provisioned {
+        state.status.ready = true;
+        state.status.initialization = Some(Initialization { provisioned: Some(true) });
+    }
+    if let Some(addresses) = change.addresses {
+        state.status.addresses = addresses;
+    }
+    if let Some(vm_status) = change.vm_status {
+        state.last_seen_vm_status = Some(vm_status.clone());
+        state.status.vm_status = Some(vm_status);
+    }
+    let ready = ready_summary(&state.status.conditions, MACHINE_READY_INPUTS);
+    set_condition(&mut state.status.conditions, &ready, now, generation);
+}
+
+fn record_event(state: &MachineState, update: &ConditionUpdate) {
+    let warning = matches!(update.state, State::False(Severity::Warning | Severity::Error));
+    let note = if update.message.is_empty() { format!("{}: {}", update.type_, update.reason) } else { update.message.clone() };
+    let _ = state.shared.status_writer.cast(StatusWriterMsg::Event {
+        reference: state.object.object_ref(&()),
+        warning,
+        reason: update.reason.to_string(),
+        note,
+    });
+}
+
+fn to_next(state: &MachineState, requeue: Requeue, vm_id: Option<String>) -> Next {
+    match requeue {
+        Requeue::OnChange => Next::Idle,
+        Requeue::Backoff => Next::Backoff,
+        Requeue::After(delay) => Next::After(delay),
+        Requeue::PollVm => {
+            let provider_id = state.object.spec.provider_id.as_deref().and_then(parse_provider_id).map(String::from);
+            match vm_id.or(provider_id) {
+                Some(id) => Next::WatchVm(id),
+                None => Next::After(state.shared.settings.poll_interval),
+            }
+        }
+    }
+}
+
+fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
+    if let Some(timer) = state.timer.take() {
+        timer.abort();
+    }
+    let watched = match &next {
+        Next::WatchVm(id) => Some(id.clone()),
+        _ => None,
+    };
+    if watched != state.watched_vm
+        && let Some((_, provider)) = &state.subscribed_to
+    {
+        let message = match &watched {
+            Some(vm_id) => ProviderMsg::WatchVm {
+                machine: state.key.clone(),
+                vm_id: vm_id.clone(),
+            },
+            None => ProviderMsg::UnwatchVm(state.key.clone()),
+        };
+        let _ = provider.cast(message);
+    }
+    state.watched_vm = watched;
+    let delay = match next {
+        Next::Idle => state.shared.settings.sync_period,
+        Next::Backoff => {
+            let delay = state.backoff;
+            state.backoff = (delay * 2).min(Duration::from_secs(300));
+            delay
+        }
+        Next::After(delay) => delay,
+        // The poll answers; this timer only guards against a lost answer.
+        Next::WatchVm(_) => state.shared.settings.poll_interval * 6,
+    };
+    if !matches!(next, Next::Backoff) {
+        state.backoff = Duration::from_secs(5);
+    }
+    state.timer = Some(me.send_after(delay, || MachineMsg::Tick));
+}

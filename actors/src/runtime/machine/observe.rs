@@ -1,0 +1,329 @@
+//! Gathering what `machine_steps::decide` looks at: the stores (CAPI Machine and Cluster), the bootstrap Secret,
+//! the provider actor's connection, the engine (the VM, its disks, NICs, reported devices, vNIC profiles) and the
+//! workload cluster's Node. Only what the current step can need is read from the engine.
+
+use std::time::Instant;
+
+use capov_crds::labels::{CLUSTER_NAME_LABEL, MACHINE_FINALIZER, PAUSED_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
+use capov_ovirt::Client;
+use capov_ovirt::model::Vm;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::ObjectRef;
+use kube::ResourceExt;
+use ractor::ActorRef;
+
+use super::MachineState;
+use super::workload;
+use crate::addresses::{ReportedDevice, VmNic};
+use crate::conditions::types;
+use crate::identity::{has_marker, parse_provider_id};
+use crate::machine_steps::{
+    Bootstrap, ConnectionFailure, FailureState, NodeObservation, Observed, ObservedVm, ProviderConnection,
+    ProviderDefaults, VmDisk,
+};
+use crate::nics::{CurrentNic, NicAssessment, VnicProfileFact, assess_nics};
+use crate::runtime::capi;
+use crate::runtime::messages::{Connection, MachineMsg};
+use crate::runtime::provider::ProviderMsg;
+
+/// The engine connection found while observing, for the executor.
+pub struct Engine {
+    pub client: Client,
+}
+
+/// What one observation found: the facts for `decide`, and what the executor needs to act on them.
+pub struct Observation {
+    pub observed: Observed,
+    pub engine: Option<Engine>,
+    pub cluster: Option<DynamicObject>,
+}
+
+/// Why observing stopped early: the actor should look again after a backoff.
+pub struct ObserveError(pub String);
+
+pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Observation, ObserveError> {
+    let object = state.object.clone();
+    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let machine = owner_machine(state);
+    let cluster = owner_cluster(state, machine.as_ref());
+    let paused = object.annotations().contains_key(PAUSED_ANNOTATION) || cluster.as_ref().is_some_and(capi::cluster_paused);
+    let failure = match &state.status.failure_reason {
+        None => FailureState::Clear,
+        Some(_) => {
+            let recorded_at = state
+                .status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == types::CAN_CONNECT_TO_OVIRT)
+                .and_then(|c| c.observed_generation);
+            FailureState::Set { spec_changed_since: object.metadata.generation > recorded_at }
+        }
+    };
+    let mut observed = Observed {
+        namespace: namespace.clone(),
+        name: state.key.name.clone(),
+        paused,
+        deletion_requested: object.metadata.deletion_timestamp.is_some(),
+        has_finalizer: object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
+        owner_machine_found: machine.is_some(),
+        cluster_found: cluster.is_some(),
+        cluster_infrastructure_provisioned: cluster.as_ref().is_some_and(capi::cluster_infrastructure_provisioned),
+        bootstrap: Bootstrap::NotReady,
+        connection: ProviderConnection::Ready,
+        provider_id: object.spec.provider_id.clone(),
+        failure,
+        provisioned: state.status.ready,
+        vm: None,
+        system_disks: object
+            .annotations()
+            .get(SYSTEM_DISKS_ANNOTATION)
+            .map(|v| v.split(',').map(str::trim).filter(|id| !id.is_empty()).map(String::from).collect()),
+        settings: object.spec.settings.clone(),
+        provider_defaults: ProviderDefaults::default(),
+        gates: state.shared.settings.gates,
+        nics: NicAssessment::InSync,
+        node: NodeObservation::NotFound,
+        control_plane_host: cluster
+            .as_ref()
+            .and_then(|c| c.data.pointer("/spec/controlPlaneEndpoint/host"))
+            .and_then(|h| h.as_str())
+            .map(String::from),
+    };
+    if observed.paused {
+        return Ok(Observation { observed, engine: None, cluster });
+    }
+    if let Some(machine) = &machine {
+        observed.bootstrap = bootstrap(state, machine).await?;
+    }
+    let engine = match connection(me, state).await? {
+        Ok((client, defaults)) => {
+            observed.provider_defaults = defaults;
+            Engine { client }
+        }
+        Err(failed) => {
+            observed.connection = failed;
+            return Ok(Observation { observed, engine: None, cluster });
+        }
+    };
+    observed.vm = find_vm(state, &engine.client, &observed).await?;
+    if let Some(vm) = &observed.vm {
+        let vm_id = vm.id.clone();
+        let status = vm.status.clone();
+        let before_start = !vm.ever_started && status == "down";
+        if before_start && !observed.settings.nics.is_empty() {
+            observed.nics = nic_assessment(&engine.client, &observed, &vm_id).await?;
+        }
+        if matches!(status.as_str(), "up" | "migrating")
+            && !observed.deletion_requested
+            && let Some(cluster) = &cluster
+        {
+            observed.node = workload::observe_node(state, cluster, &vm_id).await;
+        }
+    }
+    Ok(Observation { observed, engine: Some(engine), cluster })
+}
+
+pub(super) fn owner_machine(state: &MachineState) -> Option<DynamicObject> {
+    let owner = state
+        .object
+        .owner_references()
+        .iter()
+        .find(|owner| owner.kind == "Machine" && owner.api_version.starts_with("cluster.x-k8s.io/"))?;
+    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let reference = ObjectRef::new_with(&owner.name, capi::machine_resource()).within(&namespace);
+    state.shared.capi_machines.get(&reference).map(|machine| (*machine).clone())
+}
+
+fn owner_cluster(state: &MachineState, machine: Option<&DynamicObject>) -> Option<DynamicObject> {
+    let name = state
+        .object
+        .labels()
+        .get(CLUSTER_NAME_LABEL)
+        .cloned()
+        .or_else(|| machine.and_then(capi::machine_cluster_name))?;
+    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let reference = ObjectRef::new_with(&name, capi::cluster_resource()).within(&namespace);
+    state.shared.capi_clusters.get(&reference).map(|cluster| (*cluster).clone())
+}
+
+async fn bootstrap(state: &MachineState, machine: &DynamicObject) -> Result<Bootstrap, ObserveError> {
+    Ok(match bootstrap_secret(state, machine).await? {
+        None => Bootstrap::NotReady,
+        Some((_, format)) => Bootstrap::from_format_key(format.as_deref()),
+    })
+}
+
+/// The bootstrap data and its `format` key; None while the bootstrap provider has not written them.
+pub async fn bootstrap_secret(state: &MachineState, machine: &DynamicObject) -> Result<Option<(String, Option<String>)>, ObserveError> {
+    let Some(secret_name) = capi::machine_bootstrap_secret(machine) else { return Ok(None) };
+    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
+    let secret = secrets.get_opt(&secret_name).await.map_err(|err| ObserveError(format!("bootstrap Secret: {err}")))?;
+    let Some(data) = secret.and_then(|s| s.data) else { return Ok(None) };
+    let Some(value) = data.get("value") else { return Ok(None) };
+    let format = data.get("format").map(|f| String::from_utf8_lossy(&f.0).into_owned());
+    Ok(Some((String::from_utf8_lossy(&value.0).into_owned(), format)))
+}
+
+type Connected = Result<(Client, ProviderDefaults), ProviderConnection>;
+
+/// The provider actor's connection; subscribes this machine to the provider's messages on first use.
+async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Connected, ObserveError> {
+    let provider_name = state.object.spec.settings.provider.clone();
+    let Some(provider) = state.shared.provider(&provider_name) else {
+        let since = *state.missing_since.get_or_insert_with(Instant::now);
+        return Ok(Err(ProviderConnection::Failed {
+            failure: ConnectionFailure::ProviderNotFound,
+            message: format!("OVirtProvider {provider_name:?} not found: create it or fix spec.provider"),
+            persisted_for: since.elapsed(),
+        }));
+    };
+    let subscribed = state
+        .subscribed_to
+        .as_ref()
+        .is_some_and(|(name, actor)| name == &provider_name && actor.get_id() == provider.get_id());
+    if !subscribed {
+        if let Some((_, old)) = state.subscribed_to.take() {
+            let _ = old.cast(ProviderMsg::Unsubscribe(state.key.clone()));
+        }
+        let _ = provider.cast(ProviderMsg::Subscribe { machine: state.key.clone(), actor: me.clone() });
+        state.watched_vm = None;
+        state.subscribed_to = Some((provider_name, provider.clone()));
+    }
+    match ractor::call_t!(provider, ProviderMsg::GetConnection, 30_000) {
+        Ok(Connection::Ready { client, defaults, .. }) => {
+            state.missing_since = None;
+            let defaults = ProviderDefaults { diskclone: defaults.diskclone, storagedomainname: defaults.storagedomainname };
+            Ok(Ok((client.with_correlation_id(&format!("capov-{}", state.key)), defaults)))
+        }
+        Ok(Connection::Pending) => Err(ObserveError("the provider is still connecting".into())),
+        Ok(Connection::Failed { problem, since }) => {
+            let failure = ConnectionFailure::from_reason(problem.reason).unwrap_or(ConnectionFailure::EngineUnreachable);
+            let persisted_for = match failure {
+                ConnectionFailure::CredentialsNotFound => state.missing_since.get_or_insert(since).elapsed(),
+                _ => since.elapsed(),
+            };
+            Ok(Err(ProviderConnection::Failed { failure, message: problem.message, persisted_for }))
+        }
+        Err(err) => Err(ObserveError(format!("the provider actor did not answer: {err}"))),
+    }
+}
+
+/// The VM: by the providerID's id when set (only that), else by exact name.
+async fn find_vm(state: &MachineState, client: &Client, observed: &Observed) -> Result<Option<ObservedVm>, ObserveError> {
+    let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading the VM: {err}"));
+    let vm = match observed.provider_id.as_deref() {
+        Some(provider_id) => match parse_provider_id(provider_id) {
+            None => return Ok(None),
+            Some(id) => match client.vm(id).await {
+                Ok(vm) => vm,
+                Err(err) if err.is_not_found() => return Ok(None),
+                Err(err) => return Err(engine_error(err)),
+            },
+        },
+        None => match client.find_vm_by_name(&observed.name).await.map_err(engine_error)? {
+            Some(vm) => vm,
+            None => return Ok(None),
+        },
+    };
+    let id = vm.id.clone().unwrap_or_default();
+    let status = vm.status.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
+    let marker_matches = vm.description.as_deref().is_some_and(|d| has_marker(d, &observed.namespace, &observed.name));
+    let ours = observed.provider_id.is_some() || marker_matches;
+    let mut found = ObservedVm {
+        ever_started: ever_started(state, &vm),
+        id: id.clone(),
+        status: status.clone(),
+        marker_matches,
+        disks: Vec::new(),
+        nics: Vec::new(),
+        reported_devices: Vec::new(),
+    };
+    if !ours || status == "image_locked" {
+        return Ok(Some(found));
+    }
+    let attachments = match client.disk_attachments_with_disks(&id).await {
+        Ok(attachments) => attachments,
+        Err(err) if err.is_not_found() => return Ok(None),
+        Err(err) => return Err(engine_error(err)),
+    };
+    found.disks = attachments
+        .into_iter()
+        .filter_map(|a| {
+            let disk = a.disk?;
+            Some(VmDisk {
+                attachment_id: a.id.unwrap_or_default(),
+                disk_id: disk.id?,
+                alias: disk.alias.unwrap_or_default(),
+                bootable: a.bootable == Some(true),
+                provisioned_size: disk.provisioned_size.unwrap_or(0),
+                status: disk.status.map(|s| s.as_str().to_string()).unwrap_or_else(|| "ok".into()),
+                // Without the system-disks annotation CAPOV cannot tell template disks from attached ones.
+                from_template: true,
+            })
+        })
+        .collect();
+    if matches!(status.as_str(), "up" | "migrating") {
+        let nics = client.nics(&id).await.map_err(engine_error)?;
+        found.nics = nics
+            .into_iter()
+            .filter_map(|n| Some(VmNic { name: n.name.unwrap_or_default(), mac: n.mac?.address? }))
+            .collect();
+        found.reported_devices = client
+            .reported_devices(&id)
+            .await
+            .map_err(engine_error)?
+            .into_iter()
+            .map(|d| ReportedDevice {
+                mac: d.mac.and_then(|m| m.address),
+                ips: d.ips.map(|ips| ips.items.into_iter().filter_map(|ip| ip.address).collect()).unwrap_or_default(),
+            })
+            .collect();
+    }
+    Ok(Some(found))
+}
+
+/// CAPOV starts a VM once: it was started if the machine was ever up, CAPOV wrote MachineOn (only done once the
+/// start was sent), or the engine reports a start time.
+fn ever_started(state: &MachineState, vm: &Vm) -> bool {
+    state.status.ready || state.status.conditions.iter().any(|c| c.type_ == types::MACHINE_ON) || vm.start_time.is_some()
+}
+
+/// The VM's NICs against spec.nics, with the vNIC profiles of the networks of the oVirt cluster's data center
+/// (`/vnicprofiles` has no search, so all are read and matched by network).
+async fn nic_assessment(client: &Client, observed: &Observed, vm_id: &str) -> Result<NicAssessment, ObserveError> {
+    let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading NICs and vNIC profiles: {err}"));
+    let cluster = client.find_cluster_by_name(&observed.settings.ovirtcluster).await.map_err(engine_error)?;
+    let data_center = cluster.and_then(|c| c.data_center).and_then(|dc| dc.id).unwrap_or_default();
+    let networks: Vec<_> = client
+        .networks()
+        .await
+        .map_err(engine_error)?
+        .into_iter()
+        .filter(|n| n.data_center.as_ref().and_then(|dc| dc.id.as_deref()) == Some(data_center.as_str()))
+        .collect();
+    let profiles: Vec<VnicProfileFact> = client
+        .vnic_profiles()
+        .await
+        .map_err(engine_error)?
+        .into_iter()
+        .filter_map(|p| {
+            let network_id = p.network.as_ref()?.id.clone()?;
+            let network = networks.iter().find(|n| n.id.as_deref() == Some(network_id.as_str()))?;
+            Some(VnicProfileFact { id: p.id?, name: p.name?, network_name: network.name.clone().unwrap_or_default() })
+        })
+        .collect();
+    let current: Vec<CurrentNic> = client
+        .nics(vm_id)
+        .await
+        .map_err(engine_error)?
+        .into_iter()
+        .map(|n| CurrentNic {
+            id: n.id.unwrap_or_default(),
+            name: n.name.unwrap_or_default(),
+            vnic_profile_id: n.vnic_profile.and_then(|p| p.id),
+        })
+        .collect();
+    Ok(assess_nics(&observed.settings.nics, &current, &profiles))
+}

@@ -1,0 +1,42 @@
+//! Messages between the runtime's actors.
+
+use capov_crds::OVirtMachine;
+
+use super::connection::ConnectionProblem;
+
+/// What a provider actor knows about its engine connection.
+#[derive(Clone, Debug)]
+pub enum Connection {
+    /// Not checked yet.
+    Pending,
+    Ready {
+        client: capov_ovirt::Client,
+        engine_version: String,
+        defaults: ProviderDefaults,
+    },
+    Failed {
+        problem: ConnectionProblem,
+        since: std::time::Instant,
+    },
+}
+
+/// The provider-level defaults a machine falls back to (SPEC §3).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProviderDefaults {
+    pub diskclone: Option<bool>,
+    pub storagedomainname: Option<String>,
+}
+
+/// Messages a machine actor handles.
+pub enum MachineMsg {
+    /// The OVirtMachine changed (or a related object did: its Machine, Cluster, bootstrap Secret).
+    ObjectChanged(Box<OVirtMachine>),
+    /// Something the machine depends on changed; reconcile with what is known.
+    Poke,
+    /// The provider's connection changed (new credentials, spec, or connectivity).
+    ConnectionChanged,
+    /// The provider's batched poll saw this VM (`None`: the VM no longer exists).
+    VmObserved { vm_id: String, status: Option<String> },
+    /// Time for the next reconcile.
+    Tick,
+}

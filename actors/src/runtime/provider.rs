@@ -1,0 +1,315 @@
+//! One actor per OVirtProvider: owns the engine connection (client, token, TLS, rate limiter), reports the
+//! provider's status, tells the machines using it when the connection changes, and answers the VM status of every
+//! machine waiting on the engine with one search request per poll interval.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use capov_crds::{Condition, OVirtProvider, Severity};
+use capov_ovirt::{Client, ClientConfig};
+use k8s_openapi::ByteString;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::json;
+
+use crate::conditions::{ConditionUpdate, reasons, set_condition, types};
+
+use super::connection::{self, ConnectionProblem, ConnectionSettings};
+use super::keys::ObjectKey;
+use super::messages::{Connection, MachineMsg, ProviderDefaults};
+use super::settings::RuntimeSettings;
+use super::status_writer::StatusWriterMsg;
+
+pub enum ProviderMsg {
+    Spec(Box<OVirtProvider>),
+    Secret(Option<BTreeMap<String, ByteString>>),
+    Check,
+    Subscribe {
+        machine: ObjectKey,
+        actor: ActorRef<MachineMsg>,
+    },
+    Unsubscribe(ObjectKey),
+    GetConnection(RpcReplyPort<Connection>),
+    WatchVm {
+        machine: ObjectKey,
+        vm_id: String,
+    },
+    UnwatchVm(ObjectKey),
+    Poll,
+}
+
+pub struct ProviderArgs {
+    pub provider: OVirtProvider,
+    pub secret: Option<BTreeMap<String, ByteString>>,
+    pub settings: RuntimeSettings,
+    pub status_writer: ActorRef<StatusWriterMsg>,
+}
+
+pub struct ProviderActor;
+
+pub struct ProviderState {
+    key: ObjectKey,
+    provider: OVirtProvider,
+    secret: Option<BTreeMap<String, ByteString>>,
+    settings: RuntimeSettings,
+    status_writer: ActorRef<StatusWriterMsg>,
+    applied: Option<ConnectionSettings>,
+    client: Option<Client>,
+    connection: Connection,
+    conditions: Vec<Condition>,
+    retry_delay: Duration,
+    subscribers: HashMap<ObjectKey, ActorRef<MachineMsg>>,
+    watched: HashMap<ObjectKey, String>,
+    poll_timer: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Actor for ProviderActor {
+    type Msg = ProviderMsg;
+    type State = ProviderState;
+    type Arguments = ProviderArgs;
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<ProviderMsg>,
+        args: ProviderArgs,
+    ) -> Result<ProviderState, ActorProcessingErr> {
+        let name = args.provider.metadata.name.clone().unwrap_or_default();
+        let poll_timer = Some(me.send_interval(args.settings.poll_interval, || ProviderMsg::Poll));
+        me.cast(ProviderMsg::Check)?;
+        Ok(ProviderState {
+            key: ObjectKey::provider(&name),
+            provider: args.provider,
+            secret: args.secret,
+            settings: args.settings,
+            status_writer: args.status_writer,
+            applied: None,
+            client: None,
+            connection: Connection::Pending,
+            conditions: Vec::new(),
+            retry_delay: Duration::from_secs(5),
+            subscribers: HashMap::new(),
+            watched: HashMap::new(),
+            poll_timer,
+        })
+    }
+
+    async fn post_stop(&self, _me: ActorRef<ProviderMsg>, state: &mut ProviderState) -> Result<(), ActorProcessingErr> {
+        if let Some(timer) = state.poll_timer.take() {
+            timer.abort();
+        }
+        if let Some(client) = state.client.take() {
+            client.logout().await;
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        me: ActorRef<ProviderMsg>,
+        message: ProviderMsg,
+        state: &mut ProviderState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            ProviderMsg::Spec(provider) => {
+                if provider.spec != state.provider.spec {
+                    state.provider = *provider;
+                    check(&me, state).await;
+                } else {
+                    state.provider = *provider;
+                }
+            }
+            ProviderMsg::Secret(secret) => {
+                if secret != state.secret {
+                    state.secret = secret;
+                    check(&me, state).await;
+                }
+            }
+            ProviderMsg::Check => check(&me, state).await,
+            ProviderMsg::Subscribe { machine, actor } => {
+                state.subscribers.insert(machine, actor);
+            }
+            ProviderMsg::Unsubscribe(machine) => {
+                state.subscribers.remove(&machine);
+                state.watched.remove(&machine);
+            }
+            ProviderMsg::GetConnection(reply) => {
+                let _ = reply.send(state.connection.clone());
+            }
+            ProviderMsg::WatchVm { machine, vm_id } => {
+                state.watched.insert(machine, vm_id);
+            }
+            ProviderMsg::UnwatchVm(machine) => {
+                state.watched.remove(&machine);
+            }
+            ProviderMsg::Poll => poll(state).await,
+        }
+        Ok(())
+    }
+}
+
+/// Re-resolves the settings, rebuilds or re-authenticates the client as needed, checks the engine, reports the
+/// result and tells every subscribed machine.
+async fn check(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
+    let outcome = connect(state).await;
+    let previous_ok = matches!(state.connection, Connection::Ready { .. });
+    state.connection = match outcome {
+        Ok(engine_version) => {
+            state.retry_delay = Duration::from_secs(5);
+            let client = state.client.clone();
+            let defaults = ProviderDefaults {
+                diskclone: state.provider.spec.diskclone,
+                storagedomainname: state.provider.spec.storagedomainname.clone(),
+            };
+            match client {
+                Some(client) => Connection::Ready {
+                    client,
+                    engine_version,
+                    defaults,
+                },
+                None => Connection::Pending,
+            }
+        }
+        Err(problem) => {
+            let since = match &state.connection {
+                Connection::Failed { problem: old, since } if old.reason == problem.reason => *since,
+                _ => Instant::now(),
+            };
+            tracing::warn!(provider = %state.key, reason = problem.reason, message = %problem.message, "cannot connect to oVirt");
+            let delay = state.retry_delay;
+            state.retry_delay = (delay * 2).min(Duration::from_secs(300));
+            me.send_after(delay, || ProviderMsg::Check);
+            Connection::Failed { problem, since }
+        }
+    };
+    report(state);
+    if previous_ok || !matches!(state.connection, Connection::Pending) {
+        for subscriber in state.subscribers.values() {
+            let _ = subscriber.cast(MachineMsg::ConnectionChanged);
+        }
+    }
+}
+
+async fn connect(state: &mut ProviderState) -> Result<String, ConnectionProblem> {
+    let wanted = connection::resolve(
+        &state.provider.spec,
+        state.secret.as_ref(),
+        &state.settings.credentials_namespace,
+    )?;
+    let same_endpoint = state
+        .applied
+        .as_ref()
+        .is_some_and(|applied| applied.url == wanted.url && applied.tls == wanted.tls);
+    match (&state.client, same_endpoint) {
+        (Some(client), true) => {
+            if state.applied.as_ref().map(|a| &a.credentials) != Some(&wanted.credentials) {
+                // Revokes the old token and logs in with the new credentials on the next call.
+                client.set_credentials(wanted.credentials.clone()).await;
+            }
+        }
+        _ => {
+            if let Some(old) = state.client.take() {
+                old.logout().await;
+            }
+            let config = ClientConfig::new(
+                &wanted.url,
+                wanted.credentials.username.clone(),
+                wanted.credentials.password.clone(),
+            )
+            .with_tls(wanted.tls.clone())
+            .with_rate_limit(state.settings.ovirt_qps, state.settings.ovirt_burst);
+            let client = Client::new(config).map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;
+            state.client = Some(client);
+        }
+    }
+    state.applied = Some(wanted);
+    let client = state
+        .client
+        .as_ref()
+        .ok_or_else(|| ConnectionProblem::new("EngineUnreachable", "no client"))?;
+    let api = client
+        .api()
+        .await
+        .map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;
+    Ok(api
+        .product_info
+        .and_then(|info| info.version)
+        .and_then(|v| v.full_version)
+        .unwrap_or_default())
+}
+
+fn report(state: &mut ProviderState) {
+    let generation = state.provider.metadata.generation;
+    let (connected, ready, version) = match &state.connection {
+        Connection::Ready { engine_version, .. } => {
+            let insecure = state.provider.spec.tls.as_ref().is_some_and(|tls| tls.insecure);
+            let message = if insecure {
+                "connected; TLS verification is off (spec.tls.insecure)"
+            } else {
+                "connected"
+            };
+            let connected =
+                ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED).with_message(message);
+            let ready = ConditionUpdate::true_(types::READY, reasons::CONNECTED).with_message(message);
+            (connected, ready, Some(engine_version.clone()))
+        }
+        Connection::Failed { problem, .. } => {
+            let severity = if problem.reason == reasons::ENGINE_UNREACHABLE {
+                Severity::Warning
+            } else {
+                Severity::Error
+            };
+            let connected =
+                ConditionUpdate::false_(types::CAN_CONNECT_TO_OVIRT, problem.reason, severity, &problem.message);
+            let ready = ConditionUpdate::false_(types::READY, problem.reason, severity, &problem.message);
+            (connected, ready, None)
+        }
+        Connection::Pending => return,
+    };
+    let now = crate::runtime::now();
+    let not_paused = ConditionUpdate::false_(types::PAUSED, reasons::NOT_PAUSED, Severity::Info, "");
+    for update in [&connected, &ready, &not_paused] {
+        set_condition(&mut state.conditions, update, now, generation);
+    }
+    let mut status = json!({
+        "ready": version.is_some(),
+        "conditions": state.conditions,
+    });
+    if let Some(version) = version.filter(|v| !v.is_empty()) {
+        status["engineVersion"] = json!(version);
+    }
+    let _ = state.status_writer.cast(StatusWriterMsg::Update {
+        key: state.key.clone(),
+        status,
+    });
+}
+
+/// One search for the status of every VM some machine waits on; results fan out to the machines.
+async fn poll(state: &mut ProviderState) {
+    let Connection::Ready { client, .. } = &state.connection else {
+        return;
+    };
+    if state.watched.is_empty() {
+        return;
+    }
+    let mut ids: Vec<&str> = state.watched.values().map(String::as_str).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut statuses = HashMap::new();
+    for chunk in ids.chunks(50) {
+        match client.with_correlation_id("capov-status-poll").vm_statuses(chunk).await {
+            Ok(found) => statuses.extend(found),
+            Err(err) => {
+                tracing::debug!(provider = %state.key, error = %err, "status poll failed");
+                return;
+            }
+        }
+    }
+    for (machine, vm_id) in &state.watched {
+        let status = statuses.get(vm_id).map(|s| s.as_str().to_string());
+        if let Some(actor) = state.subscribers.get(machine) {
+            let _ = actor.cast(MachineMsg::VmObserved {
+                vm_id: vm_id.clone(),
+                status,
+            });
+        }
+    }
+}

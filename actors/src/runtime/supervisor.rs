@@ -1,0 +1,552 @@
+//! The supervisor: watches the CRDs (and the CAPI objects and credential Secrets they depend on), keeps one
+//! provider actor per OVirtProvider and one machine actor per OVirtMachine, routes events to them, restarts a failed
+//! child with backoff (a failing child never stops the supervisor or its siblings), and stops the actors of deleted
+//! objects. OVirtClusters need no actor of their own: they are handled here.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use capov_crds::labels::{PROVIDER_FINALIZER, WATCH_FILTER_LABEL};
+use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+
+use super::capi;
+use super::cluster;
+use super::finalizers;
+use super::keys::ObjectKey;
+use super::machine::{MachineActor, MachineArgs};
+use super::messages::MachineMsg;
+use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
+use super::settings::RuntimeSettings;
+use super::status_writer::{StatusWriter, StatusWriterMsg};
+
+/// What every actor of the runtime shares.
+pub struct Shared {
+    pub client: kube::Client,
+    pub settings: RuntimeSettings,
+    pub status_writer: ActorRef<StatusWriterMsg>,
+    /// `--max-concurrent-reconciles` permits, taken by a machine actor for each reconcile.
+    pub permits: Arc<Semaphore>,
+    pub capi_machines: Store<DynamicObject>,
+    pub capi_clusters: Store<DynamicObject>,
+    pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
+}
+
+impl Shared {
+    pub fn provider(&self, name: &str) -> Option<ActorRef<ProviderMsg>> {
+        self.providers
+            .read()
+            .ok()
+            .and_then(|providers| providers.get(name).cloned())
+    }
+}
+
+pub enum SupervisorMsg {
+    Provider(Event<OVirtProvider>),
+    Secret(Event<Secret>),
+    Cluster(Event<OVirtCluster>),
+    Machine(Event<OVirtMachine>),
+    /// A CAPI Machine or Cluster in this namespace changed.
+    CapiChanged {
+        namespace: String,
+    },
+    Restart(ObjectKey),
+}
+
+pub struct Supervisor;
+
+struct Child {
+    actor: Option<ActorRef<MachineMsg>>,
+    latest: OVirtMachine,
+    restarts: u32,
+}
+
+pub struct SupervisorState {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+    providers: HashMap<String, (ActorRef<ProviderMsg>, OVirtProvider)>,
+    provider_cells: HashMap<ActorId, String>,
+    secrets: HashMap<String, BTreeMap<String, ByteString>>,
+    machines: HashMap<ObjectKey, Child>,
+    machine_cells: HashMap<ActorId, ObjectKey>,
+    relisting_providers: Option<HashSet<String>>,
+    relisting_machines: Option<HashSet<ObjectKey>>,
+}
+
+pub struct SupervisorArgs {
+    pub client: kube::Client,
+    pub settings: RuntimeSettings,
+}
+
+impl Actor for Supervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<SupervisorMsg>,
+        args: SupervisorArgs,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        let (status_writer, _) = Actor::spawn_linked(None, StatusWriter, args.client.clone(), me.get_cell()).await?;
+        let machine_writer = reflector::store::Writer::new(capi::machine_resource());
+        let cluster_writer = reflector::store::Writer::new(capi::cluster_resource());
+        let (capi_machines, capi_clusters) = (machine_writer.as_reader(), cluster_writer.as_reader());
+        let settings = args.settings;
+        let shared = Arc::new(Shared {
+            client: args.client.clone(),
+            permits: Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1))),
+            settings,
+            status_writer,
+            capi_machines,
+            capi_clusters,
+            providers: RwLock::new(HashMap::new()),
+        });
+        let tasks = spawn_watches(&me, &shared, machine_writer, cluster_writer);
+        Ok(SupervisorState {
+            shared,
+            tasks,
+            providers: HashMap::new(),
+            provider_cells: HashMap::new(),
+            secrets: HashMap::new(),
+            machines: HashMap::new(),
+            machine_cells: HashMap::new(),
+            relisting_providers: None,
+            relisting_machines: None,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _me: ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        for task in state.tasks.drain(..) {
+            task.abort();
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        me: ActorRef<SupervisorMsg>,
+        message: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SupervisorMsg::Provider(event) => on_provider_event(&me, state, event).await,
+            SupervisorMsg::Secret(event) => on_secret_event(state, event),
+            SupervisorMsg::Cluster(event) => {
+                if let Event::Apply(object) | Event::InitApply(object) = event {
+                    cluster::reconcile(&state.shared, &object).await;
+                }
+            }
+            SupervisorMsg::Machine(event) => on_machine_event(&me, state, event).await,
+            SupervisorMsg::CapiChanged { namespace } => {
+                for (key, child) in &state.machines {
+                    if key.namespace.as_deref() == Some(namespace.as_str())
+                        && let Some(actor) = &child.actor
+                    {
+                        let _ = actor.cast(MachineMsg::Poke);
+                    }
+                }
+            }
+            SupervisorMsg::Restart(key) => {
+                if let Some(child) = state.machines.get(&key)
+                    && child.actor.is_none()
+                {
+                    let object = child.latest.clone();
+                    spawn_machine(&me, state, key, object).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        me: ActorRef<SupervisorMsg>,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Never stop with a child: note the loss and bring the child back when its object still exists.
+        let (cell, failure) = match &event {
+            SupervisionEvent::ActorFailed(cell, err) => (cell.clone(), Some(err.to_string())),
+            SupervisionEvent::ActorTerminated(cell, _, _) => (cell.clone(), None),
+            _ => return Ok(()),
+        };
+        if let Some(key) = state.machine_cells.remove(&cell.get_id()) {
+            if let Some(child) = state.machines.get_mut(&key) {
+                child.actor = None;
+                if let Some(reason) = failure {
+                    child.restarts += 1;
+                    let delay = restart_delay(child.restarts);
+                    tracing::error!(object = %key, error = %reason, ?delay, "machine actor failed; restarting");
+                    me.send_after(delay, move || SupervisorMsg::Restart(key));
+                }
+            }
+        } else if let Some(name) = state.provider_cells.remove(&cell.get_id()) {
+            if let Some((_, provider)) = state.providers.remove(&name) {
+                if let Ok(mut providers) = state.shared.providers.write() {
+                    providers.remove(&name);
+                }
+                if failure.is_some() {
+                    tracing::error!(provider = %name, "provider actor failed; restarting");
+                    me.send_after(Duration::from_secs(1), move || {
+                        SupervisorMsg::Provider(Event::Apply(provider))
+                    });
+                }
+            }
+        } else if failure.is_some() {
+            return Err(format!("a runtime actor failed: {failure:?}").into());
+        }
+        Ok(())
+    }
+}
+
+fn restart_delay(restarts: u32) -> Duration {
+    Duration::from_secs(1u64 << restarts.min(8)).min(Duration::from_secs(300))
+}
+
+fn watch_config(settings: &RuntimeSettings) -> watcher::Config {
+    let config = watcher::Config::default();
+    match &settings.watch_filter {
+        Some(value) => config.labels(&format!("{WATCH_FILTER_LABEL}={value}")),
+        None => config,
+    }
+}
+
+fn namespaced<K>(client: &kube::Client, settings: &RuntimeSettings) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match &settings.watch_namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn dynamic_api(
+    client: &kube::Client,
+    settings: &RuntimeSettings,
+    resource: &kube::api::ApiResource,
+) -> Api<DynamicObject> {
+    match &settings.watch_namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}
+
+fn spawn_watches(
+    me: &ActorRef<SupervisorMsg>,
+    shared: &Arc<Shared>,
+    machine_writer: reflector::store::Writer<DynamicObject>,
+    cluster_writer: reflector::store::Writer<DynamicObject>,
+) -> Vec<JoinHandle<()>> {
+    let client = &shared.client;
+    let settings = &shared.settings;
+    let filtered = watch_config(settings);
+    let mut tasks = Vec::new();
+
+    let providers: Api<OVirtProvider> = Api::all(client.clone());
+    tasks.push(forward(
+        me,
+        watcher(providers, filtered.clone()),
+        SupervisorMsg::Provider,
+    ));
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &settings.credentials_namespace);
+    tasks.push(forward(
+        me,
+        watcher(secrets, watcher::Config::default()),
+        SupervisorMsg::Secret,
+    ));
+    tasks.push(forward(
+        me,
+        watcher(namespaced::<OVirtCluster>(client, settings), filtered.clone()),
+        SupervisorMsg::Cluster,
+    ));
+    tasks.push(forward(
+        me,
+        watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()),
+        SupervisorMsg::Machine,
+    ));
+
+    for (resource, writer) in [
+        (capi::machine_resource(), machine_writer),
+        (capi::cluster_resource(), cluster_writer),
+    ] {
+        let api = dynamic_api(client, settings, &resource);
+        let stream = watcher::watcher(api, filtered.clone())
+            .default_backoff()
+            .reflect(writer)
+            .touched_objects();
+        let me = me.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                if let Ok(object) = item
+                    && let Some(namespace) = object.namespace()
+                    && me.cast(SupervisorMsg::CapiChanged { namespace }).is_err()
+                {
+                    return;
+                }
+            }
+        }));
+    }
+    tasks
+}
+
+fn watcher<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<Event<K>, watcher::Error>> + Send
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher::watcher(api, config).default_backoff()
+}
+
+fn forward<K, S>(me: &ActorRef<SupervisorMsg>, stream: S, wrap: fn(Event<K>) -> SupervisorMsg) -> JoinHandle<()>
+where
+    K: Send + 'static,
+    S: futures::Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+{
+    let me = me.clone();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(event) => {
+                    if me.cast(wrap(event)).is_err() {
+                        return;
+                    }
+                }
+                Err(err) => tracing::debug!(error = %err, "watch error; retrying with backoff"),
+            }
+        }
+    })
+}
+
+async fn on_provider_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, event: Event<OVirtProvider>) {
+    match event {
+        Event::Init => state.relisting_providers = Some(HashSet::new()),
+        Event::InitApply(provider) | Event::Apply(provider) => {
+            let name = provider.name_any();
+            if let Some(seen) = &mut state.relisting_providers {
+                seen.insert(name.clone());
+            }
+            apply_provider(me, state, provider).await;
+        }
+        Event::Delete(provider) => stop_provider(state, &provider.name_any()),
+        Event::InitDone => {
+            if let Some(seen) = state.relisting_providers.take() {
+                let gone: Vec<String> = state
+                    .providers
+                    .keys()
+                    .filter(|name| !seen.contains(*name))
+                    .cloned()
+                    .collect();
+                for name in gone {
+                    stop_provider(state, &name);
+                }
+            }
+        }
+    }
+}
+
+async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, provider: OVirtProvider) {
+    let name = provider.name_any();
+    let api: Api<OVirtProvider> = Api::all(state.shared.client.clone());
+    if provider.metadata.deletion_timestamp.is_some() {
+        release_provider_if_unused(state, &provider).await;
+    } else if let Err(err) = finalizers::ensure(&api, &provider, PROVIDER_FINALIZER).await {
+        tracing::debug!(provider = %name, error = %err, "cannot add the provider finalizer yet");
+    }
+    if let Some((actor, latest)) = state.providers.get_mut(&name) {
+        *latest = provider.clone();
+        let _ = actor.cast(ProviderMsg::Spec(Box::new(provider)));
+        return;
+    }
+    let secret = provider
+        .spec
+        .credentials_secret_name
+        .as_ref()
+        .and_then(|secret_name| state.secrets.get(secret_name).cloned());
+    let args = ProviderArgs {
+        provider: provider.clone(),
+        secret,
+        settings: state.shared.settings.clone(),
+        status_writer: state.shared.status_writer.clone(),
+    };
+    match Actor::spawn_linked(None, ProviderActor, args, me.get_cell()).await {
+        Ok((actor, _)) => {
+            state.provider_cells.insert(actor.get_id(), name.clone());
+            if let Ok(mut providers) = state.shared.providers.write() {
+                providers.insert(name.clone(), actor.clone());
+            }
+            state.providers.insert(name, (actor, provider));
+            // Machines that waited for this provider can go on.
+            for child in state.machines.values() {
+                if let Some(machine) = &child.actor {
+                    let _ = machine.cast(MachineMsg::ConnectionChanged);
+                }
+            }
+        }
+        Err(err) => tracing::error!(provider = %name, error = %err, "cannot start the provider actor"),
+    }
+}
+
+/// A provider is released only when no OVirtMachine references it.
+async fn release_provider_if_unused(state: &SupervisorState, provider: &OVirtProvider) {
+    let name = provider.name_any();
+    let in_use = state
+        .machines
+        .values()
+        .any(|child| child.latest.spec.settings.provider == name);
+    if in_use {
+        return;
+    }
+    let api: Api<OVirtProvider> = Api::all(state.shared.client.clone());
+    if let Err(err) = finalizers::remove(&api, provider, PROVIDER_FINALIZER).await {
+        tracing::debug!(provider = %name, error = %err, "cannot release the provider yet");
+    }
+}
+
+fn stop_provider(state: &mut SupervisorState, name: &str) {
+    if let Some((actor, _)) = state.providers.remove(name) {
+        state.provider_cells.remove(&actor.get_id());
+        actor.stop(Some("OVirtProvider deleted".into()));
+    }
+    if let Ok(mut providers) = state.shared.providers.write() {
+        providers.remove(name);
+    }
+    let _ = state
+        .shared
+        .status_writer
+        .cast(StatusWriterMsg::Forget(ObjectKey::provider(name)));
+}
+
+fn on_secret_event(state: &mut SupervisorState, event: Event<Secret>) {
+    let (name, data) = match event {
+        Event::Apply(secret) | Event::InitApply(secret) => (secret.name_any(), Some(secret.data.unwrap_or_default())),
+        Event::Delete(secret) => (secret.name_any(), None),
+        Event::Init | Event::InitDone => return,
+    };
+    match &data {
+        Some(data) => state.secrets.insert(name.clone(), data.clone()),
+        None => state.secrets.remove(&name),
+    };
+    for (actor, provider) in state.providers.values() {
+        if provider.spec.credentials_secret_name.as_deref() == Some(name.as_str()) {
+            let _ = actor.cast(ProviderMsg::Secret(data.clone()));
+        }
+    }
+}
+
+async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, event: Event<OVirtMachine>) {
+    match event {
+        Event::Init => state.relisting_machines = Some(HashSet::new()),
+        Event::InitApply(machine) | Event::Apply(machine) => {
+            let key = ObjectKey::machine(&machine.namespace().unwrap_or_default(), &machine.name_any());
+            if let Some(seen) = &mut state.relisting_machines {
+                seen.insert(key.clone());
+            }
+            match state.machines.get_mut(&key) {
+                Some(child) => {
+                    child.latest = machine.clone();
+                    if let Some(actor) = &child.actor {
+                        let _ = actor.cast(MachineMsg::ObjectChanged(Box::new(machine)));
+                    }
+                }
+                None => spawn_machine(me, state, key, machine).await,
+            }
+        }
+        Event::Delete(machine) => {
+            let key = ObjectKey::machine(&machine.namespace().unwrap_or_default(), &machine.name_any());
+            stop_machine(state, &key);
+            release_deleting_providers(state).await;
+        }
+        Event::InitDone => {
+            if let Some(seen) = state.relisting_machines.take() {
+                let gone: Vec<ObjectKey> = state
+                    .machines
+                    .keys()
+                    .filter(|key| !seen.contains(*key))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    stop_machine(state, &key);
+                }
+                release_deleting_providers(state).await;
+            }
+        }
+    }
+}
+
+async fn release_deleting_providers(state: &SupervisorState) {
+    for (_, provider) in state.providers.values() {
+        if provider.metadata.deletion_timestamp.is_some() {
+            release_provider_if_unused(state, provider).await;
+        }
+    }
+}
+
+async fn spawn_machine(
+    me: &ActorRef<SupervisorMsg>,
+    state: &mut SupervisorState,
+    key: ObjectKey,
+    object: OVirtMachine,
+) {
+    let args = MachineArgs {
+        object: object.clone(),
+        shared: state.shared.clone(),
+    };
+    let restarts = state.machines.get(&key).map(|child| child.restarts).unwrap_or(0);
+    match Actor::spawn_linked(None, MachineActor, args, me.get_cell()).await {
+        Ok((actor, _)) => {
+            state.machine_cells.insert(actor.get_id(), key.clone());
+            state.machines.insert(
+                key,
+                Child {
+                    actor: Some(actor),
+                    latest: object,
+                    restarts,
+                },
+            );
+        }
+        Err(err) => {
+            tracing::error!(object = %key, error = %err, "cannot start the machine actor; retrying");
+            let restarts = restarts + 1;
+            state.machines.insert(
+                key.clone(),
+                Child {
+                    actor: None,
+                    latest: object,
+                    restarts,
+                },
+            );
+            me.send_after(restart_delay(restarts), move || SupervisorMsg::Restart(key));
+        }
+    }
+}
+
+fn stop_machine(state: &mut SupervisorState, key: &ObjectKey) {
+    if let Some(child) = state.machines.remove(key)
+        && let Some(actor) = child.actor
+    {
+        state.machine_cells.remove(&actor.get_id());
+        actor.stop(Some("OVirtMachine deleted".into()));
+    }
+    let _ = state.shared.status_writer.cast(StatusWriterMsg::Forget(key.clone()));
+}

@@ -1,0 +1,156 @@
+//! A machine's whole life on a real kube-apiserver with the engine simulator: from nothing to Ready through the
+//! documented conditions, the workload Node's providerID, and deletion back to nothing.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use capov_crds::{ConditionStatus, OVirtMachine, Severity};
+use futures::StreamExt;
+use kube::api::{Api, DeleteParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use support::{World, condition, eventually};
+
+#[tokio::test]
+async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::new("lifecycle").await;
+
+    // Record every status the machine goes through.
+    let seen: Arc<Mutex<Vec<OVirtMachine>>> = Arc::default();
+    let api: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    let recorder = {
+        let seen = seen.clone();
+        let stream = watcher(api.clone(), watcher::Config::default()).applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(machine)) = stream.next().await {
+                seen.lock().expect("lock").push(machine);
+            }
+        })
+    };
+
+    world.start_operator().await;
+    world
+        .create_machine(
+            "worker-0",
+            json!({"ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": 30,
+                   "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096, "guaranteedmb": 2048},
+                   "nics": [{"vnicprofile": "ovirtmgmt"}]}),
+        )
+        .await;
+
+    // providerID first: the VM exists in the engine under CAPOV's marker.
+    let vm_id = eventually(Duration::from_secs(60), "spec.providerID", || async {
+        world
+            .machine("worker-0")
+            .await
+            .spec
+            .provider_id
+            .and_then(|id| id.strip_prefix("ovirt://").map(String::from))
+    })
+    .await;
+    let vm = world.sim.control().vm(&vm_id).expect("the VM exists in the engine");
+    assert_eq!(vm.name, "worker-0");
+
+    // The kubelet registers; CAPOV sets the Node's providerID.
+    eventually(Duration::from_secs(60), "the VM to be up", || async {
+        let machine = world.machine("worker-0").await;
+        machine.status.as_ref().is_some_and(|s| s.ready).then_some(())
+    })
+    .await;
+    world.register_node("worker-0-node", &vm_id.to_uppercase()).await;
+    eventually(Duration::from_secs(60), "the Node's providerID", || async {
+        world
+            .node_provider_id("worker-0-node")
+            .await
+            .filter(|id| *id == format!("ovirt://{vm_id}"))
+    })
+    .await;
+    let machine = eventually(Duration::from_secs(60), "Ready", || async {
+        let machine = world.machine("worker-0").await;
+        condition(&machine, "Ready")
+            .is_some_and(|c| c.status == ConditionStatus::True)
+            .then_some(machine)
+    })
+    .await;
+    let status = machine.status.clone().expect("status");
+    for type_ in [
+        "CanConnectToOVirt",
+        "MachineCreated",
+        "MachineDiskResized",
+        "MachineNetworkSet",
+        "MachineOn",
+        "K8sProviderIDSetup",
+    ] {
+        let c = condition(&machine, type_).unwrap_or_else(|| panic!("{type_} missing"));
+        assert_eq!(c.status, ConditionStatus::True, "{type_}: {c:?}");
+        assert!(!c.reason.is_empty(), "{type_} has no reason");
+    }
+    assert_eq!(
+        condition(&machine, "Paused").map(|c| c.status),
+        Some(ConditionStatus::False)
+    );
+    assert_eq!(status.initialization.and_then(|i| i.provisioned), Some(true));
+    assert_eq!(status.vm_status.as_deref(), Some("up"));
+    let addresses = eventually(Duration::from_secs(30), "an InternalIP", || async {
+        let machine = world.machine("worker-0").await;
+        let addresses = machine.status.map(|s| s.addresses).unwrap_or_default();
+        addresses.iter().any(|a| a.type_ == "InternalIP").then_some(addresses)
+    })
+    .await;
+    assert!(
+        addresses
+            .iter()
+            .any(|a| a.type_ == "InternalDNS" && a.address == "worker-0"),
+        "{addresses:?}"
+    );
+    assert!(
+        addresses
+            .iter()
+            .all(|a| !a.address.starts_with("fe80") && !a.address.starts_with("169.254")),
+        "{addresses:?}"
+    );
+
+    // The engine's VM matches the spec.
+    let vm = world.sim.control().vm(&vm_id).expect("vm");
+    assert_eq!(vm.status, "up");
+    let boot = vm.disks.iter().find(|d| d.bootable).expect("boot disk");
+    assert_eq!(boot.provisioned_size, 30 << 30);
+
+    // On the way, the documents' §5.3 example state: everything before MachineOn True, MachineOn powering up.
+    let history = seen.lock().expect("lock").clone();
+    let powering_up = history.iter().any(|m| {
+        let on = condition(m, "MachineOn");
+        on.is_some_and(|c| {
+            c.status == ConditionStatus::False
+                && c.reason == "VMPoweringUp"
+                && c.severity == Some(Severity::Info)
+                && c.message == "powering up"
+        }) && [
+            "CanConnectToOVirt",
+            "MachineCreated",
+            "MachineDiskResized",
+            "MachineNetworkSet",
+        ]
+        .iter()
+        .all(|t| condition(m, t).is_some_and(|c| c.status == ConditionStatus::True))
+    });
+    assert!(powering_up, "never saw the documented powering-up state");
+    let image_locked = history
+        .iter()
+        .any(|m| condition(m, "MachineCreated").is_some_and(|c| c.reason == "VMImageLocked"));
+    assert!(image_locked, "never saw MachineCreated VMImageLocked");
+
+    // Deletion: the VM goes, then the finalizer.
+    api.delete("worker-0", &DeleteParams::default()).await.expect("delete");
+    eventually(Duration::from_secs(60), "the OVirtMachine to be gone", || async {
+        api.get_opt("worker-0").await.expect("get").is_none().then_some(())
+    })
+    .await;
+    assert!(world.sim.control().vm(&vm_id).is_none(), "the VM outlived its machine");
+    recorder.abort();
+    world.stop_operator().await;
+}

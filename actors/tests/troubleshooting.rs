@@ -1,0 +1,378 @@
+//! The product documents' troubleshooting cases (§4.3–4.4) and the safety rules of SPEC §2, each producing its
+//! condition and reason on a real kube-apiserver with the engine simulator.
+
+mod support;
+
+use std::time::Duration;
+
+use capov_crds::{ConditionStatus, OVirtMachine, Severity};
+use capov_ovirt::{Client, ClientConfig, TlsMode};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde_json::json;
+use support::{World, condition, eventually};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn base_spec() -> serde_json::Value {
+    json!({"ovirtcluster": "Default", "template": "rhcos-4.14"})
+}
+
+/// Waits until condition `type_` of machine `name` has `reason`; returns the machine.
+async fn wait_reason(world: &World, name: &str, type_: &str, reason: &str) -> OVirtMachine {
+    eventually(MINUTE, &format!("{name}: {type_} {reason}"), || async {
+        let machine = world.machine(name).await;
+        condition(&machine, type_)
+            .is_some_and(|c| c.reason == reason)
+            .then_some(machine)
+    })
+    .await
+}
+
+fn engine_client(world: &World) -> Client {
+    let ca = world.sim.ca_pem().expect("ca").as_bytes().to_vec();
+    let config = ClientConfig::new(world.sim.api_url(), "admin@internal", "admin").with_tls(TlsMode::Verify {
+        system_roots: false,
+        extra_ca_pem: ca,
+    });
+    Client::new(config).expect("engine client")
+}
+
+#[tokio::test]
+async fn wrong_engine_data_gives_the_documented_reasons() {
+    let mut world = World::new("reasons").await;
+    world.start_operator().await;
+    let cases = [
+        (
+            "no-template",
+            json!({"template": "missing"}),
+            "MachineCreated",
+            "TemplateNotFound",
+        ),
+        (
+            "no-cluster",
+            json!({"ovirtcluster": "Missing"}),
+            "MachineCreated",
+            "ClusterNotFound",
+        ),
+        (
+            "no-domain",
+            json!({"storagedomainname": "missing", "diskclone": true}),
+            "MachineCreated",
+            "StorageDomainNotFound",
+        ),
+        (
+            "needs-clone",
+            json!({"storagedomainname": "data2", "diskclone": false}),
+            "MachineCreated",
+            "StorageDomainRequiresClone",
+        ),
+        (
+            "shrink",
+            json!({"osdisksizegb": 10}),
+            "MachineDiskResized",
+            "DiskShrinkNotAllowed",
+        ),
+        (
+            "no-profile",
+            json!({"nics": [{"vnicprofile": "missing"}]}),
+            "MachineNetworkSet",
+            "VnicProfileNotFound",
+        ),
+    ];
+    for (name, patch, _, _) in &cases {
+        let mut spec = base_spec();
+        for (key, value) in patch.as_object().expect("object") {
+            spec[key] = value.clone();
+        }
+        world.create_machine(name, spec).await;
+    }
+    for (name, _, type_, reason) in &cases {
+        let machine = wait_reason(&world, name, type_, reason).await;
+        let c = condition(&machine, type_).expect("condition");
+        assert_eq!(c.status, ConditionStatus::False, "{name}");
+        assert_eq!(c.severity, Some(Severity::Error), "{name}: {c:?}");
+        assert!(!c.message.is_empty(), "{name}: the message says what to fix");
+        let ready = condition(&machine, "Ready").expect("Ready");
+        assert_eq!(ready.status, ConditionStatus::False, "{name}");
+    }
+    // Refused placements never reach the engine: only the shrink and NIC cases created VMs.
+    let names: Vec<String> = world.sim.control().vms().into_iter().map(|vm| vm.name).collect();
+    assert!(names.iter().all(|n| n == "shrink" || n == "no-profile"), "{names:?}");
+    let message = condition(&world.machine("needs-clone").await, "MachineCreated")
+        .expect("c")
+        .message
+        .clone();
+    assert!(message.contains("diskclone: true"), "{message}");
+    world.stop_operator().await;
+}
+
+#[tokio::test]
+async fn bad_credentials_are_critical_until_fixed_and_cleared() {
+    let mut world = World::new("credentials").await;
+    world
+        .create_secret(
+            "engine-credentials",
+            &[("username", "admin@internal"), ("password", "wrong")],
+        )
+        .await;
+    world.start_operator().await;
+    world.create_machine("worker", base_spec()).await;
+
+    let machine = eventually(MINUTE, "failureReason", || async {
+        let machine = world.machine("worker").await;
+        machine
+            .status
+            .as_ref()
+            .and_then(|s| s.failure_reason.clone())
+            .map(|_| machine)
+    })
+    .await;
+    let status = machine.status.clone().expect("status");
+    assert_eq!(status.failure_reason.as_deref(), Some("OVirtEngineConnectionCritical"));
+    let connect = condition(&machine, "CanConnectToOVirt").expect("condition");
+    assert_eq!(
+        (connect.reason.as_str(), connect.severity),
+        ("AuthenticationFailed", Some(Severity::Error))
+    );
+    assert!(
+        !format!("{status:?}").contains("wrong"),
+        "the password leaked into the status"
+    );
+    assert_eq!(world.sim.control().vm_count(), 0);
+
+    // Fixing the Secret alone does not resume a machine with failureReason set...
+    world
+        .create_secret(
+            "engine-credentials",
+            &[("username", "admin@internal"), ("password", "admin")],
+        )
+        .await;
+    let providers: Api<capov_crds::OVirtProvider> = Api::all(world.client.clone());
+    eventually(MINUTE, "the provider to be ready", || async {
+        providers
+            .get(&world.provider)
+            .await
+            .ok()?
+            .status
+            .filter(|s| s.ready)
+            .map(|_| ())
+    })
+    .await;
+    // (the provider told its machines; a window of a few poll intervals shows nothing is created)
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        world.sim.control().vm_count(),
+        0,
+        "a critical failure must block retries until it is cleared"
+    );
+
+    // ...clearing it through the status subresource, as the README shows, does.
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    let clear = json!({"status": {"failureReason": null, "failureMessage": null}});
+    machines
+        .patch_status("worker", &PatchParams::default(), &Patch::Merge(&clear))
+        .await
+        .expect("clear");
+    eventually(MINUTE, "the VM after clearing failureReason", || async {
+        world.machine("worker").await.spec.provider_id.map(|_| ())
+    })
+    .await;
+    assert_eq!(world.sim.control().vm_count(), 1);
+    world.stop_operator().await;
+}
+
+#[tokio::test]
+async fn unreachable_engines_and_untrusted_certificates_are_reported() {
+    let mut world = World::new("connect").await;
+    world.start_operator().await;
+    world.create_machine("worker", base_spec()).await;
+    wait_reason(&world, "worker", "MachineCreated", "VMImageLocked").await;
+
+    // An engine URL nothing listens on: transient, a Warning, retried.
+    world
+        .apply_provider(
+            json!({"engine": "https://127.0.0.1:9/ovirt-engine/api", "credentialsSecretName": "engine-credentials"}),
+        )
+        .await;
+    world.create_machine("unreachable", base_spec()).await;
+    let machine = wait_reason(&world, "unreachable", "CanConnectToOVirt", "EngineUnreachable").await;
+    assert_eq!(
+        condition(&machine, "CanConnectToOVirt").and_then(|c| c.severity),
+        Some(Severity::Warning)
+    );
+    assert!(machine.status.and_then(|s| s.failure_reason).is_none());
+
+    // The simulator's certificate without its CA: TLS verification fails, critical for unprovisioned machines.
+    world
+        .apply_provider(json!({"engine": world.sim.api_url(), "credentialsSecretName": "engine-credentials"}))
+        .await;
+    let machine = wait_reason(&world, "unreachable", "CanConnectToOVirt", "TLSVerificationFailed").await;
+    assert_eq!(
+        machine.status.and_then(|s| s.failure_reason).as_deref(),
+        Some("OVirtEngineConnectionCritical")
+    );
+    world.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_same_named_vm_without_capovs_marker_is_never_touched() {
+    let mut world = World::new("foreign").await;
+    let client = engine_client(&world);
+    let template = client
+        .find_templates_by_name("rhcos-4.14", None)
+        .await
+        .expect("templates")
+        .remove(0);
+    let cluster = client
+        .find_cluster_by_name("Default")
+        .await
+        .expect("cluster")
+        .expect("Default");
+    let foreign = capov_ovirt::model::Vm {
+        name: Some("worker".into()),
+        description: Some("someone else's".into()),
+        cluster: Some(capov_ovirt::model::Ref::id(cluster.id.expect("id"))),
+        template: Some(capov_ovirt::model::Ref::id(template.id.expect("id"))),
+        ..Default::default()
+    };
+    let foreign_id = client
+        .add_vm(&foreign, false)
+        .await
+        .expect("foreign VM")
+        .id
+        .expect("id");
+
+    world.start_operator().await;
+    world.create_machine("worker", base_spec()).await;
+    let machine = wait_reason(&world, "worker", "MachineCreated", "VMNameConflict").await;
+    assert_eq!(
+        condition(&machine, "MachineCreated").and_then(|c| c.severity),
+        Some(Severity::Error)
+    );
+    assert!(machine.spec.provider_id.is_none(), "a foreign VM must never be adopted");
+
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    machines
+        .delete("worker", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually(MINUTE, "the machine to be gone", || async {
+        machines.get_opt("worker").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let vm = world
+        .sim
+        .control()
+        .vm(&foreign_id)
+        .expect("the foreign VM still exists");
+    assert_eq!(vm.description, "someone else's");
+    world.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_vm_deleted_behind_capovs_back_is_not_recreated() {
+    let mut world = World::new("vanished").await;
+    world.start_operator().await;
+    world.create_machine("worker", base_spec()).await;
+    let vm_id = eventually(MINUTE, "providerID", || async {
+        world
+            .machine("worker")
+            .await
+            .spec
+            .provider_id
+            .and_then(|p| p.strip_prefix("ovirt://").map(String::from))
+    })
+    .await;
+    wait_reason(&world, "worker", "MachineOn", "VMPoweringUp").await;
+    let client = engine_client(&world);
+    client.stop_vm(&vm_id, true).await.expect("stop");
+    eventually(MINUTE, "the VM to be down", || async {
+        (world.sim.control().vm(&vm_id)?.status == "down").then_some(())
+    })
+    .await;
+    client.remove_vm(&vm_id).await.expect("remove");
+    let machine = wait_reason(&world, "worker", "MachineCreated", "VMNotFound").await;
+    assert_eq!(
+        condition(&machine, "MachineCreated").and_then(|c| c.severity),
+        Some(Severity::Error)
+    );
+    assert_eq!(world.sim.control().vm_count(), 0, "a VM was recreated");
+    world.stop_operator().await;
+}
+
+#[tokio::test]
+async fn pausing_stops_every_engine_call_and_unpausing_resumes() {
+    let mut world = World::new("paused").await;
+    world.start_operator().await;
+    world.create_machine("worker", base_spec()).await;
+    eventually(MINUTE, "providerID", || async {
+        world.machine("worker").await.spec.provider_id.map(|_| ())
+    })
+    .await;
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    let pause = json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}});
+    machines
+        .patch("worker", &PatchParams::default(), &Patch::Merge(&pause))
+        .await
+        .expect("pause");
+    // From the Paused condition on, nothing may reach the engine for this machine, deletion included.
+    eventually(MINUTE, "Paused", || async {
+        let machine = world.machine("worker").await;
+        condition(&machine, "Paused")
+            .is_some_and(|c| c.status == ConditionStatus::True)
+            .then_some(())
+    })
+    .await;
+    let calls_when_paused = world.sim.control().counters().values().sum::<u64>();
+    machines
+        .delete("worker", &DeleteParams::default())
+        .await
+        .expect("delete while paused");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let calls_later = world.sim.control().counters().values().sum::<u64>();
+    let vm_calls = calls_later - calls_when_paused;
+    // The provider's batched poll may still run for other machines; this machine makes none.
+    assert!(
+        machines.get_opt("worker").await.expect("get").is_some(),
+        "deletion must wait while paused"
+    );
+    assert!(vm_calls <= 2, "engine calls while paused: {vm_calls}");
+
+    let unpause = json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": null}}});
+    machines
+        .patch("worker", &PatchParams::default(), &Patch::Merge(&unpause))
+        .await
+        .expect("unpause");
+    eventually(MINUTE, "the machine to be deleted after unpausing", || async {
+        machines.get_opt("worker").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(world.sim.control().vm_count(), 0);
+    world.stop_operator().await;
+}
+
+#[tokio::test]
+async fn rotated_credentials_reach_every_machine_without_a_restart() {
+    let mut world = World::new("rotation").await;
+    world.start_operator().await;
+    world.create_machine("first", base_spec()).await;
+    wait_reason(&world, "first", "MachineOn", "VMPoweringUp").await;
+
+    world.sim.control().set_user("admin@internal", "rotated");
+    world.sim.control().expire_tokens();
+    world
+        .create_secret(
+            "engine-credentials",
+            &[("username", "admin@internal"), ("password", "rotated")],
+        )
+        .await;
+    world.create_machine("second", base_spec()).await;
+    for name in ["first", "second"] {
+        eventually(MINUTE, &format!("{name} to be up"), || async {
+            world.machine(name).await.status.filter(|s| s.ready).map(|_| ())
+        })
+        .await;
+    }
+    assert_eq!(world.sim.control().vm_count(), 2);
+    world.stop_operator().await;
+}

@@ -1,0 +1,32 @@
+{{/* Labels of every object of the chart. */}}
+{{- define "capov.labels" -}}
+app.kubernetes.io/name: capov
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+cluster.x-k8s.io/provider: infrastructure-ovirt
+{{- end -}}
+
+{{/* The manager's service account. */}}
+{{- define "capov.serviceAccountName" -}}capov-controller-manager{{- end -}}
+
+{{/* featureGates map -> "a=true,b=false", sorted by gate name (range walks a map in key order). */}}
+{{- define "capov.featureGates" -}}
+{{- $gates := list -}}
+{{- range $name, $value := .Values.featureGates -}}
+{{- $gates = append $gates (printf "%s=%v" $name $value) -}}
+{{- end -}}
+{{- join "," $gates -}}
+{{- end -}}
+
+{{/* Whether to render the ServiceMonitor: enabled true, or auto and the cluster serves monitoring.coreos.com/v1. */}}
+{{- define "capov.serviceMonitorEnabled" -}}
+{{- $enabled := toString .Values.serviceMonitor.enabled -}}
+{{- if eq $enabled "true" -}}true
+{{- else if eq $enabled "auto" -}}
+{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" -}}true{{- end -}}
+{{- else if ne $enabled "false" -}}
+{{- fail (printf "serviceMonitor.enabled must be auto, true or false, not %q" $enabled) -}}
+{{- end -}}
+{{- end -}}

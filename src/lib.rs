@@ -1,0 +1,12 @@
+//! CAPOV's operator process: command line and configuration, logging, health probes and the metrics endpoint.
+//! The `manager` binary (`src/main.rs`) puts them together with the actors of `capov-actors`.
+
+pub mod cli;
+pub mod health;
+pub mod logging;
+pub mod metrics;
+pub mod server;
+
+pub use cli::{Config, LogFormat};
+pub use health::Readiness;
+pub use metrics::Metrics;

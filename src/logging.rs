@@ -1,0 +1,61 @@
+//! Log output: tracing-subscriber to stderr, one JSON object per line by default (`--log-format=text` for humans),
+//! info level or debug with `--debug`; `RUST_LOG` directives refine the filter (e.g. `RUST_LOG=kube=debug`).
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
+
+use crate::cli::LogFormat;
+
+/// Crates whose debug output is wire-level noise; they stay at info under `--debug` unless `RUST_LOG` names them.
+const QUIET_AT_DEBUG: &[&str] = &["hyper", "hyper_util", "h2", "rustls", "tower", "tokio_util", "warp"];
+
+/// The filter for `debug`, refined by `rust_log` (the value of `RUST_LOG`, if any). Directives in `rust_log` win.
+pub fn filter(debug: bool, rust_log: Option<&str>) -> EnvFilter {
+    let level = if debug { LevelFilter::DEBUG } else { LevelFilter::INFO };
+    let mut directives = vec![level.to_string()];
+    if debug {
+        directives.extend(QUIET_AT_DEBUG.iter().map(|krate| format!("{krate}=info")));
+    }
+    if let Some(extra) = rust_log.filter(|value| !value.trim().is_empty()) {
+        directives.push(extra.to_string());
+    }
+    EnvFilter::builder()
+        .with_default_directive(level.into())
+        .parse_lossy(directives.join(","))
+}
+
+/// Installs the global subscriber. Call once, first thing in `main`; a second call is a no-op.
+pub fn init(format: LogFormat, debug: bool) {
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = filter(debug, rust_log.as_deref());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = match format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_target(true)
+            .try_init(),
+        LogFormat::Text => builder.with_target(true).try_init(),
+    };
+    // Already initialised (tests that start servers several times): keep the first subscriber.
+    let _ = result;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_and_rust_log_shape_the_filter() {
+        assert_eq!(filter(false, None).max_level_hint(), Some(LevelFilter::INFO));
+        assert_eq!(filter(true, None).max_level_hint(), Some(LevelFilter::DEBUG));
+        let refined = filter(false, Some("capov=trace")).to_string();
+        assert!(refined.contains("capov=trace"), "{refined}");
+        let quiet = filter(true, Some("hyper=debug")).to_string();
+        assert!(quiet.contains("hyper=debug"), "{quiet}");
+    }
+}

@@ -1,0 +1,541 @@
+//! The Helm charts: `helm lint`, `helm template` (helm built from Go modules by `tools/build-go-tools.sh --helm`),
+//! what the rendered objects say (SPEC §5), and a server-side dry-run apply of everything rendered against a real
+//! API server, with and without the Prometheus Operator's ServiceMonitor CRD.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use capov_harness::{ControlPlane, Options};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The helm binary: `CAPOV_HELM_DIR/helm` when set, else built (once, cached) by the tools script.
+fn helm() -> Command {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let output = Command::new("bash")
+            .arg(root().join("tools/build-go-tools.sh"))
+            .arg("--helm")
+            .output()
+            .expect("run tools/build-go-tools.sh --helm");
+        assert!(
+            output.status.success(),
+            "tools/build-go-tools.sh --helm: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+    });
+    let mut command = Command::new(dir.join("helm"));
+    // Keep helm away from the user's own configuration and caches.
+    let home = std::env::temp_dir().join(format!("capov-helm-home-{}", std::process::id()));
+    command
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .current_dir(root());
+    command
+}
+
+fn run(mut command: Command) -> Result<String, String> {
+    let output = command.output().expect("run command");
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{command:?} failed ({}):\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+/// `helm template` of `chart` into `namespace` with extra arguments; the rendered YAML.
+fn template(chart: &str, namespace: &str, args: &[&str]) -> Result<String, String> {
+    let mut command = helm();
+    command
+        .args(["template", "capov", chart, "--namespace", namespace])
+        .args(args);
+    run(command)
+}
+
+fn parse_documents(yaml: &str) -> Vec<Value> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("rendered YAML parses");
+    documents.into_iter().filter(|document| !document.is_null()).collect()
+}
+
+fn find<'a>(documents: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    documents
+        .iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} rendered"))
+}
+
+fn kinds(documents: &[Value]) -> Vec<String> {
+    documents
+        .iter()
+        .map(|d| {
+            format!(
+                "{}/{}",
+                d["kind"].as_str().unwrap_or(""),
+                d["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+fn manager_container(documents: &[Value]) -> &Value {
+    let deployment = find(documents, "Deployment", "capov-controller-manager");
+    let containers = deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("containers");
+    assert_eq!(containers.len(), 1);
+    &containers[0]
+}
+
+fn args(container: &Value) -> Vec<&str> {
+    container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect()
+}
+
+/// `kubectl apply --server-side --dry-run=server` of `yaml` through `plane`. `--force-conflicts`: the shared control
+/// plane already holds the CRDs (applied by the harness's field manager); a dry run changes nothing either way.
+fn dry_run_apply(plane: &ControlPlane, yaml: &str) -> Result<String, String> {
+    let mut command = plane.kubectl().expect("kubectl");
+    command
+        .args([
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--force-conflicts",
+            "--field-manager=capov-chart-test",
+            "-f",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn kubectl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(yaml.as_bytes())
+        .expect("write manifests");
+    let output = child.wait_with_output().expect("kubectl");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!("{stdout}{}", String::from_utf8_lossy(&output.stderr)))
+    }
+}
+
+#[test]
+fn both_charts_lint_cleanly() {
+    for chart in ["chart/capov", "chart/capov-crds"] {
+        let mut command = helm();
+        command.args(["lint", "--strict", chart]);
+        let output = run(command).unwrap_or_else(|err| panic!("{err}"));
+        assert!(output.contains("0 chart(s) failed"), "{output}");
+    }
+}
+
+#[test]
+fn default_render_matches_the_spec() {
+    let documents = parse_documents(&template("chart/capov", "capov-system", &[]).unwrap());
+    let mut rendered = kinds(&documents);
+    rendered.sort();
+    assert_eq!(
+        rendered,
+        [
+            "ClusterRole/capov-manager-role",
+            "ClusterRole/capov-metrics-reader",
+            "ClusterRoleBinding/capov-manager-rolebinding",
+            "Deployment/capov-controller-manager",
+            "Role/capov-manager-role",
+            "RoleBinding/capov-manager-rolebinding",
+            "Service/capov-metrics-service",
+            "ServiceAccount/capov-controller-manager",
+        ]
+    );
+    for document in &documents {
+        if document["kind"] != "ClusterRole" && document["kind"] != "ClusterRoleBinding" {
+            assert_eq!(
+                document["metadata"]["namespace"], "capov-system",
+                "{}",
+                document["kind"]
+            );
+        }
+    }
+
+    let deployment = find(&documents, "Deployment", "capov-controller-manager");
+    let pod = &deployment["spec"]["template"];
+    assert_eq!(pod["metadata"]["labels"]["control-plane"], "controller-manager");
+    assert_eq!(
+        deployment["spec"]["selector"]["matchLabels"]["control-plane"],
+        "controller-manager"
+    );
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(pod["spec"]["serviceAccountName"], "capov-controller-manager");
+    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["spec"]["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert_eq!(
+        pod["spec"]["affinity"],
+        json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100,
+            "preference": {"matchExpressions": [{"key": "node-role.kubernetes.io/infra", "operator": "Exists"}]}
+        }]}})
+    );
+
+    let container = manager_container(&documents);
+    assert_eq!(container["name"], "manager");
+    assert_eq!(container["image"], "capov-manager:0.1.0");
+    assert_eq!(container["command"], json!(["/manager"]));
+    assert_eq!(args(container), ["--metrics-bind-address=:8443", "--leader-elect"]);
+    let ports: Vec<(i64, &str)> = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["containerPort"].as_i64().unwrap(), p["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(ports, [(8443, "metrics"), (8081, "health")]);
+    assert_eq!(
+        container["livenessProbe"]["httpGet"],
+        json!({"path": "/healthz", "port": 8081})
+    );
+    assert_eq!(
+        container["readinessProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": 8081})
+    );
+    assert_eq!(
+        container["securityContext"],
+        json!({"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "runAsNonRoot": true,
+               "capabilities": {"drop": ["ALL"]}})
+    );
+    assert_eq!(
+        container["resources"],
+        json!({"limits": {"cpu": "1000m", "memory": "256Mi"}, "requests": {"cpu": "50m", "memory": "128Mi"}})
+    );
+    assert_eq!(
+        container["env"],
+        json!([
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ])
+    );
+
+    let service = find(&documents, "Service", "capov-metrics-service");
+    assert_eq!(
+        service["spec"]["selector"],
+        json!({"control-plane": "controller-manager"})
+    );
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "https", "port": 8443, "protocol": "TCP", "targetPort": 8443}])
+    );
+
+    let reader = find(&documents, "ClusterRole", "capov-metrics-reader");
+    assert_eq!(
+        reader["rules"],
+        json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
+    );
+}
+
+/// Least privilege: what the manager may do with Secrets, Leases and reviews.
+#[test]
+fn rbac_is_least_privilege() {
+    let documents = parse_documents(&template("chart/capov", "capov-system", &[]).unwrap());
+    let rules = |kind: &str| {
+        find(&documents, kind, "capov-manager-role")["rules"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let verbs_on = |rules: &[Value], group: &str, resource: &str| -> Vec<String> {
+        rules
+            .iter()
+            .filter(|r| {
+                r["apiGroups"].as_array().is_some_and(|g| g.iter().any(|g| g == group))
+                    && r["resources"]
+                        .as_array()
+                        .is_some_and(|rs| rs.iter().any(|rs| rs == resource))
+            })
+            .flat_map(|r| {
+                r["verbs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_string())
+            })
+            .collect()
+    };
+    let cluster = rules("ClusterRole");
+    let namespaced = rules("Role");
+    // Cluster-wide: Secrets by name only (bootstrap data, workload kubeconfigs); no list/watch of every Secret.
+    assert_eq!(verbs_on(&cluster, "", "secrets"), ["get"]);
+    assert_eq!(verbs_on(&namespaced, "", "secrets"), ["get", "list", "watch"]);
+    assert!(verbs_on(&cluster, "coordination.k8s.io", "leases").is_empty());
+    assert!(verbs_on(&namespaced, "coordination.k8s.io", "leases").contains(&"update".to_string()));
+    assert_eq!(verbs_on(&cluster, "authentication.k8s.io", "tokenreviews"), ["create"]);
+    assert_eq!(
+        verbs_on(&cluster, "authorization.k8s.io", "subjectaccessreviews"),
+        ["create"]
+    );
+    assert_eq!(
+        verbs_on(&cluster, "cluster.x-k8s.io", "machines"),
+        ["get", "list", "watch"]
+    );
+    for kind in ["ovirtproviders", "ovirtclusters", "ovirtmachines"] {
+        let group = "infrastructure.cluster.x-k8s.io";
+        assert!(verbs_on(&cluster, group, kind).contains(&"patch".to_string()), "{kind}");
+        assert!(verbs_on(&cluster, group, &format!("{kind}/status")).contains(&"patch".to_string()));
+        assert_eq!(verbs_on(&cluster, group, &format!("{kind}/finalizers")), ["update"]);
+    }
+    for rule in cluster.iter().chain(&namespaced) {
+        for field in ["apiGroups", "resources", "verbs"] {
+            let values = rule[field].as_array().map(Vec::as_slice).unwrap_or_default();
+            assert!(!values.iter().any(|v| v == "*"), "wildcard in {rule}");
+        }
+        let verbs = rule["verbs"].as_array().unwrap();
+        assert!(
+            !verbs.iter().any(|v| v == "delete" || v == "deletecollection"),
+            "{rule}"
+        );
+    }
+}
+
+#[test]
+fn feature_gates_extra_args_and_customvalues() {
+    let values = "
+manager:
+  image: registry.example.com/capov/manager
+  tag: \"2.14.0\"
+replicas: 2
+resources:
+  limits: {cpu: 500m, memory: 512Mi}
+  requests: {cpu: 100m, memory: 256Mi}
+nodeSelector:
+  node-role.kubernetes.io/infra: \"\"
+tolerations:
+  - {key: node-role.kubernetes.io/infra, operator: Exists, effect: NoSchedule}
+featureGates:
+  disk-keep-template-name: true
+  disk-clone: false
+  disk-add-vm-name: true
+extraArgs: [\"--debug=true\", \"--sync-period=5m\"]
+";
+    let file = tempfile::NamedTempFile::new().expect("values file");
+    std::fs::write(file.path(), values).expect("write values");
+    let documents =
+        parse_documents(&template("chart/capov", "capov-system", &["-f", file.path().to_str().unwrap()]).unwrap());
+    let container = manager_container(&documents);
+    assert_eq!(
+        args(container),
+        [
+            "--metrics-bind-address=:8443",
+            "--leader-elect",
+            "--feature-gates=disk-add-vm-name=true,disk-clone=false,disk-keep-template-name=true",
+            "--debug=true",
+            "--sync-period=5m",
+        ]
+    );
+    assert_eq!(container["image"], "registry.example.com/capov/manager:2.14.0");
+    assert_eq!(container["resources"]["limits"]["memory"], "512Mi");
+    let pod = &find(&documents, "Deployment", "capov-controller-manager")["spec"];
+    assert_eq!(pod["replicas"], 2);
+    assert_eq!(
+        pod["template"]["spec"]["nodeSelector"],
+        json!({"node-role.kubernetes.io/infra": ""})
+    );
+    assert_eq!(pod["template"]["spec"]["tolerations"][0]["effect"], "NoSchedule");
+
+    // The documents' SSP form: --set of single gates.
+    let single = parse_documents(
+        &template(
+            "chart/capov",
+            "capov-system",
+            &["--set", "featureGates.disk-clone=true"],
+        )
+        .unwrap(),
+    );
+    assert_eq!(args(manager_container(&single))[2], "--feature-gates=disk-clone=true");
+}
+
+#[test]
+fn service_monitor_follows_enabled_and_the_cluster_capabilities() {
+    let monitor = |args: &[&str]| -> Option<Value> {
+        let documents = parse_documents(&template("chart/capov", "capov-system", args).unwrap());
+        documents.into_iter().find(|d| d["kind"] == "ServiceMonitor")
+    };
+    let api = ["--api-versions", "monitoring.coreos.com/v1"];
+    assert!(monitor(&[]).is_none(), "auto without the Prometheus Operator");
+    let found = monitor(&api).expect("auto with monitoring.coreos.com/v1");
+    assert_eq!(found["metadata"]["name"], "capov-metrics-monitor");
+    assert_eq!(found["metadata"]["namespace"], "capov-system");
+    assert_eq!(found["metadata"]["labels"]["release"], "shturval-metrics");
+    assert_eq!(
+        found["spec"]["selector"]["matchLabels"]["control-plane"],
+        "controller-manager"
+    );
+    let endpoint = &found["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"], "https");
+    assert_eq!(endpoint["path"], "/metrics");
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(
+        endpoint["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    assert_eq!(endpoint["tlsConfig"], json!({"insecureSkipVerify": true}));
+
+    assert!(
+        monitor(&["--set", "serviceMonitor.enabled=true"]).is_some(),
+        "true without the CRD"
+    );
+    assert!(
+        monitor(&[
+            "--api-versions",
+            "monitoring.coreos.com/v1",
+            "--set",
+            "serviceMonitor.enabled=false"
+        ])
+        .is_none()
+    );
+    let custom = monitor(&[
+        "--set",
+        "serviceMonitor.enabled=true",
+        "--set",
+        "serviceMonitor.labels.release=kube-prometheus",
+        "--set",
+        "serviceMonitor.tls.insecureSkipVerify=false",
+        "--set",
+        "serviceMonitor.tls.serverName=capov-metrics-service.capov-system.svc",
+        "--set",
+        "serviceMonitor.interval=30s",
+    ])
+    .unwrap();
+    assert_eq!(custom["metadata"]["labels"]["release"], "kube-prometheus");
+    assert_eq!(
+        custom["spec"]["endpoints"][0]["tlsConfig"],
+        json!({"insecureSkipVerify": false, "serverName": "capov-metrics-service.capov-system.svc"})
+    );
+    assert_eq!(custom["spec"]["endpoints"][0]["interval"], "30s");
+
+    let error = template(
+        "chart/capov",
+        "capov-system",
+        &["--set", "serviceMonitor.enabled=maybe"],
+    )
+    .unwrap_err();
+    assert!(
+        error.contains("serviceMonitor.enabled must be auto, true or false"),
+        "{error}"
+    );
+}
+
+/// Both charts, rendered, pass the real API server's validation (server-side dry-run apply) in a fresh namespace.
+#[tokio::test]
+async fn rendered_charts_pass_a_server_side_dry_run() {
+    let plane = capov_harness::shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "chart").await.expect("namespace");
+
+    let crds = template("chart/capov-crds", &namespace, &[]).unwrap();
+    let output = dry_run_apply(plane, &crds).unwrap_or_else(|err| panic!("capov-crds: {err}"));
+    assert!(
+        output.contains("ovirtmachines.infrastructure.cluster.x-k8s.io"),
+        "{output}"
+    );
+
+    let rendered = template("chart/capov", &namespace, &["--set", "featureGates.disk-clone=true"]).unwrap();
+    let output = dry_run_apply(plane, &rendered).unwrap_or_else(|err| panic!("capov: {err}"));
+    for object in [
+        "deployment.apps/capov-controller-manager",
+        "service/capov-metrics-service",
+        "clusterrole.rbac.authorization.k8s.io/capov-metrics-reader",
+        "role.rbac.authorization.k8s.io/capov-manager-role",
+    ] {
+        assert!(output.contains(object), "{object} missing from:\n{output}");
+    }
+}
+
+const SERVICE_MONITOR_CRD: &str = r#"{
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+  "spec": {
+    "group": "monitoring.coreos.com",
+    "scope": "Namespaced",
+    "names": {"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors",
+              "singular": "servicemonitor"},
+    "versions": [{"name": "v1", "served": true, "storage": true,
+                  "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+  }
+}"#;
+
+/// With the Prometheus Operator's CRD served, `auto` renders the ServiceMonitor — both with `--api-versions` and
+/// with helm asking the cluster itself (`--validate`) — and the API server accepts it.
+#[tokio::test]
+async fn service_monitor_applies_where_the_crd_exists() {
+    let plane = ControlPlane::start(Options::default()).await.expect("control plane");
+    let client = plane.client().await.expect("client");
+    let crd: CustomResourceDefinition = serde_json::from_str(SERVICE_MONITOR_CRD).unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("ServiceMonitor CRD");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let crd = crds.get("servicemonitors.monitoring.coreos.com").await.expect("CRD");
+        let established = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+        if established
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "ServiceMonitor CRD never established");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let namespace = plane
+        .create_namespace(&client, "chart-monitor")
+        .await
+        .expect("namespace");
+
+    let rendered = template(
+        "chart/capov",
+        &namespace,
+        &["--api-versions", "monitoring.coreos.com/v1"],
+    )
+    .unwrap();
+    assert!(rendered.contains("kind: ServiceMonitor"));
+    let output = dry_run_apply(&plane, &rendered).unwrap_or_else(|err| panic!("capov: {err}"));
+    assert!(
+        output.contains("servicemonitor.monitoring.coreos.com/capov-metrics-monitor"),
+        "{output}"
+    );
+
+    // helm discovers the API itself when it talks to the cluster.
+    let kubeconfig = plane.kubeconfig_path().to_str().unwrap().to_string();
+    let discovered = template("chart/capov", &namespace, &["--validate", "--kubeconfig", &kubeconfig])
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(
+        discovered.contains("kind: ServiceMonitor"),
+        "auto did not see monitoring.coreos.com/v1"
+    );
+}

@@ -1,0 +1,152 @@
+//! Health probes served in-process on a loopback port against a real API server: `/healthz` always 200, `/readyz`
+//! 503 until the caches are marked synced, 200 afterwards, and 503 again once the API server is gone.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use capov::cli::ListenAddress;
+use capov::{Readiness, health};
+use capov_harness::{ControlPlane, Options};
+
+fn loopback() -> ListenAddress {
+    ListenAddress {
+        host: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        port: 0,
+    }
+}
+
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("HTTP client")
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
+    let response = client.get(url).send().await.expect("request");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("body"))
+}
+
+#[tokio::test]
+async fn healthz_is_ok_and_readyz_follows_sync_and_the_api_server() {
+    let plane = ControlPlane::start(Options::default()).await.expect("control plane");
+    let readiness = Readiness::new(plane.client().await.expect("client"));
+    let server = health::serve(loopback(), readiness.clone()).await.expect("serve");
+    let base = format!("http://{}", server.local_addr());
+    let client = http();
+
+    assert_eq!(get(&client, &format!("{base}/healthz")).await, (200, "ok".into()));
+    let (status, body) = get(&client, &format!("{base}/readyz")).await;
+    assert_eq!(status, 503);
+    assert!(body.contains("caches not synced"), "{body}");
+    assert_eq!(get(&client, &format!("{base}/nothing")).await.0, 404);
+
+    readiness.mark_synced();
+    assert_eq!(get(&client, &format!("{base}/readyz")).await, (200, "ok".into()));
+
+    // The API server goes away: /readyz turns 503 (after its few seconds of caching); /healthz stays 200.
+    drop(plane);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = get(&client, &format!("{base}/readyz")).await;
+        if status == 503 {
+            assert!(body.contains("API server"), "{body}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/readyz still {status} with the API server gone"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(get(&client, &format!("{base}/healthz")).await.0, 200);
+
+    readiness.set_synced(false);
+    assert_eq!(get(&client, &format!("{base}/readyz")).await.0, 503);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn readiness_without_api_check_and_shutdown_releases_the_port() {
+    let readiness = Readiness::without_api_check();
+    let server = health::serve(loopback(), readiness.clone()).await.expect("serve");
+    let address = server.local_addr();
+    let client = http();
+    assert_eq!(get(&client, &format!("http://{address}/readyz")).await.0, 503);
+    readiness.mark_synced();
+    assert_eq!(get(&client, &format!("http://{address}/readyz")).await.0, 200);
+    server.shutdown().await;
+    assert!(client.get(format!("http://{address}/healthz")).send().await.is_err());
+    assert!(
+        std::net::TcpListener::bind(address).is_ok(),
+        "port still taken after shutdown"
+    );
+}
+
+/// The real `manager` process: probes and metrics on the given ports, JSON logs, exit 0 on SIGTERM.
+#[tokio::test]
+async fn manager_process_serves_probes_and_metrics_and_stops_on_sigterm() {
+    let plane = capov_harness::shared().await;
+    let (health_port, metrics_port) = (capov_harness::free_port(), capov_harness::free_port());
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_manager"))
+        .arg(format!("--kubeconfig={}", plane.kubeconfig_path().display()))
+        .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
+        .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+        .arg("--debug=true")
+        .env("POD_NAMESPACE", "capov-test")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start manager");
+    let pid = child.id();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let healthz = format!("http://127.0.0.1:{health_port}/healthz");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.get(&healthz).send().await.is_err() {
+        assert!(Instant::now() < deadline, "manager never served /healthz");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(get(&client, &healthz).await, (200, "ok".into()));
+    // No controllers mark the caches synced in this build.
+    assert_eq!(
+        get(&client, &format!("http://127.0.0.1:{health_port}/readyz")).await.0,
+        503
+    );
+    let metrics = format!("https://127.0.0.1:{metrics_port}/metrics");
+    assert_eq!(get(&client, &metrics).await.0, 401);
+
+    let killed = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status();
+    assert!(killed.expect("kill").success());
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .expect("wait");
+    let logs = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "exit {}: {logs}", output.status);
+    let lines: Vec<serde_json::Value> = logs
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not a JSON log line: {line}")))
+        .collect();
+    let messages: Vec<&str> = lines.iter().filter_map(|line| line["message"].as_str()).collect();
+    for expected in [
+        "starting capov manager",
+        "health probes listening (/healthz, /readyz)",
+        "shutting down",
+    ] {
+        assert!(messages.contains(&expected), "no {expected:?} in {messages:?}");
+    }
+    assert!(
+        lines.iter().any(|line| line["level"] == "DEBUG"),
+        "--debug=true logs debug lines"
+    );
+}

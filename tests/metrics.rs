@@ -1,0 +1,384 @@
+//! The metrics endpoint served in-process on a loopback port, its bearer tokens checked by the real API server
+//! (TokenReview + SubjectAccessReview): no token or a bad token → 401, a service account without the
+//! `capov-metrics-reader` rule → 403, with it → 200 and the `capov_` families; API errors → 500.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use capov::Metrics;
+use capov::cli::ListenAddress;
+use capov::metrics::{self, MetricsServerOptions};
+use capov_harness::ControlPlane;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+fn loopback() -> ListenAddress {
+    ListenAddress {
+        host: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        port: 0,
+    }
+}
+
+fn options(secure: bool, cert_dir: Option<std::path::PathBuf>) -> MetricsServerOptions {
+    MetricsServerOptions::new(loopback(), secure, cert_dir, "capov-system")
+}
+
+fn https_insecure() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("HTTPS client")
+}
+
+async fn scrape(client: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, String) {
+    let mut request = client.get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap_or_else(|err| panic!("GET {url}: {err:?}"));
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("body"))
+}
+
+async fn service_account_token(client: &kube::Client, namespace: &str, name: &str) -> String {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let account = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("service account");
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: None,
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .expect("token request");
+    token.status.and_then(|status| status.token).expect("token")
+}
+
+/// A ClusterRole with `rules`, bound to the service account `namespace/account`.
+async fn grant(client: &kube::Client, name: &str, namespace: &str, account: &str, rules: Vec<PolicyRule>) {
+    let role = ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        rules: Some(rules),
+        ..Default::default()
+    };
+    Api::<ClusterRole>::all(client.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("cluster role");
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: name.into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account.into(),
+            namespace: Some(namespace.into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("cluster role binding");
+}
+
+/// The rule of the chart's `capov-metrics-reader` ClusterRole.
+fn metrics_reader_rules() -> Vec<PolicyRule> {
+    vec![PolicyRule {
+        non_resource_urls: Some(vec!["/metrics".into()]),
+        verbs: vec!["get".into()],
+        ..Default::default()
+    }]
+}
+
+/// Waits until RBAC lets `namespace/account` get `/metrics` (bindings reach the authorizer's cache a moment after
+/// they are created), so that the endpoint's deny cache does not remember a stale answer.
+async fn wait_allowed(client: &kube::Client, namespace: &str, account: &str) {
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!("system:serviceaccount:{namespace}:{account}")),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+            ]),
+            non_resource_attributes: Some(NonResourceAttributes {
+                path: Some("/metrics".into()),
+                verb: Some("get".into()),
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reviewed = api
+            .create(&PostParams::default(), &review)
+            .await
+            .expect("SubjectAccessReview");
+        if reviewed.status.is_some_and(|status| status.allowed) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "RBAC never allowed {account}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A kube client that authenticates with `token` against `plane`.
+async fn client_with_token(plane: &ControlPlane, server: &str, token: &str) -> kube::Client {
+    let ca = base64::engine::general_purpose::STANDARD.encode(plane.ca_pem());
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    \
+         certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  \
+         context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
+    );
+    let kubeconfig = Kubeconfig::from_yaml(&yaml).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+#[tokio::test]
+async fn scrapes_need_an_authenticated_and_authorized_token() {
+    let plane = capov_harness::shared().await;
+    let admin = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&admin, "metrics").await.expect("namespace");
+    let reader_token = service_account_token(&admin, &namespace, "scraper").await;
+    let nobody_token = service_account_token(&admin, &namespace, "nobody").await;
+    grant(
+        &admin,
+        &format!("{namespace}-reader"),
+        &namespace,
+        "scraper",
+        metrics_reader_rules(),
+    )
+    .await;
+    wait_allowed(&admin, &namespace, "scraper").await;
+
+    let metrics = Metrics::new();
+    metrics.init_kind("machine");
+    metrics
+        .reconciles_total
+        .with_label_values(&["machine", "success"])
+        .inc();
+    let server = metrics::serve(options(true, None), metrics.clone(), admin.clone())
+        .await
+        .expect("serve");
+    let url = format!("https://127.0.0.1:{}/metrics", server.local_addr().port());
+    let client = https_insecure();
+
+    let response = client.get(&url).send().await.expect("request");
+    assert_eq!(response.status().as_u16(), 401);
+    assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    assert_eq!(scrape(&client, &url, Some("not-a-token")).await.0, 401);
+    assert_eq!(scrape(&client, &url, Some(&nobody_token)).await.0, 403);
+
+    let response = client
+        .get(&url)
+        .bearer_auth(&reader_token)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.version(), reqwest::Version::HTTP_2, "ALPN h2");
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let body = response.text().await.expect("body");
+    for family in [
+        "capov_build_info",
+        "capov_actors_live{kind=\"machine\"} 0",
+        "capov_reconciles_total{kind=\"machine\",result=\"success\"} 1",
+        "capov_max_concurrent_reconciles",
+        "capov_process_resident_memory_bytes",
+        "capov_process_cpu_seconds_total",
+        "capov_process_open_fds",
+    ] {
+        assert!(body.contains(family), "missing {family}");
+    }
+    for line in body.lines().filter(|line| !line.starts_with('#')) {
+        assert!(line.starts_with("capov_"), "unprefixed series {line}");
+    }
+
+    // The rule names /metrics only: another path is forbidden even for the reader.
+    let other = format!("https://127.0.0.1:{}/debug", server.local_addr().port());
+    assert_eq!(scrape(&client, &other, Some(&reader_token)).await.0, 403);
+    // A second scrape is answered from the decision cache and still sees fresh values.
+    metrics
+        .reconciles_total
+        .with_label_values(&["machine", "success"])
+        .inc();
+    let (status, body) = scrape(&client, &url, Some(&reader_token)).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("capov_reconciles_total{kind=\"machine\",result=\"success\"} 2"));
+    server.shutdown().await;
+}
+
+/// A certificate from `--metrics-cert-dir`, verified by the client and reloaded when rotated, and an authorizer whose own service account
+/// has only the two rules the chart gives it for this purpose (create tokenreviews and subjectaccessreviews).
+#[tokio::test]
+async fn certificate_from_cert_dir_and_least_privilege_reviews() {
+    let plane = capov_harness::shared().await;
+    let admin = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&admin, "metrics-tls").await.expect("namespace");
+    let operator_token = service_account_token(&admin, &namespace, "operator").await;
+    let reader_token = service_account_token(&admin, &namespace, "scraper").await;
+    let review_rules = vec![
+        PolicyRule {
+            api_groups: Some(vec!["authentication.k8s.io".into()]),
+            resources: Some(vec!["tokenreviews".into()]),
+            verbs: vec!["create".into()],
+            ..Default::default()
+        },
+        PolicyRule {
+            api_groups: Some(vec!["authorization.k8s.io".into()]),
+            resources: Some(vec!["subjectaccessreviews".into()]),
+            verbs: vec!["create".into()],
+            ..Default::default()
+        },
+    ];
+    grant(
+        &admin,
+        &format!("{namespace}-operator"),
+        &namespace,
+        "operator",
+        review_rules,
+    )
+    .await;
+    grant(
+        &admin,
+        &format!("{namespace}-reader"),
+        &namespace,
+        "scraper",
+        metrics_reader_rules(),
+    )
+    .await;
+    wait_allowed(&admin, &namespace, "scraper").await;
+    let operator = client_with_token(plane, plane.url(), &operator_token).await;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
+    std::fs::write(dir.path().join("tls.crt"), certified.cert.pem()).expect("tls.crt");
+    std::fs::write(dir.path().join("tls.key"), certified.signing_key.serialize_pem()).expect("tls.key");
+    let server = metrics::serve(options(true, Some(dir.path().to_path_buf())), Metrics::new(), operator)
+        .await
+        .expect("serve");
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let root = reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).expect("root");
+    let client = reqwest::Client::builder()
+        .add_root_certificate(root)
+        .resolve("localhost", server.local_addr())
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    let url = format!("https://localhost:{}/metrics", server.local_addr().port());
+    let (status, body) = scrape(&client, &url, Some(&reader_token)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("capov_build_info"));
+    assert_eq!(scrape(&client, &url, None).await.0, 401);
+
+    // Rotation (as cert-manager does it): new files, picked up at the next handshake.
+    let rotated = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
+    let later = std::time::SystemTime::now() + Duration::from_secs(10);
+    for (name, pem) in [
+        ("tls.crt", rotated.cert.pem()),
+        ("tls.key", rotated.signing_key.serialize_pem()),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pem).expect("write rotated file");
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(later))
+            .expect("mtime");
+    }
+    let trusting_rotated = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(rotated.cert.pem().as_bytes()).expect("root"))
+        .resolve("localhost", server.local_addr())
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    let (status, body) = scrape(&trusting_rotated, &url, Some(&reader_token)).await;
+    assert_eq!(status, 200, "{body}");
+    let trusting_old = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).expect("root"))
+        .resolve("localhost", server.local_addr())
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    assert!(
+        trusting_old.get(&url).send().await.is_err(),
+        "old certificate still served"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn api_errors_answer_500_and_are_not_cached() {
+    let plane = capov_harness::shared().await;
+    // A client for an API server that is not there.
+    let gone = format!("https://127.0.0.1:{}", capov_harness::free_port());
+    let client = client_with_token(plane, &gone, "whatever").await;
+    let server = metrics::serve(options(true, None), Metrics::new(), client)
+        .await
+        .expect("serve");
+    let url = format!("https://127.0.0.1:{}/metrics", server.local_addr().port());
+    let https = https_insecure();
+    assert_eq!(scrape(&https, &url, Some("some-token")).await.0, 500);
+    assert_eq!(scrape(&https, &url, Some("some-token")).await.0, 500);
+    // Without a token there is nothing to ask the API server: 401.
+    assert_eq!(scrape(&https, &url, None).await.0, 401);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn insecure_mode_serves_plain_http_without_authentication() {
+    let plane = capov_harness::shared().await;
+    let admin = plane.client().await.expect("client");
+    let server = metrics::serve(options(false, None), Metrics::new(), admin)
+        .await
+        .expect("serve");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{}", server.local_addr().port());
+    let (status, body) = scrape(&client, &format!("{base}/metrics"), None).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("capov_build_info"));
+    assert_eq!(scrape(&client, &format!("{base}/other"), None).await.0, 404);
+    server.shutdown().await;
+}
