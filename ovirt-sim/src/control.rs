@@ -34,7 +34,14 @@ pub struct FaultInjection {
 
 impl Default for FaultInjection {
     fn default() -> Self {
-        Self { latency_ms: 0, error_rate: 0.0, error_status: 503, path_contains: None, outage: false, sso_error_style: SsoErrorStyle::Oauth }
+        Self {
+            latency_ms: 0,
+            error_rate: 0.0,
+            error_status: 503,
+            path_contains: None,
+            outage: false,
+            sso_error_style: SsoErrorStyle::Oauth,
+        }
     }
 }
 
@@ -51,16 +58,29 @@ impl Control {
     }
 
     /// Adds `count` VMs named `{prefix}{n}` made from `template` (None = Blank), status `down`.
-    pub fn seed_vms(&self, prefix: &str, count: usize, template: Option<&str>) -> Result<(), String> {
+    pub fn seed_vms(
+        &self,
+        prefix: &str,
+        count: usize,
+        template: Option<&str>,
+    ) -> Result<(), String> {
         let vms = (0..count)
-            .map(|n| VmSeed { name: format!("{prefix}{n}"), template: template.map(str::to_string), ..VmSeed::default() })
+            .map(|n| VmSeed {
+                name: format!("{prefix}{n}"),
+                template: template.map(str::to_string),
+                ..VmSeed::default()
+            })
             .collect();
-        self.seed(&Inventory { vms, ..Inventory::default() })
+        self.seed(&Inventory {
+            vms,
+            ..Inventory::default()
+        })
     }
 
     /// Attaches a new data disk (not from the template) to a VM; returns the disk id.
     pub fn attach_disk(&self, vm_id: &str, alias: &str, size_bytes: u64) -> Result<String, String> {
-        engine::attach_extra_disk(&mut self.shared.lock(), vm_id, alias, size_bytes).map_err(|e| format!("{e:?}"))
+        engine::attach_extra_disk(&mut self.shared.lock(), vm_id, alias, size_bytes)
+            .map_err(|e| format!("{e:?}"))
     }
 
     pub fn faults(&self) -> FaultInjection {
@@ -68,11 +88,21 @@ impl Control {
     }
 
     pub fn set_faults(&self, faults: FaultInjection) {
-        *self.shared.faults.write().unwrap_or_else(|e| e.into_inner()) = faults;
+        *self
+            .shared
+            .faults
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = faults;
     }
 
     fn update_faults(&self, change: impl FnOnce(&mut FaultInjection)) {
-        change(&mut self.shared.faults.write().unwrap_or_else(|e| e.into_inner()));
+        change(
+            &mut self
+                .shared
+                .faults
+                .write()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
     }
 
     pub fn set_latency(&self, latency: Duration) {
@@ -102,22 +132,40 @@ impl Control {
     /// Number of SSO tokens currently valid (revoked and expired ones excluded).
     pub fn token_count(&self) -> usize {
         let now = std::time::Instant::now();
-        self.shared.lock().tokens.values().filter(|t| t.expires.is_none_or(|at| at > now)).count()
+        self.shared
+            .lock()
+            .tokens
+            .values()
+            .filter(|t| t.expires.is_none_or(|at| at > now))
+            .count()
     }
 
     /// Correlation ids received recently (up to 1000), oldest first.
     pub fn correlation_ids(&self) -> Vec<String> {
-        self.shared.correlation_ids.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+        self.shared
+            .correlation_ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Lifetime of tokens issued from now on (None = never expire).
     pub fn set_token_ttl(&self, ttl: Option<Duration>) {
-        *self.shared.token_ttl.write().unwrap_or_else(|e| e.into_inner()) = ttl;
+        *self
+            .shared
+            .token_ttl
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = ttl;
     }
 
     /// Adds a user or changes its password (`name` as `user@domain`).
     pub fn set_user(&self, name: &str, password: &str) {
-        self.shared.lock().users.insert(name.to_string(), password.to_string());
+        self.shared
+            .lock()
+            .users
+            .insert(name.to_string(), password.to_string());
     }
 
     pub fn timings(&self) -> Timings {
@@ -125,12 +173,20 @@ impl Control {
     }
 
     pub fn set_timings(&self, timings: Timings) {
-        *self.shared.timings.write().unwrap_or_else(|e| e.into_inner()) = timings;
+        *self
+            .shared
+            .timings
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = timings;
     }
 
     /// Requests per endpoint, keyed `METHOD /path/{id}/...` (ids replaced), plus `total`.
     pub fn counters(&self) -> BTreeMap<String, u64> {
-        self.shared.counters.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.shared
+            .counters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn counter(&self, key: &str) -> u64 {
@@ -138,7 +194,11 @@ impl Control {
     }
 
     pub fn reset_counters(&self) {
-        self.shared.counters.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.shared
+            .counters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// Every VM, for assertions such as "exactly N VMs exist".
@@ -158,12 +218,17 @@ impl Control {
 
     pub fn vm_by_name(&self, name: &str) -> Option<VmSnapshot> {
         let state = self.shared.lock();
-        state.vms.values().find(|vm| vm.name == name).map(|vm| state.snapshot_vm(vm))
+        state
+            .vms
+            .values()
+            .find(|vm| vm.name == name)
+            .map(|vm| state.snapshot_vm(vm))
     }
 
     /// Forces a VM into a status (e.g. `not_responding`, `up`) without the usual transitions.
     pub fn set_vm_status(&self, id: &str, status: &str) -> Result<(), String> {
-        crate::api::force_vm_status(&mut self.shared.lock(), id, status).map_err(|e| format!("{e:?}"))
+        crate::api::force_vm_status(&mut self.shared.lock(), id, status)
+            .map_err(|e| format!("{e:?}"))
     }
 
     /// Id of a named object, for tests: kinds `cluster`, `datacenter`, `storagedomain`,
@@ -171,20 +236,53 @@ impl Control {
     pub fn id_of(&self, kind: &str, name: &str) -> Option<String> {
         let state = self.shared.lock();
         match kind {
-            "cluster" => state.clusters.values().find(|x| x.name == name).map(|x| x.id.clone()),
-            "datacenter" => state.data_centers.values().find(|x| x.name == name).map(|x| x.id.clone()),
-            "storagedomain" => state.storage_domains.values().find(|x| x.name == name).map(|x| x.id.clone()),
-            "network" => state.networks.values().find(|x| x.name == name).map(|x| x.id.clone()),
-            "vnicprofile" => state.vnic_profiles.values().find(|x| x.name == name).map(|x| x.id.clone()),
-            "template" => state.templates.values().find(|x| x.name == name).map(|x| x.id.clone()),
-            "vm" => state.vms.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "cluster" => state
+                .clusters
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
+            "datacenter" => state
+                .data_centers
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
+            "storagedomain" => state
+                .storage_domains
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
+            "network" => state
+                .networks
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
+            "vnicprofile" => state
+                .vnic_profiles
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
+            "template" => state
+                .templates
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
+            "vm" => state
+                .vms
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
             _ => None,
         }
     }
 
     /// Disk ids of a template, in order.
     pub fn template_disk_ids(&self, template_id: &str) -> Vec<String> {
-        self.shared.lock().templates.get(template_id).map(|t| t.disk_ids.clone()).unwrap_or_default()
+        self.shared
+            .lock()
+            .templates
+            .get(template_id)
+            .map(|t| t.disk_ids.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -211,7 +309,8 @@ struct TokenTtl {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(req: &Incoming) -> Result<T, Reply> {
-    serde_json::from_slice(&req.body).map_err(|e| Reply::json(400, &json!({"error": e.to_string()})))
+    serde_json::from_slice(&req.body)
+        .map_err(|e| Reply::json(400, &json!({"error": e.to_string()})))
 }
 
 fn result(outcome: Result<serde_json::Value, String>) -> Reply {
@@ -247,11 +346,19 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
         },
         (&Method::POST, ["vms", id, "disks"]) => {
             let attach = body!(AttachDisk);
-            result(control.attach_disk(id, &attach.alias, attach.size_bytes).map(|disk_id| json!({"id": disk_id})))
+            result(
+                control
+                    .attach_disk(id, &attach.alias, attach.size_bytes)
+                    .map(|disk_id| json!({"id": disk_id})),
+            )
         }
         (&Method::POST, ["vms", id, "status"]) => {
             let change = body!(StatusChange);
-            result(control.set_vm_status(id, &change.status).map(|()| json!({})))
+            result(
+                control
+                    .set_vm_status(id, &change.status)
+                    .map(|()| json!({})),
+            )
         }
         (&Method::POST, ["inventory"]) => {
             let inventory = body!(Inventory);

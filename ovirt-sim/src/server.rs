@@ -49,7 +49,10 @@ impl Shared {
     }
 
     pub fn faults(&self) -> FaultInjection {
-        self.faults.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.faults
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn token_ttl(&self) -> Option<Duration> {
@@ -85,7 +88,10 @@ pub struct Incoming {
 
 impl Incoming {
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The engine's boolean parameter rules: empty = true, t/true/y/yes/1 and f/false/n/no/0,
@@ -110,25 +116,44 @@ impl Incoming {
 
 /// `GET /vms/{id}/nics` style key: every second segment is an id.
 fn endpoint_key(method: &Method, path: &str) -> String {
-    let pattern: Vec<&str> =
-        path.split('/').filter(|s| !s.is_empty()).enumerate().map(|(i, s)| if i % 2 == 1 { "{id}" } else { s }).collect();
+    let pattern: Vec<&str> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .enumerate()
+        .map(|(i, s)| if i % 2 == 1 { "{id}" } else { s })
+        .collect();
     format!("{method} /{}", pattern.join("/"))
 }
 
 fn api_path(path: &str) -> Option<&str> {
     let rest = path.strip_prefix(API_PREFIX)?;
-    let rest = rest.strip_prefix("/v4").filter(|r| r.is_empty() || r.starts_with('/')).unwrap_or(rest);
+    let rest = rest
+        .strip_prefix("/v4")
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+        .unwrap_or(rest);
     (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
 async fn respond(shared: Arc<Shared>, req: Incoming) -> Reply {
     if let Some(rest) = req.path.strip_prefix("/sim/") {
         let path: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-        return control::handle(&Control { shared: shared.clone() }, &req, &path);
+        return control::handle(
+            &Control {
+                shared: shared.clone(),
+            },
+            &req,
+            &path,
+        );
     }
-    let correlation_id = req.header("correlation-id").or_else(|| req.param("correlation_id")).map(str::to_string);
+    let correlation_id = req
+        .header("correlation-id")
+        .or_else(|| req.param("correlation_id"))
+        .map(str::to_string);
     if let Some(id) = &correlation_id {
-        let mut seen = shared.correlation_ids.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = shared
+            .correlation_ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if seen.len() == REMEMBERED_CORRELATION_IDS {
             seen.pop_front();
         }
@@ -160,16 +185,25 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
         (&Method::POST, "/ovirt-engine/services/sso-logout", _) => sso::logout(shared, req),
         (_, _, Some(rest)) => {
             if !sso::authorized(shared, req) {
-                return Reply::empty(401).with_header("WWW-Authenticate", "Basic realm=\"RESTAPI\"");
+                return Reply::empty(401)
+                    .with_header("WWW-Authenticate", "Basic realm=\"RESTAPI\"");
             }
             let injected = faults.error_rate > 0.0
-                && faults.path_contains.as_deref().is_none_or(|p| req.path.contains(p))
+                && faults
+                    .path_contains
+                    .as_deref()
+                    .is_none_or(|p| req.path.contains(p))
                 && fastrand::f64() < faults.error_rate;
             if injected {
                 return Reply::empty(faults.error_status);
             }
             let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-            api::handle(shared, req, &segments, Format::from_accept(req.header("accept")))
+            api::handle(
+                shared,
+                req,
+                &segments,
+                Format::from_accept(req.header("accept")),
+            )
         }
         _ => Reply::empty(404),
     }
@@ -177,7 +211,8 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
 
 fn into_response(reply: Reply) -> http::Response<Bytes> {
     let mut response = http::Response::new(Bytes::from(reply.body));
-    *response.status_mut() = http::StatusCode::from_u16(reply.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    *response.status_mut() =
+        http::StatusCode::from_u16(reply.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     for (name, value) in reply.headers {
         if let Ok(value) = http::HeaderValue::from_str(&value) {
             response.headers_mut().append(name, value);
@@ -282,7 +317,10 @@ impl SimulatorBuilder {
             let mut names = self.tls_names.clone();
             names.push(addr.ip().to_string());
             let generated = crate::tls::generate(&names).map_err(io_err)?;
-            (Some(tokio_rustls::TlsAcceptor::from(generated.server_config)), Some(generated.ca_pem))
+            (
+                Some(tokio_rustls::TlsAcceptor::from(generated.server_config)),
+                Some(generated.ca_pem),
+            )
         } else {
             (None, None)
         };
@@ -293,14 +331,28 @@ impl SimulatorBuilder {
             .and(warp::query::raw().or(warp::any().map(String::new)).unify())
             .and(warp::header::headers_cloned())
             .and(warp::body::bytes())
-            .and_then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body: Bytes| {
-                let shared = filter_shared.clone();
-                async move {
-                    let query = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
-                    let request = Incoming { method, path: path.as_str().to_string(), query, headers, body };
-                    Ok::<_, Infallible>(into_response(respond(shared, request).await))
-                }
-            });
+            .and_then(
+                move |method: Method,
+                      path: warp::path::FullPath,
+                      query: String,
+                      headers: HeaderMap,
+                      body: Bytes| {
+                    let shared = filter_shared.clone();
+                    async move {
+                        let query = form_urlencoded::parse(query.as_bytes())
+                            .into_owned()
+                            .collect();
+                        let request = Incoming {
+                            method,
+                            path: path.as_str().to_string(),
+                            query,
+                            headers,
+                            body,
+                        };
+                        Ok::<_, Infallible>(into_response(respond(shared, request).await))
+                    }
+                },
+            );
         let service = warp::service(filter);
 
         let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
@@ -315,15 +367,22 @@ impl SimulatorBuilder {
                 let service = service.clone();
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
-                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                     let hyper_service = TowerToHyperService::new(service);
                     match acceptor {
                         Some(acceptor) => {
-                            let Ok(tls) = acceptor.accept(tcp).await else { return };
-                            let _ = builder.serve_connection(TokioIo::new(tls), hyper_service).await;
+                            let Ok(tls) = acceptor.accept(tcp).await else {
+                                return;
+                            };
+                            let _ = builder
+                                .serve_connection(TokioIo::new(tls), hyper_service)
+                                .await;
                         }
                         None => {
-                            let _ = builder.serve_connection(TokioIo::new(tcp), hyper_service).await;
+                            let _ = builder
+                                .serve_connection(TokioIo::new(tcp), hyper_service)
+                                .await;
                         }
                     }
                 });
@@ -331,8 +390,16 @@ impl SimulatorBuilder {
         });
 
         let scheme = if self.tls { "https" } else { "http" };
-        let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
-        let host = if host.contains(':') { format!("[{host}]") } else { host };
+        let host = if addr.ip().is_unspecified() {
+            "127.0.0.1".to_string()
+        } else {
+            addr.ip().to_string()
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
         Ok(SimulatorHandle {
             addr,
             base_url: format!("{scheme}://{host}:{}", addr.port()),
@@ -401,8 +468,14 @@ mod tests {
 
     #[test]
     fn endpoint_keys_hide_ids() {
-        assert_eq!(endpoint_key(&Method::GET, "/vms/abc/nics/def"), "GET /vms/{id}/nics/{id}");
-        assert_eq!(endpoint_key(&Method::POST, "/vms/abc/start"), "POST /vms/{id}/start");
+        assert_eq!(
+            endpoint_key(&Method::GET, "/vms/abc/nics/def"),
+            "GET /vms/{id}/nics/{id}"
+        );
+        assert_eq!(
+            endpoint_key(&Method::POST, "/vms/abc/start"),
+            "POST /vms/{id}/start"
+        );
         assert_eq!(endpoint_key(&Method::GET, ""), "GET /");
     }
 

@@ -171,7 +171,10 @@ pub struct State {
 
 impl State {
     pub fn insert_vm(&mut self, vm: VmRecord) {
-        self.vm_names.entry(vm.name.to_lowercase()).or_default().insert(vm.id.clone());
+        self.vm_names
+            .entry(vm.name.to_lowercase())
+            .or_default()
+            .insert(vm.id.clone());
         self.vms.insert(vm.id.clone(), vm);
     }
 
@@ -191,9 +194,10 @@ impl State {
     }
 
     pub fn vm_name_taken(&self, name: &str) -> bool {
-        self.vm_names
-            .get(&name.to_lowercase())
-            .is_some_and(|ids| ids.iter().any(|id| self.vms.get(id).is_some_and(|vm| vm.name == name)))
+        self.vm_names.get(&name.to_lowercase()).is_some_and(|ids| {
+            ids.iter()
+                .any(|id| self.vms.get(id).is_some_and(|vm| vm.name == name))
+        })
     }
 
     pub fn cluster_by_ref(&self, id: Option<&str>, name: Option<&str>) -> Option<&ClusterRecord> {
@@ -209,7 +213,11 @@ impl State {
             (Some(id), _) => self.templates.get(id),
             // By name the engine picks the base version; the highest version is the usual wish,
             // but callers that care pass an id.
-            (None, Some(name)) => self.templates.values().filter(|t| t.name == name).min_by_key(|t| t.version_number),
+            (None, Some(name)) => self
+                .templates
+                .values()
+                .filter(|t| t.name == name)
+                .min_by_key(|t| t.version_number),
             _ => None,
         }
     }

@@ -17,7 +17,11 @@ pub struct Reply {
 
 impl Reply {
     pub fn empty(status: u16) -> Self {
-        Self { status, headers: Vec::new(), body: Vec::new() }
+        Self {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
     }
 
     pub fn json(status: u16, value: &serde_json::Value) -> Self {
@@ -43,7 +47,9 @@ pub enum Format {
 impl Format {
     pub fn from_accept(accept: Option<&str>) -> Self {
         match accept {
-            Some(a) if a.contains("application/json") && !a.contains("application/xml") => Format::Json,
+            Some(a) if a.contains("application/json") && !a.contains("application/xml") => {
+                Format::Json
+            }
             _ => Format::Xml,
         }
     }
@@ -88,10 +94,12 @@ fn engine_json(value: serde_json::Value, key: Option<&str>) -> serde_json::Value
                 })
                 .collect(),
         ),
-        Value::Array(items) => Value::Array(items.into_iter().map(|v| engine_json(v, key)).collect()),
-        Value::String(text) if key.is_some_and(|k| DATE_KEYS.contains(&k)) => {
-            parse_time(&text).map(|ms| Value::Number(ms.into())).unwrap_or(Value::String(text))
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| engine_json(v, key)).collect())
         }
+        Value::String(text) if key.is_some_and(|k| DATE_KEYS.contains(&k)) => parse_time(&text)
+            .map(|ms| Value::Number(ms.into()))
+            .unwrap_or(Value::String(text)),
         Value::Number(n) => Value::String(n.to_string()),
         Value::Bool(b) => Value::String(b.to_string()),
         other => other,
@@ -102,13 +110,25 @@ fn engine_json(value: serde_json::Value, key: Option<&str>) -> serde_json::Value
 pub fn error(err: &EngineError, format: Format) -> Reply {
     match err {
         EngineError::NotFound => Reply::empty(404),
-        EngineError::Fault { status, reason, detail } => {
-            object(*status, &Fault { reason: Some(reason.clone()), detail: Some(detail.clone()) }, format)
-        }
+        EngineError::Fault {
+            status,
+            reason,
+            detail,
+        } => object(
+            *status,
+            &Fault {
+                reason: Some(reason.clone()),
+                detail: Some(detail.clone()),
+            },
+            format,
+        ),
         EngineError::ActionFailed { status, detail } => object(
             *status,
             &Action {
-                fault: Some(Fault { reason: Some("Operation Failed".into()), detail: Some(detail.clone()) }),
+                fault: Some(Fault {
+                    reason: Some("Operation Failed".into()),
+                    detail: Some(detail.clone()),
+                }),
                 status: Some("failed".into()),
                 ..Action::default()
             },
@@ -122,7 +142,10 @@ pub fn action_complete(request: &Action, vm_id: Option<&str>, format: Format) ->
     let job = crate::ids::new_id();
     let answer = Action {
         status: Some("complete".into()),
-        job: Some(Ref::linked(format!("{}/jobs/{job}", crate::render::API), job)),
+        job: Some(Ref::linked(
+            format!("{}/jobs/{job}", crate::render::API),
+            job,
+        )),
         vm: vm_id.map(|id| Ref::linked(format!("{}/vms/{id}", crate::render::API), id)),
         fault: None,
         ..request.clone()
@@ -132,7 +155,10 @@ pub fn action_complete(request: &Action, vm_id: Option<&str>, format: Format) ->
 
 /// 400 for a body that is not the expected XML (the engine answers with a usage message).
 pub fn unparsable_body(message: &str) -> Reply {
-    let escaped = message.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let escaped = message
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
     Reply {
         status: 400,
         headers: vec![("Content-Type", "application/xml;charset=UTF-8".into())],

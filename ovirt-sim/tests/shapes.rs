@@ -27,7 +27,11 @@ fn xml_shape(xml: &str) -> BTreeSet<String> {
             Err(e) => panic!("not XML: {e}"),
         };
         let name = AsRef::<str>::as_ref(&element.name()).to_string();
-        let path = if stack.is_empty() { name.clone() } else { format!("{}/{name}", stack.join("/")) };
+        let path = if stack.is_empty() {
+            name.clone()
+        } else {
+            format!("{}/{name}", stack.join("/"))
+        };
         for attr in element.attributes().flatten() {
             shape.insert(format!("{path}@{}", AsRef::<str>::as_ref(&attr.key)));
         }
@@ -40,12 +44,15 @@ fn xml_shape(xml: &str) -> BTreeSet<String> {
 }
 
 fn reference_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/ovirt-samples");
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/ovirt-samples");
     dir.is_dir().then_some(dir)
 }
 
 fn fixture(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ovirt/tests/fixtures").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../ovirt/tests/fixtures")
+        .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -63,19 +70,43 @@ fn samples(name: &str) -> Vec<(String, BTreeSet<String>)> {
 /// Elements the simulator emits that the samples happen not to show (fields of other states or
 /// of requests CAPOV makes), each a real engine field.
 const KNOWN_EXTRAS: &[&str] = &[
-    "vm/initialization", "vm/initialization/custom_script", "vm/initialization/host_name", "vm/fqdn",
-    "vm/start_time", "vm/stop_reason", "vm/stop_time", "vm/os/type", "vm/original_template", "vm/original_template@href",
-    "vm/original_template@id", "vm/comment", "vm/status", "vm/memory_policy/max", "vm/actions", "vm/actions/link",
-    "vm/actions/link@href", "vm/actions/link@rel",
+    "vm/initialization",
+    "vm/initialization/custom_script",
+    "vm/initialization/host_name",
+    "vm/fqdn",
+    "vm/start_time",
+    "vm/stop_reason",
+    "vm/stop_time",
+    "vm/os/type",
+    "vm/original_template",
+    "vm/original_template@href",
+    "vm/original_template@id",
+    "vm/comment",
+    "vm/status",
+    "vm/memory_policy/max",
+    "vm/actions",
+    "vm/actions/link",
+    "vm/actions/link@href",
+    "vm/actions/link@rel",
     "api/product_info/vendor",
     "disk_attachments/disk_attachment/logical_name",
 ];
 
-fn assert_shape_within(what: &str, actual: &BTreeSet<String>, required: &[&str], sample_name: &str) {
+fn assert_shape_within(
+    what: &str,
+    actual: &BTreeSet<String>,
+    required: &[&str],
+    sample_name: &str,
+) {
     for (label, sample) in samples(sample_name) {
-        let unexpected: Vec<_> =
-            actual.iter().filter(|p| !sample.contains(*p) && !KNOWN_EXTRAS.contains(&p.as_str())).collect();
-        assert!(unexpected.is_empty(), "{what}: not in {label}: {unexpected:?}");
+        let unexpected: Vec<_> = actual
+            .iter()
+            .filter(|p| !sample.contains(*p) && !KNOWN_EXTRAS.contains(&p.as_str()))
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "{what}: not in {label}: {unexpected:?}"
+        );
     }
     let missing: Vec<_> = required.iter().filter(|p| !actual.contains(**p)).collect();
     assert!(missing.is_empty(), "{what}: missing {missing:?}");
@@ -94,7 +125,12 @@ impl Session {
         let answer: serde_json::Value = http
             .post(format!("{}/ovirt-engine/sso/oauth/token", sim.base_url()))
             .header("Accept", "application/json")
-            .form(&[("grant_type", "password"), ("scope", "ovirt-app-api"), ("username", "admin@internal"), ("password", "admin")])
+            .form(&[
+                ("grant_type", "password"),
+                ("scope", "ovirt-app-api"),
+                ("username", "admin@internal"),
+                ("password", "admin"),
+            ])
             .send()
             .await
             .unwrap()
@@ -105,21 +141,31 @@ impl Session {
         Session { sim, http, token }
     }
 
-    async fn send(&self, method: reqwest::Method, path: &str, accept: &str, body: Option<&str>) -> (u16, String) {
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        accept: &str,
+        body: Option<&str>,
+    ) -> (u16, String) {
         let mut request = self
             .http
             .request(method, format!("{}{path}", self.sim.api_url()))
             .bearer_auth(&self.token)
             .header("Accept", accept);
         if let Some(body) = body {
-            request = request.header("Content-Type", "application/xml").body(body.to_string());
+            request = request
+                .header("Content-Type", "application/xml")
+                .body(body.to_string());
         }
         let response = request.send().await.unwrap();
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
     async fn get(&self, path: &str) -> String {
-        let (status, body) = self.send(reqwest::Method::GET, path, "application/xml", None).await;
+        let (status, body) = self
+            .send(reqwest::Method::GET, path, "application/xml", None)
+            .await;
         assert_eq!(status, 200, "GET {path}: {body}");
         body
     }
@@ -138,7 +184,12 @@ async fn api_root_shape() {
     assert_shape_within(
         "api",
         &shape,
-        &["api/product_info/version/full_version", "api/product_info/version/major", "api/special_objects/blank_template@id", "api/link@rel"],
+        &[
+            "api/product_info/version/full_version",
+            "api/product_info/version/major",
+            "api/special_objects/blank_template@id",
+            "api/link@rel",
+        ],
         "api.xml",
     );
 }
@@ -147,29 +198,61 @@ async fn api_root_shape() {
 async fn vm_shapes() {
     let s = Session::new().await;
     let id = s.vm_id().await;
-    let vm = xml_shape(&s.get(&format!("/vms/{id}?follow=disk_attachments,nics")).await);
+    let vm = xml_shape(
+        &s.get(&format!("/vms/{id}?follow=disk_attachments,nics"))
+            .await,
+    );
     assert_shape_within(
         "vm",
         &vm,
-        &["vm@id", "vm/name", "vm/status", "vm/cluster@id", "vm/template@id", "vm/memory", "vm/cpu/topology/sockets",
-          "vm/disk_attachments/disk_attachment/disk@id", "vm/nics/nic/mac/address", "vm/description"],
+        &[
+            "vm@id",
+            "vm/name",
+            "vm/status",
+            "vm/cluster@id",
+            "vm/template@id",
+            "vm/memory",
+            "vm/cpu/topology/sockets",
+            "vm/disk_attachments/disk_attachment/disk@id",
+            "vm/nics/nic/mac/address",
+            "vm/description",
+        ],
         "vm.xml",
     );
     let attachments = xml_shape(&s.get(&format!("/vms/{id}/diskattachments")).await);
     assert_shape_within(
         "disk attachments",
         &attachments,
-        &["disk_attachments/disk_attachment@id", "disk_attachments/disk_attachment/bootable", "disk_attachments/disk_attachment/disk@id"],
+        &[
+            "disk_attachments/disk_attachment@id",
+            "disk_attachments/disk_attachment/bootable",
+            "disk_attachments/disk_attachment/disk@id",
+        ],
         "vm_diskattachments.xml",
     );
     let nics = xml_shape(&s.get(&format!("/vms/{id}/nics")).await);
-    assert_shape_within("nics", &nics, &["nics/nic@id", "nics/nic/name", "nics/nic/vnic_profile@id", "nics/nic/mac/address"], "vm_nics.xml");
+    assert_shape_within(
+        "nics",
+        &nics,
+        &[
+            "nics/nic@id",
+            "nics/nic/name",
+            "nics/nic/vnic_profile@id",
+            "nics/nic/mac/address",
+        ],
+        "vm_nics.xml",
+    );
     let disk_id = s.sim.control().vm(&id).unwrap().disks[0].id.clone();
     let disk = xml_shape(&s.get(&format!("/disks/{disk_id}")).await);
     assert_shape_within(
         "disk",
         &disk,
-        &["disk/alias", "disk/provisioned_size", "disk/status", "disk/storage_domains/storage_domain@id"],
+        &[
+            "disk/alias",
+            "disk/provisioned_size",
+            "disk/status",
+            "disk/storage_domains/storage_domain@id",
+        ],
         "disk.xml",
     );
 }
@@ -180,7 +263,11 @@ async fn storage_domain_and_vnic_profile_shapes() {
     s.sim
         .control()
         .seed(&capov_ovirt_sim::Inventory {
-            storage_domains: vec![capov_ovirt_sim::StorageDomainSeed { name: "loose".into(), kind: "image".into(), ..Default::default() }],
+            storage_domains: vec![capov_ovirt_sim::StorageDomainSeed {
+                name: "loose".into(),
+                kind: "image".into(),
+                ..Default::default()
+            }],
             ..Default::default()
         })
         .unwrap();
@@ -189,8 +276,13 @@ async fn storage_domain_and_vnic_profile_shapes() {
     assert_shape_within(
         "storage domains",
         &shape,
-        &["storage_domains/storage_domain/name", "storage_domains/storage_domain/available", "storage_domains/storage_domain/external_status",
-          "storage_domains/storage_domain/status", "storage_domains/storage_domain/data_centers/data_center@id"],
+        &[
+            "storage_domains/storage_domain/name",
+            "storage_domains/storage_domain/available",
+            "storage_domains/storage_domain/external_status",
+            "storage_domains/storage_domain/status",
+            "storage_domains/storage_domain/data_centers/data_center@id",
+        ],
         "storagedomains.xml",
     );
     // Attached domains carry no status in /storagedomains; the unattached one says so.
@@ -201,7 +293,10 @@ async fn storage_domain_and_vnic_profile_shapes() {
     assert_shape_within(
         "vnic profiles",
         &profiles,
-        &["vnic_profiles/vnic_profile/name", "vnic_profiles/vnic_profile/network@id"],
+        &[
+            "vnic_profiles/vnic_profile/name",
+            "vnic_profiles/vnic_profile/network@id",
+        ],
         "vnicprofiles.xml",
     );
 }
@@ -209,13 +304,32 @@ async fn storage_domain_and_vnic_profile_shapes() {
 #[tokio::test]
 async fn fault_shapes() {
     let s = Session::new().await;
-    let (status, body) = s.send(reqwest::Method::POST, "/vms", "application/xml", Some("<vm><cluster><name>Default</name></cluster></vm>")).await;
+    let (status, body) = s
+        .send(
+            reqwest::Method::POST,
+            "/vms",
+            "application/xml",
+            Some("<vm><cluster><name>Default</name></cluster></vm>"),
+        )
+        .await;
     assert_eq!(status, 400);
-    assert_shape_within("fault", &xml_shape(&body), &["fault/reason", "fault/detail"], "fault.xml");
+    assert_shape_within(
+        "fault",
+        &xml_shape(&body),
+        &["fault/reason", "fault/detail"],
+        "fault.xml",
+    );
     assert!(body.contains("<reason>Incomplete parameters</reason>"));
 
     let id = s.vm_id().await;
-    let (status, body) = s.send(reqwest::Method::POST, &format!("/vms/{id}/stop"), "application/xml", Some("<action/>")).await;
+    let (status, body) = s
+        .send(
+            reqwest::Method::POST,
+            &format!("/vms/{id}/stop"),
+            "application/xml",
+            Some("<action/>"),
+        )
+        .await;
     assert_eq!(status, 409);
     assert_eq!(
         xml_shape(&body),
@@ -224,7 +338,14 @@ async fn fault_shapes() {
     );
     assert!(body.contains("[Cannot stop VM. VM is not running.]"));
 
-    let (status, body) = s.send(reqwest::Method::GET, "/vms/00000000-dead-4000-8000-000000000000", "application/xml", None).await;
+    let (status, body) = s
+        .send(
+            reqwest::Method::GET,
+            "/vms/00000000-dead-4000-8000-000000000000",
+            "application/xml",
+            None,
+        )
+        .await;
     assert_eq!((status, body.as_str()), (404, ""));
 }
 
@@ -240,24 +361,50 @@ fn json_leaves(value: &serde_json::Value, key: &str, out: &mut Vec<(String, serd
 async fn json_scalars_are_strings_and_dates_numbers() {
     let s = Session::new().await;
     let id = s.vm_id().await;
-    let (status, body) = s.send(reqwest::Method::GET, &format!("/vms/{id}"), "application/json", None).await;
+    let (status, body) = s
+        .send(
+            reqwest::Method::GET,
+            &format!("/vms/{id}"),
+            "application/json",
+            None,
+        )
+        .await;
     assert_eq!(status, 200);
     let vm: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert!(vm.get("href").is_some() && vm.get("@href").is_none(), "attributes are plain keys");
+    assert!(
+        vm.get("href").is_some() && vm.get("@href").is_none(),
+        "attributes are plain keys"
+    );
     assert!(vm["memory"].is_string());
     assert!(vm["creation_time"].is_number());
     assert!(vm["link"].is_array());
     let mut leaves = Vec::new();
     json_leaves(&vm, "", &mut leaves);
     for (key, leaf) in leaves {
-        let date = matches!(key.as_str(), "creation_time" | "start_time" | "stop_time" | "time" | "date");
-        assert!(if date { leaf.is_number() } else { leaf.is_string() }, "{key}: {leaf}");
+        let date = matches!(
+            key.as_str(),
+            "creation_time" | "start_time" | "stop_time" | "time" | "date"
+        );
+        assert!(
+            if date {
+                leaf.is_number()
+            } else {
+                leaf.is_string()
+            },
+            "{key}: {leaf}"
+        );
     }
     if let Some(dir) = reference_dir() {
-        let sample: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("vm.json")).unwrap()).unwrap();
-        assert!(sample["memory"].is_string() && sample["stop_time"].is_number(), "the convention we copy");
+        let sample: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("vm.json")).unwrap()).unwrap();
+        assert!(
+            sample["memory"].is_string() && sample["stop_time"].is_number(),
+            "the convention we copy"
+        );
     }
-    let (_, list) = s.send(reqwest::Method::GET, "/vms", "application/json", None).await;
+    let (_, list) = s
+        .send(reqwest::Method::GET, "/vms", "application/json", None)
+        .await;
     let list: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert!(list["vm"].is_array(), "lists use the singular key: {list}");
 }

@@ -31,8 +31,22 @@ fn spawn(extra: &[&str]) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ovirt-sim"))
         .args(["--listen", "127.0.0.1:0", "--ca-out"])
         .arg(&ca_path)
-        .args(["--user", "capi@internal=pa55word", "--image-locked-ms", "150", "--boot-ms", "200"])
-        .args(["--ip-delay-ms", "150", "--disk-op-ms", "100", "--shutdown-ms", "100"])
+        .args([
+            "--user",
+            "capi@internal=pa55word",
+            "--image-locked-ms",
+            "150",
+            "--boot-ms",
+            "200",
+        ])
+        .args([
+            "--ip-delay-ms",
+            "150",
+            "--disk-op-ms",
+            "100",
+            "--shutdown-ms",
+            "100",
+        ])
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -40,10 +54,21 @@ fn spawn(extra: &[&str]) -> Running {
         .unwrap();
     let stdout = child.stdout.take();
     // Owned from here on, so the process is killed even if an assertion below fails.
-    let mut running = Running { child, url: String::new(), ca_pem: Vec::new(), _dir: dir };
+    let mut running = Running {
+        child,
+        url: String::new(),
+        ca_pem: Vec::new(),
+        _dir: dir,
+    };
     let mut line = String::new();
-    BufReader::new(stdout.unwrap()).read_line(&mut line).unwrap();
-    running.url = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_string();
+    BufReader::new(stdout.unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    running.url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
     // No CA in plain-HTTP mode.
     running.ca_pem = std::fs::read(&ca_path).unwrap_or_default();
     running
@@ -65,25 +90,70 @@ where
 }
 
 async fn wait_status(client: &Client, id: &str, status: VmStatus) {
-    eventually(&format!("{status}"), || async { (client.vm(id).await.ok()?.status? == status).then_some(()) }).await
+    eventually(&format!("{status}"), || async {
+        (client.vm(id).await.ok()?.status? == status).then_some(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn full_machine_flow_against_the_binary_over_https() {
     let sim = spawn(&[]);
-    assert!(sim.url.starts_with("https://127.0.0.1:") && sim.url.ends_with("/ovirt-engine/api"), "{}", sim.url);
+    assert!(
+        sim.url.starts_with("https://127.0.0.1:") && sim.url.ends_with("/ovirt-engine/api"),
+        "{}",
+        sim.url
+    );
     let config = ClientConfig::new(&sim.url, "capi@internal", "pa55word")
-        .with_tls(TlsMode::Verify { system_roots: false, extra_ca_pem: sim.ca_pem.clone() })
+        .with_tls(TlsMode::Verify {
+            system_roots: false,
+            extra_ca_pem: sim.ca_pem.clone(),
+        })
         .with_rate_limit(1000, 100);
-    let client = Client::new(config).unwrap().with_correlation_id("flow-worker-0");
+    let client = Client::new(config)
+        .unwrap()
+        .with_correlation_id("flow-worker-0");
     // The default inventory of the binary.
-    let cluster = client.find_cluster_by_name("Default").await.unwrap().expect("cluster Default");
-    let template = client.find_templates_by_name("rhcos-4.14", Some("Default")).await.unwrap().remove(0);
+    let cluster = client
+        .find_cluster_by_name("Default")
+        .await
+        .unwrap()
+        .expect("cluster Default");
+    let template = client
+        .find_templates_by_name("rhcos-4.14", Some("Default"))
+        .await
+        .unwrap()
+        .remove(0);
     let template_id = template.id.clone().unwrap();
-    let template_disk = client.template_disk_attachments(&template_id).await.unwrap().remove(0).id.unwrap();
-    let data1 = client.find_storage_domains_by_name("data1").await.unwrap().remove(0).id.unwrap();
-    assert_eq!(client.find_storage_domains_by_name("data2").await.unwrap().len(), 1);
-    let profile = client.vnic_profiles().await.unwrap().into_iter().find(|p| p.name.as_deref() == Some("ovirtmgmt")).unwrap();
+    let template_disk = client
+        .template_disk_attachments(&template_id)
+        .await
+        .unwrap()
+        .remove(0)
+        .id
+        .unwrap();
+    let data1 = client
+        .find_storage_domains_by_name("data1")
+        .await
+        .unwrap()
+        .remove(0)
+        .id
+        .unwrap();
+    assert_eq!(
+        client
+            .find_storage_domains_by_name("data2")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let profile = client
+        .vnic_profiles()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.name.as_deref() == Some("ovirtmgmt"))
+        .unwrap();
 
     // Create with clone=false onto the template's domain.
     let request = Vm {
@@ -92,8 +162,14 @@ async fn full_machine_flow_against_the_binary_over_https() {
         cluster: Some(Ref::id(cluster.id.unwrap())),
         template: Some(Ref::id(&template_id)),
         memory: Some(8 * GIB),
-        memory_policy: Some(MemoryPolicy { guaranteed: Some(4 * GIB), ..Default::default() }),
-        initialization: Some(Initialization { custom_script: Some("{\"ignition\":{}}".into()), host_name: Some("worker-0".into()) }),
+        memory_policy: Some(MemoryPolicy {
+            guaranteed: Some(4 * GIB),
+            ..Default::default()
+        }),
+        initialization: Some(Initialization {
+            custom_script: Some("{\"ignition\":{}}".into()),
+            host_name: Some("worker-0".into()),
+        }),
         disk_attachments: Some(DiskAttachments {
             items: vec![
                 DiskPlacement {
@@ -115,30 +191,66 @@ async fn full_machine_flow_against_the_binary_over_https() {
     // Resize the bootable disk and rename its alias.
     let attachment = client.disk_attachments(&id).await.unwrap().remove(0);
     let disk_id = attachment.id.unwrap();
-    assert_eq!(client.disk(&disk_id).await.unwrap().alias.as_deref(), Some("rhcos-4.14_Disk1"));
-    client.resize_disk_attachment(&id, &disk_id, 60 * GIB).await.unwrap();
+    assert_eq!(
+        client.disk(&disk_id).await.unwrap().alias.as_deref(),
+        Some("rhcos-4.14_Disk1")
+    );
+    client
+        .resize_disk_attachment(&id, &disk_id, 60 * GIB)
+        .await
+        .unwrap();
     eventually("disk resized", || async {
         let disk = client.disk(&disk_id).await.ok()?;
-        (disk.status == Some(DiskStatus::Ok) && disk.provisioned_size == Some(60 * GIB)).then_some(())
+        (disk.status == Some(DiskStatus::Ok) && disk.provisioned_size == Some(60 * GIB))
+            .then_some(())
     })
     .await;
-    client.update_disk_alias(&disk_id, "rhcos-4.14_worker-0_Disk1").await.unwrap();
-    assert_eq!(client.disk(&disk_id).await.unwrap().alias.as_deref(), Some("rhcos-4.14_worker-0_Disk1"));
+    client
+        .update_disk_alias(&disk_id, "rhcos-4.14_worker-0_Disk1")
+        .await
+        .unwrap();
+    assert_eq!(
+        client.disk(&disk_id).await.unwrap().alias.as_deref(),
+        Some("rhcos-4.14_worker-0_Disk1")
+    );
 
     // NICs: keep nic1 on the wanted profile, add nic2.
     let nic1 = client.nics(&id).await.unwrap().remove(0);
     client
-        .update_nic(&id, nic1.id.as_deref().unwrap(), &Nic { vnic_profile: Some(Ref::id(profile.id.clone().unwrap())), ..Nic::default() })
+        .update_nic(
+            &id,
+            nic1.id.as_deref().unwrap(),
+            &Nic {
+                vnic_profile: Some(Ref::id(profile.id.clone().unwrap())),
+                ..Nic::default()
+            },
+        )
         .await
         .unwrap();
     client
-        .add_nic(&id, &Nic { name: Some("nic2".into()), vnic_profile: Some(Ref::id(profile.id.unwrap())), ..Nic::default() })
+        .add_nic(
+            &id,
+            &Nic {
+                name: Some("nic2".into()),
+                vnic_profile: Some(Ref::id(profile.id.unwrap())),
+                ..Nic::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!(client.nics(&id).await.unwrap().len(), 2);
 
     // Start with Ignition, wait for up, read IPs.
-    client.start_vm(&id, StartOptions { use_ignition: true, ..Default::default() }).await.unwrap();
+    client
+        .start_vm(
+            &id,
+            StartOptions {
+                use_ignition: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     wait_status(&client, &id, VmStatus::Up).await;
     let devices = eventually("IPs", || async {
         let devices = client.reported_devices(&id).await.ok()?;
@@ -160,14 +272,20 @@ async fn full_machine_flow_against_the_binary_over_https() {
     client.stop_vm(&id, true).await.unwrap();
     wait_status(&client, &id, VmStatus::Down).await;
     client.remove_vm(&id).await.unwrap();
-    eventually("VM gone", || async { client.vm(&id).await.err().filter(Error::is_not_found) }).await;
+    eventually("VM gone", || async {
+        client.vm(&id).await.err().filter(Error::is_not_found)
+    })
+    .await;
     assert!(client.find_vm_by_name("worker-0").await.unwrap().is_none());
 }
 
 fn control_client(ca_pem: &[u8]) -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let ca = reqwest::Certificate::from_pem(ca_pem).unwrap();
-    reqwest::Client::builder().tls_certs_only([ca]).build().unwrap()
+    reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .build()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -176,7 +294,10 @@ async fn http_control_interface_of_the_binary() {
     let base = sim.url.trim_end_matches("/ovirt-engine/api").to_string();
     let http = control_client(&sim.ca_pem);
     let config = ClientConfig::new(&sim.url, "capi@internal", "pa55word")
-        .with_tls(TlsMode::Verify { system_roots: false, extra_ca_pem: sim.ca_pem.clone() })
+        .with_tls(TlsMode::Verify {
+            system_roots: false,
+            extra_ca_pem: sim.ca_pem.clone(),
+        })
         .with_rate_limit(1000, 100);
     let client = Client::new(config).unwrap();
 
@@ -190,16 +311,32 @@ async fn http_control_interface_of_the_binary() {
     };
     let get = |path: &str| {
         let request = http.get(format!("{base}/sim/{path}"));
-        async move { request.send().await.unwrap().json::<serde_json::Value>().await.unwrap() }
+        async move {
+            request
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
     };
 
     // Seed inventory over HTTP, then see it through the API.
-    post("inventory", serde_json::json!({"vms": [{"name": "seeded-1", "template": "rhcos-4.14"}]})).await;
+    post(
+        "inventory",
+        serde_json::json!({"vms": [{"name": "seeded-1", "template": "rhcos-4.14"}]}),
+    )
+    .await;
     let vm = client.find_vm_by_name("seeded-1").await.unwrap().unwrap();
     let id = vm.id.unwrap();
 
     // Attach a non-system disk.
-    let disk = post(&format!("vms/{id}/disks"), serde_json::json!({"alias": "data", "size_bytes": 1073741824u64})).await;
+    let disk = post(
+        &format!("vms/{id}/disks"),
+        serde_json::json!({"alias": "data", "size_bytes": 1073741824u64}),
+    )
+    .await;
     assert!(disk["id"].is_string());
     assert_eq!(client.disk_attachments(&id).await.unwrap().len(), 2);
 
@@ -214,18 +351,34 @@ async fn http_control_interface_of_the_binary() {
     assert_eq!(get("tokens").await["valid"], 1);
 
     // Password change: the next login fails as an authentication failure.
-    post("users", serde_json::json!({"name": "capi@internal", "password": "rotated"})).await;
+    post(
+        "users",
+        serde_json::json!({"name": "capi@internal", "password": "rotated"}),
+    )
+    .await;
     post("tokens/expire", serde_json::json!({})).await;
-    assert_eq!(client.vm(&id).await.unwrap_err().reason(), "AuthenticationFailed");
+    assert_eq!(
+        client.vm(&id).await.unwrap_err().reason(),
+        "AuthenticationFailed"
+    );
 
     // Outage injection.
     post("faults", serde_json::json!({"outage": true})).await;
-    let status = http.get(format!("{base}/ovirt-engine/api")).send().await.unwrap().status();
+    let status = http
+        .get(format!("{base}/ovirt-engine/api"))
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(status.as_u16(), 503);
     post("faults", serde_json::json!({})).await;
 
     // Forced VM status and the VM listing for assertions.
-    post(&format!("vms/{id}/status"), serde_json::json!({"status": "not_responding"})).await;
+    post(
+        &format!("vms/{id}/status"),
+        serde_json::json!({"status": "not_responding"}),
+    )
+    .await;
     let vms = get("vms").await;
     assert_eq!(vms.as_array().unwrap().len(), 1);
     assert_eq!(vms[0]["status"], "not_responding");
@@ -244,8 +397,33 @@ async fn plain_http_and_inventory_file() {
     .unwrap();
     let sim = spawn(&["--plain-http", "--inventory", inventory.to_str().unwrap()]);
     assert!(sim.url.starts_with("http://"), "{}", sim.url);
-    let client = Client::new(ClientConfig::new(&sim.url, "capi@internal", "pa55word").with_rate_limit(1000, 100)).unwrap();
-    assert_eq!(client.find_cluster_by_name("c1").await.unwrap().unwrap().name.as_deref(), Some("c1"));
-    assert!(client.find_cluster_by_name("Default").await.unwrap().is_none());
-    assert_eq!(client.find_templates_by_name("t", None).await.unwrap().len(), 1);
+    let client = Client::new(
+        ClientConfig::new(&sim.url, "capi@internal", "pa55word").with_rate_limit(1000, 100),
+    )
+    .unwrap();
+    assert_eq!(
+        client
+            .find_cluster_by_name("c1")
+            .await
+            .unwrap()
+            .unwrap()
+            .name
+            .as_deref(),
+        Some("c1")
+    );
+    assert!(
+        client
+            .find_cluster_by_name("Default")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        client
+            .find_templates_by_name("t", None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }

@@ -75,7 +75,8 @@ impl Call {
     }
 
     pub fn xml_body<T: serde::Serialize>(mut self, value: &T) -> Result<Self> {
-        let body = xml::to_xml(value).map_err(|e| Error::InvalidConfig(format!("cannot encode request: {e}")))?;
+        let body = xml::to_xml(value)
+            .map_err(|e| Error::InvalidConfig(format!("cannot encode request: {e}")))?;
         self.body = Some(body);
         Ok(self)
     }
@@ -92,7 +93,10 @@ impl Client {
     }
 
     /// Like [`Client::new`], reporting every HTTP request to `observer`.
-    pub fn with_observer(config: ClientConfig, observer: Arc<dyn RequestObserver>) -> Result<Client> {
+    pub fn with_observer(
+        config: ClientConfig,
+        observer: Arc<dyn RequestObserver>,
+    ) -> Result<Client> {
         Self::build(config, Some(observer))
     }
 
@@ -103,12 +107,20 @@ impl Client {
         let api_url = Url::parse(config.url.trim_end_matches('/'))
             .map_err(|e| Error::InvalidConfig(format!("engine URL {:?}: {e}", config.url)))?;
         if !matches!(api_url.scheme(), "http" | "https") || api_url.host_str().is_none() {
-            return Err(Error::InvalidConfig(format!("engine URL {:?} is not an http(s) URL", config.url)));
+            return Err(Error::InvalidConfig(format!(
+                "engine URL {:?} is not an http(s) URL",
+                config.url
+            )));
         }
-        let token_url = api_url.join(sso::TOKEN_PATH).map_err(|e| Error::InvalidConfig(e.to_string()))?;
-        let logout_url = api_url.join(sso::LOGOUT_PATH).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let token_url = api_url
+            .join(sso::TOKEN_PATH)
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let logout_url = api_url
+            .join(sso::LOGOUT_PATH)
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
 
-        let qps = NonZeroU32::new(config.qps).ok_or_else(|| Error::InvalidConfig("qps must be > 0".into()))?;
+        let qps = NonZeroU32::new(config.qps)
+            .ok_or_else(|| Error::InvalidConfig("qps must be > 0".into()))?;
         let burst = NonZeroU32::new(config.burst.max(1)).unwrap_or(qps);
         let limiter = RateLimiter::direct(Quota::per_second(qps).allow_burst(burst));
 
@@ -116,21 +128,33 @@ impl Client {
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
             .user_agent(concat!("capov-ovirt/", env!("CARGO_PKG_VERSION")));
-        let has_extra_ca = matches!(&config.tls, TlsMode::Verify { extra_ca_pem, .. } if !extra_ca_pem.is_empty());
+        let has_extra_ca =
+            matches!(&config.tls, TlsMode::Verify { extra_ca_pem, .. } if !extra_ca_pem.is_empty());
         builder = match &config.tls {
             TlsMode::Insecure => builder.tls_danger_accept_invalid_certs(true),
-            TlsMode::Verify { system_roots, extra_ca_pem } => {
+            TlsMode::Verify {
+                system_roots,
+                extra_ca_pem,
+            } => {
                 let certs = if extra_ca_pem.iter().all(|b| b.is_ascii_whitespace()) {
                     Vec::new()
                 } else {
                     parse_ca_bundle(extra_ca_pem)?
                 };
-                if *system_roots { builder.tls_certs_merge(certs) } else { builder.tls_certs_only(certs) }
+                if *system_roots {
+                    builder.tls_certs_merge(certs)
+                } else {
+                    builder.tls_certs_only(certs)
+                }
             }
         };
         // A bundle whose PEM armour parses but whose DER does not only fails here.
         let http = builder.build().map_err(|e| {
-            if has_extra_ca { Error::InvalidCaBundle(e.to_string()) } else { Error::InvalidConfig(format!("HTTP client: {e}")) }
+            if has_extra_ca {
+                Error::InvalidCaBundle(e.to_string())
+            } else {
+                Error::InvalidConfig(format!("HTTP client: {e}"))
+            }
         })?;
 
         Ok(Client {
@@ -152,9 +176,15 @@ impl Client {
     /// outside `[0-9A-Za-z_-]` are dropped and the id is cut to 36 characters, as the engine
     /// requires.
     pub fn with_correlation_id(&self, id: &str) -> Client {
-        let clean: String =
-            id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(36).collect();
-        Client { inner: self.inner.clone(), correlation_id: (!clean.is_empty()).then(|| Arc::from(clean)) }
+        let clean: String = id
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .take(36)
+            .collect();
+        Client {
+            inner: self.inner.clone(),
+            correlation_id: (!clean.is_empty()).then(|| Arc::from(clean)),
+        }
     }
 
     pub fn correlation_id(&self) -> Option<&str> {
@@ -169,7 +199,11 @@ impl Client {
     /// Replaces the credentials; the old token is revoked and the next call logs in anew.
     pub async fn set_credentials(&self, credentials: Credentials) {
         let changed = {
-            let current = self.inner.credentials.read().unwrap_or_else(|e| e.into_inner());
+            let current = self
+                .inner
+                .credentials
+                .read()
+                .unwrap_or_else(|e| e.into_inner());
             *current != credentials
         };
         if !changed {
@@ -179,7 +213,11 @@ impl Client {
         if let Some(token) = session.take() {
             self.revoke(&token).await;
         }
-        *self.inner.credentials.write().unwrap_or_else(|e| e.into_inner()) = credentials;
+        *self
+            .inner
+            .credentials
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = credentials;
     }
 
     /// Revokes the current token, if any. Later calls log in again.
@@ -197,7 +235,12 @@ impl Client {
 
     async fn revoke(&self, token: &str) {
         let form = [("scope", sso::SCOPE), ("token", token)];
-        let request = self.inner.http.post(self.inner.logout_url.clone()).header("Accept", "application/json").form(&form);
+        let request = self
+            .inner
+            .http
+            .post(self.inner.logout_url.clone())
+            .header("Accept", "application/json")
+            .form(&form);
         let _ = self.send_observed("POST", "sso", request).await;
     }
 
@@ -207,14 +250,24 @@ impl Client {
         if let Some(token) = session.as_ref() {
             return Ok((token.clone(), false));
         }
-        let credentials = self.inner.credentials.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let credentials = self
+            .inner
+            .credentials
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let form = [
             ("grant_type", "password"),
             ("scope", sso::SCOPE),
             ("username", credentials.username.as_str()),
             ("password", credentials.password.expose()),
         ];
-        let request = self.inner.http.post(self.inner.token_url.clone()).header("Accept", "application/json").form(&form);
+        let request = self
+            .inner
+            .http
+            .post(self.inner.token_url.clone())
+            .header("Accept", "application/json")
+            .form(&form);
         let (status, body) = self.send_observed("POST", "sso", request).await?;
         let token = sso::parse_token_answer(status, &body)?;
         *session = Some(token.clone());
@@ -250,7 +303,13 @@ impl Client {
             Ok::<_, Error>((status, body.to_vec()))
         }
         .await;
-        self.observe(method, resource, &result, started.elapsed(), rate_limit_wait);
+        self.observe(
+            method,
+            resource,
+            &result,
+            started.elapsed(),
+            rate_limit_wait,
+        );
         result
     }
 
@@ -262,7 +321,9 @@ impl Client {
         latency: Duration,
         rate_limit_wait: Duration,
     ) {
-        let Some(observer) = &self.inner.observer else { return };
+        let Some(observer) = &self.inner.observer else {
+            return;
+        };
         let outcome = match result {
             Ok((status, _)) => Outcome::Status(*status),
             Err(err) => Outcome::Failed(err.label()),
@@ -299,7 +360,9 @@ impl Client {
             .header("Accept", "application/xml")
             .bearer_auth(token);
         if let Some(body) = &call.body {
-            request = request.header("Content-Type", "application/xml").body(body.clone());
+            request = request
+                .header("Content-Type", "application/xml")
+                .body(body.clone());
         }
         request
     }
@@ -308,7 +371,9 @@ impl Client {
     pub(crate) async fn exchange(&self, call: &Call) -> Result<(u16, Vec<u8>)> {
         let (token, fresh) = self.token().await?;
         let method = call.method.as_str();
-        let (status, body) = self.send_observed(method, call.resource, self.api_request(call, &token)).await?;
+        let (status, body) = self
+            .send_observed(method, call.resource, self.api_request(call, &token))
+            .await?;
         if status != 401 {
             return Ok((status, body));
         }
@@ -317,7 +382,9 @@ impl Client {
         }
         self.forget_token(&token).await;
         let (token, _) = self.token().await?;
-        let (status, body) = self.send_observed(method, call.resource, self.api_request(call, &token)).await?;
+        let (status, body) = self
+            .send_observed(method, call.resource, self.api_request(call, &token))
+            .await?;
         if status == 401 {
             return Err(rejected_fresh_token());
         }
@@ -328,7 +395,9 @@ impl Client {
     pub(crate) async fn fetch<T: DeserializeOwned>(&self, call: Call) -> Result<T> {
         let (status, body) = self.exchange(&call).await?;
         if (200..300).contains(&status) {
-            xml::from_xml(&body).map_err(|e| Error::UnexpectedBody(format!("{} {}: {e}", call.method, call.describe())))
+            xml::from_xml(&body).map_err(|e| {
+                Error::UnexpectedBody(format!("{} {}: {e}", call.method, call.describe()))
+            })
         } else {
             Err(error_from_response(status, &body, &call.describe()))
         }
@@ -357,21 +426,31 @@ pub(crate) fn error_from_response(status: u16, body: &[u8], what: &str) -> Error
     // Both roots decode into either struct (the root name is not checked), so look for the
     // nested fault of a failed action first.
     let fault = match xml::from_xml::<Action>(body) {
-        Ok(Action { fault: Some(fault), .. }) => Some(fault),
-        _ => xml::from_xml::<Fault>(body).ok().filter(|f| f.reason.is_some() || f.detail.is_some()),
+        Ok(Action {
+            fault: Some(fault), ..
+        }) => Some(fault),
+        _ => xml::from_xml::<Fault>(body)
+            .ok()
+            .filter(|f| f.reason.is_some() || f.detail.is_some()),
     };
     if fault.is_none() && status == 400 {
         // e.g. a <usage_message> for an unparsable body.
         let snippet: String = String::from_utf8_lossy(body).chars().take(200).collect();
-        return Error::BadRequest { reason: "Bad request".to_string(), detail: snippet };
+        return Error::BadRequest {
+            reason: "Bad request".to_string(),
+            detail: snippet,
+        };
     }
     Error::from_fault(status, fault, what)
 }
 
 fn parse_ca_bundle(pem: &[u8]) -> Result<Vec<reqwest::Certificate>> {
-    let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| Error::InvalidCaBundle(e.to_string()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(pem)
+        .map_err(|e| Error::InvalidCaBundle(e.to_string()))?;
     if certs.is_empty() {
-        return Err(Error::InvalidCaBundle("no PEM certificate found".to_string()));
+        return Err(Error::InvalidCaBundle(
+            "no PEM certificate found".to_string(),
+        ));
     }
     Ok(certs)
 }
@@ -399,7 +478,9 @@ fn find_tls_error(err: &(dyn std::error::Error + 'static)) -> Option<String> {
             return Some(tls.to_string());
         }
         if let Some(io) = source.downcast_ref::<std::io::Error>()
-            && let Some(tls) = io.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            && let Some(tls) = io
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
         {
             return Some(tls.to_string());
         }
@@ -422,8 +503,12 @@ fn error_chain(err: &reqwest::Error) -> String {
 impl Drop for Inner {
     fn drop(&mut self) {
         // Revoke the token of the last clone, best effort, when a runtime is around to do it.
-        let Some(token) = self.session.get_mut().take() else { return };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let Some(token) = self.session.get_mut().take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let request = self
             .http
             .post(self.logout_url.clone())

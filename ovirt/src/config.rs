@@ -10,12 +10,18 @@ pub enum TlsMode {
     Insecure,
     /// Verify against the system roots (when `system_roots`) plus the PEM bundle `extra_ca_pem`
     /// (already base64-decoded by the caller).
-    Verify { system_roots: bool, extra_ca_pem: Vec<u8> },
+    Verify {
+        system_roots: bool,
+        extra_ca_pem: Vec<u8>,
+    },
 }
 
 impl Default for TlsMode {
     fn default() -> Self {
-        TlsMode::Verify { system_roots: true, extra_ca_pem: Vec::new() }
+        TlsMode::Verify {
+            system_roots: true,
+            extra_ca_pem: Vec::new(),
+        }
     }
 }
 
@@ -23,7 +29,10 @@ impl fmt::Debug for TlsMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TlsMode::Insecure => f.write_str("Insecure"),
-            TlsMode::Verify { system_roots, extra_ca_pem } => f
+            TlsMode::Verify {
+                system_roots,
+                extra_ca_pem,
+            } => f
                 .debug_struct("Verify")
                 .field("system_roots", system_roots)
                 .field("extra_ca_pem_bytes", &extra_ca_pem.len())
@@ -74,7 +83,10 @@ pub struct Credentials {
 
 impl Credentials {
     pub fn new(username: impl Into<String>, password: impl Into<Password>) -> Self {
-        Self { username: username.into(), password: password.into() }
+        Self {
+            username: username.into(),
+            password: password.into(),
+        }
     }
 }
 
@@ -96,7 +108,11 @@ pub struct ClientConfig {
 
 impl ClientConfig {
     /// Defaults: verify with system roots, 10 qps, burst 20, 10 s connect, 60 s per request.
-    pub fn new(url: impl Into<String>, username: impl Into<String>, password: impl Into<Password>) -> Self {
+    pub fn new(
+        url: impl Into<String>,
+        username: impl Into<String>,
+        password: impl Into<Password>,
+    ) -> Self {
         Self {
             url: url.into(),
             credentials: Credentials::new(username, password),

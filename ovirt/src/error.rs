@@ -75,10 +75,9 @@ impl Error {
             Error::AuthenticationFailed { .. } => reason::AUTHENTICATION_FAILED,
             Error::PermissionDenied { .. } => reason::PERMISSION_DENIED,
             Error::Tls(_) => reason::TLS_VERIFICATION_FAILED,
-            Error::Sso { .. }
-            | Error::Transport(_)
-            | Error::Timeout(_)
-            | Error::Server { .. } => reason::ENGINE_UNREACHABLE,
+            Error::Sso { .. } | Error::Transport(_) | Error::Timeout(_) | Error::Server { .. } => {
+                reason::ENGINE_UNREACHABLE
+            }
             Error::NotFound(_) => reason::NOT_FOUND,
             Error::Conflict { .. } => reason::CONFLICT,
             Error::BadRequest { .. } => reason::BAD_REQUEST,
@@ -123,8 +122,10 @@ impl Error {
 
     /// Worth retrying later unchanged: transport trouble, 5xx, locks.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Transport(_) | Error::Timeout(_) | Error::Server { .. } | Error::Sso { .. })
-            || self.is_locked()
+        matches!(
+            self,
+            Error::Transport(_) | Error::Timeout(_) | Error::Server { .. } | Error::Sso { .. }
+        ) || self.is_locked()
     }
 
     /// 409 because the object is locked or a related operation runs.
@@ -165,20 +166,35 @@ impl Error {
         let detail = strip_brackets(&detail).to_string();
         match status {
             400 => Error::BadRequest { reason, detail },
-            403 => Error::PermissionDenied { detail: non_empty(detail, &reason) },
+            403 => Error::PermissionDenied {
+                detail: non_empty(detail, &reason),
+            },
             404 => Error::NotFound(what.to_string()),
             409 => Error::Conflict { reason, detail },
-            500..=599 => Error::Server { status, detail: non_empty(detail, &reason) },
-            _ => Error::UnexpectedStatus { status, detail: non_empty(detail, &reason) },
+            500..=599 => Error::Server {
+                status,
+                detail: non_empty(detail, &reason),
+            },
+            _ => Error::UnexpectedStatus {
+                status,
+                detail: non_empty(detail, &reason),
+            },
         }
     }
 }
 
 fn strip_brackets(detail: &str) -> &str {
     let trimmed = detail.trim();
-    trimmed.strip_prefix('[').and_then(|s| s.strip_suffix(']')).unwrap_or(trimmed)
+    trimmed
+        .strip_prefix('[')
+        .and_then(|s| s.strip_suffix(']'))
+        .unwrap_or(trimmed)
 }
 
 fn non_empty(detail: String, reason: &str) -> String {
-    if detail.is_empty() { reason.to_string() } else { detail }
+    if detail.is_empty() {
+        reason.to_string()
+    } else {
+        detail
+    }
 }

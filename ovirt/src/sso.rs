@@ -21,17 +21,29 @@ struct SsoAnswer {
 pub(crate) fn parse_token_answer(status: u16, body: &[u8]) -> Result<String, Error> {
     let answer = parse_answer(body);
     match (status, answer) {
-        (200, Some(SsoAnswer { access_token: Some(token), .. })) if !token.is_empty() => Ok(token),
+        (
+            200,
+            Some(SsoAnswer {
+                access_token: Some(token),
+                ..
+            }),
+        ) if !token.is_empty() => Ok(token),
         (401, _) => Err(Error::AuthenticationFailed {
             code: "unauthorized".to_string(),
             message: "the SSO answered 401".to_string(),
         }),
-        (500..=599, _) => Err(Error::Server { status, detail: "SSO token endpoint failed".to_string() }),
+        (500..=599, _) => Err(Error::Server {
+            status,
+            detail: "SSO token endpoint failed".to_string(),
+        }),
         (_, Some(answer)) => {
             // OAuth shape: error + error_description; session shape: error_code + error.
             let (code, message) = match answer.error_description {
                 Some(description) => (answer.error.unwrap_or_default(), description),
-                None => (answer.error_code.unwrap_or_default(), answer.error.unwrap_or_default()),
+                None => (
+                    answer.error_code.unwrap_or_default(),
+                    answer.error.unwrap_or_default(),
+                ),
             };
             if code.is_empty() && message.is_empty() {
                 return Err(Error::Sso {
@@ -55,9 +67,10 @@ pub(crate) fn parse_token_answer(status: u16, body: &[u8]) -> Result<String, Err
 fn parse_answer(body: &[u8]) -> Option<SsoAnswer> {
     // go-ovirt has seen the SSO wrap its answer in an array; accept that too.
     match serde_json::from_slice::<serde_json::Value>(body).ok()? {
-        serde_json::Value::Array(items) => {
-            items.into_iter().next().and_then(|first| serde_json::from_value(first).ok())
-        }
+        serde_json::Value::Array(items) => items
+            .into_iter()
+            .next()
+            .and_then(|first| serde_json::from_value(first).ok()),
         value @ serde_json::Value::Object(_) => serde_json::from_value(value).ok(),
         _ => None,
     }
@@ -77,14 +90,18 @@ mod tests {
     fn oauth_shape_access_denied_is_authentication_failure() {
         let body = br#"{"error":"access_denied","error_description":"Cannot authenticate user 'a@internal': bad."}"#;
         let err = parse_token_answer(400, body).unwrap_err();
-        assert!(matches!(err, Error::AuthenticationFailed { ref code, .. } if code == "access_denied"));
+        assert!(
+            matches!(err, Error::AuthenticationFailed { ref code, .. } if code == "access_denied")
+        );
     }
 
     #[test]
     fn session_shape_invalid_grant_is_authentication_failure() {
         let body = br#"{"error_code":"invalid_grant","error":"The provided authorization grant has expired."}"#;
         let err = parse_token_answer(400, body).unwrap_err();
-        assert!(matches!(err, Error::AuthenticationFailed { ref code, .. } if code == "invalid_grant"));
+        assert!(
+            matches!(err, Error::AuthenticationFailed { ref code, .. } if code == "invalid_grant")
+        );
     }
 
     #[test]
@@ -96,7 +113,10 @@ mod tests {
 
     #[test]
     fn array_wrapped_answer_is_accepted() {
-        assert_eq!(parse_token_answer(200, br#"[{"access_token":"t"}]"#).unwrap(), "t");
+        assert_eq!(
+            parse_token_answer(200, br#"[{"access_token":"t"}]"#).unwrap(),
+            "t"
+        );
     }
 
     #[test]

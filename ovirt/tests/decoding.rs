@@ -14,10 +14,21 @@ fn api_root() {
     let api: Api = from_xml(&fixture("api.xml")).unwrap();
     let version = api.product_info.as_ref().unwrap().version.as_ref().unwrap();
     assert_eq!(version.full_version.as_deref(), Some("4.5.4.1-1.el9"));
-    assert_eq!((version.major, version.minor, version.build), (Some(4), Some(5), Some(7)));
+    assert_eq!(
+        (version.major, version.minor, version.build),
+        (Some(4), Some(5), Some(7))
+    );
     assert_eq!(api.summary.unwrap().vms.unwrap().total, Some(40));
     assert_eq!(api.links.len(), 5);
-    assert_eq!(api.special_objects.unwrap().blank_template.unwrap().id.as_deref(), Some(BLANK_TEMPLATE_ID));
+    assert_eq!(
+        api.special_objects
+            .unwrap()
+            .blank_template
+            .unwrap()
+            .id
+            .as_deref(),
+        Some(BLANK_TEMPLATE_ID)
+    );
 }
 
 #[test]
@@ -27,14 +38,29 @@ fn vm_with_inlined_collections_and_interleaved_links() {
     assert_eq!(vm.status, Some(VmStatus::Up));
     assert_eq!(vm.kind, Some(VmType::HighPerformance));
     assert_eq!(vm.memory, Some(17_179_869_184));
-    assert_eq!(vm.memory_policy.as_ref().unwrap().guaranteed, Some(8_589_934_592));
-    assert_eq!(vm.cpu.as_ref().unwrap().topology.as_ref().unwrap().sockets, Some(2));
+    assert_eq!(
+        vm.memory_policy.as_ref().unwrap().guaranteed,
+        Some(8_589_934_592)
+    );
+    assert_eq!(
+        vm.cpu.as_ref().unwrap().topology.as_ref().unwrap().sockets,
+        Some(2)
+    );
     assert_eq!(vm.links.len(), 3);
     assert_eq!(vm.actions.as_ref().unwrap().links.len(), 3);
-    assert_eq!(vm.template.as_ref().unwrap().id.as_deref(), Some(BLANK_TEMPLATE_ID));
-    assert_eq!(vm.disk_attachments.as_ref().unwrap().items[0].bootable, Some(true));
+    assert_eq!(
+        vm.template.as_ref().unwrap().id.as_deref(),
+        Some(BLANK_TEMPLATE_ID)
+    );
+    assert_eq!(
+        vm.disk_attachments.as_ref().unwrap().items[0].bootable,
+        Some(true)
+    );
     let nic = &vm.nics.as_ref().unwrap().items[0];
-    assert_eq!(nic.mac.as_ref().unwrap().address.as_deref(), Some("56:6f:00:00:00:07"));
+    assert_eq!(
+        nic.mac.as_ref().unwrap().address.as_deref(),
+        Some("56:6f:00:00:00:07")
+    );
     assert_eq!(vm.description.as_deref(), Some("capov:prod/prod-worker-7"));
     assert_eq!(vm.comment.as_deref(), Some(""));
 }
@@ -56,7 +82,10 @@ fn nics() {
     let nic = &list.items[0];
     assert_eq!(nic.synced, Some(false));
     assert_eq!(nic.links.len(), 2);
-    assert_eq!(nic.vnic_profile.as_ref().unwrap().id.as_deref(), Some("ff000000-0000-4000-8000-000000000001"));
+    assert_eq!(
+        nic.vnic_profile.as_ref().unwrap().id.as_deref(),
+        Some("ff000000-0000-4000-8000-000000000001")
+    );
 }
 
 #[test]
@@ -93,7 +122,10 @@ fn faults_and_failed_actions() {
     assert_eq!(fault.reason.as_deref(), Some("Operation Failed"));
     let action: Action = from_xml(&fixture("action_failed.xml")).unwrap();
     assert_eq!(action.status.as_deref(), Some("failed"));
-    assert_eq!(action.fault.unwrap().detail.as_deref(), Some("[Cannot run VM. VM is running.]"));
+    assert_eq!(
+        action.fault.unwrap().detail.as_deref(),
+        Some("[Cannot run VM. VM is running.]")
+    );
 }
 
 #[test]
@@ -118,9 +150,21 @@ fn empty_collection() {
 
 #[test]
 fn requests_never_carry_empty_elements_for_unset_fields() {
-    let body = to_xml(&Vm { name: Some("a".into()), cluster: Some(Ref::name("Default")), ..Vm::default() }).unwrap();
-    assert_eq!(body, "<vm><name>a</name><cluster><name>Default</name></cluster></vm>");
-    let action = to_xml(&Action { use_ignition: Some(true), ..Action::default() }).unwrap();
+    let body = to_xml(&Vm {
+        name: Some("a".into()),
+        cluster: Some(Ref::name("Default")),
+        ..Vm::default()
+    })
+    .unwrap();
+    assert_eq!(
+        body,
+        "<vm><name>a</name><cluster><name>Default</name></cluster></vm>"
+    );
+    let action = to_xml(&Action {
+        use_ignition: Some(true),
+        ..Action::default()
+    })
+    .unwrap();
     assert_eq!(action, "<action><use_ignition>true</use_ignition></action>");
 }
 
@@ -145,8 +189,16 @@ fn decode_all(bytes: &[u8]) {
 #[test]
 fn fuzz_decoders_never_panic() {
     let names = [
-        "api.xml", "vm.xml", "vm_diskattachments.xml", "vm_nics.xml", "disk.xml", "storagedomains.xml",
-        "vnicprofiles.xml", "fault.xml", "action_failed.xml", "reporteddevices.xml",
+        "api.xml",
+        "vm.xml",
+        "vm_diskattachments.xml",
+        "vm_nics.xml",
+        "disk.xml",
+        "storagedomains.xml",
+        "vnicprofiles.xml",
+        "fault.xml",
+        "action_failed.xml",
+        "reporteddevices.xml",
     ];
     let mut rng = fastrand::Rng::with_seed(0x0f1c_a7e5);
     let corpus: Vec<Vec<u8>> = names.iter().map(|n| fixture(n)).collect();

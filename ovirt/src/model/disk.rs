@@ -100,4 +100,9 @@ pub struct DiskAttachment {
     pub vm: Option<Ref>,
 }
 
-collection!(DiskAttachments, "disk_attachments", "disk_attachment", DiskAttachment);
+collection!(
+    DiskAttachments,
+    "disk_attachments",
+    "disk_attachment",
+    DiskAttachment
+);

@@ -95,7 +95,13 @@ pub struct Initialization {
 impl std::fmt::Debug for Initialization {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Initialization")
-            .field("custom_script", &self.custom_script.as_ref().map(|s| format!("<{} bytes>", s.len())))
+            .field(
+                "custom_script",
+                &self
+                    .custom_script
+                    .as_ref()
+                    .map(|s| format!("<{} bytes>", s.len())),
+            )
             .field("host_name", &self.host_name)
             .finish()
     }
@@ -228,4 +234,9 @@ pub struct ReportedDevice {
     pub vm: Option<Ref>,
 }
 
-collection!(ReportedDevices, "reported_devices", "reported_device", ReportedDevice);
+collection!(
+    ReportedDevices,
+    "reported_devices",
+    "reported_device",
+    ReportedDevice
+);

@@ -12,7 +12,11 @@ pub const PASSWORD: &str = "s3cret-Pa55";
 
 /// An HTTPS simulator with the default inventory and one user.
 pub async fn simulator() -> SimulatorHandle {
-    Simulator::builder().user(USER, PASSWORD).start().await.expect("simulator starts")
+    Simulator::builder()
+        .user(USER, PASSWORD)
+        .start()
+        .await
+        .expect("simulator starts")
 }
 
 /// A config trusting exactly the simulator's CA, with a limiter loose enough not to slow tests.
