@@ -408,3 +408,81 @@ async fn json_scalars_are_strings_and_dates_numbers() {
     let list: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert!(list["vm"].is_array(), "lists use the singular key: {list}");
 }
+
+#[tokio::test]
+async fn unauthenticated_requests_get_an_empty_401_and_correlation_ids_are_echoed() {
+    let s = Session::new().await;
+    let response = s
+        .http
+        .get(format!("{}/vms", s.sim.api_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 401);
+    assert_eq!(
+        response
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok()),
+        Some("Basic realm=\"RESTAPI\"")
+    );
+    assert_eq!(response.text().await.unwrap(), "");
+
+    let response = s
+        .http
+        .get(format!("{}/clusters", s.sim.api_url()))
+        .bearer_auth(&s.token)
+        .header("Correlation-Id", "op-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response
+            .headers()
+            .get("correlation-id")
+            .and_then(|v| v.to_str().ok()),
+        Some("op-42")
+    );
+    assert_eq!(s.sim.control().correlation_ids(), vec!["op-42".to_string()]);
+}
+
+#[tokio::test]
+async fn sso_rejects_a_wrong_accept_header_and_bad_passwords_with_400_json() {
+    let s = Session::new().await;
+    let token_url = format!("{}/ovirt-engine/sso/oauth/token", s.sim.base_url());
+    let form = [
+        ("grant_type", "password"),
+        ("scope", "ovirt-app-api"),
+        ("username", "admin@internal"),
+        ("password", "nope"),
+    ];
+    let response = s
+        .http
+        .post(&token_url)
+        .header("Accept", "application/json, */*")
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"], "invalid_request");
+
+    let response = s
+        .http
+        .post(&token_url)
+        .header("Accept", "application/json")
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"], "access_denied");
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Cannot authenticate user 'admin@internal'")
+    );
+}

@@ -519,3 +519,79 @@ impl Drop for Inner {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync_clone<T: Send + Sync + Clone + 'static>() {}
+
+    #[test]
+    fn client_is_shareable_across_tasks() {
+        assert_send_sync_clone::<Client>();
+    }
+
+    #[test]
+    fn correlation_ids_are_sanitised() {
+        let config = ClientConfig::new("http://127.0.0.1:1/ovirt-engine/api", "u@internal", "p");
+        let client = Client::new(config).unwrap();
+        assert_eq!(
+            client.with_correlation_id("a b/c-d_e").correlation_id(),
+            Some("abc-d_e")
+        );
+        assert_eq!(
+            client
+                .with_correlation_id(&"x".repeat(50))
+                .correlation_id()
+                .map(str::len),
+            Some(36)
+        );
+        assert_eq!(client.with_correlation_id("///").correlation_id(), None);
+    }
+
+    #[test]
+    fn invalid_urls_and_rates_are_configuration_errors() {
+        let bad_url = ClientConfig::new("not a url", "u", "p");
+        assert_eq!(
+            Client::new(bad_url).unwrap_err().reason(),
+            crate::reason::INVALID_CONFIG
+        );
+        let zero_qps =
+            ClientConfig::new("https://e/ovirt-engine/api", "u", "p").with_rate_limit(0, 1);
+        assert_eq!(
+            Client::new(zero_qps).unwrap_err().reason(),
+            crate::reason::INVALID_CONFIG
+        );
+    }
+
+    #[test]
+    fn fault_bodies_map_to_typed_errors() {
+        let failed_action = b"<action><fault><reason>Operation Failed</reason><detail>[Cannot run VM. VM is running.]</detail></fault><status>failed</status></action>";
+        let err = error_from_response(409, failed_action, "/vms/x/start");
+        assert!(err.is_vm_running());
+        assert_eq!(err.detail(), Some("Cannot run VM. VM is running."));
+        let fault = b"<fault><reason>Operation Failed</reason><detail>[Cannot add VM. The VM name is already in use, please choose a unique name and try again.]</detail></fault>";
+        assert!(error_from_response(409, fault, "/vms").is_name_in_use());
+        assert!(matches!(
+            error_from_response(403, b"", "/vms"),
+            Error::PermissionDenied { .. }
+        ));
+        assert_eq!(
+            error_from_response(403, b"", "/vms").reason(),
+            crate::reason::PERMISSION_DENIED
+        );
+        assert!(error_from_response(404, b"", "/vms/x").is_not_found());
+        assert!(matches!(
+            error_from_response(400, b"<usage_message/>", "/vms"),
+            Error::BadRequest { .. }
+        ));
+        assert!(matches!(
+            error_from_response(502, b"<html>", "/vms"),
+            Error::Server { status: 502, .. }
+        ));
+        assert!(matches!(
+            error_from_response(418, b"", "/vms"),
+            Error::UnexpectedStatus { status: 418, .. }
+        ));
+    }
+}
