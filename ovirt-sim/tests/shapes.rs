@@ -486,3 +486,76 @@ async fn sso_rejects_a_wrong_accept_header_and_bad_passwords_with_400_json() {
             .starts_with("Cannot authenticate user 'admin@internal'")
     );
 }
+
+/// Key paths of a JSON document with the kind of each leaf (`s` string, `n` number).
+fn json_shape(value: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, child) in map {
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}/{key}")
+                };
+                out.insert(path.clone());
+                json_shape(child, &path, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            items.iter().for_each(|item| json_shape(item, prefix, out))
+        }
+        serde_json::Value::String(_) => {
+            out.insert(format!("{prefix}:s"));
+        }
+        serde_json::Value::Number(_) => {
+            out.insert(format!("{prefix}:n"));
+        }
+        _ => {
+            out.insert(format!("{prefix}:other"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn json_shapes_match_captured_engine_json_when_available() {
+    let Some(dir) = reference_dir() else {
+        eprintln!("reference samples not available; skipped");
+        return;
+    };
+    let s = Session::new().await;
+    let id = s.vm_id().await;
+    let extras: BTreeSet<String> = KNOWN_EXTRAS
+        .iter()
+        .flat_map(|p| {
+            let p = p.replace('@', "/");
+            let tail = p
+                .split_once('/')
+                .map(|(_, rest)| rest.to_string())
+                .unwrap_or_default();
+            [tail.clone(), format!("{tail}:s"), format!("{tail}:n")]
+        })
+        .collect();
+    for (sample, path) in [
+        ("api.json", String::new()),
+        ("vm.json", format!("/vms/{id}?follow=disk_attachments,nics")),
+    ] {
+        let reference: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(sample)).unwrap()).unwrap();
+        let mut expected = BTreeSet::new();
+        json_shape(&reference, "", &mut expected);
+        let (status, body) = s
+            .send(reqwest::Method::GET, &path, "application/json", None)
+            .await;
+        assert_eq!(status, 200);
+        let mut actual = BTreeSet::new();
+        json_shape(&serde_json::from_str(&body).unwrap(), "", &mut actual);
+        let unexpected: Vec<_> = actual
+            .iter()
+            .filter(|p| !expected.contains(*p) && !extras.contains(*p))
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "{sample}: not in the engine's JSON: {unexpected:?}"
+        );
+    }
+}

@@ -236,3 +236,48 @@ fn fuzz_decoders_never_panic() {
     }
     decode_all(&b"<vm>".repeat(5000));
 }
+
+/// The captured engine samples themselves, when `shared/` sits beside the workspace (they are
+/// reference data, not part of the project): every one decodes into the client's types.
+#[test]
+fn captured_engine_samples_decode_when_available() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/reference/ovirt-samples");
+    if !dir.is_dir() {
+        eprintln!("reference samples not found at {}; skipped", dir.display());
+        return;
+    }
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let api: Api = from_xml(&read("api.xml")).unwrap();
+    assert!(
+        api.product_info
+            .unwrap()
+            .version
+            .unwrap()
+            .full_version
+            .is_some()
+    );
+    let vm: Vm = from_xml(&read("vm.xml")).unwrap();
+    assert_eq!(vm.status, Some(VmStatus::Down));
+    assert!(!vm.disk_attachments.unwrap().items.is_empty());
+    assert!(!vm.nics.unwrap().items.is_empty());
+    let attachments: DiskAttachments = from_xml(&read("vm_diskattachments.xml")).unwrap();
+    assert_eq!(
+        attachments.items[0].id,
+        attachments.items[0].disk.as_ref().unwrap().id
+    );
+    let nics: Nics = from_xml(&read("vm_nics.xml")).unwrap();
+    assert!(nics.items[0].mac.as_ref().unwrap().address.is_some());
+    let disk: Disk = from_xml(&read("disk.xml")).unwrap();
+    assert_eq!(disk.status, Some(DiskStatus::Ok));
+    assert!(disk.provisioned_size.is_some());
+    let domains: StorageDomains = from_xml(&read("storagedomains.xml")).unwrap();
+    assert_eq!(
+        domains.items.iter().filter(|d| d.status.is_some()).count(),
+        1
+    );
+    let profiles: VnicProfiles = from_xml(&read("vnicprofiles.xml")).unwrap();
+    assert!(profiles.items[0].network.is_some());
+    let fault: Fault = from_xml(&read("fault.xml")).unwrap();
+    assert!(fault.reason.is_some() && fault.detail.is_some());
+}
