@@ -52,6 +52,15 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Turns a 404 into `Ok(None)`, for callers that treat "not found" as "absent".
+pub fn found<T>(result: Result<T>) -> Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(Error::NotFound(_)) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
 /// Condition reasons the operator writes; one per error class.
 pub mod reason {
     pub const INVALID_CA_BUNDLE: &str = "InvalidCABundle";

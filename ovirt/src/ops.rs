@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use reqwest::Method;
 
 use crate::client::{Call, Client};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::*;
 use crate::search;
 
@@ -238,7 +238,7 @@ impl Client {
         self.fetch(call).await
     }
 
-    /// `GET /vms/{id}`; [`Error::NotFound`] when it does not exist.
+    /// `GET /vms/{id}`; [`crate::Error::NotFound`] when it does not exist.
     pub async fn vm(&self, id: &str) -> Result<Vm> {
         self.fetch(Call::new(Method::GET, "vms", &["vms", id]))
             .await
@@ -382,7 +382,7 @@ impl Client {
     }
 
     /// Grows a disk through its attachment (works on every 4.x engine). The disk turns `locked`
-    /// and then `ok`; shrinking is a [`Error::BadRequest`].
+    /// and then `ok`; shrinking is a [`crate::Error::BadRequest`].
     pub async fn resize_disk_attachment(
         &self,
         vm_id: &str,
@@ -472,15 +472,4 @@ impl Client {
 /// The blank template as a reference (`template` of cloned VMs).
 pub fn blank_template() -> Ref {
     Ref::id(BLANK_TEMPLATE_ID)
-}
-
-impl Error {
-    /// Convenience for callers that treat 404 as "absent".
-    pub fn into_option<T>(result: Result<T>) -> Result<Option<T>> {
-        match result {
-            Ok(value) => Ok(Some(value)),
-            Err(Error::NotFound(_)) => Ok(None),
-            Err(err) => Err(err),
-        }
-    }
 }
