@@ -310,11 +310,14 @@ fn vm_follow(req: &Incoming) -> VmFollow {
     }
 }
 
-fn search_vms(state: &State, req: &Incoming, format: Format) -> Reply {
+/// `GET /vms[?search=…]`. Renders under the state lock but serialises after releasing it, so
+/// large answers do not stall other requests.
+fn search_vms(shared: &Arc<Shared>, req: &Incoming, format: Format) -> Reply {
     let query = match query_of(req) {
         Ok(q) => q,
         Err(e) => return bad_search(&e, format),
     };
+    let state = shared.lock();
     let follow = vm_follow(req);
     // Exact id/name disjunctions (batched status reads) are answered from the indexes.
     let records: Vec<_> = if let Some(ids) = query.literal_alternatives("id") {
@@ -350,23 +353,18 @@ fn search_vms(state: &State, req: &Incoming, format: Format) -> Reply {
             })
             .collect()
     };
-    let items = records
+    let items = limit(records, req)
         .into_iter()
-        .map(|vm| render::vm(state, vm, follow))
+        .map(|vm| render::vm(&state, vm, follow))
         .collect();
-    wire::object(
-        200,
-        &model::Vms {
-            items: limit(items, req),
-        },
-        format,
-    )
+    drop(state);
+    wire::object(200, &model::Vms { items }, format)
 }
 
 fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> Reply {
     let method = req.method.clone();
     match (method, path) {
-        (Method::GET, []) => search_vms(&shared.lock(), req, format),
+        (Method::GET, []) => search_vms(shared, req, format),
         (Method::POST, []) => add_vm(shared, req, format),
         (Method::GET, [id]) => {
             let state = shared.lock();
