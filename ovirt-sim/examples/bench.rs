@@ -76,8 +76,7 @@ where
 }
 
 fn client_for(sim: &SimulatorHandle) -> Client {
-    let mut config = ClientConfig::new(sim.api_url(), "admin@internal", "admin")
-        .with_rate_limit(1_000_000, 1_000_000);
+    let mut config = ClientConfig::new(sim.api_url(), "admin@internal", "admin").with_rate_limit(1_000_000, 1_000_000);
     config.tls = match sim.ca_pem() {
         Some(pem) => TlsMode::Verify {
             system_roots: false,
@@ -97,9 +96,7 @@ async fn main() {
     }
     let sim = builder.start().await.expect("simulator");
     let seeding = Instant::now();
-    sim.control()
-        .seed_vms("vm-", VMS, Some("rhcos-4.14"))
-        .expect("seed");
+    sim.control().seed_vms("vm-", VMS, Some("rhcos-4.14")).expect("seed");
     println!(
         "seeded {VMS} VMs in {:.0} ms ({})",
         seeding.elapsed().as_secs_f64() * 1000.0,
@@ -126,10 +123,7 @@ async fn main() {
             let c = c.clone();
             async move {
                 let name = format!("vm-{}", i * 31 % VMS);
-                c.find_vm_by_name(&name)
-                    .await
-                    .expect("search")
-                    .expect("found");
+                c.find_vm_by_name(&name).await.expect("search").expect("found");
             }
         })
         .await
@@ -162,10 +156,7 @@ async fn main() {
     run(10, 100, move |i| {
         let c = c.clone();
         async move {
-            let found = c
-                .search_vms(&format!("name=vm-{}*", i % 10))
-                .await
-                .expect("wildcard");
+            let found = c.search_vms(&format!("name=vm-{}*", i % 10)).await.expect("wildcard");
             assert!(!found.is_empty());
         }
     })

@@ -89,9 +89,10 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                 format,
             )
         }
-        ["clusters", id] => state.clusters.get(*id).map_or_else(not_found, |c| {
-            wire::object(200, &render::cluster(c), format)
-        }),
+        ["clusters", id] => state
+            .clusters
+            .get(*id)
+            .map_or_else(not_found, |c| wire::object(200, &render::cluster(c), format)),
         ["datacenters"] => {
             let items = state
                 .data_centers
@@ -113,9 +114,10 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                 format,
             )
         }
-        ["datacenters", id] => state.data_centers.get(*id).map_or_else(not_found, |dc| {
-            wire::object(200, &render::data_center(dc), format)
-        }),
+        ["datacenters", id] => state
+            .data_centers
+            .get(*id)
+            .map_or_else(not_found, |dc| wire::object(200, &render::data_center(dc), format)),
         ["datacenters", dc, "storagedomains"] => {
             if !state.data_centers.contains_key(*dc) {
                 return not_found();
@@ -185,9 +187,10 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                 format,
             )
         }
-        ["networks", id] => state.networks.get(*id).map_or_else(not_found, |n| {
-            wire::object(200, &render::network(n), format)
-        }),
+        ["networks", id] => state
+            .networks
+            .get(*id)
+            .map_or_else(not_found, |n| wire::object(200, &render::network(n), format)),
         ["networks", id, "vnicprofiles"] => {
             if !state.networks.contains_key(*id) {
                 return not_found();
@@ -202,11 +205,7 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
         }
         // The engine offers no search on vNIC profiles: `search` is ignored.
         ["vnicprofiles"] => {
-            let items = state
-                .vnic_profiles
-                .values()
-                .map(render::vnic_profile)
-                .collect();
+            let items = state.vnic_profiles.values().map(render::vnic_profile).collect();
             wire::object(
                 200,
                 &model::VnicProfiles {
@@ -215,9 +214,10 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                 format,
             )
         }
-        ["vnicprofiles", id] => state.vnic_profiles.get(*id).map_or_else(not_found, |p| {
-            wire::object(200, &render::vnic_profile(p), format)
-        }),
+        ["vnicprofiles", id] => state
+            .vnic_profiles
+            .get(*id)
+            .map_or_else(not_found, |p| wire::object(200, &render::vnic_profile(p), format)),
         ["templates"] => {
             let items = state
                 .templates
@@ -252,9 +252,10 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                 format,
             )
         }
-        ["templates", id] => state.templates.get(*id).map_or_else(not_found, |t| {
-            wire::object(200, &render::template(t), format)
-        }),
+        ["templates", id] => state
+            .templates
+            .get(*id)
+            .map_or_else(not_found, |t| wire::object(200, &render::template(t), format)),
         ["templates", id, "diskattachments"] => match state.templates.get(*id) {
             Some(t) => {
                 let items = t
@@ -299,11 +300,7 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
 
 fn vm_follow(req: &Incoming) -> VmFollow {
     let follow = req.param("follow").unwrap_or_default();
-    let has = |name: &str| {
-        follow
-            .split(',')
-            .any(|f| f.trim().split('.').next() == Some(name))
-    };
+    let has = |name: &str| follow.split(',').any(|f| f.trim().split('.').next() == Some(name));
     VmFollow {
         disk_attachments: has("disk_attachments"),
         nics: has("nics"),
@@ -340,14 +337,8 @@ fn search_vms(shared: &Arc<Shared>, req: &Incoming, format: Format) -> Reply {
                     "id" => Some(vec![vm.id.clone()]),
                     "status" => Some(vec![vm.status.to_string()]),
                     "description" => Some(vec![vm.description.clone()]),
-                    "cluster" => state
-                        .clusters
-                        .get(&vm.cluster_id)
-                        .map(|c| vec![c.name.clone()]),
-                    "template" => state
-                        .templates
-                        .get(&vm.template_id)
-                        .map(|t| vec![t.name.clone()]),
+                    "cluster" => state.clusters.get(&vm.cluster_id).map(|c| vec![c.name.clone()]),
+                    "template" => state.templates.get(&vm.template_id).map(|t| vec![t.name.clone()]),
                     _ => None,
                 })
             })
@@ -383,9 +374,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
                 Err(e) => wire::error(&e, format),
             }
         }
-        (Method::POST, [id, verb @ ("start" | "stop" | "shutdown")]) => {
-            vm_action(shared, req, id, verb, format)
-        }
+        (Method::POST, [id, verb @ ("start" | "stop" | "shutdown")]) => vm_action(shared, req, id, verb, format),
         (Method::GET, [id, "diskattachments"]) => {
             let state = shared.lock();
             let Some(vm) = state.vms.get(*id) else {
@@ -405,14 +394,10 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
         (Method::GET, [id, "diskattachments", disk_id]) => {
             let state = shared.lock();
             match state.vms.get(*id) {
-                Some(vm) if vm.disk_ids.iter().any(|d| d == disk_id) => {
-                    match state.disks.get(*disk_id) {
-                        Some(d) => {
-                            wire::object(200, &render::disk_attachment(d, "vms", id, false), format)
-                        }
-                        None => not_found(),
-                    }
-                }
+                Some(vm) if vm.disk_ids.iter().any(|d| d == disk_id) => match state.disks.get(*disk_id) {
+                    Some(d) => wire::object(200, &render::disk_attachment(d, "vms", id, false), format),
+                    None => not_found(),
+                },
                 _ => not_found(),
             }
         }
@@ -431,13 +416,15 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
             };
             let disk = attachment.disk.unwrap_or_default();
             apply_disk_update(shared, disk_id, &disk, format, |state, _| {
-                Some(render::disk_attachment(
-                    state.disks.get(*disk_id)?,
-                    "vms",
-                    id,
-                    false,
-                ))
+                Some(render::disk_attachment(state.disks.get(*disk_id)?, "vms", id, false))
             })
+        }
+        (Method::DELETE, [id, "diskattachments", disk_id]) => {
+            let remove = req.bool_param("detach_only") == Some(false);
+            match engine::detach_disk(&mut shared.lock(), id, disk_id, remove) {
+                Ok(()) => wire::action_complete(&model::Action::default(), None, format),
+                Err(e) => wire::error(&e, format),
+            }
         }
         (Method::GET, [id, "nics"]) => {
             let state = shared.lock();
@@ -475,12 +462,10 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
                 Err(e) => wire::error(&e, format),
             }
         }
-        (Method::DELETE, [id, "nics", nic_id]) => {
-            match engine::remove_nic(&mut shared.lock(), id, nic_id) {
-                Ok(()) => wire::action_complete(&model::Action::default(), None, format),
-                Err(e) => wire::error(&e, format),
-            }
-        }
+        (Method::DELETE, [id, "nics", nic_id]) => match engine::remove_nic(&mut shared.lock(), id, nic_id) {
+            Ok(()) => wire::action_complete(&model::Action::default(), None, format),
+            Err(e) => wire::error(&e, format),
+        },
         (Method::GET, [id, "reporteddevices"]) => {
             let state = shared.lock();
             let Some(vm) = state.vms.get(*id) else {
@@ -589,8 +574,7 @@ fn apply_disk_update<T: serde::Serialize>(
     let mut state = shared.lock();
     match engine::update_disk(&mut state, &timings, disk_id, disk) {
         Ok(scheduled) => {
-            let reply = render_after(&state, disk_id)
-                .map_or_else(not_found, |body| wire::object(200, &body, format));
+            let reply = render_after(&state, disk_id).map_or_else(not_found, |body| wire::object(200, &body, format));
             drop(state);
             shared.schedule(scheduled);
             reply

@@ -58,12 +58,7 @@ impl Control {
     }
 
     /// Adds `count` VMs named `{prefix}{n}` made from `template` (None = Blank), status `down`.
-    pub fn seed_vms(
-        &self,
-        prefix: &str,
-        count: usize,
-        template: Option<&str>,
-    ) -> Result<(), String> {
+    pub fn seed_vms(&self, prefix: &str, count: usize, template: Option<&str>) -> Result<(), String> {
         let vms = (0..count)
             .map(|n| VmSeed {
                 name: format!("{prefix}{n}"),
@@ -79,8 +74,12 @@ impl Control {
 
     /// Attaches a new data disk (not from the template) to a VM; returns the disk id.
     pub fn attach_disk(&self, vm_id: &str, alias: &str, size_bytes: u64) -> Result<String, String> {
-        engine::attach_extra_disk(&mut self.shared.lock(), vm_id, alias, size_bytes)
-            .map_err(|e| format!("{e:?}"))
+        engine::attach_extra_disk(&mut self.shared.lock(), vm_id, alias, size_bytes).map_err(|e| format!("{e:?}"))
+    }
+
+    /// Detaches a disk from a VM (the disk stays, unattached), as a user would before deletion.
+    pub fn detach_disk(&self, vm_id: &str, disk_id: &str) -> Result<(), String> {
+        engine::detach_disk(&mut self.shared.lock(), vm_id, disk_id, false).map_err(|e| format!("{e:?}"))
     }
 
     pub fn faults(&self) -> FaultInjection {
@@ -88,21 +87,11 @@ impl Control {
     }
 
     pub fn set_faults(&self, faults: FaultInjection) {
-        *self
-            .shared
-            .faults
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = faults;
+        *self.shared.faults.write().unwrap_or_else(|e| e.into_inner()) = faults;
     }
 
     fn update_faults(&self, change: impl FnOnce(&mut FaultInjection)) {
-        change(
-            &mut self
-                .shared
-                .faults
-                .write()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
+        change(&mut self.shared.faults.write().unwrap_or_else(|e| e.into_inner()));
     }
 
     pub fn set_latency(&self, latency: Duration) {
@@ -153,19 +142,12 @@ impl Control {
 
     /// Lifetime of tokens issued from now on (None = never expire).
     pub fn set_token_ttl(&self, ttl: Option<Duration>) {
-        *self
-            .shared
-            .token_ttl
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = ttl;
+        *self.shared.token_ttl.write().unwrap_or_else(|e| e.into_inner()) = ttl;
     }
 
     /// Adds a user or changes its password (`name` as `user@domain`).
     pub fn set_user(&self, name: &str, password: &str) {
-        self.shared
-            .lock()
-            .users
-            .insert(name.to_string(), password.to_string());
+        self.shared.lock().users.insert(name.to_string(), password.to_string());
     }
 
     pub fn timings(&self) -> Timings {
@@ -173,20 +155,12 @@ impl Control {
     }
 
     pub fn set_timings(&self, timings: Timings) {
-        *self
-            .shared
-            .timings
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = timings;
+        *self.shared.timings.write().unwrap_or_else(|e| e.into_inner()) = timings;
     }
 
     /// Requests per endpoint, keyed `METHOD /path/{id}/...` (ids replaced), plus `total`.
     pub fn counters(&self) -> BTreeMap<String, u64> {
-        self.shared
-            .counters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.shared.counters.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn counter(&self, key: &str) -> u64 {
@@ -194,11 +168,7 @@ impl Control {
     }
 
     pub fn reset_counters(&self) {
-        self.shared
-            .counters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.shared.counters.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// Every VM, for assertions such as "exactly N VMs exist".
@@ -227,8 +197,7 @@ impl Control {
 
     /// Forces a VM into a status (e.g. `not_responding`, `up`) without the usual transitions.
     pub fn set_vm_status(&self, id: &str, status: &str) -> Result<(), String> {
-        crate::api::force_vm_status(&mut self.shared.lock(), id, status)
-            .map_err(|e| format!("{e:?}"))
+        crate::api::force_vm_status(&mut self.shared.lock(), id, status).map_err(|e| format!("{e:?}"))
     }
 
     /// Id of a named object, for tests: kinds `cluster`, `datacenter`, `storagedomain`,
@@ -236,11 +205,7 @@ impl Control {
     pub fn id_of(&self, kind: &str, name: &str) -> Option<String> {
         let state = self.shared.lock();
         match kind {
-            "cluster" => state
-                .clusters
-                .values()
-                .find(|x| x.name == name)
-                .map(|x| x.id.clone()),
+            "cluster" => state.clusters.values().find(|x| x.name == name).map(|x| x.id.clone()),
             "datacenter" => state
                 .data_centers
                 .values()
@@ -251,26 +216,14 @@ impl Control {
                 .values()
                 .find(|x| x.name == name)
                 .map(|x| x.id.clone()),
-            "network" => state
-                .networks
-                .values()
-                .find(|x| x.name == name)
-                .map(|x| x.id.clone()),
+            "network" => state.networks.values().find(|x| x.name == name).map(|x| x.id.clone()),
             "vnicprofile" => state
                 .vnic_profiles
                 .values()
                 .find(|x| x.name == name)
                 .map(|x| x.id.clone()),
-            "template" => state
-                .templates
-                .values()
-                .find(|x| x.name == name)
-                .map(|x| x.id.clone()),
-            "vm" => state
-                .vms
-                .values()
-                .find(|x| x.name == name)
-                .map(|x| x.id.clone()),
+            "template" => state.templates.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "vm" => state.vms.values().find(|x| x.name == name).map(|x| x.id.clone()),
             _ => None,
         }
     }
@@ -309,8 +262,7 @@ struct TokenTtl {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(req: &Incoming) -> Result<T, Reply> {
-    serde_json::from_slice(&req.body)
-        .map_err(|e| Reply::json(400, &json!({"error": e.to_string()})))
+    serde_json::from_slice(&req.body).map_err(|e| Reply::json(400, &json!({"error": e.to_string()})))
 }
 
 fn result(outcome: Result<serde_json::Value, String>) -> Reply {
@@ -352,13 +304,12 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
                     .map(|disk_id| json!({"id": disk_id})),
             )
         }
+        (&Method::DELETE, ["vms", id, "disks", disk_id]) => {
+            result(control.detach_disk(id, disk_id).map(|()| json!({})))
+        }
         (&Method::POST, ["vms", id, "status"]) => {
             let change = body!(StatusChange);
-            result(
-                control
-                    .set_vm_status(id, &change.status)
-                    .map(|()| json!({})),
-            )
+            result(control.set_vm_status(id, &change.status).map(|()| json!({})))
         }
         (&Method::POST, ["inventory"]) => {
             let inventory = body!(Inventory);

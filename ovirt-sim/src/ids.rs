@@ -134,9 +134,6 @@ mod tests {
 
     #[test]
     fn link_local_from_mac() {
-        assert_eq!(
-            link_local_ipv6("56:6f:a5:e5:00:03"),
-            "fe80::546f:a5ff:fee5:3"
-        );
+        assert_eq!(link_local_ipv6("56:6f:a5:e5:00:03"), "fe80::546f:a5ff:fee5:3");
     }
 }

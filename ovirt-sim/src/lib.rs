@@ -25,8 +25,8 @@ mod wire;
 pub use control::{Control, FaultInjection};
 pub use engine::Timings;
 pub use inventory::{
-    ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed,
-    TemplateNicSeed, TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
+    ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
+    TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
 };
 pub use server::{Simulator, SimulatorBuilder, SimulatorHandle};
 pub use sso::SsoErrorStyle;

@@ -50,11 +50,7 @@ pub fn api_root(state: &State) -> Api {
         }
     }
     let user_id = "bfd9c4d2-0000-4000-8000-0000000000ad";
-    let running = state
-        .vms
-        .values()
-        .filter(|vm| vm.status == VmStatus::Up)
-        .count() as u64;
+    let running = state.vms.values().filter(|vm| vm.status == VmStatus::Up).count() as u64;
     Api {
         links: api_links,
         product_info: Some(ProductInfo {
@@ -79,13 +75,7 @@ pub fn api_root(state: &State) -> Api {
                 total: Some(1),
             }),
             storage_domains: Some(SummaryCount {
-                active: Some(
-                    state
-                        .storage_domains
-                        .values()
-                        .filter(|s| s.status == "active")
-                        .count() as u64,
-                ),
+                active: Some(state.storage_domains.values().filter(|s| s.status == "active").count() as u64),
                 total: Some(state.storage_domains.len() as u64),
             }),
             users: Some(SummaryCount {
@@ -112,13 +102,7 @@ pub fn data_center(dc: &DataCenterRecord) -> DataCenter {
         description: Some(String::new()),
         links: links(
             &base,
-            &[
-                "clusters",
-                "networks",
-                "storagedomains",
-                "permissions",
-                "quotas",
-            ],
+            &["clusters", "networks", "storagedomains", "permissions", "quotas"],
         ),
         local: Some(false),
         status: Some("up".into()),
@@ -138,10 +122,7 @@ pub fn cluster(c: &ClusterRecord) -> Cluster {
         name: Some(c.name.clone()),
         description: Some(String::new()),
         comment: Some(String::new()),
-        links: links(
-            &base,
-            &["networks", "permissions", "affinitygroups", "cpuprofiles"],
-        ),
+        links: links(&base, &["networks", "permissions", "affinitygroups", "cpuprofiles"]),
         cpu: Some(Cpu {
             architecture: Some("x86_64".into()),
             kind: Some(c.cpu_type.clone()),
@@ -174,10 +155,7 @@ pub fn storage_domain(sd: &StorageDomainRecord, in_data_center: bool) -> Storage
             _ => base.clone(),
         }),
         id: Some(sd.id.clone()),
-        actions: actions(
-            &base,
-            &["isattached", "updateovfstore", "refreshluns", "reduceluns"],
-        ),
+        actions: actions(&base, &["isattached", "updateovfstore", "refreshluns", "reduceluns"]),
         name: Some(sd.name.clone()),
         description: Some(String::new()),
         comment: Some(String::new()),
@@ -237,10 +215,7 @@ pub fn vnic_profile(p: &VnicProfileRecord) -> VnicProfile {
         }),
         port_mirroring: Some(false),
         network: Some(linked("networks", &p.network_id)),
-        network_filter: Some(linked(
-            "networkfilters",
-            "d2370ab4-fee3-11e9-a310-8c1645ce738e",
-        )),
+        network_filter: Some(linked("networkfilters", "d2370ab4-fee3-11e9-a310-8c1645ce738e")),
     }
 }
 
@@ -253,16 +228,7 @@ pub fn template(t: &TemplateRecord) -> Template {
         name: Some(t.name.clone()),
         description: Some(t.description.clone()),
         comment: Some(String::new()),
-        links: links(
-            &base,
-            &[
-                "diskattachments",
-                "nics",
-                "permissions",
-                "tags",
-                "watchdogs",
-            ],
-        ),
+        links: links(&base, &["diskattachments", "nics", "permissions", "tags", "watchdogs"]),
         cpu: Some(Cpu {
             architecture: Some("x86_64".into()),
             topology: Some(CpuTopology {
@@ -279,10 +245,7 @@ pub fn template(t: &TemplateRecord) -> Template {
         version: Some(TemplateVersion {
             version_name: t.version_name.clone(),
             version_number: Some(t.version_number),
-            base_template: t
-                .base_template_id
-                .as_ref()
-                .map(|id| linked("templates", id)),
+            base_template: t.base_template_id.as_ref().map(|id| linked("templates", id)),
         }),
         cluster: t.cluster_id.as_ref().map(|id| linked("clusters", id)),
     }
@@ -293,10 +256,7 @@ pub fn disk(d: &DiskRecord) -> Disk {
     Disk {
         href: Some(base.clone()),
         id: Some(d.id.clone()),
-        actions: actions(
-            &base,
-            &["reduce", "sparsify", "copy", "export", "move", "refreshlun"],
-        ),
+        actions: actions(&base, &["reduce", "sparsify", "copy", "export", "move", "refreshlun"]),
         name: Some(d.alias.clone()),
         description: Some(d.description.clone()),
         links: links(&base, &["permissions", "disksnapshots", "statistics"]),
@@ -312,10 +272,7 @@ pub fn disk(d: &DiskRecord) -> Disk {
         storage_type: Some("image".into()),
         total_size: Some(d.actual_size),
         wipe_after_delete: Some(false),
-        disk_profile: Some(linked(
-            "diskprofiles",
-            "0f9c5266-0000-4000-8000-00000000d15c",
-        )),
+        disk_profile: Some(linked("diskprofiles", "0f9c5266-0000-4000-8000-00000000d15c")),
         storage_domains: Some(StorageDomainRefs {
             items: d
                 .storage_domain_ids
@@ -327,18 +284,10 @@ pub fn disk(d: &DiskRecord) -> Disk {
 }
 
 /// An attachment of `d` to a VM (`owner` = `vms/{id}`) or template (`templates/{id}`).
-pub fn disk_attachment(
-    d: &DiskRecord,
-    owner_collection: &str,
-    owner_id: &str,
-    inline_disk: bool,
-) -> DiskAttachment {
+pub fn disk_attachment(d: &DiskRecord, owner_collection: &str, owner_id: &str, inline_disk: bool) -> DiskAttachment {
     let owner = Some(linked(owner_collection, owner_id));
     DiskAttachment {
-        href: Some(href(&format!(
-            "{owner_collection}/{owner_id}/diskattachments/{}",
-            d.id
-        ))),
+        href: Some(href(&format!("{owner_collection}/{owner_id}/diskattachments/{}", d.id))),
         id: Some(d.id.clone()),
         active: Some(d.active),
         bootable: Some(d.bootable),
@@ -361,11 +310,7 @@ pub fn disk_attachment(
         } else {
             None
         },
-        vm: if owner_collection == "vms" {
-            owner
-        } else {
-            None
-        },
+        vm: if owner_collection == "vms" { owner } else { None },
     }
 }
 
@@ -376,10 +321,7 @@ pub fn nic(vm_id: &str, n: &NicRecord) -> Nic {
         id: Some(n.id.clone()),
         actions: actions(&base, &["activate", "deactivate"]),
         name: Some(n.name.clone()),
-        links: links(
-            &base,
-            &["reporteddevices", "networkfilterparameters", "statistics"],
-        ),
+        links: links(&base, &["reporteddevices", "networkfilterparameters", "statistics"]),
         vm: Some(linked("vms", vm_id)),
         interface: Some(n.interface.clone()),
         linked: Some(n.linked),
@@ -388,10 +330,7 @@ pub fn nic(vm_id: &str, n: &NicRecord) -> Nic {
         }),
         plugged: Some(n.plugged),
         synced: Some(true),
-        vnic_profile: n
-            .vnic_profile_id
-            .as_ref()
-            .map(|id| linked("vnicprofiles", id)),
+        vnic_profile: n.vnic_profile_id.as_ref().map(|id| linked("vnicprofiles", id)),
     }
 }
 
@@ -449,9 +388,7 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         id: Some(v.id.clone()),
         actions: actions(
             &base,
-            &[
-                "shutdown", "start", "stop", "suspend", "reboot", "migrate", "clone",
-            ],
+            &["shutdown", "start", "stop", "suspend", "reboot", "migrate", "clone"],
         ),
         name: Some(v.name.clone()),
         description: Some(v.description.clone()),
@@ -481,11 +418,9 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         }),
         creation_time: Some(format_time(v.creation_time)),
         fqdn: (v.ips_reported).then(|| format!("{}.sim.local", v.name)),
-        initialization: (v.custom_script.is_some() || v.host_name.is_some()).then(|| {
-            Initialization {
-                custom_script: v.custom_script.clone(),
-                host_name: v.host_name.clone(),
-            }
+        initialization: (v.custom_script.is_some() || v.host_name.is_some()).then(|| Initialization {
+            custom_script: v.custom_script.clone(),
+            host_name: v.host_name.clone(),
         }),
         memory: Some(v.memory),
         memory_policy: Some(MemoryPolicy {
@@ -502,17 +437,9 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         kind: Some(VmType::parse(&v.kind)),
         cluster: Some(linked("clusters", &v.cluster_id)),
         status: Some(v.status.clone()),
-        start_time: if is_down {
-            None
-        } else {
-            v.start_time.map(format_time)
-        },
+        start_time: if is_down { None } else { v.start_time.map(format_time) },
         stop_reason: is_down.then(String::new),
-        stop_time: if is_down {
-            v.stop_time.map(format_time)
-        } else {
-            None
-        },
+        stop_time: if is_down { v.stop_time.map(format_time) } else { None },
         disk_attachments: follow.disk_attachments.then(|| DiskAttachments {
             items: v
                 .disk_ids

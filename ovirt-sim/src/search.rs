@@ -91,9 +91,7 @@ pub fn parse(text: &str) -> Result<Query, String> {
     let mut index = 0;
     while index < tokens.len() {
         match &tokens[index] {
-            Token::Word(word)
-                if word.eq_ignore_ascii_case("sortby") || word.eq_ignore_ascii_case("page") =>
-            {
+            Token::Word(word) if word.eq_ignore_ascii_case("sortby") || word.eq_ignore_ascii_case("page") => {
                 break;
             }
             Token::Word(word) if word.eq_ignore_ascii_case("and") => index += 1,
@@ -171,8 +169,8 @@ impl Query {
         }
         self.any_of.iter().any(|all| {
             all.iter().all(|term| {
-                let hit = field(&term.field)
-                    .is_some_and(|values| values.iter().any(|v| matches_pattern(&term.pattern, v)));
+                let hit =
+                    field(&term.field).is_some_and(|values| values.iter().any(|v| matches_pattern(&term.pattern, v)));
                 hit != term.negated
             })
         })

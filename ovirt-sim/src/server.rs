@@ -49,10 +49,7 @@ impl Shared {
     }
 
     pub fn faults(&self) -> FaultInjection {
-        self.faults
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.faults.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn token_ttl(&self) -> Option<Duration> {
@@ -88,10 +85,7 @@ pub struct Incoming {
 
 impl Incoming {
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
     /// The engine's boolean parameter rules: empty = true, t/true/y/yes/1 and f/false/n/no/0,
@@ -137,23 +131,14 @@ fn api_path(path: &str) -> Option<&str> {
 async fn respond(shared: Arc<Shared>, req: Incoming) -> Reply {
     if let Some(rest) = req.path.strip_prefix("/sim/") {
         let path: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-        return control::handle(
-            &Control {
-                shared: shared.clone(),
-            },
-            &req,
-            &path,
-        );
+        return control::handle(&Control { shared: shared.clone() }, &req, &path);
     }
     let correlation_id = req
         .header("correlation-id")
         .or_else(|| req.param("correlation_id"))
         .map(str::to_string);
     if let Some(id) = &correlation_id {
-        let mut seen = shared
-            .correlation_ids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut seen = shared.correlation_ids.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() == REMEMBERED_CORRELATION_IDS {
             seen.pop_front();
         }
@@ -185,25 +170,16 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
         (&Method::POST, "/ovirt-engine/services/sso-logout", _) => sso::logout(shared, req),
         (_, _, Some(rest)) => {
             if !sso::authorized(shared, req) {
-                return Reply::empty(401)
-                    .with_header("WWW-Authenticate", "Basic realm=\"RESTAPI\"");
+                return Reply::empty(401).with_header("WWW-Authenticate", "Basic realm=\"RESTAPI\"");
             }
             let injected = faults.error_rate > 0.0
-                && faults
-                    .path_contains
-                    .as_deref()
-                    .is_none_or(|p| req.path.contains(p))
+                && faults.path_contains.as_deref().is_none_or(|p| req.path.contains(p))
                 && fastrand::f64() < faults.error_rate;
             if injected {
                 return Reply::empty(faults.error_status);
             }
             let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-            api::handle(
-                shared,
-                req,
-                &segments,
-                Format::from_accept(req.header("accept")),
-            )
+            api::handle(shared, req, &segments, Format::from_accept(req.header("accept")))
         }
         _ => Reply::empty(404),
     }
@@ -332,16 +308,10 @@ impl SimulatorBuilder {
             .and(warp::header::headers_cloned())
             .and(warp::body::bytes())
             .and_then(
-                move |method: Method,
-                      path: warp::path::FullPath,
-                      query: String,
-                      headers: HeaderMap,
-                      body: Bytes| {
+                move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body: Bytes| {
                     let shared = filter_shared.clone();
                     async move {
-                        let query = form_urlencoded::parse(query.as_bytes())
-                            .into_owned()
-                            .collect();
+                        let query = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
                         let request = Incoming {
                             method,
                             path: path.as_str().to_string(),
@@ -367,22 +337,17 @@ impl SimulatorBuilder {
                 let service = service.clone();
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
-                    let builder =
-                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                     let hyper_service = TowerToHyperService::new(service);
                     match acceptor {
                         Some(acceptor) => {
                             let Ok(tls) = acceptor.accept(tcp).await else {
                                 return;
                             };
-                            let _ = builder
-                                .serve_connection(TokioIo::new(tls), hyper_service)
-                                .await;
+                            let _ = builder.serve_connection(TokioIo::new(tls), hyper_service).await;
                         }
                         None => {
-                            let _ = builder
-                                .serve_connection(TokioIo::new(tcp), hyper_service)
-                                .await;
+                            let _ = builder.serve_connection(TokioIo::new(tcp), hyper_service).await;
                         }
                     }
                 });
@@ -395,11 +360,7 @@ impl SimulatorBuilder {
         } else {
             addr.ip().to_string()
         };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
+        let host = if host.contains(':') { format!("[{host}]") } else { host };
         Ok(SimulatorHandle {
             addr,
             base_url: format!("{scheme}://{host}:{}", addr.port()),
@@ -472,10 +433,7 @@ mod tests {
             endpoint_key(&Method::GET, "/vms/abc/nics/def"),
             "GET /vms/{id}/nics/{id}"
         );
-        assert_eq!(
-            endpoint_key(&Method::POST, "/vms/abc/start"),
-            "POST /vms/{id}/start"
-        );
+        assert_eq!(endpoint_key(&Method::POST, "/vms/abc/start"), "POST /vms/{id}/start");
         assert_eq!(endpoint_key(&Method::GET, ""), "GET /");
     }
 

@@ -43,18 +43,10 @@ pub fn token(shared: &Arc<Shared>, req: &Incoming) -> Reply {
     let style = shared.faults().sso_error_style;
     // The SSO insists on this exact Accept value.
     if req.header("accept") != Some("application/json") {
-        return sso_error(
-            style,
-            "invalid_request",
-            "Missing parameter: 'Accept Header'",
-        );
+        return sso_error(style, "invalid_request", "Missing parameter: 'Accept Header'");
     }
     let form = req.form();
-    let field = |name: &str| {
-        form.iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+    let field = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     match field("grant_type") {
         Some("password") => {}
         Some(other) => {
@@ -78,9 +70,7 @@ pub fn token(shared: &Arc<Shared>, req: &Incoming) -> Reply {
         return sso_error(
             style,
             "access_denied",
-            &format!(
-                "Cannot authenticate user '{user}@{domain}': The username or password is incorrect.."
-            ),
+            &format!("Cannot authenticate user '{user}@{domain}': The username or password is incorrect.."),
         );
     }
     let ttl = shared.token_ttl();
@@ -112,10 +102,7 @@ pub fn logout(shared: &Arc<Shared>, req: &Incoming) -> Reply {
 
 /// Whether a bearer token is currently valid.
 pub fn authorized(shared: &Arc<Shared>, req: &Incoming) -> bool {
-    let Some(token) = req
-        .header("authorization")
-        .and_then(|h| h.strip_prefix("Bearer "))
-    else {
+    let Some(token) = req.header("authorization").and_then(|h| h.strip_prefix("Bearer ")) else {
         return false;
     };
     let mut state = shared.lock();

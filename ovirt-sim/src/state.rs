@@ -194,10 +194,9 @@ impl State {
     }
 
     pub fn vm_name_taken(&self, name: &str) -> bool {
-        self.vm_names.get(&name.to_lowercase()).is_some_and(|ids| {
-            ids.iter()
-                .any(|id| self.vms.get(id).is_some_and(|vm| vm.name == name))
-        })
+        self.vm_names
+            .get(&name.to_lowercase())
+            .is_some_and(|ids| ids.iter().any(|id| self.vms.get(id).is_some_and(|vm| vm.name == name)))
     }
 
     pub fn cluster_by_ref(&self, id: Option<&str>, name: Option<&str>) -> Option<&ClusterRecord> {

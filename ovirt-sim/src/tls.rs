@@ -16,9 +16,7 @@ pub fn generate(extra_names: &[String]) -> Result<GeneratedTls, String> {
     let err = |e: rcgen::Error| e.to_string();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "ovirt-sim CA");
+    ca_params.distinguished_name.push(DnType::CommonName, "ovirt-sim CA");
     ca_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -27,18 +25,12 @@ pub fn generate(extra_names: &[String]) -> Result<GeneratedTls, String> {
     let ca_key = KeyPair::generate().map_err(err)?;
     let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
 
-    let mut names = vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "::1".to_string(),
-    ];
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
     names.extend(extra_names.iter().cloned());
     names.sort();
     names.dedup();
     let mut params = CertificateParams::new(names).map_err(err)?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "ovirt-sim");
+    params.distinguished_name.push(DnType::CommonName, "ovirt-sim");
     let key = KeyPair::generate().map_err(err)?;
     let issuer = Issuer::from_params(&ca_params, &ca_key);
     let cert = params.signed_by(&key, &issuer).map_err(err)?;

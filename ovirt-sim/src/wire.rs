@@ -47,9 +47,7 @@ pub enum Format {
 impl Format {
     pub fn from_accept(accept: Option<&str>) -> Self {
         match accept {
-            Some(a) if a.contains("application/json") && !a.contains("application/xml") => {
-                Format::Json
-            }
+            Some(a) if a.contains("application/json") && !a.contains("application/xml") => Format::Json,
             _ => Format::Xml,
         }
     }
@@ -94,9 +92,7 @@ fn engine_json(value: serde_json::Value, key: Option<&str>) -> serde_json::Value
                 })
                 .collect(),
         ),
-        Value::Array(items) => {
-            Value::Array(items.into_iter().map(|v| engine_json(v, key)).collect())
-        }
+        Value::Array(items) => Value::Array(items.into_iter().map(|v| engine_json(v, key)).collect()),
         Value::String(text) if key.is_some_and(|k| DATE_KEYS.contains(&k)) => parse_time(&text)
             .map(|ms| Value::Number(ms.into()))
             .unwrap_or(Value::String(text)),
@@ -110,11 +106,7 @@ fn engine_json(value: serde_json::Value, key: Option<&str>) -> serde_json::Value
 pub fn error(err: &EngineError, format: Format) -> Reply {
     match err {
         EngineError::NotFound => Reply::empty(404),
-        EngineError::Fault {
-            status,
-            reason,
-            detail,
-        } => object(
+        EngineError::Fault { status, reason, detail } => object(
             *status,
             &Fault {
                 reason: Some(reason.clone()),
@@ -142,10 +134,7 @@ pub fn action_complete(request: &Action, vm_id: Option<&str>, format: Format) ->
     let job = crate::ids::new_id();
     let answer = Action {
         status: Some("complete".into()),
-        job: Some(Ref::linked(
-            format!("{}/jobs/{job}", crate::render::API),
-            job,
-        )),
+        job: Some(Ref::linked(format!("{}/jobs/{job}", crate::render::API), job)),
         vm: vm_id.map(|id| Ref::linked(format!("{}/vms/{id}", crate::render::API), id)),
         fault: None,
         ..request.clone()
@@ -155,10 +144,7 @@ pub fn action_complete(request: &Action, vm_id: Option<&str>, format: Format) ->
 
 /// 400 for a body that is not the expected XML (the engine answers with a usage message).
 pub fn unparsable_body(message: &str) -> Reply {
-    let escaped = message
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;");
+    let escaped = message.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
     Reply {
         status: 400,
         headers: vec![("Content-Type", "application/xml;charset=UTF-8".into())],

@@ -44,8 +44,7 @@ fn xml_shape(xml: &str) -> BTreeSet<String> {
 }
 
 fn reference_dir() -> Option<PathBuf> {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/ovirt-samples");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/ovirt-samples");
     dir.is_dir().then_some(dir)
 }
 
@@ -92,21 +91,13 @@ const KNOWN_EXTRAS: &[&str] = &[
     "disk_attachments/disk_attachment/logical_name",
 ];
 
-fn assert_shape_within(
-    what: &str,
-    actual: &BTreeSet<String>,
-    required: &[&str],
-    sample_name: &str,
-) {
+fn assert_shape_within(what: &str, actual: &BTreeSet<String>, required: &[&str], sample_name: &str) {
     for (label, sample) in samples(sample_name) {
         let unexpected: Vec<_> = actual
             .iter()
             .filter(|p| !sample.contains(*p) && !KNOWN_EXTRAS.contains(&p.as_str()))
             .collect();
-        assert!(
-            unexpected.is_empty(),
-            "{what}: not in {label}: {unexpected:?}"
-        );
+        assert!(unexpected.is_empty(), "{what}: not in {label}: {unexpected:?}");
     }
     let missing: Vec<_> = required.iter().filter(|p| !actual.contains(**p)).collect();
     assert!(missing.is_empty(), "{what}: missing {missing:?}");
@@ -141,31 +132,21 @@ impl Session {
         Session { sim, http, token }
     }
 
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        accept: &str,
-        body: Option<&str>,
-    ) -> (u16, String) {
+    async fn send(&self, method: reqwest::Method, path: &str, accept: &str, body: Option<&str>) -> (u16, String) {
         let mut request = self
             .http
             .request(method, format!("{}{path}", self.sim.api_url()))
             .bearer_auth(&self.token)
             .header("Accept", accept);
         if let Some(body) = body {
-            request = request
-                .header("Content-Type", "application/xml")
-                .body(body.to_string());
+            request = request.header("Content-Type", "application/xml").body(body.to_string());
         }
         let response = request.send().await.unwrap();
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
     async fn get(&self, path: &str) -> String {
-        let (status, body) = self
-            .send(reqwest::Method::GET, path, "application/xml", None)
-            .await;
+        let (status, body) = self.send(reqwest::Method::GET, path, "application/xml", None).await;
         assert_eq!(status, 200, "GET {path}: {body}");
         body
     }
@@ -198,10 +179,7 @@ async fn api_root_shape() {
 async fn vm_shapes() {
     let s = Session::new().await;
     let id = s.vm_id().await;
-    let vm = xml_shape(
-        &s.get(&format!("/vms/{id}?follow=disk_attachments,nics"))
-            .await,
-    );
+    let vm = xml_shape(&s.get(&format!("/vms/{id}?follow=disk_attachments,nics")).await);
     assert_shape_within(
         "vm",
         &vm,
@@ -362,12 +340,7 @@ async fn json_scalars_are_strings_and_dates_numbers() {
     let s = Session::new().await;
     let id = s.vm_id().await;
     let (status, body) = s
-        .send(
-            reqwest::Method::GET,
-            &format!("/vms/{id}"),
-            "application/json",
-            None,
-        )
+        .send(reqwest::Method::GET, &format!("/vms/{id}"), "application/json", None)
         .await;
     assert_eq!(status, 200);
     let vm: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -385,14 +358,7 @@ async fn json_scalars_are_strings_and_dates_numbers() {
             key.as_str(),
             "creation_time" | "start_time" | "stop_time" | "time" | "date"
         );
-        assert!(
-            if date {
-                leaf.is_number()
-            } else {
-                leaf.is_string()
-            },
-            "{key}: {leaf}"
-        );
+        assert!(if date { leaf.is_number() } else { leaf.is_string() }, "{key}: {leaf}");
     }
     if let Some(dir) = reference_dir() {
         let sample: serde_json::Value =
@@ -402,9 +368,7 @@ async fn json_scalars_are_strings_and_dates_numbers() {
             "the convention we copy"
         );
     }
-    let (_, list) = s
-        .send(reqwest::Method::GET, "/vms", "application/json", None)
-        .await;
+    let (_, list) = s.send(reqwest::Method::GET, "/vms", "application/json", None).await;
     let list: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert!(list["vm"].is_array(), "lists use the singular key: {list}");
 }
@@ -412,18 +376,10 @@ async fn json_scalars_are_strings_and_dates_numbers() {
 #[tokio::test]
 async fn unauthenticated_requests_get_an_empty_401_and_correlation_ids_are_echoed() {
     let s = Session::new().await;
-    let response = s
-        .http
-        .get(format!("{}/vms", s.sim.api_url()))
-        .send()
-        .await
-        .unwrap();
+    let response = s.http.get(format!("{}/vms", s.sim.api_url())).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 401);
     assert_eq!(
-        response
-            .headers()
-            .get("www-authenticate")
-            .and_then(|v| v.to_str().ok()),
+        response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()),
         Some("Basic realm=\"RESTAPI\"")
     );
     assert_eq!(response.text().await.unwrap(), "");
@@ -437,10 +393,7 @@ async fn unauthenticated_requests_get_an_empty_401_and_correlation_ids_are_echoe
         .await
         .unwrap();
     assert_eq!(
-        response
-            .headers()
-            .get("correlation-id")
-            .and_then(|v| v.to_str().ok()),
+        response.headers().get("correlation-id").and_then(|v| v.to_str().ok()),
         Some("op-42")
     );
     assert_eq!(s.sim.control().correlation_ids(), vec!["op-42".to_string()]);
@@ -501,9 +454,7 @@ fn json_shape(value: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String
                 json_shape(child, &path, out);
             }
         }
-        serde_json::Value::Array(items) => {
-            items.iter().for_each(|item| json_shape(item, prefix, out))
-        }
+        serde_json::Value::Array(items) => items.iter().for_each(|item| json_shape(item, prefix, out)),
         serde_json::Value::String(_) => {
             out.insert(format!("{prefix}:s"));
         }
@@ -528,10 +479,7 @@ async fn json_shapes_match_captured_engine_json_when_available() {
         .iter()
         .flat_map(|p| {
             let p = p.replace('@', "/");
-            let tail = p
-                .split_once('/')
-                .map(|(_, rest)| rest.to_string())
-                .unwrap_or_default();
+            let tail = p.split_once('/').map(|(_, rest)| rest.to_string()).unwrap_or_default();
             [tail.clone(), format!("{tail}:s"), format!("{tail}:n")]
         })
         .collect();
@@ -543,9 +491,7 @@ async fn json_shapes_match_captured_engine_json_when_available() {
             serde_json::from_str(&std::fs::read_to_string(dir.join(sample)).unwrap()).unwrap();
         let mut expected = BTreeSet::new();
         json_shape(&reference, "", &mut expected);
-        let (status, body) = s
-            .send(reqwest::Method::GET, &path, "application/json", None)
-            .await;
+        let (status, body) = s.send(reqwest::Method::GET, &path, "application/json", None).await;
         assert_eq!(status, 200);
         let mut actual = BTreeSet::new();
         json_shape(&serde_json::from_str(&body).unwrap(), "", &mut actual);

@@ -39,14 +39,7 @@ fn spawn(extra: &[&str]) -> Running {
             "--boot-ms",
             "200",
         ])
-        .args([
-            "--ip-delay-ms",
-            "150",
-            "--disk-op-ms",
-            "100",
-            "--shutdown-ms",
-            "100",
-        ])
+        .args(["--ip-delay-ms", "150", "--disk-op-ms", "100", "--shutdown-ms", "100"])
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -61,9 +54,7 @@ fn spawn(extra: &[&str]) -> Running {
         _dir: dir,
     };
     let mut line = String::new();
-    BufReader::new(stdout.unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    BufReader::new(stdout.unwrap()).read_line(&mut line).unwrap();
     running.url = line
         .trim()
         .strip_prefix("listening on ")
@@ -110,9 +101,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
             extra_ca_pem: sim.ca_pem.clone(),
         })
         .with_rate_limit(1000, 100);
-    let client = Client::new(config)
-        .unwrap()
-        .with_correlation_id("flow-worker-0");
+    let client = Client::new(config).unwrap().with_correlation_id("flow-worker-0");
     // The default inventory of the binary.
     let cluster = client
         .find_cluster_by_name("Default")
@@ -139,14 +128,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
         .remove(0)
         .id
         .unwrap();
-    assert_eq!(
-        client
-            .find_storage_domains_by_name("data2")
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(client.find_storage_domains_by_name("data2").await.unwrap().len(), 1);
     let profile = client
         .vnic_profiles()
         .await
@@ -195,14 +177,10 @@ async fn full_machine_flow_against_the_binary_over_https() {
         client.disk(&disk_id).await.unwrap().alias.as_deref(),
         Some("rhcos-4.14_Disk1")
     );
-    client
-        .resize_disk_attachment(&id, &disk_id, 60 * GIB)
-        .await
-        .unwrap();
+    client.resize_disk_attachment(&id, &disk_id, 60 * GIB).await.unwrap();
     eventually("disk resized", || async {
         let disk = client.disk(&disk_id).await.ok()?;
-        (disk.status == Some(DiskStatus::Ok) && disk.provisioned_size == Some(60 * GIB))
-            .then_some(())
+        (disk.status == Some(DiskStatus::Ok) && disk.provisioned_size == Some(60 * GIB)).then_some(())
     })
     .await;
     client
@@ -282,10 +260,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
 fn control_client(ca_pem: &[u8]) -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let ca = reqwest::Certificate::from_pem(ca_pem).unwrap();
-    reqwest::Client::builder()
-        .tls_certs_only([ca])
-        .build()
-        .unwrap()
+    reqwest::Client::builder().tls_certs_only([ca]).build().unwrap()
 }
 
 #[tokio::test]
@@ -311,15 +286,7 @@ async fn http_control_interface_of_the_binary() {
     };
     let get = |path: &str| {
         let request = http.get(format!("{base}/sim/{path}"));
-        async move {
-            request
-                .send()
-                .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap()
-        }
+        async move { request.send().await.unwrap().json::<serde_json::Value>().await.unwrap() }
     };
 
     // Seed inventory over HTTP, then see it through the API.
@@ -357,10 +324,7 @@ async fn http_control_interface_of_the_binary() {
     )
     .await;
     post("tokens/expire", serde_json::json!({})).await;
-    assert_eq!(
-        client.vm(&id).await.unwrap_err().reason(),
-        "AuthenticationFailed"
-    );
+    assert_eq!(client.vm(&id).await.unwrap_err().reason(), "AuthenticationFailed");
 
     // Outage injection.
     post("faults", serde_json::json!({"outage": true})).await;
@@ -397,10 +361,8 @@ async fn plain_http_and_inventory_file() {
     .unwrap();
     let sim = spawn(&["--plain-http", "--inventory", inventory.to_str().unwrap()]);
     assert!(sim.url.starts_with("http://"), "{}", sim.url);
-    let client = Client::new(
-        ClientConfig::new(&sim.url, "capi@internal", "pa55word").with_rate_limit(1000, 100),
-    )
-    .unwrap();
+    let client =
+        Client::new(ClientConfig::new(&sim.url, "capi@internal", "pa55word").with_rate_limit(1000, 100)).unwrap();
     assert_eq!(
         client
             .find_cluster_by_name("c1")
@@ -411,19 +373,6 @@ async fn plain_http_and_inventory_file() {
             .as_deref(),
         Some("c1")
     );
-    assert!(
-        client
-            .find_cluster_by_name("Default")
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert_eq!(
-        client
-            .find_templates_by_name("t", None)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert!(client.find_cluster_by_name("Default").await.unwrap().is_none());
+    assert_eq!(client.find_templates_by_name("t", None).await.unwrap().len(), 1);
 }

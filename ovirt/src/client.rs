@@ -75,8 +75,7 @@ impl Call {
     }
 
     pub fn xml_body<T: serde::Serialize>(mut self, value: &T) -> Result<Self> {
-        let body = xml::to_xml(value)
-            .map_err(|e| Error::InvalidConfig(format!("cannot encode request: {e}")))?;
+        let body = xml::to_xml(value).map_err(|e| Error::InvalidConfig(format!("cannot encode request: {e}")))?;
         self.body = Some(body);
         Ok(self)
     }
@@ -93,10 +92,7 @@ impl Client {
     }
 
     /// Like [`Client::new`], reporting every HTTP request to `observer`.
-    pub fn with_observer(
-        config: ClientConfig,
-        observer: Arc<dyn RequestObserver>,
-    ) -> Result<Client> {
+    pub fn with_observer(config: ClientConfig, observer: Arc<dyn RequestObserver>) -> Result<Client> {
         Self::build(config, Some(observer))
     }
 
@@ -119,8 +115,7 @@ impl Client {
             .join(sso::LOGOUT_PATH)
             .map_err(|e| Error::InvalidConfig(e.to_string()))?;
 
-        let qps = NonZeroU32::new(config.qps)
-            .ok_or_else(|| Error::InvalidConfig("qps must be > 0".into()))?;
+        let qps = NonZeroU32::new(config.qps).ok_or_else(|| Error::InvalidConfig("qps must be > 0".into()))?;
         let burst = NonZeroU32::new(config.burst.max(1)).unwrap_or(qps);
         let limiter = RateLimiter::direct(Quota::per_second(qps).allow_burst(burst));
 
@@ -128,8 +123,7 @@ impl Client {
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
             .user_agent(concat!("capov-ovirt/", env!("CARGO_PKG_VERSION")));
-        let has_extra_ca =
-            matches!(&config.tls, TlsMode::Verify { extra_ca_pem, .. } if !extra_ca_pem.is_empty());
+        let has_extra_ca = matches!(&config.tls, TlsMode::Verify { extra_ca_pem, .. } if !extra_ca_pem.is_empty());
         builder = match &config.tls {
             TlsMode::Insecure => builder.tls_danger_accept_invalid_certs(true),
             TlsMode::Verify {
@@ -199,11 +193,7 @@ impl Client {
     /// Replaces the credentials; the old token is revoked and the next call logs in anew.
     pub async fn set_credentials(&self, credentials: Credentials) {
         let changed = {
-            let current = self
-                .inner
-                .credentials
-                .read()
-                .unwrap_or_else(|e| e.into_inner());
+            let current = self.inner.credentials.read().unwrap_or_else(|e| e.into_inner());
             *current != credentials
         };
         if !changed {
@@ -213,11 +203,7 @@ impl Client {
         if let Some(token) = session.take() {
             self.revoke(&token).await;
         }
-        *self
-            .inner
-            .credentials
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = credentials;
+        *self.inner.credentials.write().unwrap_or_else(|e| e.into_inner()) = credentials;
     }
 
     /// Revokes the current token, if any. Later calls log in again.
@@ -250,12 +236,7 @@ impl Client {
         if let Some(token) = session.as_ref() {
             return Ok((token.clone(), false));
         }
-        let credentials = self
-            .inner
-            .credentials
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let credentials = self.inner.credentials.read().unwrap_or_else(|e| e.into_inner()).clone();
         let form = [
             ("grant_type", "password"),
             ("scope", sso::SCOPE),
@@ -303,13 +284,7 @@ impl Client {
             Ok::<_, Error>((status, body.to_vec()))
         }
         .await;
-        self.observe(
-            method,
-            resource,
-            &result,
-            started.elapsed(),
-            rate_limit_wait,
-        );
+        self.observe(method, resource, &result, started.elapsed(), rate_limit_wait);
         result
     }
 
@@ -360,9 +335,7 @@ impl Client {
             .header("Accept", "application/xml")
             .bearer_auth(token);
         if let Some(body) = &call.body {
-            request = request
-                .header("Content-Type", "application/xml")
-                .body(body.clone());
+            request = request.header("Content-Type", "application/xml").body(body.clone());
         }
         request
     }
@@ -395,9 +368,7 @@ impl Client {
     pub(crate) async fn fetch<T: DeserializeOwned>(&self, call: Call) -> Result<T> {
         let (status, body) = self.exchange(&call).await?;
         if (200..300).contains(&status) {
-            xml::from_xml(&body).map_err(|e| {
-                Error::UnexpectedBody(format!("{} {}: {e}", call.method, call.describe()))
-            })
+            xml::from_xml(&body).map_err(|e| Error::UnexpectedBody(format!("{} {}: {e}", call.method, call.describe())))
         } else {
             Err(error_from_response(status, &body, &call.describe()))
         }
@@ -426,9 +397,7 @@ pub(crate) fn error_from_response(status: u16, body: &[u8], what: &str) -> Error
     // Both roots decode into either struct (the root name is not checked), so look for the
     // nested fault of a failed action first.
     let fault = match xml::from_xml::<Action>(body) {
-        Ok(Action {
-            fault: Some(fault), ..
-        }) => Some(fault),
+        Ok(Action { fault: Some(fault), .. }) => Some(fault),
         _ => xml::from_xml::<Fault>(body)
             .ok()
             .filter(|f| f.reason.is_some() || f.detail.is_some()),
@@ -445,12 +414,9 @@ pub(crate) fn error_from_response(status: u16, body: &[u8], what: &str) -> Error
 }
 
 fn parse_ca_bundle(pem: &[u8]) -> Result<Vec<reqwest::Certificate>> {
-    let certs = reqwest::Certificate::from_pem_bundle(pem)
-        .map_err(|e| Error::InvalidCaBundle(e.to_string()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| Error::InvalidCaBundle(e.to_string()))?;
     if certs.is_empty() {
-        return Err(Error::InvalidCaBundle(
-            "no PEM certificate found".to_string(),
-        ));
+        return Err(Error::InvalidCaBundle("no PEM certificate found".to_string()));
     }
     Ok(certs)
 }
@@ -478,9 +444,7 @@ fn find_tls_error(err: &(dyn std::error::Error + 'static)) -> Option<String> {
             return Some(tls.to_string());
         }
         if let Some(io) = source.downcast_ref::<std::io::Error>()
-            && let Some(tls) = io
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            && let Some(tls) = io.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>())
         {
             return Some(tls.to_string());
         }
@@ -556,8 +520,7 @@ mod tests {
             Client::new(bad_url).unwrap_err().reason(),
             crate::reason::INVALID_CONFIG
         );
-        let zero_qps =
-            ClientConfig::new("https://e/ovirt-engine/api", "u", "p").with_rate_limit(0, 1);
+        let zero_qps = ClientConfig::new("https://e/ovirt-engine/api", "u", "p").with_rate_limit(0, 1);
         assert_eq!(
             Client::new(zero_qps).unwrap_err().reason(),
             crate::reason::INVALID_CONFIG

@@ -10,10 +10,7 @@ pub enum TlsMode {
     Insecure,
     /// Verify against the system roots (when `system_roots`) plus the PEM bundle `extra_ca_pem`
     /// (already base64-decoded by the caller).
-    Verify {
-        system_roots: bool,
-        extra_ca_pem: Vec<u8>,
-    },
+    Verify { system_roots: bool, extra_ca_pem: Vec<u8> },
 }
 
 impl Default for TlsMode {
@@ -108,11 +105,7 @@ pub struct ClientConfig {
 
 impl ClientConfig {
     /// Defaults: verify with system roots, 10 qps, burst 20, 10 s connect, 60 s per request.
-    pub fn new(
-        url: impl Into<String>,
-        username: impl Into<String>,
-        password: impl Into<Password>,
-    ) -> Self {
+    pub fn new(url: impl Into<String>, username: impl Into<String>, password: impl Into<Password>) -> Self {
         Self {
             url: url.into(),
             credentials: Credentials::new(username, password),

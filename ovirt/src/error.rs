@@ -201,9 +201,5 @@ fn strip_brackets(detail: &str) -> &str {
 }
 
 fn non_empty(detail: String, reason: &str) -> String {
-    if detail.is_empty() {
-        reason.to_string()
-    } else {
-        detail
-    }
+    if detail.is_empty() { reason.to_string() } else { detail }
 }

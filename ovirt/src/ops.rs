@@ -50,10 +50,7 @@ impl DiskPlacement {
 }
 
 fn exact_name<T>(items: Vec<T>, name: &str, name_of: impl Fn(&T) -> Option<&str>) -> Vec<T> {
-    items
-        .into_iter()
-        .filter(|item| name_of(item) == Some(name))
-        .collect()
+    items.into_iter().filter(|item| name_of(item) == Some(name)).collect()
 }
 
 impl Client {
@@ -74,18 +71,14 @@ impl Client {
     }
 
     pub async fn cluster(&self, id: &str) -> Result<Cluster> {
-        self.fetch(Call::new(Method::GET, "clusters", &["clusters", id]))
-            .await
+        self.fetch(Call::new(Method::GET, "clusters", &["clusters", id])).await
     }
 
     /// The cluster named exactly `name`, if any.
     pub async fn find_cluster_by_name(&self, name: &str) -> Result<Option<Cluster>> {
-        let call = Call::new(Method::GET, "clusters", &["clusters"])
-            .query("search", search::name_is(name));
+        let call = Call::new(Method::GET, "clusters", &["clusters"]).query("search", search::name_is(name));
         let found = self.fetch::<Clusters>(call).await?.items;
-        Ok(exact_name(found, name, |c| c.name.as_deref())
-            .into_iter()
-            .next())
+        Ok(exact_name(found, name, |c| c.name.as_deref()).into_iter().next())
     }
 
     pub async fn data_centers(&self) -> Result<Vec<DataCenter>> {
@@ -101,10 +94,7 @@ impl Client {
     }
 
     /// Storage domains attached to a data center, with their per-data-center `status`.
-    pub async fn data_center_storage_domains(
-        &self,
-        data_center_id: &str,
-    ) -> Result<Vec<StorageDomain>> {
+    pub async fn data_center_storage_domains(&self, data_center_id: &str) -> Result<Vec<StorageDomain>> {
         let call = Call::new(
             Method::GET,
             "storagedomains",
@@ -113,11 +103,7 @@ impl Client {
         Ok(self.fetch::<StorageDomains>(call).await?.items)
     }
 
-    pub async fn data_center_storage_domain(
-        &self,
-        data_center_id: &str,
-        id: &str,
-    ) -> Result<StorageDomain> {
+    pub async fn data_center_storage_domain(&self, data_center_id: &str, id: &str) -> Result<StorageDomain> {
         self.fetch(Call::new(
             Method::GET,
             "storagedomains",
@@ -130,33 +116,22 @@ impl Client {
 
     pub async fn storage_domains(&self) -> Result<Vec<StorageDomain>> {
         Ok(self
-            .fetch::<StorageDomains>(Call::new(
-                Method::GET,
-                "storagedomains",
-                &["storagedomains"],
-            ))
+            .fetch::<StorageDomains>(Call::new(Method::GET, "storagedomains", &["storagedomains"]))
             .await?
             .items)
     }
 
     pub async fn storage_domain(&self, id: &str) -> Result<StorageDomain> {
-        self.fetch(Call::new(
-            Method::GET,
-            "storagedomains",
-            &["storagedomains", id],
-        ))
-        .await
+        self.fetch(Call::new(Method::GET, "storagedomains", &["storagedomains", id]))
+            .await
     }
 
     /// Storage domains named exactly `name` (names may repeat across data centers).
     pub async fn find_storage_domains_by_name(&self, name: &str) -> Result<Vec<StorageDomain>> {
-        let call = Call::new(Method::GET, "storagedomains", &["storagedomains"])
-            .query("search", search::name_is(name));
-        Ok(exact_name(
-            self.fetch::<StorageDomains>(call).await?.items,
-            name,
-            |s| s.name.as_deref(),
-        ))
+        let call = Call::new(Method::GET, "storagedomains", &["storagedomains"]).query("search", search::name_is(name));
+        Ok(exact_name(self.fetch::<StorageDomains>(call).await?.items, name, |s| {
+            s.name.as_deref()
+        }))
     }
 
     // ---- networks and vNIC profiles ----
@@ -169,8 +144,7 @@ impl Client {
     }
 
     pub async fn network(&self, id: &str) -> Result<Network> {
-        self.fetch(Call::new(Method::GET, "networks", &["networks", id]))
-            .await
+        self.fetch(Call::new(Method::GET, "networks", &["networks", id])).await
     }
 
     /// All vNIC profiles. The engine has no search here: resolve names client-side.
@@ -182,11 +156,7 @@ impl Client {
     }
 
     pub async fn network_vnic_profiles(&self, network_id: &str) -> Result<Vec<VnicProfile>> {
-        let call = Call::new(
-            Method::GET,
-            "vnicprofiles",
-            &["networks", network_id, "vnicprofiles"],
-        );
+        let call = Call::new(Method::GET, "vnicprofiles", &["networks", network_id, "vnicprofiles"]);
         Ok(self.fetch::<VnicProfiles>(call).await?.items)
     }
 
@@ -198,28 +168,19 @@ impl Client {
     }
 
     /// Templates named exactly `name` (all versions), optionally only those of a cluster (by name).
-    pub async fn find_templates_by_name(
-        &self,
-        name: &str,
-        cluster_name: Option<&str>,
-    ) -> Result<Vec<Template>> {
+    pub async fn find_templates_by_name(&self, name: &str, cluster_name: Option<&str>) -> Result<Vec<Template>> {
         let mut query = search::name_is(name);
         if let Some(cluster) = cluster_name {
             query = format!("{query} and {}", search::equals("cluster", cluster));
         }
         let call = Call::new(Method::GET, "templates", &["templates"]).query("search", query);
-        Ok(exact_name(
-            self.fetch::<Templates>(call).await?.items,
-            name,
-            |t| t.name.as_deref(),
-        ))
+        Ok(exact_name(self.fetch::<Templates>(call).await?.items, name, |t| {
+            t.name.as_deref()
+        }))
     }
 
     /// Disk attachments of a template (attachment id = template disk id).
-    pub async fn template_disk_attachments(
-        &self,
-        template_id: &str,
-    ) -> Result<Vec<DiskAttachment>> {
+    pub async fn template_disk_attachments(&self, template_id: &str) -> Result<Vec<DiskAttachment>> {
         let call = Call::new(
             Method::GET,
             "diskattachments",
@@ -240,8 +201,7 @@ impl Client {
 
     /// `GET /vms/{id}`; [`crate::Error::NotFound`] when it does not exist.
     pub async fn vm(&self, id: &str) -> Result<Vm> {
-        self.fetch(Call::new(Method::GET, "vms", &["vms", id]))
-            .await
+        self.fetch(Call::new(Method::GET, "vms", &["vms", id])).await
     }
 
     /// `GET /vms/{id}?follow=…` (e.g. `disk_attachments,nics`).
@@ -253,9 +213,7 @@ impl Client {
     /// The VM named exactly `name` (never `worker-1` for `worker`).
     pub async fn find_vm_by_name(&self, name: &str) -> Result<Option<Vm>> {
         let found = self.search_vms(&search::name_is(name)).await?;
-        Ok(exact_name(found, name, |v| v.name.as_deref())
-            .into_iter()
-            .next())
+        Ok(exact_name(found, name, |v| v.name.as_deref()).into_iter().next())
     }
 
     /// `GET /vms?search=…` with a raw search expression (build it with [`crate::search`]).
@@ -268,10 +226,7 @@ impl Client {
     pub async fn vm_statuses(&self, ids: &[&str]) -> Result<HashMap<String, VmStatus>> {
         let mut statuses = HashMap::with_capacity(ids.len());
         for chunk in ids.chunks(SEARCH_BATCH) {
-            for vm in self
-                .search_vms(&search::any_of("id", chunk.iter().copied()))
-                .await?
-            {
+            for vm in self.search_vms(&search::any_of("id", chunk.iter().copied())).await? {
                 if let (Some(id), Some(status)) = (vm.id, vm.status)
                     && chunk.contains(&id.as_str())
                 {
@@ -286,10 +241,7 @@ impl Client {
     pub async fn vms_by_names(&self, names: &[&str]) -> Result<HashMap<String, Vm>> {
         let mut found = HashMap::with_capacity(names.len());
         for chunk in names.chunks(SEARCH_BATCH) {
-            for vm in self
-                .search_vms(&search::any_of("name", chunk.iter().copied()))
-                .await?
-            {
+            for vm in self.search_vms(&search::any_of("name", chunk.iter().copied())).await? {
                 if let Some(name) = vm.name.clone()
                     && chunk.contains(&name.as_str())
                 {
@@ -342,37 +294,24 @@ impl Client {
 
     /// `DELETE /vms/{id}`; the VM disappears once its disks are removed.
     pub async fn remove_vm(&self, id: &str) -> Result<()> {
-        self.perform(Call::new(Method::DELETE, "vms", &["vms", id]))
-            .await
+        self.perform(Call::new(Method::DELETE, "vms", &["vms", id])).await
     }
 
     // ---- disk attachments and disks ----
 
     pub async fn disk_attachments(&self, vm_id: &str) -> Result<Vec<DiskAttachment>> {
-        let call = Call::new(
-            Method::GET,
-            "diskattachments",
-            &["vms", vm_id, "diskattachments"],
-        );
+        let call = Call::new(Method::GET, "diskattachments", &["vms", vm_id, "diskattachments"]);
         Ok(self.fetch::<DiskAttachments>(call).await?.items)
     }
 
     /// Attachments with their disks inlined (`?follow=disk`).
     pub async fn disk_attachments_with_disks(&self, vm_id: &str) -> Result<Vec<DiskAttachment>> {
-        let call = Call::new(
-            Method::GET,
-            "diskattachments",
-            &["vms", vm_id, "diskattachments"],
-        )
-        .query("follow", "disk");
+        let call =
+            Call::new(Method::GET, "diskattachments", &["vms", vm_id, "diskattachments"]).query("follow", "disk");
         Ok(self.fetch::<DiskAttachments>(call).await?.items)
     }
 
-    pub async fn disk_attachment(
-        &self,
-        vm_id: &str,
-        attachment_id: &str,
-    ) -> Result<DiskAttachment> {
+    pub async fn disk_attachment(&self, vm_id: &str, attachment_id: &str) -> Result<DiskAttachment> {
         self.fetch(Call::new(
             Method::GET,
             "diskattachments",
@@ -405,9 +344,19 @@ impl Client {
         self.fetch(call).await
     }
 
+    /// Detaches a disk from a VM; the disk itself stays (the engine's `detach_only=true`).
+    pub async fn detach_disk(&self, vm_id: &str, attachment_id: &str) -> Result<()> {
+        let call = Call::new(
+            Method::DELETE,
+            "diskattachments",
+            &["vms", vm_id, "diskattachments", attachment_id],
+        )
+        .query("detach_only", "true");
+        self.perform(call).await
+    }
+
     pub async fn disk(&self, id: &str) -> Result<Disk> {
-        self.fetch(Call::new(Method::GET, "disks", &["disks", id]))
-            .await
+        self.fetch(Call::new(Method::GET, "disks", &["disks", id])).await
     }
 
     pub async fn update_disk_alias(&self, id: &str, alias: &str) -> Result<Disk> {
@@ -450,21 +399,13 @@ impl Client {
     }
 
     pub async fn remove_nic(&self, vm_id: &str, nic_id: &str) -> Result<()> {
-        self.perform(Call::new(
-            Method::DELETE,
-            "nics",
-            &["vms", vm_id, "nics", nic_id],
-        ))
-        .await
+        self.perform(Call::new(Method::DELETE, "nics", &["vms", vm_id, "nics", nic_id]))
+            .await
     }
 
     /// Devices the guest agent reports (network interfaces with their IPs); empty until it runs.
     pub async fn reported_devices(&self, vm_id: &str) -> Result<Vec<ReportedDevice>> {
-        let call = Call::new(
-            Method::GET,
-            "reporteddevices",
-            &["vms", vm_id, "reporteddevices"],
-        );
+        let call = Call::new(Method::GET, "reporteddevices", &["vms", vm_id, "reporteddevices"]);
         Ok(self.fetch::<ReportedDevices>(call).await?.items)
     }
 }

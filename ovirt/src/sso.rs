@@ -40,10 +40,7 @@ pub(crate) fn parse_token_answer(status: u16, body: &[u8]) -> Result<String, Err
             // OAuth shape: error + error_description; session shape: error_code + error.
             let (code, message) = match answer.error_description {
                 Some(description) => (answer.error.unwrap_or_default(), description),
-                None => (
-                    answer.error_code.unwrap_or_default(),
-                    answer.error.unwrap_or_default(),
-                ),
+                None => (answer.error_code.unwrap_or_default(), answer.error.unwrap_or_default()),
             };
             if code.is_empty() && message.is_empty() {
                 return Err(Error::Sso {
@@ -90,18 +87,14 @@ mod tests {
     fn oauth_shape_access_denied_is_authentication_failure() {
         let body = br#"{"error":"access_denied","error_description":"Cannot authenticate user 'a@internal': bad."}"#;
         let err = parse_token_answer(400, body).unwrap_err();
-        assert!(
-            matches!(err, Error::AuthenticationFailed { ref code, .. } if code == "access_denied")
-        );
+        assert!(matches!(err, Error::AuthenticationFailed { ref code, .. } if code == "access_denied"));
     }
 
     #[test]
     fn session_shape_invalid_grant_is_authentication_failure() {
         let body = br#"{"error_code":"invalid_grant","error":"The provided authorization grant has expired."}"#;
         let err = parse_token_answer(400, body).unwrap_err();
-        assert!(
-            matches!(err, Error::AuthenticationFailed { ref code, .. } if code == "invalid_grant")
-        );
+        assert!(matches!(err, Error::AuthenticationFailed { ref code, .. } if code == "invalid_grant"));
     }
 
     #[test]
@@ -113,10 +106,7 @@ mod tests {
 
     #[test]
     fn array_wrapped_answer_is_accepted() {
-        assert_eq!(
-            parse_token_answer(200, br#"[{"access_token":"t"}]"#).unwrap(),
-            "t"
-        );
+        assert_eq!(parse_token_answer(200, br#"[{"access_token":"t"}]"#).unwrap(), "t");
     }
 
     #[test]

@@ -14,8 +14,7 @@ pub struct DecodeError(String);
 
 /// Decodes an engine XML body. Any byte sequence yields `Ok` or `Err`, never a panic.
 pub fn from_xml<T: DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
-    let text =
-        std::str::from_utf8(body).map_err(|e| DecodeError(format!("body is not UTF-8: {e}")))?;
+    let text = std::str::from_utf8(body).map_err(|e| DecodeError(format!("body is not UTF-8: {e}")))?;
     if text.trim().is_empty() {
         return Err(DecodeError("empty body".to_string()));
     }

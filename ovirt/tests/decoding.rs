@@ -21,12 +21,7 @@ fn api_root() {
     assert_eq!(api.summary.unwrap().vms.unwrap().total, Some(40));
     assert_eq!(api.links.len(), 5);
     assert_eq!(
-        api.special_objects
-            .unwrap()
-            .blank_template
-            .unwrap()
-            .id
-            .as_deref(),
+        api.special_objects.unwrap().blank_template.unwrap().id.as_deref(),
         Some(BLANK_TEMPLATE_ID)
     );
 }
@@ -38,29 +33,14 @@ fn vm_with_inlined_collections_and_interleaved_links() {
     assert_eq!(vm.status, Some(VmStatus::Up));
     assert_eq!(vm.kind, Some(VmType::HighPerformance));
     assert_eq!(vm.memory, Some(17_179_869_184));
-    assert_eq!(
-        vm.memory_policy.as_ref().unwrap().guaranteed,
-        Some(8_589_934_592)
-    );
-    assert_eq!(
-        vm.cpu.as_ref().unwrap().topology.as_ref().unwrap().sockets,
-        Some(2)
-    );
+    assert_eq!(vm.memory_policy.as_ref().unwrap().guaranteed, Some(8_589_934_592));
+    assert_eq!(vm.cpu.as_ref().unwrap().topology.as_ref().unwrap().sockets, Some(2));
     assert_eq!(vm.links.len(), 3);
     assert_eq!(vm.actions.as_ref().unwrap().links.len(), 3);
-    assert_eq!(
-        vm.template.as_ref().unwrap().id.as_deref(),
-        Some(BLANK_TEMPLATE_ID)
-    );
-    assert_eq!(
-        vm.disk_attachments.as_ref().unwrap().items[0].bootable,
-        Some(true)
-    );
+    assert_eq!(vm.template.as_ref().unwrap().id.as_deref(), Some(BLANK_TEMPLATE_ID));
+    assert_eq!(vm.disk_attachments.as_ref().unwrap().items[0].bootable, Some(true));
     let nic = &vm.nics.as_ref().unwrap().items[0];
-    assert_eq!(
-        nic.mac.as_ref().unwrap().address.as_deref(),
-        Some("56:6f:00:00:00:07")
-    );
+    assert_eq!(nic.mac.as_ref().unwrap().address.as_deref(), Some("56:6f:00:00:00:07"));
     assert_eq!(vm.description.as_deref(), Some("capov:prod/prod-worker-7"));
     assert_eq!(vm.comment.as_deref(), Some(""));
 }
@@ -156,10 +136,7 @@ fn requests_never_carry_empty_elements_for_unset_fields() {
         ..Vm::default()
     })
     .unwrap();
-    assert_eq!(
-        body,
-        "<vm><name>a</name><cluster><name>Default</name></cluster></vm>"
-    );
+    assert_eq!(body, "<vm><name>a</name><cluster><name>Default</name></cluster></vm>");
     let action = to_xml(&Action {
         use_ignition: Some(true),
         ..Action::default()
@@ -241,41 +218,27 @@ fn fuzz_decoders_never_panic() {
 /// reference data, not part of the project): every one decodes into the client's types.
 #[test]
 fn captured_engine_samples_decode_when_available() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/reference/ovirt-samples");
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/ovirt-samples");
     if !dir.is_dir() {
         eprintln!("reference samples not found at {}; skipped", dir.display());
         return;
     }
     let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
     let api: Api = from_xml(&read("api.xml")).unwrap();
-    assert!(
-        api.product_info
-            .unwrap()
-            .version
-            .unwrap()
-            .full_version
-            .is_some()
-    );
+    assert!(api.product_info.unwrap().version.unwrap().full_version.is_some());
     let vm: Vm = from_xml(&read("vm.xml")).unwrap();
     assert_eq!(vm.status, Some(VmStatus::Down));
     assert!(!vm.disk_attachments.unwrap().items.is_empty());
     assert!(!vm.nics.unwrap().items.is_empty());
     let attachments: DiskAttachments = from_xml(&read("vm_diskattachments.xml")).unwrap();
-    assert_eq!(
-        attachments.items[0].id,
-        attachments.items[0].disk.as_ref().unwrap().id
-    );
+    assert_eq!(attachments.items[0].id, attachments.items[0].disk.as_ref().unwrap().id);
     let nics: Nics = from_xml(&read("vm_nics.xml")).unwrap();
     assert!(nics.items[0].mac.as_ref().unwrap().address.is_some());
     let disk: Disk = from_xml(&read("disk.xml")).unwrap();
     assert_eq!(disk.status, Some(DiskStatus::Ok));
     assert!(disk.provisioned_size.is_some());
     let domains: StorageDomains = from_xml(&read("storagedomains.xml")).unwrap();
-    assert_eq!(
-        domains.items.iter().filter(|d| d.status.is_some()).count(),
-        1
-    );
+    assert_eq!(domains.items.iter().filter(|d| d.status.is_some()).count(), 1);
     let profiles: VnicProfiles = from_xml(&read("vnicprofiles.xml")).unwrap();
     assert!(profiles.items[0].network.is_some());
     let fault: Fault = from_xml(&read("fault.xml")).unwrap();

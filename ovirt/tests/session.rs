@@ -6,9 +6,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use capov_ovirt::{
-    Client, ClientConfig, Credentials, Error, Outcome, RequestEvent, TlsMode, reason,
-};
+use capov_ovirt::{Client, ClientConfig, Credentials, Error, Outcome, RequestEvent, TlsMode, reason};
 use capov_ovirt_sim::{Simulator, SsoErrorStyle};
 use common::{PASSWORD, USER, config, eventually, setup, simulator};
 
@@ -20,12 +18,7 @@ async fn api_root_carries_product_version() {
     assert_eq!((version.major, version.minor), (Some(4), Some(4)));
     assert!(version.full_version.unwrap().starts_with("4.4."));
     assert_eq!(
-        api.special_objects
-            .unwrap()
-            .blank_template
-            .unwrap()
-            .id
-            .as_deref(),
+        api.special_objects.unwrap().blank_template.unwrap().id.as_deref(),
         Some(capov_ovirt::model::BLANK_TEMPLATE_ID)
     );
 }
@@ -33,11 +26,7 @@ async fn api_root_carries_product_version() {
 #[tokio::test]
 async fn inventory_listings() {
     let (_sim, client) = setup().await;
-    let cluster = client
-        .find_cluster_by_name("Default")
-        .await
-        .unwrap()
-        .unwrap();
+    let cluster = client.find_cluster_by_name("Default").await.unwrap().unwrap();
     assert_eq!(
         client
             .cluster(cluster.id.as_deref().unwrap())
@@ -47,13 +36,7 @@ async fn inventory_listings() {
             .as_deref(),
         Some("Default")
     );
-    assert!(
-        client
-            .find_cluster_by_name("Defaul")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(client.find_cluster_by_name("Defaul").await.unwrap().is_none());
     assert_eq!(client.clusters().await.unwrap().len(), 1);
 
     let dc_id = cluster.data_center.unwrap().id.unwrap();
@@ -71,11 +54,7 @@ async fn inventory_listings() {
     );
     let sd_id = attached[0].id.clone().unwrap();
     assert_eq!(
-        client
-            .data_center_storage_domain(&dc_id, &sd_id)
-            .await
-            .unwrap()
-            .id,
+        client.data_center_storage_domain(&dc_id, &sd_id).await.unwrap().id,
         Some(sd_id.clone())
     );
 
@@ -96,18 +75,11 @@ async fn inventory_listings() {
     let profiles = client.network_vnic_profiles(&network_id).await.unwrap();
     assert_eq!(profiles[0].name.as_deref(), Some("ovirtmgmt"));
     assert_eq!(
-        client.vnic_profiles().await.unwrap()[0]
-            .network
-            .as_ref()
-            .unwrap()
-            .id,
+        client.vnic_profiles().await.unwrap()[0].network.as_ref().unwrap().id,
         Some(network_id)
     );
 
-    let templates = client
-        .find_templates_by_name("rhcos-4.14", None)
-        .await
-        .unwrap();
+    let templates = client.find_templates_by_name("rhcos-4.14", None).await.unwrap();
     assert_eq!(templates.len(), 1);
     assert!(
         client
@@ -128,10 +100,7 @@ async fn inventory_listings() {
         client.template(&template_id).await.unwrap().status,
         Some(capov_ovirt::model::TemplateStatus::Ok)
     );
-    let disk_id = client
-        .template_disk_attachments(&template_id)
-        .await
-        .unwrap()[0]
+    let disk_id = client.template_disk_attachments(&template_id).await.unwrap()[0]
         .id
         .clone()
         .unwrap();
@@ -145,22 +114,12 @@ async fn token_is_reused_and_expired_token_causes_one_relogin() {
     let (sim, client) = setup().await;
     client.api().await.unwrap();
     client.api().await.unwrap();
-    assert_eq!(
-        sim.control().counter("POST /ovirt-engine/sso/oauth/token"),
-        1
-    );
+    assert_eq!(sim.control().counter("POST /ovirt-engine/sso/oauth/token"), 1);
 
     sim.control().expire_tokens();
     client.clusters().await.unwrap();
-    assert_eq!(
-        sim.control().counter("POST /ovirt-engine/sso/oauth/token"),
-        2
-    );
-    assert_eq!(
-        sim.control().counter("GET /clusters"),
-        2,
-        "the 401 and the retry"
-    );
+    assert_eq!(sim.control().counter("POST /ovirt-engine/sso/oauth/token"), 2);
+    assert_eq!(sim.control().counter("GET /clusters"), 2, "the 401 and the retry");
 }
 
 #[tokio::test]
@@ -217,11 +176,7 @@ async fn dropping_the_last_clone_logs_out() {
     let clone = client.clone();
     clone.api().await.unwrap();
     drop(client);
-    assert_eq!(
-        sim.control().token_count(),
-        1,
-        "a clone still holds the session"
-    );
+    assert_eq!(sim.control().token_count(), 1, "a clone still holds the session");
     drop(clone);
     eventually("token revoked", || async {
         (sim.control().token_count() == 0).then_some(())
@@ -235,11 +190,7 @@ async fn explicit_logout_revokes() {
     client.login().await.unwrap();
     client.logout().await;
     assert_eq!(sim.control().token_count(), 0);
-    assert_eq!(
-        sim.control()
-            .counter("POST /ovirt-engine/services/sso-logout"),
-        1
-    );
+    assert_eq!(sim.control().counter("POST /ovirt-engine/services/sso-logout"), 1);
 }
 
 #[tokio::test]
@@ -263,9 +214,7 @@ async fn outage_and_injected_errors_are_engine_unreachable() {
 #[tokio::test]
 async fn slow_engine_hits_request_timeout() {
     let sim = simulator().await;
-    let client =
-        Client::new(config(&sim).with_timeouts(Duration::from_secs(2), Duration::from_millis(200)))
-            .unwrap();
+    let client = Client::new(config(&sim).with_timeouts(Duration::from_secs(2), Duration::from_millis(200))).unwrap();
     sim.control().set_latency(Duration::from_millis(1500));
     let started = Instant::now();
     let err = client.api().await.unwrap_err();
@@ -353,12 +302,7 @@ async fn observer_sees_every_request_with_resource_status_and_correlation_id() {
     let expected_id = Some("create-worker_0".to_string());
     assert_eq!(
         events[0],
-        (
-            "POST".into(),
-            "sso".into(),
-            Outcome::Status(200),
-            expected_id.clone()
-        )
+        ("POST".into(), "sso".into(), Outcome::Status(200), expected_id.clone())
     );
     assert_eq!(
         events[1],
@@ -371,20 +315,10 @@ async fn observer_sees_every_request_with_resource_status_and_correlation_id() {
     );
     assert_eq!(
         events[2],
-        (
-            "GET".into(),
-            "vms".into(),
-            Outcome::Status(404),
-            expected_id
-        )
+        ("GET".into(), "vms".into(), Outcome::Status(404), expected_id)
     );
     // The simulator saw the id on the wire.
-    assert!(
-        sim.control()
-            .correlation_ids()
-            .iter()
-            .all(|id| id == "create-worker_0")
-    );
+    assert!(sim.control().correlation_ids().iter().all(|id| id == "create-worker_0"));
     assert_eq!(sim.control().correlation_ids().len(), 3);
 }
 
@@ -394,8 +328,7 @@ async fn rate_limiter_spaces_requests_and_reports_the_wait() {
     let waits: Arc<Mutex<Vec<Duration>>> = Arc::default();
     let sink = waits.clone();
     let observer = move |e: &RequestEvent<'_>| sink.lock().unwrap().push(e.rate_limit_wait);
-    let client =
-        Client::with_observer(config(&sim).with_rate_limit(20, 2), Arc::new(observer)).unwrap();
+    let client = Client::with_observer(config(&sim).with_rate_limit(20, 2), Arc::new(observer)).unwrap();
     let started = Instant::now();
     for _ in 0..7 {
         client.clusters().await.unwrap();
@@ -406,13 +339,7 @@ async fn rate_limiter_spaces_requests_and_reports_the_wait() {
         "{:?}",
         started.elapsed()
     );
-    assert!(
-        waits
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|w| *w >= Duration::from_millis(20))
-    );
+    assert!(waits.lock().unwrap().iter().any(|w| *w >= Duration::from_millis(20)));
 }
 
 #[tokio::test]

@@ -126,10 +126,7 @@ async fn thin_vm_on_template_domain_is_image_locked_then_down_and_inherits_alias
     let attachments = client.disk_attachments(&id).await.unwrap();
     assert_eq!(attachments.len(), 1);
     assert_eq!(attachments[0].bootable, Some(true));
-    let disk = client
-        .disk(attachments[0].id.as_deref().unwrap())
-        .await
-        .unwrap();
+    let disk = client.disk(attachments[0].id.as_deref().unwrap()).await.unwrap();
     assert_eq!(disk.alias.as_deref(), Some("rhcos-4.14_Disk1"));
     assert_eq!(disk.format.as_deref(), Some("cow"));
     assert_eq!(disk.status, Some(DiskStatus::Ok));
@@ -213,13 +210,7 @@ async fn add_errors_name_in_use_missing_name_unknown_template_disk() {
         .as_mut()
         .unwrap()
         .id = Some("no-such-disk".into());
-    assert!(
-        client
-            .add_vm(&bad_disk, false)
-            .await
-            .unwrap_err()
-            .is_not_found()
-    );
+    assert!(client.add_vm(&bad_disk, false).await.unwrap_err().is_not_found());
 
     let mut greedy = new_vm("z", &inv, None, false);
     greedy.memory_policy = Some(MemoryPolicy {
@@ -238,19 +229,10 @@ async fn disk_resize_locks_then_grows_and_shrinking_is_refused() {
     let (_sim, client) = setup().await;
     let inv = inventory(&client).await;
     let id = created_down(&client, &inv, "resize").await;
-    let disk_id = client.disk_attachments(&id).await.unwrap()[0]
-        .id
-        .clone()
-        .unwrap();
+    let disk_id = client.disk_attachments(&id).await.unwrap()[0].id.clone().unwrap();
 
-    client
-        .resize_disk_attachment(&id, &disk_id, 40 * GIB)
-        .await
-        .unwrap();
-    assert_eq!(
-        client.disk(&disk_id).await.unwrap().status,
-        Some(DiskStatus::Locked)
-    );
+    client.resize_disk_attachment(&id, &disk_id, 40 * GIB).await.unwrap();
+    assert_eq!(client.disk(&disk_id).await.unwrap().status, Some(DiskStatus::Locked));
     let err = client
         .resize_disk_attachment(&id, &disk_id, 50 * GIB)
         .await
@@ -286,10 +268,7 @@ async fn disk_alias_update() {
     let (_sim, client) = setup().await;
     let inv = inventory(&client).await;
     let id = created_down(&client, &inv, "alias").await;
-    let disk_id = client.disk_attachments(&id).await.unwrap()[0]
-        .id
-        .clone()
-        .unwrap();
+    let disk_id = client.disk_attachments(&id).await.unwrap()[0].id.clone().unwrap();
     let disk = client
         .update_disk_alias(&disk_id, "rhcos-4.14_alias_Disk1")
         .await
@@ -374,13 +353,7 @@ async fn nics_list_add_update_remove() {
         .filter_map(|n| n.name)
         .collect();
     assert_eq!(names, vec!["nic2".to_string()]);
-    assert!(
-        client
-            .remove_nic(&id, &nic1)
-            .await
-            .unwrap_err()
-            .is_not_found()
-    );
+    assert!(client.remove_nic(&id, &nic1).await.unwrap_err().is_not_found());
 }
 
 #[tokio::test]
@@ -393,23 +366,14 @@ async fn power_actions_follow_engine_status_rules() {
         .unwrap();
     let id = vm.id.unwrap();
 
-    let err = client
-        .start_vm(&id, StartOptions::default())
-        .await
-        .unwrap_err();
+    let err = client.start_vm(&id, StartOptions::default()).await.unwrap_err();
     assert!(err.is_locked(), "start while image_locked: {err:?}");
     wait_status(&client, &id, VmStatus::Down).await;
 
     let err = client.stop_vm(&id, true).await.unwrap_err();
     assert!(err.is_vm_not_running(), "{err:?}");
     assert_eq!(err.detail(), Some("Cannot stop VM. VM is not running."));
-    assert!(
-        client
-            .shutdown_vm(&id, false)
-            .await
-            .unwrap_err()
-            .is_vm_not_running()
-    );
+    assert!(client.shutdown_vm(&id, false).await.unwrap_err().is_vm_not_running());
 
     client
         .start_vm(
@@ -430,10 +394,7 @@ async fn power_actions_follow_engine_status_rules() {
         matches!(early, VmStatus::WaitForLaunch | VmStatus::PoweringUp),
         "{early}"
     );
-    let err = client
-        .start_vm(&id, StartOptions::default())
-        .await
-        .unwrap_err();
+    let err = client.start_vm(&id, StartOptions::default()).await.unwrap_err();
     assert!(err.is_vm_running(), "{err:?}");
     assert_eq!(err.detail(), Some("Cannot run VM. VM is running."));
     let err = client.remove_vm(&id).await.unwrap_err();
@@ -447,19 +408,15 @@ async fn power_actions_follow_engine_status_rules() {
     .await;
     let ips = devices[0].ips.clone().unwrap().items;
     assert!(ips.iter().any(|ip| ip.version.as_deref() == Some("v4")));
-    assert!(ips.iter().any(|ip| {
-        ip.address
-            .as_deref()
-            .is_some_and(|a| a.starts_with("fe80:"))
-    }));
+    assert!(
+        ips.iter()
+            .any(|ip| { ip.address.as_deref().is_some_and(|a| a.starts_with("fe80:")) })
+    );
     let nic_mac = client.nics(&id).await.unwrap()[0].mac.clone();
     assert_eq!(devices[0].mac, nic_mac);
 
     client.shutdown_vm(&id, false).await.unwrap();
-    assert_eq!(
-        client.vm(&id).await.unwrap().status,
-        Some(VmStatus::PoweringDown)
-    );
+    assert_eq!(client.vm(&id).await.unwrap().status, Some(VmStatus::PoweringDown));
     wait_status(&client, &id, VmStatus::Down).await;
     assert!(client.reported_devices(&id).await.unwrap().is_empty());
 
@@ -503,14 +460,21 @@ async fn non_system_disk_shows_as_extra_attachment() {
         .find(|a| a.id.as_deref() == Some(disk_id.as_str()))
         .unwrap();
     assert_eq!(extra.bootable, Some(false));
+
+    client.detach_disk(&id, &disk_id).await.unwrap();
+    assert_eq!(client.disk_attachments(&id).await.unwrap().len(), 1);
+    assert_eq!(
+        client.disk(&disk_id).await.unwrap().alias.as_deref(),
+        Some("data"),
+        "detached, not deleted"
+    );
+    assert!(client.detach_disk(&id, &disk_id).await.unwrap_err().is_not_found());
 }
 
 #[tokio::test]
 async fn exact_name_lookup_never_matches_a_prefix() {
     let (sim, client) = setup().await;
-    sim.control()
-        .seed_vms("worker-", 3, Some("rhcos-4.14"))
-        .unwrap();
+    sim.control().seed_vms("worker-", 3, Some("rhcos-4.14")).unwrap();
     assert!(client.find_vm_by_name("worker").await.unwrap().is_none());
     let found = client.find_vm_by_name("worker-1").await.unwrap().unwrap();
     assert_eq!(found.name.as_deref(), Some("worker-1"));
@@ -556,10 +520,7 @@ async fn batched_status_read_uses_one_request_per_fifty_vms() {
 #[tokio::test]
 async fn unknown_vm_is_not_found() {
     let (_sim, client) = setup().await;
-    let err = client
-        .vm("6b0c6c1e-0000-4000-8000-000000000000")
-        .await
-        .unwrap_err();
+    let err = client.vm("6b0c6c1e-0000-4000-8000-000000000000").await.unwrap_err();
     assert!(err.is_not_found());
     assert_eq!(err.reason(), "NotFound");
     assert!(

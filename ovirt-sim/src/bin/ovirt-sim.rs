@@ -87,10 +87,10 @@ async fn main() {
         builder = builder.user(name, password);
     }
     if let Some(path) = &args.inventory {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| fail(format!("cannot read {}: {e}", path.display())));
-        let inventory: Inventory = serde_json::from_str(&text)
-            .unwrap_or_else(|e| fail(format!("invalid inventory {}: {e}", path.display())));
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| fail(format!("cannot read {}: {e}", path.display())));
+        let inventory: Inventory =
+            serde_json::from_str(&text).unwrap_or_else(|e| fail(format!("invalid inventory {}: {e}", path.display())));
         builder = builder.inventory(inventory);
     }
 
@@ -99,8 +99,7 @@ async fn main() {
         .await
         .unwrap_or_else(|e| fail(format!("cannot start: {e}")));
     if let (Some(path), Some(pem)) = (&args.ca_out, sim.ca_pem()) {
-        std::fs::write(path, pem)
-            .unwrap_or_else(|e| fail(format!("cannot write {}: {e}", path.display())));
+        std::fs::write(path, pem).unwrap_or_else(|e| fail(format!("cannot write {}: {e}", path.display())));
     }
     let mut stdout = std::io::stdout();
     let _ = writeln!(stdout, "listening on {}", sim.api_url());

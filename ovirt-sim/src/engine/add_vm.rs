@@ -15,12 +15,7 @@ pub struct Added {
 }
 
 /// `POST /vms?clone=…`.
-pub fn add_vm(
-    state: &mut State,
-    timings: &Timings,
-    request: &model::Vm,
-    clone: bool,
-) -> EngineResult<Added> {
+pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: bool) -> EngineResult<Added> {
     let name = request
         .name
         .clone()
@@ -49,9 +44,7 @@ pub fn add_vm(
         Some(
             state
                 .template_by_ref(template_ref.id.as_deref(), template_ref.name.as_deref())
-                .ok_or_else(|| {
-                    operation_failed(400, "Cannot add VM. The relevant Template doesn't exist.")
-                })?
+                .ok_or_else(|| operation_failed(400, "Cannot add VM. The relevant Template doesn't exist."))?
                 .clone(),
         )
     };
@@ -137,11 +130,7 @@ pub fn add_vm(
                     }
                     sd_id
                 }
-                None => source
-                    .storage_domain_ids
-                    .first()
-                    .cloned()
-                    .unwrap_or_default(),
+                None => source.storage_domain_ids.first().cloned().unwrap_or_default(),
             };
             let format = overrides.and_then(|d| d.format.clone());
             if !clone && format.as_deref() == Some("raw") {
@@ -150,19 +139,11 @@ pub fn add_vm(
                     "Cannot add VM. Thin provisioned template disks can not be defined as Raw.",
                 ));
             }
-            let format = format.unwrap_or_else(|| {
-                if clone {
-                    source.format.clone()
-                } else {
-                    "cow".into()
-                }
-            });
+            let format = format.unwrap_or_else(|| if clone { source.format.clone() } else { "cow".into() });
             let sparse = overrides.and_then(|d| d.sparse).unwrap_or(source.sparse);
             new_disks.push(DiskRecord {
                 id: new_id(),
-                alias: overrides
-                    .and_then(|d| d.alias.clone())
-                    .unwrap_or(source.alias.clone()),
+                alias: overrides.and_then(|d| d.alias.clone()).unwrap_or(source.alias.clone()),
                 description: String::new(),
                 provisioned_size: source.provisioned_size,
                 actual_size: if clone { source.actual_size } else { 1 << 20 },
@@ -240,22 +221,10 @@ pub fn add_vm(
         memory,
         guaranteed,
         ballooning: policy.ballooning.unwrap_or(true),
-        sockets: topology
-            .sockets
-            .or(template.as_ref().map(|t| t.sockets))
-            .unwrap_or(1),
-        cores: topology
-            .cores
-            .or(template.as_ref().map(|t| t.cores))
-            .unwrap_or(1),
-        threads: topology
-            .threads
-            .or(template.as_ref().map(|t| t.threads))
-            .unwrap_or(1),
-        affinity: request
-            .placement_policy
-            .as_ref()
-            .and_then(|p| p.affinity.clone()),
+        sockets: topology.sockets.or(template.as_ref().map(|t| t.sockets)).unwrap_or(1),
+        cores: topology.cores.or(template.as_ref().map(|t| t.cores)).unwrap_or(1),
+        threads: topology.threads.or(template.as_ref().map(|t| t.threads)).unwrap_or(1),
+        affinity: request.placement_policy.as_ref().and_then(|p| p.affinity.clone()),
         custom_script: initialization.custom_script,
         host_name: initialization.host_name,
         creation_time: now_millis(),

@@ -59,12 +59,7 @@ pub fn update_disk(
 }
 
 /// Control: attach a new data disk (not from the template) to a VM.
-pub fn attach_extra_disk(
-    state: &mut State,
-    vm_id: &str,
-    alias: &str,
-    size_bytes: u64,
-) -> EngineResult<String> {
+pub fn attach_extra_disk(state: &mut State, vm_id: &str, alias: &str, size_bytes: u64) -> EngineResult<String> {
     let storage_domain_id = {
         let vm = state.vms.get(vm_id).ok_or(EngineError::NotFound)?;
         vm.disk_ids
@@ -98,4 +93,36 @@ pub fn attach_extra_disk(
     );
     vm_mut(state, vm_id)?.disk_ids.push(disk_id.clone());
     Ok(disk_id)
+}
+
+/// `DELETE /vms/{vm}/diskattachments/{disk}`: detaches the disk (kept as a floating disk, the
+/// engine's default `detach_only=true`), or removes it with `detach_only=false`.
+pub fn detach_disk(state: &mut State, vm_id: &str, disk_id: &str, remove: bool) -> EngineResult<()> {
+    let vm = state.vms.get(vm_id).ok_or(EngineError::NotFound)?;
+    if !vm.disk_ids.iter().any(|d| d == disk_id) {
+        return Err(EngineError::NotFound);
+    }
+    let running = is_running(&vm.status);
+    let locked =
+        vm.status == VmStatus::ImageLocked || state.disks.get(disk_id).is_some_and(|d| d.status == DiskStatus::Locked);
+    if locked {
+        return Err(operation_failed(
+            409,
+            "Cannot detach Virtual Disk: Disk is locked. Please try again in a few minutes.",
+        ));
+    }
+    let bootable = state.disks.get(disk_id).is_some_and(|d| d.bootable);
+    if running && bootable {
+        return Err(operation_failed(
+            409,
+            "Cannot detach Virtual Disk. The disk is bootable and the VM is running.",
+        ));
+    }
+    vm_mut(state, vm_id)?.disk_ids.retain(|d| d != disk_id);
+    if remove {
+        state.disks.remove(disk_id);
+    } else if let Some(disk) = state.disks.get_mut(disk_id) {
+        disk.vm_id = None;
+    }
+    Ok(())
 }

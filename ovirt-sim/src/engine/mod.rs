@@ -7,7 +7,7 @@ mod nics;
 mod power;
 
 pub use add_vm::add_vm;
-pub use disks::{attach_extra_disk, update_disk};
+pub use disks::{attach_extra_disk, detach_disk, update_disk};
 pub use nics::{add_nic, remove_nic, update_nic};
 use power::power_off;
 pub use power::{remove_vm, shutdown_vm, start_vm, stop_vm};

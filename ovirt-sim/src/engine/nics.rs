@@ -42,11 +42,7 @@ pub fn add_nic(state: &mut State, vm_id: &str, nic: &model::Nic) -> EngineResult
         id: id.clone(),
         name,
         interface: nic.interface.clone().unwrap_or_else(|| "virtio".into()),
-        mac: nic
-            .mac
-            .as_ref()
-            .and_then(|m| m.address.clone())
-            .unwrap_or_else(new_mac),
+        mac: nic.mac.as_ref().and_then(|m| m.address.clone()).unwrap_or_else(new_mac),
         vnic_profile_id: profile,
         linked: nic.linked.unwrap_or(true),
         plugged: nic.plugged.unwrap_or(true),
@@ -55,12 +51,7 @@ pub fn add_nic(state: &mut State, vm_id: &str, nic: &model::Nic) -> EngineResult
 }
 
 /// `PUT /vms/{id}/nics/{nic}`.
-pub fn update_nic(
-    state: &mut State,
-    vm_id: &str,
-    nic_id: &str,
-    update: &model::Nic,
-) -> EngineResult<()> {
+pub fn update_nic(state: &mut State, vm_id: &str, nic_id: &str, update: &model::Nic) -> EngineResult<()> {
     let profile = nic_profile(state, update)?;
     let vm = vm_mut(state, vm_id)?;
     if vm.status == VmStatus::ImageLocked {

@@ -37,33 +37,20 @@ pub fn start_vm(
             &format!("Cannot run VM because the VM is in {} status.", vm.status),
         ));
     }
-    if disks
-        .iter()
-        .any(|(_, _, status)| *status == DiskStatus::Locked)
-    {
+    if disks.iter().any(|(_, _, status)| *status == DiskStatus::Locked) {
         return Err(action_failed(
             409,
             "Cannot run VM: Disk is locked. Please try again in a few minutes.",
         ));
     }
-    if !disks
-        .iter()
-        .any(|(bootable, active, _)| *bootable && *active)
-    {
-        return Err(action_failed(
-            409,
-            "Cannot run VM without at least one bootable disk.",
-        ));
+    if !disks.iter().any(|(bootable, active, _)| *bootable && *active) {
+        return Err(action_failed(409, "Cannot run VM without at least one bootable disk."));
     }
     vm.generation += 1;
     vm.status = VmStatus::WaitForLaunch;
     vm.ips_reported = false;
     vm.start_time = Some(now_millis());
-    vm.last_start_init = match (
-        action.use_cloud_init,
-        action.use_ignition,
-        action.use_initialization,
-    ) {
+    vm.last_start_init = match (action.use_cloud_init, action.use_ignition, action.use_initialization) {
         (Some(true), _, _) => Some("cloud-init".into()),
         (_, Some(true), _) => Some("ignition".into()),
         (_, _, Some(true)) => Some("initialization".into()),
@@ -71,12 +58,7 @@ pub fn start_vm(
     };
     let generation = vm.generation;
     Ok(vec![
-        later(
-            timings.boot_ms / 3,
-            id,
-            generation,
-            Transition::VmPoweringUp,
-        ),
+        later(timings.boot_ms / 3, id, generation, Transition::VmPoweringUp),
         later(timings.boot_ms, id, generation, Transition::VmUp),
         later(
             timings.boot_ms + timings.ip_report_delay_ms,

@@ -100,9 +100,4 @@ pub struct DiskAttachment {
     pub vm: Option<Ref>,
 }
 
-collection!(
-    DiskAttachments,
-    "disk_attachments",
-    "disk_attachment",
-    DiskAttachment
-);
+collection!(DiskAttachments, "disk_attachments", "disk_attachment", DiskAttachment);

@@ -131,12 +131,7 @@ pub struct StorageDomain {
     pub data_center: Option<Ref>,
 }
 
-collection!(
-    StorageDomains,
-    "storage_domains",
-    "storage_domain",
-    StorageDomain
-);
+collection!(StorageDomains, "storage_domains", "storage_domain", StorageDomain);
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "network")]

@@ -97,10 +97,7 @@ impl std::fmt::Debug for Initialization {
         f.debug_struct("Initialization")
             .field(
                 "custom_script",
-                &self
-                    .custom_script
-                    .as_ref()
-                    .map(|s| format!("<{} bytes>", s.len())),
+                &self.custom_script.as_ref().map(|s| format!("<{} bytes>", s.len())),
             )
             .field("host_name", &self.host_name)
             .finish()
@@ -234,9 +231,4 @@ pub struct ReportedDevice {
     pub vm: Option<Ref>,
 }
 
-collection!(
-    ReportedDevices,
-    "reported_devices",
-    "reported_device",
-    ReportedDevice
-);
+collection!(ReportedDevices, "reported_devices", "reported_device", ReportedDevice);
