@@ -5,7 +5,7 @@ mod common;
 
 use capov_ovirt::model::*;
 use capov_ovirt::{Client, DiskPlacement, Error, StartOptions};
-use common::{eventually, setup};
+use common::{eventually, setup, setup_observable};
 
 const GIB: u64 = 1 << 30;
 
@@ -226,7 +226,7 @@ async fn add_errors_name_in_use_missing_name_unknown_template_disk() {
 
 #[tokio::test]
 async fn disk_resize_locks_then_grows_and_shrinking_is_refused() {
-    let (_sim, client) = setup().await;
+    let (_sim, client) = setup_observable().await;
     let inv = inventory(&client).await;
     let id = created_down(&client, &inv, "resize").await;
     let disk_id = client.disk_attachments(&id).await.unwrap()[0].id.clone().unwrap();
@@ -358,7 +358,7 @@ async fn nics_list_add_update_remove() {
 
 #[tokio::test]
 async fn power_actions_follow_engine_status_rules() {
-    let (sim, client) = setup().await;
+    let (sim, client) = setup_observable().await;
     let inv = inventory(&client).await;
     let vm = client
         .add_vm(&new_vm("power", &inv, Some(&inv.data1), false), false)
