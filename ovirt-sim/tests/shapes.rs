@@ -505,3 +505,67 @@ async fn json_shapes_match_captured_engine_json_when_available() {
         );
     }
 }
+
+/// Garbage bodies, search expressions and paths get engine-style errors, never a crash or a hang.
+#[tokio::test]
+async fn hostile_input_gets_errors_not_crashes() {
+    let s = Session::new().await;
+    let id = s.vm_id().await;
+    let mut rng = fastrand::Rng::with_seed(7);
+    let seeds = [
+        "<vm><name>x</name></vm>",
+        "<action><force>true</force></action>",
+        "<nic><name>n</name></nic>",
+        "<disk><provisioned_size>1</provisioned_size></disk>",
+    ];
+    for round in 0..200 {
+        let mut body: Vec<u8> = seeds[round % seeds.len()].as_bytes().to_vec();
+        for _ in 0..rng.usize(0..6) {
+            let at = rng.usize(..body.len().max(1)).min(body.len());
+            body.insert(at, rng.u8(..));
+        }
+        let body = String::from_utf8_lossy(&body).to_string();
+        for path in [
+            "/vms".to_string(),
+            format!("/vms/{id}/start"),
+            format!("/vms/{id}/nics"),
+            format!("/disks/{id}"),
+        ] {
+            let method = if path.starts_with("/disks") {
+                reqwest::Method::PUT
+            } else {
+                reqwest::Method::POST
+            };
+            let (status, _) = s.send(method, &path, "application/xml", Some(&body)).await;
+            assert!(status < 500, "{path} with {body:?} gave {status}");
+        }
+    }
+    for query in [
+        "name=\"",
+        "or",
+        "name",
+        "name=a or",
+        "!",
+        "sortby name",
+        "name=*",
+        "a=b and c!=d or e=f page 2",
+    ] {
+        let path = format!(
+            "/vms?search={}",
+            query.replace(' ', "%20").replace('"', "%22").replace('=', "%3D")
+        );
+        let (status, _) = s.send(reqwest::Method::GET, &path, "application/xml", None).await;
+        assert!(status == 200 || status == 400, "{query}: {status}");
+    }
+    for path in [
+        "/vms/../../etc/passwd",
+        "/%00",
+        "/vms/x/y/z/w/v",
+        "/templates/x/diskattachments/y",
+    ] {
+        let (status, _) = s.send(reqwest::Method::GET, path, "application/xml", None).await;
+        assert!(status == 404 || status == 400, "{path}: {status}");
+    }
+    // Still serving.
+    assert!(!s.get("/vms").await.is_empty());
+}

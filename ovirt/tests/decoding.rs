@@ -18,8 +18,9 @@ fn api_root() {
         (version.major, version.minor, version.build),
         (Some(4), Some(5), Some(7))
     );
-    assert_eq!(api.summary.unwrap().vms.unwrap().total, Some(40));
+    assert_eq!(api.summary.as_ref().unwrap().vms.as_ref().unwrap().total, Some(40));
     assert_eq!(api.links.len(), 5);
+    assert_eq!(api.engine_version().as_deref(), Some("4.5.4.1-1.el9"));
     assert_eq!(
         api.special_objects.unwrap().blank_template.unwrap().id.as_deref(),
         Some(BLANK_TEMPLATE_ID)
