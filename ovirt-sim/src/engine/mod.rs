@@ -203,3 +203,119 @@ pub fn apply(state: &mut State, scheduled: &Scheduled) {
         Transition::DiskJobDone => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use capov_ovirt::model::{self, Ref};
+
+    use super::*;
+    use crate::inventory::{default_inventory, seed};
+
+    fn engine() -> (State, String, String) {
+        let mut state = State::default();
+        seed(&mut state, &default_inventory()).unwrap();
+        let cluster = state.clusters.keys().next().unwrap().clone();
+        let template = state.templates.keys().next().unwrap().clone();
+        (state, cluster, template)
+    }
+
+    fn request(name: &str, cluster: &str, template: &str) -> model::Vm {
+        model::Vm {
+            name: Some(name.into()),
+            cluster: Some(Ref::id(cluster)),
+            template: Some(Ref::id(template)),
+            ..model::Vm::default()
+        }
+    }
+
+    /// Applies every scheduled transition at once, in schedule order.
+    fn settle(state: &mut State, scheduled: Vec<Scheduled>) {
+        let mut scheduled = scheduled;
+        scheduled.sort_by_key(|s| s.after);
+        for item in &scheduled {
+            apply(state, item);
+        }
+    }
+
+    #[test]
+    fn add_then_images_ready_then_start_to_up_with_devices() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("a", &cluster, &template), false).unwrap();
+        assert!(added.accepted);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::ImageLocked);
+        settle(&mut state, added.scheduled);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Down);
+
+        let scheduled = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::WaitForLaunch);
+        settle(&mut state, scheduled);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Up);
+        assert!(state.vms[&added.vm_id].ips_reported);
+    }
+
+    #[test]
+    fn stale_timers_do_not_resurrect_a_stopped_vm() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("b", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        let boot = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
+        stop_vm(&mut state, &added.vm_id).unwrap();
+        settle(&mut state, boot);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Down);
+    }
+
+    #[test]
+    fn vm_without_disks_is_down_at_once_and_cannot_start() {
+        let (mut state, cluster, _) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(
+            &mut state,
+            &timings,
+            &request("blank", &cluster, model::BLANK_TEMPLATE_ID),
+            false,
+        )
+        .unwrap();
+        assert!(!added.accepted);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Down);
+        let err = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap_err();
+        assert_eq!(
+            err,
+            EngineError::ActionFailed {
+                status: 409,
+                detail: "[Cannot run VM without at least one bootable disk.]".into()
+            }
+        );
+    }
+
+    #[test]
+    fn disk_extend_applies_size_when_the_job_ends() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("c", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        let disk_id = state.vms[&added.vm_id].disk_ids[0].clone();
+        let before = state.disks[&disk_id].provisioned_size;
+        let update = model::Disk {
+            provisioned_size: Some(before * 2),
+            ..model::Disk::default()
+        };
+        let job = update_disk(&mut state, &timings, &disk_id, &update).unwrap();
+        assert_eq!(state.disks[&disk_id].provisioned_size, before, "not yet");
+        settle(&mut state, job);
+        assert_eq!(state.disks[&disk_id].provisioned_size, before * 2);
+        assert_eq!(state.disks[&disk_id].status, DiskStatus::Ok);
+    }
+
+    #[test]
+    fn shutdown_of_a_booting_vm_is_a_stop() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("d", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
+        assert!(shutdown_vm(&mut state, &timings, &added.vm_id).unwrap().is_empty());
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Down);
+    }
+}
