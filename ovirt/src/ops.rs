@@ -216,6 +216,11 @@ impl Client {
         Ok(exact_name(found, name, |v| v.name.as_deref()).into_iter().next())
     }
 
+    /// Every VM (`GET /vms` without a search).
+    pub async fn vms(&self) -> Result<Vec<Vm>> {
+        Ok(self.fetch::<Vms>(Call::new(Method::GET, "vms", &["vms"])).await?.items)
+    }
+
     /// `GET /vms?search=…` with a raw search expression (build it with [`crate::search`]).
     pub async fn search_vms(&self, query: &str) -> Result<Vec<Vm>> {
         let call = Call::new(Method::GET, "vms", &["vms"]).query("search", query);

@@ -489,6 +489,7 @@ async fn exact_name_lookup_never_matches_a_prefix() {
             .is_none()
     );
     assert_eq!(client.search_vms("name=worker-*").await.unwrap().len(), 3);
+    assert_eq!(client.vms().await.unwrap().len(), 3);
 }
 
 #[tokio::test]
