@@ -22,11 +22,18 @@ use crate::wire::Reply;
 pub struct FaultInjection {
     /// Added before every engine answer.
     pub latency_ms: u64,
-    /// Fraction (0..=1) of API requests answered with `error_status` and an empty body.
+    /// Fraction (0..=1) of matching API requests answered with `error_status`.
     pub error_rate: f64,
+    /// The next N matching API requests fail with `error_status` (deterministic; counts down).
+    pub fail_next: u32,
     pub error_status: u16,
-    /// Restricts `error_rate` to request paths containing this text.
+    /// Body of injected errors: a fault with reason `Operation Failed` and this detail (wrapped
+    /// in `[...]` as the engine does); empty body when None.
+    pub error_detail: Option<String>,
+    /// Injected errors only hit request paths containing this text…
     pub path_contains: Option<String>,
+    /// …and only this HTTP method (e.g. `POST`).
+    pub method: Option<String>,
     /// Every engine request, SSO included, gets 503 (an engine behind a proxy that is down).
     pub outage: bool,
     pub sso_error_style: SsoErrorStyle,
@@ -37,8 +44,11 @@ impl Default for FaultInjection {
         Self {
             latency_ms: 0,
             error_rate: 0.0,
+            fail_next: 0,
             error_status: 503,
+            error_detail: None,
             path_contains: None,
+            method: None,
             outage: false,
             sso_error_style: SsoErrorStyle::Oauth,
         }
@@ -102,6 +112,25 @@ impl Control {
         self.update_faults(|f| {
             f.error_rate = rate;
             f.error_status = status;
+        });
+    }
+
+    /// Makes the next `count` API requests matching `method` and `path_contains` fail with
+    /// `status` and, when given, a fault carrying `detail` (e.g. 409 + a "VM is locked" text).
+    pub fn fail_next(
+        &self,
+        count: u32,
+        status: u16,
+        detail: Option<&str>,
+        method: Option<&str>,
+        path_contains: Option<&str>,
+    ) {
+        self.update_faults(|f| {
+            f.fail_next = count;
+            f.error_status = status;
+            f.error_detail = detail.map(str::to_string);
+            f.method = method.map(str::to_string);
+            f.path_contains = path_contains.map(str::to_string);
         });
     }
 

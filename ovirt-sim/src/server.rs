@@ -67,6 +67,32 @@ impl Shared {
         }
     }
 
+    /// An injected error for this API request, if the fault settings call for one.
+    fn injected_error(&self, req: &Incoming, format: Format) -> Option<Reply> {
+        let mut faults = self.faults.write().unwrap_or_else(|e| e.into_inner());
+        let matches = faults.path_contains.as_deref().is_none_or(|p| req.path.contains(p))
+            && faults
+                .method
+                .as_deref()
+                .is_none_or(|m| m.eq_ignore_ascii_case(req.method.as_str()));
+        if !matches {
+            return None;
+        }
+        let hit = if faults.fail_next > 0 {
+            faults.fail_next -= 1;
+            true
+        } else {
+            faults.error_rate > 0.0 && fastrand::f64() < faults.error_rate
+        };
+        if !hit {
+            return None;
+        }
+        Some(match &faults.error_detail {
+            Some(detail) => crate::wire::error(&engine::operation_failed(faults.error_status, detail), format),
+            None => Reply::empty(faults.error_status),
+        })
+    }
+
     fn count(&self, key: String) {
         let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         *counters.entry(key).or_insert(0) += 1;
@@ -172,14 +198,12 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
             if !sso::authorized(shared, req) {
                 return Reply::empty(401).with_header("WWW-Authenticate", "Basic realm=\"RESTAPI\"");
             }
-            let injected = faults.error_rate > 0.0
-                && faults.path_contains.as_deref().is_none_or(|p| req.path.contains(p))
-                && fastrand::f64() < faults.error_rate;
-            if injected {
-                return Reply::empty(faults.error_status);
+            let format = Format::from_accept(req.header("accept"));
+            if let Some(injected) = shared.injected_error(req, format) {
+                return injected;
             }
             let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-            api::handle(shared, req, &segments, Format::from_accept(req.header("accept")))
+            api::handle(shared, req, &segments, format)
         }
         _ => Reply::empty(404),
     }

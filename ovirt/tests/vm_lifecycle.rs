@@ -532,3 +532,25 @@ async fn unknown_vm_is_not_found() {
             .is_not_found()
     );
 }
+
+#[tokio::test]
+async fn injected_conflicts_are_classified_and_then_clear() {
+    let (sim, client) = setup().await;
+    let inv = inventory(&client).await;
+    let id = created_down(&client, &inv, "flaky").await;
+    sim.control().fail_next(
+        2,
+        409,
+        Some("Cannot run VM. Related operation is currently in progress. Please try again later."),
+        Some("POST"),
+        Some("/start"),
+    );
+    // Other requests are not affected.
+    client.vm(&id).await.unwrap();
+    for _ in 0..2 {
+        let err = client.start_vm(&id, StartOptions::default()).await.unwrap_err();
+        assert!(err.is_locked(), "{err:?}");
+        assert!(err.is_transient());
+    }
+    client.start_vm(&id, StartOptions::default()).await.unwrap();
+}
