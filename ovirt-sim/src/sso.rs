@@ -74,6 +74,13 @@ pub fn token(shared: &Arc<Shared>, req: &Incoming) -> Reply {
         );
     }
     let ttl = shared.token_ttl();
+    // Clients that never log out would otherwise grow the map forever.
+    if state.tokens.len() >= 10_000 {
+        let now = Instant::now();
+        state
+            .tokens
+            .retain(|_, record| record.expires.is_none_or(|at| at > now));
+    }
     let token = new_token();
     state.tokens.insert(
         token.clone(),
