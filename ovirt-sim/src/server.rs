@@ -203,7 +203,8 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
                 return Reply::empty(401).with_header("WWW-Authenticate", "Basic realm=\"RESTAPI\"");
             }
             let format = Format::from_accept(req.header("accept"));
-            if let Some(injected) = shared.injected_error(req, format) {
+            let injection_armed = faults.fail_next > 0 || faults.error_rate > 0.0;
+            if let Some(injected) = injection_armed.then(|| shared.injected_error(req, format)).flatten() {
                 return injected;
             }
             let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
