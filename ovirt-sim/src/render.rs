@@ -355,7 +355,7 @@ pub fn reported_devices(vm: &VmRecord) -> Vec<ReportedDevice> {
                 ips: Some(Ips {
                     items: vec![
                         Ip {
-                            address: Some(guest_ipv4(vm.address_index * 8 + index as u64)),
+                            address: Some(guest_ipv4(vm.address_index.wrapping_mul(8).wrapping_add(index as u64))),
                             version: Some("v4".into()),
                         },
                         Ip {
@@ -426,7 +426,7 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         memory_policy: Some(MemoryPolicy {
             ballooning: Some(v.ballooning),
             guaranteed: Some(v.guaranteed),
-            max: Some(v.memory * 4),
+            max: Some(v.memory.saturating_mul(4)),
         }),
         os: Some(OperatingSystem {
             kind: Some("other".into()),

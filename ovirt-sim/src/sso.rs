@@ -85,11 +85,14 @@ pub fn token(shared: &Arc<Shared>, req: &Incoming) -> Reply {
     state.tokens.insert(
         token.clone(),
         TokenRecord {
-            expires: ttl.map(|d| Instant::now() + d),
+            // A TTL too large to represent means "never".
+            expires: ttl.and_then(|d| Instant::now().checked_add(d)),
         },
     );
     let exp = match ttl {
-        Some(d) => (crate::ids::now_millis() + d.as_millis() as i64).to_string(),
+        Some(d) => crate::ids::now_millis()
+            .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .to_string(),
         None => i64::MAX.to_string(),
     };
     Reply::json(

@@ -240,7 +240,7 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
     });
     // Cloning copies whole images: it takes longer than a thin snapshot.
     let lock_ms = if clone {
-        timings.image_locked_ms * 2
+        timings.image_locked_ms.saturating_mul(2)
     } else {
         timings.image_locked_ms
     };

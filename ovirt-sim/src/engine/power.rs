@@ -61,7 +61,7 @@ pub fn start_vm(
         later(timings.boot_ms / 3, id, generation, Transition::VmPoweringUp),
         later(timings.boot_ms, id, generation, Transition::VmUp),
         later(
-            timings.boot_ms + timings.ip_report_delay_ms,
+            timings.boot_ms.saturating_add(timings.ip_report_delay_ms),
             id,
             generation,
             Transition::VmDevicesReported,
