@@ -17,6 +17,9 @@ use crate::observe::{Outcome, RequestEvent, RequestObserver};
 use crate::sso;
 use crate::xml;
 
+/// Largest response body accepted (a listing of 10,000 VMs is about 3 MiB).
+const MAX_BODY_BYTES: usize = 256 << 20;
+
 /// Header carrying the caller's correlation id; the engine echoes it and tags jobs with it.
 pub const CORRELATION_ID_HEADER: &str = "Correlation-Id";
 
@@ -278,10 +281,18 @@ impl Client {
         }
         let started = Instant::now();
         let result = async {
-            let response = request.send().await.map_err(classify_transport)?;
+            let mut response = request.send().await.map_err(classify_transport)?;
             let status = response.status().as_u16();
-            let body = response.bytes().await.map_err(classify_transport)?;
-            Ok::<_, Error>((status, body.to_vec()))
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(classify_transport)? {
+                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                    return Err(Error::UnexpectedBody(format!(
+                        "response body exceeds {MAX_BODY_BYTES} bytes"
+                    )));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok::<_, Error>((status, body))
         }
         .await;
         self.observe(method, resource, &result, started.elapsed(), rate_limit_wait);
