@@ -17,7 +17,10 @@ fn not_found() -> Reply {
 }
 
 fn bad_search(message: &str, format: Format) -> Reply {
-    wire::error(&engine::operation_failed(400, &format!("Search query is invalid: {message}")), format)
+    wire::error(
+        &engine::operation_failed(400, &format!("Search query is invalid: {message}")),
+        format,
+    )
 }
 
 fn decode<T: serde::de::DeserializeOwned>(req: &Incoming) -> Result<T, Reply> {
@@ -44,7 +47,9 @@ pub fn handle(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Forma
     match (method, path) {
         (&Method::GET, []) => wire::object(200, &render::api_root(&shared.lock()), format),
         (_, ["vms", ..]) => vms(shared, req, &path[1..], format),
-        (&Method::PUT, ["disks", id]) => update_disk(shared, req, id, format, |state, _| Some(render::disk(state.disks.get(*id)?))),
+        (&Method::PUT, ["disks", id]) => update_disk(shared, req, id, format, |state, _| {
+            Some(render::disk(state.disks.get(*id)?))
+        }),
         (&Method::GET, _) => read_only(&shared.lock(), req, path, format),
         _ => Reply::empty(405),
     }
@@ -55,7 +60,9 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
         Ok(q) => q,
         Err(e) => return bad_search(&e, format),
     };
-    let follow_disk = req.param("follow").is_some_and(|f| f.split(',').any(|f| f.trim() == "disk"));
+    let follow_disk = req
+        .param("follow")
+        .is_some_and(|f| f.split(',').any(|f| f.trim() == "disk"));
     match path {
         ["clusters"] => {
             let items = state
@@ -65,15 +72,27 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                     query.matches(|f| match f {
                         "name" => Some(vec![c.name.clone()]),
                         "id" => Some(vec![c.id.clone()]),
-                        "datacenter" => state.data_centers.get(&c.data_center_id).map(|dc| vec![dc.name.clone()]),
+                        "datacenter" => state
+                            .data_centers
+                            .get(&c.data_center_id)
+                            .map(|dc| vec![dc.name.clone()]),
                         _ => None,
                     })
                 })
                 .map(render::cluster)
                 .collect();
-            wire::object(200, &model::Clusters { items: limit(items, req) }, format)
+            wire::object(
+                200,
+                &model::Clusters {
+                    items: limit(items, req),
+                },
+                format,
+            )
         }
-        ["clusters", id] => state.clusters.get(*id).map_or_else(not_found, |c| wire::object(200, &render::cluster(c), format)),
+        ["clusters", id] => state
+            .clusters
+            .get(*id)
+            .map_or_else(not_found, |c| wire::object(200, &render::cluster(c), format)),
         ["datacenters"] => {
             let items = state
                 .data_centers
@@ -87,11 +106,18 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                 })
                 .map(render::data_center)
                 .collect();
-            wire::object(200, &model::DataCenters { items: limit(items, req) }, format)
+            wire::object(
+                200,
+                &model::DataCenters {
+                    items: limit(items, req),
+                },
+                format,
+            )
         }
-        ["datacenters", id] => {
-            state.data_centers.get(*id).map_or_else(not_found, |dc| wire::object(200, &render::data_center(dc), format))
-        }
+        ["datacenters", id] => state
+            .data_centers
+            .get(*id)
+            .map_or_else(not_found, |dc| wire::object(200, &render::data_center(dc), format)),
         ["datacenters", dc, "storagedomains"] => {
             if !state.data_centers.contains_key(*dc) {
                 return not_found();
@@ -129,12 +155,17 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                 })
                 .map(|sd| render::storage_domain(sd, false))
                 .collect();
-            wire::object(200, &model::StorageDomains { items: limit(items, req) }, format)
+            wire::object(
+                200,
+                &model::StorageDomains {
+                    items: limit(items, req),
+                },
+                format,
+            )
         }
-        ["storagedomains", id] => state
-            .storage_domains
-            .get(*id)
-            .map_or_else(not_found, |sd| wire::object(200, &render::storage_domain(sd, false), format)),
+        ["storagedomains", id] => state.storage_domains.get(*id).map_or_else(not_found, |sd| {
+            wire::object(200, &render::storage_domain(sd, false), format)
+        }),
         ["networks"] => {
             let items = state
                 .networks
@@ -148,24 +179,45 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                 })
                 .map(render::network)
                 .collect();
-            wire::object(200, &model::Networks { items: limit(items, req) }, format)
+            wire::object(
+                200,
+                &model::Networks {
+                    items: limit(items, req),
+                },
+                format,
+            )
         }
-        ["networks", id] => state.networks.get(*id).map_or_else(not_found, |n| wire::object(200, &render::network(n), format)),
+        ["networks", id] => state
+            .networks
+            .get(*id)
+            .map_or_else(not_found, |n| wire::object(200, &render::network(n), format)),
         ["networks", id, "vnicprofiles"] => {
             if !state.networks.contains_key(*id) {
                 return not_found();
             }
-            let items = state.vnic_profiles.values().filter(|p| p.network_id == *id).map(render::vnic_profile).collect();
+            let items = state
+                .vnic_profiles
+                .values()
+                .filter(|p| p.network_id == *id)
+                .map(render::vnic_profile)
+                .collect();
             wire::object(200, &model::VnicProfiles { items }, format)
         }
         // The engine offers no search on vNIC profiles: `search` is ignored.
         ["vnicprofiles"] => {
             let items = state.vnic_profiles.values().map(render::vnic_profile).collect();
-            wire::object(200, &model::VnicProfiles { items: limit(items, req) }, format)
+            wire::object(
+                200,
+                &model::VnicProfiles {
+                    items: limit(items, req),
+                },
+                format,
+            )
         }
-        ["vnicprofiles", id] => {
-            state.vnic_profiles.get(*id).map_or_else(not_found, |p| wire::object(200, &render::vnic_profile(p), format))
-        }
+        ["vnicprofiles", id] => state
+            .vnic_profiles
+            .get(*id)
+            .map_or_else(not_found, |p| wire::object(200, &render::vnic_profile(p), format)),
         ["templates"] => {
             let items = state
                 .templates
@@ -176,7 +228,11 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                         "id" => Some(vec![t.id.clone()]),
                         "status" => Some(vec![t.status.clone()]),
                         "version_number" => Some(vec![t.version_number.to_string()]),
-                        "cluster" => t.cluster_id.as_ref().and_then(|c| state.clusters.get(c)).map(|c| vec![c.name.clone()]),
+                        "cluster" => t
+                            .cluster_id
+                            .as_ref()
+                            .and_then(|c| state.clusters.get(c))
+                            .map(|c| vec![c.name.clone()]),
                         "datacenter" => t
                             .cluster_id
                             .as_ref()
@@ -188,9 +244,18 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                 })
                 .map(render::template)
                 .collect();
-            wire::object(200, &model::Templates { items: limit(items, req) }, format)
+            wire::object(
+                200,
+                &model::Templates {
+                    items: limit(items, req),
+                },
+                format,
+            )
         }
-        ["templates", id] => state.templates.get(*id).map_or_else(not_found, |t| wire::object(200, &render::template(t), format)),
+        ["templates", id] => state
+            .templates
+            .get(*id)
+            .map_or_else(not_found, |t| wire::object(200, &render::template(t), format)),
         ["templates", id, "diskattachments"] => match state.templates.get(*id) {
             Some(t) => {
                 let items = t
@@ -217,9 +282,18 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
                 })
                 .map(render::disk)
                 .collect();
-            wire::object(200, &model::Disks { items: limit(items, req) }, format)
+            wire::object(
+                200,
+                &model::Disks {
+                    items: limit(items, req),
+                },
+                format,
+            )
         }
-        ["disks", id] => state.disks.get(*id).map_or_else(not_found, |d| wire::object(200, &render::disk(d), format)),
+        ["disks", id] => state
+            .disks
+            .get(*id)
+            .map_or_else(not_found, |d| wire::object(200, &render::disk(d), format)),
         _ => not_found(),
     }
 }
@@ -227,14 +301,20 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
 fn vm_follow(req: &Incoming) -> VmFollow {
     let follow = req.param("follow").unwrap_or_default();
     let has = |name: &str| follow.split(',').any(|f| f.trim().split('.').next() == Some(name));
-    VmFollow { disk_attachments: has("disk_attachments"), nics: has("nics") }
+    VmFollow {
+        disk_attachments: has("disk_attachments"),
+        nics: has("nics"),
+    }
 }
 
-fn search_vms(state: &State, req: &Incoming, format: Format) -> Reply {
+/// `GET /vms[?search=…]`. Renders under the state lock but serialises after releasing it, so
+/// large answers do not stall other requests.
+fn search_vms(shared: &Arc<Shared>, req: &Incoming, format: Format) -> Reply {
     let query = match query_of(req) {
         Ok(q) => q,
         Err(e) => return bad_search(&e, format),
     };
+    let state = shared.lock();
     let follow = vm_follow(req);
     // Exact id/name disjunctions (batched status reads) are answered from the indexes.
     let records: Vec<_> = if let Some(ids) = query.literal_alternatives("id") {
@@ -264,18 +344,24 @@ fn search_vms(state: &State, req: &Incoming, format: Format) -> Reply {
             })
             .collect()
     };
-    let items = records.into_iter().map(|vm| render::vm(state, vm, follow)).collect();
-    wire::object(200, &model::Vms { items: limit(items, req) }, format)
+    let items = limit(records, req)
+        .into_iter()
+        .map(|vm| render::vm(&state, vm, follow))
+        .collect();
+    drop(state);
+    wire::object(200, &model::Vms { items }, format)
 }
 
 fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> Reply {
     let method = req.method.clone();
     match (method, path) {
-        (Method::GET, []) => search_vms(&shared.lock(), req, format),
+        (Method::GET, []) => search_vms(shared, req, format),
         (Method::POST, []) => add_vm(shared, req, format),
         (Method::GET, [id]) => {
             let state = shared.lock();
-            state.vms.get(*id).map_or_else(not_found, |vm| wire::object(200, &render::vm(&state, vm, vm_follow(req)), format))
+            state.vms.get(*id).map_or_else(not_found, |vm| {
+                wire::object(200, &render::vm(&state, vm, vm_follow(req)), format)
+            })
         }
         (Method::DELETE, [id]) => {
             let timings = shared.timings();
@@ -291,10 +377,18 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
         (Method::POST, [id, verb @ ("start" | "stop" | "shutdown")]) => vm_action(shared, req, id, verb, format),
         (Method::GET, [id, "diskattachments"]) => {
             let state = shared.lock();
-            let Some(vm) = state.vms.get(*id) else { return not_found() };
-            let inline = req.param("follow").is_some_and(|f| f.split(',').any(|f| f.trim() == "disk"));
-            let items =
-                vm.disk_ids.iter().filter_map(|d| state.disks.get(d)).map(|d| render::disk_attachment(d, "vms", id, inline)).collect();
+            let Some(vm) = state.vms.get(*id) else {
+                return not_found();
+            };
+            let inline = req
+                .param("follow")
+                .is_some_and(|f| f.split(',').any(|f| f.trim() == "disk"));
+            let items = vm
+                .disk_ids
+                .iter()
+                .filter_map(|d| state.disks.get(d))
+                .map(|d| render::disk_attachment(d, "vms", id, inline))
+                .collect();
             wire::object(200, &model::DiskAttachments { items }, format)
         }
         (Method::GET, [id, "diskattachments", disk_id]) => {
@@ -308,7 +402,11 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
             }
         }
         (Method::PUT, [id, "diskattachments", disk_id]) => {
-            let attached = shared.lock().vms.get(*id).is_some_and(|vm| vm.disk_ids.iter().any(|d| d == disk_id));
+            let attached = shared
+                .lock()
+                .vms
+                .get(*id)
+                .is_some_and(|vm| vm.disk_ids.iter().any(|d| d == disk_id));
             if !attached {
                 return not_found();
             }
@@ -321,10 +419,25 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
                 Some(render::disk_attachment(state.disks.get(*disk_id)?, "vms", id, false))
             })
         }
+        (Method::DELETE, [id, "diskattachments", disk_id]) => {
+            let remove = req.bool_param("detach_only") == Some(false);
+            match engine::detach_disk(&mut shared.lock(), id, disk_id, remove) {
+                Ok(()) => wire::action_complete(&model::Action::default(), None, format),
+                Err(e) => wire::error(&e, format),
+            }
+        }
         (Method::GET, [id, "nics"]) => {
             let state = shared.lock();
-            let Some(vm) = state.vms.get(*id) else { return not_found() };
-            wire::object(200, &model::Nics { items: vm.nics.iter().map(|n| render::nic(id, n)).collect() }, format)
+            let Some(vm) = state.vms.get(*id) else {
+                return not_found();
+            };
+            wire::object(
+                200,
+                &model::Nics {
+                    items: vm.nics.iter().map(|n| render::nic(id, n)).collect(),
+                },
+                format,
+            )
         }
         (Method::POST, [id, "nics"]) => {
             let nic: model::Nic = match decode(req) {
@@ -355,8 +468,16 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
         },
         (Method::GET, [id, "reporteddevices"]) => {
             let state = shared.lock();
-            let Some(vm) = state.vms.get(*id) else { return not_found() };
-            wire::object(200, &model::ReportedDevices { items: render::reported_devices(vm) }, format)
+            let Some(vm) = state.vms.get(*id) else {
+                return not_found();
+            };
+            wire::object(
+                200,
+                &model::ReportedDevices {
+                    items: render::reported_devices(vm),
+                },
+                format,
+            )
         }
         (Method::GET, _) => not_found(),
         _ => Reply::empty(405),
@@ -364,7 +485,11 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
 }
 
 fn nic_reply(state: &State, vm_id: &str, nic_id: &str, status: u16, format: Format) -> Reply {
-    match state.vms.get(vm_id).and_then(|vm| vm.nics.iter().find(|n| n.id == nic_id)) {
+    match state
+        .vms
+        .get(vm_id)
+        .and_then(|vm| vm.nics.iter().find(|n| n.id == nic_id))
+    {
         Some(nic) => wire::object(status, &render::nic(vm_id, nic), format),
         None => not_found(),
     }
@@ -384,7 +509,8 @@ fn add_vm(shared: &Arc<Shared>, req: &Incoming, format: Format) -> Reply {
                 Some(vm) => {
                     let body = render::vm(&state, vm, VmFollow::default());
                     let location = body.href.clone().unwrap_or_default();
-                    wire::object(if added.accepted { 202 } else { 201 }, &body, format).with_header("Location", location)
+                    wire::object(if added.accepted { 202 } else { 201 }, &body, format)
+                        .with_header("Location", location)
                 }
                 None => Reply::empty(500),
             };

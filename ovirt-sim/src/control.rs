@@ -22,11 +22,18 @@ use crate::wire::Reply;
 pub struct FaultInjection {
     /// Added before every engine answer.
     pub latency_ms: u64,
-    /// Fraction (0..=1) of API requests answered with `error_status` and an empty body.
+    /// Fraction (0..=1) of matching API requests answered with `error_status`.
     pub error_rate: f64,
+    /// The next N matching API requests fail with `error_status` (deterministic; counts down).
+    pub fail_next: u32,
     pub error_status: u16,
-    /// Restricts `error_rate` to request paths containing this text.
+    /// Body of injected errors: a fault with reason `Operation Failed` and this detail (wrapped
+    /// in `[...]` as the engine does); empty body when None.
+    pub error_detail: Option<String>,
+    /// Injected errors only hit request paths containing this text…
     pub path_contains: Option<String>,
+    /// …and only this HTTP method (e.g. `POST`).
+    pub method: Option<String>,
     /// Every engine request, SSO included, gets 503 (an engine behind a proxy that is down).
     pub outage: bool,
     pub sso_error_style: SsoErrorStyle,
@@ -34,7 +41,17 @@ pub struct FaultInjection {
 
 impl Default for FaultInjection {
     fn default() -> Self {
-        Self { latency_ms: 0, error_rate: 0.0, error_status: 503, path_contains: None, outage: false, sso_error_style: SsoErrorStyle::Oauth }
+        Self {
+            latency_ms: 0,
+            error_rate: 0.0,
+            fail_next: 0,
+            error_status: 503,
+            error_detail: None,
+            path_contains: None,
+            method: None,
+            outage: false,
+            sso_error_style: SsoErrorStyle::Oauth,
+        }
     }
 }
 
@@ -53,14 +70,26 @@ impl Control {
     /// Adds `count` VMs named `{prefix}{n}` made from `template` (None = Blank), status `down`.
     pub fn seed_vms(&self, prefix: &str, count: usize, template: Option<&str>) -> Result<(), String> {
         let vms = (0..count)
-            .map(|n| VmSeed { name: format!("{prefix}{n}"), template: template.map(str::to_string), ..VmSeed::default() })
+            .map(|n| VmSeed {
+                name: format!("{prefix}{n}"),
+                template: template.map(str::to_string),
+                ..VmSeed::default()
+            })
             .collect();
-        self.seed(&Inventory { vms, ..Inventory::default() })
+        self.seed(&Inventory {
+            vms,
+            ..Inventory::default()
+        })
     }
 
     /// Attaches a new data disk (not from the template) to a VM; returns the disk id.
     pub fn attach_disk(&self, vm_id: &str, alias: &str, size_bytes: u64) -> Result<String, String> {
         engine::attach_extra_disk(&mut self.shared.lock(), vm_id, alias, size_bytes).map_err(|e| format!("{e:?}"))
+    }
+
+    /// Detaches a disk from a VM (the disk stays, unattached), as a user would before deletion.
+    pub fn detach_disk(&self, vm_id: &str, disk_id: &str) -> Result<(), String> {
+        engine::detach_disk(&mut self.shared.lock(), vm_id, disk_id, false).map_err(|e| format!("{e:?}"))
     }
 
     pub fn faults(&self) -> FaultInjection {
@@ -86,6 +115,25 @@ impl Control {
         });
     }
 
+    /// Makes the next `count` API requests matching `method` and `path_contains` fail with
+    /// `status` and, when given, a fault carrying `detail` (e.g. 409 + a "VM is locked" text).
+    pub fn fail_next(
+        &self,
+        count: u32,
+        status: u16,
+        detail: Option<&str>,
+        method: Option<&str>,
+        path_contains: Option<&str>,
+    ) {
+        self.update_faults(|f| {
+            f.fail_next = count;
+            f.error_status = status;
+            f.error_detail = detail.map(str::to_string);
+            f.method = method.map(str::to_string);
+            f.path_contains = path_contains.map(str::to_string);
+        });
+    }
+
     pub fn set_outage(&self, outage: bool) {
         self.update_faults(|f| f.outage = outage);
     }
@@ -102,12 +150,23 @@ impl Control {
     /// Number of SSO tokens currently valid (revoked and expired ones excluded).
     pub fn token_count(&self) -> usize {
         let now = std::time::Instant::now();
-        self.shared.lock().tokens.values().filter(|t| t.expires.is_none_or(|at| at > now)).count()
+        self.shared
+            .lock()
+            .tokens
+            .values()
+            .filter(|t| t.expires.is_none_or(|at| at > now))
+            .count()
     }
 
     /// Correlation ids received recently (up to 1000), oldest first.
     pub fn correlation_ids(&self) -> Vec<String> {
-        self.shared.correlation_ids.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+        self.shared
+            .correlation_ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Lifetime of tokens issued from now on (None = never expire).
@@ -158,7 +217,11 @@ impl Control {
 
     pub fn vm_by_name(&self, name: &str) -> Option<VmSnapshot> {
         let state = self.shared.lock();
-        state.vms.values().find(|vm| vm.name == name).map(|vm| state.snapshot_vm(vm))
+        state
+            .vms
+            .values()
+            .find(|vm| vm.name == name)
+            .map(|vm| state.snapshot_vm(vm))
     }
 
     /// Forces a VM into a status (e.g. `not_responding`, `up`) without the usual transitions.
@@ -172,10 +235,22 @@ impl Control {
         let state = self.shared.lock();
         match kind {
             "cluster" => state.clusters.values().find(|x| x.name == name).map(|x| x.id.clone()),
-            "datacenter" => state.data_centers.values().find(|x| x.name == name).map(|x| x.id.clone()),
-            "storagedomain" => state.storage_domains.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "datacenter" => state
+                .data_centers
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
+            "storagedomain" => state
+                .storage_domains
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
             "network" => state.networks.values().find(|x| x.name == name).map(|x| x.id.clone()),
-            "vnicprofile" => state.vnic_profiles.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "vnicprofile" => state
+                .vnic_profiles
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
             "template" => state.templates.values().find(|x| x.name == name).map(|x| x.id.clone()),
             "vm" => state.vms.values().find(|x| x.name == name).map(|x| x.id.clone()),
             _ => None,
@@ -184,7 +259,12 @@ impl Control {
 
     /// Disk ids of a template, in order.
     pub fn template_disk_ids(&self, template_id: &str) -> Vec<String> {
-        self.shared.lock().templates.get(template_id).map(|t| t.disk_ids.clone()).unwrap_or_default()
+        self.shared
+            .lock()
+            .templates
+            .get(template_id)
+            .map(|t| t.disk_ids.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -247,7 +327,14 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
         },
         (&Method::POST, ["vms", id, "disks"]) => {
             let attach = body!(AttachDisk);
-            result(control.attach_disk(id, &attach.alias, attach.size_bytes).map(|disk_id| json!({"id": disk_id})))
+            result(
+                control
+                    .attach_disk(id, &attach.alias, attach.size_bytes)
+                    .map(|disk_id| json!({"id": disk_id})),
+            )
+        }
+        (&Method::DELETE, ["vms", id, "disks", disk_id]) => {
+            result(control.detach_disk(id, disk_id).map(|()| json!({})))
         }
         (&Method::POST, ["vms", id, "status"]) => {
             let change = body!(StatusChange);

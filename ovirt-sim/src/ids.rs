@@ -18,7 +18,13 @@ static MAC_COUNTER: AtomicU64 = AtomicU64::new(1);
 /// MACs from the engine's default pool prefix `56:6f`.
 pub fn new_mac() -> String {
     let n = MAC_COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("56:6f:{:02x}:{:02x}:{:02x}:{:02x}", (n >> 24) & 0xff, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
+    format!(
+        "56:6f:{:02x}:{:02x}:{:02x}:{:02x}",
+        (n >> 24) & 0xff,
+        (n >> 16) & 0xff,
+        (n >> 8) & 0xff,
+        n & 0xff
+    )
 }
 
 /// The n-th guest address in 10.0.0.0/8 (skipping .0 and .255 host parts).
@@ -32,7 +38,10 @@ pub fn guest_ipv4(n: u64) -> String {
 
 /// The link-local IPv6 address a guest derives from its MAC (EUI-64).
 pub fn link_local_ipv6(mac: &str) -> String {
-    let bytes: Vec<u8> = mac.split(':').filter_map(|part| u8::from_str_radix(part, 16).ok()).collect();
+    let bytes: Vec<u8> = mac
+        .split(':')
+        .filter_map(|part| u8::from_str_radix(part, 16).ok())
+        .collect();
     if bytes.len() != 6 {
         return "fe80::1".to_string();
     }
@@ -46,7 +55,10 @@ pub fn link_local_ipv6(mac: &str) -> String {
 }
 
 pub fn now_millis() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// `2022-10-06T15:05:04.618Z`-style text in the engine's form (`+00:00` offset).

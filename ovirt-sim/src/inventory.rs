@@ -170,14 +170,37 @@ impl Default for VmSeed {
 /// The inventory the binary starts with unless `--inventory` is given.
 pub fn default_inventory() -> Inventory {
     Inventory {
-        data_centers: vec![DataCenterSeed { id: None, name: "Default".into() }],
-        clusters: vec![ClusterSeed { id: None, name: "Default".into(), data_center: "Default".into() }],
+        data_centers: vec![DataCenterSeed {
+            id: None,
+            name: "Default".into(),
+        }],
+        clusters: vec![ClusterSeed {
+            id: None,
+            name: "Default".into(),
+            data_center: "Default".into(),
+        }],
         storage_domains: vec![
-            StorageDomainSeed { name: "data1".into(), data_center: Some("Default".into()), ..Default::default() },
-            StorageDomainSeed { name: "data2".into(), data_center: Some("Default".into()), ..Default::default() },
+            StorageDomainSeed {
+                name: "data1".into(),
+                data_center: Some("Default".into()),
+                ..Default::default()
+            },
+            StorageDomainSeed {
+                name: "data2".into(),
+                data_center: Some("Default".into()),
+                ..Default::default()
+            },
         ],
-        networks: vec![NetworkSeed { id: None, name: "ovirtmgmt".into(), data_center: "Default".into() }],
-        vnic_profiles: vec![VnicProfileSeed { id: None, name: "ovirtmgmt".into(), network: "ovirtmgmt".into() }],
+        networks: vec![NetworkSeed {
+            id: None,
+            name: "ovirtmgmt".into(),
+            data_center: "Default".into(),
+        }],
+        vnic_profiles: vec![VnicProfileSeed {
+            id: None,
+            name: "ovirtmgmt".into(),
+            network: "ovirtmgmt".into(),
+        }],
         templates: vec![TemplateSeed {
             name: "rhcos-4.14".into(),
             cluster: Some("Default".into()),
@@ -187,7 +210,10 @@ pub fn default_inventory() -> Inventory {
                 storage_domains: vec!["data1".into()],
                 ..Default::default()
             }],
-            nics: vec![TemplateNicSeed { name: "nic1".into(), vnic_profile: Some("ovirtmgmt".into()) }],
+            nics: vec![TemplateNicSeed {
+                name: "nic1".into(),
+                vnic_profile: Some("ovirtmgmt".into()),
+            }],
             ..Default::default()
         }],
         vms: Vec::new(),
@@ -203,7 +229,13 @@ fn id_or_new(id: &Option<String>) -> String {
 pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
     for dc in &inventory.data_centers {
         let id = id_or_new(&dc.id);
-        state.data_centers.insert(id.clone(), DataCenterRecord { id, name: dc.name.clone() });
+        state.data_centers.insert(
+            id.clone(),
+            DataCenterRecord {
+                id,
+                name: dc.name.clone(),
+            },
+        );
     }
     let dc_id = |state: &State, name: &str| -> Result<String, String> {
         state
@@ -218,7 +250,12 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
         let id = id_or_new(&cluster.id);
         state.clusters.insert(
             id.clone(),
-            ClusterRecord { id, name: cluster.name.clone(), data_center_id, cpu_type: "Intel Nehalem Family".into() },
+            ClusterRecord {
+                id,
+                name: cluster.name.clone(),
+                data_center_id,
+                cpu_type: "Intel Nehalem Family".into(),
+            },
         );
     }
     for sd in &inventory.storage_domains {
@@ -226,9 +263,12 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
             Some(name) => Some(dc_id(state, name)?),
             None => None,
         };
-        let master = data_center_id
-            .as_ref()
-            .is_some_and(|dc| !state.storage_domains.values().any(|s| s.data_center_id.as_ref() == Some(dc) && s.master));
+        let master = data_center_id.as_ref().is_some_and(|dc| {
+            !state
+                .storage_domains
+                .values()
+                .any(|s| s.data_center_id.as_ref() == Some(dc) && s.master)
+        });
         let id = id_or_new(&sd.id);
         state.storage_domains.insert(
             id.clone(),
@@ -248,7 +288,14 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
     for network in &inventory.networks {
         let data_center_id = dc_id(state, &network.data_center)?;
         let id = id_or_new(&network.id);
-        state.networks.insert(id.clone(), NetworkRecord { id, name: network.name.clone(), data_center_id });
+        state.networks.insert(
+            id.clone(),
+            NetworkRecord {
+                id,
+                name: network.name.clone(),
+                data_center_id,
+            },
+        );
     }
     for profile in &inventory.vnic_profiles {
         let network_id = state
@@ -258,7 +305,14 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
             .map(|n| n.id.clone())
             .ok_or_else(|| format!("unknown network {:?}", profile.network))?;
         let id = id_or_new(&profile.id);
-        state.vnic_profiles.insert(id.clone(), VnicProfileRecord { id, name: profile.name.clone(), network_id });
+        state.vnic_profiles.insert(
+            id.clone(),
+            VnicProfileRecord {
+                id,
+                name: profile.name.clone(),
+                network_id,
+            },
+        );
     }
     for template in &inventory.templates {
         seed_template(state, template)?;
@@ -272,7 +326,12 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
 fn seed_template(state: &mut State, template: &TemplateSeed) -> Result<(), String> {
     let cluster_id = match &template.cluster {
         Some(name) => Some(
-            state.clusters.values().find(|c| &c.name == name).map(|c| c.id.clone()).ok_or(format!("unknown cluster {name:?}"))?,
+            state
+                .clusters
+                .values()
+                .find(|c| &c.name == name)
+                .map(|c| c.id.clone())
+                .ok_or(format!("unknown cluster {name:?}"))?,
         ),
         None => None,
     };
@@ -281,7 +340,11 @@ fn seed_template(state: &mut State, template: &TemplateSeed) -> Result<(), Strin
     for disk in &template.disks {
         let mut storage_domain_ids = Vec::new();
         for name in &disk.storage_domains {
-            let sd = state.storage_domains.values().find(|s| &s.name == name).ok_or(format!("unknown storage domain {name:?}"))?;
+            let sd = state
+                .storage_domains
+                .values()
+                .find(|s| &s.name == name)
+                .ok_or(format!("unknown storage domain {name:?}"))?;
             storage_domain_ids.push(sd.id.clone());
         }
         let disk_id = id_or_new(&disk.id);
@@ -321,7 +384,10 @@ fn seed_template(state: &mut State, template: &TemplateSeed) -> Result<(), Strin
             ),
             None => None,
         };
-        nics.push(TemplateNic { name: nic.name.clone(), vnic_profile_id });
+        nics.push(TemplateNic {
+            name: nic.name.clone(),
+            vnic_profile_id,
+        });
     }
     let base_template_id = state
         .templates
@@ -360,16 +426,22 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
     .id
     .clone();
     let template_id = match &seed.template {
-        Some(name) => {
-            state.templates.values().find(|t| &t.name == name).ok_or(format!("unknown template {name:?}"))?.id.clone()
-        }
+        Some(name) => state
+            .templates
+            .values()
+            .find(|t| &t.name == name)
+            .ok_or(format!("unknown template {name:?}"))?
+            .id
+            .clone(),
         None => capov_ovirt::model::BLANK_TEMPLATE_ID.to_string(),
     };
     let id = id_or_new(&seed.id);
     let mut disk_ids = Vec::new();
     if let Some(template) = state.templates.get(&template_id).cloned() {
         for template_disk_id in &template.disk_ids {
-            let Some(template_disk) = state.disks.get(template_disk_id).cloned() else { continue };
+            let Some(template_disk) = state.disks.get(template_disk_id).cloned() else {
+                continue;
+            };
             let disk_id = new_id();
             state.disks.insert(
                 disk_id.clone(),

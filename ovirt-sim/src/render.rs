@@ -16,22 +16,37 @@ fn linked(collection: &str, id: &str) -> Ref {
 }
 
 fn links(base: &str, rels: &[&str]) -> Vec<Link> {
-    rels.iter().map(|rel| Link::new(format!("{base}/{rel}"), *rel)).collect()
+    rels.iter()
+        .map(|rel| Link::new(format!("{base}/{rel}"), *rel))
+        .collect()
 }
 
 fn actions(base: &str, rels: &[&str]) -> Option<Actions> {
-    Some(Actions { links: links(base, rels) })
+    Some(Actions {
+        links: links(base, rels),
+    })
 }
 
 pub fn api_root(state: &State) -> Api {
     let collections = [
-        "clusters", "datacenters", "disks", "jobs", "networks", "storagedomains", "templates", "vms", "vnicprofiles",
+        "clusters",
+        "datacenters",
+        "disks",
+        "jobs",
+        "networks",
+        "storagedomains",
+        "templates",
+        "vms",
+        "vnicprofiles",
     ];
     let mut api_links = Vec::new();
     for collection in collections {
         api_links.push(Link::new(href(collection), collection));
         if collection != "vnicprofiles" && collection != "jobs" {
-            api_links.push(Link::new(format!("{}?search={{query}}", href(collection)), format!("{collection}/search")));
+            api_links.push(Link::new(
+                format!("{}?search={{query}}", href(collection)),
+                format!("{collection}/search"),
+            ));
         }
     }
     let user_id = "bfd9c4d2-0000-4000-8000-0000000000ad";
@@ -55,13 +70,22 @@ pub fn api_root(state: &State) -> Api {
             root_tag: Some(linked("tags", BLANK_TEMPLATE_ID)),
         }),
         summary: Some(ApiSummary {
-            hosts: Some(SummaryCount { active: Some(1), total: Some(1) }),
+            hosts: Some(SummaryCount {
+                active: Some(1),
+                total: Some(1),
+            }),
             storage_domains: Some(SummaryCount {
                 active: Some(state.storage_domains.values().filter(|s| s.status == "active").count() as u64),
                 total: Some(state.storage_domains.len() as u64),
             }),
-            users: Some(SummaryCount { active: Some(1), total: Some(state.users.len() as u64) }),
-            vms: Some(SummaryCount { active: Some(running), total: Some(state.vms.len() as u64) }),
+            users: Some(SummaryCount {
+                active: Some(1),
+                total: Some(state.users.len() as u64),
+            }),
+            vms: Some(SummaryCount {
+                active: Some(running),
+                total: Some(state.vms.len() as u64),
+            }),
         }),
         time: Some(format_time(crate::ids::now_millis())),
         authenticated_user: Some(linked("users", user_id)),
@@ -76,10 +100,17 @@ pub fn data_center(dc: &DataCenterRecord) -> DataCenter {
         id: Some(dc.id.clone()),
         name: Some(dc.name.clone()),
         description: Some(String::new()),
-        links: links(&base, &["clusters", "networks", "storagedomains", "permissions", "quotas"]),
+        links: links(
+            &base,
+            &["clusters", "networks", "storagedomains", "permissions", "quotas"],
+        ),
         local: Some(false),
         status: Some("up".into()),
-        version: Some(Version { major: Some(4), minor: Some(6), ..Version::default() }),
+        version: Some(Version {
+            major: Some(4),
+            minor: Some(6),
+            ..Version::default()
+        }),
     }
 }
 
@@ -92,8 +123,16 @@ pub fn cluster(c: &ClusterRecord) -> Cluster {
         description: Some(String::new()),
         comment: Some(String::new()),
         links: links(&base, &["networks", "permissions", "affinitygroups", "cpuprofiles"]),
-        cpu: Some(Cpu { architecture: Some("x86_64".into()), kind: Some(c.cpu_type.clone()), ..Cpu::default() }),
-        version: Some(Version { major: Some(4), minor: Some(6), ..Version::default() }),
+        cpu: Some(Cpu {
+            architecture: Some("x86_64".into()),
+            kind: Some(c.cpu_type.clone()),
+            ..Cpu::default()
+        }),
+        version: Some(Version {
+            major: Some(4),
+            minor: Some(6),
+            ..Version::default()
+        }),
         data_center: Some(linked("datacenters", &c.data_center_id)),
     }
 }
@@ -120,7 +159,17 @@ pub fn storage_domain(sd: &StorageDomainRecord, in_data_center: bool) -> Storage
         name: Some(sd.name.clone()),
         description: Some(String::new()),
         comment: Some(String::new()),
-        links: links(&base, &["diskprofiles", "disks", "storageconnections", "permissions", "templates", "vms"]),
+        links: links(
+            &base,
+            &[
+                "diskprofiles",
+                "disks",
+                "storageconnections",
+                "permissions",
+                "templates",
+                "vms",
+            ],
+        ),
         available: Some(sd.available),
         committed: Some(sd.used),
         external_status: Some(sd.external_status.clone()),
@@ -134,10 +183,9 @@ pub fn storage_domain(sd: &StorageDomainRecord, in_data_center: bool) -> Storage
         storage_format: Some("v5".into()),
         kind: Some(sd.kind.clone()),
         used: Some(sd.used),
-        data_centers: sd
-            .data_center_id
-            .as_ref()
-            .map(|dc| DataCenterRefs { items: vec![linked("datacenters", dc)] }),
+        data_centers: sd.data_center_id.as_ref().map(|dc| DataCenterRefs {
+            items: vec![linked("datacenters", dc)],
+        }),
         data_center: None,
     }
 }
@@ -162,7 +210,9 @@ pub fn vnic_profile(p: &VnicProfileRecord) -> VnicProfile {
         id: Some(p.id.clone()),
         name: Some(p.name.clone()),
         links: links(&base, &["permissions"]),
-        pass_through: Some(PassThrough { mode: Some("disabled".into()) }),
+        pass_through: Some(PassThrough {
+            mode: Some("disabled".into()),
+        }),
         port_mirroring: Some(false),
         network: Some(linked("networks", &p.network_id)),
         network_filter: Some(linked("networkfilters", "d2370ab4-fee3-11e9-a310-8c1645ce738e")),
@@ -181,7 +231,11 @@ pub fn template(t: &TemplateRecord) -> Template {
         links: links(&base, &["diskattachments", "nics", "permissions", "tags", "watchdogs"]),
         cpu: Some(Cpu {
             architecture: Some("x86_64".into()),
-            topology: Some(CpuTopology { cores: Some(t.cores), sockets: Some(t.sockets), threads: Some(t.threads) }),
+            topology: Some(CpuTopology {
+                cores: Some(t.cores),
+                sockets: Some(t.sockets),
+                threads: Some(t.threads),
+            }),
             ..Cpu::default()
         }),
         creation_time: Some(format_time(t.creation_time)),
@@ -220,7 +274,11 @@ pub fn disk(d: &DiskRecord) -> Disk {
         wipe_after_delete: Some(false),
         disk_profile: Some(linked("diskprofiles", "0f9c5266-0000-4000-8000-00000000d15c")),
         storage_domains: Some(StorageDomainRefs {
-            items: d.storage_domain_ids.iter().map(|id| linked("storagedomains", id)).collect(),
+            items: d
+                .storage_domain_ids
+                .iter()
+                .map(|id| linked("storagedomains", id))
+                .collect(),
         }),
     }
 }
@@ -241,9 +299,17 @@ pub fn disk_attachment(d: &DiskRecord, owner_collection: &str, owner_id: &str, i
         disk: Some(if inline_disk {
             disk(d)
         } else {
-            Disk { href: Some(href(&format!("disks/{}", d.id))), id: Some(d.id.clone()), ..Disk::default() }
+            Disk {
+                href: Some(href(&format!("disks/{}", d.id))),
+                id: Some(d.id.clone()),
+                ..Disk::default()
+            }
         }),
-        template: if owner_collection == "templates" { owner.clone() } else { None },
+        template: if owner_collection == "templates" {
+            owner.clone()
+        } else {
+            None
+        },
         vm: if owner_collection == "vms" { owner } else { None },
     }
 }
@@ -259,7 +325,9 @@ pub fn nic(vm_id: &str, n: &NicRecord) -> Nic {
         vm: Some(linked("vms", vm_id)),
         interface: Some(n.interface.clone()),
         linked: Some(n.linked),
-        mac: Some(Mac { address: Some(n.mac.clone()) }),
+        mac: Some(Mac {
+            address: Some(n.mac.clone()),
+        }),
         plugged: Some(n.plugged),
         synced: Some(true),
         vnic_profile: n.vnic_profile_id.as_ref().map(|id| linked("vnicprofiles", id)),
@@ -286,11 +354,19 @@ pub fn reported_devices(vm: &VmRecord) -> Vec<ReportedDevice> {
                 kind: Some("network".into()),
                 ips: Some(Ips {
                     items: vec![
-                        Ip { address: Some(guest_ipv4(vm.address_index * 8 + index as u64)), version: Some("v4".into()) },
-                        Ip { address: Some(link_local_ipv6(&n.mac)), version: Some("v6".into()) },
+                        Ip {
+                            address: Some(guest_ipv4(vm.address_index.wrapping_mul(8).wrapping_add(index as u64))),
+                            version: Some("v4".into()),
+                        },
+                        Ip {
+                            address: Some(link_local_ipv6(&n.mac)),
+                            version: Some("v6".into()),
+                        },
                     ],
                 }),
-                mac: Some(Mac { address: Some(n.mac.clone()) }),
+                mac: Some(Mac {
+                    address: Some(n.mac.clone()),
+                }),
                 vm: Some(linked("vms", &vm.id)),
             }
         })
@@ -310,17 +386,34 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
     Vm {
         href: Some(base.clone()),
         id: Some(v.id.clone()),
-        actions: actions(&base, &["shutdown", "start", "stop", "suspend", "reboot", "migrate", "clone"]),
+        actions: actions(
+            &base,
+            &["shutdown", "start", "stop", "suspend", "reboot", "migrate", "clone"],
+        ),
         name: Some(v.name.clone()),
         description: Some(v.description.clone()),
         comment: Some(v.comment.clone()),
         links: links(
             &base,
-            &["graphicsconsoles", "cdroms", "diskattachments", "snapshots", "reporteddevices", "nics", "permissions", "tags", "statistics"],
+            &[
+                "graphicsconsoles",
+                "cdroms",
+                "diskattachments",
+                "snapshots",
+                "reporteddevices",
+                "nics",
+                "permissions",
+                "tags",
+                "statistics",
+            ],
         ),
         cpu: Some(Cpu {
             architecture: Some("x86_64".into()),
-            topology: Some(CpuTopology { cores: Some(v.cores), sockets: Some(v.sockets), threads: Some(v.threads) }),
+            topology: Some(CpuTopology {
+                cores: Some(v.cores),
+                sockets: Some(v.sockets),
+                threads: Some(v.threads),
+            }),
             ..Cpu::default()
         }),
         creation_time: Some(format_time(v.creation_time)),
@@ -330,9 +423,17 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
             host_name: v.host_name.clone(),
         }),
         memory: Some(v.memory),
-        memory_policy: Some(MemoryPolicy { ballooning: Some(v.ballooning), guaranteed: Some(v.guaranteed), max: Some(v.memory * 4) }),
-        os: Some(OperatingSystem { kind: Some("other".into()) }),
-        placement_policy: Some(PlacementPolicy { affinity: Some(v.affinity.clone().unwrap_or_else(|| "migratable".into())) }),
+        memory_policy: Some(MemoryPolicy {
+            ballooning: Some(v.ballooning),
+            guaranteed: Some(v.guaranteed),
+            max: Some(v.memory.saturating_mul(4)),
+        }),
+        os: Some(OperatingSystem {
+            kind: Some("other".into()),
+        }),
+        placement_policy: Some(PlacementPolicy {
+            affinity: Some(v.affinity.clone().unwrap_or_else(|| "migratable".into())),
+        }),
         kind: Some(VmType::parse(&v.kind)),
         cluster: Some(linked("clusters", &v.cluster_id)),
         status: Some(v.status.clone()),
@@ -347,7 +448,9 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
                 .map(|d| disk_attachment(d, "vms", &v.id, false))
                 .collect(),
         }),
-        nics: follow.nics.then(|| Nics { items: v.nics.iter().map(|n| nic(&v.id, n)).collect() }),
+        nics: follow.nics.then(|| Nics {
+            items: v.nics.iter().map(|n| nic(&v.id, n)).collect(),
+        }),
         original_template: Some(linked("templates", &v.original_template_id)),
         storage_domain: None,
         template: Some(linked("templates", &v.template_id)),

@@ -91,7 +91,9 @@ pub fn parse(text: &str) -> Result<Query, String> {
     let mut index = 0;
     while index < tokens.len() {
         match &tokens[index] {
-            Token::Word(word) if word.eq_ignore_ascii_case("sortby") || word.eq_ignore_ascii_case("page") => break,
+            Token::Word(word) if word.eq_ignore_ascii_case("sortby") || word.eq_ignore_ascii_case("page") => {
+                break;
+            }
             Token::Word(word) if word.eq_ignore_ascii_case("and") => index += 1,
             Token::Word(word) if word.eq_ignore_ascii_case("or") => {
                 if current.is_empty() {
@@ -112,7 +114,11 @@ pub fn parse(text: &str) -> Result<Query, String> {
                 };
                 // `Vms: name=x` style prefixes name the collection; drop them.
                 let field = field.rsplit(':').next().unwrap_or(field).to_lowercase();
-                current.push(Term { field, pattern: value.to_lowercase(), negated });
+                current.push(Term {
+                    field,
+                    pattern: value.to_lowercase(),
+                    negated,
+                });
                 index += 3;
             }
             other => return Err(format!("unexpected {other:?}")),
@@ -163,8 +169,8 @@ impl Query {
         }
         self.any_of.iter().any(|all| {
             all.iter().all(|term| {
-                let hit = field(&term.field)
-                    .is_some_and(|values| values.iter().any(|v| matches_pattern(&term.pattern, v)));
+                let hit =
+                    field(&term.field).is_some_and(|values| values.iter().any(|v| matches_pattern(&term.pattern, v)));
                 hit != term.negated
             })
         })

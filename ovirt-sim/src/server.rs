@@ -67,6 +67,32 @@ impl Shared {
         }
     }
 
+    /// An injected error for this API request, if the fault settings call for one.
+    fn injected_error(&self, req: &Incoming, format: Format) -> Option<Reply> {
+        let mut faults = self.faults.write().unwrap_or_else(|e| e.into_inner());
+        let matches = faults.path_contains.as_deref().is_none_or(|p| req.path.contains(p))
+            && faults
+                .method
+                .as_deref()
+                .is_none_or(|m| m.eq_ignore_ascii_case(req.method.as_str()));
+        if !matches {
+            return None;
+        }
+        let hit = if faults.fail_next > 0 {
+            faults.fail_next -= 1;
+            true
+        } else {
+            faults.error_rate > 0.0 && fastrand::f64() < faults.error_rate
+        };
+        if !hit {
+            return None;
+        }
+        Some(match &faults.error_detail {
+            Some(detail) => crate::wire::error(&engine::operation_failed(faults.error_status, detail), format),
+            None => Reply::empty(faults.error_status),
+        })
+    }
+
     fn count(&self, key: String) {
         let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         *counters.entry(key).or_insert(0) += 1;
@@ -110,14 +136,21 @@ impl Incoming {
 
 /// `GET /vms/{id}/nics` style key: every second segment is an id.
 fn endpoint_key(method: &Method, path: &str) -> String {
-    let pattern: Vec<&str> =
-        path.split('/').filter(|s| !s.is_empty()).enumerate().map(|(i, s)| if i % 2 == 1 { "{id}" } else { s }).collect();
+    let pattern: Vec<&str> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .enumerate()
+        .map(|(i, s)| if i % 2 == 1 { "{id}" } else { s })
+        .collect();
     format!("{method} /{}", pattern.join("/"))
 }
 
 fn api_path(path: &str) -> Option<&str> {
     let rest = path.strip_prefix(API_PREFIX)?;
-    let rest = rest.strip_prefix("/v4").filter(|r| r.is_empty() || r.starts_with('/')).unwrap_or(rest);
+    let rest = rest
+        .strip_prefix("/v4")
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+        .unwrap_or(rest);
     (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
@@ -126,7 +159,10 @@ async fn respond(shared: Arc<Shared>, req: Incoming) -> Reply {
         let path: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
         return control::handle(&Control { shared: shared.clone() }, &req, &path);
     }
-    let correlation_id = req.header("correlation-id").or_else(|| req.param("correlation_id")).map(str::to_string);
+    let correlation_id = req
+        .header("correlation-id")
+        .or_else(|| req.param("correlation_id"))
+        .map(str::to_string);
     if let Some(id) = &correlation_id {
         let mut seen = shared.correlation_ids.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() == REMEMBERED_CORRELATION_IDS {
@@ -144,9 +180,13 @@ async fn respond(shared: Arc<Shared>, req: Incoming) -> Reply {
 async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
     let faults = shared.faults();
     let api_rest = api_path(&req.path);
-    let key = match api_rest {
-        Some(rest) => endpoint_key(&req.method, rest),
-        None => format!("{} {}", req.method, req.path),
+    let key = match (api_rest, req.path.as_str()) {
+        (Some(rest), _) => endpoint_key(&req.method, rest),
+        (None, path @ ("/ovirt-engine/sso/oauth/token" | "/ovirt-engine/services/sso-logout")) => {
+            format!("{} {path}", req.method)
+        }
+        // Arbitrary paths must not grow the counter map without bound.
+        (None, _) => format!("{} (other)", req.method),
     };
     shared.count(key);
     if faults.latency_ms > 0 {
@@ -162,14 +202,13 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
             if !sso::authorized(shared, req) {
                 return Reply::empty(401).with_header("WWW-Authenticate", "Basic realm=\"RESTAPI\"");
             }
-            let injected = faults.error_rate > 0.0
-                && faults.path_contains.as_deref().is_none_or(|p| req.path.contains(p))
-                && fastrand::f64() < faults.error_rate;
-            if injected {
-                return Reply::empty(faults.error_status);
+            let format = Format::from_accept(req.header("accept"));
+            let injection_armed = faults.fail_next > 0 || faults.error_rate > 0.0;
+            if let Some(injected) = injection_armed.then(|| shared.injected_error(req, format)).flatten() {
+                return injected;
             }
             let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-            api::handle(shared, req, &segments, Format::from_accept(req.header("accept")))
+            api::handle(shared, req, &segments, format)
         }
         _ => Reply::empty(404),
     }
@@ -177,7 +216,8 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
 
 fn into_response(reply: Reply) -> http::Response<Bytes> {
     let mut response = http::Response::new(Bytes::from(reply.body));
-    *response.status_mut() = http::StatusCode::from_u16(reply.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    *response.status_mut() =
+        http::StatusCode::from_u16(reply.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     for (name, value) in reply.headers {
         if let Ok(value) = http::HeaderValue::from_str(&value) {
             response.headers_mut().append(name, value);
@@ -282,7 +322,10 @@ impl SimulatorBuilder {
             let mut names = self.tls_names.clone();
             names.push(addr.ip().to_string());
             let generated = crate::tls::generate(&names).map_err(io_err)?;
-            (Some(tokio_rustls::TlsAcceptor::from(generated.server_config)), Some(generated.ca_pem))
+            (
+                Some(tokio_rustls::TlsAcceptor::from(generated.server_config)),
+                Some(generated.ca_pem),
+            )
         } else {
             (None, None)
         };
@@ -293,14 +336,22 @@ impl SimulatorBuilder {
             .and(warp::query::raw().or(warp::any().map(String::new)).unify())
             .and(warp::header::headers_cloned())
             .and(warp::body::bytes())
-            .and_then(move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body: Bytes| {
-                let shared = filter_shared.clone();
-                async move {
-                    let query = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
-                    let request = Incoming { method, path: path.as_str().to_string(), query, headers, body };
-                    Ok::<_, Infallible>(into_response(respond(shared, request).await))
-                }
-            });
+            .and_then(
+                move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body: Bytes| {
+                    let shared = filter_shared.clone();
+                    async move {
+                        let query = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+                        let request = Incoming {
+                            method,
+                            path: path.as_str().to_string(),
+                            query,
+                            headers,
+                            body,
+                        };
+                        Ok::<_, Infallible>(into_response(respond(shared, request).await))
+                    }
+                },
+            );
         let service = warp::service(filter);
 
         let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
@@ -319,7 +370,9 @@ impl SimulatorBuilder {
                     let hyper_service = TowerToHyperService::new(service);
                     match acceptor {
                         Some(acceptor) => {
-                            let Ok(tls) = acceptor.accept(tcp).await else { return };
+                            let Ok(tls) = acceptor.accept(tcp).await else {
+                                return;
+                            };
                             let _ = builder.serve_connection(TokioIo::new(tls), hyper_service).await;
                         }
                         None => {
@@ -331,7 +384,11 @@ impl SimulatorBuilder {
         });
 
         let scheme = if self.tls { "https" } else { "http" };
-        let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
+        let host = if addr.ip().is_unspecified() {
+            "127.0.0.1".to_string()
+        } else {
+            addr.ip().to_string()
+        };
         let host = if host.contains(':') { format!("[{host}]") } else { host };
         Ok(SimulatorHandle {
             addr,
@@ -401,7 +458,10 @@ mod tests {
 
     #[test]
     fn endpoint_keys_hide_ids() {
-        assert_eq!(endpoint_key(&Method::GET, "/vms/abc/nics/def"), "GET /vms/{id}/nics/{id}");
+        assert_eq!(
+            endpoint_key(&Method::GET, "/vms/abc/nics/def"),
+            "GET /vms/{id}/nics/{id}"
+        );
         assert_eq!(endpoint_key(&Method::POST, "/vms/abc/start"), "POST /vms/{id}/start");
         assert_eq!(endpoint_key(&Method::GET, ""), "GET /");
     }

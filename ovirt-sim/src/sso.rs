@@ -32,7 +32,9 @@ fn sso_error(style: SsoErrorStyle, code: &str, message: &str) -> Reply {
 
 fn new_token() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut token: String = (0..27).map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char).collect();
+    let mut token: String = (0..27)
+        .map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char)
+        .collect();
     token.push('=');
     token
 }
@@ -47,7 +49,13 @@ pub fn token(shared: &Arc<Shared>, req: &Incoming) -> Reply {
     let field = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     match field("grant_type") {
         Some("password") => {}
-        Some(other) => return sso_error(style, "unsupported_grant_type", &format!("The grant type {other} is not supported.")),
+        Some(other) => {
+            return sso_error(
+                style,
+                "unsupported_grant_type",
+                &format!("The grant type {other} is not supported."),
+            );
+        }
         None => return sso_error(style, "invalid_request", "Missing parameter: 'grant_type'"),
     }
     let Some(username) = field("username") else {
@@ -66,13 +74,31 @@ pub fn token(shared: &Arc<Shared>, req: &Incoming) -> Reply {
         );
     }
     let ttl = shared.token_ttl();
+    // Clients that never log out would otherwise grow the map forever.
+    if state.tokens.len() >= 10_000 {
+        let now = Instant::now();
+        state
+            .tokens
+            .retain(|_, record| record.expires.is_none_or(|at| at > now));
+    }
     let token = new_token();
-    state.tokens.insert(token.clone(), TokenRecord { expires: ttl.map(|d| Instant::now() + d) });
+    state.tokens.insert(
+        token.clone(),
+        TokenRecord {
+            // A TTL too large to represent means "never".
+            expires: ttl.and_then(|d| Instant::now().checked_add(d)),
+        },
+    );
     let exp = match ttl {
-        Some(d) => (crate::ids::now_millis() + d.as_millis() as i64).to_string(),
+        Some(d) => crate::ids::now_millis()
+            .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .to_string(),
         None => i64::MAX.to_string(),
     };
-    Reply::json(200, &json!({"access_token": token, "token_type": "bearer", "exp": exp, "scope": GRANTED_SCOPE}))
+    Reply::json(
+        200,
+        &json!({"access_token": token, "token_type": "bearer", "exp": exp, "scope": GRANTED_SCOPE}),
+    )
 }
 
 pub fn logout(shared: &Arc<Shared>, req: &Incoming) -> Reply {
@@ -86,7 +112,9 @@ pub fn logout(shared: &Arc<Shared>, req: &Incoming) -> Reply {
 
 /// Whether a bearer token is currently valid.
 pub fn authorized(shared: &Arc<Shared>, req: &Incoming) -> bool {
-    let Some(token) = req.header("authorization").and_then(|h| h.strip_prefix("Bearer ")) else { return false };
+    let Some(token) = req.header("authorization").and_then(|h| h.strip_prefix("Bearer ")) else {
+        return false;
+    };
     let mut state = shared.lock();
     match state.tokens.get(token.trim()) {
         Some(record) if record.expires.is_none_or(|at| at > Instant::now()) => true,

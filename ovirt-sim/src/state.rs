@@ -171,7 +171,10 @@ pub struct State {
 
 impl State {
     pub fn insert_vm(&mut self, vm: VmRecord) {
-        self.vm_names.entry(vm.name.to_lowercase()).or_default().insert(vm.id.clone());
+        self.vm_names
+            .entry(vm.name.to_lowercase())
+            .or_default()
+            .insert(vm.id.clone());
         self.vms.insert(vm.id.clone(), vm);
     }
 
@@ -209,7 +212,11 @@ impl State {
             (Some(id), _) => self.templates.get(id),
             // By name the engine picks the base version; the highest version is the usual wish,
             // but callers that care pass an id.
-            (None, Some(name)) => self.templates.values().filter(|t| t.name == name).min_by_key(|t| t.version_number),
+            (None, Some(name)) => self
+                .templates
+                .values()
+                .filter(|t| t.name == name)
+                .min_by_key(|t| t.version_number),
             _ => None,
         }
     }

@@ -17,7 +17,11 @@ pub fn generate(extra_names: &[String]) -> Result<GeneratedTls, String> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.distinguished_name.push(DnType::CommonName, "ovirt-sim CA");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let ca_key = KeyPair::generate().map_err(err)?;
     let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
 
@@ -42,5 +46,8 @@ pub fn generate(extra_names: &[String]) -> Result<GeneratedTls, String> {
         )
         .map_err(|e| e.to_string())?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(GeneratedTls { ca_pem: ca_cert.pem(), server_config: Arc::new(config) })
+    Ok(GeneratedTls {
+        ca_pem: ca_cert.pem(),
+        server_config: Arc::new(config),
+    })
 }

@@ -17,7 +17,11 @@ pub struct Reply {
 
 impl Reply {
     pub fn empty(status: u16) -> Self {
-        Self { status, headers: Vec::new(), body: Vec::new() }
+        Self {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
     }
 
     pub fn json(status: u16, value: &serde_json::Value) -> Self {
@@ -89,9 +93,9 @@ fn engine_json(value: serde_json::Value, key: Option<&str>) -> serde_json::Value
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.into_iter().map(|v| engine_json(v, key)).collect()),
-        Value::String(text) if key.is_some_and(|k| DATE_KEYS.contains(&k)) => {
-            parse_time(&text).map(|ms| Value::Number(ms.into())).unwrap_or(Value::String(text))
-        }
+        Value::String(text) if key.is_some_and(|k| DATE_KEYS.contains(&k)) => parse_time(&text)
+            .map(|ms| Value::Number(ms.into()))
+            .unwrap_or(Value::String(text)),
         Value::Number(n) => Value::String(n.to_string()),
         Value::Bool(b) => Value::String(b.to_string()),
         other => other,
@@ -102,13 +106,21 @@ fn engine_json(value: serde_json::Value, key: Option<&str>) -> serde_json::Value
 pub fn error(err: &EngineError, format: Format) -> Reply {
     match err {
         EngineError::NotFound => Reply::empty(404),
-        EngineError::Fault { status, reason, detail } => {
-            object(*status, &Fault { reason: Some(reason.clone()), detail: Some(detail.clone()) }, format)
-        }
+        EngineError::Fault { status, reason, detail } => object(
+            *status,
+            &Fault {
+                reason: Some(reason.clone()),
+                detail: Some(detail.clone()),
+            },
+            format,
+        ),
         EngineError::ActionFailed { status, detail } => object(
             *status,
             &Action {
-                fault: Some(Fault { reason: Some("Operation Failed".into()), detail: Some(detail.clone()) }),
+                fault: Some(Fault {
+                    reason: Some("Operation Failed".into()),
+                    detail: Some(detail.clone()),
+                }),
                 status: Some("failed".into()),
                 ..Action::default()
             },

@@ -17,6 +17,9 @@ use crate::observe::{Outcome, RequestEvent, RequestObserver};
 use crate::sso;
 use crate::xml;
 
+/// Largest response body accepted (a listing of 10,000 VMs is about 3 MiB).
+const MAX_BODY_BYTES: usize = 256 << 20;
+
 /// Header carrying the caller's correlation id; the engine echoes it and tags jobs with it.
 pub const CORRELATION_ID_HEADER: &str = "Correlation-Id";
 
@@ -103,10 +106,17 @@ impl Client {
         let api_url = Url::parse(config.url.trim_end_matches('/'))
             .map_err(|e| Error::InvalidConfig(format!("engine URL {:?}: {e}", config.url)))?;
         if !matches!(api_url.scheme(), "http" | "https") || api_url.host_str().is_none() {
-            return Err(Error::InvalidConfig(format!("engine URL {:?} is not an http(s) URL", config.url)));
+            return Err(Error::InvalidConfig(format!(
+                "engine URL {:?} is not an http(s) URL",
+                config.url
+            )));
         }
-        let token_url = api_url.join(sso::TOKEN_PATH).map_err(|e| Error::InvalidConfig(e.to_string()))?;
-        let logout_url = api_url.join(sso::LOGOUT_PATH).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let token_url = api_url
+            .join(sso::TOKEN_PATH)
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let logout_url = api_url
+            .join(sso::LOGOUT_PATH)
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
 
         let qps = NonZeroU32::new(config.qps).ok_or_else(|| Error::InvalidConfig("qps must be > 0".into()))?;
         let burst = NonZeroU32::new(config.burst.max(1)).unwrap_or(qps);
@@ -119,18 +129,29 @@ impl Client {
         let has_extra_ca = matches!(&config.tls, TlsMode::Verify { extra_ca_pem, .. } if !extra_ca_pem.is_empty());
         builder = match &config.tls {
             TlsMode::Insecure => builder.tls_danger_accept_invalid_certs(true),
-            TlsMode::Verify { system_roots, extra_ca_pem } => {
+            TlsMode::Verify {
+                system_roots,
+                extra_ca_pem,
+            } => {
                 let certs = if extra_ca_pem.iter().all(|b| b.is_ascii_whitespace()) {
                     Vec::new()
                 } else {
                     parse_ca_bundle(extra_ca_pem)?
                 };
-                if *system_roots { builder.tls_certs_merge(certs) } else { builder.tls_certs_only(certs) }
+                if *system_roots {
+                    builder.tls_certs_merge(certs)
+                } else {
+                    builder.tls_certs_only(certs)
+                }
             }
         };
         // A bundle whose PEM armour parses but whose DER does not only fails here.
         let http = builder.build().map_err(|e| {
-            if has_extra_ca { Error::InvalidCaBundle(e.to_string()) } else { Error::InvalidConfig(format!("HTTP client: {e}")) }
+            if has_extra_ca {
+                Error::InvalidCaBundle(e.to_string())
+            } else {
+                Error::InvalidConfig(format!("HTTP client: {e}"))
+            }
         })?;
 
         Ok(Client {
@@ -152,9 +173,15 @@ impl Client {
     /// outside `[0-9A-Za-z_-]` are dropped and the id is cut to 36 characters, as the engine
     /// requires.
     pub fn with_correlation_id(&self, id: &str) -> Client {
-        let clean: String =
-            id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(36).collect();
-        Client { inner: self.inner.clone(), correlation_id: (!clean.is_empty()).then(|| Arc::from(clean)) }
+        let clean: String = id
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .take(36)
+            .collect();
+        Client {
+            inner: self.inner.clone(),
+            correlation_id: (!clean.is_empty()).then(|| Arc::from(clean)),
+        }
     }
 
     pub fn correlation_id(&self) -> Option<&str> {
@@ -197,7 +224,12 @@ impl Client {
 
     async fn revoke(&self, token: &str) {
         let form = [("scope", sso::SCOPE), ("token", token)];
-        let request = self.inner.http.post(self.inner.logout_url.clone()).header("Accept", "application/json").form(&form);
+        let request = self
+            .inner
+            .http
+            .post(self.inner.logout_url.clone())
+            .header("Accept", "application/json")
+            .form(&form);
         let _ = self.send_observed("POST", "sso", request).await;
     }
 
@@ -214,7 +246,12 @@ impl Client {
             ("username", credentials.username.as_str()),
             ("password", credentials.password.expose()),
         ];
-        let request = self.inner.http.post(self.inner.token_url.clone()).header("Accept", "application/json").form(&form);
+        let request = self
+            .inner
+            .http
+            .post(self.inner.token_url.clone())
+            .header("Accept", "application/json")
+            .form(&form);
         let (status, body) = self.send_observed("POST", "sso", request).await?;
         let token = sso::parse_token_answer(status, &body)?;
         *session = Some(token.clone());
@@ -244,10 +281,18 @@ impl Client {
         }
         let started = Instant::now();
         let result = async {
-            let response = request.send().await.map_err(classify_transport)?;
+            let mut response = request.send().await.map_err(classify_transport)?;
             let status = response.status().as_u16();
-            let body = response.bytes().await.map_err(classify_transport)?;
-            Ok::<_, Error>((status, body.to_vec()))
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(classify_transport)? {
+                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                    return Err(Error::UnexpectedBody(format!(
+                        "response body exceeds {MAX_BODY_BYTES} bytes"
+                    )));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok::<_, Error>((status, body))
         }
         .await;
         self.observe(method, resource, &result, started.elapsed(), rate_limit_wait);
@@ -262,7 +307,9 @@ impl Client {
         latency: Duration,
         rate_limit_wait: Duration,
     ) {
-        let Some(observer) = &self.inner.observer else { return };
+        let Some(observer) = &self.inner.observer else {
+            return;
+        };
         let outcome = match result {
             Ok((status, _)) => Outcome::Status(*status),
             Err(err) => Outcome::Failed(err.label()),
@@ -308,7 +355,9 @@ impl Client {
     pub(crate) async fn exchange(&self, call: &Call) -> Result<(u16, Vec<u8>)> {
         let (token, fresh) = self.token().await?;
         let method = call.method.as_str();
-        let (status, body) = self.send_observed(method, call.resource, self.api_request(call, &token)).await?;
+        let (status, body) = self
+            .send_observed(method, call.resource, self.api_request(call, &token))
+            .await?;
         if status != 401 {
             return Ok((status, body));
         }
@@ -317,7 +366,9 @@ impl Client {
         }
         self.forget_token(&token).await;
         let (token, _) = self.token().await?;
-        let (status, body) = self.send_observed(method, call.resource, self.api_request(call, &token)).await?;
+        let (status, body) = self
+            .send_observed(method, call.resource, self.api_request(call, &token))
+            .await?;
         if status == 401 {
             return Err(rejected_fresh_token());
         }
@@ -358,12 +409,17 @@ pub(crate) fn error_from_response(status: u16, body: &[u8], what: &str) -> Error
     // nested fault of a failed action first.
     let fault = match xml::from_xml::<Action>(body) {
         Ok(Action { fault: Some(fault), .. }) => Some(fault),
-        _ => xml::from_xml::<Fault>(body).ok().filter(|f| f.reason.is_some() || f.detail.is_some()),
+        _ => xml::from_xml::<Fault>(body)
+            .ok()
+            .filter(|f| f.reason.is_some() || f.detail.is_some()),
     };
     if fault.is_none() && status == 400 {
         // e.g. a <usage_message> for an unparsable body.
         let snippet: String = String::from_utf8_lossy(body).chars().take(200).collect();
-        return Error::BadRequest { reason: "Bad request".to_string(), detail: snippet };
+        return Error::BadRequest {
+            reason: "Bad request".to_string(),
+            detail: snippet,
+        };
     }
     Error::from_fault(status, fault, what)
 }
@@ -422,8 +478,12 @@ fn error_chain(err: &reqwest::Error) -> String {
 impl Drop for Inner {
     fn drop(&mut self) {
         // Revoke the token of the last clone, best effort, when a runtime is around to do it.
-        let Some(token) = self.session.get_mut().take() else { return };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let Some(token) = self.session.get_mut().take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let request = self
             .http
             .post(self.logout_url.clone())
@@ -432,5 +492,80 @@ impl Drop for Inner {
         runtime.spawn(async move {
             let _ = request.send().await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync_clone<T: Send + Sync + Clone + 'static>() {}
+
+    #[test]
+    fn client_is_shareable_across_tasks() {
+        assert_send_sync_clone::<Client>();
+    }
+
+    #[test]
+    fn correlation_ids_are_sanitised() {
+        let config = ClientConfig::new("http://127.0.0.1:1/ovirt-engine/api", "u@internal", "p");
+        let client = Client::new(config).unwrap();
+        assert_eq!(
+            client.with_correlation_id("a b/c-d_e").correlation_id(),
+            Some("abc-d_e")
+        );
+        assert_eq!(
+            client
+                .with_correlation_id(&"x".repeat(50))
+                .correlation_id()
+                .map(str::len),
+            Some(36)
+        );
+        assert_eq!(client.with_correlation_id("///").correlation_id(), None);
+    }
+
+    #[test]
+    fn invalid_urls_and_rates_are_configuration_errors() {
+        let bad_url = ClientConfig::new("not a url", "u", "p");
+        assert_eq!(
+            Client::new(bad_url).unwrap_err().reason(),
+            crate::reason::INVALID_CONFIG
+        );
+        let zero_qps = ClientConfig::new("https://e/ovirt-engine/api", "u", "p").with_rate_limit(0, 1);
+        assert_eq!(
+            Client::new(zero_qps).unwrap_err().reason(),
+            crate::reason::INVALID_CONFIG
+        );
+    }
+
+    #[test]
+    fn fault_bodies_map_to_typed_errors() {
+        let failed_action = b"<action><fault><reason>Operation Failed</reason><detail>[Cannot run VM. VM is running.]</detail></fault><status>failed</status></action>";
+        let err = error_from_response(409, failed_action, "/vms/x/start");
+        assert!(err.is_vm_running());
+        assert_eq!(err.detail(), Some("Cannot run VM. VM is running."));
+        let fault = b"<fault><reason>Operation Failed</reason><detail>[Cannot add VM. The VM name is already in use, please choose a unique name and try again.]</detail></fault>";
+        assert!(error_from_response(409, fault, "/vms").is_name_in_use());
+        assert!(matches!(
+            error_from_response(403, b"", "/vms"),
+            Error::PermissionDenied { .. }
+        ));
+        assert_eq!(
+            error_from_response(403, b"", "/vms").reason(),
+            crate::reason::PERMISSION_DENIED
+        );
+        assert!(error_from_response(404, b"", "/vms/x").is_not_found());
+        assert!(matches!(
+            error_from_response(400, b"<usage_message/>", "/vms"),
+            Error::BadRequest { .. }
+        ));
+        assert!(matches!(
+            error_from_response(502, b"<html>", "/vms"),
+            Error::Server { status: 502, .. }
+        ));
+        assert!(matches!(
+            error_from_response(418, b"", "/vms"),
+            Error::UnexpectedStatus { status: 418, .. }
+        ));
     }
 }

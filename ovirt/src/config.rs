@@ -13,9 +13,28 @@ pub enum TlsMode {
     Verify { system_roots: bool, extra_ca_pem: Vec<u8> },
 }
 
+impl TlsMode {
+    /// The OVirtProvider `spec.tls` rule: `insecure` skips verification; otherwise trust the
+    /// system CAs when `cert` is true or no bundle is given, plus the (base64-decoded) `certs`
+    /// bundle.
+    pub fn from_provider_spec(insecure: bool, cert: bool, certs_pem: Vec<u8>) -> TlsMode {
+        if insecure {
+            return TlsMode::Insecure;
+        }
+        let system_roots = cert || certs_pem.iter().all(u8::is_ascii_whitespace);
+        TlsMode::Verify {
+            system_roots,
+            extra_ca_pem: certs_pem,
+        }
+    }
+}
+
 impl Default for TlsMode {
     fn default() -> Self {
-        TlsMode::Verify { system_roots: true, extra_ca_pem: Vec::new() }
+        TlsMode::Verify {
+            system_roots: true,
+            extra_ca_pem: Vec::new(),
+        }
     }
 }
 
@@ -23,7 +42,10 @@ impl fmt::Debug for TlsMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TlsMode::Insecure => f.write_str("Insecure"),
-            TlsMode::Verify { system_roots, extra_ca_pem } => f
+            TlsMode::Verify {
+                system_roots,
+                extra_ca_pem,
+            } => f
                 .debug_struct("Verify")
                 .field("system_roots", system_roots)
                 .field("extra_ca_pem_bytes", &extra_ca_pem.len())
@@ -74,7 +96,10 @@ pub struct Credentials {
 
 impl Credentials {
     pub fn new(username: impl Into<String>, password: impl Into<Password>) -> Self {
-        Self { username: username.into(), password: password.into() }
+        Self {
+            username: username.into(),
+            password: password.into(),
+        }
     }
 }
 
@@ -123,5 +148,47 @@ impl ClientConfig {
         self.connect_timeout = connect;
         self.request_timeout = request;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_spec_rules() {
+        assert_eq!(
+            TlsMode::from_provider_spec(true, true, b"pem".to_vec()),
+            TlsMode::Insecure
+        );
+        assert_eq!(
+            TlsMode::from_provider_spec(false, false, Vec::new()),
+            TlsMode::Verify {
+                system_roots: true,
+                extra_ca_pem: Vec::new()
+            }
+        );
+        assert_eq!(
+            TlsMode::from_provider_spec(false, false, b"pem".to_vec()),
+            TlsMode::Verify {
+                system_roots: false,
+                extra_ca_pem: b"pem".to_vec()
+            }
+        );
+        assert_eq!(
+            TlsMode::from_provider_spec(false, true, b"pem".to_vec()),
+            TlsMode::Verify {
+                system_roots: true,
+                extra_ca_pem: b"pem".to_vec()
+            }
+        );
+    }
+
+    #[test]
+    fn debug_hides_the_password() {
+        let config = ClientConfig::new("https://e/ovirt-engine/api", "admin@internal", "TopSecret!");
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("TopSecret!"), "{shown}");
+        assert!(shown.contains("admin@internal"));
     }
 }

@@ -52,6 +52,15 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Turns a 404 into `Ok(None)`, for callers that treat "not found" as "absent".
+pub fn found<T>(result: Result<T>) -> Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(Error::NotFound(_)) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
 /// Condition reasons the operator writes; one per error class.
 pub mod reason {
     pub const INVALID_CA_BUNDLE: &str = "InvalidCABundle";
@@ -75,10 +84,9 @@ impl Error {
             Error::AuthenticationFailed { .. } => reason::AUTHENTICATION_FAILED,
             Error::PermissionDenied { .. } => reason::PERMISSION_DENIED,
             Error::Tls(_) => reason::TLS_VERIFICATION_FAILED,
-            Error::Sso { .. }
-            | Error::Transport(_)
-            | Error::Timeout(_)
-            | Error::Server { .. } => reason::ENGINE_UNREACHABLE,
+            Error::Sso { .. } | Error::Transport(_) | Error::Timeout(_) | Error::Server { .. } => {
+                reason::ENGINE_UNREACHABLE
+            }
             Error::NotFound(_) => reason::NOT_FOUND,
             Error::Conflict { .. } => reason::CONFLICT,
             Error::BadRequest { .. } => reason::BAD_REQUEST,
@@ -123,8 +131,10 @@ impl Error {
 
     /// Worth retrying later unchanged: transport trouble, 5xx, locks.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Transport(_) | Error::Timeout(_) | Error::Server { .. } | Error::Sso { .. })
-            || self.is_locked()
+        matches!(
+            self,
+            Error::Transport(_) | Error::Timeout(_) | Error::Server { .. } | Error::Sso { .. }
+        ) || self.is_locked()
     }
 
     /// 409 because the object is locked or a related operation runs.
@@ -165,18 +175,29 @@ impl Error {
         let detail = strip_brackets(&detail).to_string();
         match status {
             400 => Error::BadRequest { reason, detail },
-            403 => Error::PermissionDenied { detail: non_empty(detail, &reason) },
+            403 => Error::PermissionDenied {
+                detail: non_empty(detail, &reason),
+            },
             404 => Error::NotFound(what.to_string()),
             409 => Error::Conflict { reason, detail },
-            500..=599 => Error::Server { status, detail: non_empty(detail, &reason) },
-            _ => Error::UnexpectedStatus { status, detail: non_empty(detail, &reason) },
+            500..=599 => Error::Server {
+                status,
+                detail: non_empty(detail, &reason),
+            },
+            _ => Error::UnexpectedStatus {
+                status,
+                detail: non_empty(detail, &reason),
+            },
         }
     }
 }
 
 fn strip_brackets(detail: &str) -> &str {
     let trimmed = detail.trim();
-    trimmed.strip_prefix('[').and_then(|s| s.strip_suffix(']')).unwrap_or(trimmed)
+    trimmed
+        .strip_prefix('[')
+        .and_then(|s| s.strip_suffix(']'))
+        .unwrap_or(trimmed)
 }
 
 fn non_empty(detail: String, reason: &str) -> String {

@@ -28,6 +28,6 @@ pub mod xml;
 
 pub use client::{CORRELATION_ID_HEADER, Client};
 pub use config::{ClientConfig, Credentials, Password, TlsMode};
-pub use error::{Error, Result, reason};
+pub use error::{Error, Result, found, reason};
 pub use observe::{Outcome, RequestEvent, RequestObserver};
 pub use ops::{DiskPlacement, StartOptions, blank_template};

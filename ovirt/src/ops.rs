@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use reqwest::Method;
 
 use crate::client::{Call, Client};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::*;
 use crate::search;
 
@@ -39,10 +39,9 @@ impl DiskPlacement {
                 alias: self.alias.clone(),
                 format: self.format.clone(),
                 sparse: self.sparse,
-                storage_domains: self
-                    .storage_domain_id
-                    .as_ref()
-                    .map(|id| StorageDomainRefs { items: vec![Ref::id(id.clone())] }),
+                storage_domains: self.storage_domain_id.as_ref().map(|id| StorageDomainRefs {
+                    items: vec![Ref::id(id.clone())],
+                }),
                 ..Disk::default()
             }),
             ..DiskAttachment::default()
@@ -65,7 +64,10 @@ impl Client {
     // ---- clusters and data centers ----
 
     pub async fn clusters(&self) -> Result<Vec<Cluster>> {
-        Ok(self.fetch::<Clusters>(Call::new(Method::GET, "clusters", &["clusters"])).await?.items)
+        Ok(self
+            .fetch::<Clusters>(Call::new(Method::GET, "clusters", &["clusters"]))
+            .await?
+            .items)
     }
 
     pub async fn cluster(&self, id: &str) -> Result<Cluster> {
@@ -80,45 +82,65 @@ impl Client {
     }
 
     pub async fn data_centers(&self) -> Result<Vec<DataCenter>> {
-        Ok(self.fetch::<DataCenters>(Call::new(Method::GET, "datacenters", &["datacenters"])).await?.items)
+        Ok(self
+            .fetch::<DataCenters>(Call::new(Method::GET, "datacenters", &["datacenters"]))
+            .await?
+            .items)
     }
 
     pub async fn data_center(&self, id: &str) -> Result<DataCenter> {
-        self.fetch(Call::new(Method::GET, "datacenters", &["datacenters", id])).await
+        self.fetch(Call::new(Method::GET, "datacenters", &["datacenters", id]))
+            .await
     }
 
     /// Storage domains attached to a data center, with their per-data-center `status`.
     pub async fn data_center_storage_domains(&self, data_center_id: &str) -> Result<Vec<StorageDomain>> {
-        let call = Call::new(Method::GET, "storagedomains", &["datacenters", data_center_id, "storagedomains"]);
+        let call = Call::new(
+            Method::GET,
+            "storagedomains",
+            &["datacenters", data_center_id, "storagedomains"],
+        );
         Ok(self.fetch::<StorageDomains>(call).await?.items)
     }
 
     pub async fn data_center_storage_domain(&self, data_center_id: &str, id: &str) -> Result<StorageDomain> {
-        self.fetch(Call::new(Method::GET, "storagedomains", &["datacenters", data_center_id, "storagedomains", id]))
-            .await
+        self.fetch(Call::new(
+            Method::GET,
+            "storagedomains",
+            &["datacenters", data_center_id, "storagedomains", id],
+        ))
+        .await
     }
 
     // ---- storage domains ----
 
     pub async fn storage_domains(&self) -> Result<Vec<StorageDomain>> {
-        Ok(self.fetch::<StorageDomains>(Call::new(Method::GET, "storagedomains", &["storagedomains"])).await?.items)
+        Ok(self
+            .fetch::<StorageDomains>(Call::new(Method::GET, "storagedomains", &["storagedomains"]))
+            .await?
+            .items)
     }
 
     pub async fn storage_domain(&self, id: &str) -> Result<StorageDomain> {
-        self.fetch(Call::new(Method::GET, "storagedomains", &["storagedomains", id])).await
+        self.fetch(Call::new(Method::GET, "storagedomains", &["storagedomains", id]))
+            .await
     }
 
     /// Storage domains named exactly `name` (names may repeat across data centers).
     pub async fn find_storage_domains_by_name(&self, name: &str) -> Result<Vec<StorageDomain>> {
-        let call =
-            Call::new(Method::GET, "storagedomains", &["storagedomains"]).query("search", search::name_is(name));
-        Ok(exact_name(self.fetch::<StorageDomains>(call).await?.items, name, |s| s.name.as_deref()))
+        let call = Call::new(Method::GET, "storagedomains", &["storagedomains"]).query("search", search::name_is(name));
+        Ok(exact_name(self.fetch::<StorageDomains>(call).await?.items, name, |s| {
+            s.name.as_deref()
+        }))
     }
 
     // ---- networks and vNIC profiles ----
 
     pub async fn networks(&self) -> Result<Vec<Network>> {
-        Ok(self.fetch::<Networks>(Call::new(Method::GET, "networks", &["networks"])).await?.items)
+        Ok(self
+            .fetch::<Networks>(Call::new(Method::GET, "networks", &["networks"]))
+            .await?
+            .items)
     }
 
     pub async fn network(&self, id: &str) -> Result<Network> {
@@ -127,7 +149,10 @@ impl Client {
 
     /// All vNIC profiles. The engine has no search here: resolve names client-side.
     pub async fn vnic_profiles(&self) -> Result<Vec<VnicProfile>> {
-        Ok(self.fetch::<VnicProfiles>(Call::new(Method::GET, "vnicprofiles", &["vnicprofiles"])).await?.items)
+        Ok(self
+            .fetch::<VnicProfiles>(Call::new(Method::GET, "vnicprofiles", &["vnicprofiles"]))
+            .await?
+            .items)
     }
 
     pub async fn network_vnic_profiles(&self, network_id: &str) -> Result<Vec<VnicProfile>> {
@@ -138,7 +163,8 @@ impl Client {
     // ---- templates ----
 
     pub async fn template(&self, id: &str) -> Result<Template> {
-        self.fetch(Call::new(Method::GET, "templates", &["templates", id])).await
+        self.fetch(Call::new(Method::GET, "templates", &["templates", id]))
+            .await
     }
 
     /// Templates named exactly `name` (all versions), optionally only those of a cluster (by name).
@@ -148,12 +174,18 @@ impl Client {
             query = format!("{query} and {}", search::equals("cluster", cluster));
         }
         let call = Call::new(Method::GET, "templates", &["templates"]).query("search", query);
-        Ok(exact_name(self.fetch::<Templates>(call).await?.items, name, |t| t.name.as_deref()))
+        Ok(exact_name(self.fetch::<Templates>(call).await?.items, name, |t| {
+            t.name.as_deref()
+        }))
     }
 
     /// Disk attachments of a template (attachment id = template disk id).
     pub async fn template_disk_attachments(&self, template_id: &str) -> Result<Vec<DiskAttachment>> {
-        let call = Call::new(Method::GET, "diskattachments", &["templates", template_id, "diskattachments"]);
+        let call = Call::new(
+            Method::GET,
+            "diskattachments",
+            &["templates", template_id, "diskattachments"],
+        );
         Ok(self.fetch::<DiskAttachments>(call).await?.items)
     }
 
@@ -161,24 +193,32 @@ impl Client {
 
     /// `POST /vms?clone=…`. The answer is usually 202 with the VM `image_locked`; poll until `down`.
     pub async fn add_vm(&self, vm: &Vm, clone: bool) -> Result<Vm> {
-        let call = Call::new(Method::POST, "vms", &["vms"]).query("clone", clone.to_string()).xml_body(vm)?;
+        let call = Call::new(Method::POST, "vms", &["vms"])
+            .query("clone", clone.to_string())
+            .xml_body(vm)?;
         self.fetch(call).await
     }
 
-    /// `GET /vms/{id}`; [`Error::NotFound`] when it does not exist.
+    /// `GET /vms/{id}`; [`crate::Error::NotFound`] when it does not exist.
     pub async fn vm(&self, id: &str) -> Result<Vm> {
         self.fetch(Call::new(Method::GET, "vms", &["vms", id])).await
     }
 
     /// `GET /vms/{id}?follow=…` (e.g. `disk_attachments,nics`).
     pub async fn vm_with(&self, id: &str, follow: &str) -> Result<Vm> {
-        self.fetch(Call::new(Method::GET, "vms", &["vms", id]).query("follow", follow)).await
+        self.fetch(Call::new(Method::GET, "vms", &["vms", id]).query("follow", follow))
+            .await
     }
 
     /// The VM named exactly `name` (never `worker-1` for `worker`).
     pub async fn find_vm_by_name(&self, name: &str) -> Result<Option<Vm>> {
         let found = self.search_vms(&search::name_is(name)).await?;
         Ok(exact_name(found, name, |v| v.name.as_deref()).into_iter().next())
+    }
+
+    /// Every VM (`GET /vms` without a search).
+    pub async fn vms(&self) -> Result<Vec<Vm>> {
+        Ok(self.fetch::<Vms>(Call::new(Method::GET, "vms", &["vms"])).await?.items)
     }
 
     /// `GET /vms?search=…` with a raw search expression (build it with [`crate::search`]).
@@ -228,16 +268,33 @@ impl Client {
 
     /// Power off (`force` also overrides a running backup).
     pub async fn stop_vm(&self, id: &str, force: bool) -> Result<()> {
-        self.vm_action(id, "stop", &Action { force: force.then_some(true), ..Action::default() }).await
+        self.vm_action(
+            id,
+            "stop",
+            &Action {
+                force: force.then_some(true),
+                ..Action::default()
+            },
+        )
+        .await
     }
 
     /// ACPI shutdown through the guest.
     pub async fn shutdown_vm(&self, id: &str, force: bool) -> Result<()> {
-        self.vm_action(id, "shutdown", &Action { force: force.then_some(true), ..Action::default() }).await
+        self.vm_action(
+            id,
+            "shutdown",
+            &Action {
+                force: force.then_some(true),
+                ..Action::default()
+            },
+        )
+        .await
     }
 
     async fn vm_action(&self, id: &str, verb: &str, action: &Action) -> Result<()> {
-        self.perform(Call::new(Method::POST, "vms", &["vms", id, verb]).xml_body(action)?).await
+        self.perform(Call::new(Method::POST, "vms", &["vms", id, verb]).xml_body(action)?)
+            .await
     }
 
     /// `DELETE /vms/{id}`; the VM disappears once its disks are removed.
@@ -254,24 +311,53 @@ impl Client {
 
     /// Attachments with their disks inlined (`?follow=disk`).
     pub async fn disk_attachments_with_disks(&self, vm_id: &str) -> Result<Vec<DiskAttachment>> {
-        let call = Call::new(Method::GET, "diskattachments", &["vms", vm_id, "diskattachments"]).query("follow", "disk");
+        let call =
+            Call::new(Method::GET, "diskattachments", &["vms", vm_id, "diskattachments"]).query("follow", "disk");
         Ok(self.fetch::<DiskAttachments>(call).await?.items)
     }
 
     pub async fn disk_attachment(&self, vm_id: &str, attachment_id: &str) -> Result<DiskAttachment> {
-        self.fetch(Call::new(Method::GET, "diskattachments", &["vms", vm_id, "diskattachments", attachment_id])).await
+        self.fetch(Call::new(
+            Method::GET,
+            "diskattachments",
+            &["vms", vm_id, "diskattachments", attachment_id],
+        ))
+        .await
     }
 
     /// Grows a disk through its attachment (works on every 4.x engine). The disk turns `locked`
-    /// and then `ok`; shrinking is a [`Error::BadRequest`].
-    pub async fn resize_disk_attachment(&self, vm_id: &str, attachment_id: &str, size_bytes: u64) -> Result<DiskAttachment> {
+    /// and then `ok`; shrinking is a [`crate::Error::BadRequest`].
+    pub async fn resize_disk_attachment(
+        &self,
+        vm_id: &str,
+        attachment_id: &str,
+        size_bytes: u64,
+    ) -> Result<DiskAttachment> {
         let body = DiskAttachment {
-            disk: Some(Disk { provisioned_size: Some(size_bytes), ..Disk::default() }),
+            disk: Some(Disk {
+                provisioned_size: Some(size_bytes),
+                ..Disk::default()
+            }),
             ..DiskAttachment::default()
         };
-        let call = Call::new(Method::PUT, "diskattachments", &["vms", vm_id, "diskattachments", attachment_id])
-            .xml_body(&body)?;
+        let call = Call::new(
+            Method::PUT,
+            "diskattachments",
+            &["vms", vm_id, "diskattachments", attachment_id],
+        )
+        .xml_body(&body)?;
         self.fetch(call).await
+    }
+
+    /// Detaches a disk from a VM; the disk itself stays (the engine's `detach_only=true`).
+    pub async fn detach_disk(&self, vm_id: &str, attachment_id: &str) -> Result<()> {
+        let call = Call::new(
+            Method::DELETE,
+            "diskattachments",
+            &["vms", vm_id, "diskattachments", attachment_id],
+        )
+        .query("detach_only", "true");
+        self.perform(call).await
     }
 
     pub async fn disk(&self, id: &str) -> Result<Disk> {
@@ -279,33 +365,47 @@ impl Client {
     }
 
     pub async fn update_disk_alias(&self, id: &str, alias: &str) -> Result<Disk> {
-        let body = Disk { alias: Some(alias.to_string()), ..Disk::default() };
-        self.fetch(Call::new(Method::PUT, "disks", &["disks", id]).xml_body(&body)?).await
+        let body = Disk {
+            alias: Some(alias.to_string()),
+            ..Disk::default()
+        };
+        self.fetch(Call::new(Method::PUT, "disks", &["disks", id]).xml_body(&body)?)
+            .await
     }
 
     /// Grows a disk through `PUT /disks/{id}` (engines ≥ 4.4).
     pub async fn resize_disk(&self, id: &str, size_bytes: u64) -> Result<Disk> {
-        let body = Disk { provisioned_size: Some(size_bytes), ..Disk::default() };
-        self.fetch(Call::new(Method::PUT, "disks", &["disks", id]).xml_body(&body)?).await
+        let body = Disk {
+            provisioned_size: Some(size_bytes),
+            ..Disk::default()
+        };
+        self.fetch(Call::new(Method::PUT, "disks", &["disks", id]).xml_body(&body)?)
+            .await
     }
 
     // ---- NICs and reported devices ----
 
     pub async fn nics(&self, vm_id: &str) -> Result<Vec<Nic>> {
-        Ok(self.fetch::<Nics>(Call::new(Method::GET, "nics", &["vms", vm_id, "nics"])).await?.items)
+        Ok(self
+            .fetch::<Nics>(Call::new(Method::GET, "nics", &["vms", vm_id, "nics"]))
+            .await?
+            .items)
     }
 
     /// Adds a NIC (`name` mandatory; `interface` defaults to virtio).
     pub async fn add_nic(&self, vm_id: &str, nic: &Nic) -> Result<Nic> {
-        self.fetch(Call::new(Method::POST, "nics", &["vms", vm_id, "nics"]).xml_body(nic)?).await
+        self.fetch(Call::new(Method::POST, "nics", &["vms", vm_id, "nics"]).xml_body(nic)?)
+            .await
     }
 
     pub async fn update_nic(&self, vm_id: &str, nic_id: &str, nic: &Nic) -> Result<Nic> {
-        self.fetch(Call::new(Method::PUT, "nics", &["vms", vm_id, "nics", nic_id]).xml_body(nic)?).await
+        self.fetch(Call::new(Method::PUT, "nics", &["vms", vm_id, "nics", nic_id]).xml_body(nic)?)
+            .await
     }
 
     pub async fn remove_nic(&self, vm_id: &str, nic_id: &str) -> Result<()> {
-        self.perform(Call::new(Method::DELETE, "nics", &["vms", vm_id, "nics", nic_id])).await
+        self.perform(Call::new(Method::DELETE, "nics", &["vms", vm_id, "nics", nic_id]))
+            .await
     }
 
     /// Devices the guest agent reports (network interfaces with their IPs); empty until it runs.
@@ -318,15 +418,4 @@ impl Client {
 /// The blank template as a reference (`template` of cloned VMs).
 pub fn blank_template() -> Ref {
     Ref::id(BLANK_TEMPLATE_ID)
-}
-
-impl Error {
-    /// Convenience for callers that treat 404 as "absent".
-    pub fn into_option<T>(result: Result<T>) -> Result<Option<T>> {
-        match result {
-            Ok(value) => Ok(Some(value)),
-            Err(Error::NotFound(_)) => Ok(None),
-            Err(err) => Err(err),
-        }
-    }
 }

@@ -25,7 +25,11 @@ pub fn equals(field: &str, value: &str) -> String {
 
 /// `field="a" or field="b" …`.
 pub fn any_of<'a>(field: &str, values: impl IntoIterator<Item = &'a str>) -> String {
-    values.into_iter().map(|value| equals(field, value)).collect::<Vec<_>>().join(" or ")
+    values
+        .into_iter()
+        .map(|value| equals(field, value))
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 /// `name="…"`.

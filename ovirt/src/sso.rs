@@ -21,12 +21,21 @@ struct SsoAnswer {
 pub(crate) fn parse_token_answer(status: u16, body: &[u8]) -> Result<String, Error> {
     let answer = parse_answer(body);
     match (status, answer) {
-        (200, Some(SsoAnswer { access_token: Some(token), .. })) if !token.is_empty() => Ok(token),
+        (
+            200,
+            Some(SsoAnswer {
+                access_token: Some(token),
+                ..
+            }),
+        ) if !token.is_empty() => Ok(token),
         (401, _) => Err(Error::AuthenticationFailed {
             code: "unauthorized".to_string(),
             message: "the SSO answered 401".to_string(),
         }),
-        (500..=599, _) => Err(Error::Server { status, detail: "SSO token endpoint failed".to_string() }),
+        (500..=599, _) => Err(Error::Server {
+            status,
+            detail: "SSO token endpoint failed".to_string(),
+        }),
         (_, Some(answer)) => {
             // OAuth shape: error + error_description; session shape: error_code + error.
             let (code, message) = match answer.error_description {
@@ -55,9 +64,10 @@ pub(crate) fn parse_token_answer(status: u16, body: &[u8]) -> Result<String, Err
 fn parse_answer(body: &[u8]) -> Option<SsoAnswer> {
     // go-ovirt has seen the SSO wrap its answer in an array; accept that too.
     match serde_json::from_slice::<serde_json::Value>(body).ok()? {
-        serde_json::Value::Array(items) => {
-            items.into_iter().next().and_then(|first| serde_json::from_value(first).ok())
-        }
+        serde_json::Value::Array(items) => items
+            .into_iter()
+            .next()
+            .and_then(|first| serde_json::from_value(first).ok()),
         value @ serde_json::Value::Object(_) => serde_json::from_value(value).ok(),
         _ => None,
     }

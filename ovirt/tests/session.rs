@@ -17,25 +17,46 @@ async fn api_root_carries_product_version() {
     let version = api.product_info.unwrap().version.unwrap();
     assert_eq!((version.major, version.minor), (Some(4), Some(4)));
     assert!(version.full_version.unwrap().starts_with("4.4."));
-    assert_eq!(api.special_objects.unwrap().blank_template.unwrap().id.as_deref(), Some(capov_ovirt::model::BLANK_TEMPLATE_ID));
+    assert_eq!(
+        api.special_objects.unwrap().blank_template.unwrap().id.as_deref(),
+        Some(capov_ovirt::model::BLANK_TEMPLATE_ID)
+    );
 }
 
 #[tokio::test]
 async fn inventory_listings() {
     let (_sim, client) = setup().await;
     let cluster = client.find_cluster_by_name("Default").await.unwrap().unwrap();
-    assert_eq!(client.cluster(cluster.id.as_deref().unwrap()).await.unwrap().name.as_deref(), Some("Default"));
+    assert_eq!(
+        client
+            .cluster(cluster.id.as_deref().unwrap())
+            .await
+            .unwrap()
+            .name
+            .as_deref(),
+        Some("Default")
+    );
     assert!(client.find_cluster_by_name("Defaul").await.unwrap().is_none());
     assert_eq!(client.clusters().await.unwrap().len(), 1);
 
     let dc_id = cluster.data_center.unwrap().id.unwrap();
-    assert_eq!(client.data_center(&dc_id).await.unwrap().name.as_deref(), Some("Default"));
+    assert_eq!(
+        client.data_center(&dc_id).await.unwrap().name.as_deref(),
+        Some("Default")
+    );
     assert_eq!(client.data_centers().await.unwrap().len(), 1);
     let attached = client.data_center_storage_domains(&dc_id).await.unwrap();
     assert_eq!(attached.len(), 2);
-    assert!(attached.iter().all(|sd| sd.status == Some(capov_ovirt::model::StorageDomainStatus::Active)));
+    assert!(
+        attached
+            .iter()
+            .all(|sd| sd.status == Some(capov_ovirt::model::StorageDomainStatus::Active))
+    );
     let sd_id = attached[0].id.clone().unwrap();
-    assert_eq!(client.data_center_storage_domain(&dc_id, &sd_id).await.unwrap().id, Some(sd_id.clone()));
+    assert_eq!(
+        client.data_center_storage_domain(&dc_id, &sd_id).await.unwrap().id,
+        Some(sd_id.clone())
+    );
 
     // /storagedomains omits the status of attached domains, as the engine does.
     let global = client.storage_domain(&sd_id).await.unwrap();
@@ -47,18 +68,42 @@ async fn inventory_listings() {
     let networks = client.networks().await.unwrap();
     assert_eq!(networks[0].name.as_deref(), Some("ovirtmgmt"));
     let network_id = networks[0].id.clone().unwrap();
-    assert_eq!(client.network(&network_id).await.unwrap().id.as_deref(), Some(network_id.as_str()));
+    assert_eq!(
+        client.network(&network_id).await.unwrap().id.as_deref(),
+        Some(network_id.as_str())
+    );
     let profiles = client.network_vnic_profiles(&network_id).await.unwrap();
     assert_eq!(profiles[0].name.as_deref(), Some("ovirtmgmt"));
-    assert_eq!(client.vnic_profiles().await.unwrap()[0].network.as_ref().unwrap().id, Some(network_id));
+    assert_eq!(
+        client.vnic_profiles().await.unwrap()[0].network.as_ref().unwrap().id,
+        Some(network_id)
+    );
 
     let templates = client.find_templates_by_name("rhcos-4.14", None).await.unwrap();
     assert_eq!(templates.len(), 1);
-    assert!(client.find_templates_by_name("rhcos-4.1", None).await.unwrap().is_empty());
-    assert!(client.find_templates_by_name("rhcos-4.14", Some("Other")).await.unwrap().is_empty());
+    assert!(
+        client
+            .find_templates_by_name("rhcos-4.1", None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        client
+            .find_templates_by_name("rhcos-4.14", Some("Other"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let template_id = templates[0].id.clone().unwrap();
-    assert_eq!(client.template(&template_id).await.unwrap().status, Some(capov_ovirt::model::TemplateStatus::Ok));
-    let disk_id = client.template_disk_attachments(&template_id).await.unwrap()[0].id.clone().unwrap();
+    assert_eq!(
+        client.template(&template_id).await.unwrap().status,
+        Some(capov_ovirt::model::TemplateStatus::Ok)
+    );
+    let disk_id = client.template_disk_attachments(&template_id).await.unwrap()[0]
+        .id
+        .clone()
+        .unwrap();
     let disk = client.disk(&disk_id).await.unwrap();
     assert_eq!(disk.alias.as_deref(), Some("rhcos-4.14_Disk1"));
     assert_eq!(disk.provisioned_size, Some(20 << 30));
@@ -84,7 +129,10 @@ async fn wrong_password_is_authentication_failed_in_both_sso_shapes() {
     for style in [SsoErrorStyle::Oauth, SsoErrorStyle::Session] {
         sim.control().set_sso_error_style(style);
         let err = client.api().await.unwrap_err();
-        assert!(matches!(&err, Error::AuthenticationFailed { code, .. } if code == "access_denied"), "{style:?}: {err:?}");
+        assert!(
+            matches!(&err, Error::AuthenticationFailed { code, .. } if code == "access_denied"),
+            "{style:?}: {err:?}"
+        );
         assert_eq!(err.reason(), reason::AUTHENTICATION_FAILED);
     }
 }
@@ -92,11 +140,20 @@ async fn wrong_password_is_authentication_failed_in_both_sso_shapes() {
 #[tokio::test]
 async fn a_401_right_after_a_fresh_token_is_authentication_failed() {
     // Tokens that are already expired when issued: the engine rejects every fresh token.
-    let sim = Simulator::builder().user(USER, PASSWORD).token_ttl(Duration::ZERO).start().await.unwrap();
+    let sim = Simulator::builder()
+        .user(USER, PASSWORD)
+        .token_ttl(Duration::ZERO)
+        .start()
+        .await
+        .unwrap();
     let client = Client::new(config(&sim)).unwrap();
     let err = client.api().await.unwrap_err();
     assert_eq!(err.reason(), reason::AUTHENTICATION_FAILED, "{err:?}");
-    assert_eq!(sim.control().counter("POST /ovirt-engine/sso/oauth/token"), 1, "no retry loop");
+    assert_eq!(
+        sim.control().counter("POST /ovirt-engine/sso/oauth/token"),
+        1,
+        "no retry loop"
+    );
 }
 
 #[tokio::test]
@@ -105,7 +162,9 @@ async fn credential_change_revokes_old_token_and_logs_in_anew() {
     client.api().await.unwrap();
     assert_eq!(sim.control().token_count(), 1);
     sim.control().set_user("robot@internal", "other");
-    client.set_credentials(Credentials::new("robot@internal", "other")).await;
+    client
+        .set_credentials(Credentials::new("robot@internal", "other"))
+        .await;
     assert_eq!(sim.control().token_count(), 0, "old token revoked");
     client.api().await.unwrap();
     assert_eq!(sim.control().token_count(), 1);
@@ -119,7 +178,10 @@ async fn dropping_the_last_clone_logs_out() {
     drop(client);
     assert_eq!(sim.control().token_count(), 1, "a clone still holds the session");
     drop(clone);
-    eventually("token revoked", || async { (sim.control().token_count() == 0).then_some(()) }).await;
+    eventually("token revoked", || async {
+        (sim.control().token_count() == 0).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -193,26 +255,43 @@ async fn tls_modes() {
     assert!(matches!(err, Error::Tls(_)), "{err:?}");
     assert_eq!(err.reason(), reason::TLS_VERIFICATION_FAILED);
 
-    let system_only = config(&sim).with_tls(TlsMode::Verify { system_roots: true, extra_ca_pem: Vec::new() });
+    let system_only = config(&sim).with_tls(TlsMode::Verify {
+        system_roots: true,
+        extra_ca_pem: Vec::new(),
+    });
     if let Ok(client) = Client::new(system_only) {
         let err = client.api().await.unwrap_err();
         assert_eq!(err.reason(), reason::TLS_VERIFICATION_FAILED, "{err:?}");
     }
 
-    for garbage in [&b"not a pem"[..], b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"] {
-        let bad = config(&sim).with_tls(TlsMode::Verify { system_roots: false, extra_ca_pem: garbage.to_vec() });
+    for garbage in [
+        &b"not a pem"[..],
+        b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    ] {
+        let bad = config(&sim).with_tls(TlsMode::Verify {
+            system_roots: false,
+            extra_ca_pem: garbage.to_vec(),
+        });
         let err = Client::new(bad).unwrap_err();
         assert_eq!(err.reason(), reason::INVALID_CA_BUNDLE, "{err:?}");
     }
 }
 
+/// method, resource, outcome, correlation id
+type SeenRequest = (String, String, Outcome, Option<String>);
+
 #[tokio::test]
 async fn observer_sees_every_request_with_resource_status_and_correlation_id() {
     let sim = simulator().await;
-    let events: Arc<Mutex<Vec<(String, String, Outcome, Option<String>)>>> = Arc::default();
+    let events: Arc<Mutex<Vec<SeenRequest>>> = Arc::default();
     let sink = events.clone();
     let observer = move |e: &RequestEvent<'_>| {
-        sink.lock().unwrap().push((e.method.into(), e.resource.into(), e.outcome, e.correlation_id.map(str::to_string)));
+        sink.lock().unwrap().push((
+            e.method.into(),
+            e.resource.into(),
+            e.outcome,
+            e.correlation_id.map(str::to_string),
+        ));
     };
     let client = Client::with_observer(config(&sim), Arc::new(observer)).unwrap();
     let op = client.with_correlation_id("create-worker_0!");
@@ -221,9 +300,23 @@ async fn observer_sees_every_request_with_resource_status_and_correlation_id() {
 
     let events = events.lock().unwrap().clone();
     let expected_id = Some("create-worker_0".to_string());
-    assert_eq!(events[0], ("POST".into(), "sso".into(), Outcome::Status(200), expected_id.clone()));
-    assert_eq!(events[1], ("GET".into(), "clusters".into(), Outcome::Status(200), expected_id.clone()));
-    assert_eq!(events[2], ("GET".into(), "vms".into(), Outcome::Status(404), expected_id));
+    assert_eq!(
+        events[0],
+        ("POST".into(), "sso".into(), Outcome::Status(200), expected_id.clone())
+    );
+    assert_eq!(
+        events[1],
+        (
+            "GET".into(),
+            "clusters".into(),
+            Outcome::Status(200),
+            expected_id.clone()
+        )
+    );
+    assert_eq!(
+        events[2],
+        ("GET".into(), "vms".into(), Outcome::Status(404), expected_id)
+    );
     // The simulator saw the id on the wire.
     assert!(sim.control().correlation_ids().iter().all(|id| id == "create-worker_0"));
     assert_eq!(sim.control().correlation_ids().len(), 3);
@@ -241,7 +334,11 @@ async fn rate_limiter_spaces_requests_and_reports_the_wait() {
         client.clusters().await.unwrap();
     }
     // 8 requests (login included), burst 2, then 20/s: at least 6 × 50 ms.
-    assert!(started.elapsed() >= Duration::from_millis(280), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(280),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(waits.lock().unwrap().iter().any(|w| *w >= Duration::from_millis(20)));
 }
 
@@ -255,7 +352,11 @@ async fn secrets_never_show_in_debug_or_errors() {
     client.login().await.unwrap();
     assert!(!format!("{client:?}").contains(PASSWORD));
 
-    let err = Client::new(cfg.clone_with_password("hunter2-wrong")).unwrap().api().await.unwrap_err();
+    let err = Client::new(cfg.clone_with_password("hunter2-wrong"))
+        .unwrap()
+        .api()
+        .await
+        .unwrap_err();
     assert!(!format!("{err} {err:?}").contains("hunter2-wrong"));
 
     // Tokens never appear either: expire them and provoke an auth failure.

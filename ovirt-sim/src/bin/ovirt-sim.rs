@@ -11,7 +11,10 @@ use capov_ovirt_sim::{Inventory, Simulator, Timings};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
-#[command(name = "ovirt-sim", about = "A stateful oVirt Engine simulator speaking the REST API v4")]
+#[command(
+    name = "ovirt-sim",
+    about = "A stateful oVirt Engine simulator speaking the REST API v4"
+)]
 struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8444")]
@@ -84,13 +87,17 @@ async fn main() {
         builder = builder.user(name, password);
     }
     if let Some(path) = &args.inventory {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| fail(format!("cannot read {}: {e}", path.display())));
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| fail(format!("cannot read {}: {e}", path.display())));
         let inventory: Inventory =
             serde_json::from_str(&text).unwrap_or_else(|e| fail(format!("invalid inventory {}: {e}", path.display())));
         builder = builder.inventory(inventory);
     }
 
-    let sim = builder.start().await.unwrap_or_else(|e| fail(format!("cannot start: {e}")));
+    let sim = builder
+        .start()
+        .await
+        .unwrap_or_else(|e| fail(format!("cannot start: {e}")));
     if let (Some(path), Some(pem)) = (&args.ca_out, sim.ca_pem()) {
         std::fs::write(path, pem).unwrap_or_else(|e| fail(format!("cannot write {}: {e}", path.display())));
     }

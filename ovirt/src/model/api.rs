@@ -62,3 +62,17 @@ pub struct SummaryCount {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
 }
+
+impl Api {
+    /// The engine's full version (`4.4.10.6-1.el8`), else `major.minor`.
+    pub fn engine_version(&self) -> Option<String> {
+        let version = self.product_info.as_ref()?.version.as_ref()?;
+        version
+            .full_version
+            .clone()
+            .or_else(|| match (version.major, version.minor) {
+                (Some(major), Some(minor)) => Some(format!("{major}.{minor}")),
+                _ => None,
+            })
+    }
+}

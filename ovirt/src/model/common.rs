@@ -13,7 +13,10 @@ pub struct Link {
 
 impl Link {
     pub fn new(href: impl Into<String>, rel: impl Into<String>) -> Self {
-        Self { href: Some(href.into()), rel: Some(rel.into()) }
+        Self {
+            href: Some(href.into()),
+            rel: Some(rel.into()),
+        }
     }
 }
 
@@ -37,16 +40,26 @@ pub struct Ref {
 
 impl Ref {
     pub fn id(id: impl Into<String>) -> Self {
-        Self { id: Some(id.into()), ..Self::default() }
+        Self {
+            id: Some(id.into()),
+            ..Self::default()
+        }
     }
 
     pub fn name(name: impl Into<String>) -> Self {
-        Self { name: Some(name.into()), ..Self::default() }
+        Self {
+            name: Some(name.into()),
+            ..Self::default()
+        }
     }
 
     /// A response-style reference carrying both the id and its href.
     pub fn linked(href: impl Into<String>, id: impl Into<String>) -> Self {
-        Self { href: Some(href.into()), id: Some(id.into()), name: None }
+        Self {
+            href: Some(href.into()),
+            id: Some(id.into()),
+            name: None,
+        }
     }
 }
 

@@ -95,7 +95,10 @@ pub struct Initialization {
 impl std::fmt::Debug for Initialization {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Initialization")
-            .field("custom_script", &self.custom_script.as_ref().map(|s| format!("<{} bytes>", s.len())))
+            .field(
+                "custom_script",
+                &self.custom_script.as_ref().map(|s| format!("<{} bytes>", s.len())),
+            )
             .field("host_name", &self.host_name)
             .finish()
     }

@@ -5,14 +5,18 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use capov_ovirt::{Client, ClientConfig, TlsMode};
-use capov_ovirt_sim::{Simulator, SimulatorHandle};
+use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
 
 pub const USER: &str = "admin@internal";
 pub const PASSWORD: &str = "s3cret-Pa55";
 
 /// An HTTPS simulator with the default inventory and one user.
 pub async fn simulator() -> SimulatorHandle {
-    Simulator::builder().user(USER, PASSWORD).start().await.expect("simulator starts")
+    Simulator::builder()
+        .user(USER, PASSWORD)
+        .start()
+        .await
+        .expect("simulator starts")
 }
 
 /// A config trusting exactly the simulator's CA, with a limiter loose enough not to slow tests.
@@ -28,6 +32,29 @@ pub fn config(sim: &SimulatorHandle) -> ClientConfig {
 
 pub async fn setup() -> (SimulatorHandle, Client) {
     let sim = simulator().await;
+    let client = Client::new(config(&sim)).expect("client builds");
+    (sim, client)
+}
+
+/// Timings long enough that a test can observe intermediate states (`image_locked`, `locked`,
+/// `wait_for_launch`, `powering_down`) right after an action even on a loaded machine.
+pub fn observable_timings() -> Timings {
+    Timings {
+        image_locked_ms: 1000,
+        boot_ms: 1500,
+        ip_report_delay_ms: 200,
+        disk_operation_ms: 1000,
+        shutdown_ms: 1000,
+    }
+}
+
+pub async fn setup_observable() -> (SimulatorHandle, Client) {
+    let sim = Simulator::builder()
+        .user(USER, PASSWORD)
+        .timings(observable_timings())
+        .start()
+        .await
+        .expect("simulator starts");
     let client = Client::new(config(&sim)).expect("client builds");
     (sim, client)
 }

@@ -1,0 +1,257 @@
+//! `POST /vms`: validation, disk placement and clone semantics.
+
+use capov_ovirt::model::{self, BLANK_TEMPLATE_ID, DiskStatus, VmStatus};
+
+use super::*;
+use crate::ids::{new_id, new_mac, now_millis};
+use crate::state::*;
+
+/// Result of a successful add.
+pub struct Added {
+    pub vm_id: String,
+    /// True when disk tasks run (202 + `image_locked`), false for a disk-less VM (201).
+    pub accepted: bool,
+    pub scheduled: Vec<Scheduled>,
+}
+
+/// `POST /vms?clone=…`.
+pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: bool) -> EngineResult<Added> {
+    let name = request
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| incomplete("Vm [name] required for add"))?;
+    let cluster_ref = request
+        .cluster
+        .as_ref()
+        .ok_or_else(|| incomplete("Vm [cluster] required for add"))?;
+    let template_ref = request
+        .template
+        .as_ref()
+        .ok_or_else(|| incomplete("Vm [template] required for add"))?;
+    let cluster = state
+        .cluster_by_ref(cluster_ref.id.as_deref(), cluster_ref.name.as_deref())
+        .ok_or_else(|| operation_failed(400, "Cannot add VM. The relevant Cluster doesn't exist."))?
+        .clone();
+    let blank_requested = template_ref.id.as_deref() == Some(BLANK_TEMPLATE_ID)
+        || template_ref
+            .name
+            .as_deref()
+            .is_some_and(|n| n.eq_ignore_ascii_case("blank"));
+    let template = if blank_requested {
+        None
+    } else {
+        Some(
+            state
+                .template_by_ref(template_ref.id.as_deref(), template_ref.name.as_deref())
+                .ok_or_else(|| operation_failed(400, "Cannot add VM. The relevant Template doesn't exist."))?
+                .clone(),
+        )
+    };
+    if state.vm_name_taken(&name) {
+        return Err(operation_failed(
+            409,
+            "Cannot add VM. The VM name is already in use, please choose a unique name and try again.",
+        ));
+    }
+    let memory = request
+        .memory
+        .or(template.as_ref().map(|t| t.memory))
+        .unwrap_or(1 << 30);
+    let policy = request.memory_policy.clone().unwrap_or_default();
+    let guaranteed = policy.guaranteed.unwrap_or(memory);
+    if guaranteed > memory {
+        return Err(operation_failed(
+            400,
+            "Cannot add VM. Physical Memory Guaranteed cannot exceed Memory Size.",
+        ));
+    }
+    if let Some(template) = &template
+        && template.status == "locked"
+    {
+        return Err(operation_failed(
+            409,
+            "Cannot add VM: Template is locked. Please try again in a few minutes.",
+        ));
+    }
+
+    // Disk placement: one entry per template disk overridden by `disk_attachments`.
+    let vm_id = new_id();
+    let requested = request
+        .disk_attachments
+        .as_ref()
+        .map(|d| d.items.as_slice())
+        .unwrap_or_default();
+    let default_sd = request.storage_domain.as_ref().and_then(|r| r.id.clone());
+    let mut new_disks = Vec::new();
+    if let Some(template) = &template {
+        for attachment in requested {
+            let disk_id = attachment
+                .disk
+                .as_ref()
+                .and_then(|d| d.id.as_deref())
+                .unwrap_or_default();
+            if !template.disk_ids.iter().any(|id| id == disk_id) {
+                return Err(EngineError::NotFound);
+            }
+        }
+        for template_disk_id in &template.disk_ids {
+            let Some(source) = state.disks.get(template_disk_id).cloned() else {
+                continue;
+            };
+            let overrides = requested
+                .iter()
+                .filter_map(|a| a.disk.as_ref())
+                .find(|d| d.id.as_deref() == Some(template_disk_id.as_str()));
+            let target_sd = overrides
+                .and_then(|d| d.storage_domains.as_ref())
+                .and_then(|sds| sds.items.first())
+                .and_then(|r| r.id.clone())
+                .or_else(|| if clone { None } else { default_sd.clone() });
+            let storage_domain_id = match target_sd {
+                Some(sd_id) => {
+                    let usable = state.storage_domains.get(&sd_id).is_some_and(|sd| {
+                        sd.kind == "data"
+                            && sd.status == "active"
+                            && sd.data_center_id.as_ref() == Some(&cluster.data_center_id)
+                    });
+                    if !usable {
+                        return Err(operation_failed(
+                            400,
+                            "Cannot add VM. One or more provided storage domains are either not in active status or of an illegal type for the requested operation.",
+                        ));
+                    }
+                    // A thin copy needs the template image on the same domain; a clone does not.
+                    if !clone && !source.storage_domain_ids.contains(&sd_id) {
+                        return Err(operation_failed(
+                            400,
+                            "Cannot add VM. The selected Storage Domain does not contain the VM Template.",
+                        ));
+                    }
+                    sd_id
+                }
+                None => source.storage_domain_ids.first().cloned().unwrap_or_default(),
+            };
+            let format = overrides.and_then(|d| d.format.clone());
+            if !clone && format.as_deref() == Some("raw") {
+                return Err(operation_failed(
+                    400,
+                    "Cannot add VM. Thin provisioned template disks can not be defined as Raw.",
+                ));
+            }
+            let format = format.unwrap_or_else(|| if clone { source.format.clone() } else { "cow".into() });
+            let sparse = overrides.and_then(|d| d.sparse).unwrap_or(source.sparse);
+            new_disks.push(DiskRecord {
+                id: new_id(),
+                alias: overrides.and_then(|d| d.alias.clone()).unwrap_or(source.alias.clone()),
+                description: String::new(),
+                provisioned_size: source.provisioned_size,
+                actual_size: if clone { source.actual_size } else { 1 << 20 },
+                status: DiskStatus::Locked,
+                format,
+                sparse,
+                storage_domain_ids: vec![storage_domain_id],
+                image_id: new_id(),
+                vm_id: Some(vm_id.clone()),
+                bootable: source.bootable,
+                interface: source.interface.clone(),
+                active: true,
+                generation: 1,
+                pending_size: None,
+            });
+        }
+    }
+
+    let topology = request
+        .cpu
+        .as_ref()
+        .and_then(|c| c.topology.clone())
+        .unwrap_or_default();
+    let template_id = template
+        .as_ref()
+        .map(|t| t.id.clone())
+        .unwrap_or_else(|| BLANK_TEMPLATE_ID.to_string());
+    let nics = template
+        .as_ref()
+        .map(|t| {
+            t.nics
+                .iter()
+                .map(|n| NicRecord {
+                    id: new_id(),
+                    name: n.name.clone(),
+                    interface: "virtio".into(),
+                    mac: new_mac(),
+                    vnic_profile_id: n.vnic_profile_id.clone(),
+                    linked: true,
+                    plugged: true,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let accepted = !new_disks.is_empty();
+    let address_index = state.allocate_address();
+    let disk_ids: Vec<String> = new_disks.iter().map(|d| d.id.clone()).collect();
+    for disk in new_disks {
+        state.disks.insert(disk.id.clone(), disk);
+    }
+    let initialization = request.initialization.clone().unwrap_or_default();
+    state.insert_vm(VmRecord {
+        id: vm_id.clone(),
+        name,
+        description: request.description.clone().unwrap_or_default(),
+        comment: request.comment.clone().unwrap_or_default(),
+        cluster_id: cluster.id.clone(),
+        // A clone is independent of its template: the engine shows Blank.
+        template_id: if clone {
+            BLANK_TEMPLATE_ID.to_string()
+        } else {
+            template_id.clone()
+        },
+        original_template_id: template_id,
+        status: if accepted {
+            VmStatus::ImageLocked
+        } else {
+            VmStatus::Down
+        },
+        kind: request
+            .kind
+            .as_ref()
+            .map(|k| k.to_string())
+            .unwrap_or_else(|| "server".into()),
+        memory,
+        guaranteed,
+        ballooning: policy.ballooning.unwrap_or(true),
+        sockets: topology.sockets.or(template.as_ref().map(|t| t.sockets)).unwrap_or(1),
+        cores: topology.cores.or(template.as_ref().map(|t| t.cores)).unwrap_or(1),
+        threads: topology.threads.or(template.as_ref().map(|t| t.threads)).unwrap_or(1),
+        affinity: request.placement_policy.as_ref().and_then(|p| p.affinity.clone()),
+        custom_script: initialization.custom_script,
+        host_name: initialization.host_name,
+        creation_time: now_millis(),
+        start_time: None,
+        stop_time: None,
+        disk_ids,
+        nics,
+        generation: 1,
+        ips_reported: false,
+        address_index,
+        removing: false,
+        last_start_init: None,
+    });
+    // Cloning copies whole images: it takes longer than a thin snapshot.
+    let lock_ms = if clone {
+        timings.image_locked_ms.saturating_mul(2)
+    } else {
+        timings.image_locked_ms
+    };
+    let scheduled = if accepted {
+        vec![later(lock_ms, &vm_id, 1, Transition::VmImagesReady)]
+    } else {
+        Vec::new()
+    };
+    Ok(Added {
+        vm_id,
+        accepted,
+        scheduled,
+    })
+}

@@ -1,0 +1,321 @@
+//! Engine behaviour: validation, error texts and state transitions, independent of HTTP and of
+//! timers. Operations return the delayed transitions they start; the server schedules them.
+
+mod add_vm;
+mod disks;
+mod nics;
+mod power;
+
+pub use add_vm::add_vm;
+pub use disks::{attach_extra_disk, detach_disk, update_disk};
+pub use nics::{add_nic, remove_nic, update_nic};
+use power::power_off;
+pub use power::{remove_vm, shutdown_vm, start_vm, stop_vm};
+
+use std::time::Duration;
+
+use capov_ovirt::model::{DiskStatus, VmStatus};
+use serde::{Deserialize, Serialize};
+
+use crate::state::*;
+
+/// How an operation failed, in the engine's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineError {
+    /// 404 with an empty body.
+    NotFound,
+    /// `<fault>` with this status.
+    Fault {
+        status: u16,
+        reason: String,
+        detail: String,
+    },
+    /// A failed action: `<action><fault/><status>failed</status></action>`.
+    ActionFailed { status: u16, detail: String },
+}
+
+pub type EngineResult<T> = Result<T, EngineError>;
+
+/// A backend validation failure (reason `Operation Failed`, detail `[message]`).
+pub fn operation_failed(status: u16, message: &str) -> EngineError {
+    EngineError::Fault {
+        status,
+        reason: "Operation Failed".into(),
+        detail: format!("[{message}]"),
+    }
+}
+
+pub(super) fn action_failed(status: u16, message: &str) -> EngineError {
+    EngineError::ActionFailed {
+        status,
+        detail: format!("[{message}]"),
+    }
+}
+
+pub(super) fn incomplete(what: &str) -> EngineError {
+    EngineError::Fault {
+        status: 400,
+        reason: "Incomplete parameters".into(),
+        detail: what.into(),
+    }
+}
+
+/// Durations of the engine's asynchronous work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Timings {
+    /// `image_locked` → `down` after add.
+    pub image_locked_ms: u64,
+    /// `wait_for_launch` → `powering_up` → `up`.
+    pub boot_ms: u64,
+    /// From `up` until the guest agent reports devices and IPs.
+    pub ip_report_delay_ms: u64,
+    /// Disk extend (`locked` → `ok`) and VM removal.
+    pub disk_operation_ms: u64,
+    /// `powering_down` → `down` on shutdown.
+    pub shutdown_ms: u64,
+}
+
+impl Timings {
+    /// Fast timings for tests.
+    pub fn fast() -> Self {
+        Self {
+            image_locked_ms: 200,
+            boot_ms: 300,
+            ip_report_delay_ms: 300,
+            disk_operation_ms: 200,
+            shutdown_ms: 200,
+        }
+    }
+
+    /// Timings closer to a small real engine, for demos.
+    pub fn realistic() -> Self {
+        Self {
+            image_locked_ms: 2000,
+            boot_ms: 3000,
+            ip_report_delay_ms: 2000,
+            disk_operation_ms: 1000,
+            shutdown_ms: 1000,
+        }
+    }
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self::fast()
+    }
+}
+
+/// A state change that happens later, if the object's generation has not moved on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scheduled {
+    pub after: Duration,
+    pub target: String,
+    pub generation: u64,
+    pub transition: Transition,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    VmImagesReady,
+    VmPoweringUp,
+    VmUp,
+    VmDevicesReported,
+    VmPoweredDown,
+    VmRemoved,
+    DiskJobDone,
+}
+
+pub(super) fn later(ms: u64, target: &str, generation: u64, transition: Transition) -> Scheduled {
+    Scheduled {
+        after: Duration::from_millis(ms),
+        target: target.to_string(),
+        generation,
+        transition,
+    }
+}
+
+/// Running states for the start/stop/remove rules.
+pub(super) fn is_running(status: &VmStatus) -> bool {
+    matches!(
+        status,
+        VmStatus::Up
+            | VmStatus::PoweringUp
+            | VmStatus::WaitForLaunch
+            | VmStatus::PoweringDown
+            | VmStatus::RebootInProgress
+            | VmStatus::Migrating
+            | VmStatus::NotResponding
+            | VmStatus::Paused
+            | VmStatus::SavingState
+            | VmStatus::RestoringState
+            | VmStatus::Suspended
+            | VmStatus::Unknown
+    )
+}
+
+pub(super) fn vm_mut<'a>(state: &'a mut State, id: &str) -> EngineResult<&'a mut VmRecord> {
+    state.vms.get_mut(id).ok_or(EngineError::NotFound)
+}
+
+/// Applies a delayed transition; stale ones (the object moved on) are ignored.
+pub fn apply(state: &mut State, scheduled: &Scheduled) {
+    if scheduled.transition == Transition::DiskJobDone {
+        if let Some(disk) = state.disks.get_mut(&scheduled.target)
+            && disk.generation == scheduled.generation
+        {
+            if let Some(size) = disk.pending_size.take() {
+                disk.provisioned_size = size;
+            }
+            disk.status = DiskStatus::Ok;
+        }
+        return;
+    }
+    let Some(vm) = state.vms.get_mut(&scheduled.target) else {
+        return;
+    };
+    if vm.generation != scheduled.generation {
+        return;
+    }
+    match scheduled.transition {
+        Transition::VmImagesReady => {
+            vm.status = VmStatus::Down;
+            let disk_ids = vm.disk_ids.clone();
+            for disk_id in disk_ids {
+                if let Some(disk) = state.disks.get_mut(&disk_id)
+                    && disk.pending_size.is_none()
+                {
+                    disk.status = DiskStatus::Ok;
+                }
+            }
+        }
+        Transition::VmPoweringUp => vm.status = VmStatus::PoweringUp,
+        Transition::VmUp => vm.status = VmStatus::Up,
+        Transition::VmDevicesReported => {
+            if vm.status == VmStatus::Up {
+                vm.ips_reported = true;
+            }
+        }
+        Transition::VmPoweredDown => power_off(vm),
+        Transition::VmRemoved => {
+            state.remove_vm(&scheduled.target);
+        }
+        Transition::DiskJobDone => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use capov_ovirt::model::{self, Ref};
+
+    use super::*;
+    use crate::inventory::{default_inventory, seed};
+
+    fn engine() -> (State, String, String) {
+        let mut state = State::default();
+        seed(&mut state, &default_inventory()).unwrap();
+        let cluster = state.clusters.keys().next().unwrap().clone();
+        let template = state.templates.keys().next().unwrap().clone();
+        (state, cluster, template)
+    }
+
+    fn request(name: &str, cluster: &str, template: &str) -> model::Vm {
+        model::Vm {
+            name: Some(name.into()),
+            cluster: Some(Ref::id(cluster)),
+            template: Some(Ref::id(template)),
+            ..model::Vm::default()
+        }
+    }
+
+    /// Applies every scheduled transition at once, in schedule order.
+    fn settle(state: &mut State, scheduled: Vec<Scheduled>) {
+        let mut scheduled = scheduled;
+        scheduled.sort_by_key(|s| s.after);
+        for item in &scheduled {
+            apply(state, item);
+        }
+    }
+
+    #[test]
+    fn add_then_images_ready_then_start_to_up_with_devices() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("a", &cluster, &template), false).unwrap();
+        assert!(added.accepted);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::ImageLocked);
+        settle(&mut state, added.scheduled);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Down);
+
+        let scheduled = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::WaitForLaunch);
+        settle(&mut state, scheduled);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Up);
+        assert!(state.vms[&added.vm_id].ips_reported);
+    }
+
+    #[test]
+    fn stale_timers_do_not_resurrect_a_stopped_vm() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("b", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        let boot = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
+        stop_vm(&mut state, &added.vm_id).unwrap();
+        settle(&mut state, boot);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Down);
+    }
+
+    #[test]
+    fn vm_without_disks_is_down_at_once_and_cannot_start() {
+        let (mut state, cluster, _) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(
+            &mut state,
+            &timings,
+            &request("blank", &cluster, model::BLANK_TEMPLATE_ID),
+            false,
+        )
+        .unwrap();
+        assert!(!added.accepted);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Down);
+        let err = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap_err();
+        assert_eq!(
+            err,
+            EngineError::ActionFailed {
+                status: 409,
+                detail: "[Cannot run VM without at least one bootable disk.]".into()
+            }
+        );
+    }
+
+    #[test]
+    fn disk_extend_applies_size_when_the_job_ends() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("c", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        let disk_id = state.vms[&added.vm_id].disk_ids[0].clone();
+        let before = state.disks[&disk_id].provisioned_size;
+        let update = model::Disk {
+            provisioned_size: Some(before * 2),
+            ..model::Disk::default()
+        };
+        let job = update_disk(&mut state, &timings, &disk_id, &update).unwrap();
+        assert_eq!(state.disks[&disk_id].provisioned_size, before, "not yet");
+        settle(&mut state, job);
+        assert_eq!(state.disks[&disk_id].provisioned_size, before * 2);
+        assert_eq!(state.disks[&disk_id].status, DiskStatus::Ok);
+    }
+
+    #[test]
+    fn shutdown_of_a_booting_vm_is_a_stop() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("d", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
+        assert!(shutdown_vm(&mut state, &timings, &added.vm_id).unwrap().is_empty());
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Down);
+    }
+}

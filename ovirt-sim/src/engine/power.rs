@@ -1,0 +1,156 @@
+//! Start, stop, shutdown and removal with the engine's status rules and 409 texts.
+
+use capov_ovirt::model::{self, DiskStatus, VmStatus};
+
+use super::*;
+use crate::ids::now_millis;
+use crate::state::*;
+
+/// `POST /vms/{id}/start`.
+pub fn start_vm(
+    state: &mut State,
+    timings: &Timings,
+    id: &str,
+    action: &model::Action,
+) -> EngineResult<Vec<Scheduled>> {
+    let disks: Vec<(bool, bool, DiskStatus)> = {
+        let vm = state.vms.get(id).ok_or(EngineError::NotFound)?;
+        vm.disk_ids
+            .iter()
+            .filter_map(|d| state.disks.get(d))
+            .map(|d| (d.bootable, d.active, d.status.clone()))
+            .collect()
+    };
+    let vm = vm_mut(state, id)?;
+    if vm.removing || vm.status == VmStatus::ImageLocked {
+        return Err(action_failed(
+            409,
+            "Cannot run VM: VM is locked. Please try again in a few minutes.",
+        ));
+    }
+    if is_running(&vm.status) {
+        return Err(action_failed(409, "Cannot run VM. VM is running."));
+    }
+    if vm.status != VmStatus::Down {
+        return Err(action_failed(
+            409,
+            &format!("Cannot run VM because the VM is in {} status.", vm.status),
+        ));
+    }
+    if disks.iter().any(|(_, _, status)| *status == DiskStatus::Locked) {
+        return Err(action_failed(
+            409,
+            "Cannot run VM: Disk is locked. Please try again in a few minutes.",
+        ));
+    }
+    if !disks.iter().any(|(bootable, active, _)| *bootable && *active) {
+        return Err(action_failed(409, "Cannot run VM without at least one bootable disk."));
+    }
+    vm.generation += 1;
+    vm.status = VmStatus::WaitForLaunch;
+    vm.ips_reported = false;
+    vm.start_time = Some(now_millis());
+    vm.last_start_init = match (action.use_cloud_init, action.use_ignition, action.use_initialization) {
+        (Some(true), _, _) => Some("cloud-init".into()),
+        (_, Some(true), _) => Some("ignition".into()),
+        (_, _, Some(true)) => Some("initialization".into()),
+        _ => None,
+    };
+    let generation = vm.generation;
+    Ok(vec![
+        later(timings.boot_ms / 3, id, generation, Transition::VmPoweringUp),
+        later(timings.boot_ms, id, generation, Transition::VmUp),
+        later(
+            timings.boot_ms.saturating_add(timings.ip_report_delay_ms),
+            id,
+            generation,
+            Transition::VmDevicesReported,
+        ),
+    ])
+}
+
+/// `POST /vms/{id}/stop`: power off at once.
+pub fn stop_vm(state: &mut State, id: &str) -> EngineResult<()> {
+    let vm = vm_mut(state, id)?;
+    if vm.removing {
+        return Err(action_failed(
+            409,
+            "Cannot stop VM: VM is locked. Please try again in a few minutes.",
+        ));
+    }
+    if !is_running(&vm.status) {
+        return Err(action_failed(409, "Cannot stop VM. VM is not running."));
+    }
+    power_off(vm);
+    Ok(())
+}
+
+pub(super) fn power_off(vm: &mut VmRecord) {
+    vm.generation += 1;
+    vm.status = VmStatus::Down;
+    vm.ips_reported = false;
+    vm.stop_time = Some(now_millis());
+}
+
+/// `POST /vms/{id}/shutdown`: through the guest when `up`, else the engine stops it.
+pub fn shutdown_vm(state: &mut State, timings: &Timings, id: &str) -> EngineResult<Vec<Scheduled>> {
+    let vm = vm_mut(state, id)?;
+    if vm.removing {
+        return Err(action_failed(
+            409,
+            "Cannot shutdown VM: VM is locked. Please try again in a few minutes.",
+        ));
+    }
+    if !is_running(&vm.status) {
+        return Err(action_failed(409, "Cannot shutdown VM. VM is not running."));
+    }
+    if vm.status != VmStatus::Up {
+        power_off(vm);
+        return Ok(Vec::new());
+    }
+    vm.generation += 1;
+    vm.status = VmStatus::PoweringDown;
+    Ok(vec![later(
+        timings.shutdown_ms,
+        id,
+        vm.generation,
+        Transition::VmPoweredDown,
+    )])
+}
+
+/// `DELETE /vms/{id}`.
+pub fn remove_vm(state: &mut State, timings: &Timings, id: &str) -> EngineResult<Vec<Scheduled>> {
+    let locked_disk = {
+        let vm = state.vms.get(id).ok_or(EngineError::NotFound)?;
+        vm.disk_ids
+            .iter()
+            .filter_map(|d| state.disks.get(d))
+            .any(|d| d.status == DiskStatus::Locked)
+    };
+    let vm = vm_mut(state, id)?;
+    if is_running(&vm.status) {
+        return Err(operation_failed(409, "Cannot remove VM. VM is running."));
+    }
+    if vm.removing || vm.status == VmStatus::ImageLocked || locked_disk {
+        return Err(operation_failed(
+            409,
+            "Cannot remove VM: VM is locked. Please try again in a few minutes.",
+        ));
+    }
+    vm.generation += 1;
+    vm.removing = true;
+    vm.status = VmStatus::ImageLocked;
+    let generation = vm.generation;
+    let disk_ids = vm.disk_ids.clone();
+    for disk_id in disk_ids {
+        if let Some(disk) = state.disks.get_mut(&disk_id) {
+            disk.status = DiskStatus::Locked;
+        }
+    }
+    Ok(vec![later(
+        timings.disk_operation_ms,
+        id,
+        generation,
+        Transition::VmRemoved,
+    )])
+}
