@@ -114,7 +114,10 @@ async fn run(config: Config) -> ExitCode {
 
     shutdown_signal().await;
     tracing::info!("shutting down");
-    if let Err(err) = supervisor.stop_and_wait(Some("shutting down".into()), Some(std::time::Duration::from_secs(20))).await {
+    if let Err(err) = supervisor
+        .stop_and_wait(Some("shutting down".into()), Some(std::time::Duration::from_secs(20)))
+        .await
+    {
         tracing::warn!(error = %err, "the controllers did not stop in time");
     }
     if let Some(server) = metrics_server {

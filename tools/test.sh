@@ -12,6 +12,9 @@ step "control-plane binaries (tools/build-go-tools.sh)"
 KUBEBUILDER_ASSETS=$(tools/build-go-tools.sh)
 export KUBEBUILDER_ASSETS
 echo "using $KUBEBUILDER_ASSETS"
+CAPOV_HELM_DIR=$(tools/build-go-tools.sh --helm)
+export CAPOV_HELM_DIR
+echo "using $CAPOV_HELM_DIR/helm"
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

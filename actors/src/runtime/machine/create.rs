@@ -24,13 +24,20 @@ pub async fn create_vm(
     let cluster = match client.find_cluster_by_name(&plan.ovirt_cluster).await {
         Ok(Some(cluster)) => cluster,
         Ok(None) => {
-            let message = format!("cluster {:?} not found in oVirt: fix spec.ovirtcluster", plan.ovirt_cluster);
+            let message = format!(
+                "cluster {:?} not found in oVirt: fix spec.ovirtcluster",
+                plan.ovirt_cluster
+            );
             return Err(Failure::error(reasons::CLUSTER_NOT_FOUND, message));
         }
         Err(err) => return Err(Failure::engine(&err)),
     };
     let cluster_id = cluster.id.clone().unwrap_or_default();
-    let data_center_id = cluster.data_center.as_ref().and_then(|dc| dc.id.clone()).unwrap_or_default();
+    let data_center_id = cluster
+        .data_center
+        .as_ref()
+        .and_then(|dc| dc.id.clone())
+        .unwrap_or_default();
     let template = match newest_template(client, &plan.template, &data_center_id).await {
         Ok(Some(template)) => template,
         Ok(None) => {
@@ -44,12 +51,17 @@ pub async fn create_vm(
     };
     if template.status.as_ref().is_some_and(|s| s.as_str() == "locked") {
         let message = format!("template {:?} is locked in oVirt", plan.template);
-        return Err(Failure { reason: reasons::TEMPLATE_NOT_READY, severity: Severity::Info, message });
+        return Err(Failure {
+            reason: reasons::TEMPLATE_NOT_READY,
+            severity: Severity::Info,
+            message,
+        });
     }
     let template_id = template.id.clone().unwrap_or_default();
     let domain_name = plan.placement.storage_domain_name.as_deref();
-    let (domain, template_disks) =
-        placement_facts(client, &template_id, &data_center_id, domain_name).await.map_err(|err| Failure::engine(&err))?;
+    let (domain, template_disks) = placement_facts(client, &template_id, &data_center_id, domain_name)
+        .await
+        .map_err(|err| Failure::engine(&err))?;
     let placement = plan_placement(&plan.placement, domain.as_ref(), &template_disks)
         .map_err(|problem| Failure::error(problem.reason(), problem.message()))?;
 
@@ -59,7 +71,10 @@ pub async fn create_vm(
         cluster: Some(Ref::id(cluster_id)),
         template: Some(Ref::id(template_id)),
         kind: Some(VmType::parse(plan.vm_type.as_ovirt())),
-        initialization: Some(Initialization { custom_script: Some(bootstrap_data), host_name: Some(plan.name.clone()) }),
+        initialization: Some(Initialization {
+            custom_script: Some(bootstrap_data),
+            host_name: Some(plan.name.clone()),
+        }),
         ..Vm::default()
     };
     if let Some(cpu) = &plan.cpu {
@@ -77,7 +92,10 @@ pub async fn create_vm(
         let bytes = |mib: Option<i64>| mib.and_then(|m| u64::try_from(m).ok()).map(|m| m * MIB);
         vm.memory = bytes(memory.sizemb);
         if let Some(guaranteed) = bytes(memory.guaranteedmb) {
-            vm.memory_policy = Some(MemoryPolicy { guaranteed: Some(guaranteed), ..MemoryPolicy::default() });
+            vm.memory_policy = Some(MemoryPolicy {
+                guaranteed: Some(guaranteed),
+                ..MemoryPolicy::default()
+            });
         }
     }
     if !placement.disk_attachments.is_empty() {

@@ -2,8 +2,8 @@
 
 use capov_crds::labels::{MACHINE_FINALIZER, SYSTEM_DISKS_ANNOTATION};
 use capov_crds::{OVirtMachine, Severity};
-use capov_ovirt::model::{Nic, Ref};
 use capov_ovirt::StartOptions;
+use capov_ovirt::model::{Nic, Ref};
 use kube::Resource;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
@@ -27,12 +27,20 @@ pub struct Failure {
 
 impl Failure {
     pub fn error(reason: &'static str, message: impl Into<String>) -> Self {
-        Failure { reason, severity: Severity::Error, message: message.into() }
+        Failure {
+            reason,
+            severity: Severity::Error,
+            message: message.into(),
+        }
     }
 
     /// Retry with backoff, reason unchanged.
     pub fn retry() -> Self {
-        Failure { reason: "", severity: Severity::Info, message: String::new() }
+        Failure {
+            reason: "",
+            severity: Severity::Info,
+            message: String::new(),
+        }
     }
 
     /// An engine error: 409 "locked"/"related operation in progress" only retries; transient errors are Warnings;
@@ -41,9 +49,17 @@ impl Failure {
         if err.is_locked() {
             return Failure::retry();
         }
-        let severity = if err.is_transient() { Severity::Warning } else { Severity::Error };
+        let severity = if err.is_transient() {
+            Severity::Warning
+        } else {
+            Severity::Error
+        };
         let message = err.detail().map(str::to_string).unwrap_or_else(|| err.to_string());
-        Failure { reason: reasons::ENGINE_ERROR, severity, message }
+        Failure {
+            reason: reasons::ENGINE_ERROR,
+            severity,
+            message,
+        }
     }
 
     pub fn is_retry_only(&self) -> bool {
@@ -60,7 +76,13 @@ pub enum Executed {
     Failed { type_: &'static str, failure: Failure },
 }
 
-pub async fn execute(state: &mut MachineState, observed: &Observed, engine: Option<&Engine>, cluster: Option<&DynamicObject>, action: Action) -> Executed {
+pub async fn execute(
+    state: &mut MachineState,
+    observed: &Observed,
+    engine: Option<&Engine>,
+    cluster: Option<&DynamicObject>,
+    action: Action,
+) -> Executed {
     let vm_id = observed.vm.as_ref().map(|vm| vm.id.clone()).unwrap_or_default();
     let client = engine.map(|e| &e.client);
     match action {
@@ -84,20 +106,31 @@ pub async fn execute(state: &mut MachineState, observed: &Observed, engine: Opti
             Executed::Continue
         }
         Action::CreateVm(plan) => {
-            let Some(client) = client else { return Executed::Requeue(Requeue::Backoff) };
+            let Some(client) = client else {
+                return Executed::Requeue(Requeue::Backoff);
+            };
             let machine = super::observe::owner_machine(state);
             let data = match machine {
-                Some(machine) => bootstrap_secret(state, &machine).await.ok().flatten().map(|(data, _)| data),
+                Some(machine) => bootstrap_secret(state, &machine)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|(data, _)| data),
                 None => None,
             };
-            let Some(data) = data else { return Executed::Requeue(Requeue::Backoff) };
+            let Some(data) = data else {
+                return Executed::Requeue(Requeue::Backoff);
+            };
             match create::create_vm(state, client, &plan, data).await {
                 Ok(id) => match write_provider_id(state, &id).await {
                     // Polling the new VM: image_locked → down.
                     Ok(()) => Executed::Requeue(Requeue::PollVm),
                     Err(executed) => executed,
                 },
-                Err(failure) => Executed::Failed { type_: types::MACHINE_CREATED, failure: create_failure(failure) },
+                Err(failure) => Executed::Failed {
+                    type_: types::MACHINE_CREATED,
+                    failure: create_failure(failure),
+                },
             }
         }
         Action::WriteProviderId(provider_id) => {
@@ -109,7 +142,10 @@ pub async fn execute(state: &mut MachineState, observed: &Observed, engine: Opti
         }
         Action::RecordSystemDisks(ids) => {
             let patch = json!({"metadata": {"annotations": {SYSTEM_DISKS_ANNOTATION: ids.join(",")}}});
-            match machines(state).patch(&state.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match machines(state)
+                .patch(&state.key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
                 Ok(updated) => {
                     state.object = updated;
                     Executed::Continue
@@ -117,73 +153,126 @@ pub async fn execute(state: &mut MachineState, observed: &Observed, engine: Opti
                 Err(err) => kube_failure(state, "recording the system disks", err),
             }
         }
-        Action::ResizeDisk { attachment_id, size_bytes, .. } => {
-            let Some(client) = client else { return Executed::Requeue(Requeue::Backoff) };
+        Action::ResizeDisk {
+            attachment_id,
+            size_bytes,
+            ..
+        } => {
+            let Some(client) = client else {
+                return Executed::Requeue(Requeue::Backoff);
+            };
             match client.resize_disk_attachment(&vm_id, &attachment_id, size_bytes).await {
                 Ok(_) => Executed::Requeue(Requeue::After(state.shared.settings.poll_interval)),
-                Err(err) => Executed::Failed { type_: types::MACHINE_DISK_RESIZED, failure: Failure::engine(&err) },
+                Err(err) => Executed::Failed {
+                    type_: types::MACHINE_DISK_RESIZED,
+                    failure: Failure::engine(&err),
+                },
             }
         }
         Action::RenameDiskAlias { disk_id, new_alias } => {
-            let Some(client) = client else { return Executed::Requeue(Requeue::Backoff) };
+            let Some(client) = client else {
+                return Executed::Requeue(Requeue::Backoff);
+            };
             match client.update_disk_alias(&disk_id, &new_alias).await {
                 Ok(_) => Executed::Continue,
-                Err(err) => Executed::Failed { type_: types::MACHINE_DISK_RESIZED, failure: Failure::engine(&err) },
+                Err(err) => Executed::Failed {
+                    type_: types::MACHINE_DISK_RESIZED,
+                    failure: Failure::engine(&err),
+                },
             }
         }
         Action::SyncNics(changes) => {
-            let Some(client) = client else { return Executed::Requeue(Requeue::Backoff) };
+            let Some(client) = client else {
+                return Executed::Requeue(Requeue::Backoff);
+            };
             for change in changes {
                 let result = match change {
-                    NicChange::Update { nic_id, vnic_profile_id } => {
-                        let nic = Nic { vnic_profile: Some(Ref::id(vnic_profile_id)), ..Nic::default() };
+                    NicChange::Update {
+                        nic_id,
+                        vnic_profile_id,
+                    } => {
+                        let nic = Nic {
+                            vnic_profile: Some(Ref::id(vnic_profile_id)),
+                            ..Nic::default()
+                        };
                         client.update_nic(&vm_id, &nic_id, &nic).await.map(|_| ())
                     }
                     NicChange::Add { name, vnic_profile_id } => {
-                        let nic = Nic { name: Some(name), vnic_profile: Some(Ref::id(vnic_profile_id)), ..Nic::default() };
+                        let nic = Nic {
+                            name: Some(name),
+                            vnic_profile: Some(Ref::id(vnic_profile_id)),
+                            ..Nic::default()
+                        };
                         client.add_nic(&vm_id, &nic).await.map(|_| ())
                     }
                     NicChange::Remove { nic_id } => client.remove_nic(&vm_id, &nic_id).await,
                 };
                 if let Err(err) = result {
-                    return Executed::Failed { type_: types::MACHINE_NETWORK_SET, failure: Failure::engine(&err) };
+                    return Executed::Failed {
+                        type_: types::MACHINE_NETWORK_SET,
+                        failure: Failure::engine(&err),
+                    };
                 }
             }
             Executed::Continue
         }
         Action::StartVm { use_ignition } => {
-            let Some(client) = client else { return Executed::Requeue(Requeue::Backoff) };
-            let options = StartOptions { use_cloud_init: !use_ignition, use_ignition };
+            let Some(client) = client else {
+                return Executed::Requeue(Requeue::Backoff);
+            };
+            let options = StartOptions {
+                use_cloud_init: !use_ignition,
+                use_ignition,
+            };
             match client.start_vm(&vm_id, options).await {
                 Ok(()) => Executed::Requeue(Requeue::PollVm),
                 Err(err) if err.is_vm_running() => Executed::Requeue(Requeue::PollVm),
-                Err(err) => Executed::Failed { type_: types::MACHINE_ON, failure: Failure::engine(&err) },
+                Err(err) => Executed::Failed {
+                    type_: types::MACHINE_ON,
+                    failure: Failure::engine(&err),
+                },
             }
         }
         Action::SetNodeProviderId { node_name, provider_id } => {
-            let Some(cluster) = cluster else { return Executed::Requeue(Requeue::Backoff) };
+            let Some(cluster) = cluster else {
+                return Executed::Requeue(Requeue::Backoff);
+            };
             match workload::set_node_provider_id(state, cluster, &node_name, &provider_id).await {
                 Ok(()) => Executed::Continue,
                 Err(message) => Executed::Failed {
                     type_: types::K8S_PROVIDER_ID_SETUP,
-                    failure: Failure { reason: reasons::WORKLOAD_CLUSTER_UNREACHABLE, severity: Severity::Warning, message },
+                    failure: Failure {
+                        reason: reasons::WORKLOAD_CLUSTER_UNREACHABLE,
+                        severity: Severity::Warning,
+                        message,
+                    },
                 },
             }
         }
         Action::StopVmForce { vm_id } => {
-            let Some(client) = client else { return Executed::Requeue(Requeue::Backoff) };
+            let Some(client) = client else {
+                return Executed::Requeue(Requeue::Backoff);
+            };
             match client.stop_vm(&vm_id, true).await {
                 Ok(()) => Executed::Requeue(Requeue::PollVm),
                 Err(err) if err.is_vm_not_running() || err.is_not_found() => Executed::Continue,
-                Err(err) => Executed::Failed { type_: types::MACHINE_DELETED, failure: Failure::engine(&err) },
+                Err(err) => Executed::Failed {
+                    type_: types::MACHINE_DELETED,
+                    failure: Failure::engine(&err),
+                },
             }
         }
         Action::DeleteVm { vm_id } => {
-            let Some(client) = client else { return Executed::Requeue(Requeue::Backoff) };
+            let Some(client) = client else {
+                return Executed::Requeue(Requeue::Backoff);
+            };
             match client.remove_vm(&vm_id).await {
                 Ok(()) => Executed::Requeue(Requeue::PollVm),
                 Err(err) if err.is_not_found() => Executed::Continue,
-                Err(err) => Executed::Failed { type_: types::MACHINE_DELETED, failure: Failure::engine(&err) },
+                Err(err) => Executed::Failed {
+                    type_: types::MACHINE_DELETED,
+                    failure: Failure::engine(&err),
+                },
             }
         }
         Action::RemoveFinalizer { foreign_vm_left_alone } => {
@@ -208,13 +297,19 @@ pub async fn execute(state: &mut MachineState, observed: &Observed, engine: Opti
 }
 
 fn machines(state: &MachineState) -> Api<OVirtMachine> {
-    Api::namespaced(state.shared.client.clone(), &state.key.namespace.clone().unwrap_or_default())
+    Api::namespaced(
+        state.shared.client.clone(),
+        &state.key.namespace.clone().unwrap_or_default(),
+    )
 }
 
 /// Create failures keep their own reasons; bare engine errors on create are CreateFailed.
 fn create_failure(failure: Failure) -> Failure {
     if failure.reason == reasons::ENGINE_ERROR {
-        Failure { reason: reasons::CREATE_FAILED, ..failure }
+        Failure {
+            reason: reasons::CREATE_FAILED,
+            ..failure
+        }
     } else {
         failure
     }
@@ -223,7 +318,10 @@ fn create_failure(failure: Failure) -> Failure {
 /// Writes `spec.providerID` at once after the engine answered; until it is written nothing else happens to the VM.
 async fn write_provider_id(state: &mut MachineState, vm_id: &str) -> Result<(), Executed> {
     let patch = json!({"spec": {"providerID": format_provider_id(vm_id)}});
-    match machines(state).patch(&state.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+    match machines(state)
+        .patch(&state.key.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
         Ok(updated) => {
             state.object = updated;
             Ok(())

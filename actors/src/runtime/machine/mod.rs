@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capov_crds::{Initialization, OVirtMachine, OVirtMachineStatus, Severity};
-use kube::ResourceExt;
 use kube::Resource;
+use kube::ResourceExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::conditions::{ConditionUpdate, MACHINE_READY_INPUTS, State, ready_summary, set_condition, types};
@@ -202,7 +202,10 @@ async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
         }
     }
     let status = serde_json::to_value(&state.status).unwrap_or_default();
-    let _ = state.shared.status_writer.cast(StatusWriterMsg::Update { key: state.key.clone(), status });
+    let _ = state.shared.status_writer.cast(StatusWriterMsg::Update {
+        key: state.key.clone(),
+        status,
+    });
     schedule(me, state, next);
 }
 
@@ -212,16 +215,28 @@ fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: Statu
     let now = crate::runtime::now();
     let generation = state.object.metadata.generation;
     for update in conditions {
-        let before = state.status.conditions.iter().find(|c| c.type_ == update.type_).map(|c| (c.status, c.reason.clone()));
+        let before = state
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == update.type_)
+            .map(|c| (c.status, c.reason.clone()));
         set_condition(&mut state.status.conditions, update, now, generation);
-        let after = state.status.conditions.iter().find(|c| c.type_ == update.type_).map(|c| (c.status, c.reason.clone()));
+        let after = state
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == update.type_)
+            .map(|c| (c.status, c.reason.clone()));
         if before != after && update.type_ != types::PAUSED {
             record_event(state, update);
         }
     }
     if change.mark_provisioned {
         state.status.ready = true;
-        state.status.initialization = Some(Initialization { provisioned: Some(true) });
+        state.status.initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
     }
     if let Some(addresses) = change.addresses {
         state.status.addresses = addresses;
@@ -236,7 +251,11 @@ fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: Statu
 
 fn record_event(state: &MachineState, update: &ConditionUpdate) {
     let warning = matches!(update.state, State::False(Severity::Warning | Severity::Error));
-    let note = if update.message.is_empty() { format!("{}: {}", update.type_, update.reason) } else { update.message.clone() };
+    let note = if update.message.is_empty() {
+        format!("{}: {}", update.type_, update.reason)
+    } else {
+        update.message.clone()
+    };
     let _ = state.shared.status_writer.cast(StatusWriterMsg::Event {
         reference: state.object.object_ref(&()),
         warning,
@@ -251,7 +270,13 @@ fn to_next(state: &MachineState, requeue: Requeue, vm_id: Option<String>) -> Nex
         Requeue::Backoff => Next::Backoff,
         Requeue::After(delay) => Next::After(delay),
         Requeue::PollVm => {
-            let provider_id = state.object.spec.provider_id.as_deref().and_then(parse_provider_id).map(String::from);
+            let provider_id = state
+                .object
+                .spec
+                .provider_id
+                .as_deref()
+                .and_then(parse_provider_id)
+                .map(String::from);
             match vm_id.or(provider_id) {
                 Some(id) => Next::WatchVm(id),
                 None => Next::After(state.shared.settings.poll_interval),

@@ -8,9 +8,9 @@ use capov_crds::labels::{CLUSTER_NAME_LABEL, MACHINE_FINALIZER, PAUSED_ANNOTATIO
 use capov_ovirt::Client;
 use capov_ovirt::model::Vm;
 use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::ObjectRef;
-use kube::ResourceExt;
 use ractor::ActorRef;
 
 use super::MachineState;
@@ -47,7 +47,8 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let machine = owner_machine(state);
     let cluster = owner_cluster(state, machine.as_ref());
-    let paused = object.annotations().contains_key(PAUSED_ANNOTATION) || cluster.as_ref().is_some_and(capi::cluster_paused);
+    let paused =
+        object.annotations().contains_key(PAUSED_ANNOTATION) || cluster.as_ref().is_some_and(capi::cluster_paused);
     let failure = match &state.status.failure_reason {
         None => FailureState::Clear,
         Some(_) => {
@@ -57,7 +58,9 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
                 .iter()
                 .find(|c| c.type_ == types::CAN_CONNECT_TO_OVIRT)
                 .and_then(|c| c.observed_generation);
-            FailureState::Set { spec_changed_since: object.metadata.generation > recorded_at }
+            FailureState::Set {
+                spec_changed_since: object.metadata.generation > recorded_at,
+            }
         }
     };
     let mut observed = Observed {
@@ -75,10 +78,13 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         failure,
         provisioned: state.status.ready,
         vm: None,
-        system_disks: object
-            .annotations()
-            .get(SYSTEM_DISKS_ANNOTATION)
-            .map(|v| v.split(',').map(str::trim).filter(|id| !id.is_empty()).map(String::from).collect()),
+        system_disks: object.annotations().get(SYSTEM_DISKS_ANNOTATION).map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|id| !id.is_empty())
+                .map(String::from)
+                .collect()
+        }),
         settings: object.spec.settings.clone(),
         provider_defaults: ProviderDefaults::default(),
         gates: state.shared.settings.gates,
@@ -91,7 +97,11 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
             .map(String::from),
     };
     if observed.paused {
-        return Ok(Observation { observed, engine: None, cluster });
+        return Ok(Observation {
+            observed,
+            engine: None,
+            cluster,
+        });
     }
     if let Some(machine) = &machine {
         observed.bootstrap = bootstrap(state, machine).await?;
@@ -103,7 +113,11 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         }
         Err(failed) => {
             observed.connection = failed;
-            return Ok(Observation { observed, engine: None, cluster });
+            return Ok(Observation {
+                observed,
+                engine: None,
+                cluster,
+            });
         }
     };
     observed.vm = find_vm(state, &engine.client, &observed).await?;
@@ -121,7 +135,11 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
             observed.node = workload::observe_node(state, cluster, &vm_id).await;
         }
     }
-    Ok(Observation { observed, engine: Some(engine), cluster })
+    Ok(Observation {
+        observed,
+        engine: Some(engine),
+        cluster,
+    })
 }
 
 pub(super) fn owner_machine(state: &MachineState) -> Option<DynamicObject> {
@@ -132,7 +150,11 @@ pub(super) fn owner_machine(state: &MachineState) -> Option<DynamicObject> {
         .find(|owner| owner.kind == "Machine" && owner.api_version.starts_with("cluster.x-k8s.io/"))?;
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let reference = ObjectRef::new_with(&owner.name, capi::machine_resource()).within(&namespace);
-    state.shared.capi_machines.get(&reference).map(|machine| (*machine).clone())
+    state
+        .shared
+        .capi_machines
+        .get(&reference)
+        .map(|machine| (*machine).clone())
 }
 
 fn owner_cluster(state: &MachineState, machine: Option<&DynamicObject>) -> Option<DynamicObject> {
@@ -144,7 +166,11 @@ fn owner_cluster(state: &MachineState, machine: Option<&DynamicObject>) -> Optio
         .or_else(|| machine.and_then(capi::machine_cluster_name))?;
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let reference = ObjectRef::new_with(&name, capi::cluster_resource()).within(&namespace);
-    state.shared.capi_clusters.get(&reference).map(|cluster| (*cluster).clone())
+    state
+        .shared
+        .capi_clusters
+        .get(&reference)
+        .map(|cluster| (*cluster).clone())
 }
 
 async fn bootstrap(state: &MachineState, machine: &DynamicObject) -> Result<Bootstrap, ObserveError> {
@@ -155,13 +181,25 @@ async fn bootstrap(state: &MachineState, machine: &DynamicObject) -> Result<Boot
 }
 
 /// The bootstrap data and its `format` key; None while the bootstrap provider has not written them.
-pub async fn bootstrap_secret(state: &MachineState, machine: &DynamicObject) -> Result<Option<(String, Option<String>)>, ObserveError> {
-    let Some(secret_name) = capi::machine_bootstrap_secret(machine) else { return Ok(None) };
+pub async fn bootstrap_secret(
+    state: &MachineState,
+    machine: &DynamicObject,
+) -> Result<Option<(String, Option<String>)>, ObserveError> {
+    let Some(secret_name) = capi::machine_bootstrap_secret(machine) else {
+        return Ok(None);
+    };
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
-    let secret = secrets.get_opt(&secret_name).await.map_err(|err| ObserveError(format!("bootstrap Secret: {err}")))?;
-    let Some(data) = secret.and_then(|s| s.data) else { return Ok(None) };
-    let Some(value) = data.get("value") else { return Ok(None) };
+    let secret = secrets
+        .get_opt(&secret_name)
+        .await
+        .map_err(|err| ObserveError(format!("bootstrap Secret: {err}")))?;
+    let Some(data) = secret.and_then(|s| s.data) else {
+        return Ok(None);
+    };
+    let Some(value) = data.get("value") else {
+        return Ok(None);
+    };
     let format = data.get("format").map(|f| String::from_utf8_lossy(&f.0).into_owned());
     Ok(Some((String::from_utf8_lossy(&value.0).into_owned(), format)))
 }
@@ -187,31 +225,49 @@ async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Resu
         if let Some((_, old)) = state.subscribed_to.take() {
             let _ = old.cast(ProviderMsg::Unsubscribe(state.key.clone()));
         }
-        let _ = provider.cast(ProviderMsg::Subscribe { machine: state.key.clone(), actor: me.clone() });
+        let _ = provider.cast(ProviderMsg::Subscribe {
+            machine: state.key.clone(),
+            actor: me.clone(),
+        });
         state.watched_vm = None;
         state.subscribed_to = Some((provider_name, provider.clone()));
     }
     match ractor::call_t!(provider, ProviderMsg::GetConnection, 30_000) {
         Ok(Connection::Ready { client, defaults, .. }) => {
             state.missing_since = None;
-            let defaults = ProviderDefaults { diskclone: defaults.diskclone, storagedomainname: defaults.storagedomainname };
-            Ok(Ok((client.with_correlation_id(&format!("capov-{}", state.key)), defaults)))
+            let defaults = ProviderDefaults {
+                diskclone: defaults.diskclone,
+                storagedomainname: defaults.storagedomainname,
+            };
+            Ok(Ok((
+                client.with_correlation_id(&format!("capov-{}", state.key)),
+                defaults,
+            )))
         }
         Ok(Connection::Pending) => Err(ObserveError("the provider is still connecting".into())),
         Ok(Connection::Failed { problem, since }) => {
-            let failure = ConnectionFailure::from_reason(problem.reason).unwrap_or(ConnectionFailure::EngineUnreachable);
+            let failure =
+                ConnectionFailure::from_reason(problem.reason).unwrap_or(ConnectionFailure::EngineUnreachable);
             let persisted_for = match failure {
                 ConnectionFailure::CredentialsNotFound => state.missing_since.get_or_insert(since).elapsed(),
                 _ => since.elapsed(),
             };
-            Ok(Err(ProviderConnection::Failed { failure, message: problem.message, persisted_for }))
+            Ok(Err(ProviderConnection::Failed {
+                failure,
+                message: problem.message,
+                persisted_for,
+            }))
         }
         Err(err) => Err(ObserveError(format!("the provider actor did not answer: {err}"))),
     }
 }
 
 /// The VM: by the providerID's id when set (only that), else by exact name.
-async fn find_vm(state: &MachineState, client: &Client, observed: &Observed) -> Result<Option<ObservedVm>, ObserveError> {
+async fn find_vm(
+    state: &MachineState,
+    client: &Client,
+    observed: &Observed,
+) -> Result<Option<ObservedVm>, ObserveError> {
     let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading the VM: {err}"));
     let vm = match observed.provider_id.as_deref() {
         Some(provider_id) => match parse_provider_id(provider_id) {
@@ -229,7 +285,10 @@ async fn find_vm(state: &MachineState, client: &Client, observed: &Observed) -> 
     };
     let id = vm.id.clone().unwrap_or_default();
     let status = vm.status.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
-    let marker_matches = vm.description.as_deref().is_some_and(|d| has_marker(d, &observed.namespace, &observed.name));
+    let marker_matches = vm
+        .description
+        .as_deref()
+        .is_some_and(|d| has_marker(d, &observed.namespace, &observed.name));
     let ours = observed.provider_id.is_some() || marker_matches;
     let mut found = ObservedVm {
         ever_started: ever_started(state, &vm),
@@ -258,7 +317,10 @@ async fn find_vm(state: &MachineState, client: &Client, observed: &Observed) -> 
                 alias: disk.alias.unwrap_or_default(),
                 bootable: a.bootable == Some(true),
                 provisioned_size: disk.provisioned_size.unwrap_or(0),
-                status: disk.status.map(|s| s.as_str().to_string()).unwrap_or_else(|| "ok".into()),
+                status: disk
+                    .status
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_else(|| "ok".into()),
                 // Without the system-disks annotation CAPOV cannot tell template disks from attached ones.
                 from_template: true,
             })
@@ -268,7 +330,12 @@ async fn find_vm(state: &MachineState, client: &Client, observed: &Observed) -> 
         let nics = client.nics(&id).await.map_err(engine_error)?;
         found.nics = nics
             .into_iter()
-            .filter_map(|n| Some(VmNic { name: n.name.unwrap_or_default(), mac: n.mac?.address? }))
+            .filter_map(|n| {
+                Some(VmNic {
+                    name: n.name.unwrap_or_default(),
+                    mac: n.mac?.address?,
+                })
+            })
             .collect();
         found.reported_devices = client
             .reported_devices(&id)
@@ -277,7 +344,10 @@ async fn find_vm(state: &MachineState, client: &Client, observed: &Observed) -> 
             .into_iter()
             .map(|d| ReportedDevice {
                 mac: d.mac.and_then(|m| m.address),
-                ips: d.ips.map(|ips| ips.items.into_iter().filter_map(|ip| ip.address).collect()).unwrap_or_default(),
+                ips: d
+                    .ips
+                    .map(|ips| ips.items.into_iter().filter_map(|ip| ip.address).collect())
+                    .unwrap_or_default(),
             })
             .collect();
     }
@@ -287,15 +357,23 @@ async fn find_vm(state: &MachineState, client: &Client, observed: &Observed) -> 
 /// CAPOV starts a VM once: it was started if the machine was ever up, CAPOV wrote MachineOn (only done once the
 /// start was sent), or the engine reports a start time.
 fn ever_started(state: &MachineState, vm: &Vm) -> bool {
-    state.status.ready || state.status.conditions.iter().any(|c| c.type_ == types::MACHINE_ON) || vm.start_time.is_some()
+    state.status.ready
+        || state.status.conditions.iter().any(|c| c.type_ == types::MACHINE_ON)
+        || vm.start_time.is_some()
 }
 
 /// The VM's NICs against spec.nics, with the vNIC profiles of the networks of the oVirt cluster's data center
 /// (`/vnicprofiles` has no search, so all are read and matched by network).
 async fn nic_assessment(client: &Client, observed: &Observed, vm_id: &str) -> Result<NicAssessment, ObserveError> {
     let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading NICs and vNIC profiles: {err}"));
-    let cluster = client.find_cluster_by_name(&observed.settings.ovirtcluster).await.map_err(engine_error)?;
-    let data_center = cluster.and_then(|c| c.data_center).and_then(|dc| dc.id).unwrap_or_default();
+    let cluster = client
+        .find_cluster_by_name(&observed.settings.ovirtcluster)
+        .await
+        .map_err(engine_error)?;
+    let data_center = cluster
+        .and_then(|c| c.data_center)
+        .and_then(|dc| dc.id)
+        .unwrap_or_default();
     let networks: Vec<_> = client
         .networks()
         .await
@@ -311,7 +389,11 @@ async fn nic_assessment(client: &Client, observed: &Observed, vm_id: &str) -> Re
         .filter_map(|p| {
             let network_id = p.network.as_ref()?.id.clone()?;
             let network = networks.iter().find(|n| n.id.as_deref() == Some(network_id.as_str()))?;
-            Some(VnicProfileFact { id: p.id?, name: p.name?, network_name: network.name.clone().unwrap_or_default() })
+            Some(VnicProfileFact {
+                id: p.id?,
+                name: p.name?,
+                network_name: network.name.clone().unwrap_or_default(),
+            })
         })
         .collect();
     let current: Vec<CurrentNic> = client

@@ -18,10 +18,18 @@ pub async fn observe_node(state: &MachineState, cluster: &DynamicObject, vm_id: 
     };
     let nodes = match Api::<Node>::all(client).list(&ListParams::default()).await {
         Ok(nodes) => nodes,
-        Err(err) => return NodeObservation::Unreachable { message: format!("cannot list the workload cluster's Nodes: {err}") },
+        Err(err) => {
+            return NodeObservation::Unreachable {
+                message: format!("cannot list the workload cluster's Nodes: {err}"),
+            };
+        }
     };
     let node = nodes.items.into_iter().find(|node| {
-        let uuid = node.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|info| info.system_uuid.as_str());
+        let uuid = node
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .map(|info| info.system_uuid.as_str());
         uuid.is_some_and(|uuid| uuid.eq_ignore_ascii_case(vm_id)) || node.name_any() == state.key.name
     });
     match node {
@@ -33,7 +41,12 @@ pub async fn observe_node(state: &MachineState, cluster: &DynamicObject, vm_id: 
     }
 }
 
-pub async fn set_node_provider_id(state: &MachineState, cluster: &DynamicObject, node: &str, provider_id: &str) -> Result<(), String> {
+pub async fn set_node_provider_id(
+    state: &MachineState,
+    cluster: &DynamicObject,
+    node: &str,
+    provider_id: &str,
+) -> Result<(), String> {
     let client = workload_client(state, cluster).await?;
     let patch = json!({"spec": {"providerID": provider_id}});
     Api::<Node>::all(client)
@@ -47,11 +60,16 @@ async fn workload_client(state: &MachineState, cluster: &DynamicObject) -> Resul
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secret_name = format!("{}-kubeconfig", cluster.name_any());
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
-    let secret = secrets.get_opt(&secret_name).await.map_err(|err| format!("cannot read Secret {secret_name}: {err}"))?;
+    let secret = secrets
+        .get_opt(&secret_name)
+        .await
+        .map_err(|err| format!("cannot read Secret {secret_name}: {err}"))?;
     let value = secret
         .and_then(|s| s.data)
         .and_then(|data| data.get("value").cloned())
-        .ok_or_else(|| format!("Secret {namespace}/{secret_name} with the workload kubeconfig (key value) not found"))?;
+        .ok_or_else(|| {
+            format!("Secret {namespace}/{secret_name} with the workload kubeconfig (key value) not found")
+        })?;
     let kubeconfig = Kubeconfig::from_yaml(&String::from_utf8_lossy(&value.0))
         .map_err(|err| format!("Secret {secret_name}: invalid kubeconfig: {err}"))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
