@@ -114,11 +114,12 @@ async fn manager_process_serves_probes_and_metrics_and_stops_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(get(&client, &healthz).await, (200, "ok".into()));
-    // No controllers mark the caches synced in this build.
-    assert_eq!(
-        get(&client, &format!("http://127.0.0.1:{health_port}/readyz")).await.0,
-        503
-    );
+    // Ready once the controllers run.
+    let readyz = format!("http://127.0.0.1:{health_port}/readyz");
+    while get(&client, &readyz).await.0 != 200 {
+        assert!(Instant::now() < deadline, "manager never became ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let metrics = format!("https://127.0.0.1:{metrics_port}/metrics");
     assert_eq!(get(&client, &metrics).await.0, 401);
 
@@ -148,5 +149,11 @@ async fn manager_process_serves_probes_and_metrics_and_stops_on_sigterm() {
     assert!(
         lines.iter().any(|line| line["level"] == "DEBUG"),
         "--debug=true logs debug lines"
+    );
+    let gates: Vec<&&str> = messages.iter().filter(|m| m.contains("feature gates")).collect();
+    assert_eq!(
+        gates,
+        [&"feature gates: disk-add-vm-name=false, disk-clone=false, disk-keep-template-name=true"],
+        "one feature-gates line at start"
     );
 }
