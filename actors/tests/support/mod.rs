@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use capov_actors::feature_gates::FeatureGates;
 use capov_actors::runtime::{self, RuntimeSettings, SupervisorMsg};
 use capov_crds::{OVirtMachine, OVirtProvider};
 use capov_harness::{ControlPlane, Options, shared};
@@ -86,7 +87,14 @@ impl World {
     }
 
     pub async fn start_operator(&mut self) {
-        let settings = self.settings();
+        self.start_operator_with_gates(FeatureGates::default()).await;
+    }
+
+    pub async fn start_operator_with_gates(&mut self, gates: FeatureGates) {
+        let settings = RuntimeSettings {
+            gates,
+            ..self.settings()
+        };
         self.operator = Some(runtime::start(self.client.clone(), settings).await.expect("runtime"));
     }
 
