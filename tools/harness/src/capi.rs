@@ -5,9 +5,6 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
-
 use crate::{HarnessError, assets, crds};
 
 /// The directory of CAPI core's CRD manifests in the Go module cache (downloaded on first use).
@@ -41,32 +38,7 @@ pub fn capi_crd_dir() -> Result<PathBuf, HarnessError> {
     .map_err(HarnessError::Assets)
 }
 
-/// Installs CAPI core's CRDs with CAPOV's contract labels left to CAPOV, and waits until they are Established.
+/// Installs CAPI core's CRDs and waits until they are Established.
 pub async fn install_capi_crds(client: &kube::Client) -> Result<Vec<String>, HarnessError> {
-    let dir = capi_crd_dir()?;
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|err| HarnessError::io(&dir, err))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
-        .collect();
-    paths.sort();
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut names = Vec::new();
-    for path in paths {
-        let text = std::fs::read_to_string(&path).map_err(|err| HarnessError::io(&path, err))?;
-        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).map_err(|err| HarnessError::Crd {
-            path: path.clone(),
-            message: err.to_string(),
-        })?;
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &PatchParams::apply("capov-harness").force(), &Patch::Apply(&crd))
-            .await
-            .map_err(|err| HarnessError::Crd {
-                path: path.clone(),
-                message: err.to_string(),
-            })?;
-        names.push(name);
-    }
-    crds::wait_established(&api, &names).await?;
-    Ok(names)
+    crds::apply_manifests(client, &capi_crd_dir()?).await
 }

@@ -1,6 +1,6 @@
 //! Installs CAPOV's CRD chart (the CRDs and the admission policy beside them), exactly as a user gets them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -17,9 +17,13 @@ pub fn crd_chart_dir() -> PathBuf {
 /// Applies every manifest of the CRD chart (server-side apply) and waits until each CRD is Established. Returns
 /// the names of the CRDs.
 pub async fn install_crds(client: &kube::Client) -> Result<Vec<String>, HarnessError> {
-    let dir = crd_chart_dir();
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|err| HarnessError::io(&dir, err))?
+    apply_manifests(client, &crd_chart_dir()).await
+}
+
+/// Applies every `*.yaml` of `dir` (CRDs first, then the other objects) and waits until each CRD is Established.
+pub(crate) async fn apply_manifests(client: &kube::Client, dir: &Path) -> Result<Vec<String>, HarnessError> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|err| HarnessError::io(dir, err))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
         .collect();
@@ -76,7 +80,7 @@ pub async fn install_crds(client: &kube::Client) -> Result<Vec<String>, HarnessE
     Ok(crd_names)
 }
 
-pub(crate) async fn wait_established(
+async fn wait_established(
     crds: &Api<CustomResourceDefinition>,
     names: &[String],
 ) -> Result<(), HarnessError> {
