@@ -33,6 +33,9 @@ results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 cargo test --workspace --all-targets --locked 2>&1 | tee "$results"
 
+step "demo (headless: exits 0 once three machines are Ready)"
+CAPOV_DEMO_PROFILE=dev ./tools/demo.sh --headless --timeout 600
+
 echo
 echo "tools/test.sh: all checks passed in $(( $(date +%s) - started ))s"
 # One closing line for the whole suite, summed over every test binary.

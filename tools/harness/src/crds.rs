@@ -80,10 +80,7 @@ pub(crate) async fn apply_manifests(client: &kube::Client, dir: &Path) -> Result
     Ok(crd_names)
 }
 
-async fn wait_established(
-    crds: &Api<CustomResourceDefinition>,
-    names: &[String],
-) -> Result<(), HarnessError> {
+async fn wait_established(crds: &Api<CustomResourceDefinition>, names: &[String]) -> Result<(), HarnessError> {
     let deadline = Instant::now() + Duration::from_secs(60);
     for name in names {
         loop {

@@ -1,0 +1,416 @@
+//! The CAPOV demo (run it through `./tools/demo.sh`): starts etcd + kube-apiserver (or uses the cluster of
+//! `--kubeconfig`), an oVirt engine simulator over HTTPS, and the real `manager`; creates an OVirtProvider with its
+//! Secret, a CAPI Cluster with its OVirtCluster and three machines; and shows their progress until all are Ready.
+//! A second local apiserver plays the workload cluster, and the demo plays each VM's kubelet registering its Node.
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use capov_crds::{ConditionStatus, OVirtMachine};
+use capov_harness::{ControlPlane, Options};
+use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use clap::Parser;
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersionKind;
+use serde_json::{Value, json};
+
+/// Shows CAPOV bringing machines to Ready on a local control plane and the oVirt engine simulator.
+#[derive(Parser)]
+struct Args {
+    /// The `manager` binary to run (tools/demo.sh builds it).
+    #[arg(long)]
+    manager: PathBuf,
+    /// Use this cluster instead of starting a local apiserver (also from KUBECONFIG).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Print progress lines instead of a live table, and exit 0 once every machine is Ready (for CI).
+    #[arg(long)]
+    headless: bool,
+    /// How many machines to create.
+    #[arg(long, default_value_t = 3)]
+    machines: usize,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+}
+
+const NAMESPACE: &str = "capov-demo";
+const CREDENTIALS_NAMESPACE: &str = "capov-system";
+const CLUSTER: &str = "demo";
+const PROVIDER: &str = "demo-engine";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match run(args).await {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("demo: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Error = Box<dyn std::error::Error>;
+
+async fn run(args: Args) -> Result<ExitCode, Error> {
+    say("starting the management cluster (etcd + kube-apiserver)");
+    let (_local, kubeconfig) = match &args.kubeconfig {
+        Some(path) => (None, path.clone()),
+        None => {
+            let plane = ControlPlane::start(Options {
+                controller_manager: true,
+                crds: false,
+                capi_crds: false,
+            })
+            .await?;
+            let path = plane.kubeconfig_path().to_path_buf();
+            (Some(plane), path)
+        }
+    };
+    let client = client_from(&kubeconfig).await?;
+    say("installing CAPOV's CRDs (chart/capov-crds) and Cluster API's CRDs");
+    capov_harness::install_crds(&client).await?;
+    capov_harness::install_capi_crds(&client).await?;
+    say("starting the workload cluster (a second apiserver for the machines' Nodes)");
+    let workload = ControlPlane::start(Options::default()).await?;
+    say("starting the oVirt engine simulator (HTTPS)");
+    let sim = Simulator::builder().timings(Timings::realistic()).start().await?;
+    say(&format!("engine API at {}", sim.api_url()));
+
+    for namespace in [NAMESPACE, CREDENTIALS_NAMESPACE] {
+        ensure_namespace(&client, namespace).await?;
+    }
+    create_objects(&client, &sim, &workload, args.machines).await?;
+
+    let log_path = std::env::temp_dir().join("capov-demo-manager.log");
+    let mut manager = start_manager(&args.manager, &kubeconfig, &log_path)?;
+    say(&format!("operator running (logs: {})", log_path.display()));
+
+    let outcome = watch(&client, &workload, &sim, &args).await;
+    match outcome {
+        Ok(()) => {
+            println!("\nAll {} machines are Ready.", args.machines);
+            println!("\nLook around:");
+            println!("  export KUBECONFIG={}", kubeconfig.display());
+            println!("  kubectl get capovp,capovc -A");
+            println!("  kubectl get capovm -n {NAMESPACE} -o wide");
+            println!("  kubectl describe capovm -n {NAMESPACE} worker-0");
+            println!("  curl -sk {}/sim/vms    # the engine's VMs", sim.base_url());
+            if args.headless {
+                stop(&mut manager);
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("\nStop the demo with Ctrl-C (everything it started is removed).");
+            let _ = tokio::signal::ctrl_c().await;
+            stop(&mut manager);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err) => {
+            stop(&mut manager);
+            eprintln!("demo: {err}; the operator's log is {}", log_path.display());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn say(line: &str) {
+    println!("==> {line}");
+}
+
+async fn client_from(path: &Path) -> Result<kube::Client, Error> {
+    let kubeconfig = Kubeconfig::read_from(path)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+async fn ensure_namespace(client: &kube::Client, name: &str) -> Result<(), Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(name).await?.is_none() {
+        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+        namespaces.create(&PostParams::default(), &namespace).await?;
+    }
+    Ok(())
+}
+
+fn capi(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind), plural)
+}
+
+async fn apply(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    body: Value,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    api.patch(&name, &PatchParams::apply("capov-demo").force(), &Patch::Apply(&body))
+        .await?;
+    Ok(())
+}
+
+async fn apply_secret(client: &kube::Client, namespace: &str, name: &str, data: Value) -> Result<(), Error> {
+    let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data});
+    apply(client, &ApiResource::erase::<Secret>(&()), Some(namespace), body).await
+}
+
+/// The objects CAPI core and a user would create: provider + Secret, Cluster + OVirtCluster, Machines with their
+/// bootstrap data and OVirtMachines.
+async fn create_objects(
+    client: &kube::Client,
+    sim: &SimulatorHandle,
+    workload: &ControlPlane,
+    machines: usize,
+) -> Result<(), Error> {
+    say(&format!(
+        "creating OVirtProvider {PROVIDER}, Cluster {CLUSTER} and {machines} machines in namespace {NAMESPACE}"
+    ));
+    apply_secret(
+        client,
+        CREDENTIALS_NAMESPACE,
+        "demo-engine-credentials",
+        json!({"username": "admin@internal", "password": "admin"}),
+    )
+    .await?;
+    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().unwrap_or_default());
+    let provider = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtProvider",
+        "metadata": {"name": PROVIDER},
+        "spec": {"engine": sim.api_url(), "credentialsSecretName": "demo-engine-credentials", "tls": {"certs": ca}}
+    });
+    apply(
+        client,
+        &ApiResource::erase::<capov_crds::OVirtProvider>(&()),
+        None,
+        provider,
+    )
+    .await?;
+    apply_secret(
+        client,
+        NAMESPACE,
+        &format!("{CLUSTER}-kubeconfig"),
+        json!({"value": workload.kubeconfig_yaml()?}),
+    )
+    .await?;
+    let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER});
+    let endpoint = json!({"host": "10.0.1.100", "port": 6443});
+    apply(
+        client,
+        &capi("Cluster", "clusters"),
+        Some(NAMESPACE),
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": CLUSTER, "labels": labels}, "spec": {"controlPlaneEndpoint": endpoint}
+        }),
+    )
+    .await?;
+    let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &capi("Cluster", "clusters"));
+    let provisioned = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": CLUSTER},
+                             "status": {"initialization": {"infrastructureProvisioned": true}}});
+    clusters
+        .patch_status(
+            CLUSTER,
+            &PatchParams::apply("capov-demo").force(),
+            &Patch::Apply(&provisioned),
+        )
+        .await?;
+    apply(
+        client,
+        &ApiResource::erase::<capov_crds::OVirtCluster>(&()),
+        Some(NAMESPACE),
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtCluster",
+            "metadata": {"name": CLUSTER, "labels": labels}, "spec": {"controlPlaneEndpoint": endpoint}
+        }),
+    )
+    .await?;
+
+    let capi_machines: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), NAMESPACE, &capi("Machine", "machines"));
+    for index in 0..machines {
+        let name = format!("worker-{index}");
+        apply_secret(
+            client,
+            NAMESPACE,
+            &format!("{name}-bootstrap"),
+            json!({"value": "#cloud-config\n", "format": "cloud-config"}),
+        )
+        .await?;
+        apply(client, &capi("Machine", "machines"), Some(NAMESPACE), json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"clusterName": CLUSTER, "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachine", "name": name}}
+        }))
+        .await?;
+        let uid = capi_machines.get(&name).await?.metadata.uid.unwrap_or_default();
+        apply(client, &ApiResource::erase::<OVirtMachine>(&()), Some(NAMESPACE), json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+            "metadata": {"name": name, "labels": labels, "ownerReferences": [{
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": name, "uid": uid, "controller": true}]},
+            "spec": {"provider": PROVIDER, "ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": 40,
+                     "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
+                     "nics": [{"vnicprofile": "ovirtmgmt"}]}
+        }))
+        .await?;
+    }
+    Ok(())
+}
+
+fn start_manager(manager: &Path, kubeconfig: &Path, log: &Path) -> Result<Child, Error> {
+    let log_file = std::fs::File::create(log)?;
+    let child = std::process::Command::new(manager)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--credentials-namespace={CREDENTIALS_NAMESPACE}"))
+        .arg(format!(
+            "--metrics-bind-address=127.0.0.1:{}",
+            capov_harness::free_port()
+        ))
+        .arg(format!(
+            "--health-probe-bind-address=127.0.0.1:{}",
+            capov_harness::free_port()
+        ))
+        .arg("--log-format=text")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .spawn()
+        .map_err(|err| format!("cannot start {}: {err}", manager.display()))?;
+    Ok(child)
+}
+
+fn stop(manager: &mut Child) {
+    // SIGTERM first: the manager stops its actors and exits.
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(manager.id().to_string())
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = manager.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = manager.kill();
+    let _ = manager.wait();
+}
+
+/// Shows the machines until all are Ready, registering each VM's Node in the workload cluster once it is up.
+async fn watch(
+    client: &kube::Client,
+    workload: &ControlPlane,
+    sim: &SimulatorHandle,
+    args: &Args,
+) -> Result<(), Error> {
+    let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), NAMESPACE);
+    let nodes: Api<Node> = Api::all(workload.client().await?);
+    let mut registered = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let live = !args.headless && std::io::stdout().is_terminal();
+    let mut last = String::new();
+    loop {
+        let list = machines.list(&ListParams::default()).await?;
+        for machine in &list.items {
+            let name = machine.metadata.name.clone().unwrap_or_default();
+            let vm_id = machine
+                .spec
+                .provider_id
+                .as_deref()
+                .and_then(|p| p.strip_prefix("ovirt://"))
+                .map(String::from);
+            let up = sim.control().vm_by_name(&name).is_some_and(|vm| vm.status == "up");
+            if let (Some(vm_id), true, false) = (vm_id, up, registered.contains(&name)) {
+                register_node(&nodes, &name, &vm_id).await?;
+                registered.insert(name);
+            }
+        }
+        let table = render(&list.items);
+        if table != last {
+            if live {
+                print!("\x1b[2J\x1b[H");
+            }
+            println!("{table}");
+            last = table;
+        }
+        let ready = list.items.iter().filter(|m| is_ready(m)).count();
+        if ready == args.machines {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "only {ready} of {} machines Ready after {}s",
+                args.machines, args.timeout
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// What the VM's kubelet does when it joins: a Node whose systemUUID is the VM id.
+async fn register_node(nodes: &Api<Node>, name: &str, vm_id: &str) -> Result<(), Error> {
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    if nodes.get_opt(name).await?.is_none() {
+        nodes.create(&PostParams::default(), &node).await?;
+    }
+    let status = json!({"status": {"nodeInfo": {"systemUUID": vm_id, "machineID": vm_id, "bootID": "demo",
+        "kernelVersion": "6.6", "osImage": "rhcos", "containerRuntimeVersion": "cri-o", "kubeletVersion": "v1.36.3",
+        "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"}}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    println!("(demo) the kubelet of {name} registered its Node");
+    Ok(())
+}
+
+fn is_ready(machine: &OVirtMachine) -> bool {
+    machine.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == ConditionStatus::True)
+    })
+}
+
+/// A table like `kubectl get capovm -o wide`, with the step each machine is at.
+fn render(machines: &[OVirtMachine]) -> String {
+    let mut out = format!(
+        "{:<10} {:<6} {:<16} {:<45} {}\n",
+        "NAME", "READY", "STATE", "PROVIDERID", "STEP"
+    );
+    for machine in machines {
+        let status = machine.status.clone().unwrap_or_default();
+        let step = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ != "Ready" && c.type_ != "Paused" && c.status != ConditionStatus::True)
+            .map(|c| format!("{}: {} {}", c.type_, c.reason, c.message))
+            .unwrap_or_else(|| {
+                if is_ready(machine) {
+                    "Ready".into()
+                } else {
+                    "starting".into()
+                }
+            });
+        out.push_str(&format!(
+            "{:<10} {:<6} {:<16} {:<45} {}\n",
+            machine.metadata.name.clone().unwrap_or_default(),
+            is_ready(machine),
+            status.vm_status.unwrap_or_default(),
+            machine.spec.provider_id.clone().unwrap_or_default(),
+            step
+        ));
+    }
+    out
+}
