@@ -103,9 +103,13 @@ impl Actor for MachineActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             MachineMsg::ObjectChanged(object) => {
-                adopt_user_status_changes(state, &object);
+                let cleared = adopt_user_status_changes(state, &object);
+                let relevant = cleared || changed_beyond_status(&state.object, &object);
                 state.object = *object;
-                queue_pass(&me, state);
+                // Our own status writes come back through the watch; they need no pass.
+                if relevant {
+                    queue_pass(&me, state);
+                }
             }
             MachineMsg::Poke => queue_pass(&me, state),
             MachineMsg::ConnectionChanged => {
@@ -137,8 +141,8 @@ fn queue_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
 /// The user may clear failureReason (the documented reset) or the status may be edited by hand; our own writes
 /// come back through the watch too. A failure we set is considered cleared once the object shows our
 /// CanConnectToOVirt condition but no failureReason.
-fn adopt_user_status_changes(state: &mut MachineState, object: &OVirtMachine) {
-    let Some(observed) = &object.status else { return };
+fn adopt_user_status_changes(state: &mut MachineState, object: &OVirtMachine) -> bool {
+    let Some(observed) = &object.status else { return false };
     if state.status.failure_reason.is_some() && observed.failure_reason.is_none() {
         let ours = state
             .status
@@ -153,8 +157,22 @@ fn adopt_user_status_changes(state: &mut MachineState, object: &OVirtMachine) {
             state.status.failure_reason = None;
             state.status.failure_message = None;
             state.missing_since = None;
+            return true;
         }
     }
+    false
+}
+
+/// Whether anything a pass reads changed: spec, deletion, finalizers, labels, annotations or owners.
+fn changed_beyond_status(old: &OVirtMachine, new: &OVirtMachine) -> bool {
+    let (a, b) = (&old.metadata, &new.metadata);
+    old.spec != new.spec
+        || a.generation != b.generation
+        || a.deletion_timestamp != b.deletion_timestamp
+        || a.finalizers != b.finalizers
+        || a.labels != b.labels
+        || a.annotations != b.annotations
+        || a.owner_references != b.owner_references
 }
 
 /// How many actions one pass may take before it hands its permit back.
