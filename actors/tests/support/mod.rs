@@ -4,18 +4,16 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use capov_actors::feature_gates::FeatureGates;
 use capov_actors::runtime::{self, RuntimeSettings, SupervisorMsg};
-use capov_crds::{OVirtMachine, OVirtProvider};
-use capov_harness::{ControlPlane, Options, shared};
+use capov_crds::OVirtMachine;
+use capov_harness::{ControlPlane, Options, objects, shared};
 use capov_ovirt_sim::{SimulatorHandle, Timings};
-use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
 use ractor::ActorRef;
 use serde_json::{Value, json};
 
@@ -29,10 +27,6 @@ pub struct World {
     pub operator: Option<ActorRef<SupervisorMsg>>,
 }
 
-pub fn capi(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind), plural)
-}
-
 impl World {
     /// A namespace with a provider (its Secret, trusting the simulator's CA), a provisioned CAPI Cluster with its
     /// OVirtCluster, and a workload cluster whose kubeconfig Secret is in place. The runtime is not started yet.
@@ -41,7 +35,9 @@ impl World {
         let client = plane.client().await.expect("client");
         let namespace = plane.create_namespace(&client, prefix).await.expect("namespace");
         let sim = capov_ovirt_sim::Simulator::builder()
+            // Intermediate states last several poll intervals, so that tests can see them reported.
             .timings(Timings {
+                image_locked_ms: 1500,
                 boot_ms: 1500,
                 ..Timings::fast()
             })
@@ -112,115 +108,31 @@ impl World {
     }
 
     pub async fn create_secret(&self, name: &str, pairs: &[(&str, &str)]) {
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
-        let data: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let secret: Secret =
-            serde_json::from_value(json!({"metadata": {"name": name}, "stringData": data})).expect("secret");
-        secrets
-            .patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&secret))
+        objects::apply_secret(&self.client, &self.namespace, name, pairs)
             .await
             .expect("secret");
     }
 
     pub async fn apply_provider(&self, spec: Value) {
-        let providers: Api<OVirtProvider> = Api::all(self.client.clone());
-        let body = json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtProvider",
-            "metadata": {"name": self.provider, "labels": {"cluster.x-k8s.io/watch-filter": self.namespace}},
-            "spec": spec
-        });
-        providers
-            .patch(
-                &self.provider,
-                &PatchParams::apply("test").force(),
-                &Patch::Apply(&body),
-            )
+        let labels = json!({"cluster.x-k8s.io/watch-filter": self.namespace});
+        objects::apply_provider(&self.client, &self.provider, labels, spec)
             .await
             .expect("provider");
     }
 
     async fn create_capi_cluster(&self) {
-        let clusters: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &self.namespace, &capi("Cluster", "clusters"));
-        let body = json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-            "metadata": {"name": self.cluster, "labels": self.labels()},
-            "spec": {"controlPlaneEndpoint": {"host": "10.0.1.100", "port": 6443}}
-        });
-        clusters
-            .patch(&self.cluster, &PatchParams::apply("test").force(), &Patch::Apply(&body))
+        objects::create_provisioned_cluster(&self.client, &self.namespace, &self.cluster, self.labels())
             .await
             .expect("cluster");
-        let status = json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": self.cluster},
-            "status": {"initialization": {"infrastructureProvisioned": true}}
-        });
-        clusters
-            .patch_status(
-                &self.cluster,
-                &PatchParams::apply("test").force(),
-                &Patch::Apply(&status),
-            )
-            .await
-            .expect("cluster status");
-        let ovirt_clusters: Api<DynamicObject> = Api::namespaced_with(
-            self.client.clone(),
-            &self.namespace,
-            &ApiResource::erase::<capov_crds::OVirtCluster>(&()),
-        );
-        let body = json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtCluster",
-            "metadata": {"name": self.cluster, "labels": self.labels()},
-            "spec": {"controlPlaneEndpoint": {"host": "10.0.1.100", "port": 6443}}
-        });
-        ovirt_clusters
-            .patch(&self.cluster, &PatchParams::apply("test").force(), &Patch::Apply(&body))
-            .await
-            .expect("ovirtcluster");
     }
 
     /// A CAPI Machine with its bootstrap Secret and the OVirtMachine it owns, as CAPI core would create them.
     pub async fn create_machine(&self, name: &str, spec: Value) {
-        self.create_secret(
-            &format!("{name}-bootstrap"),
-            &[("value", "#cloud-config\nhostname: test\n"), ("format", "cloud-config")],
-        )
-        .await;
-        let machines: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &self.namespace, &capi("Machine", "machines"));
-        let body = json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": name, "labels": self.labels()},
-            "spec": {
-                "clusterName": self.cluster,
-                "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
-                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachine", "name": name}
-            }
-        });
-        let machine = machines
-            .create(&PostParams::default(), &serde_json::from_value(body).expect("machine"))
-            .await
-            .expect("machine");
-        let uid = machine.metadata.uid.expect("uid");
         let mut spec = spec;
         spec["provider"] = json!(self.provider);
-        let ovirt_machines: Api<OVirtMachine> = Api::namespaced(self.client.clone(), &self.namespace);
-        let body = json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
-            "metadata": {
-                "name": name, "labels": self.labels(),
-                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": name, "uid": uid,
-                                     "controller": true, "blockOwnerDeletion": true}]
-            },
-            "spec": spec
-        });
-        ovirt_machines
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(body).expect("ovirtmachine"),
-            )
+        objects::create_machine(&self.client, &self.namespace, &self.cluster, name, self.labels(), spec)
             .await
-            .expect("ovirtmachine");
+            .expect("machine");
     }
 
     pub async fn machine(&self, name: &str) -> OVirtMachine {
@@ -233,17 +145,7 @@ impl World {
     /// Registers a Node in the workload cluster the way a kubelet of that VM would.
     pub async fn register_node(&self, name: &str, system_uuid: &str) {
         let client = self.workload.client().await.expect("workload client");
-        let nodes: Api<Node> = Api::all(client.clone());
-        let node: Node = serde_json::from_value(json!({"metadata": {"name": name}})).expect("node");
-        nodes.create(&PostParams::default(), &node).await.expect("node");
-        let status = json!({"status": {"nodeInfo": {
-            "systemUUID": system_uuid, "machineID": "m", "bootID": "b", "kernelVersion": "6", "osImage": "rhcos",
-            "containerRuntimeVersion": "cri-o", "kubeletVersion": "v1.36.3", "kubeProxyVersion": "",
-            "operatingSystem": "linux", "architecture": "amd64"}}});
-        nodes
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .expect("node status");
+        objects::register_node(&client, name, system_uuid).await.expect("node");
     }
 
     pub async fn node_provider_id(&self, name: &str) -> Option<String> {

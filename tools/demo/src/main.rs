@@ -11,14 +11,13 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use capov_crds::{ConditionStatus, OVirtMachine};
-use capov_harness::{ControlPlane, Options};
+use capov_harness::{ControlPlane, Options, objects};
 use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
 use clap::Parser;
-use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::core::GroupVersionKind;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Shows CAPOV bringing machines to Ready on a local control plane and the oVirt engine simulator.
 #[derive(Parser)]
@@ -140,31 +139,6 @@ async fn ensure_namespace(client: &kube::Client, name: &str) -> Result<(), Error
     Ok(())
 }
 
-fn capi(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind), plural)
-}
-
-async fn apply(
-    client: &kube::Client,
-    resource: &ApiResource,
-    namespace: Option<&str>,
-    body: Value,
-) -> Result<(), Error> {
-    let api: Api<DynamicObject> = match namespace {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
-        None => Api::all_with(client.clone(), resource),
-    };
-    let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    api.patch(&name, &PatchParams::apply("capov-demo").force(), &Patch::Apply(&body))
-        .await?;
-    Ok(())
-}
-
-async fn apply_secret(client: &kube::Client, namespace: &str, name: &str, data: Value) -> Result<(), Error> {
-    let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data});
-    apply(client, &ApiResource::erase::<Secret>(&()), Some(namespace), body).await
-}
-
 /// The objects CAPI core and a user would create: provider + Secret, Cluster + OVirtCluster, Machines with their
 /// bootstrap data and OVirtMachines.
 async fn create_objects(
@@ -176,93 +150,34 @@ async fn create_objects(
     say(&format!(
         "creating OVirtProvider {PROVIDER}, Cluster {CLUSTER} and {machines} machines in namespace {NAMESPACE}"
     ));
-    apply_secret(
-        client,
-        CREDENTIALS_NAMESPACE,
-        "demo-engine-credentials",
-        json!({"username": "admin@internal", "password": "admin"}),
-    )
-    .await?;
+    let credentials = [("username", "admin@internal"), ("password", "admin")];
+    objects::apply_secret(client, CREDENTIALS_NAMESPACE, "demo-engine-credentials", &credentials).await?;
     let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().unwrap_or_default());
-    let provider = json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtProvider",
-        "metadata": {"name": PROVIDER},
-        "spec": {"engine": sim.api_url(), "credentialsSecretName": "demo-engine-credentials", "tls": {"certs": ca}}
-    });
-    apply(
-        client,
-        &ApiResource::erase::<capov_crds::OVirtProvider>(&()),
-        None,
-        provider,
-    )
-    .await?;
-    apply_secret(
+    let spec =
+        json!({"engine": sim.api_url(), "credentialsSecretName": "demo-engine-credentials", "tls": {"certs": ca}});
+    objects::apply_provider(client, PROVIDER, json!({}), spec).await?;
+    let kubeconfig = workload.kubeconfig_yaml()?;
+    objects::apply_secret(
         client,
         NAMESPACE,
         &format!("{CLUSTER}-kubeconfig"),
-        json!({"value": workload.kubeconfig_yaml()?}),
+        &[("value", &kubeconfig)],
     )
     .await?;
     let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER});
-    let endpoint = json!({"host": "10.0.1.100", "port": 6443});
-    apply(
-        client,
-        &capi("Cluster", "clusters"),
-        Some(NAMESPACE),
-        json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-            "metadata": {"name": CLUSTER, "labels": labels}, "spec": {"controlPlaneEndpoint": endpoint}
-        }),
-    )
-    .await?;
-    let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &capi("Cluster", "clusters"));
-    let provisioned = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": CLUSTER},
-                             "status": {"initialization": {"infrastructureProvisioned": true}}});
-    clusters
-        .patch_status(
-            CLUSTER,
-            &PatchParams::apply("capov-demo").force(),
-            &Patch::Apply(&provisioned),
-        )
-        .await?;
-    apply(
-        client,
-        &ApiResource::erase::<capov_crds::OVirtCluster>(&()),
-        Some(NAMESPACE),
-        json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtCluster",
-            "metadata": {"name": CLUSTER, "labels": labels}, "spec": {"controlPlaneEndpoint": endpoint}
-        }),
-    )
-    .await?;
-
-    let capi_machines: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), NAMESPACE, &capi("Machine", "machines"));
+    objects::create_provisioned_cluster(client, NAMESPACE, CLUSTER, labels.clone()).await?;
     for index in 0..machines {
-        let name = format!("worker-{index}");
-        apply_secret(
+        let spec = json!({"provider": PROVIDER, "ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": 40,
+                          "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
+                          "nics": [{"vnicprofile": "ovirtmgmt"}]});
+        objects::create_machine(
             client,
             NAMESPACE,
-            &format!("{name}-bootstrap"),
-            json!({"value": "#cloud-config\n", "format": "cloud-config"}),
+            CLUSTER,
+            &format!("worker-{index}"),
+            labels.clone(),
+            spec,
         )
-        .await?;
-        apply(client, &capi("Machine", "machines"), Some(NAMESPACE), json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"clusterName": CLUSTER, "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
-                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachine", "name": name}}
-        }))
-        .await?;
-        let uid = capi_machines.get(&name).await?.metadata.uid.unwrap_or_default();
-        apply(client, &ApiResource::erase::<OVirtMachine>(&()), Some(NAMESPACE), json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
-            "metadata": {"name": name, "labels": labels, "ownerReferences": [{
-                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": name, "uid": uid, "controller": true}]},
-            "spec": {"provider": PROVIDER, "ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": 40,
-                     "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
-                     "nics": [{"vnicprofile": "ovirtmgmt"}]}
-        }))
         .await?;
     }
     Ok(())
@@ -315,7 +230,7 @@ async fn watch(
     args: &Args,
 ) -> Result<(), Error> {
     let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), NAMESPACE);
-    let nodes: Api<Node> = Api::all(workload.client().await?);
+    let workload_client = workload.client().await?;
     let mut registered = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let live = !args.headless && std::io::stdout().is_terminal();
@@ -332,7 +247,8 @@ async fn watch(
                 .map(String::from);
             let up = sim.control().vm_by_name(&name).is_some_and(|vm| vm.status == "up");
             if let (Some(vm_id), true, false) = (vm_id, up, registered.contains(&name)) {
-                register_node(&nodes, &name, &vm_id).await?;
+                objects::register_node(&workload_client, &name, &vm_id).await?;
+                println!("(demo) the kubelet of {name} registered its Node");
                 registered.insert(name);
             }
         }
@@ -357,22 +273,6 @@ async fn watch(
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-}
-
-/// What the VM's kubelet does when it joins: a Node whose systemUUID is the VM id.
-async fn register_node(nodes: &Api<Node>, name: &str, vm_id: &str) -> Result<(), Error> {
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-    if nodes.get_opt(name).await?.is_none() {
-        nodes.create(&PostParams::default(), &node).await?;
-    }
-    let status = json!({"status": {"nodeInfo": {"systemUUID": vm_id, "machineID": vm_id, "bootID": "demo",
-        "kernelVersion": "6.6", "osImage": "rhcos", "containerRuntimeVersion": "cri-o", "kubeletVersion": "v1.36.3",
-        "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"}}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await?;
-    println!("(demo) the kubelet of {name} registered its Node");
-    Ok(())
 }
 
 fn is_ready(machine: &OVirtMachine) -> bool {

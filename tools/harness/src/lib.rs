@@ -13,6 +13,7 @@ mod control_plane;
 mod crds;
 mod error;
 mod launcher;
+pub mod objects;
 mod ports;
 
 pub use assets::binaries_dir;

@@ -1,0 +1,174 @@
+//! The objects a CAPI management cluster holds around an OVirtMachine, created the way CAPI core and a user would:
+//! credential and bootstrap Secrets, an OVirtProvider, a provisioned Cluster with its OVirtCluster, Machines owning
+//! their OVirtMachines, and the workload cluster's Nodes as kubelets register them. Shared by the end-to-end tests
+//! and the demo.
+
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use serde_json::{Value, json};
+
+use crate::HarnessError;
+
+const MANAGER: &str = "capov-harness";
+
+fn kube_error(err: kube::Error) -> HarnessError {
+    HarnessError::Kube(err.to_string())
+}
+
+/// A CAPI core kind at its storage version, e.g. `capi("Machine", "machines")`.
+pub fn capi(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", kind), plural)
+}
+
+/// A CAPOV kind, e.g. `capov("OVirtMachine", "ovirtmachines")`.
+pub fn capov(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("infrastructure.cluster.x-k8s.io", "v1beta1", kind),
+        plural,
+    )
+}
+
+/// Server-side applies `body` (which names apiVersion, kind and metadata.name).
+pub async fn apply(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    body: Value,
+) -> Result<(), HarnessError> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&body))
+        .await
+        .map_err(kube_error)?;
+    Ok(())
+}
+
+/// A Secret with these string data pairs.
+pub async fn apply_secret(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    pairs: &[(&str, &str)],
+) -> Result<(), HarnessError> {
+    let data: serde_json::Map<String, Value> = pairs.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data});
+    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets");
+    apply(client, &resource, Some(namespace), body).await
+}
+
+/// An OVirtProvider (cluster-scoped) with these labels and spec.
+pub async fn apply_provider(client: &kube::Client, name: &str, labels: Value, spec: Value) -> Result<(), HarnessError> {
+    let body = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtProvider",
+        "metadata": {"name": name, "labels": labels}, "spec": spec
+    });
+    apply(client, &capov("OVirtProvider", "ovirtproviders"), None, body).await
+}
+
+/// A CAPI Cluster whose infrastructure is provisioned, and its OVirtCluster, both with `labels` and the endpoint.
+pub async fn create_provisioned_cluster(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    labels: Value,
+) -> Result<(), HarnessError> {
+    let endpoint = json!({"host": "10.0.1.100", "port": 6443});
+    let cluster = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": name, "labels": labels}, "spec": {"controlPlaneEndpoint": endpoint}
+    });
+    apply(client, &capi("Cluster", "clusters"), Some(namespace), cluster).await?;
+    let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &capi("Cluster", "clusters"));
+    let provisioned = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": name},
+        "status": {"initialization": {"infrastructureProvisioned": true}}
+    });
+    clusters
+        .patch_status(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&provisioned))
+        .await
+        .map_err(kube_error)?;
+    let ovirt_cluster = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtCluster",
+        "metadata": {"name": name, "labels": labels}, "spec": {"controlPlaneEndpoint": endpoint}
+    });
+    apply(
+        client,
+        &capov("OVirtCluster", "ovirtclusters"),
+        Some(namespace),
+        ovirt_cluster,
+    )
+    .await
+}
+
+/// A CAPI Machine of `cluster` with cloud-config bootstrap data, and the OVirtMachine it owns with `spec`.
+pub async fn create_machine(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    name: &str,
+    labels: Value,
+    spec: Value,
+) -> Result<(), HarnessError> {
+    let bootstrap = format!("{name}-bootstrap");
+    apply_secret(
+        client,
+        namespace,
+        &bootstrap,
+        &[("value", "#cloud-config\nhostname: test\n"), ("format", "cloud-config")],
+    )
+    .await?;
+    let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &capi("Machine", "machines"));
+    let body = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "clusterName": cluster,
+            "bootstrap": {"dataSecretName": bootstrap},
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachine", "name": name}
+        }
+    });
+    let machine: DynamicObject = serde_json::from_value(body).map_err(|err| HarnessError::Kube(err.to_string()))?;
+    let created = machines
+        .create(&PostParams::default(), &machine)
+        .await
+        .map_err(kube_error)?;
+    let uid = created.metadata.uid.unwrap_or_default();
+    let body = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+        "metadata": {
+            "name": name, "labels": labels,
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": name, "uid": uid,
+                                 "controller": true, "blockOwnerDeletion": true}]
+        },
+        "spec": spec
+    });
+    apply(client, &capov("OVirtMachine", "ovirtmachines"), Some(namespace), body).await
+}
+
+/// Registers a Node in a workload cluster the way the VM's kubelet would: `systemUUID` is the VM id.
+pub async fn register_node(workload: &kube::Client, name: &str, system_uuid: &str) -> Result<(), HarnessError> {
+    let nodes = node_api(workload);
+    if nodes.get_opt(name).await.map_err(kube_error)?.is_none() {
+        let node: DynamicObject =
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}))
+                .map_err(|err| HarnessError::Kube(err.to_string()))?;
+        nodes.create(&PostParams::default(), &node).await.map_err(kube_error)?;
+    }
+    let status = json!({"status": {"nodeInfo": {
+        "systemUUID": system_uuid, "machineID": system_uuid, "bootID": "boot", "kernelVersion": "6.6",
+        "osImage": "rhcos", "containerRuntimeVersion": "cri-o", "kubeletVersion": "v1.36.3", "kubeProxyVersion": "",
+        "operatingSystem": "linux", "architecture": "amd64"}}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map_err(kube_error)?;
+    Ok(())
+}
+
+fn node_api(client: &kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Node"), "nodes");
+    Api::all_with(client.clone(), &resource)
+}
