@@ -55,12 +55,23 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     let vm = world.sim.control().vm(&vm_id).expect("the VM exists in the engine");
     assert_eq!(vm.name, "worker-0");
 
-    // The kubelet registers; CAPOV sets the Node's providerID.
-    eventually(Duration::from_secs(60), "the VM to be up", || async {
+    // Up, but no Node yet: K8sProviderIDSetup waits (Info) and Ready is not True.
+    let waiting = eventually(Duration::from_secs(60), "WaitingForNode", || async {
         let machine = world.machine("worker-0").await;
-        machine.status.as_ref().is_some_and(|s| s.ready).then_some(())
+        let up = machine.status.as_ref().is_some_and(|s| s.ready);
+        let waiting = condition(&machine, "K8sProviderIDSetup").is_some_and(|c| c.reason == "WaitingForNode");
+        (up && waiting).then_some(machine)
     })
     .await;
+    assert_eq!(
+        condition(&waiting, "K8sProviderIDSetup").and_then(|c| c.severity),
+        Some(Severity::Info)
+    );
+    assert_ne!(
+        condition(&waiting, "Ready").map(|c| c.status),
+        Some(ConditionStatus::True)
+    );
+    // The kubelet registers; CAPOV sets the Node's providerID.
     world.register_node("worker-0-node", &vm_id.to_uppercase()).await;
     eventually(Duration::from_secs(60), "the Node's providerID", || async {
         world

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtMachine, Severity};
 use capov_ovirt::{Client, ClientConfig, TlsMode};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use support::{World, condition, eventually};
@@ -374,5 +375,46 @@ async fn rotated_credentials_reach_every_machine_without_a_restart() {
         .await;
     }
     assert_eq!(world.sim.control().vm_count(), 2);
+    world.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_paused_cluster_pauses_its_machines_until_it_is_unpaused() {
+    let mut world = World::new("cluster-paused").await;
+    let clusters: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        world.client.clone(),
+        &world.namespace,
+        &capov_harness::objects::capi("Cluster", "clusters"),
+    );
+    let pause = |paused: bool| json!({"spec": {"paused": paused}});
+    clusters
+        .patch(&world.cluster, &PatchParams::default(), &Patch::Merge(&pause(true)))
+        .await
+        .expect("pause");
+    world.start_operator().await;
+    world.create_machine("worker", base_spec()).await;
+    let machine = eventually(MINUTE, "Paused", || async {
+        let machine = world.machine("worker").await;
+        condition(&machine, "Paused")
+            .is_some_and(|c| c.status == ConditionStatus::True)
+            .then_some(machine)
+    })
+    .await;
+    assert!(machine.finalizers().is_empty(), "no finalizer changes while paused");
+    assert_eq!(world.sim.control().vm_count(), 0, "no engine calls while paused");
+
+    clusters
+        .patch(&world.cluster, &PatchParams::default(), &Patch::Merge(&pause(false)))
+        .await
+        .expect("unpause");
+    eventually(MINUTE, "the VM after unpausing", || async {
+        world.machine("worker").await.spec.provider_id.map(|_| ())
+    })
+    .await;
+    let machine = world.machine("worker").await;
+    assert_eq!(
+        condition(&machine, "Paused").map(|c| c.status),
+        Some(ConditionStatus::False)
+    );
     world.stop_operator().await;
 }
