@@ -136,9 +136,13 @@ impl Actor for StatusWriter {
                     action: reason,
                     secondary: None,
                 };
-                if let Err(err) = state.recorder.publish(&event, &reference).await {
-                    tracing::debug!(error = %err, "event not recorded");
-                }
+                // Recording an Event is one more API call; it must never hold up the status writes queued behind it.
+                let recorder = state.recorder.clone();
+                tokio::spawn(async move {
+                    if let Err(err) = recorder.publish(&event, &reference).await {
+                        tracing::debug!(error = %err, "event not recorded");
+                    }
+                });
             }
             StatusWriterMsg::Forget(key) => {
                 state.pending.remove(&key);

@@ -38,7 +38,7 @@ impl World {
             // Intermediate states last several poll intervals, so that tests can see them reported.
             .timings(Timings {
                 image_locked_ms: 1500,
-                boot_ms: 1500,
+                boot_ms: 3000,
                 ..Timings::fast()
             })
             .start()
