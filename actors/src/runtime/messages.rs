@@ -2,6 +2,8 @@
 
 use capov_crds::OVirtMachine;
 
+pub use crate::machine_steps::ProviderDefaults;
+
 use super::connection::ConnectionProblem;
 
 /// What a provider actor knows about its engine connection.
@@ -18,13 +20,6 @@ pub enum Connection {
         problem: ConnectionProblem,
         since: std::time::Instant,
     },
-}
-
-/// The provider-level defaults a machine falls back to (SPEC §3).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProviderDefaults {
-    pub diskclone: Option<bool>,
-    pub storagedomainname: Option<String>,
 }
 
 /// Messages a machine actor handles.

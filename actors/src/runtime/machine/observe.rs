@@ -235,10 +235,6 @@ async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Resu
     match ractor::call_t!(provider, ProviderMsg::GetConnection, 30_000) {
         Ok(Connection::Ready { client, defaults, .. }) => {
             state.missing_since = None;
-            let defaults = ProviderDefaults {
-                diskclone: defaults.diskclone,
-                storagedomainname: defaults.storagedomainname,
-            };
             Ok(Ok((
                 client.with_correlation_id(&format!("capov-{}", state.key)),
                 defaults,
