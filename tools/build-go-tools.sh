@@ -6,8 +6,10 @@
 #   tools/build-go-tools.sh          -> the directory holding kube-apiserver, kube-controller-manager, kubectl and
 #                                       etcd (tools/envtest; the KUBEBUILDER_ASSETS layout)
 #   tools/build-go-tools.sh --helm   -> the directory holding helm (tools/helm)
+#   tools/build-go-tools.sh --capi   -> the directory holding capi-manager, clusterctl and capi-config/ (the core
+#                                       CRD bases and webhook manifests of the same CAPI version; tools/capi)
 #
-# KUBEBUILDER_ASSETS (envtest) or CAPOV_HELM_DIR (helm), when set to a directory that already holds the binaries,
+# KUBEBUILDER_ASSETS (envtest), CAPOV_HELM_DIR (helm) or CAPOV_CAPI_DIR (capi), when set to a directory that already holds the binaries,
 # is used as is. CAPOV_TOOLS_CACHE moves the cache (default: ~/.cache/capov-tools).
 set -euo pipefail
 
@@ -50,6 +52,24 @@ build_helm() {  # build_helm OUT_DIR
 -X helm.sh/helm/v4/internal/version.gitTreeState=clean" -o "$out/helm" helm.sh/helm/v4/cmd/helm
 }
 
+build_capi() {  # build_capi OUT_DIR
+  local out=$1 cver minor ld p src
+  cver=$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
+  minor=$(echo "$cver" | cut -d. -f2)
+  ld="-s -w"
+  p=sigs.k8s.io/cluster-api/version
+  ld="$ld -X $p.gitVersion=$cver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  ld="$ld -X $p.buildDate=1970-01-01T00:00:00Z"
+  log "building Cluster API $cver (core manager, clusterctl) — the first build takes 10-20 minutes"
+  go build -pgo=off -ldflags "$ld" -o "$out/" sigs.k8s.io/cluster-api/cmd/clusterctl
+  go build -pgo=off -ldflags "$ld" -o "$out/capi-manager" sigs.k8s.io/cluster-api/core
+  src=$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  mkdir -p "$out/capi-config"
+  cp -r "$src/core/config/crd/bases" "$out/capi-config/crd"
+  cp "$src/core/config/webhook/manifests.yaml" "$out/capi-config/webhook.yaml"
+  chmod -R u+w "$out/capi-config"
+}
+
 # cached MODULE OVERRIDE_DIR BINARY... : prints a directory holding the module's binaries, building them on a miss.
 cached() {
   local module=$1 override=$2 key out tmp start
@@ -58,7 +78,10 @@ cached() {
     echo "$override"
     return
   fi
-  key=$( { cat "$here/$module/go.mod" "$here/$module/go.sum" "${BASH_SOURCE[0]}"; go version; } | sha256sum | cut -c1-16)
+  # The key covers what decides the binaries: the module files, this module's build function and the Go version
+  # (not the whole script, so that adding a module leaves the other caches valid).
+  key=$( { cat "$here/$module/go.mod" "$here/$module/go.sum"; declare -f "build_$module"; go version; } |
+    sha256sum | cut -c1-16)
   out="$cache/$module-$key"
   if have_all "$out" "$@"; then
     echo "$out"
@@ -79,6 +102,7 @@ cached() {
 
 case "${1:-}" in
   --helm) cached helm "${CAPOV_HELM_DIR:-}" helm ;;
+  --capi) cached capi "${CAPOV_CAPI_DIR:-}" capi-manager clusterctl ;;
   "") cached envtest "${KUBEBUILDER_ASSETS:-}" kube-apiserver kube-controller-manager kubectl etcd ;;
-  *) log "unknown argument $1 (use no argument or --helm)"; exit 2 ;;
+  *) log "unknown argument $1 (use no argument, --helm or --capi)"; exit 2 ;;
 esac
