@@ -103,13 +103,14 @@ async fn run(config: Config) -> ExitCode {
         None => None,
     };
 
-    let supervisor = match capov_actors::runtime::start(client.clone(), runtime_settings(&config)).await {
-        Ok(supervisor) => supervisor,
-        Err(err) => {
-            tracing::error!(error = %err, "cannot start the controllers");
-            return ExitCode::FAILURE;
-        }
-    };
+    let supervisor =
+        match capov_actors::runtime::start(client.clone(), runtime_settings(&config), metrics.clone()).await {
+            Ok(supervisor) => supervisor,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot start the controllers");
+                return ExitCode::FAILURE;
+            }
+        };
     readiness.mark_synced();
 
     shutdown_signal().await;

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use support::{World, condition, eventually};
+use support::{World, condition, eventually, metric_sum};
 
 #[tokio::test]
 async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
@@ -155,6 +155,65 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
         .any(|m| condition(m, "MachineCreated").is_some_and(|c| c.reason == "VMImageLocked"));
     assert!(image_locked, "never saw MachineCreated VMImageLocked");
 
+    // What the runtime did shows in its metrics.
+    let metrics = &world.metrics;
+    let provider = world.provider.as_str();
+    // Every request the engine received was counted (equal once no request is in flight).
+    eventually(
+        Duration::from_secs(10),
+        "engine request metrics = the engine's own count",
+        || async {
+            let counted = metric_sum(metrics, "capov_engine_requests_total", &[("provider", provider)]);
+            let received = world.sim.control().counter("total") as f64;
+            (counted == received && counted > 0.0).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        metric_sum(
+            metrics,
+            "capov_engine_request_duration_seconds",
+            &[("provider", provider)]
+        ) > 0.0
+    );
+    assert!(
+        metric_sum(
+            metrics,
+            "capov_reconciles_total",
+            &[("kind", "machine"), ("result", "requeue")]
+        ) >= 1.0
+    );
+    assert!(
+        metric_sum(
+            metrics,
+            "capov_reconciles_total",
+            &[("kind", "provider"), ("result", "success")]
+        ) >= 1.0
+    );
+    assert!(
+        metric_sum(
+            metrics,
+            "capov_status_writes_total",
+            &[("kind", "machine"), ("result", "success")]
+        ) >= 1.0
+    );
+    for kind in ["supervisor", "provider", "machine", "status-writer"] {
+        assert_eq!(
+            metric_sum(metrics, "capov_actors_live", &[("kind", kind)]),
+            1.0,
+            "live {kind} actors"
+        );
+        assert!(
+            metric_sum(metrics, "capov_actor_messages_total", &[("kind", kind)]) >= 1.0,
+            "{kind} messages"
+        );
+        let depth = metric_sum(metrics, "capov_actor_mailbox_depth", &[("kind", kind)]);
+        assert!(
+            depth >= 0.0,
+            "{kind} mailbox depth {depth}: a message was counted out that was never counted in"
+        );
+    }
+
     // Deletion: the VM goes, then the finalizer.
     api.delete("worker-0", &DeleteParams::default()).await.expect("delete");
     eventually(Duration::from_secs(60), "the OVirtMachine to be gone", || async {
@@ -162,6 +221,10 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     })
     .await;
     assert!(world.sim.control().vm(&vm_id).is_none(), "the VM outlived its machine");
+    eventually(Duration::from_secs(10), "the machine actor to stop", || async {
+        (metric_sum(&world.metrics, "capov_actors_live", &[("kind", "machine")]) == 0.0).then_some(())
+    })
+    .await;
     recorder.abort();
     world.stop_operator().await;
 }

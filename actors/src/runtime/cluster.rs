@@ -11,6 +11,7 @@ use serde_json::json;
 use super::capi;
 use super::finalizers;
 use super::keys::ObjectKey;
+use super::mailbox;
 use super::status_writer::StatusWriterMsg;
 use super::supervisor::Shared;
 use crate::conditions::{ConditionUpdate, reasons, set_condition, types};
@@ -35,7 +36,11 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) {
             "initialization": observed.initialization,
             "conditions": conditions,
         });
-        let _ = shared.status_writer.cast(StatusWriterMsg::Update { key, status });
+        let _ = mailbox::cast(
+            &shared.metrics,
+            &shared.status_writer,
+            StatusWriterMsg::Update { key, status },
+        );
         return;
     }
     let api: Api<OVirtCluster> = Api::namespaced(shared.client.clone(), &namespace);
@@ -62,7 +67,11 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) {
         "initialization": {"provisioned": true},
         "conditions": conditions,
     });
-    let _ = shared.status_writer.cast(StatusWriterMsg::Update { key, status });
+    let _ = mailbox::cast(
+        &shared.metrics,
+        &shared.status_writer,
+        StatusWriterMsg::Update { key, status },
+    );
 }
 
 fn is_paused(shared: &Shared, cluster: &OVirtCluster, namespace: &str) -> bool {

@@ -7,6 +7,7 @@ pub mod connection;
 mod finalizers;
 pub mod keys;
 mod machine;
+pub mod mailbox;
 pub mod messages;
 mod provider;
 pub mod settings;
@@ -18,16 +19,24 @@ pub use supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
 
 use ractor::{Actor, ActorRef};
 
+use crate::metrics::Metrics;
+
 /// Now, at the one-second precision Kubernetes stores, so a condition read back equals the one written.
 pub(crate) fn now() -> jiff::Timestamp {
     jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap_or_else(|_| jiff::Timestamp::now())
 }
 
-/// Starts the supervisor (and with it every other actor). Stop it with `stop_and_wait`.
+/// Starts the supervisor (and with it every other actor), feeding `metrics`. Stop it with `stop_and_wait`.
 pub async fn start(
     client: kube::Client,
     settings: RuntimeSettings,
+    metrics: Metrics,
 ) -> Result<ActorRef<SupervisorMsg>, ractor::SpawnErr> {
-    let (supervisor, _) = Actor::spawn(None, Supervisor, SupervisorArgs { client, settings }).await?;
+    let args = SupervisorArgs {
+        client,
+        settings,
+        metrics,
+    };
+    let (supervisor, _) = Actor::spawn(None, Supervisor, args).await?;
     Ok(supervisor)
 }

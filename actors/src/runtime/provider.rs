@@ -3,10 +3,11 @@
 //! machine waiting on the engine with one search request per poll interval.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capov_crds::{Condition, OVirtProvider, Severity};
-use capov_ovirt::{Client, ClientConfig};
+use capov_ovirt::{Client, ClientConfig, Outcome, RequestEvent};
 use k8s_openapi::ByteString;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
@@ -15,9 +16,11 @@ use crate::conditions::{ConditionUpdate, reasons, set_condition, types};
 
 use super::connection::{self, ConnectionProblem, ConnectionSettings};
 use super::keys::ObjectKey;
+use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::{Connection, MachineMsg, ProviderDefaults};
 use super::settings::RuntimeSettings;
 use super::status_writer::StatusWriterMsg;
+use crate::metrics::{Metrics, kind, result};
 
 pub enum ProviderMsg {
     Spec(Box<OVirtProvider>),
@@ -37,11 +40,16 @@ pub enum ProviderMsg {
     Poll,
 }
 
+impl Mail for ProviderMsg {
+    const KIND: &'static str = kind::PROVIDER;
+}
+
 pub struct ProviderArgs {
     pub provider: OVirtProvider,
     pub secret: Option<BTreeMap<String, ByteString>>,
     pub settings: RuntimeSettings,
     pub status_writer: ActorRef<StatusWriterMsg>,
+    pub metrics: Metrics,
 }
 
 pub struct ProviderActor;
@@ -60,6 +68,9 @@ pub struct ProviderState {
     subscribers: HashMap<ObjectKey, ActorRef<MachineMsg>>,
     watched: HashMap<ObjectKey, String>,
     poll_timer: Option<tokio::task::JoinHandle<()>>,
+    metrics: Metrics,
+    mail: ActorMetrics,
+    _alive: Alive,
 }
 
 impl Actor for ProviderActor {
@@ -73,8 +84,15 @@ impl Actor for ProviderActor {
         args: ProviderArgs,
     ) -> Result<ProviderState, ActorProcessingErr> {
         let name = args.provider.metadata.name.clone().unwrap_or_default();
-        let poll_timer = Some(me.send_interval(args.settings.poll_interval, || ProviderMsg::Poll));
-        me.cast(ProviderMsg::Check)?;
+        let metrics = args.metrics;
+        let poll_timer = Some(mailbox::cast_every(
+            &metrics,
+            args.settings.poll_interval,
+            me.clone(),
+            || ProviderMsg::Poll,
+        ));
+        mailbox::cast(&metrics, &me, ProviderMsg::Check)?;
+        let mail = ActorMetrics::of::<ProviderMsg>(&metrics);
         Ok(ProviderState {
             key: ObjectKey::provider(&name),
             provider: args.provider,
@@ -89,6 +107,9 @@ impl Actor for ProviderActor {
             subscribers: HashMap::new(),
             watched: HashMap::new(),
             poll_timer,
+            metrics,
+            _alive: mail.alive(),
+            mail,
         })
     }
 
@@ -108,6 +129,7 @@ impl Actor for ProviderActor {
         message: ProviderMsg,
         state: &mut ProviderState,
     ) -> Result<(), ActorProcessingErr> {
+        let _handling = state.mail.handling();
         match message {
             ProviderMsg::Spec(provider) => {
                 if provider.spec != state.provider.spec {
@@ -149,7 +171,23 @@ impl Actor for ProviderActor {
 /// Re-resolves the settings, rebuilds or re-authenticates the client as needed, checks the engine, reports the
 /// result and tells every subscribed machine.
 async fn check(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
+    let started = Instant::now();
     let outcome = connect(state).await;
+    let label = if outcome.is_ok() {
+        result::SUCCESS
+    } else {
+        result::ERROR
+    };
+    state
+        .metrics
+        .reconciles_total
+        .with_label_values(&[kind::PROVIDER, label])
+        .inc();
+    state
+        .metrics
+        .reconcile_duration_seconds
+        .with_label_values(&[kind::PROVIDER])
+        .observe(started.elapsed().as_secs_f64());
     let previous_ok = matches!(state.connection, Connection::Ready { .. });
     state.connection = match outcome {
         Ok(engine_version) => {
@@ -176,14 +214,14 @@ async fn check(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
             tracing::warn!(provider = %state.key, reason = problem.reason, message = %problem.message, "cannot connect to oVirt");
             let delay = state.retry_delay;
             state.retry_delay = (delay * 2).min(Duration::from_secs(300));
-            me.send_after(delay, || ProviderMsg::Check);
+            mailbox::cast_after(&state.metrics, delay, me.clone(), || ProviderMsg::Check);
             Connection::Failed { problem, since }
         }
     };
     report(state);
     if previous_ok || !matches!(state.connection, Connection::Pending) {
         for subscriber in state.subscribers.values() {
-            let _ = subscriber.cast(MachineMsg::ConnectionChanged);
+            let _ = mailbox::cast(&state.metrics, subscriber, MachineMsg::ConnectionChanged);
         }
     }
 }
@@ -216,7 +254,9 @@ async fn connect(state: &mut ProviderState) -> Result<String, ConnectionProblem>
             )
             .with_tls(wanted.tls.clone())
             .with_rate_limit(state.settings.ovirt_qps, state.settings.ovirt_burst);
-            let client = Client::new(config).map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;
+            let observer = engine_request_observer(&state.metrics, &state.key.name);
+            let client = Client::with_observer(config, observer)
+                .map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;
             state.client = Some(client);
         }
     }
@@ -276,10 +316,11 @@ fn report(state: &mut ProviderState) {
     if let Some(version) = version.filter(|v| !v.is_empty()) {
         status["engineVersion"] = json!(version);
     }
-    let _ = state.status_writer.cast(StatusWriterMsg::Update {
+    let update = StatusWriterMsg::Update {
         key: state.key.clone(),
         status,
-    });
+    };
+    let _ = mailbox::cast(&state.metrics, &state.status_writer, update);
 }
 
 /// One search for the status of every VM some machine waits on; results fan out to the machines.
@@ -306,10 +347,37 @@ async fn poll(state: &mut ProviderState) {
     for (machine, vm_id) in &state.watched {
         let status = statuses.get(vm_id).map(|s| s.as_str().to_string());
         if let Some(actor) = state.subscribers.get(machine) {
-            let _ = actor.cast(MachineMsg::VmObserved {
+            let observed = MachineMsg::VmObserved {
                 vm_id: vm_id.clone(),
                 status,
-            });
+            };
+            let _ = mailbox::cast(&state.metrics, actor, observed);
         }
     }
+}
+
+/// Feeds the engine request metrics of this provider from the client's per-request reports.
+fn engine_request_observer(metrics: &Metrics, provider: &str) -> Arc<dyn capov_ovirt::RequestObserver> {
+    let metrics = metrics.clone();
+    let provider = provider.to_string();
+    Arc::new(move |event: &RequestEvent<'_>| {
+        let code = match event.outcome {
+            Outcome::Status(code) => code.to_string(),
+            Outcome::Failed(_) => "error".to_string(),
+        };
+        metrics
+            .engine_requests_total
+            .with_label_values(&[provider.as_str(), event.method, event.resource, code.as_str()])
+            .inc();
+        metrics
+            .engine_request_duration_seconds
+            .with_label_values(&[provider.as_str(), event.method, event.resource])
+            .observe(event.latency.as_secs_f64());
+        if !event.rate_limit_wait.is_zero() {
+            metrics
+                .engine_rate_limit_wait_seconds
+                .with_label_values(&[provider.as_str()])
+                .observe(event.rate_limit_wait.as_secs_f64());
+        }
+    })
 }

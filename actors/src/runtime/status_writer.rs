@@ -1,6 +1,6 @@
 //! The only writer of status: server-side apply on the status subresource with field manager `capov`. Several
-//! updates of one object queued before a flush become one write; a write equal to the last one is skipped; failed
-//! writes are retried. It also records Kubernetes Events.
+//! updates of one object queued before a flush become one write; a write equal to the last one is skipped; a failed
+//! write is retried unless a newer status of the object arrived meanwhile. It also records Kubernetes Events.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -12,6 +12,8 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Value, json};
 
 use super::keys::ObjectKey;
+use super::mailbox::{self, ActorMetrics, Alive, Mail};
+use crate::metrics::{Metrics, kind};
 
 pub const FIELD_MANAGER: &str = "capov";
 const RETRY_AFTER: Duration = Duration::from_secs(2);
@@ -41,7 +43,18 @@ pub enum StatusWriterMsg {
     /// The object is gone: forget what was written.
     Forget(ObjectKey),
     Flush,
+    /// Time to send the writes that failed again.
+    Retry,
     Stats(ractor::RpcReplyPort<WriterStats>),
+}
+
+impl Mail for StatusWriterMsg {
+    const KIND: &'static str = kind::STATUS_WRITER;
+}
+
+pub struct StatusWriterArgs {
+    pub client: kube::Client,
+    pub metrics: Metrics,
 }
 
 pub struct StatusWriter;
@@ -51,20 +64,27 @@ pub struct WriterState {
     recorder: Recorder,
     pending: HashMap<ObjectKey, Value>,
     written: HashMap<ObjectKey, Value>,
+    /// Writes that failed, waiting for the retry (dropped when a newer status of the object arrives).
+    failed: HashMap<ObjectKey, Value>,
     flush_queued: bool,
+    retry_queued: bool,
     stats: WriterStats,
+    metrics: Metrics,
+    mail: ActorMetrics,
+    _alive: Alive,
 }
 
 impl Actor for StatusWriter {
     type Msg = StatusWriterMsg;
     type State = WriterState;
-    type Arguments = kube::Client;
+    type Arguments = StatusWriterArgs;
 
     async fn pre_start(
         &self,
         _me: ActorRef<Self::Msg>,
-        client: kube::Client,
+        args: StatusWriterArgs,
     ) -> Result<WriterState, ActorProcessingErr> {
+        let StatusWriterArgs { client, metrics } = args;
         let instance = std::env::var("POD_NAME").ok();
         let recorder = Recorder::new(
             client.clone(),
@@ -78,8 +98,13 @@ impl Actor for StatusWriter {
             recorder,
             pending: HashMap::new(),
             written: HashMap::new(),
+            failed: HashMap::new(),
             flush_queued: false,
+            retry_queued: false,
             stats: WriterStats::default(),
+            mail: ActorMetrics::of::<StatusWriterMsg>(&metrics),
+            _alive: ActorMetrics::of::<StatusWriterMsg>(&metrics).alive(),
+            metrics,
         })
     }
 
@@ -89,39 +114,31 @@ impl Actor for StatusWriter {
         message: Self::Msg,
         state: &mut WriterState,
     ) -> Result<(), ActorProcessingErr> {
+        let _handling = state.mail.handling();
         match message {
             StatusWriterMsg::Update { key, status } => {
+                state.failed.remove(&key);
+                let label = [key.kind.label()];
                 if state.pending.insert(key, status).is_some() {
                     state.stats.coalesced += 1;
+                    state
+                        .metrics
+                        .status_updates_coalesced_total
+                        .with_label_values(&label)
+                        .inc();
                 }
-                if !state.flush_queued {
-                    state.flush_queued = true;
-                    me.cast(StatusWriterMsg::Flush)?;
-                }
+                queue_flush(&me, state);
             }
             StatusWriterMsg::Flush => {
                 state.flush_queued = false;
-                let pending: Vec<(ObjectKey, Value)> = state.pending.drain().collect();
-                for (key, status) in pending {
-                    if state.written.get(&key) == Some(&status) {
-                        state.stats.unchanged += 1;
-                        continue;
-                    }
-                    match write_status(&state.client, &key, &status).await {
-                        Ok(()) => {
-                            state.stats.writes += 1;
-                            state.written.insert(key, status);
-                        }
-                        Err(err) if is_gone(&err) => {
-                            state.written.remove(&key);
-                        }
-                        Err(err) => {
-                            state.stats.failed += 1;
-                            tracing::warn!(object = %key, error = %err, "status write failed; retrying");
-                            me.send_after(RETRY_AFTER, move || StatusWriterMsg::Update { key, status });
-                        }
-                    }
+                flush(&me, state).await;
+            }
+            StatusWriterMsg::Retry => {
+                state.retry_queued = false;
+                for (key, status) in std::mem::take(&mut state.failed) {
+                    state.pending.entry(key).or_insert(status);
                 }
+                queue_flush(&me, state);
             }
             StatusWriterMsg::Event {
                 reference,
@@ -147,12 +164,59 @@ impl Actor for StatusWriter {
             StatusWriterMsg::Forget(key) => {
                 state.pending.remove(&key);
                 state.written.remove(&key);
+                state.failed.remove(&key);
             }
             StatusWriterMsg::Stats(reply) => {
                 let _ = reply.send(state.stats);
             }
         }
         Ok(())
+    }
+}
+
+fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
+    if !state.flush_queued && !state.pending.is_empty() {
+        state.flush_queued = true;
+        let _ = mailbox::cast(&state.metrics, me, StatusWriterMsg::Flush);
+    }
+}
+
+async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
+    let pending: Vec<(ObjectKey, Value)> = state.pending.drain().collect();
+    for (key, status) in pending {
+        if state.written.get(&key) == Some(&status) {
+            state.stats.unchanged += 1;
+            continue;
+        }
+        let result = write_status(&state.client, &key, &status).await;
+        let outcome = match &result {
+            Ok(()) => "success",
+            Err(kube::Error::Api(status)) if status.code == 409 => "conflict",
+            Err(_) => "error",
+        };
+        state
+            .metrics
+            .status_writes_total
+            .with_label_values(&[key.kind.label(), outcome])
+            .inc();
+        match result {
+            Ok(()) => {
+                state.stats.writes += 1;
+                state.written.insert(key, status);
+            }
+            Err(err) if is_gone(&err) => {
+                state.written.remove(&key);
+            }
+            Err(err) => {
+                state.stats.failed += 1;
+                tracing::warn!(object = %key, error = %err, "status write failed; retrying");
+                state.failed.insert(key, status);
+            }
+        }
+    }
+    if !state.failed.is_empty() && !state.retry_queued {
+        state.retry_queued = true;
+        mailbox::cast_after(&state.metrics, RETRY_AFTER, me.clone(), || StatusWriterMsg::Retry);
     }
 }
 

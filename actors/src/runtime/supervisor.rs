@@ -26,14 +26,17 @@ use super::cluster;
 use super::finalizers;
 use super::keys::ObjectKey;
 use super::machine::{MachineActor, MachineArgs};
+use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::MachineMsg;
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::settings::RuntimeSettings;
-use super::status_writer::{StatusWriter, StatusWriterMsg};
+use super::status_writer::{StatusWriter, StatusWriterArgs, StatusWriterMsg};
+use crate::metrics::{Metrics, kind, result};
 
 /// What every actor of the runtime shares.
 pub struct Shared {
     pub client: kube::Client,
+    pub metrics: Metrics,
     pub settings: RuntimeSettings,
     pub status_writer: ActorRef<StatusWriterMsg>,
     /// `--max-concurrent-reconciles` permits, taken by a machine actor for each reconcile.
@@ -64,6 +67,10 @@ pub enum SupervisorMsg {
     Restart(ObjectKey),
 }
 
+impl Mail for SupervisorMsg {
+    const KIND: &'static str = kind::SUPERVISOR;
+}
+
 pub struct Supervisor;
 
 struct Child {
@@ -74,6 +81,8 @@ struct Child {
 
 pub struct SupervisorState {
     shared: Arc<Shared>,
+    mail: ActorMetrics,
+    _alive: Alive,
     tasks: Vec<JoinHandle<()>>,
     providers: HashMap<String, (ActorRef<ProviderMsg>, OVirtProvider)>,
     provider_cells: HashMap<ActorId, String>,
@@ -87,6 +96,7 @@ pub struct SupervisorState {
 pub struct SupervisorArgs {
     pub client: kube::Client,
     pub settings: RuntimeSettings,
+    pub metrics: Metrics,
 }
 
 impl Actor for Supervisor {
@@ -99,13 +109,19 @@ impl Actor for Supervisor {
         me: ActorRef<SupervisorMsg>,
         args: SupervisorArgs,
     ) -> Result<SupervisorState, ActorProcessingErr> {
-        let (status_writer, _) = Actor::spawn_linked(None, StatusWriter, args.client.clone(), me.get_cell()).await?;
+        let writer_args = StatusWriterArgs {
+            client: args.client.clone(),
+            metrics: args.metrics.clone(),
+        };
+        let (status_writer, _) = Actor::spawn_linked(None, StatusWriter, writer_args, me.get_cell()).await?;
         let machine_writer = reflector::store::Writer::new(capi::machine_resource());
         let cluster_writer = reflector::store::Writer::new(capi::cluster_resource());
         let (capi_machines, capi_clusters) = (machine_writer.as_reader(), cluster_writer.as_reader());
         let settings = args.settings;
+        let mail = ActorMetrics::of::<SupervisorMsg>(&args.metrics);
         let shared = Arc::new(Shared {
             client: args.client.clone(),
+            metrics: args.metrics,
             permits: Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1))),
             settings,
             status_writer,
@@ -116,6 +132,8 @@ impl Actor for Supervisor {
         let tasks = spawn_watches(&me, &shared, machine_writer, cluster_writer);
         Ok(SupervisorState {
             shared,
+            _alive: mail.alive(),
+            mail,
             tasks,
             providers: HashMap::new(),
             provider_cells: HashMap::new(),
@@ -144,12 +162,23 @@ impl Actor for Supervisor {
         message: SupervisorMsg,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
+        let _handling = state.mail.handling();
         match message {
             SupervisorMsg::Provider(event) => on_provider_event(&me, state, event).await,
             SupervisorMsg::Secret(event) => on_secret_event(state, event),
             SupervisorMsg::Cluster(event) => {
                 if let Event::Apply(object) | Event::InitApply(object) = event {
+                    let started = std::time::Instant::now();
                     cluster::reconcile(&state.shared, &object).await;
+                    let metrics = &state.shared.metrics;
+                    metrics
+                        .reconciles_total
+                        .with_label_values(&[kind::CLUSTER, result::SUCCESS])
+                        .inc();
+                    metrics
+                        .reconcile_duration_seconds
+                        .with_label_values(&[kind::CLUSTER])
+                        .observe(started.elapsed().as_secs_f64());
                 }
             }
             SupervisorMsg::Machine(event) => on_machine_event(&me, state, event).await,
@@ -158,7 +187,7 @@ impl Actor for Supervisor {
                     if key.namespace.as_deref() == Some(namespace.as_str())
                         && let Some(actor) = &child.actor
                     {
-                        let _ = actor.cast(MachineMsg::Poke);
+                        let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::Poke);
                     }
                 }
             }
@@ -193,7 +222,13 @@ impl Actor for Supervisor {
                     child.restarts += 1;
                     let delay = restart_delay(child.restarts);
                     tracing::error!(object = %key, error = %reason, ?delay, "machine actor failed; restarting");
-                    me.send_after(delay, move || SupervisorMsg::Restart(key));
+                    state
+                        .shared
+                        .metrics
+                        .actor_restarts_total
+                        .with_label_values(&[kind::MACHINE])
+                        .inc();
+                    mailbox::cast_after(&state.shared.metrics, delay, me, move || SupervisorMsg::Restart(key));
                 }
             }
         } else if let Some(name) = state.provider_cells.remove(&cell.get_id()) {
@@ -203,7 +238,13 @@ impl Actor for Supervisor {
                 }
                 if failure.is_some() {
                     tracing::error!(provider = %name, "provider actor failed; restarting");
-                    me.send_after(Duration::from_secs(1), move || {
+                    state
+                        .shared
+                        .metrics
+                        .actor_restarts_total
+                        .with_label_values(&[kind::PROVIDER])
+                        .inc();
+                    mailbox::cast_after(&state.shared.metrics, Duration::from_secs(1), me, move || {
                         SupervisorMsg::Provider(Event::Apply(provider))
                     });
                 }
@@ -262,22 +303,26 @@ fn spawn_watches(
     let providers: Api<OVirtProvider> = Api::all(client.clone());
     tasks.push(forward(
         me,
+        &shared.metrics,
         watcher(providers, filtered.clone()),
         SupervisorMsg::Provider,
     ));
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &settings.credentials_namespace);
     tasks.push(forward(
         me,
+        &shared.metrics,
         watcher(secrets, watcher::Config::default()),
         SupervisorMsg::Secret,
     ));
     tasks.push(forward(
         me,
+        &shared.metrics,
         watcher(namespaced::<OVirtCluster>(client, settings), filtered.clone()),
         SupervisorMsg::Cluster,
     ));
     tasks.push(forward(
         me,
+        &shared.metrics,
         watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()),
         SupervisorMsg::Machine,
     ));
@@ -292,12 +337,13 @@ fn spawn_watches(
             .reflect(writer)
             .touched_objects();
         let me = me.clone();
+        let metrics = shared.metrics.clone();
         tasks.push(tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 if let Ok(object) = item
                     && let Some(namespace) = object.namespace()
-                    && me.cast(SupervisorMsg::CapiChanged { namespace }).is_err()
+                    && mailbox::cast(&metrics, &me, SupervisorMsg::CapiChanged { namespace }).is_err()
                 {
                     return;
                 }
@@ -317,18 +363,24 @@ where
     watcher::watcher(api, config).default_backoff()
 }
 
-fn forward<K, S>(me: &ActorRef<SupervisorMsg>, stream: S, wrap: fn(Event<K>) -> SupervisorMsg) -> JoinHandle<()>
+fn forward<K, S>(
+    me: &ActorRef<SupervisorMsg>,
+    metrics: &Metrics,
+    stream: S,
+    wrap: fn(Event<K>) -> SupervisorMsg,
+) -> JoinHandle<()>
 where
     K: Send + 'static,
     S: futures::Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
 {
     let me = me.clone();
+    let metrics = metrics.clone();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
             match item {
                 Ok(event) => {
-                    if me.cast(wrap(event)).is_err() {
+                    if mailbox::cast(&metrics, &me, wrap(event)).is_err() {
                         return;
                     }
                 }
@@ -375,7 +427,7 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
     }
     if let Some((actor, latest)) = state.providers.get_mut(&name) {
         *latest = provider.clone();
-        let _ = actor.cast(ProviderMsg::Spec(Box::new(provider)));
+        let _ = mailbox::cast(&state.shared.metrics, actor, ProviderMsg::Spec(Box::new(provider)));
         return;
     }
     let secret = provider
@@ -388,6 +440,7 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
         secret,
         settings: state.shared.settings.clone(),
         status_writer: state.shared.status_writer.clone(),
+        metrics: state.shared.metrics.clone(),
     };
     match Actor::spawn_linked(None, ProviderActor, args, me.get_cell()).await {
         Ok((actor, _)) => {
@@ -399,7 +452,7 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
             // Machines that waited for this provider can go on.
             for child in state.machines.values() {
                 if let Some(machine) = &child.actor {
-                    let _ = machine.cast(MachineMsg::ConnectionChanged);
+                    let _ = mailbox::cast(&state.shared.metrics, machine, MachineMsg::ConnectionChanged);
                 }
             }
         }
@@ -431,10 +484,8 @@ fn stop_provider(state: &mut SupervisorState, name: &str) {
     if let Ok(mut providers) = state.shared.providers.write() {
         providers.remove(name);
     }
-    let _ = state
-        .shared
-        .status_writer
-        .cast(StatusWriterMsg::Forget(ObjectKey::provider(name)));
+    let forget = StatusWriterMsg::Forget(ObjectKey::provider(name));
+    let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, forget);
 }
 
 fn on_secret_event(state: &mut SupervisorState, event: Event<Secret>) {
@@ -449,7 +500,7 @@ fn on_secret_event(state: &mut SupervisorState, event: Event<Secret>) {
     };
     for (actor, provider) in state.providers.values() {
         if provider.spec.credentials_secret_name.as_deref() == Some(name.as_str()) {
-            let _ = actor.cast(ProviderMsg::Secret(data.clone()));
+            let _ = mailbox::cast(&state.shared.metrics, actor, ProviderMsg::Secret(data.clone()));
         }
     }
 }
@@ -466,7 +517,11 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
                 Some(child) => {
                     child.latest = machine.clone();
                     if let Some(actor) = &child.actor {
-                        let _ = actor.cast(MachineMsg::ObjectChanged(Box::new(machine)));
+                        let _ = mailbox::cast(
+                            &state.shared.metrics,
+                            actor,
+                            MachineMsg::ObjectChanged(Box::new(machine)),
+                        );
                     }
                 }
                 None => spawn_machine(me, state, key, machine).await,
@@ -536,7 +591,9 @@ async fn spawn_machine(
                     restarts,
                 },
             );
-            me.send_after(restart_delay(restarts), move || SupervisorMsg::Restart(key));
+            mailbox::cast_after(&state.shared.metrics, restart_delay(restarts), me.clone(), move || {
+                SupervisorMsg::Restart(key)
+            });
         }
     }
 }
@@ -548,5 +605,6 @@ fn stop_machine(state: &mut SupervisorState, key: &ObjectKey) {
         state.machine_cells.remove(&actor.get_id());
         actor.stop(Some("OVirtMachine deleted".into()));
     }
-    let _ = state.shared.status_writer.cast(StatusWriterMsg::Forget(key.clone()));
+    let forget = StatusWriterMsg::Forget(key.clone());
+    let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, forget);
 }

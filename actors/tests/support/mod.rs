@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use capov_actors::feature_gates::FeatureGates;
+use capov_actors::metrics::Metrics;
 use capov_actors::runtime::{self, RuntimeSettings, SupervisorMsg};
 use capov_crds::OVirtMachine;
 use capov_harness::{ControlPlane, Options, objects, shared};
@@ -25,6 +26,8 @@ pub struct World {
     pub provider: String,
     pub cluster: String,
     pub operator: Option<ActorRef<SupervisorMsg>>,
+    /// What the runtime under test reports (fresh for each World).
+    pub metrics: Metrics,
 }
 
 impl World {
@@ -53,6 +56,7 @@ impl World {
             sim,
             workload,
             operator: None,
+            metrics: Metrics::new(),
         };
         world
             .create_secret(
@@ -91,7 +95,8 @@ impl World {
             gates,
             ..self.settings()
         };
-        self.operator = Some(runtime::start(self.client.clone(), settings).await.expect("runtime"));
+        let operator = runtime::start(self.client.clone(), settings, self.metrics.clone()).await;
+        self.operator = Some(operator.expect("runtime"));
     }
 
     pub async fn stop_operator(&mut self) {
@@ -176,4 +181,36 @@ where
 
 pub fn condition<'a>(machine: &'a OVirtMachine, type_: &str) -> Option<&'a capov_crds::Condition> {
     machine.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// The sum of every sample of a metric family whose labels include `labels` (for a histogram, the sample count).
+pub fn metric_sum(metrics: &Metrics, name: &str, labels: &[(&str, &str)]) -> f64 {
+    use prometheus::proto::MetricType;
+    let mut sum = 0.0;
+    for family in metrics
+        .registry()
+        .gather()
+        .iter()
+        .filter(|family| family.name() == name)
+    {
+        let kind = family.get_field_type();
+        for metric in family.get_metric() {
+            let matches = labels.iter().all(|(key, value)| {
+                metric
+                    .get_label()
+                    .iter()
+                    .any(|label| label.name() == *key && label.value() == *value)
+            });
+            if !matches {
+                continue;
+            }
+            sum += match kind {
+                MetricType::COUNTER => metric.get_counter().get_value(),
+                MetricType::GAUGE => metric.get_gauge().get_value(),
+                MetricType::HISTOGRAM => metric.get_histogram().get_sample_count() as f64,
+                _ => 0.0,
+            };
+        }
+    }
+    sum
 }

@@ -15,6 +15,7 @@ use crate::identity::format_provider_id;
 use crate::machine_steps::{Action, Observed, Requeue};
 use crate::nics::NicChange;
 use crate::runtime::finalizers;
+use crate::runtime::mailbox;
 use crate::runtime::status_writer::StatusWriterMsg;
 
 /// A failed action, as the condition to report (or only a retry, e.g. for the engine's 409 "locked").
@@ -281,12 +282,13 @@ pub async fn execute(
                     "a VM named {} exists in oVirt but was not created by CAPOV for this machine; it is left untouched",
                     state.key.name
                 );
-                let _ = state.shared.status_writer.cast(StatusWriterMsg::Event {
+                let event = StatusWriterMsg::Event {
                     reference: state.object.object_ref(&()),
                     warning: true,
                     reason: reasons::VM_NAME_CONFLICT.into(),
                     note,
-                });
+                };
+                let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
             }
             match finalizers::remove(&machines(state), &state.object, MACHINE_FINALIZER).await {
                 Ok(_) => Executed::Requeue(Requeue::OnChange),

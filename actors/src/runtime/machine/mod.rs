@@ -8,7 +8,7 @@ mod observe;
 mod workload;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use capov_crds::{Initialization, OVirtMachine, OVirtMachineStatus, Severity};
 use kube::Resource;
@@ -20,10 +20,16 @@ use crate::identity::parse_provider_id;
 use crate::machine_steps::{Requeue, StatusChange, decide};
 
 use super::keys::ObjectKey;
+use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::MachineMsg;
 use super::provider::ProviderMsg;
 use super::status_writer::StatusWriterMsg;
 use super::supervisor::Shared;
+use crate::metrics::{kind, result};
+
+impl Mail for MachineMsg {
+    const KIND: &'static str = kind::MACHINE;
+}
 
 pub struct MachineArgs {
     pub object: OVirtMachine,
@@ -42,10 +48,12 @@ pub struct MachineState {
     missing_since: Option<std::time::Instant>,
     backoff: Duration,
     pass_queued: bool,
-    timer: Option<tokio::task::JoinHandle<Result<(), ractor::MessagingErr<MachineMsg>>>>,
+    timer: Option<tokio::task::JoinHandle<()>>,
     subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
     watched_vm: Option<String>,
     last_seen_vm_status: Option<String>,
+    mail: ActorMetrics,
+    _alive: Alive,
 }
 
 /// What a pass asks for next.
@@ -69,7 +77,8 @@ impl Actor for MachineActor {
     async fn pre_start(&self, me: ActorRef<MachineMsg>, args: MachineArgs) -> Result<MachineState, ActorProcessingErr> {
         let key = ObjectKey::machine(&args.object.namespace().unwrap_or_default(), &args.object.name_any());
         let status = args.object.status.clone().unwrap_or_default();
-        me.cast(MachineMsg::Tick)?;
+        mailbox::cast(&args.shared.metrics, &me, MachineMsg::Tick)?;
+        let mail = ActorMetrics::of::<MachineMsg>(&args.shared.metrics);
         Ok(MachineState {
             key,
             object: args.object,
@@ -82,6 +91,8 @@ impl Actor for MachineActor {
             subscribed_to: None,
             watched_vm: None,
             last_seen_vm_status: None,
+            _alive: mail.alive(),
+            mail,
         })
     }
 
@@ -90,7 +101,11 @@ impl Actor for MachineActor {
             timer.abort();
         }
         if let Some((_, provider)) = state.subscribed_to.take() {
-            let _ = provider.cast(ProviderMsg::Unsubscribe(state.key.clone()));
+            let _ = mailbox::cast(
+                &state.shared.metrics,
+                &provider,
+                ProviderMsg::Unsubscribe(state.key.clone()),
+            );
         }
         Ok(())
     }
@@ -101,6 +116,7 @@ impl Actor for MachineActor {
         message: MachineMsg,
         state: &mut MachineState,
     ) -> Result<(), ActorProcessingErr> {
+        let _handling = state.mail.handling();
         match message {
             MachineMsg::ObjectChanged(object) => {
                 let cleared = adopt_user_status_changes(state, &object);
@@ -134,7 +150,7 @@ impl Actor for MachineActor {
 fn queue_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     if !state.pass_queued {
         state.pass_queued = true;
-        let _ = me.cast(MachineMsg::Tick);
+        let _ = mailbox::cast(&state.shared.metrics, me, MachineMsg::Tick);
     }
 }
 
@@ -182,6 +198,7 @@ const MAX_ACTIONS_PER_PASS: usize = 12;
 async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     let permits = state.shared.permits.clone();
     let Ok(_permit) = permits.acquire().await else { return };
+    let started = Instant::now();
     let mut next = Next::After(Duration::ZERO);
     for _ in 0..MAX_ACTIONS_PER_PASS {
         let observation = match observe::observe(me, state).await {
@@ -219,12 +236,33 @@ async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
             }
         }
     }
+    record_pass(state, &next, started);
     let status = serde_json::to_value(&state.status).unwrap_or_default();
-    let _ = state.shared.status_writer.cast(StatusWriterMsg::Update {
+    let update = StatusWriterMsg::Update {
         key: state.key.clone(),
         status,
-    });
+    };
+    let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, update);
     schedule(me, state, next);
+}
+
+/// `capov_reconciles_total` / `capov_reconcile_duration_seconds` for one pass.
+fn record_pass(state: &MachineState, next: &Next, started: Instant) {
+    let outcome = match next {
+        _ if state.status.failure_reason.is_some() => result::TERMINAL,
+        Next::Backoff => result::ERROR,
+        Next::Idle => result::SUCCESS,
+        Next::After(_) | Next::WatchVm(_) => result::REQUEUE,
+    };
+    let metrics = &state.shared.metrics;
+    metrics
+        .reconciles_total
+        .with_label_values(&[kind::MACHINE, outcome])
+        .inc();
+    metrics
+        .reconcile_duration_seconds
+        .with_label_values(&[kind::MACHINE])
+        .observe(started.elapsed().as_secs_f64());
 }
 
 /// Writes a decision's conditions and status fields, recomputes Ready, and records an Event for each condition
@@ -274,12 +312,13 @@ fn record_event(state: &MachineState, update: &ConditionUpdate) {
     } else {
         update.message.clone()
     };
-    let _ = state.shared.status_writer.cast(StatusWriterMsg::Event {
+    let event = StatusWriterMsg::Event {
         reference: state.object.object_ref(&()),
         warning,
         reason: update.reason.to_string(),
         note,
-    });
+    };
+    let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
 }
 
 fn to_next(state: &MachineState, requeue: Requeue, vm_id: Option<String>) -> Next {
@@ -321,7 +360,7 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
             },
             None => ProviderMsg::UnwatchVm(state.key.clone()),
         };
-        let _ = provider.cast(message);
+        let _ = mailbox::cast(&state.shared.metrics, provider, message);
     }
     state.watched_vm = watched;
     let delay = match next {
@@ -338,5 +377,7 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
     if !matches!(next, Next::Backoff) {
         state.backoff = Duration::from_secs(5);
     }
-    state.timer = Some(me.send_after(delay, || MachineMsg::Tick));
+    state.timer = Some(mailbox::cast_after(&state.shared.metrics, delay, me.clone(), || {
+        MachineMsg::Tick
+    }));
 }

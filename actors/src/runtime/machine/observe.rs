@@ -2,7 +2,7 @@
 //! the provider actor's connection, the engine (the VM, its disks, NICs, reported devices, vNIC profiles) and the
 //! workload cluster's Node. Only what the current step can need is read from the engine.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use capov_crds::labels::{CLUSTER_NAME_LABEL, MACHINE_FINALIZER, PAUSED_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
 use capov_ovirt::Client;
@@ -24,6 +24,7 @@ use crate::machine_steps::{
 };
 use crate::nics::{CurrentNic, NicAssessment, VnicProfileFact, assess_nics};
 use crate::runtime::capi;
+use crate::runtime::mailbox;
 use crate::runtime::messages::{Connection, MachineMsg};
 use crate::runtime::provider::ProviderMsg;
 
@@ -223,16 +224,23 @@ async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Resu
         .is_some_and(|(name, actor)| name == &provider_name && actor.get_id() == provider.get_id());
     if !subscribed {
         if let Some((_, old)) = state.subscribed_to.take() {
-            let _ = old.cast(ProviderMsg::Unsubscribe(state.key.clone()));
+            let _ = mailbox::cast(&state.shared.metrics, &old, ProviderMsg::Unsubscribe(state.key.clone()));
         }
-        let _ = provider.cast(ProviderMsg::Subscribe {
+        let subscribe = ProviderMsg::Subscribe {
             machine: state.key.clone(),
             actor: me.clone(),
-        });
+        };
+        let _ = mailbox::cast(&state.shared.metrics, &provider, subscribe);
         state.watched_vm = None;
         state.subscribed_to = Some((provider_name, provider.clone()));
     }
-    match ractor::call_t!(provider, ProviderMsg::GetConnection, 30_000) {
+    let asked = mailbox::call(
+        &state.shared.metrics,
+        &provider,
+        ProviderMsg::GetConnection,
+        Duration::from_secs(30),
+    );
+    match asked.await {
         Ok(Connection::Ready { client, defaults, .. }) => {
             state.missing_since = None;
             Ok(Ok((

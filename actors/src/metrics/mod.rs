@@ -1,0 +1,298 @@
+//! Every `capov_` Prometheus family, registered up front in one [`Metrics`] registry that the actors feed and the
+//! operator's HTTPS endpoint serves, plus the process collector.
+//!
+//! Labels are bounded: actor or object *kind*, oVirt *provider* (an OVirtProvider name: a handful per cluster),
+//! HTTP method, engine resource type, status code, result. Never an object name.
+
+mod process;
+
+use prometheus::{
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    exponential_buckets,
+};
+
+/// Content type of the Prometheus text format.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `kind` label values of the actor metrics.
+pub mod kind {
+    pub const SUPERVISOR: &str = "supervisor";
+    pub const PROVIDER: &str = "provider";
+    pub const MACHINE: &str = "machine";
+    pub const CLUSTER: &str = "cluster";
+    pub const STATUS_WRITER: &str = "status-writer";
+    /// The kinds that are actors (OVirtClusters are handled by the supervisor).
+    pub const ACTORS: [&str; 4] = [SUPERVISOR, PROVIDER, MACHINE, STATUS_WRITER];
+}
+
+/// Result label values of [`Metrics::reconciles_total`].
+pub mod result {
+    /// The reconcile finished; nothing to retry.
+    pub const SUCCESS: &str = "success";
+    /// The reconcile asked to run again later (waiting for the engine, a dependency, …).
+    pub const REQUEUE: &str = "requeue";
+    /// The reconcile failed and will be retried with back-off.
+    pub const ERROR: &str = "error";
+    /// The reconcile failed for good (a failureReason was set).
+    pub const TERMINAL: &str = "terminal";
+}
+
+/// Every CAPOV metric. Clone it freely: clones share the same registry and series.
+///
+/// Label names: `kind` (actor or object kind, e.g. `machine`, `provider`, `cluster`, `status-writer`,
+/// `supervisor`), `result` (see [`result`]), `provider` (OVirtProvider name), `method` (HTTP method), `resource`
+/// (engine resource type, e.g. `vms`, `disks`, `templates`), `code` (HTTP status code, or `error` when no response
+/// came).
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// `capov_build_info{version}`: always 1.
+    pub build_info: IntGaugeVec,
+    /// `capov_leader`: 1 while this replica holds the leader-election Lease (or runs without leader election).
+    pub leader: IntGauge,
+    /// `capov_actors_live{kind}`: actors running now.
+    pub actors_live: IntGaugeVec,
+    /// `capov_actor_messages_total{kind}`: messages handled.
+    pub actor_messages_total: IntCounterVec,
+    /// `capov_actor_mailbox_depth{kind}`: messages waiting, summed over the actors of a kind.
+    pub actor_mailbox_depth: IntGaugeVec,
+    /// `capov_actor_message_duration_seconds{kind}`: time to handle one message.
+    pub actor_message_duration_seconds: HistogramVec,
+    /// `capov_actor_restarts_total{kind}`: actors restarted by their supervisor after a panic or failure.
+    pub actor_restarts_total: IntCounterVec,
+    /// `capov_reconciles_total{kind,result}`.
+    pub reconciles_total: IntCounterVec,
+    /// `capov_reconcile_duration_seconds{kind}`.
+    pub reconcile_duration_seconds: HistogramVec,
+    /// `capov_engine_requests_total{provider,method,resource,code}`: requests to oVirt engines.
+    pub engine_requests_total: IntCounterVec,
+    /// `capov_engine_request_duration_seconds{provider,method,resource}`.
+    pub engine_request_duration_seconds: HistogramVec,
+    /// `capov_engine_rate_limit_wait_seconds{provider}`: time requests waited for the `--ovirt-qps/--ovirt-burst`
+    /// limiter (observe only waits > 0; `_count` is then the number of delayed requests).
+    pub engine_rate_limit_wait_seconds: HistogramVec,
+    /// `capov_status_writes_total{kind,result}`: status patches sent (`result`: `success`, `conflict`, `error`).
+    pub status_writes_total: IntCounterVec,
+    /// `capov_status_updates_coalesced_total{kind}`: status updates merged into a later write instead of sent.
+    pub status_updates_coalesced_total: IntCounterVec,
+    /// `capov_max_concurrent_reconciles`: the configured limit.
+    pub max_concurrent_reconciles: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every family registered, plus the process collector.
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let latency = exponential_buckets(0.005, 2.0, 14).expect("valid buckets");
+        let engine_latency = exponential_buckets(0.01, 2.0, 12).expect("valid buckets");
+        let waits = exponential_buckets(0.01, 2.0, 10).expect("valid buckets");
+
+        let metrics = Metrics {
+            build_info: int_gauge_vec(
+                &registry,
+                "capov_build_info",
+                "Build information; always 1.",
+                &["version"],
+            ),
+            leader: int_gauge(&registry, "capov_leader", "1 while this replica is the leader, else 0."),
+            actors_live: int_gauge_vec(
+                &registry,
+                "capov_actors_live",
+                "Actors running now, by kind.",
+                &["kind"],
+            ),
+            actor_messages_total: counter_vec(
+                &registry,
+                "capov_actor_messages_total",
+                "Messages handled by actors, by kind.",
+                &["kind"],
+            ),
+            actor_mailbox_depth: int_gauge_vec(
+                &registry,
+                "capov_actor_mailbox_depth",
+                "Messages waiting in actor mailboxes, summed by kind.",
+                &["kind"],
+            ),
+            actor_message_duration_seconds: histogram_vec(
+                &registry,
+                "capov_actor_message_duration_seconds",
+                "Time an actor took to handle one message, by kind.",
+                &["kind"],
+                latency.clone(),
+            ),
+            actor_restarts_total: counter_vec(
+                &registry,
+                "capov_actor_restarts_total",
+                "Actors restarted by their supervisor, by kind.",
+                &["kind"],
+            ),
+            reconciles_total: counter_vec(
+                &registry,
+                "capov_reconciles_total",
+                "Reconciles finished, by kind and result (success, requeue, error, terminal).",
+                &["kind", "result"],
+            ),
+            reconcile_duration_seconds: histogram_vec(
+                &registry,
+                "capov_reconcile_duration_seconds",
+                "Time one reconcile took, by kind.",
+                &["kind"],
+                latency,
+            ),
+            engine_requests_total: counter_vec(
+                &registry,
+                "capov_engine_requests_total",
+                "Requests to oVirt engines, by provider, method, resource and status code.",
+                &["provider", "method", "resource", "code"],
+            ),
+            engine_request_duration_seconds: histogram_vec(
+                &registry,
+                "capov_engine_request_duration_seconds",
+                "Latency of requests to oVirt engines, by provider, method and resource.",
+                &["provider", "method", "resource"],
+                engine_latency,
+            ),
+            engine_rate_limit_wait_seconds: histogram_vec(
+                &registry,
+                "capov_engine_rate_limit_wait_seconds",
+                "Time requests to oVirt engines waited for the client-side rate limit, by provider.",
+                &["provider"],
+                waits,
+            ),
+            status_writes_total: counter_vec(
+                &registry,
+                "capov_status_writes_total",
+                "Status writes sent to the API server, by kind and result (success, conflict, error).",
+                &["kind", "result"],
+            ),
+            status_updates_coalesced_total: counter_vec(
+                &registry,
+                "capov_status_updates_coalesced_total",
+                "Status updates merged into a later write instead of being sent, by kind.",
+                &["kind"],
+            ),
+            max_concurrent_reconciles: {
+                let gauge = Gauge::with_opts(Opts::new(
+                    "capov_max_concurrent_reconciles",
+                    "The configured number of OVirtMachines reconciled at the same time.",
+                ))
+                .expect("valid metric");
+                registry.register(Box::new(gauge.clone())).expect("unique metric");
+                gauge
+            },
+            registry,
+        };
+        metrics
+            .build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        metrics
+            .registry
+            .register(Box::new(process::ProcessCollector::new()))
+            .expect("unique process metrics");
+        for kind in kind::ACTORS {
+            metrics.init_kind(kind);
+        }
+        metrics
+    }
+
+    /// Creates the series of an actor kind at zero, so that dashboards show it before the first event.
+    pub fn init_kind(&self, kind: &str) {
+        self.actors_live.with_label_values(&[kind]);
+        self.actor_messages_total.with_label_values(&[kind]);
+        self.actor_mailbox_depth.with_label_values(&[kind]);
+        self.actor_restarts_total.with_label_values(&[kind]);
+    }
+
+    /// The underlying registry (to register more collectors).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Everything in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        if let Err(err) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {
+            tracing::warn!(error = %err, "encoding metrics failed");
+        }
+        String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry.register(Box::new(metric.clone())).expect("unique metric");
+    metric
+}
+
+fn int_gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let metric = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry.register(Box::new(metric.clone())).expect("unique metric");
+    metric
+}
+
+fn int_gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let metric = IntGauge::with_opts(Opts::new(name, help)).expect("valid metric");
+    registry.register(Box::new(metric.clone())).expect("unique metric");
+    metric
+}
+
+fn histogram_vec(registry: &Registry, name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> HistogramVec {
+    let metric = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect("valid metric");
+    registry.register(Box::new(metric.clone())).expect("unique metric");
+    metric
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_are_registered_and_prefixed() {
+        let metrics = Metrics::new();
+        metrics.init_kind("machine");
+        metrics
+            .reconciles_total
+            .with_label_values(&["machine", result::SUCCESS])
+            .inc();
+        metrics
+            .engine_requests_total
+            .with_label_values(&["ovirt-prod", "GET", "vms", "200"])
+            .inc();
+        metrics
+            .engine_request_duration_seconds
+            .with_label_values(&["ovirt-prod", "GET", "vms"])
+            .observe(0.02);
+        let text = metrics.render();
+        for family in [
+            "capov_build_info",
+            "capov_leader",
+            "capov_actors_live{kind=\"machine\"} 0",
+            "capov_reconciles_total{kind=\"machine\",result=\"success\"} 1",
+            "capov_engine_requests_total{code=\"200\",method=\"GET\",provider=\"ovirt-prod\",resource=\"vms\"} 1",
+            "capov_engine_request_duration_seconds_bucket",
+            "capov_process_resident_memory_bytes",
+            "capov_process_cpu_seconds_total",
+            "capov_process_open_fds",
+        ] {
+            assert!(text.contains(family), "missing {family} in\n{text}");
+        }
+        for family in metrics.registry().gather() {
+            assert!(family.name().starts_with("capov_"), "{}", family.name());
+        }
+    }
+
+    #[test]
+    fn clones_share_series() {
+        let metrics = Metrics::new();
+        let clone = metrics.clone();
+        clone.actor_restarts_total.with_label_values(&["provider"]).inc();
+        assert_eq!(metrics.actor_restarts_total.with_label_values(&["provider"]).get(), 1);
+    }
+}
