@@ -1,22 +1,33 @@
 //! Adding and removing CAPOV's finalizers with a JSON patch that fails when someone else changed the list meanwhile.
+//! Another controller writing the object at the same moment (CAPI core adds labels and owners to a new
+//! OVirtMachine) is expected: the patch is retried on the freshly read object a few times before giving up.
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+const ATTEMPTS: usize = 3;
+
 /// Adds `finalizer` unless present. Returns whether a write happened.
 pub async fn ensure<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    let current = object.finalizers().to_vec();
-    if current.iter().any(|f| f == finalizer) {
-        return Ok(false);
+    let mut object = object.clone();
+    for attempt in 1..=ATTEMPTS {
+        let current = object.finalizers().to_vec();
+        if current.iter().any(|f| f == finalizer) {
+            return Ok(false);
+        }
+        let mut wanted = current.clone();
+        wanted.push(finalizer.to_string());
+        match write(api, &object, current, wanted).await {
+            Err(err) if attempt < ATTEMPTS && is_stale(&err) => object = api.get(&object.name_any()).await?,
+            other => return other.map(|_| true),
+        }
     }
-    let mut wanted = current.clone();
-    wanted.push(finalizer.to_string());
-    write(api, object, current, wanted).await.map(|_| true)
+    Ok(false)
 }
 
 /// Removes `finalizer` if present. Returns whether a write happened.
@@ -24,15 +35,29 @@ pub async fn remove<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    let current = object.finalizers().to_vec();
-    if !current.iter().any(|f| f == finalizer) {
-        return Ok(false);
+    let mut object = object.clone();
+    for attempt in 1..=ATTEMPTS {
+        let current = object.finalizers().to_vec();
+        if !current.iter().any(|f| f == finalizer) {
+            return Ok(false);
+        }
+        let wanted: Vec<String> = current.iter().filter(|f| *f != finalizer).cloned().collect();
+        match write(api, &object, current, wanted).await {
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+            Err(err) if attempt < ATTEMPTS && is_stale(&err) => match api.get_opt(&object.name_any()).await? {
+                Some(latest) => object = latest,
+                None => return Ok(false),
+            },
+            other => return other.map(|_| true),
+        }
     }
-    let wanted: Vec<String> = current.iter().filter(|f| *f != finalizer).cloned().collect();
-    match write(api, object, current, wanted).await {
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-        other => other.map(|_| true),
-    }
+    Ok(false)
+}
+
+/// A failed `test` operation (the object changed since it was read) comes back as 422 Invalid; 409 is a plain
+/// conflict.
+fn is_stale(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 409 || status.code == 422)
 }
 
 async fn write<K>(api: &Api<K>, object: &K, current: Vec<String>, wanted: Vec<String>) -> Result<(), kube::Error>

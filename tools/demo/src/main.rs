@@ -68,6 +68,7 @@ async fn run(args: Args) -> Result<ExitCode, Error> {
                 controller_manager: true,
                 crds: false,
                 capi_crds: false,
+                capi_manager: false,
             })
             .await?;
             let path = plane.kubeconfig_path().to_path_buf();

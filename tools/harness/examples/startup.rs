@@ -20,6 +20,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 controller_manager: true,
                 crds: true,
                 capi_crds: true,
+                capi_manager: false,
             },
         ),
     ] {

@@ -15,13 +15,20 @@ pub fn binaries_dir() -> Result<PathBuf, HarnessError> {
 
 fn locate() -> Result<PathBuf, String> {
     if let Some(dir) = std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from)
-        && has_all(&dir)
+        && has_all(&dir, &NEEDED)
     {
         return Ok(dir);
     }
+    built_by_script(None, &NEEDED)
+}
+
+/// Runs `tools/build-go-tools.sh [argument]` (which builds on a cache miss) and checks that the directory it prints
+/// holds `needed`.
+pub(crate) fn built_by_script(argument: Option<&str>, needed: &[&str]) -> Result<PathBuf, String> {
     let script = repo_root().join("tools/build-go-tools.sh");
     let output = Command::new("bash")
         .arg(&script)
+        .args(argument)
         .output()
         .map_err(|err| format!("cannot run {}: {err}", script.display()))?;
     if !output.status.success() {
@@ -33,19 +40,19 @@ fn locate() -> Result<PathBuf, String> {
         ));
     }
     let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-    if has_all(&dir) {
+    if has_all(&dir, needed) {
         Ok(dir)
     } else {
         Err(format!(
-            "{} printed {}, which lacks some of {NEEDED:?}",
+            "{} printed {}, which lacks some of {needed:?}",
             script.display(),
             dir.display()
         ))
     }
 }
 
-fn has_all(dir: &Path) -> bool {
-    NEEDED.iter().all(|name| dir.join(name).is_file())
+pub(crate) fn has_all(dir: &Path, needed: &[&str]) -> bool {
+    needed.iter().all(|name| dir.join(name).exists())
 }
 
 /// The workspace root (this crate lives in `tools/harness`).

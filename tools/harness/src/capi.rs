@@ -1,11 +1,51 @@
 //! Cluster API's own CRDs (Cluster, Machine, MachineDeployment, …) from the `sigs.k8s.io/cluster-api` module that
-//! `tools/capi` pins, so tests create real CAPI objects on the test apiserver.
+//! `tools/capi` pins, so tests create real CAPI objects on the test apiserver; and the CAPI core manager itself,
+//! run the way CAPI's own envtest runs it: its admission and conversion webhooks registered with the apiserver.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
-use crate::{HarnessError, assets, crds};
+use base64::Engine as _;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::control_plane::ControlPlane;
+use crate::{HarnessError, assets, certs, crds, free_port};
+
+/// What `tools/build-go-tools.sh --capi` provides.
+const CAPI_TOOLS: [&str; 4] = [
+    "capi-manager",
+    "clusterctl",
+    "capi-config/webhook.yaml",
+    "capi-config/crd",
+];
+
+/// The directory holding `capi-manager`, `clusterctl` and `capi-config/` (CRD bases and webhook manifests of the
+/// same CAPI version): `CAPOV_CAPI_DIR` when it holds them, else the cache `tools/build-go-tools.sh --capi` fills
+/// (building on first use).
+pub fn capi_tools_dir() -> Result<PathBuf, HarnessError> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("CAPOV_CAPI_DIR").map(PathBuf::from)
+            && assets::has_all(&dir, &CAPI_TOOLS)
+        {
+            return Ok(dir);
+        }
+        assets::built_by_script(Some("--capi"), &CAPI_TOOLS)
+    })
+    .clone()
+    .map_err(HarnessError::Assets)
+}
+
+/// The `clusterctl` binary of the CAPI version `tools/capi` pins.
+pub fn clusterctl() -> Result<PathBuf, HarnessError> {
+    Ok(capi_tools_dir()?.join("clusterctl"))
+}
 
 /// The directory of CAPI core's CRD manifests in the Go module cache (downloaded on first use).
 pub fn capi_crd_dir() -> Result<PathBuf, HarnessError> {
@@ -41,4 +81,120 @@ pub fn capi_crd_dir() -> Result<PathBuf, HarnessError> {
 /// Installs CAPI core's CRDs and waits until they are Established.
 pub async fn install_capi_crds(client: &kube::Client) -> Result<Vec<String>, HarnessError> {
     crds::apply_manifests(client, &capi_crd_dir()?).await
+}
+
+/// Starts the CAPI core manager against `plane` (whose CAPI CRDs are installed), waits until it is ready, then
+/// points the apiserver at its webhooks: the admission webhooks of `webhook.yaml` and the conversion webhook of
+/// every multi-version CAPI CRD, all at `https://127.0.0.1:<port>` with a CA made for it. Only after the manager
+/// is ready, since the webhooks fail closed.
+pub(crate) async fn start_manager(plane: &mut ControlPlane, client: &kube::Client) -> Result<(), HarnessError> {
+    let tools = capi_tools_dir()?;
+    let cert_dir = plane.dir().join("capi-webhook");
+    let ca_pem = certs::write_serving_pair(&cert_dir, "capi-webhook")?;
+    let (webhook_port, health_port) = (free_port(), free_port());
+    let mut manager = Command::new(tools.join("capi-manager"));
+    manager
+        .arg(format!("--kubeconfig={}", plane.kubeconfig_path().display()))
+        .arg("--leader-elect=false")
+        .arg(format!("--webhook-port={webhook_port}"))
+        .arg(format!("--webhook-cert-dir={}", cert_dir.display()))
+        .arg(format!("--health-addr=127.0.0.1:{health_port}"))
+        .arg("--diagnostics-address=0")
+        // The storage-version migration is for upgrades; on a fresh apiserver it only races the CRD patches below.
+        .arg("--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields")
+        // Short resyncs: tests wait on CAPI's reactions.
+        .arg("--sync-period=30s")
+        .arg("--v=2");
+    plane.add_ports(&[webhook_port, health_port]);
+    plane.spawn("capi-manager", manager)?;
+    plane
+        .wait_ready("capi-manager", || http_ok(health_port, "/readyz"))
+        .await?;
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&ca_pem);
+    let base = format!("https://127.0.0.1:{webhook_port}");
+    register_admission_webhooks(client, &tools.join("capi-config/webhook.yaml"), &base, &ca_bundle).await?;
+    register_conversion_webhook(client, &tools.join("capi-config/crd"), &base, &ca_bundle).await
+}
+
+async fn register_admission_webhooks(
+    client: &kube::Client,
+    manifest: &Path,
+    base: &str,
+    ca_bundle: &str,
+) -> Result<(), HarnessError> {
+    let invalid = |message: String| HarnessError::Crd {
+        path: manifest.to_path_buf(),
+        message,
+    };
+    let text = std::fs::read_to_string(manifest).map_err(|err| HarnessError::io(manifest, err))?;
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|err| invalid(err.to_string()))?;
+    let params = PatchParams::apply("capov-harness").force();
+    for mut document in documents {
+        let kind = document["kind"].as_str().unwrap_or_default().to_string();
+        let plural = match kind.as_str() {
+            "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration" => "validatingwebhookconfigurations",
+            _ => continue,
+        };
+        let Some(webhooks) = document["webhooks"].as_array_mut() else {
+            continue;
+        };
+        for webhook in webhooks {
+            let path = webhook["clientConfig"]["service"]["path"]
+                .as_str()
+                .ok_or_else(|| invalid(format!("a webhook of {kind} has no service path")))?
+                .to_string();
+            webhook["clientConfig"] = json!({"url": format!("{base}{path}"), "caBundle": ca_bundle});
+        }
+        let name = document["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", &kind);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, plural));
+        api.patch(&name, &params, &Patch::Apply(&document))
+            .await
+            .map_err(|err| invalid(format!("{kind} {name}: {err}")))?;
+    }
+    Ok(())
+}
+
+async fn register_conversion_webhook(
+    client: &kube::Client,
+    crd_dir: &Path,
+    base: &str,
+    ca_bundle: &str,
+) -> Result<(), HarnessError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let conversion = json!({"spec": {"conversion": {
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1", "v1beta1"],
+            "clientConfig": {"url": format!("{base}/convert"), "caBundle": ca_bundle}
+        }
+    }}});
+    for name in crds::manifest_crd_names(crd_dir)? {
+        let crd = crds
+            .get(&name)
+            .await
+            .map_err(|err| HarnessError::Kube(format!("CRD {name}: {err}")))?;
+        if crd.spec.versions.len() < 2 {
+            continue;
+        }
+        crds.patch(&name, &PatchParams::default(), &Patch::Merge(&conversion))
+            .await
+            .map_err(|err| HarnessError::Kube(format!("CRD {name}: {err}")))?;
+    }
+    Ok(())
+}
+
+/// Whether `GET path` on a plain-HTTP loopback port answers 200.
+async fn http_ok(port: u16, path: &str) -> bool {
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return false;
+    };
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut response = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(2), stream.read_to_string(&mut response)).await;
+    matches!(read, Ok(Ok(_))) && response.starts_with("HTTP/1.") && response.split_whitespace().nth(1) == Some("200")
 }

@@ -67,3 +67,27 @@ pub fn write(dir: &Path) -> Result<Pki, HarnessError> {
 pub(crate) fn write_file(path: &Path, contents: &str) -> Result<(), HarnessError> {
     std::fs::write(path, contents).map_err(|err| HarnessError::io(path, err))
 }
+
+/// A CA of its own and a serving certificate for 127.0.0.1/localhost signed by it, written as `tls.crt` and
+/// `tls.key` in `dir` (the layout controller-runtime's webhook server reads). Returns the CA's PEM, which the
+/// apiserver must trust to call the server.
+pub fn write_serving_pair(dir: &Path, common_name: &str) -> Result<String, HarnessError> {
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, format!("{common_name}-ca"));
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, &ca_key);
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])?;
+    params.distinguished_name.push(DnType::CommonName, common_name);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &issuer)?;
+    std::fs::create_dir_all(dir).map_err(|err| HarnessError::io(dir, err))?;
+    write_file(&dir.join("tls.crt"), &cert.pem())?;
+    write_file(&dir.join("tls.key"), &key.serialize_pem())?;
+    Ok(ca_cert.pem())
+}

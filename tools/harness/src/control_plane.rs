@@ -27,6 +27,8 @@ pub struct Options {
     pub crds: bool,
     /// Install Cluster API core's CRDs (Cluster, Machine, …) from the module `tools/capi` pins.
     pub capi_crds: bool,
+    /// Run the Cluster API core manager with its webhooks registered (implies `capi_crds`).
+    pub capi_manager: bool,
 }
 
 struct Process {
@@ -159,13 +161,16 @@ impl ControlPlane {
         if options.crds {
             crds::install_crds(&client).await?;
         }
-        if options.capi_crds {
+        if options.capi_crds || options.capi_manager {
             crate::capi::install_capi_crds(&client).await?;
+        }
+        if options.capi_manager {
+            crate::capi::start_manager(&mut plane, &client).await?;
         }
         Ok(plane)
     }
 
-    fn spawn(&mut self, name: &'static str, mut command: Command) -> Result<(), HarnessError> {
+    pub(crate) fn spawn(&mut self, name: &'static str, mut command: Command) -> Result<(), HarnessError> {
         let log = self.dir.path().join(format!("{name}.log"));
         let file = std::fs::File::create(&log).map_err(|err| HarnessError::io(&log, err))?;
         let stderr = file.try_clone().map_err(|err| HarnessError::io(&log, err))?;
@@ -176,7 +181,7 @@ impl ControlPlane {
     }
 
     /// Polls `ready` until it holds, failing early when the process named `name` exits.
-    async fn wait_ready<F, Fut>(&mut self, name: &'static str, mut ready: F) -> Result<(), HarnessError>
+    pub(crate) async fn wait_ready<F, Fut>(&mut self, name: &'static str, mut ready: F) -> Result<(), HarnessError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
@@ -205,6 +210,14 @@ impl ControlPlane {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub(crate) fn add_ports(&mut self, ports: &[u16]) {
+        self.ports.extend_from_slice(ports);
     }
 
     /// The apiserver's URL, e.g. `https://127.0.0.1:43121`.
@@ -306,6 +319,7 @@ pub async fn shared() -> &'static ControlPlane {
                 controller_manager: true,
                 crds: true,
                 capi_crds: true,
+                capi_manager: false,
             };
             let plane = ControlPlane::start(options)
                 .await

@@ -80,6 +80,29 @@ pub(crate) async fn apply_manifests(client: &kube::Client, dir: &Path) -> Result
     Ok(crd_names)
 }
 
+/// The names of the CRDs the `*.yaml` manifests of `dir` define.
+pub(crate) fn manifest_crd_names(dir: &Path) -> Result<Vec<String>, HarnessError> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|err| HarnessError::io(dir, err))? {
+        let path = entry.map_err(|err| HarnessError::io(dir, err))?.path();
+        if path.extension().is_none_or(|ext| ext != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|err| HarnessError::io(&path, err))?;
+        let documents: Vec<DynamicObject> = serde_saphyr::from_multiple(&text).map_err(|err| HarnessError::Crd {
+            path: path.clone(),
+            message: err.to_string(),
+        })?;
+        names.extend(
+            documents
+                .into_iter()
+                .filter(|d| d.types.as_ref().is_some_and(|t| t.kind == "CustomResourceDefinition"))
+                .filter_map(|d| d.metadata.name),
+        );
+    }
+    Ok(names)
+}
+
 async fn wait_established(crds: &Api<CustomResourceDefinition>, names: &[String]) -> Result<(), HarnessError> {
     let deadline = Instant::now() + Duration::from_secs(60);
     for name in names {

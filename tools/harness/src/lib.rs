@@ -17,7 +17,7 @@ pub mod objects;
 mod ports;
 
 pub use assets::binaries_dir;
-pub use capi::{capi_crd_dir, install_capi_crds};
+pub use capi::{capi_crd_dir, capi_tools_dir, clusterctl, install_capi_crds};
 pub use control_plane::{ControlPlane, Options, shared};
 pub use crds::{crd_chart_dir, install_crds};
 pub use error::HarnessError;

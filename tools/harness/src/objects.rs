@@ -103,6 +103,108 @@ pub async fn create_provisioned_cluster(
     .await
 }
 
+/// A Cluster left to CAPI core (no status written here) whose infrastructure is the OVirtCluster of the same
+/// name, the control plane at `endpoint` (host, port), and its `<name>-kubeconfig` Secret holding `kubeconfig`, so
+/// that CAPI reaches the workload cluster. Without a controlPlaneRef: the machines are workers only.
+pub async fn create_capi_managed_cluster(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    endpoint: (&str, u16),
+    kubeconfig: &str,
+) -> Result<(), HarnessError> {
+    let endpoint = json!({"host": endpoint.0, "port": endpoint.1});
+    let labels = json!({"cluster.x-k8s.io/cluster-name": name});
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": format!("{name}-kubeconfig"), "labels": labels},
+        "type": "cluster.x-k8s.io/secret",
+        "stringData": {"value": kubeconfig}
+    });
+    let secrets = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets");
+    apply(client, &secrets, Some(namespace), secret).await?;
+    let ovirt_cluster = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtCluster",
+        "metadata": {"name": name}, "spec": {"controlPlaneEndpoint": endpoint}
+    });
+    apply(
+        client,
+        &capov("OVirtCluster", "ovirtclusters"),
+        Some(namespace),
+        ovirt_cluster,
+    )
+    .await?;
+    let cluster = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": name},
+        "spec": {
+            "controlPlaneEndpoint": endpoint,
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtCluster", "name": name}
+        }
+    });
+    apply(client, &capi("Cluster", "clusters"), Some(namespace), cluster).await
+}
+
+/// An OVirtMachineTemplate whose machines get `spec`.
+pub async fn apply_machine_template(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    spec: Value,
+) -> Result<(), HarnessError> {
+    let body = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachineTemplate",
+        "metadata": {"name": name}, "spec": {"template": {"spec": spec}}
+    });
+    apply(
+        client,
+        &capov("OVirtMachineTemplate", "ovirtmachinetemplates"),
+        Some(namespace),
+        body,
+    )
+    .await
+}
+
+/// A MachineDeployment of `cluster` with `replicas` machines made from the OVirtMachineTemplate `template`, their
+/// bootstrap data taken from the prepared Secret `bootstrap_secret` (no bootstrap provider involved).
+pub async fn apply_machine_deployment(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    cluster: &str,
+    replicas: u32,
+    template: &str,
+    bootstrap_secret: &str,
+) -> Result<(), HarnessError> {
+    let body = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+        "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+        "spec": {
+            "clusterName": cluster,
+            "replicas": replicas,
+            "selector": {"matchLabels": {"capov.test/pool": name}},
+            "template": {
+                "metadata": {"labels": {"capov.test/pool": name}},
+                "spec": {
+                    "clusterName": cluster,
+                    "version": "v1.36.3",
+                    "bootstrap": {"dataSecretName": bootstrap_secret},
+                    "infrastructureRef": {
+                        "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachineTemplate", "name": template
+                    }
+                }
+            }
+        }
+    });
+    apply(
+        client,
+        &capi("MachineDeployment", "machinedeployments"),
+        Some(namespace),
+        body,
+    )
+    .await
+}
+
 /// A CAPI Machine of `cluster` with cloud-config bootstrap data, and the OVirtMachine it owns with `spec`.
 pub async fn create_machine(
     client: &kube::Client,
@@ -157,10 +259,16 @@ pub async fn register_node(workload: &kube::Client, name: &str, system_uuid: &st
                 .map_err(|err| HarnessError::Kube(err.to_string()))?;
         nodes.create(&PostParams::default(), &node).await.map_err(kube_error)?;
     }
-    let status = json!({"status": {"nodeInfo": {
-        "systemUUID": system_uuid, "machineID": system_uuid, "bootID": "boot", "kernelVersion": "6.6",
-        "osImage": "rhcos", "containerRuntimeVersion": "cri-o", "kubeletVersion": "v1.36.3", "kubeProxyVersion": "",
-        "operatingSystem": "linux", "architecture": "amd64"}}});
+    let now = rfc3339_now();
+    let status = json!({"status": {
+        "nodeInfo": {
+            "systemUUID": system_uuid, "machineID": system_uuid, "bootID": "boot", "kernelVersion": "6.6",
+            "osImage": "rhcos", "containerRuntimeVersion": "cri-o", "kubeletVersion": "v1.36.3", "kubeProxyVersion": "",
+            "operatingSystem": "linux", "architecture": "amd64"},
+        // A healthy kubelet reports Ready; CAPI counts a Machine available only then.
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                        "lastHeartbeatTime": now, "lastTransitionTime": now}]
+    }});
     nodes
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await
@@ -171,4 +279,11 @@ pub async fn register_node(workload: &kube::Client, name: &str, system_uuid: &st
 fn node_api(client: &kube::Client) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Node"), "nodes");
     Api::all_with(client.clone(), &resource)
+}
+
+/// Now as RFC 3339 (UTC, second precision), as the apiserver stores times.
+fn rfc3339_now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
