@@ -1,0 +1,946 @@
+//! clusterctl installs CAPOV: the release artifacts (`capov-release`, rendered from the charts and `templates/`)
+//! served as a local provider repository to the real clusterctl (built from Go modules by
+//! `tools/build-go-tools.sh --capi`), offline. Covers `generate provider`, `generate cluster` for both flavors,
+//! `generate yaml` of ovirt-provider.yaml, a server-side dry run of everything rendered against a real API server,
+//! and that the committed `release/` directory is what the generator writes.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use capov_harness::ControlPlane;
+use capov_release::Artifact;
+use serde_json::{Value, json};
+
+const PROVIDER: &str = "ovirt:v0.1.0";
+
+fn root() -> PathBuf {
+    capov_release::repo_root()
+}
+
+/// The release artifacts, rendered once per test binary.
+fn artifacts() -> &'static [Artifact] {
+    static ARTIFACTS: OnceLock<Vec<Artifact>> = OnceLock::new();
+    ARTIFACTS.get_or_init(|| {
+        let helm = capov_release::helm_dir(&root()).unwrap_or_else(|err| panic!("{err}"));
+        capov_release::artifacts(&root(), &helm.join("helm")).unwrap_or_else(|err| panic!("{err}"))
+    })
+}
+
+/// The clusterctl binary: `CAPOV_CAPI_DIR/clusterctl` when set, else built (once, cached) by the tools script.
+fn clusterctl_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let output = Command::new("bash")
+            .arg(root().join("tools/build-go-tools.sh"))
+            .arg("--capi")
+            .output()
+            .expect("run tools/build-go-tools.sh --capi");
+        assert!(
+            output.status.success(),
+            "tools/build-go-tools.sh --capi: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()).join("clusterctl")
+    })
+}
+
+/// A local provider repository (`repo/infrastructure-ovirt/v0.1.0/…`), a clusterctl config naming it, and an
+/// empty HOME, in a temporary directory of one test.
+struct Clusterctl {
+    dir: tempfile::TempDir,
+    release: PathBuf,
+}
+
+impl Clusterctl {
+    fn new() -> Clusterctl {
+        Clusterctl::with_config("")
+    }
+
+    /// `extra` is appended to the config file, e.g. an `images:` section.
+    fn with_config(extra: &str) -> Clusterctl {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let release = capov_release::write(&dir.path().join("repo"), artifacts()).expect("write the repository");
+        let config = format!(
+            "providers:\n  - name: ovirt\n    url: file://{}\n    type: InfrastructureProvider\n{extra}",
+            release.join("infrastructure-components.yaml").display()
+        );
+        std::fs::write(dir.path().join("clusterctl.yaml"), config).expect("config");
+        std::fs::create_dir(dir.path().join("home")).expect("home");
+        Clusterctl { dir, release }
+    }
+
+    /// Runs clusterctl with `args` and only the variables in `env`: the environment is cleared so that a
+    /// KUBECONFIG or OVIRT_* of the caller's shell cannot change the result. The version check is off (it would
+    /// only warn, after a minute of retries), and the proxy variables point at a closed port, so anything else that
+    /// tries GitHub or the Go proxy (e.g. a provider not found locally) fails at once instead of quietly depending
+    /// on the network.
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
+        let home = self.dir.path().join("home");
+        let mut command = Command::new(clusterctl_binary());
+        command
+            .args(args)
+            .arg("--config")
+            .arg(self.dir.path().join("clusterctl.yaml"))
+            .env_clear()
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
+            .env("HTTPS_PROXY", "http://127.0.0.1:1")
+            .env("HTTP_PROXY", "http://127.0.0.1:1")
+            .envs(env.iter().copied())
+            .current_dir(self.dir.path());
+        let output = command.output().expect("run clusterctl");
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(format!(
+                "clusterctl {args:?} failed ({}):\n{}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    }
+}
+
+fn parse_documents(yaml: &str) -> Vec<Value> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("clusterctl printed YAML");
+    documents.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+fn find<'a>(documents: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    documents
+        .iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} rendered"))
+}
+
+fn kinds_and_names(documents: &[Value]) -> Vec<String> {
+    documents
+        .iter()
+        .map(|d| {
+            format!(
+                "{}/{}",
+                d["kind"].as_str().unwrap_or(""),
+                d["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+const CRDS: [&str; 4] = [
+    "ovirtclusters.infrastructure.cluster.x-k8s.io",
+    "ovirtmachines.infrastructure.cluster.x-k8s.io",
+    "ovirtmachinetemplates.infrastructure.cluster.x-k8s.io",
+    "ovirtproviders.infrastructure.cluster.x-k8s.io",
+];
+
+#[test]
+fn generate_provider_prints_the_components() {
+    let clusterctl = Clusterctl::new();
+    let yaml = clusterctl
+        .run(&["generate", "provider", "--infrastructure", PROVIDER], &[])
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(!yaml.contains("${"), "a variable was left unsubstituted:\n{yaml}");
+    let documents = parse_documents(&yaml);
+
+    let namespaces: Vec<&Value> = documents.iter().filter(|d| d["kind"] == "Namespace").collect();
+    assert_eq!(namespaces.len(), 1, "the contract allows exactly one Namespace");
+    assert_eq!(namespaces[0]["metadata"]["name"], "capov-system");
+
+    let mut crds: Vec<&str> = documents
+        .iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .map(|d| d["metadata"]["name"].as_str().unwrap())
+        .collect();
+    crds.sort();
+    assert_eq!(crds, CRDS);
+    for name in CRDS {
+        let labels = &find(&documents, "CustomResourceDefinition", name)["metadata"]["labels"];
+        // The contract CAPI core reads (v1beta2) and the older one, both served by our v1beta1 API.
+        assert_eq!(labels["cluster.x-k8s.io/v1beta2"], "v1beta1", "{name}");
+        assert_eq!(labels["cluster.x-k8s.io/v1beta1"], "v1beta1", "{name}");
+    }
+    let provider_crd = find(&documents, "CustomResourceDefinition", CRDS[3]);
+    assert_eq!(
+        provider_crd["metadata"]["labels"]["clusterctl.cluster.x-k8s.io/move-hierarchy"], "",
+        "clusterctl move must carry OVirtProviders and what they own"
+    );
+
+    // clusterctl finds, upgrades and deletes a provider's objects by these labels.
+    for document in &documents {
+        let labels = &document["metadata"]["labels"];
+        let what = format!("{} {}", document["kind"], document["metadata"]["name"]);
+        assert_eq!(labels["cluster.x-k8s.io/provider"], "infrastructure-ovirt", "{what}");
+        assert_eq!(labels["clusterctl.cluster.x-k8s.io"], "", "{what}");
+        assert!(labels["helm.sh/chart"].is_null(), "{what} keeps a helm label");
+    }
+
+    let deployment = find(&documents, "Deployment", "capov-controller-manager");
+    assert_eq!(deployment["metadata"]["namespace"], "capov-system");
+    let containers = deployment["spec"]["template"]["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    assert_eq!(containers[0]["name"], "manager");
+    assert_eq!(containers[0]["image"], "docker.io/library/capov-manager:0.1.0");
+    assert_eq!(
+        containers[0]["args"],
+        json!(["--metrics-bind-address=:8443", "--leader-elect"]),
+        "no --namespace: the manager watches every namespace, as clusterctl expects"
+    );
+    assert!(
+        documents.iter().all(|d| d["kind"] != "ServiceMonitor"),
+        "a ServiceMonitor would fail where the Prometheus Operator is missing"
+    );
+
+    let mut rendered = kinds_and_names(&documents);
+    rendered.sort();
+    assert_eq!(
+        rendered,
+        [
+            "ClusterRole/capov-manager-role",
+            "ClusterRole/capov-metrics-reader",
+            "ClusterRoleBinding/capov-manager-rolebinding",
+            "CustomResourceDefinition/ovirtclusters.infrastructure.cluster.x-k8s.io",
+            "CustomResourceDefinition/ovirtmachines.infrastructure.cluster.x-k8s.io",
+            "CustomResourceDefinition/ovirtmachinetemplates.infrastructure.cluster.x-k8s.io",
+            "CustomResourceDefinition/ovirtproviders.infrastructure.cluster.x-k8s.io",
+            "Deployment/capov-controller-manager",
+            "Namespace/capov-system",
+            "Role/capov-manager-role",
+            "RoleBinding/capov-manager-rolebinding",
+            "Service/capov-metrics-service",
+            "ServiceAccount/capov-controller-manager",
+            "ValidatingAdmissionPolicy/capov-ovirtprovider-deprecated-credentials",
+            "ValidatingAdmissionPolicyBinding/capov-ovirtprovider-deprecated-credentials",
+        ]
+    );
+}
+
+/// `--target-namespace` moves every namespaced object, and the RBAC subjects with them; the manager finds its
+/// credentials namespace through POD_NAMESPACE, so it follows too.
+#[test]
+fn generate_provider_into_another_namespace() {
+    let clusterctl = Clusterctl::new();
+    let yaml = clusterctl
+        .run(
+            &[
+                "generate",
+                "provider",
+                "--infrastructure",
+                PROVIDER,
+                "--target-namespace",
+                "ovirt-infra",
+            ],
+            &[],
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+    let documents = parse_documents(&yaml);
+    find(&documents, "Namespace", "ovirt-infra");
+    for document in &documents {
+        let namespace = &document["metadata"]["namespace"];
+        assert!(
+            namespace.is_null() || namespace == "ovirt-infra",
+            "{} {} in {namespace}",
+            document["kind"],
+            document["metadata"]["name"]
+        );
+    }
+    assert_eq!(
+        find(&documents, "Deployment", "capov-controller-manager")["metadata"]["namespace"],
+        "ovirt-infra"
+    );
+    for (kind, name) in [
+        ("RoleBinding", "capov-manager-rolebinding"),
+        ("ClusterRoleBinding", "capov-manager-rolebinding"),
+    ] {
+        assert_eq!(
+            find(&documents, kind, name)["subjects"][0]["namespace"],
+            "ovirt-infra",
+            "{kind}"
+        );
+    }
+}
+
+/// No variables in the components (so `--describe`, `--raw` and `init --list-images`, which parse the images
+/// before substitution, work); the image is changed with clusterctl's `images:` setting.
+#[test]
+fn describe_lists_no_variables_and_images_can_be_overridden() {
+    let clusterctl = Clusterctl::new();
+    let described = clusterctl
+        .run(
+            &["generate", "provider", "--infrastructure", PROVIDER, "--describe"],
+            &[],
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(described.contains("TargetNamespace:    capov-system"), "{described}");
+    assert!(
+        described.contains("- docker.io/library/capov-manager:0.1.0"),
+        "{described}"
+    );
+    assert!(!described.contains("Variables"), "{described}");
+
+    let overridden = Clusterctl::with_config(
+        "images:\n  infrastructure-ovirt:\n    repository: registry.example.com/capov\n    tag: v0.1.0-rc1\n",
+    );
+    let yaml = overridden
+        .run(&["generate", "provider", "--infrastructure", PROVIDER], &[])
+        .unwrap_or_else(|err| panic!("{err}"));
+    let documents = parse_documents(&yaml);
+    assert_eq!(
+        find(&documents, "Deployment", "capov-controller-manager")["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example.com/capov/capov-manager:v0.1.0-rc1"
+    );
+}
+
+/// The variables clusterctl reports for a template: (required, optional).
+fn listed_variables(output: &str) -> (Vec<String>, Vec<String>) {
+    let mut required = Vec::new();
+    let mut optional = Vec::new();
+    let mut section = None;
+    for line in output.lines() {
+        match line.trim() {
+            "Required Variables:" => section = Some(&mut required),
+            "Optional Variables:" => section = Some(&mut optional),
+            "" => {}
+            item => {
+                if let (Some(list), Some(name)) = (section.as_mut(), item.strip_prefix("- ")) {
+                    list.push(name.split_whitespace().next().unwrap().to_string());
+                }
+            }
+        }
+    }
+    (required, optional)
+}
+
+#[test]
+fn list_variables_of_both_flavors() {
+    let clusterctl = Clusterctl::new();
+    let list = |flavor: &[&str]| {
+        let mut args = vec![
+            "generate",
+            "cluster",
+            "demo",
+            "--infrastructure",
+            PROVIDER,
+            "--target-namespace",
+            "x",
+        ];
+        args.extend_from_slice(flavor);
+        args.push("--list-variables");
+        listed_variables(&clusterctl.run(&args, &[]).unwrap_or_else(|err| panic!("{err}")))
+    };
+    let required = ["CONTROL_PLANE_ENDPOINT_IP", "KUBERNETES_VERSION", "OVIRT_TEMPLATE"];
+
+    let (default_required, default_optional) = list(&[]);
+    assert_eq!(default_required, required);
+    assert_eq!(
+        default_optional,
+        [
+            "CLUSTER_NAME",
+            "CONTROL_PLANE_ENDPOINT_PORT",
+            "CONTROL_PLANE_MACHINE_COUNT",
+            "NAMESPACE",
+            "OVIRT_CLUSTER",
+            "OVIRT_CONTROL_PLANE_CPU_CORES",
+            "OVIRT_CONTROL_PLANE_DISK_GB",
+            "OVIRT_CONTROL_PLANE_MEMORY_MB",
+            "OVIRT_PROVIDER",
+            "OVIRT_VNIC_PROFILE",
+            "OVIRT_WORKER_CPU_CORES",
+            "OVIRT_WORKER_DISK_GB",
+            "OVIRT_WORKER_MEMORY_MB",
+            "POD_CIDR",
+            "SERVICE_CIDR",
+            "WORKER_MACHINE_COUNT",
+        ]
+    );
+
+    let (no_kcp_required, no_kcp_optional) = list(&["--flavor", "no-kcp"]);
+    assert_eq!(no_kcp_required, required);
+    assert_eq!(
+        no_kcp_optional,
+        [
+            "BOOTSTRAP_DATA_SECRET",
+            "CLUSTER_NAME",
+            "CONTROL_PLANE_ENDPOINT_PORT",
+            "NAMESPACE",
+            "OVIRT_CLUSTER",
+            "OVIRT_PROVIDER",
+            "OVIRT_VNIC_PROFILE",
+            "OVIRT_WORKER_CPU_CORES",
+            "OVIRT_WORKER_DISK_GB",
+            "OVIRT_WORKER_MEMORY_MB",
+            "WORKER_MACHINE_COUNT",
+        ]
+    );
+}
+
+/// Every variable of every template and of ovirt-provider.yaml is documented in templates/README.md.
+#[test]
+fn every_variable_is_documented() {
+    let clusterctl = Clusterctl::new();
+    let mut variables = BTreeSet::new();
+    for flavor in [&[][..], &["--flavor", "no-kcp"][..]] {
+        let mut args = vec![
+            "generate",
+            "cluster",
+            "demo",
+            "--infrastructure",
+            PROVIDER,
+            "--target-namespace",
+            "x",
+        ];
+        args.extend_from_slice(flavor);
+        args.push("--list-variables");
+        let (required, optional) = listed_variables(&clusterctl.run(&args, &[]).unwrap_or_else(|err| panic!("{err}")));
+        variables.extend(required.into_iter().chain(optional));
+    }
+    let provider_file = clusterctl.release.join("ovirt-provider.yaml");
+    let listed = clusterctl
+        .run(
+            &[
+                "generate",
+                "yaml",
+                "--from",
+                provider_file.to_str().unwrap(),
+                "--list-variables",
+            ],
+            &[],
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+    let provider_variables: Vec<String> = listed
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- "))
+        .map(str::to_string)
+        .collect();
+    assert!(provider_variables.contains(&"OVIRT_PASSWORD".to_string()), "{listed}");
+    variables.extend(provider_variables);
+
+    let readme = std::fs::read_to_string(root().join("templates/README.md")).expect("templates/README.md");
+    let undocumented: Vec<&String> = variables
+        .iter()
+        .filter(|name| !readme.contains(&format!("`{name}`")))
+        .collect();
+    assert!(undocumented.is_empty(), "not in templates/README.md: {undocumented:?}");
+}
+
+/// The values a user sets for the templates in these tests.
+const OVIRT_ENV: [(&str, &str); 4] = [
+    ("OVIRT_TEMPLATE", "ubuntu-2404-kube-v1.34.0"),
+    ("CONTROL_PLANE_ENDPOINT_IP", "10.0.1.100"),
+    ("OVIRT_CLUSTER", "Production"),
+    ("OVIRT_PROVIDER", "ovirt-prod"),
+];
+
+#[test]
+fn no_kcp_flavor_renders_the_given_values() {
+    let clusterctl = Clusterctl::new();
+    let mut env = OVIRT_ENV.to_vec();
+    env.extend([
+        ("OVIRT_VNIC_PROFILE", "vlan42"),
+        ("OVIRT_WORKER_CPU_CORES", "4"),
+        ("OVIRT_WORKER_MEMORY_MB", "8192"),
+        ("OVIRT_WORKER_DISK_GB", "80"),
+        ("BOOTSTRAP_DATA_SECRET", "workers-join"),
+    ]);
+    let yaml = clusterctl
+        .run(
+            &[
+                "generate",
+                "cluster",
+                "demo",
+                "--infrastructure",
+                PROVIDER,
+                "--flavor",
+                "no-kcp",
+                "--target-namespace",
+                "team-a",
+                "--kubernetes-version",
+                "v1.34.0",
+                "--worker-machine-count",
+                "3",
+            ],
+            &env,
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+    let documents = parse_documents(&yaml);
+    assert_eq!(
+        kinds_and_names(&documents),
+        [
+            "Cluster/demo",
+            "OVirtCluster/demo",
+            "OVirtMachineTemplate/demo-md-0",
+            "MachineDeployment/demo-md-0"
+        ]
+    );
+    for document in &documents {
+        assert_eq!(document["metadata"]["namespace"], "team-a", "{}", document["kind"]);
+    }
+    assert_eq!(
+        find(&documents, "Cluster", "demo")["apiVersion"],
+        "cluster.x-k8s.io/v1beta2"
+    );
+    assert_eq!(
+        find(&documents, "Cluster", "demo")["spec"],
+        json!({"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtCluster",
+                                     "name": "demo"}})
+    );
+    assert_eq!(
+        find(&documents, "OVirtCluster", "demo")["spec"],
+        json!({"controlPlaneEndpoint": {"host": "10.0.1.100", "port": 6443}})
+    );
+    assert_eq!(
+        find(&documents, "OVirtMachineTemplate", "demo-md-0")["spec"],
+        json!({"template": {"spec": {
+            "provider": "ovirt-prod", "ovirtcluster": "Production", "template": "ubuntu-2404-kube-v1.34.0",
+            "vmtype": "server", "cpu": {"sockets": 1, "cores": 4, "threads": 1}, "memory": {"sizemb": 8192},
+            "osdisksizegb": 80, "nics": [{"vnicprofile": "vlan42"}]
+        }}})
+    );
+    assert_eq!(
+        find(&documents, "MachineDeployment", "demo-md-0")["spec"],
+        json!({
+            "clusterName": "demo",
+            "replicas": 3,
+            "selector": {"matchLabels": {}},
+            "template": {"spec": {
+                "clusterName": "demo",
+                "version": "v1.34.0",
+                "bootstrap": {"dataSecretName": "workers-join"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachineTemplate",
+                                      "name": "demo-md-0"}
+            }}
+        })
+    );
+}
+
+#[test]
+fn defaults_apply_and_missing_required_variables_are_refused() {
+    let clusterctl = Clusterctl::new();
+    let args = [
+        "generate",
+        "cluster",
+        "demo",
+        "--infrastructure",
+        PROVIDER,
+        "--flavor",
+        "no-kcp",
+        "--target-namespace",
+        "team-a",
+        "--kubernetes-version",
+        "v1.34.0",
+    ];
+    let error = clusterctl.run(&args, &[]).unwrap_err();
+    assert!(
+        error.contains("value for variables [CONTROL_PLANE_ENDPOINT_IP, OVIRT_TEMPLATE] is not set"),
+        "{error}"
+    );
+    let error = clusterctl
+        .run(
+            &args[..args.len() - 2],
+            &[("OVIRT_TEMPLATE", "t"), ("CONTROL_PLANE_ENDPOINT_IP", "10.0.0.1")],
+        )
+        .unwrap_err();
+    assert!(
+        error.contains("value for variables [KUBERNETES_VERSION] is not set"),
+        "{error}"
+    );
+
+    let yaml = clusterctl
+        .run(
+            &args,
+            &[("OVIRT_TEMPLATE", "t"), ("CONTROL_PLANE_ENDPOINT_IP", "10.0.0.1")],
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+    let documents = parse_documents(&yaml);
+    assert_eq!(
+        find(&documents, "OVirtCluster", "demo")["spec"]["controlPlaneEndpoint"]["port"],
+        6443
+    );
+    assert_eq!(
+        find(&documents, "OVirtMachineTemplate", "demo-md-0")["spec"]["template"]["spec"],
+        json!({"provider": "ovirt", "ovirtcluster": "Default", "template": "t", "vmtype": "server",
+               "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096}, "osdisksizegb": 40,
+               "nics": [{"vnicprofile": "ovirtmgmt"}]})
+    );
+    let deployment = &find(&documents, "MachineDeployment", "demo-md-0")["spec"];
+    assert_eq!(deployment["replicas"], 0, "clusterctl's default --worker-machine-count");
+    assert_eq!(
+        deployment["template"]["spec"]["bootstrap"]["dataSecretName"],
+        "demo-bootstrap-data"
+    );
+}
+
+#[test]
+fn default_flavor_renders_a_kubeadm_cluster() {
+    let clusterctl = Clusterctl::new();
+    let mut env = OVIRT_ENV.to_vec();
+    env.extend([
+        ("OVIRT_CONTROL_PLANE_CPU_CORES", "4"),
+        ("OVIRT_CONTROL_PLANE_MEMORY_MB", "16384"),
+        ("OVIRT_CONTROL_PLANE_DISK_GB", "100"),
+        ("POD_CIDR", "172.20.0.0/16"),
+    ]);
+    let yaml = clusterctl
+        .run(
+            &[
+                "generate",
+                "cluster",
+                "demo",
+                "--infrastructure",
+                PROVIDER,
+                "--target-namespace",
+                "team-a",
+                "--kubernetes-version",
+                "v1.34.0",
+                "--control-plane-machine-count",
+                "3",
+                "--worker-machine-count",
+                "5",
+            ],
+            &env,
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+    let documents = parse_documents(&yaml);
+    assert_eq!(
+        kinds_and_names(&documents),
+        [
+            "Cluster/demo",
+            "OVirtCluster/demo",
+            "OVirtMachineTemplate/demo-control-plane",
+            "KubeadmControlPlane/demo-control-plane",
+            "OVirtMachineTemplate/demo-md-0",
+            "KubeadmConfigTemplate/demo-md-0",
+            "MachineDeployment/demo-md-0",
+        ]
+    );
+    for document in &documents {
+        assert_eq!(document["metadata"]["namespace"], "team-a", "{}", document["kind"]);
+    }
+    let cluster = &find(&documents, "Cluster", "demo")["spec"];
+    assert_eq!(
+        cluster["controlPlaneRef"],
+        json!({"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "demo-control-plane"})
+    );
+    assert_eq!(
+        cluster["infrastructureRef"],
+        json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtCluster", "name": "demo"})
+    );
+    assert_eq!(
+        cluster["clusterNetwork"],
+        json!({"pods": {"cidrBlocks": ["172.20.0.0/16"]}, "services": {"cidrBlocks": ["10.128.0.0/12"]}})
+    );
+
+    let control_plane = find(&documents, "KubeadmControlPlane", "demo-control-plane");
+    assert_eq!(control_plane["apiVersion"], "controlplane.cluster.x-k8s.io/v1beta2");
+    assert_eq!(control_plane["spec"]["replicas"], 3);
+    assert_eq!(control_plane["spec"]["version"], "v1.34.0");
+    assert_eq!(
+        control_plane["spec"]["machineTemplate"]["spec"]["infrastructureRef"],
+        json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachineTemplate",
+               "name": "demo-control-plane"})
+    );
+    let control_plane_machines = &find(&documents, "OVirtMachineTemplate", "demo-control-plane")["spec"]["template"];
+    assert_eq!(control_plane_machines["spec"]["cpu"]["cores"], 4);
+    assert_eq!(control_plane_machines["spec"]["memory"]["sizemb"], 16384);
+    assert_eq!(control_plane_machines["spec"]["osdisksizegb"], 100);
+    assert_eq!(control_plane_machines["spec"]["provider"], "ovirt-prod");
+    assert_eq!(control_plane_machines["spec"]["ovirtcluster"], "Production");
+    let workers = &find(&documents, "OVirtMachineTemplate", "demo-md-0")["spec"]["template"]["spec"];
+    assert_eq!(workers["cpu"]["cores"], 2);
+    assert_eq!(workers["template"], "ubuntu-2404-kube-v1.34.0");
+
+    let deployment = &find(&documents, "MachineDeployment", "demo-md-0")["spec"];
+    assert_eq!(deployment["replicas"], 5);
+    assert_eq!(deployment["template"]["spec"]["version"], "v1.34.0");
+    assert_eq!(
+        deployment["template"]["spec"]["bootstrap"],
+        json!({"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate",
+                             "name": "demo-md-0"}})
+    );
+    assert_eq!(
+        find(&documents, "KubeadmConfigTemplate", "demo-md-0")["spec"]["template"]["spec"]["format"],
+        "cloud-config"
+    );
+}
+
+/// ovirt-provider.yaml through `clusterctl generate yaml` keeps its namespace (a cluster template would not), and
+/// carries the move labels but not the provider label.
+#[test]
+fn ovirt_provider_yaml_renders_the_connection() {
+    let clusterctl = Clusterctl::new();
+    let file = clusterctl.release.join("ovirt-provider.yaml");
+    let env = [
+        ("OVIRT_URL", "https://ovirt.example.com/ovirt-engine/api"),
+        ("OVIRT_USERNAME", "admin@internal"),
+        ("OVIRT_PASSWORD", "it''s \"secret\" \\ #1"),
+        ("OVIRT_CA_BUNDLE", "LS0tLS1CRUdJTi=="),
+        ("OVIRT_PROVIDER", "ovirt-prod"),
+    ];
+    let yaml = clusterctl
+        .run(&["generate", "yaml", "--from", file.to_str().unwrap()], &env)
+        .unwrap_or_else(|err| panic!("{err}"));
+    let documents = parse_documents(&yaml);
+    let secret = find(&documents, "Secret", "ovirt-prod-capov-provider-secret");
+    assert_eq!(secret["metadata"]["namespace"], "capov-system");
+    assert_eq!(
+        secret["stringData"],
+        json!({"username": "admin@internal", "password": "it's \"secret\" \\ #1"})
+    );
+    assert_eq!(
+        secret["metadata"]["labels"],
+        json!({"clusterctl.cluster.x-k8s.io/move": ""})
+    );
+    let provider = find(&documents, "OVirtProvider", "ovirt-prod");
+    assert!(provider["metadata"]["namespace"].is_null());
+    assert_eq!(
+        provider["metadata"]["labels"],
+        json!({"clusterctl.cluster.x-k8s.io/move-hierarchy": ""})
+    );
+    assert_eq!(
+        provider["spec"],
+        json!({"engine": "https://ovirt.example.com/ovirt-engine/api",
+               "credentialsSecretName": "ovirt-prod-capov-provider-secret",
+               "tls": {"insecure": false, "certs": "LS0tLS1CRUdJTi=="}})
+    );
+
+    let elsewhere = clusterctl
+        .run(
+            &["generate", "yaml", "--from", file.to_str().unwrap()],
+            &[
+                &env[..3],
+                &[("CAPOV_NAMESPACE", "ovirt-infra"), ("OVIRT_INSECURE", "true")],
+            ]
+            .concat(),
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+    let documents = parse_documents(&elsewhere);
+    assert_eq!(
+        find(&documents, "Secret", "ovirt-capov-provider-secret")["metadata"]["namespace"],
+        "ovirt-infra"
+    );
+    assert_eq!(
+        find(&documents, "OVirtProvider", "ovirt")["spec"]["tls"],
+        json!({"insecure": true, "certs": ""})
+    );
+}
+
+/// `kubectl apply --server-side --dry-run=server` of `yaml` through `plane`. `--force-conflicts`: the shared
+/// control plane already holds CAPOV's CRDs (applied by the harness's field manager); a dry run changes nothing.
+fn dry_run_apply(plane: &ControlPlane, yaml: &str) -> Result<String, String> {
+    let mut command = plane.kubectl().expect("kubectl");
+    command
+        .args([
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--force-conflicts",
+            "--field-manager=capov-clusterctl-test",
+            "-f",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn kubectl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(yaml.as_bytes())
+        .expect("write manifests");
+    let output = child.wait_with_output().expect("kubectl");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!("{stdout}{}", String::from_utf8_lossy(&output.stderr)))
+    }
+}
+
+/// Installs the kubeadm control-plane and bootstrap CRDs of the CAPI module that tools/capi pins (the harness
+/// installs only CAPI core's), so the default flavor's KubeadmControlPlane and KubeadmConfigTemplate validate.
+fn install_kubeadm_crds(plane: &ControlPlane) {
+    // capi_crd_dir() is <module>/core/config/crd/bases.
+    let module = capov_harness::capi_crd_dir().expect("CAPI module").join("../../../..");
+    let dirs = [
+        "controlplane/kubeadm/config/crd/bases",
+        "bootstrap/kubeadm/config/crd/bases",
+    ];
+    for dir in dirs {
+        let mut command = plane.kubectl().expect("kubectl");
+        command.args([
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=capov-clusterctl-test",
+            "-f",
+        ]);
+        command.arg(module.join(dir));
+        let output = command.output().expect("kubectl apply");
+        assert!(
+            output.status.success(),
+            "{dir}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let mut wait = plane.kubectl().expect("kubectl");
+    wait.args([
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+        "crd/kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
+    ]);
+    let output = wait.output().expect("kubectl wait");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// Everything clusterctl renders passes the real API server's validation (CRD schemas and CEL rules included):
+/// the provider components, ovirt-provider.yaml and both cluster flavors, in a fresh namespace.
+#[tokio::test]
+async fn rendered_objects_pass_a_server_side_dry_run() {
+    let plane = capov_harness::shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "clusterctl").await.expect("namespace");
+    install_kubeadm_crds(plane);
+    let clusterctl = Clusterctl::new();
+
+    // Into the test's namespace: a dry run cannot create capov-system for the objects that go there.
+    let components = clusterctl
+        .run(
+            &[
+                "generate",
+                "provider",
+                "--infrastructure",
+                PROVIDER,
+                "--target-namespace",
+                &namespace,
+            ],
+            &[],
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+    let output = dry_run_apply(plane, &components).unwrap_or_else(|err| panic!("components: {err}"));
+    for object in [
+        format!("namespace/{namespace}"),
+        "customresourcedefinition.apiextensions.k8s.io/ovirtproviders.infrastructure.cluster.x-k8s.io".into(),
+        "validatingadmissionpolicy.admissionregistration.k8s.io/capov-ovirtprovider-deprecated-credentials".into(),
+        "clusterrolebinding.rbac.authorization.k8s.io/capov-manager-rolebinding".into(),
+        "rolebinding.rbac.authorization.k8s.io/capov-manager-rolebinding".into(),
+        "deployment.apps/capov-controller-manager".into(),
+    ] {
+        assert!(
+            output.contains(&format!("{object} serverside-applied")),
+            "{object} missing from:\n{output}"
+        );
+    }
+
+    // A unique OVirtProvider name: the shared control plane is cluster-wide for cluster-scoped objects.
+    let provider_name = format!("{namespace}-engine");
+    let provider_file = clusterctl.release.join("ovirt-provider.yaml");
+    let connection = clusterctl
+        .run(
+            &["generate", "yaml", "--from", provider_file.to_str().unwrap()],
+            &[
+                ("OVIRT_URL", "https://ovirt.example.com/ovirt-engine/api"),
+                ("OVIRT_USERNAME", "admin@internal"),
+                ("OVIRT_PASSWORD", "secret"),
+                ("OVIRT_PROVIDER", &provider_name),
+                ("CAPOV_NAMESPACE", &namespace),
+            ],
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+    let output = dry_run_apply(plane, &connection).unwrap_or_else(|err| panic!("ovirt-provider.yaml: {err}"));
+    for object in [
+        format!("secret/{provider_name}-capov-provider-secret"),
+        format!("ovirtprovider.infrastructure.cluster.x-k8s.io/{provider_name}"),
+    ] {
+        assert!(
+            output.contains(&format!("{object} serverside-applied")),
+            "{object} missing from:\n{output}"
+        );
+    }
+
+    let env = [
+        ("OVIRT_TEMPLATE", "ubuntu"),
+        ("CONTROL_PLANE_ENDPOINT_IP", "10.0.1.100"),
+    ];
+    for flavor in ["", "no-kcp"] {
+        let mut args = vec![
+            "generate",
+            "cluster",
+            "demo",
+            "--infrastructure",
+            PROVIDER,
+            "--target-namespace",
+            &namespace,
+            "--kubernetes-version",
+            "v1.34.0",
+            "--worker-machine-count",
+            "3",
+        ];
+        if !flavor.is_empty() {
+            args.extend(["--flavor", flavor]);
+        }
+        let cluster = clusterctl.run(&args, &env).unwrap_or_else(|err| panic!("{err}"));
+        let expected = parse_documents(&cluster).len();
+        let output = dry_run_apply(plane, &cluster).unwrap_or_else(|err| panic!("flavor {flavor:?}: {err}"));
+        let applied = output
+            .lines()
+            .filter(|line| line.contains("serverside-applied (server dry run)"))
+            .count();
+        assert_eq!(applied, expected, "flavor {flavor:?}:\n{output}");
+        for object in [
+            "cluster.cluster.x-k8s.io/demo",
+            "ovirtcluster.infrastructure.cluster.x-k8s.io/demo",
+            "ovirtmachinetemplate.infrastructure.cluster.x-k8s.io/demo-md-0",
+            "machinedeployment.cluster.x-k8s.io/demo-md-0",
+        ] {
+            assert!(
+                output.contains(object),
+                "flavor {flavor:?}: {object} missing from:\n{output}"
+            );
+        }
+    }
+}
+
+/// `release/` holds exactly what `cargo run -p capov-release --bin release-artifacts` writes.
+#[test]
+fn committed_release_matches_the_generated_one() {
+    let committed = root().join("release");
+    let dir = capov_release::release_dir(&committed);
+    let hint = "run `cargo run -p capov-release --bin release-artifacts` and commit the result";
+    for artifact in artifacts() {
+        let path = dir.join(&artifact.file_name);
+        let content = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}; {hint}", path.display()));
+        assert!(
+            content == artifact.content,
+            "{} differs from the generated file; {hint}",
+            path.display()
+        );
+    }
+    let mut expected: Vec<PathBuf> = artifacts().iter().map(|a| dir.join(&a.file_name)).collect();
+    expected.sort();
+    let mut found = Vec::new();
+    let mut pending = vec![committed.clone()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next).unwrap_or_else(|err| panic!("{}: {err}", next.display())) {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    assert_eq!(
+        found,
+        expected,
+        "stale or missing files in {}; {hint}",
+        committed.display()
+    );
+}
