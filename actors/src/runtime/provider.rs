@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use capov_crds::{Condition, OVirtProvider, Severity};
-use capov_ovirt::{Client, ClientConfig};
+use capov_ovirt::Client;
 use k8s_openapi::ByteString;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
@@ -209,13 +209,7 @@ async fn connect(state: &mut ProviderState) -> Result<String, ConnectionProblem>
             if let Some(old) = state.client.take() {
                 old.logout().await;
             }
-            let config = ClientConfig::new(
-                &wanted.url,
-                wanted.credentials.username.clone(),
-                wanted.credentials.password.clone(),
-            )
-            .with_tls(wanted.tls.clone())
-            .with_rate_limit(state.settings.ovirt_qps, state.settings.ovirt_burst);
+            let config = connection::client_config(&wanted, state.settings.ovirt_qps, state.settings.ovirt_burst);
             let client = Client::new(config).map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;
             state.client = Some(client);
         }
