@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod health;
+pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod server;
