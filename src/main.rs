@@ -6,7 +6,7 @@ use std::time::Duration;
 use capov::cli::{Command, Config, ParseError};
 use capov::leader::{self, Candidate, ElectionSettings, Ended};
 use capov::metrics::MetricsServerOptions;
-use capov::{Metrics, Readiness, health, logging, metrics};
+use capov::{Metrics, Readiness, check_engine, health, logging, metrics};
 use capov_actors::feature_gates::FeatureGates;
 use capov_actors::runtime::{RuntimeSettings, SupervisorMsg};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -58,8 +58,7 @@ fn usage(err: ParseError) -> ExitCode {
 
 async fn run(config: Config) -> ExitCode {
     if let Some(Command::CheckEngine { provider }) = &config.command {
-        tracing::error!(%provider, "check-engine is not part of this build yet");
-        return ExitCode::from(2);
+        return check_engine(&config, provider).await;
     }
     tracing::info!(
         config = %serde_json::to_string(&config).unwrap_or_default(),
@@ -188,6 +187,17 @@ async fn stop_controllers(supervisor: ActorRef<SupervisorMsg>) {
         .await
     {
         tracing::warn!(error = %err, "the controllers did not stop in time");
+    }
+}
+
+/// `manager check-engine PROVIDER`: the report goes to stdout, exit 0 only when every step passed.
+async fn check_engine(config: &Config, provider: &str) -> ExitCode {
+    let client = kube_client(config).await.map(|(_, client)| client);
+    let mut stdout = std::io::stdout();
+    if check_engine::check(client, provider, &config.credentials_namespace, &mut stdout).await {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 
