@@ -84,8 +84,12 @@ pub fn random_suffix() -> String {
     use ring::rand::SecureRandom;
     let mut bytes = [0u8; 4];
     if ring::rand::SystemRandom::new().fill(&mut bytes).is_err() {
-        // No system randomness: the process id still tells two replicas on different hosts' pods apart.
-        return format!("{:08x}", std::process::id());
+        // No system randomness: the start time still differs between two lives of one pod (whose name tells pods
+        // apart); the process id would not, being 1 in every container.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.subsec_nanos());
+        return format!("{nanos:08x}");
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -129,6 +133,8 @@ impl fmt::Display for Lost {
 pub struct Candidate {
     client: kube::Client,
     settings: ElectionSettings,
+    /// kube-lease-manager's duration and grace, validated.
+    duration_and_grace: (u64, u64),
 }
 
 /// Held leadership: keep [`Leadership::hold`] polled, or the Lease is not renewed.
@@ -140,14 +146,18 @@ pub struct Leadership {
 impl Candidate {
     /// Fails when the timing is inconsistent (see [`ElectionSettings::duration_and_grace`]).
     pub fn new(client: kube::Client, settings: ElectionSettings) -> Result<Candidate, String> {
-        if settings.duration_and_grace().is_none() {
+        let Some(duration_and_grace) = settings.duration_and_grace() else {
             return Err(format!(
                 "leader election: the renew interval {:?} must be at least a second and shorter than the lease \
                  duration {:?}",
                 settings.renew_interval, settings.lease_duration
             ));
-        }
-        Ok(Candidate { client, settings })
+        };
+        Ok(Candidate {
+            client,
+            settings,
+            duration_and_grace,
+        })
     }
 
     pub fn settings(&self) -> &ElectionSettings {
@@ -216,7 +226,7 @@ impl Candidate {
     }
 
     async fn manager(&self) -> Result<LeaseManager, kube_lease_manager::LeaseManagerError> {
-        let (duration, grace) = self.settings.duration_and_grace().unwrap_or((15, 10));
+        let (duration, grace) = self.duration_and_grace;
         LeaseManagerBuilder::new(self.client.clone(), &self.settings.lease_name)
             .with_namespace(&self.settings.namespace)
             .with_identity(&self.settings.identity)

@@ -344,6 +344,10 @@ async fn a_killed_leader_is_replaced_and_its_half_done_machines_are_finished() {
         .into_iter()
         .map(|vm| (vm.name, vm.status))
         .collect();
+    assert!(
+        states.iter().all(|(_, status)| status != "up"),
+        "a VM was already up at the kill: {states:?}"
+    );
     leader.sigkill();
     let killed = Instant::now();
 
