@@ -159,6 +159,20 @@ async fn a_good_provider_passes_every_step() {
     report.assert_no_secret();
     // The token was revoked at the end: the engine holds no session of the check.
     assert_eq!(sim.control().token_count(), 0);
+
+    // Without verification the check passes too, but says so.
+    let name = format!("{}-insecure", setup.namespace);
+    let spec = json!({"engine": sim.api_url(), "credentialsSecretName": "good-credentials", "tls": {"insecure": true}});
+    objects::apply_provider(&setup.client, &name, json!({}), spec)
+        .await
+        .expect("provider");
+    let report = setup.check(&name).await;
+    assert_eq!(report.code, Some(0), "{}", report.stdout);
+    assert!(
+        report.line("tls").contains("certificate NOT verified"),
+        "{}",
+        report.line("tls")
+    );
 }
 
 #[tokio::test]
