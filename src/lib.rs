@@ -1,8 +1,10 @@
 //! CAPOV's operator process: command line and configuration, logging, health probes and the metrics endpoint.
 //! The `manager` binary (`src/main.rs`) puts them together with the actors of `capov-actors`.
 
+pub mod check_engine;
 pub mod cli;
 pub mod health;
+pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod server;

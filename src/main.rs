@@ -1,13 +1,20 @@
 //! `manager`: the CAPOV operator process (shipped as `/manager` in the image).
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use capov::cli::{Command, Config, ParseError};
+use capov::leader::{self, Candidate, ElectionSettings, Ended};
 use capov::metrics::MetricsServerOptions;
-use capov::{Metrics, Readiness, health, logging, metrics};
+use capov::{Metrics, Readiness, check_engine, health, logging, metrics};
 use capov_actors::feature_gates::FeatureGates;
-use capov_actors::runtime::RuntimeSettings;
+use capov_actors::runtime::{RuntimeSettings, SupervisorMsg};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use ractor::ActorRef;
+
+/// How long the actors get to stop: the chart gives the pod 10 s after SIGTERM, and the leader still has to
+/// release its Lease after them.
+const STOP_TIMEOUT: Duration = Duration::from_secs(7);
 
 fn main() -> ExitCode {
     let config = match Config::parse_from(std::env::args_os()) {
@@ -51,16 +58,15 @@ fn usage(err: ParseError) -> ExitCode {
 
 async fn run(config: Config) -> ExitCode {
     if let Some(Command::CheckEngine { provider }) = &config.command {
-        tracing::error!(%provider, "check-engine is not part of this build yet");
-        return ExitCode::from(2);
+        return check_engine(&config, provider).await;
     }
     tracing::info!(
         config = %serde_json::to_string(&config).unwrap_or_default(),
         version = env!("CARGO_PKG_VERSION"),
         "starting capov manager"
     );
-    let client = match kube_client(&config).await {
-        Ok(client) => client,
+    let (kube_config, client) = match kube_client(&config).await {
+        Ok(built) => built,
         Err(err) => {
             tracing::error!(error = %err, "cannot build a Kubernetes client");
             return ExitCode::FAILURE;
@@ -103,31 +109,110 @@ async fn run(config: Config) -> ExitCode {
         None => None,
     };
 
-    let supervisor =
-        match capov_actors::runtime::start(client.clone(), runtime_settings(&config), metrics.clone()).await {
-            Ok(supervisor) => supervisor,
+    let settings = runtime_settings(&config);
+    let code = if config.leader_elect {
+        // A standby is ready as soon as the API server answers: it has no caches, and a rollout must not wait for
+        // a leader that never comes.
+        readiness.mark_synced();
+        run_elected(&config, kube_config, client, settings, &metrics).await
+    } else {
+        match start_controllers(client, settings, metrics.clone()).await {
+            Ok(supervisor) => {
+                let marking = tokio::spawn(mark_ready_once_synced(supervisor.clone(), metrics.clone(), readiness));
+                shutdown_signal().await;
+                marking.abort();
+                tracing::info!("shutting down");
+                stop_controllers(supervisor).await;
+                ExitCode::SUCCESS
+            }
             Err(err) => {
                 tracing::error!(error = %err, "cannot start the controllers");
-                return ExitCode::FAILURE;
+                ExitCode::FAILURE
             }
-        };
-    readiness.mark_synced();
-
-    shutdown_signal().await;
-    tracing::info!("shutting down");
-    if let Err(err) = supervisor
-        .stop_and_wait(Some("shutting down".into()), Some(std::time::Duration::from_secs(20)))
-        .await
-    {
-        tracing::warn!(error = %err, "the controllers did not stop in time");
-    }
+        }
+    };
     if let Some(server) = metrics_server {
         server.shutdown().await;
     }
     if let Some(server) = health_server {
         server.shutdown().await;
     }
-    ExitCode::SUCCESS
+    code
+}
+
+/// Runs the controllers only while this replica holds the leader-election Lease (see `capov::leader`).
+async fn run_elected(
+    config: &Config,
+    kube_config: kube::Config,
+    client: kube::Client,
+    settings: RuntimeSettings,
+    metrics: &Metrics,
+) -> ExitCode {
+    let pod_name = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).ok();
+    let identity = leader::identity(pod_name.as_deref(), &leader::random_suffix());
+    let election = ElectionSettings::new(&config.credentials_namespace, &config.leader_election_id, identity);
+    let candidate = match kube::Client::try_from(leader::lease_client_config(kube_config))
+        .map_err(|err| err.to_string())
+        .and_then(|lease_client| Candidate::new(lease_client, election))
+    {
+        Ok(candidate) => candidate,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot set up leader election");
+            return ExitCode::FAILURE;
+        }
+    };
+    let start = async || start_controllers(client, settings, metrics.clone()).await;
+    match leader::run(
+        candidate,
+        metrics.leader.clone(),
+        shutdown_signal(),
+        start,
+        stop_controllers,
+    )
+    .await
+    {
+        Ended::Shutdown => ExitCode::SUCCESS,
+        Ended::Lost | Ended::StartFailed => ExitCode::FAILURE,
+    }
+}
+
+/// `/readyz` turns 200 once every watch of the runtime has listed its objects.
+async fn mark_ready_once_synced(supervisor: ActorRef<SupervisorMsg>, metrics: Metrics, readiness: Readiness) {
+    while !capov_actors::runtime::is_synced(&supervisor, &metrics).await {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    tracing::info!("caches synced; ready");
+    readiness.mark_synced();
+}
+
+async fn start_controllers(
+    client: kube::Client,
+    settings: RuntimeSettings,
+    metrics: Metrics,
+) -> Result<ActorRef<SupervisorMsg>, String> {
+    capov_actors::runtime::start(client, settings, metrics)
+        .await
+        .map_err(|err| err.to_string())
+}
+
+async fn stop_controllers(supervisor: ActorRef<SupervisorMsg>) {
+    if let Err(err) = supervisor
+        .stop_and_wait(Some("shutting down".into()), Some(STOP_TIMEOUT))
+        .await
+    {
+        tracing::warn!(error = %err, "the controllers did not stop in time");
+    }
+}
+
+/// `manager check-engine PROVIDER`: the report goes to stdout, exit 0 only when every step passed.
+async fn check_engine(config: &Config, provider: &str) -> ExitCode {
+    let client = kube_client(config).await.map(|(_, client)| client);
+    let mut stdout = std::io::stdout();
+    if check_engine::check(client, provider, &config.credentials_namespace, &mut stdout).await {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// The actor runtime's settings from the flags; the feature gates are parsed here and logged once.
@@ -151,7 +236,7 @@ fn runtime_settings(config: &Config) -> RuntimeSettings {
     }
 }
 
-async fn kube_client(config: &Config) -> Result<kube::Client, String> {
+async fn kube_client(config: &Config) -> Result<(kube::Config, kube::Client), String> {
     let kube_config = match &config.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path).map_err(|err| format!("{}: {err}", path.display()))?;
@@ -161,7 +246,8 @@ async fn kube_client(config: &Config) -> Result<kube::Client, String> {
         }
         None => kube::Config::infer().await.map_err(|err| err.to_string())?,
     };
-    kube::Client::try_from(kube_config).map_err(|err| err.to_string())
+    let client = kube::Client::try_from(kube_config.clone()).map_err(|err| err.to_string())?;
+    Ok((kube_config, client))
 }
 
 /// SIGTERM (Kubernetes stopping the pod) or SIGINT (Ctrl-C).

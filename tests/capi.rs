@@ -18,6 +18,9 @@ const CLUSTER: &str = "capi-e2e";
 const PROVIDER_SECRET: &str = "engine-credentials";
 const BOOTSTRAP_SECRET: &str = "worker-bootstrap";
 const DEPLOYMENT: &str = "workers";
+/// A control-plane Machine of its own (no control-plane provider): CAPI counts the control plane initialized once
+/// it has a Node, and only then looks at the workers' Nodes.
+const CONTROL_PLANE: &str = "control-plane-0";
 
 /// The management cluster of this test binary: kube-apiserver + controller manager + CAPOV's and CAPI's CRDs +
 /// the CAPI core manager.
@@ -93,17 +96,23 @@ impl World {
         )
         .await
         .expect("bootstrap secret");
-        let port = workload
-            .url()
-            .rsplit(':')
-            .next()
-            .and_then(|port| port.parse().ok())
-            .expect("workload port");
+        let port = workload.api_port();
         let kubeconfig = workload.kubeconfig_yaml().expect("workload kubeconfig");
         objects::create_capi_managed_cluster(&client, &namespace, CLUSTER, ("127.0.0.1", port), &kubeconfig)
             .await
             .expect("cluster");
 
+        let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
+        objects::create_machine(
+            &client,
+            &namespace,
+            CLUSTER,
+            CONTROL_PLANE,
+            labels,
+            template_spec(&provider, 30),
+        )
+        .await
+        .expect("control-plane machine");
         let operator = start_operator(plane, &namespace);
         let kubelets = play_kubelets(sim.control().clone(), workload.client().await.expect("workload client"));
         World {
@@ -119,9 +128,7 @@ impl World {
     }
 
     fn template_spec(&self, disk_gb: u64) -> Value {
-        json!({"provider": self.provider, "ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": disk_gb,
-               "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
-               "nics": [{"vnicprofile": "ovirtmgmt"}]})
+        template_spec(&self.provider, disk_gb)
     }
 
     fn api(&self, kind: &str, plural: &str) -> Api<DynamicObject> {
@@ -149,7 +156,13 @@ impl World {
             .kubectl()
             .and_then(|mut kubectl| {
                 kubectl
-                    .args(["get", "machinedeployments,machinesets,machines,ovirtmachines", "-o", "yaml", "-n"])
+                    .args([
+                        "get",
+                        "machinedeployments,machinesets,machines,ovirtmachines",
+                        "-o",
+                        "yaml",
+                        "-n",
+                    ])
                     .arg(&self.namespace)
                     .output()
                     .map_err(|err| capov_harness::HarnessError::Assets(err.to_string()))
@@ -170,11 +183,8 @@ impl World {
     /// When exactly `count` Machines exist, all Running with a providerID that names an existing VM and a nodeRef,
     /// and the engine holds exactly their VMs: the VM id of each Machine.
     async fn settled(&self, count: usize) -> Option<BTreeMap<String, String>> {
-        let list = self
-            .api("Machine", "machines")
-            .list(&ListParams::default())
-            .await
-            .ok()?;
+        let workers = ListParams::default().labels(&format!("cluster.x-k8s.io/deployment-name={DEPLOYMENT}"));
+        let list = self.api("Machine", "machines").list(&workers).await.ok()?;
         let mut vms = BTreeMap::new();
         for machine in &list.items {
             let phase = machine.data["status"]["phase"].as_str();
@@ -188,7 +198,14 @@ impl World {
             self.sim.control().vm(vm_id)?;
             vms.insert(machine.metadata.name.clone()?, vm_id.to_string());
         }
-        let engine: BTreeSet<String> = self.sim.control().vms().into_iter().map(|vm| vm.id).collect();
+        let engine: BTreeSet<String> = self
+            .sim
+            .control()
+            .vms()
+            .into_iter()
+            .filter(|vm| vm.name != CONTROL_PLANE)
+            .map(|vm| vm.id)
+            .collect();
         let owned: BTreeSet<String> = vms.values().cloned().collect();
         (list.items.len() == count && engine == owned).then_some(vms)
     }
@@ -196,6 +213,12 @@ impl World {
     async fn settle(&self, count: usize, what: &str) -> BTreeMap<String, String> {
         eventually(Duration::from_secs(240), what, || self.settled(count)).await
     }
+}
+
+fn template_spec(provider: &str, disk_gb: u64) -> Value {
+    json!({"provider": provider, "ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": disk_gb,
+           "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
+           "nics": [{"vnicprofile": "ovirtmgmt"}]})
 }
 
 fn start_operator(plane: &ControlPlane, namespace: &str) -> Child {
@@ -307,9 +330,13 @@ async fn a_machine_deployment_scales_rolls_out_and_goes_with_its_cluster() {
     );
     world.scale(1).await;
     let one = world.settle(1, "1 Running Machine").await;
-    eventually(Duration::from_secs(60), "5 OVirtMachines deleted", || async {
+    eventually(Duration::from_secs(60), "5 worker OVirtMachines deleted", || async {
         let left = world.ovirt_machines().list(&ListParams::default()).await.ok()?;
-        (left.items.len() == 1).then_some(())
+        let workers = left
+            .items
+            .iter()
+            .filter(|m| m.metadata.name.as_deref() != Some(CONTROL_PLANE));
+        (workers.count() == 1).then_some(())
     })
     .await;
 
@@ -373,4 +400,67 @@ async fn a_machine_deployment_scales_rolls_out_and_goes_with_its_cluster() {
     );
     let left = clusters.list(&ListParams::default()).await.expect("list");
     assert!(left.items.is_empty(), "OVirtClusters left: {}", left.items.len());
+}
+
+#[tokio::test]
+async fn pausing_the_cluster_stops_capov_until_it_is_unpaused() {
+    let world = World::new("capi-pause").await;
+    let clusters = world.api("Cluster", "clusters");
+    let machines = world.api("Machine", "machines");
+    // The control plane comes up first: the operator works for this cluster.
+    eventually(
+        Duration::from_secs(180),
+        "the control-plane Machine Running",
+        || async {
+            let machine = machines.get_opt(CONTROL_PLANE).await.ok()??;
+            (machine.data["status"]["phase"].as_str() == Some("Running")).then_some(())
+        },
+    )
+    .await;
+
+    let pause = |paused: bool| json!({"spec": {"paused": paused}});
+    clusters
+        .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&pause(true)))
+        .await
+        .expect("pause");
+    let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER});
+    objects::create_machine(
+        &world.client,
+        &world.namespace,
+        CLUSTER,
+        "late-worker",
+        labels,
+        world.template_spec(30),
+    )
+    .await
+    .expect("machine");
+    // CAPOV saw the new machine and reports it paused; nothing was asked of the engine for it.
+    eventually(Duration::from_secs(60), "the Paused condition", || async {
+        let machine = world.ovirt_machines().get_opt("late-worker").await.ok()??;
+        let conditions = machine.data["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Paused" && c["status"] == "True")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        world.sim.control().vm_by_name("late-worker").is_none(),
+        "a VM was created while the Cluster was paused"
+    );
+
+    clusters
+        .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&pause(false)))
+        .await
+        .expect("unpause");
+    eventually(
+        Duration::from_secs(180),
+        "the late worker Running after unpausing",
+        || async {
+            let machine = machines.get_opt("late-worker").await.ok()??;
+            let running = machine.data["status"]["phase"].as_str() == Some("Running");
+            (running && world.sim.control().vm_by_name("late-worker").is_some()).then_some(())
+        },
+    )
+    .await;
 }

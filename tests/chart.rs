@@ -291,7 +291,11 @@ fn rbac_is_least_privilege() {
     assert_eq!(verbs_on(&cluster, "", "secrets"), ["get"]);
     assert_eq!(verbs_on(&namespaced, "", "secrets"), ["get", "list", "watch"]);
     assert!(verbs_on(&cluster, "coordination.k8s.io", "leases").is_empty());
-    assert!(verbs_on(&namespaced, "coordination.k8s.io", "leases").contains(&"update".to_string()));
+    // What kube-lease-manager needs: get, create when missing, patch to take, renew and release.
+    assert_eq!(
+        verbs_on(&namespaced, "coordination.k8s.io", "leases"),
+        ["get", "create", "patch"]
+    );
     assert_eq!(verbs_on(&cluster, "authentication.k8s.io", "tokenreviews"), ["create"]);
     assert_eq!(
         verbs_on(&cluster, "authorization.k8s.io", "subjectaccessreviews"),

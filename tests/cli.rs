@@ -200,3 +200,21 @@ fn help_names_every_flag_and_its_variable() {
     assert!(version.status.success());
     assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
 }
+
+/// Without a reachable cluster, `check-engine` still answers one line per step: the first fails with a hint.
+#[test]
+fn check_engine_without_a_cluster_fails_at_the_first_step() {
+    let output = manager(
+        &["--kubeconfig=/nonexistent/kubeconfig", "check-engine", "ovirt-prod"],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 7, "{stdout}");
+    assert!(
+        lines[0].starts_with("FAIL provider") && lines[0].contains("hint: pass --kubeconfig"),
+        "{stdout}"
+    );
+    assert!(lines[1..].iter().all(|line| line.starts_with("SKIP ")), "{stdout}");
+}

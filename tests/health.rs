@@ -114,7 +114,7 @@ async fn manager_process_serves_probes_and_metrics_and_stops_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(get(&client, &healthz).await, (200, "ok".into()));
-    // Ready once the controllers run.
+    // Ready once the controllers' watches have listed everything.
     let readyz = format!("http://127.0.0.1:{health_port}/readyz");
     while get(&client, &readyz).await.0 != 200 {
         assert!(Instant::now() < deadline, "manager never became ready");
@@ -142,6 +142,7 @@ async fn manager_process_serves_probes_and_metrics_and_stops_on_sigterm() {
     for expected in [
         "starting capov manager",
         "health probes listening (/healthz, /readyz)",
+        "caches synced; ready",
         "shutting down",
     ] {
         assert!(messages.contains(&expected), "no {expected:?} in {messages:?}");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# CAPOV's test suite: builds (once, cached by go.sum) the real Kubernetes control plane from Go modules, then runs
-# formatting and lint checks and every Rust test, unit and integration, against that control plane and the oVirt
-# engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io.
+# CAPOV's test suite: builds (once, cached by go.sum) the real Kubernetes control plane, helm and the Cluster API
+# core manager + clusterctl from Go modules, then runs formatting and lint checks and every Rust test, unit and
+# integration, against that control plane and the oVirt engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -15,6 +15,9 @@ echo "using $KUBEBUILDER_ASSETS"
 CAPOV_HELM_DIR=$(tools/build-go-tools.sh --helm)
 export CAPOV_HELM_DIR
 echo "using $CAPOV_HELM_DIR/helm"
+CAPOV_CAPI_DIR=$(tools/build-go-tools.sh --capi)
+export CAPOV_CAPI_DIR
+echo "using $CAPOV_CAPI_DIR (capi-manager, clusterctl)"
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -222,6 +222,20 @@ impl Client {
         self.token().await.map(|_| ())
     }
 
+    /// Sends one request to the API URL without credentials and returns the HTTP status, whatever it is: `Ok`
+    /// proves that transport and TLS (with this client's trust) work, before any login is tried. Diagnostics
+    /// use it to tell an untrusted certificate from bad credentials.
+    pub async fn probe(&self) -> Result<u16> {
+        let request = self
+            .inner
+            .http
+            .get(self.inner.api_url.clone())
+            .header("Accept", "application/xml");
+        self.send_observed("GET", "api", request)
+            .await
+            .map(|(status, _)| status)
+    }
+
     async fn revoke(&self, token: &str) {
         let form = [("scope", sso::SCOPE), ("token", token)];
         let request = self

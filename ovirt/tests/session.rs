@@ -277,6 +277,24 @@ async fn tls_modes() {
     }
 }
 
+#[tokio::test]
+async fn probe_checks_transport_and_tls_without_logging_in() {
+    let sim = simulator().await;
+    let other = simulator().await;
+    let mut cfg = config(&sim);
+    cfg.credentials = Credentials::new(USER, "wrong password");
+    let status = Client::new(cfg).unwrap().probe().await.expect("probe");
+    assert!((100..600).contains(&status), "{status}");
+    assert_eq!(sim.control().token_count(), 0, "the probe must not log in");
+
+    let wrong_ca = config(&sim).with_tls(TlsMode::Verify {
+        system_roots: false,
+        extra_ca_pem: other.ca_pem().unwrap().as_bytes().to_vec(),
+    });
+    let err = Client::new(wrong_ca).unwrap().probe().await.unwrap_err();
+    assert!(matches!(err, Error::Tls(_)), "{err:?}");
+}
+
 /// method, resource, outcome, correlation id
 type SeenRequest = (String, String, Outcome, Option<String>);
 

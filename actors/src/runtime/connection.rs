@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use capov_crds::OVirtProviderSpec;
-use capov_ovirt::{Credentials, TlsMode};
+use capov_ovirt::{ClientConfig, Credentials, TlsMode};
 use k8s_openapi::ByteString;
 
 use crate::conditions::reasons;
@@ -48,6 +48,18 @@ pub fn resolve(
         credentials,
         tls,
     })
+}
+
+/// The engine client configuration for `settings`, limited to `qps` requests per second with bursts of `burst`:
+/// the one place that turns settings into a client, so `manager check-engine` tests what the provider actor uses.
+pub fn client_config(settings: &ConnectionSettings, qps: u32, burst: u32) -> ClientConfig {
+    ClientConfig::new(
+        &settings.url,
+        settings.credentials.username.clone(),
+        settings.credentials.password.clone(),
+    )
+    .with_tls(settings.tls.clone())
+    .with_rate_limit(qps, burst)
 }
 
 fn credentials(

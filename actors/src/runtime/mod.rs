@@ -26,6 +26,18 @@ pub(crate) fn now() -> jiff::Timestamp {
     jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap_or_else(|_| jiff::Timestamp::now())
 }
 
+/// Whether the runtime's watches have all listed their objects once (for readiness). False when the supervisor does
+/// not answer within a second.
+pub async fn is_synced(supervisor: &ActorRef<SupervisorMsg>, metrics: &Metrics) -> bool {
+    let asked = mailbox::call(
+        metrics,
+        supervisor,
+        SupervisorMsg::IsSynced,
+        std::time::Duration::from_secs(1),
+    );
+    asked.await.unwrap_or(false)
+}
+
 /// Starts the supervisor (and with it every other actor), feeding `metrics`. Stop it with `stop_and_wait`.
 pub async fn start(
     client: kube::Client,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capov_crds::{Condition, OVirtProvider, Severity};
-use capov_ovirt::{Client, ClientConfig, Outcome, RequestEvent};
+use capov_ovirt::{Client, Outcome, RequestEvent};
 use k8s_openapi::ByteString;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
@@ -247,13 +247,7 @@ async fn connect(state: &mut ProviderState) -> Result<String, ConnectionProblem>
             if let Some(old) = state.client.take() {
                 old.logout().await;
             }
-            let config = ClientConfig::new(
-                &wanted.url,
-                wanted.credentials.username.clone(),
-                wanted.credentials.password.clone(),
-            )
-            .with_tls(wanted.tls.clone())
-            .with_rate_limit(state.settings.ovirt_qps, state.settings.ovirt_burst);
+            let config = connection::client_config(&wanted, state.settings.ovirt_qps, state.settings.ovirt_burst);
             let observer = engine_request_observer(&state.metrics, &state.key.name);
             let client = Client::with_observer(config, observer)
                 .map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;

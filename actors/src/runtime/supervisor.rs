@@ -65,7 +65,21 @@ pub enum SupervisorMsg {
         namespace: String,
     },
     Restart(ObjectKey),
+    /// A watch has listed everything once.
+    Synced(&'static str),
+    /// Whether every watch has listed everything once (readiness).
+    IsSynced(ractor::RpcReplyPort<bool>),
 }
+
+/// The watches whose first complete list makes the runtime ready.
+const WATCHES: [&str; 6] = [
+    "ovirtproviders",
+    "secrets",
+    "ovirtclusters",
+    "ovirtmachines",
+    "machines",
+    "clusters",
+];
 
 impl Mail for SupervisorMsg {
     const KIND: &'static str = kind::SUPERVISOR;
@@ -91,6 +105,7 @@ pub struct SupervisorState {
     machine_cells: HashMap<ActorId, ObjectKey>,
     relisting_providers: Option<HashSet<String>>,
     relisting_machines: Option<HashSet<ObjectKey>>,
+    synced: HashSet<&'static str>,
 }
 
 pub struct SupervisorArgs {
@@ -142,6 +157,7 @@ impl Actor for Supervisor {
             machine_cells: HashMap::new(),
             relisting_providers: None,
             relisting_machines: None,
+            synced: HashSet::new(),
         })
     }
 
@@ -164,9 +180,16 @@ impl Actor for Supervisor {
     ) -> Result<(), ActorProcessingErr> {
         let _handling = state.mail.handling();
         match message {
-            SupervisorMsg::Provider(event) => on_provider_event(&me, state, event).await,
-            SupervisorMsg::Secret(event) => on_secret_event(state, event),
+            SupervisorMsg::Provider(event) => {
+                note_synced(state, "ovirtproviders", &event);
+                on_provider_event(&me, state, event).await
+            }
+            SupervisorMsg::Secret(event) => {
+                note_synced(state, "secrets", &event);
+                on_secret_event(state, event)
+            }
             SupervisorMsg::Cluster(event) => {
+                note_synced(state, "ovirtclusters", &event);
                 if let Event::Apply(object) | Event::InitApply(object) = event {
                     let started = std::time::Instant::now();
                     cluster::reconcile(&state.shared, &object).await;
@@ -181,7 +204,16 @@ impl Actor for Supervisor {
                         .observe(started.elapsed().as_secs_f64());
                 }
             }
-            SupervisorMsg::Machine(event) => on_machine_event(&me, state, event).await,
+            SupervisorMsg::Machine(event) => {
+                note_synced(state, "ovirtmachines", &event);
+                on_machine_event(&me, state, event).await
+            }
+            SupervisorMsg::Synced(watch) => {
+                state.synced.insert(watch);
+            }
+            SupervisorMsg::IsSynced(reply) => {
+                let _ = reply.send(WATCHES.iter().all(|watch| state.synced.contains(watch)));
+            }
             SupervisorMsg::CapiChanged { namespace } => {
                 for (key, child) in &state.machines {
                     if key.namespace.as_deref() == Some(namespace.as_str())
@@ -256,6 +288,12 @@ impl Actor for Supervisor {
     }
 }
 
+fn note_synced<K>(state: &mut SupervisorState, watch: &'static str, event: &Event<K>) {
+    if matches!(event, Event::InitDone) {
+        state.synced.insert(watch);
+    }
+}
+
 fn restart_delay(restarts: u32) -> Duration {
     Duration::from_secs(1u64 << restarts.min(8)).min(Duration::from_secs(300))
 }
@@ -327,10 +365,17 @@ fn spawn_watches(
         SupervisorMsg::Machine,
     ));
 
-    for (resource, writer) in [
-        (capi::machine_resource(), machine_writer),
-        (capi::cluster_resource(), cluster_writer),
+    for (resource, writer, watch) in [
+        (capi::machine_resource(), machine_writer, "machines"),
+        (capi::cluster_resource(), cluster_writer, "clusters"),
     ] {
+        let store = writer.as_reader();
+        let (me_ready, metrics_ready) = (me.clone(), shared.metrics.clone());
+        tasks.push(tokio::spawn(async move {
+            if store.wait_until_ready().await.is_ok() {
+                let _ = mailbox::cast(&metrics_ready, &me_ready, SupervisorMsg::Synced(watch));
+            }
+        }));
         let api = dynamic_api(client, settings, &resource);
         let stream = watcher::watcher(api, filtered.clone())
             .default_backoff()

@@ -1,7 +1,9 @@
-//! The CAPOV demo (run it through `./tools/demo.sh`): starts etcd + kube-apiserver (or uses the cluster of
-//! `--kubeconfig`), an oVirt engine simulator over HTTPS, and the real `manager`; creates an OVirtProvider with its
-//! Secret, a CAPI Cluster with its OVirtCluster and three machines; and shows their progress until all are Ready.
-//! A second local apiserver plays the workload cluster, and the demo plays each VM's kubelet registering its Node.
+//! The CAPOV demo (run it through `./tools/demo.sh`): starts etcd + kube-apiserver with the Cluster API core
+//! manager (or uses the cluster of `--kubeconfig`), an oVirt engine simulator over HTTPS, and the real `manager`;
+//! creates an OVirtProvider with its Secret, a CAPI Cluster with its OVirtCluster, a control-plane Machine and a
+//! MachineDeployment of OVirtMachineTemplate-based workers (three machines in all); and shows their progress until
+//! all are Ready. A second local apiserver plays the workload cluster, and the demo plays each VM's kubelet
+//! registering its Node. On a `--kubeconfig` cluster without CAPI core the demo creates the Machines itself.
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
@@ -60,25 +62,32 @@ async fn main() -> ExitCode {
 type Error = Box<dyn std::error::Error>;
 
 async fn run(args: Args) -> Result<ExitCode, Error> {
-    say("starting the management cluster (etcd + kube-apiserver)");
-    let (_local, kubeconfig) = match &args.kubeconfig {
-        Some(path) => (None, path.clone()),
+    let (_local, kubeconfig, capi_core) = match &args.kubeconfig {
+        Some(path) => {
+            let client = client_from(path).await?;
+            say("installing CAPOV's CRDs (chart/capov-crds) and Cluster API's CRDs");
+            capov_harness::install_crds(&client).await?;
+            capov_harness::install_capi_crds(&client).await?;
+            let capi_core = runs_capi_core(&client).await;
+            if !capi_core {
+                say("no Cluster API core manager in capi-system: the demo creates the Machines itself");
+            }
+            (None, path.clone(), capi_core)
+        }
         None => {
+            say("starting the management cluster (etcd + kube-apiserver + Cluster API core manager)");
             let plane = ControlPlane::start(Options {
                 controller_manager: true,
-                crds: false,
-                capi_crds: false,
-                capi_manager: false,
+                crds: true,
+                capi_crds: true,
+                capi_manager: true,
             })
             .await?;
             let path = plane.kubeconfig_path().to_path_buf();
-            (Some(plane), path)
+            (Some(plane), path, true)
         }
     };
     let client = client_from(&kubeconfig).await?;
-    say("installing CAPOV's CRDs (chart/capov-crds) and Cluster API's CRDs");
-    capov_harness::install_crds(&client).await?;
-    capov_harness::install_capi_crds(&client).await?;
     say("starting the workload cluster (a second apiserver for the machines' Nodes)");
     let workload = ControlPlane::start(Options::default()).await?;
     say("starting the oVirt engine simulator (HTTPS)");
@@ -88,7 +97,7 @@ async fn run(args: Args) -> Result<ExitCode, Error> {
     for namespace in [NAMESPACE, CREDENTIALS_NAMESPACE] {
         ensure_namespace(&client, namespace).await?;
     }
-    create_objects(&client, &sim, &workload, args.machines).await?;
+    create_objects(&client, &sim, &workload, args.machines, capi_core).await?;
 
     let log_path = std::env::temp_dir().join("capov-demo-manager.log");
     let mut manager = start_manager(&args.manager, &kubeconfig, &log_path)?;
@@ -140,13 +149,21 @@ async fn ensure_namespace(client: &kube::Client, name: &str) -> Result<(), Error
     Ok(())
 }
 
-/// The objects CAPI core and a user would create: provider + Secret, Cluster + OVirtCluster, Machines with their
-/// bootstrap data and OVirtMachines.
+/// Whether the cluster runs the CAPI core manager as `clusterctl init` installs it.
+async fn runs_capi_core(client: &kube::Client) -> bool {
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), "capi-system");
+    matches!(deployments.get_opt("capi-controller-manager").await, Ok(Some(_)))
+}
+
+/// What a user creates: provider + Secret, then either (with CAPI core) a Cluster + OVirtCluster, a control-plane
+/// Machine and a MachineDeployment of the other machines, or (without) what CAPI core would make: a provisioned
+/// Cluster and Machines with their bootstrap data and OVirtMachines.
 async fn create_objects(
     client: &kube::Client,
     sim: &SimulatorHandle,
     workload: &ControlPlane,
     machines: usize,
+    capi_core: bool,
 ) -> Result<(), Error> {
     say(&format!(
         "creating OVirtProvider {PROVIDER}, Cluster {CLUSTER} and {machines} machines in namespace {NAMESPACE}"
@@ -158,6 +175,43 @@ async fn create_objects(
         json!({"engine": sim.api_url(), "credentialsSecretName": "demo-engine-credentials", "tls": {"certs": ca}});
     objects::apply_provider(client, PROVIDER, json!({}), spec).await?;
     let kubeconfig = workload.kubeconfig_yaml()?;
+    let spec = json!({"provider": PROVIDER, "ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": 40,
+                      "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
+                      "nics": [{"vnicprofile": "ovirtmgmt"}]});
+    if capi_core {
+        let endpoint = ("127.0.0.1", workload.api_port());
+        objects::create_capi_managed_cluster(client, NAMESPACE, CLUSTER, endpoint, &kubeconfig).await?;
+        // Without a control-plane provider, CAPI counts the control plane initialized once a Machine labelled as
+        // control plane has its Node.
+        let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
+        objects::create_machine(client, NAMESPACE, CLUSTER, "control-plane-0", labels, spec.clone()).await?;
+        let workers = u32::try_from(machines.saturating_sub(1)).unwrap_or(u32::MAX);
+        objects::apply_machine_template(client, NAMESPACE, "workers", spec).await?;
+        objects::apply_secret(
+            client,
+            NAMESPACE,
+            "workers-bootstrap",
+            &[
+                ("value", "#cloud-config\nhostname: worker\n"),
+                ("format", "cloud-config"),
+            ],
+        )
+        .await?;
+        objects::apply_machine_deployment(
+            client,
+            NAMESPACE,
+            "workers",
+            CLUSTER,
+            workers,
+            "workers",
+            "workers-bootstrap",
+        )
+        .await?;
+        say(&format!(
+            "created Cluster {CLUSTER}, Machine control-plane-0 and MachineDeployment workers ({workers} replicas)"
+        ));
+        return Ok(());
+    }
     objects::apply_secret(
         client,
         NAMESPACE,
@@ -168,16 +222,13 @@ async fn create_objects(
     let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER});
     objects::create_provisioned_cluster(client, NAMESPACE, CLUSTER, labels.clone()).await?;
     for index in 0..machines {
-        let spec = json!({"provider": PROVIDER, "ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": 40,
-                          "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
-                          "nics": [{"vnicprofile": "ovirtmgmt"}]});
         objects::create_machine(
             client,
             NAMESPACE,
             CLUSTER,
             &format!("worker-{index}"),
             labels.clone(),
-            spec,
+            spec.clone(),
         )
         .await?;
     }
@@ -287,7 +338,7 @@ fn is_ready(machine: &OVirtMachine) -> bool {
 /// A table like `kubectl get capovm -o wide`, with the step each machine is at.
 fn render(machines: &[OVirtMachine]) -> String {
     let mut out = format!(
-        "{:<10} {:<6} {:<16} {:<45} {}\n",
+        "{:<22} {:<6} {:<16} {:<45} {}\n",
         "NAME", "READY", "STATE", "PROVIDERID", "STEP"
     );
     for machine in machines {
@@ -305,7 +356,7 @@ fn render(machines: &[OVirtMachine]) -> String {
                 }
             });
         out.push_str(&format!(
-            "{:<10} {:<6} {:<16} {:<45} {}\n",
+            "{:<22} {:<6} {:<16} {:<45} {}\n",
             machine.metadata.name.clone().unwrap_or_default(),
             is_ready(machine),
             status.vm_status.unwrap_or_default(),

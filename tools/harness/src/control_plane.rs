@@ -41,6 +41,7 @@ struct Process {
 pub struct ControlPlane {
     processes: Vec<Process>,
     ports: Vec<u16>,
+    api_port: u16,
     url: String,
     ca_pem: String,
     kubeconfig: PathBuf,
@@ -79,6 +80,7 @@ impl ControlPlane {
         let mut plane = ControlPlane {
             processes: Vec::new(),
             ports: vec![etcd_port, peer_port, api_port],
+            api_port,
             url,
             ca_pem: pki.ca_pem.clone(),
             kubeconfig,
@@ -223,6 +225,11 @@ impl ControlPlane {
     /// The apiserver's URL, e.g. `https://127.0.0.1:43121`.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The apiserver's port on 127.0.0.1.
+    pub fn api_port(&self) -> u16 {
+        self.api_port
     }
 
     /// PEM of the CA that signed the apiserver's certificate.

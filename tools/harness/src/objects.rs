@@ -265,9 +265,17 @@ pub async fn register_node(workload: &kube::Client, name: &str, system_uuid: &st
             "systemUUID": system_uuid, "machineID": system_uuid, "bootID": "boot", "kernelVersion": "6.6",
             "osImage": "rhcos", "containerRuntimeVersion": "cri-o", "kubeletVersion": "v1.36.3", "kubeProxyVersion": "",
             "operatingSystem": "linux", "architecture": "amd64"},
-        // A healthy kubelet reports Ready; CAPI counts a Machine available only then.
-        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
-                        "lastHeartbeatTime": now, "lastTransitionTime": now}]
+        // What a healthy kubelet reports; CAPI counts a Machine available only then.
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+             "lastHeartbeatTime": now, "lastTransitionTime": now},
+            {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
+             "lastHeartbeatTime": now, "lastTransitionTime": now},
+            {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure",
+             "lastHeartbeatTime": now, "lastTransitionTime": now},
+            {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID",
+             "lastHeartbeatTime": now, "lastTransitionTime": now}
+        ]
     }});
     nodes
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))

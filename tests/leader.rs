@@ -1,0 +1,502 @@
+//! Leader election with real `manager` processes against one real apiserver: two replicas, exactly one leads (the
+//! Lease names it, `capov_leader` is 1 only there, the standby is ready but runs no controllers). A SIGKILLed
+//! leader is replaced once its Lease expires, and the new leader finishes the machines it found half-done without
+//! duplicating a VM; a SIGTERMed leader releases the Lease so that the standby takes over at once; a leader whose
+//! Lease is taken exits non-zero.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use capov::leader::{LEASE_DURATION, RENEW_INTERVAL, RETRY_PERIOD};
+use capov_crds::{ConditionStatus, OVirtMachine};
+use capov_harness::{ControlPlane, Options, objects};
+use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+const LEASE_NAME: &str = "capov-leader-test";
+
+/// One `manager` process with leader election, its ports and its log file.
+struct Manager {
+    name: &'static str,
+    child: Child,
+    health_port: u16,
+    metrics_port: u16,
+    log: PathBuf,
+}
+
+impl Manager {
+    /// `name` becomes `POD_NAME`, so the Lease's holder identity starts with it.
+    fn start(kubeconfig: &Path, namespace: &str, name: &'static str, dir: &Path) -> Manager {
+        let (health_port, metrics_port) = (capov_harness::free_port(), capov_harness::free_port());
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_manager"))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--leader-elect")
+            .arg(format!("--leader-election-id={LEASE_NAME}"))
+            .arg(format!("--credentials-namespace={namespace}"))
+            .arg(format!("--namespace={namespace}"))
+            .arg(format!("--watch-filter={namespace}"))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
+            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+            .arg("--metrics-secure=false")
+            .env_remove("HOSTNAME")
+            .env("POD_NAME", name)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start manager");
+        Manager {
+            name,
+            child,
+            health_port,
+            metrics_port,
+            log,
+        }
+    }
+
+    fn is_holder(&self, holder: Option<&str>) -> bool {
+        holder.is_some_and(|holder| holder.starts_with(&format!("{}_", self.name)))
+    }
+
+    /// The `capov_leader` gauge, once the metrics endpoint answers.
+    async fn leader_gauge(&self, http: &reqwest::Client) -> Option<i64> {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        let text = http.get(url).send().await.ok()?.text().await.ok()?;
+        text.lines()
+            .find_map(|line| line.strip_prefix("capov_leader "))
+            .and_then(|value| value.trim().parse().ok())
+    }
+
+    async fn readyz(&self, http: &reqwest::Client) -> Option<u16> {
+        let url = format!("http://127.0.0.1:{}/readyz", self.health_port);
+        Some(http.get(url).send().await.ok()?.status().as_u16())
+    }
+
+    /// The JSON log lines written so far.
+    fn logs(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    fn messages(&self) -> Vec<String> {
+        self.logs()
+            .iter()
+            .filter_map(|line| line["message"].as_str().map(String::from))
+            .collect()
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    fn sigkill(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+    }
+
+    async fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} still runs {timeout:?} later; log:\n{}",
+                self.name,
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("HTTP client")
+}
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    let lease = leases.get_opt(LEASE_NAME).await.expect("read Lease")?;
+    lease.spec?.holder_identity.filter(|holder| !holder.is_empty())
+}
+
+/// Polls `check` until it returns Some, failing with `what` after `timeout`.
+async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Starts two replicas at once and waits until one of them holds the Lease: returns (leader, standby).
+async fn elect(
+    plane: &ControlPlane,
+    leases: &Api<Lease>,
+    namespace: &str,
+    dir: &Path,
+    http: &reqwest::Client,
+) -> (Manager, Manager) {
+    let a = Manager::start(plane.kubeconfig_path(), namespace, "replica-a", dir);
+    let b = Manager::start(plane.kubeconfig_path(), namespace, "replica-b", dir);
+    let elected = eventually(Duration::from_secs(60), "a leader", || async { holder(leases).await }).await;
+    let (leader, standby) = if a.is_holder(Some(&elected)) {
+        (a, b)
+    } else {
+        assert!(
+            b.is_holder(Some(&elected)),
+            "the Lease names neither replica: {elected}"
+        );
+        (b, a)
+    };
+
+    // Exactly one leads: the gauges say so, the standby is ready all the same and never started the controllers.
+    eventually(Duration::from_secs(30), "the leader's capov_leader = 1", || async {
+        (leader.leader_gauge(http).await == Some(1)).then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(30), "the standby ready", || async {
+        (standby.readyz(http).await == Some(200)).then_some(())
+    })
+    .await;
+    assert_eq!(standby.leader_gauge(http).await, Some(0), "the standby's capov_leader");
+    let standing_by = eventually(Duration::from_secs(30), "the standby's standing-by line", || async {
+        standby
+            .logs()
+            .into_iter()
+            .find(|line| line["message"] == "standing by: another replica leads")
+    })
+    .await;
+    assert_eq!(standing_by["leader"].as_str(), Some(elected.as_str()));
+    assert!(
+        leader
+            .messages()
+            .iter()
+            .any(|m| m == "became the leader; starting the controllers")
+    );
+    assert!(
+        !standby.messages().iter().any(|m| m.starts_with("became the leader")),
+        "the standby started the controllers:\n{}",
+        standby.log_text()
+    );
+    assert_eq!(
+        holder(leases).await.as_deref(),
+        Some(elected.as_str()),
+        "the Lease changed hands"
+    );
+    (leader, standby)
+}
+
+struct Engine {
+    sim: SimulatorHandle,
+    workload: ControlPlane,
+    provider: String,
+}
+
+/// An engine simulator whose VMs take seconds to create and boot (so that machines are caught half-done), a
+/// workload cluster, and the provider, Secret and CAPI Cluster of the namespace, as a user and CAPI core would
+/// create them.
+async fn engine(client: &kube::Client, namespace: &str) -> Engine {
+    let sim = Simulator::builder()
+        .timings(Timings {
+            image_locked_ms: 3000,
+            boot_ms: 3000,
+            ..Timings::fast()
+        })
+        .start()
+        .await
+        .expect("simulator");
+    let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
+    let provider = format!("{namespace}-engine");
+    objects::apply_secret(
+        client,
+        namespace,
+        "engine-credentials",
+        &[("username", "admin@internal"), ("password", "admin")],
+    )
+    .await
+    .expect("credentials");
+    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().expect("https simulator"));
+    let spec = json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}});
+    objects::apply_provider(
+        client,
+        &provider,
+        json!({"cluster.x-k8s.io/watch-filter": namespace}),
+        spec,
+    )
+    .await
+    .expect("provider");
+    let kubeconfig = workload.kubeconfig_yaml().expect("kubeconfig");
+    objects::apply_secret(client, namespace, "workload-kubeconfig", &[("value", &kubeconfig)])
+        .await
+        .expect("kubeconfig Secret");
+    objects::create_provisioned_cluster(client, namespace, "workload", labels(namespace))
+        .await
+        .expect("cluster");
+    Engine {
+        sim,
+        workload,
+        provider,
+    }
+}
+
+fn labels(namespace: &str) -> Value {
+    json!({"cluster.x-k8s.io/watch-filter": namespace, "cluster.x-k8s.io/cluster-name": "workload"})
+}
+
+fn is_ready(machine: &OVirtMachine) -> bool {
+    machine.status.as_ref().is_some_and(|status| {
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == ConditionStatus::True)
+    })
+}
+
+/// How many VMs of each of `names` the engine has.
+fn vms_per_name(sim: &SimulatorHandle, names: &[String]) -> BTreeMap<String, usize> {
+    let vms = sim.control().vms();
+    names
+        .iter()
+        .map(|name| (name.clone(), vms.iter().filter(|vm| &vm.name == name).count()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_killed_leader_is_replaced_and_its_half_done_machines_are_finished() {
+    let plane = capov_harness::shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "leader-kill").await.expect("namespace");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let dir = tempfile::tempdir().expect("log dir");
+    let http = http();
+    let engine = engine(&client, &namespace).await;
+    let (mut leader, mut standby) = elect(plane, &leases, &namespace, dir.path(), &http).await;
+
+    let names: Vec<String> = (0..3).map(|i| format!("worker-{i}")).collect();
+    for name in &names {
+        let spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "rhcos-4.14",
+                          "osdisksizegb": 40, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
+                          "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
+        objects::create_machine(&client, &namespace, "workload", name, labels(&namespace), spec)
+            .await
+            .expect("machine");
+    }
+
+    // Half-done: the leader has created a VM, and no machine is Ready (their Nodes are not registered yet).
+    let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), &namespace);
+    eventually(Duration::from_secs(90), "the leader to create a VM", || async {
+        vms_per_name(&engine.sim, &names)
+            .values()
+            .any(|count| *count > 0)
+            .then_some(())
+    })
+    .await;
+    let before = machines.list(&Default::default()).await.expect("machines");
+    assert!(
+        !before.items.iter().any(is_ready),
+        "a machine was Ready before the kill"
+    );
+    let states: Vec<(String, String)> = engine
+        .sim
+        .control()
+        .vms()
+        .into_iter()
+        .map(|vm| (vm.name, vm.status))
+        .collect();
+    assert!(
+        states.iter().all(|(_, status)| status != "up"),
+        "a VM was already up at the kill: {states:?}"
+    );
+    leader.sigkill();
+    let killed = Instant::now();
+
+    // The standby waits for the Lease to expire — not less, since the dead leader may have renewed just before —
+    // and takes it within a retry period or so after.
+    let takeover = eventually(
+        LEASE_DURATION + RETRY_PERIOD * 3,
+        "the standby to take the Lease",
+        || async {
+            standby
+                .is_holder(holder(&leases).await.as_deref())
+                .then(|| killed.elapsed())
+        },
+    )
+    .await;
+    assert!(
+        takeover >= LEASE_DURATION - RENEW_INTERVAL - Duration::from_secs(1),
+        "took over after {takeover:?}, before the dead leader's Lease could have expired"
+    );
+    eventually(Duration::from_secs(10), "the new leader's capov_leader = 1", || async {
+        (standby.leader_gauge(&http).await == Some(1)).then_some(())
+    })
+    .await;
+
+    // The new leader finishes every machine; the test plays each VM's kubelet registering its Node.
+    let workload = engine.workload.client().await.expect("workload client");
+    let mut registered = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let list = machines.list(&Default::default()).await.expect("machines");
+        for machine in &list.items {
+            let name = machine.metadata.name.clone().unwrap_or_default();
+            let vm_id = machine
+                .spec
+                .provider_id
+                .as_deref()
+                .and_then(|id| id.strip_prefix("ovirt://"));
+            let up = engine
+                .sim
+                .control()
+                .vm_by_name(&name)
+                .is_some_and(|vm| vm.status == "up");
+            if let (Some(vm_id), true, false) = (vm_id, up, registered.contains(&name)) {
+                objects::register_node(&workload, &name, vm_id).await.expect("node");
+                registered.push(name);
+            }
+        }
+        if list.items.len() == names.len() && list.items.iter().all(is_ready) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every machine Ready under the new leader: {:?}\nlog:\n{}",
+            list.items
+                .iter()
+                .map(|m| (m.metadata.name.clone(), m.status.clone()))
+                .collect::<Vec<_>>(),
+            standby.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    let counts = vms_per_name(&engine.sim, &names);
+    assert!(
+        counts.values().all(|count| *count == 1),
+        "VMs per machine name: {counts:?} (at the kill: {states:?})"
+    );
+    assert_eq!(
+        engine.sim.control().vm_count(),
+        names.len(),
+        "{:?}",
+        engine.sim.control().vms()
+    );
+
+    standby.sigterm();
+    let status = standby.wait_exit(Duration::from_secs(20)).await;
+    assert!(status.success(), "exit {status}; log:\n{}", standby.log_text());
+    assert!(holder(&leases).await.is_none(), "the last leader left the Lease held");
+}
+
+#[tokio::test]
+async fn sigterm_hands_over_at_once_and_a_taken_lease_ends_the_leader() {
+    let plane = capov_harness::shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "leader-term").await.expect("namespace");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let dir = tempfile::tempdir().expect("log dir");
+    let http = http();
+    let (mut leader, standby) = elect(plane, &leases, &namespace, dir.path(), &http).await;
+
+    // SIGTERM: the leader stops, releases the Lease and exits 0; the standby takes over well before the Lease
+    // could have expired (at the earliest a renew interval's worth short of its duration from now).
+    leader.sigterm();
+    let terminated = Instant::now();
+    let handover = eventually(LEASE_DURATION, "the standby to take the released Lease", || async {
+        standby
+            .is_holder(holder(&leases).await.as_deref())
+            .then(|| terminated.elapsed())
+    })
+    .await;
+    assert!(
+        handover < LEASE_DURATION - RENEW_INTERVAL - Duration::from_secs(1),
+        "handover took {handover:?}: the Lease was not released"
+    );
+    let status = leader.wait_exit(Duration::from_secs(20)).await;
+    assert!(status.success(), "exit {status}; log:\n{}", leader.log_text());
+    let messages = leader.messages();
+    for expected in ["shutting down", "released the leader-election Lease"] {
+        assert!(
+            messages.iter().any(|m| m == expected),
+            "no {expected:?} in {messages:?}"
+        );
+    }
+    eventually(Duration::from_secs(10), "the new leader's capov_leader = 1", || async {
+        (standby.leader_gauge(&http).await == Some(1)).then_some(())
+    })
+    .await;
+
+    // Someone else takes the Lease: the leader notices at its next renewal, stops and exits non-zero, saying why
+    // in one error line.
+    let mut new_leader = standby;
+    let intruder = json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 3600,
+                                   "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now())}});
+    leases
+        .patch(LEASE_NAME, &PatchParams::default(), &Patch::Merge(&intruder))
+        .await
+        .expect("take the Lease");
+    let status = new_leader.wait_exit(RENEW_INTERVAL + Duration::from_secs(15)).await;
+    assert!(
+        !status.success(),
+        "a leader without its Lease exited 0; log:\n{}",
+        new_leader.log_text()
+    );
+    let errors: Vec<Value> = new_leader
+        .logs()
+        .into_iter()
+        .filter(|line| line["level"] == "ERROR")
+        .collect();
+    assert_eq!(errors.len(), 1, "one error line: {errors:?}");
+    assert_eq!(
+        errors[0]["message"],
+        "lost leadership; stopping all controllers and exiting"
+    );
+    assert!(
+        errors[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("another replica")),
+        "{}",
+        errors[0]
+    );
+    assert_eq!(holder(&leases).await.as_deref(), Some("intruder"));
+}
