@@ -110,8 +110,12 @@ async fn run(args: Args) -> Result<ExitCode, Error> {
             println!("\nLook around:");
             println!("  export KUBECONFIG={}", kubeconfig.display());
             println!("  kubectl get capovp,capovc -A");
+            if capi_core {
+                println!("  kubectl get clusters,machinedeployments,machines -n {NAMESPACE}");
+            }
             println!("  kubectl get capovm -n {NAMESPACE} -o wide");
-            println!("  kubectl describe capovm -n {NAMESPACE} worker-0");
+            let first = if capi_core { "control-plane-0" } else { "worker-0" };
+            println!("  kubectl describe capovm -n {NAMESPACE} {first}");
             println!("  curl -sk {}/sim/vms    # the engine's VMs", sim.base_url());
             if args.headless {
                 stop(&mut manager);
