@@ -136,7 +136,11 @@ pub async fn execute(
         Action::WriteProviderId(provider_id) => {
             let id = provider_id.trim_start_matches("ovirt://").to_string();
             match write_provider_id(state, &id).await {
-                Ok(()) => Executed::Continue,
+                Ok(()) => {
+                    // Only after a crash between creating the VM and recording it; worth seeing in the log.
+                    tracing::info!(object = %state.key, vm = %id, "adopted the VM carrying this machine's marker");
+                    Executed::Continue
+                }
                 Err(executed) => executed,
             }
         }
