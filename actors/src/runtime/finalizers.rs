@@ -5,37 +5,38 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-/// Adds `finalizer` unless present. Returns whether a write happened.
-pub async fn ensure<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool, kube::Error>
+/// Adds `finalizer` unless present. Returns the object as written, None when no write was needed; a caller that
+/// acts on the object again must go on from the returned one (the old one's resourceVersion is stale).
+pub async fn ensure<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<Option<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let current = object.finalizers().to_vec();
     if current.iter().any(|f| f == finalizer) {
-        return Ok(false);
+        return Ok(None);
     }
     let mut wanted = current.clone();
     wanted.push(finalizer.to_string());
-    write(api, object, current, wanted).await.map(|_| true)
+    write(api, object, current, wanted).await.map(Some)
 }
 
-/// Removes `finalizer` if present. Returns whether a write happened.
-pub async fn remove<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool, kube::Error>
+/// Removes `finalizer` if present. Returns the object as written, None when no write was needed or it is gone.
+pub async fn remove<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<Option<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let current = object.finalizers().to_vec();
     if !current.iter().any(|f| f == finalizer) {
-        return Ok(false);
+        return Ok(None);
     }
     let wanted: Vec<String> = current.iter().filter(|f| *f != finalizer).cloned().collect();
     match write(api, object, current, wanted).await {
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-        other => other.map(|_| true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        other => other.map(Some),
     }
 }
 
-async fn write<K>(api: &Api<K>, object: &K, current: Vec<String>, wanted: Vec<String>) -> Result<(), kube::Error>
+async fn write<K>(api: &Api<K>, object: &K, current: Vec<String>, wanted: Vec<String>) -> Result<K, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -50,6 +51,5 @@ where
     ]))
     .map_err(kube::Error::SerdeError)?;
     api.patch(&object.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch))
-        .await?;
-    Ok(())
+        .await
 }

@@ -89,7 +89,14 @@ pub async fn execute(
         Action::WritePausedOnly => Executed::Requeue(Requeue::OnChange),
         Action::Wait(requeue) | Action::Done(requeue) => Executed::Requeue(requeue),
         Action::AddFinalizer => match finalizers::ensure(&machines(state), &state.object, MACHINE_FINALIZER).await {
-            Ok(_) => Executed::Continue,
+            Ok(written) => {
+                // The next observation must see the finalizer: deciding again on the old object would add it
+                // again with a stale resourceVersion, fail, and back off for 5 s.
+                if let Some(updated) = written {
+                    state.object = updated;
+                }
+                Executed::Continue
+            }
             Err(err) => kube_failure(state, "adding the finalizer", err),
         },
         Action::SetFailure { reason, message } => {
@@ -293,7 +300,12 @@ pub async fn execute(
                 });
             }
             match finalizers::remove(&machines(state), &state.object, MACHINE_FINALIZER).await {
-                Ok(_) => Executed::Requeue(Requeue::OnChange),
+                Ok(written) => {
+                    if let Some(updated) = written {
+                        state.object = updated;
+                    }
+                    Executed::Requeue(Requeue::OnChange)
+                }
                 Err(err) => kube_failure(state, "removing the finalizer", err),
             }
         }
