@@ -103,6 +103,9 @@ impl Actor for MachineActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             MachineMsg::ObjectChanged(object) => {
+                if is_stale(&object, &state.object) {
+                    return Ok(());
+                }
                 let cleared = adopt_user_status_changes(state, &object);
                 let relevant = cleared || changed_beyond_status(&state.object, &object);
                 state.object = *object;
@@ -161,6 +164,22 @@ fn adopt_user_status_changes(state: &mut MachineState, object: &OVirtMachine) ->
         }
     }
     false
+}
+
+/// A watch event can trail this actor's own writes: the object a patch returned is newer than the event of an earlier
+/// status write still on its way. Taking such an event would undo the patch locally (a machine would look as if it
+/// had no providerID or finalizer yet and redo that step). resourceVersions are etcd revisions on every real
+/// apiserver; when both parse as numbers and the object is the same (uid), an older one is ignored; anything else is
+/// taken as news.
+fn is_stale(incoming: &OVirtMachine, held: &OVirtMachine) -> bool {
+    let revision = |o: &OVirtMachine| {
+        o.metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    incoming.metadata.uid == held.metadata.uid
+        && matches!((revision(incoming), revision(held)), (Some(new), Some(old)) if new < old)
 }
 
 /// Whether anything a pass reads changed: spec, deletion, finalizers, labels, annotations or owners.
@@ -339,4 +358,30 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
         state.backoff = Duration::from_secs(5);
     }
     state.timer = Some(me.send_after(delay, || MachineMsg::Tick));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(uid: &str, resource_version: &str) -> OVirtMachine {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+            "metadata": {"name": "worker-0", "namespace": "default", "uid": uid, "resourceVersion": resource_version},
+            "spec": {"provider": "engine", "ovirtcluster": "Default", "template": "rhcos"}
+        }))
+        .expect("machine")
+    }
+
+    #[test]
+    fn events_behind_the_held_object_are_stale() {
+        let held = machine("a", "120");
+        assert!(is_stale(&machine("a", "119"), &held));
+        assert!(!is_stale(&machine("a", "120"), &held));
+        assert!(!is_stale(&machine("a", "121"), &held));
+        // Another object of the same name (deleted and created again) is always news.
+        assert!(!is_stale(&machine("b", "7"), &held));
+        // Opaque versions cannot be ordered: taken as news.
+        assert!(!is_stale(&machine("a", "x9"), &held));
+    }
 }
