@@ -17,7 +17,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::conditions::{ConditionUpdate, MACHINE_READY_INPUTS, State, ready_summary, set_condition, types};
 use crate::identity::parse_provider_id;
-use crate::machine_steps::{Requeue, StatusChange, decide};
+use crate::machine_steps::{Action, Requeue, StatusChange, decide};
 
 use super::keys::ObjectKey;
 use super::messages::MachineMsg;
@@ -203,7 +203,7 @@ async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     let Ok(_permit) = permits.acquire().await else { return };
     let mut next = Next::After(Duration::ZERO);
     for _ in 0..MAX_ACTIONS_PER_PASS {
-        let observation = match observe::observe(me, state).await {
+        let mut observation = match observe::observe(me, state).await {
             Ok(observation) => observation,
             Err(observe::ObserveError(message)) => {
                 tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
@@ -211,7 +211,21 @@ async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
                 break;
             }
         };
-        let decision = decide(&observation.observed);
+        let mut decision = decide(&observation.observed);
+        if matches!(decision.action, Action::StartVm { .. }) {
+            match observe::nics_before_start(observation.engine.as_ref(), &observation.observed).await {
+                None => {}
+                Some(Ok(nics)) => {
+                    observation.observed.nics = nics;
+                    decision = decide(&observation.observed);
+                }
+                Some(Err(observe::ObserveError(message))) => {
+                    tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
+                    next = Next::Backoff;
+                    break;
+                }
+            }
+        }
         apply(state, &decision.conditions, decision.status.clone());
         let vm_id = observation.observed.vm.as_ref().map(|vm| vm.id.clone());
         let executed = execute::execute(

@@ -121,13 +121,10 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         }
     };
     observed.vm = find_vm(state, &engine.client, &observed).await?;
+    // The NICs are not read here: see `nics_before_start`.
     if let Some(vm) = &observed.vm {
         let vm_id = vm.id.clone();
         let status = vm.status.clone();
-        let before_start = !vm.ever_started && status == "down";
-        if before_start && !observed.settings.nics.is_empty() {
-            observed.nics = nic_assessment(&engine.client, &observed, &vm_id).await?;
-        }
         if matches!(status.as_str(), "up" | "migrating")
             && !observed.deletion_requested
             && let Some(cluster) = &cluster
@@ -298,30 +295,34 @@ async fn find_vm(
     if !ours || status == "image_locked" {
         return Ok(Some(found));
     }
-    let attachments = match client.disk_attachments_with_disks(&id).await {
-        Ok(attachments) => attachments,
-        Err(err) if err.is_not_found() => return Ok(None),
-        Err(err) => return Err(engine_error(err)),
-    };
-    found.disks = attachments
-        .into_iter()
-        .filter_map(|a| {
-            let disk = a.disk?;
-            Some(VmDisk {
-                attachment_id: a.id.unwrap_or_default(),
-                disk_id: disk.id?,
-                alias: disk.alias.unwrap_or_default(),
-                bootable: a.bootable == Some(true),
-                provisioned_size: disk.provisioned_size.unwrap_or(0),
-                status: disk
-                    .status
-                    .map(|s| s.as_str().to_string())
-                    .unwrap_or_else(|| "ok".into()),
-                // Without the system-disks annotation CAPOV cannot tell template disks from attached ones.
-                from_template: true,
+    // Disks matter before the first start (steps 3–4) and at deletion (non-system disks); the passes of a started
+    // VM (e.g. keeping its addresses current) spare the request.
+    if observed.deletion_requested || (!found.ever_started && status == "down") {
+        let attachments = match client.disk_attachments_with_disks(&id).await {
+            Ok(attachments) => attachments,
+            Err(err) if err.is_not_found() => return Ok(None),
+            Err(err) => return Err(engine_error(err)),
+        };
+        found.disks = attachments
+            .into_iter()
+            .filter_map(|a| {
+                let disk = a.disk?;
+                Some(VmDisk {
+                    attachment_id: a.id.unwrap_or_default(),
+                    disk_id: disk.id?,
+                    alias: disk.alias.unwrap_or_default(),
+                    bootable: a.bootable == Some(true),
+                    provisioned_size: disk.provisioned_size.unwrap_or(0),
+                    status: disk
+                        .status
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_else(|| "ok".into()),
+                    // Without the system-disks annotation CAPOV cannot tell template disks from attached ones.
+                    from_template: true,
+                })
             })
-        })
-        .collect();
+            .collect();
+    }
     if matches!(status.as_str(), "up" | "migrating") {
         let nics = client.nics(&id).await.map_err(engine_error)?;
         found.nics = nics
@@ -356,6 +357,20 @@ fn ever_started(state: &MachineState, vm: &Vm) -> bool {
     state.status.ready
         || state.status.conditions.iter().any(|c| c.type_ == types::MACHINE_ON)
         || vm.start_time.is_some()
+}
+
+/// Step 5 compares the NICs only right before the first start, and reading them costs four engine requests, so a
+/// pass reads them only when the decision taken without them (`observed.nics` left InSync) is to start the VM:
+/// exactly when step 5 is reached. None = not needed (no VM, or spec.nics empty: the template's NICs are kept).
+pub async fn nics_before_start(
+    engine: Option<&Engine>,
+    observed: &Observed,
+) -> Option<Result<NicAssessment, ObserveError>> {
+    let (engine, vm) = (engine?, observed.vm.as_ref()?);
+    if observed.settings.nics.is_empty() {
+        return None;
+    }
+    Some(nic_assessment(&engine.client, observed, &vm.id).await)
 }
 
 /// The VM's NICs against spec.nics, with the vNIC profiles of the networks of the oVirt cluster's data center
