@@ -4,7 +4,7 @@
 //! objects. OVirtClusters need no actor of their own: they are handled here.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use capov_crds::labels::{PROVIDER_FINALIZER, WATCH_FILTER_LABEL};
@@ -41,6 +41,8 @@ pub struct Shared {
     pub capi_machines: Store<DynamicObject>,
     pub capi_clusters: Store<DynamicObject>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
+    /// Workload cluster clients by (namespace, kubeconfig Secret), with the kubeconfig they were built from.
+    pub workload_clients: Mutex<HashMap<(String, String), (Vec<u8>, kube::Client)>>,
 }
 
 impl Shared {
@@ -112,6 +114,7 @@ impl Actor for Supervisor {
             capi_machines,
             capi_clusters,
             providers: RwLock::new(HashMap::new()),
+            workload_clients: Mutex::new(HashMap::new()),
         });
         let tasks = spawn_watches(&me, &shared, machine_writer, cluster_writer);
         Ok(SupervisorState {
