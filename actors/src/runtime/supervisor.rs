@@ -25,6 +25,7 @@ use super::capi;
 use super::cluster;
 use super::finalizers;
 use super::keys::ObjectKey;
+use super::lookups::{LOOKUP_TTL, Lookups};
 use super::machine::{MachineActor, MachineArgs};
 use super::messages::MachineMsg;
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
@@ -43,6 +44,8 @@ pub struct Shared {
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
     /// Workload cluster clients by (namespace, kubeconfig Secret), with the kubeconfig they were built from.
     pub workload_clients: Mutex<HashMap<(String, String), (Vec<u8>, kube::Client)>>,
+    /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
+    pub lookups: Lookups,
 }
 
 impl Shared {
@@ -115,6 +118,7 @@ impl Actor for Supervisor {
             capi_clusters,
             providers: RwLock::new(HashMap::new()),
             workload_clients: Mutex::new(HashMap::new()),
+            lookups: Lookups::new(LOOKUP_TTL),
         });
         let tasks = spawn_watches(&me, &shared, machine_writer, cluster_writer);
         Ok(SupervisorState {

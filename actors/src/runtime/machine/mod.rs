@@ -213,7 +213,7 @@ async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
         };
         let mut decision = decide(&observation.observed);
         if matches!(decision.action, Action::StartVm { .. }) {
-            match observe::nics_before_start(observation.engine.as_ref(), &observation.observed).await {
+            match observe::nics_before_start(state, observation.engine.as_ref(), &observation.observed).await {
                 None => {}
                 Some(Ok(nics)) => {
                     observation.observed.nics = nics;

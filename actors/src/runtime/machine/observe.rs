@@ -24,6 +24,7 @@ use crate::machine_steps::{
 };
 use crate::nics::{CurrentNic, NicAssessment, VnicProfileFact, assess_nics};
 use crate::runtime::capi;
+use crate::runtime::lookups::key;
 use crate::runtime::messages::{Connection, MachineMsg};
 use crate::runtime::provider::ProviderMsg;
 
@@ -363,6 +364,7 @@ fn ever_started(state: &MachineState, vm: &Vm) -> bool {
 /// pass reads them only when the decision taken without them (`observed.nics` left InSync) is to start the VM:
 /// exactly when step 5 is reached. None = not needed (no VM, or spec.nics empty: the template's NICs are kept).
 pub async fn nics_before_start(
+    state: &MachineState,
     engine: Option<&Engine>,
     observed: &Observed,
 ) -> Option<Result<NicAssessment, ObserveError>> {
@@ -370,30 +372,40 @@ pub async fn nics_before_start(
     if observed.settings.nics.is_empty() {
         return None;
     }
-    Some(nic_assessment(&engine.client, observed, &vm.id).await)
+    Some(nic_assessment(state, &engine.client, observed, &vm.id).await)
 }
 
 /// The VM's NICs against spec.nics, with the vNIC profiles of the networks of the oVirt cluster's data center
-/// (`/vnicprofiles` has no search, so all are read and matched by network).
-async fn nic_assessment(client: &Client, observed: &Observed, vm_id: &str) -> Result<NicAssessment, ObserveError> {
+/// (`/vnicprofiles` has no search, so all are read and matched by network). Only the VM's own NICs are read afresh;
+/// cluster, networks and profiles come from the lookups.
+async fn nic_assessment(
+    state: &MachineState,
+    client: &Client,
+    observed: &Observed,
+    vm_id: &str,
+) -> Result<NicAssessment, ObserveError> {
     let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading NICs and vNIC profiles: {err}"));
-    let cluster = client
-        .find_cluster_by_name(&observed.settings.ovirtcluster)
+    let (lookups, provider) = (&state.shared.lookups, observed.settings.provider.as_str());
+    let cluster_name = &observed.settings.ovirtcluster;
+    let cluster = lookups
+        .get(key(provider, &format!("cluster/{cluster_name}")), || {
+            client.find_cluster_by_name(cluster_name)
+        })
         .await
         .map_err(engine_error)?;
     let data_center = cluster
         .and_then(|c| c.data_center)
         .and_then(|dc| dc.id)
         .unwrap_or_default();
-    let networks: Vec<_> = client
-        .networks()
+    let networks: Vec<_> = lookups
+        .get(key(provider, "networks"), || client.networks())
         .await
         .map_err(engine_error)?
         .into_iter()
         .filter(|n| n.data_center.as_ref().and_then(|dc| dc.id.as_deref()) == Some(data_center.as_str()))
         .collect();
-    let profiles: Vec<VnicProfileFact> = client
-        .vnic_profiles()
+    let profiles: Vec<VnicProfileFact> = lookups
+        .get(key(provider, "vnicprofiles"), || client.vnic_profiles())
         .await
         .map_err(engine_error)?
         .into_iter()
