@@ -104,7 +104,7 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
     let mut unrecorded_at_kill: BTreeSet<String> = BTreeSet::new();
     for kill in 0..CREATION_KILLS {
         let delay = Duration::from_millis(rng.between(300, 4000));
-        let targeted = unrecorded_at_kill.is_empty() || rng.next() % 2 == 0;
+        let targeted = unrecorded_at_kill.is_empty() || rng.next().is_multiple_of(2);
         tokio::time::sleep(delay).await;
         let how = if targeted
             && control.vm_count() < MACHINES

@@ -42,11 +42,13 @@ pub struct Shared {
     pub capi_machines: Store<DynamicObject>,
     pub capi_clusters: Store<DynamicObject>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
-    /// Workload cluster clients by (namespace, kubeconfig Secret), with the kubeconfig they were built from.
-    pub workload_clients: Mutex<HashMap<(String, String), (Vec<u8>, kube::Client)>>,
+    pub workload_clients: Mutex<WorkloadClients>,
     /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
     pub lookups: Lookups,
 }
+
+/// Workload cluster clients by (namespace, kubeconfig Secret name), with the kubeconfig each was built from.
+pub type WorkloadClients = HashMap<(String, String), (Vec<u8>, kube::Client)>;
 
 impl Shared {
     pub fn provider(&self, name: &str) -> Option<ActorRef<ProviderMsg>> {
