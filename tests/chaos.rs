@@ -118,8 +118,8 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
         operator.reap();
         let unrecorded = unrecorded_vms(&machines, &control).await;
         println!(
-            "kill {kill} ({:.1}s): {how}, {delay:?} after the start; {} VMs in the engine, {} of them not recorded in \
-             spec.providerID {unrecorded:?}",
+            "kill {kill} at {:.1}s: {how} (waited {delay:?} after the start); {} VMs in the engine, {} of them not \
+             recorded in spec.providerID {unrecorded:?}",
             started.elapsed().as_secs_f64(),
             control.vm_count(),
             unrecorded.len()

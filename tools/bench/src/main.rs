@@ -139,8 +139,8 @@ async fn run(args: Args) -> Result<bool, Error> {
     let log_path = std::env::temp_dir().join("capov-bench-manager.log");
     let t0 = Instant::now();
     *lock(&start) = Some(t0);
-    let mut manager = start_manager(&args, plane.kubeconfig_path(), &log_path)?;
-    let pid = manager.id();
+    let mut manager = Manager(start_manager(&args, plane.kubeconfig_path(), &log_path)?);
+    let pid = manager.0.id();
     say(&format!("operator started (pid {pid}, log {})", log_path.display()));
     let kubelets = tokio::spawn(play_kubelets(workload.client().await?, control.clone()));
 
@@ -154,7 +154,7 @@ async fn run(args: Args) -> Result<bool, Error> {
         if Instant::now() > deadline {
             break false;
         }
-        if let Ok(Some(status)) = manager.try_wait() {
+        if let Ok(Some(status)) = manager.0.try_wait() {
             return Err(format!("the operator exited ({status}); see {}", log_path.display()).into());
         }
         if last_progress.elapsed() >= Duration::from_secs(15) {
@@ -176,7 +176,7 @@ async fn run(args: Args) -> Result<bool, Error> {
     let cpu = proc_cpu_seconds(pid);
     let counters = control.counters();
     let writes_after = status_write_requests(&client).await?;
-    stop(&mut manager);
+    manager.stop();
     kubelets.abort();
     watch.abort();
 
@@ -331,20 +331,31 @@ fn start_manager(args: &Args, kubeconfig: &Path, log: &Path) -> Result<Child, Er
     Ok(child)
 }
 
-fn stop(manager: &mut Child) {
-    // SAFETY: a plain syscall on the child this program started and has not reaped.
-    unsafe {
-        libc::kill(manager.id() as libc::pid_t, libc::SIGTERM);
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = manager.try_wait() {
-            return;
+/// The operator process; killed when the benchmark ends early (an error), so that none is left behind.
+struct Manager(Child);
+
+impl Manager {
+    /// SIGTERM, as Kubernetes stops a pod, then SIGKILL after 30 s.
+    fn stop(&mut self) {
+        // SAFETY: a plain syscall on the child this program started and has not reaped.
+        unsafe {
+            libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM);
         }
-        std::thread::sleep(Duration::from_millis(100));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
-    let _ = manager.kill();
-    let _ = manager.wait();
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Each VM's kubelet: once the VM is up, a Node named like the VM with the VM id as systemUUID.
