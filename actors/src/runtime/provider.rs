@@ -29,9 +29,11 @@ pub enum ProviderMsg {
     },
     Unsubscribe(ObjectKey),
     GetConnection(RpcReplyPort<Connection>),
+    /// Report `vm_id` to `machine` once its status differs from `seen` (None: never seen), then stop watching it.
     WatchVm {
         machine: ObjectKey,
         vm_id: String,
+        seen: Option<String>,
     },
     UnwatchVm(ObjectKey),
     Poll,
@@ -58,7 +60,8 @@ pub struct ProviderState {
     conditions: Vec<Condition>,
     retry_delay: Duration,
     subscribers: HashMap<ObjectKey, ActorRef<MachineMsg>>,
-    watched: HashMap<ObjectKey, String>,
+    /// Machine → (VM id, the VM status the machine has seen).
+    watched: HashMap<ObjectKey, (String, Option<String>)>,
     poll_timer: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -134,8 +137,8 @@ impl Actor for ProviderActor {
             ProviderMsg::GetConnection(reply) => {
                 let _ = reply.send(state.connection.clone());
             }
-            ProviderMsg::WatchVm { machine, vm_id } => {
-                state.watched.insert(machine, vm_id);
+            ProviderMsg::WatchVm { machine, vm_id, seen } => {
+                state.watched.insert(machine, (vm_id, seen));
             }
             ProviderMsg::UnwatchVm(machine) => {
                 state.watched.remove(&machine);
@@ -282,7 +285,9 @@ fn report(state: &mut ProviderState) {
     });
 }
 
-/// One search for the status of every VM some machine waits on; results fan out to the machines.
+/// One search for the status of every VM some machine waits on; a VM whose status changed is reported to its
+/// machine and no longer watched. Machines whose VM changed but whose pass has not run yet (waiting for a permit or
+/// the rate limiter, as in a large batch) thus cost no more polling.
 async fn poll(state: &mut ProviderState) {
     let Connection::Ready { client, .. } = &state.connection else {
         return;
@@ -290,7 +295,7 @@ async fn poll(state: &mut ProviderState) {
     if state.watched.is_empty() {
         return;
     }
-    let mut ids: Vec<&str> = state.watched.values().map(String::as_str).collect();
+    let mut ids: Vec<&str> = state.watched.values().map(|(id, _)| id.as_str()).collect();
     ids.sort_unstable();
     ids.dedup();
     let mut statuses = HashMap::new();
@@ -303,13 +308,18 @@ async fn poll(state: &mut ProviderState) {
             }
         }
     }
-    for (machine, vm_id) in &state.watched {
-        let status = statuses.get(vm_id).map(|s| s.as_str().to_string());
-        if let Some(actor) = state.subscribers.get(machine) {
+    let subscribers = &state.subscribers;
+    state.watched.retain(|machine, (vm_id, seen)| {
+        let status = statuses.get(vm_id.as_str()).map(|s| s.as_str().to_string());
+        if status == *seen {
+            return true;
+        }
+        if let Some(actor) = subscribers.get(machine) {
             let _ = actor.cast(MachineMsg::VmObserved {
                 vm_id: vm_id.clone(),
                 status,
             });
         }
-    }
+        false
+    });
 }

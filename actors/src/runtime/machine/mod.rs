@@ -120,7 +120,10 @@ impl Actor for MachineActor {
                 queue_pass(&me, state);
             }
             MachineMsg::VmObserved { vm_id, status } => {
-                if state.watched_vm.as_deref() == Some(vm_id.as_str()) && status != state.last_seen_vm_status {
+                // The provider reports a watched VM once, when its status differs from the one this machine had
+                // seen, and stops watching it; the pass registers again if the VM is still in a transition.
+                if state.watched_vm.as_deref() == Some(vm_id.as_str()) {
+                    state.watched_vm = None;
                     state.last_seen_vm_status = status;
                     queue_pass(&me, state);
                 }
@@ -351,6 +354,7 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
             Some(vm_id) => ProviderMsg::WatchVm {
                 machine: state.key.clone(),
                 vm_id: vm_id.clone(),
+                seen: state.last_seen_vm_status.clone(),
             },
             None => ProviderMsg::UnwatchVm(state.key.clone()),
         };
