@@ -1,6 +1,6 @@
 //! What the machine actor saw before deciding: plain data, gathered from the stores, the provider actor and the
 //! engine. Fields that only matter in some steps may be left at their defaults when the actor knows the step will
-//! not be reached (e.g. `nics` is only read while the VM is down and was never started).
+//! not be reached (e.g. `nics` is only read right before the first start).
 
 use std::time::Duration;
 
@@ -44,7 +44,8 @@ pub struct Observed {
     /// The OVirtProvider's defaults for placement.
     pub provider_defaults: ProviderDefaults,
     pub gates: FeatureGates,
-    /// The VM's NICs compared with `spec.nics` ([`crate::nics::assess_nics`]).
+    /// The VM's NICs compared with `spec.nics` ([`crate::nics::assess_nics`]). Left InSync until a decision would
+    /// start the VM; the actor then reads them and decides again (they matter only at that point).
     pub nics: NicAssessment,
     /// What the workload cluster says about the VM's Node (only read while the VM is up).
     pub node: NodeObservation,
@@ -191,6 +192,7 @@ pub struct ObservedVm {
     pub marker_matches: bool,
     /// The VM was started at least once (e.g. the engine reports a `start_time`, or we sent a start).
     pub ever_started: bool,
+    /// Read only when a step can need them: before the first start and at deletion; else empty.
     pub disks: Vec<VmDisk>,
     pub nics: Vec<VmNic>,
     pub reported_devices: Vec<ReportedDevice>,

@@ -9,8 +9,9 @@ use serde_json::json;
 
 const ATTEMPTS: usize = 3;
 
-/// Adds `finalizer` unless present. Returns whether a write happened.
-pub async fn ensure<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool, kube::Error>
+/// Adds `finalizer` unless present. Returns the object as written, None when no write was needed; a caller that
+/// acts on the object again must go on from the returned one (the old one's resourceVersion is stale).
+pub async fn ensure<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<Option<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -18,20 +19,20 @@ where
     for attempt in 1..=ATTEMPTS {
         let current = object.finalizers().to_vec();
         if current.iter().any(|f| f == finalizer) {
-            return Ok(false);
+            return Ok(None);
         }
         let mut wanted = current.clone();
         wanted.push(finalizer.to_string());
         match write(api, &object, current, wanted).await {
             Err(err) if attempt < ATTEMPTS && is_stale(&err) => object = api.get(&object.name_any()).await?,
-            other => return other.map(|_| true),
+            other => return other.map(Some),
         }
     }
-    Ok(false)
+    Ok(None)
 }
 
-/// Removes `finalizer` if present. Returns whether a write happened.
-pub async fn remove<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool, kube::Error>
+/// Removes `finalizer` if present. Returns the object as written, None when no write was needed or it is gone.
+pub async fn remove<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<Option<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -39,19 +40,19 @@ where
     for attempt in 1..=ATTEMPTS {
         let current = object.finalizers().to_vec();
         if !current.iter().any(|f| f == finalizer) {
-            return Ok(false);
+            return Ok(None);
         }
         let wanted: Vec<String> = current.iter().filter(|f| *f != finalizer).cloned().collect();
         match write(api, &object, current, wanted).await {
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
             Err(err) if attempt < ATTEMPTS && is_stale(&err) => match api.get_opt(&object.name_any()).await? {
                 Some(latest) => object = latest,
-                None => return Ok(false),
+                None => return Ok(None),
             },
-            other => return other.map(|_| true),
+            other => return other.map(Some),
         }
     }
-    Ok(false)
+    Ok(None)
 }
 
 /// A failed `test` operation (the object changed since it was read) comes back as 422 Invalid; 409 is a plain
@@ -60,7 +61,7 @@ fn is_stale(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == 409 || status.code == 422)
 }
 
-async fn write<K>(api: &Api<K>, object: &K, current: Vec<String>, wanted: Vec<String>) -> Result<(), kube::Error>
+async fn write<K>(api: &Api<K>, object: &K, current: Vec<String>, wanted: Vec<String>) -> Result<K, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -75,6 +76,5 @@ where
     ]))
     .map_err(kube::Error::SerdeError)?;
     api.patch(&object.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch))
-        .await?;
-    Ok(())
+        .await
 }

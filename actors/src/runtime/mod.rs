@@ -6,6 +6,7 @@ mod cluster;
 pub mod connection;
 mod finalizers;
 pub mod keys;
+mod lookups;
 mod machine;
 pub mod mailbox;
 pub mod messages;

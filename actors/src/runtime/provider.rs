@@ -32,9 +32,11 @@ pub enum ProviderMsg {
     },
     Unsubscribe(ObjectKey),
     GetConnection(RpcReplyPort<Connection>),
+    /// Report `vm_id` to `machine` once its status differs from `seen` (None: never seen), then stop watching it.
     WatchVm {
         machine: ObjectKey,
         vm_id: String,
+        seen: Option<String>,
     },
     UnwatchVm(ObjectKey),
     Poll,
@@ -66,7 +68,8 @@ pub struct ProviderState {
     conditions: Vec<Condition>,
     retry_delay: Duration,
     subscribers: HashMap<ObjectKey, ActorRef<MachineMsg>>,
-    watched: HashMap<ObjectKey, String>,
+    /// Machine → (VM id, the VM status the machine has seen).
+    watched: HashMap<ObjectKey, (String, Option<String>)>,
     poll_timer: Option<tokio::task::JoinHandle<()>>,
     metrics: Metrics,
     mail: ActorMetrics,
@@ -156,8 +159,8 @@ impl Actor for ProviderActor {
             ProviderMsg::GetConnection(reply) => {
                 let _ = reply.send(state.connection.clone());
             }
-            ProviderMsg::WatchVm { machine, vm_id } => {
-                state.watched.insert(machine, vm_id);
+            ProviderMsg::WatchVm { machine, vm_id, seen } => {
+                state.watched.insert(machine, (vm_id, seen));
             }
             ProviderMsg::UnwatchVm(machine) => {
                 state.watched.remove(&machine);
@@ -317,7 +320,9 @@ fn report(state: &mut ProviderState) {
     let _ = mailbox::cast(&state.metrics, &state.status_writer, update);
 }
 
-/// One search for the status of every VM some machine waits on; results fan out to the machines.
+/// One search for the status of every VM some machine waits on; a VM whose status changed is reported to its
+/// machine and no longer watched. Machines whose VM changed but whose pass has not run yet (waiting for a permit or
+/// the rate limiter, as in a large batch) thus cost no more polling.
 async fn poll(state: &mut ProviderState) {
     let Connection::Ready { client, .. } = &state.connection else {
         return;
@@ -325,7 +330,7 @@ async fn poll(state: &mut ProviderState) {
     if state.watched.is_empty() {
         return;
     }
-    let mut ids: Vec<&str> = state.watched.values().map(String::as_str).collect();
+    let mut ids: Vec<&str> = state.watched.values().map(|(id, _)| id.as_str()).collect();
     ids.sort_unstable();
     ids.dedup();
     let mut statuses = HashMap::new();
@@ -338,16 +343,22 @@ async fn poll(state: &mut ProviderState) {
             }
         }
     }
-    for (machine, vm_id) in &state.watched {
-        let status = statuses.get(vm_id).map(|s| s.as_str().to_string());
-        if let Some(actor) = state.subscribers.get(machine) {
+    let subscribers = &state.subscribers;
+    let metrics = &state.metrics;
+    state.watched.retain(|machine, (vm_id, seen)| {
+        let status = statuses.get(vm_id.as_str()).map(|s| s.as_str().to_string());
+        if status == *seen {
+            return true;
+        }
+        if let Some(actor) = subscribers.get(machine) {
             let observed = MachineMsg::VmObserved {
                 vm_id: vm_id.clone(),
                 status,
             };
-            let _ = mailbox::cast(&state.metrics, actor, observed);
+            let _ = mailbox::cast(metrics, actor, observed);
         }
-    }
+        false
+    });
 }
 
 /// Feeds the engine request metrics of this provider from the client's per-request reports.

@@ -4,7 +4,7 @@
 //! objects. OVirtClusters need no actor of their own: they are handled here.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use capov_crds::labels::{PROVIDER_FINALIZER, WATCH_FILTER_LABEL};
@@ -25,6 +25,7 @@ use super::capi;
 use super::cluster;
 use super::finalizers;
 use super::keys::ObjectKey;
+use super::lookups::{LOOKUP_TTL, Lookups};
 use super::machine::{MachineActor, MachineArgs};
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::MachineMsg;
@@ -44,7 +45,13 @@ pub struct Shared {
     pub capi_machines: Store<DynamicObject>,
     pub capi_clusters: Store<DynamicObject>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
+    pub workload_clients: Mutex<WorkloadClients>,
+    /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
+    pub lookups: Lookups,
 }
+
+/// Workload cluster clients by (namespace, kubeconfig Secret name), with the kubeconfig each was built from.
+pub type WorkloadClients = HashMap<(String, String), (Vec<u8>, kube::Client)>;
 
 impl Shared {
     pub fn provider(&self, name: &str) -> Option<ActorRef<ProviderMsg>> {
@@ -143,6 +150,8 @@ impl Actor for Supervisor {
             capi_machines,
             capi_clusters,
             providers: RwLock::new(HashMap::new()),
+            workload_clients: Mutex::new(HashMap::new()),
+            lookups: Lookups::new(LOOKUP_TTL),
         });
         let tasks = spawn_watches(&me, &shared, machine_writer, cluster_writer);
         Ok(SupervisorState {

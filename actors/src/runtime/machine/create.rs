@@ -10,6 +10,7 @@ use super::execute::Failure;
 use crate::conditions::reasons;
 use crate::machine_steps::CreateVmPlan;
 use crate::placement::{StorageDomainFact, TemplateDisk, plan_placement};
+use crate::runtime::lookups::key;
 
 const MIB: u64 = 1 << 20;
 
@@ -21,7 +22,13 @@ pub async fn create_vm(
     plan: &CreateVmPlan,
     bootstrap_data: String,
 ) -> Result<String, Failure> {
-    let cluster = match client.find_cluster_by_name(&plan.ovirt_cluster).await {
+    let lookups = &state.shared.lookups;
+    let provider = state.object.spec.settings.provider.as_str();
+    let cluster_key = key(provider, &format!("cluster/{}", plan.ovirt_cluster));
+    let cluster = match lookups
+        .get(cluster_key, || client.find_cluster_by_name(&plan.ovirt_cluster))
+        .await
+    {
         Ok(Some(cluster)) => cluster,
         Ok(None) => {
             let message = format!(
@@ -38,7 +45,7 @@ pub async fn create_vm(
         .as_ref()
         .and_then(|dc| dc.id.clone())
         .unwrap_or_default();
-    let template = match newest_template(client, &plan.template, &data_center_id).await {
+    let template = match newest_template(state, client, &plan.template, &data_center_id).await {
         Ok(Some(template)) => template,
         Ok(None) => {
             let message = format!(
@@ -59,7 +66,7 @@ pub async fn create_vm(
     }
     let template_id = template.id.clone().unwrap_or_default();
     let domain_name = plan.placement.storage_domain_name.as_deref();
-    let (domain, template_disks) = placement_facts(client, &template_id, &data_center_id, domain_name)
+    let (domain, template_disks) = placement_facts(state, client, &template_id, &data_center_id, domain_name)
         .await
         .map_err(|err| Failure::engine(&err))?;
     let placement = plan_placement(&plan.placement, domain.as_ref(), &template_disks)
@@ -127,12 +134,18 @@ pub async fn create_vm(
 
 /// The newest version of the named template among the templates of the data center's clusters.
 async fn newest_template(
+    state: &MachineState,
     client: &Client,
     name: &str,
     data_center_id: &str,
 ) -> capov_ovirt::Result<Option<capov_ovirt::model::Template>> {
-    let templates = client.find_templates_by_name(name, None).await?;
-    let clusters = client.clusters().await?;
+    let (lookups, provider) = (&state.shared.lookups, state.object.spec.settings.provider.as_str());
+    let templates = lookups
+        .get(key(provider, &format!("templates/{name}")), || {
+            client.find_templates_by_name(name, None)
+        })
+        .await?;
+    let clusters = lookups.get(key(provider, "clusters"), || client.clusters()).await?;
     let in_data_center = |template: &capov_ovirt::model::Template| {
         let Some(cluster_id) = template.cluster.as_ref().and_then(|c| c.id.as_deref()) else {
             return true;
@@ -149,27 +162,22 @@ async fn newest_template(
 }
 
 /// What the placement needs to know from the engine: the chosen storage domain (if any) and the template disks.
+/// The chosen storage domain is read afresh (its status matters); the template's disks come from the lookups.
 async fn placement_facts(
+    state: &MachineState,
     client: &Client,
     template_id: &str,
     data_center_id: &str,
     domain_name: Option<&str>,
 ) -> capov_ovirt::Result<(Option<StorageDomainFact>, Vec<TemplateDisk>)> {
-    let mut disks = Vec::new();
-    for attachment in client.template_disk_attachments(template_id).await? {
-        let Some(disk_id) = attachment.disk.as_ref().and_then(|d| d.id.clone()) else {
-            continue;
-        };
-        let disk = client.disk(&disk_id).await?;
-        disks.push(TemplateDisk {
-            id: disk_id,
-            alias: disk.alias.unwrap_or_default(),
-            storage_domain_ids: disk
-                .storage_domains
-                .map(|refs| refs.items.into_iter().filter_map(|r| r.id).collect())
-                .unwrap_or_default(),
-        });
-    }
+    let provider = state.object.spec.settings.provider.as_str();
+    let disks = state
+        .shared
+        .lookups
+        .get(key(provider, &format!("template-disks/{template_id}")), || {
+            template_disks(client, template_id)
+        })
+        .await?;
     let Some(name) = domain_name else {
         return Ok((None, disks));
     };
@@ -193,4 +201,23 @@ async fn placement_facts(
         in_data_center,
     };
     Ok((Some(fact), disks))
+}
+
+async fn template_disks(client: &Client, template_id: &str) -> capov_ovirt::Result<Vec<TemplateDisk>> {
+    let mut disks = Vec::new();
+    for attachment in client.template_disk_attachments(template_id).await? {
+        let Some(disk_id) = attachment.disk.as_ref().and_then(|d| d.id.clone()) else {
+            continue;
+        };
+        let disk = client.disk(&disk_id).await?;
+        disks.push(TemplateDisk {
+            id: disk_id,
+            alias: disk.alias.unwrap_or_default(),
+            storage_domain_ids: disk
+                .storage_domains
+                .map(|refs| refs.items.into_iter().filter_map(|r| r.id).collect())
+                .unwrap_or_default(),
+        });
+    }
+    Ok(disks)
 }

@@ -90,7 +90,14 @@ pub async fn execute(
         Action::WritePausedOnly => Executed::Requeue(Requeue::OnChange),
         Action::Wait(requeue) | Action::Done(requeue) => Executed::Requeue(requeue),
         Action::AddFinalizer => match finalizers::ensure(&machines(state), &state.object, MACHINE_FINALIZER).await {
-            Ok(_) => Executed::Continue,
+            Ok(written) => {
+                // The next observation must see the finalizer: deciding again on the old object would add it
+                // again with a stale resourceVersion, fail, and back off for 5 s.
+                if let Some(updated) = written {
+                    state.object = updated;
+                }
+                Executed::Continue
+            }
             Err(err) => kube_failure(state, "adding the finalizer", err),
         },
         Action::SetFailure { reason, message } => {
@@ -137,7 +144,11 @@ pub async fn execute(
         Action::WriteProviderId(provider_id) => {
             let id = provider_id.trim_start_matches("ovirt://").to_string();
             match write_provider_id(state, &id).await {
-                Ok(()) => Executed::Continue,
+                Ok(()) => {
+                    // Only after a crash between creating the VM and recording it; worth seeing in the log.
+                    tracing::info!(object = %state.key, vm = %id, "adopted the VM carrying this machine's marker");
+                    Executed::Continue
+                }
                 Err(executed) => executed,
             }
         }
@@ -291,7 +302,12 @@ pub async fn execute(
                 let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
             }
             match finalizers::remove(&machines(state), &state.object, MACHINE_FINALIZER).await {
-                Ok(_) => Executed::Requeue(Requeue::OnChange),
+                Ok(written) => {
+                    if let Some(updated) = written {
+                        state.object = updated;
+                    }
+                    Executed::Requeue(Requeue::OnChange)
+                }
                 Err(err) => kube_failure(state, "removing the finalizer", err),
             }
         }

@@ -17,7 +17,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::conditions::{ConditionUpdate, MACHINE_READY_INPUTS, State, ready_summary, set_condition, types};
 use crate::identity::parse_provider_id;
-use crate::machine_steps::{Requeue, StatusChange, decide};
+use crate::machine_steps::{Action, Requeue, StatusChange, decide};
 
 use super::keys::ObjectKey;
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
@@ -119,6 +119,9 @@ impl Actor for MachineActor {
         let _handling = state.mail.handling();
         match message {
             MachineMsg::ObjectChanged(object) => {
+                if is_stale(&object, &state.object) {
+                    return Ok(());
+                }
                 let cleared = adopt_user_status_changes(state, &object);
                 let relevant = cleared || changed_beyond_status(&state.object, &object);
                 state.object = *object;
@@ -133,7 +136,10 @@ impl Actor for MachineActor {
                 queue_pass(&me, state);
             }
             MachineMsg::VmObserved { vm_id, status } => {
-                if state.watched_vm.as_deref() == Some(vm_id.as_str()) && status != state.last_seen_vm_status {
+                // The provider reports a watched VM once, when its status differs from the one this machine had
+                // seen, and stops watching it; the pass registers again if the VM is still in a transition.
+                if state.watched_vm.as_deref() == Some(vm_id.as_str()) {
+                    state.watched_vm = None;
                     state.last_seen_vm_status = status;
                     queue_pass(&me, state);
                 }
@@ -179,6 +185,22 @@ fn adopt_user_status_changes(state: &mut MachineState, object: &OVirtMachine) ->
     false
 }
 
+/// A watch event can trail this actor's own writes: the object a patch returned is newer than the event of an earlier
+/// status write still on its way. Taking such an event would undo the patch locally (a machine would look as if it
+/// had no providerID or finalizer yet and redo that step). resourceVersions are etcd revisions on every real
+/// apiserver; when both parse as numbers and the object is the same (uid), an older one is ignored; anything else is
+/// taken as news.
+fn is_stale(incoming: &OVirtMachine, held: &OVirtMachine) -> bool {
+    let revision = |o: &OVirtMachine| {
+        o.metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    incoming.metadata.uid == held.metadata.uid
+        && matches!((revision(incoming), revision(held)), (Some(new), Some(old)) if new < old)
+}
+
 /// Whether anything a pass reads changed: spec, deletion, finalizers, labels, annotations or owners.
 fn changed_beyond_status(old: &OVirtMachine, new: &OVirtMachine) -> bool {
     let (a, b) = (&old.metadata, &new.metadata);
@@ -201,7 +223,7 @@ async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     let started = Instant::now();
     let mut next = Next::After(Duration::ZERO);
     for _ in 0..MAX_ACTIONS_PER_PASS {
-        let observation = match observe::observe(me, state).await {
+        let mut observation = match observe::observe(me, state).await {
             Ok(observation) => observation,
             Err(observe::ObserveError(message)) => {
                 tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
@@ -209,7 +231,21 @@ async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
                 break;
             }
         };
-        let decision = decide(&observation.observed);
+        let mut decision = decide(&observation.observed);
+        if matches!(decision.action, Action::StartVm { .. }) {
+            match observe::nics_before_start(state, observation.engine.as_ref(), &observation.observed).await {
+                None => {}
+                Some(Ok(nics)) => {
+                    observation.observed.nics = nics;
+                    decision = decide(&observation.observed);
+                }
+                Some(Err(observe::ObserveError(message))) => {
+                    tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
+                    next = Next::Backoff;
+                    break;
+                }
+            }
+        }
         apply(state, &decision.conditions, decision.status.clone());
         let vm_id = observation.observed.vm.as_ref().map(|vm| vm.id.clone());
         let executed = execute::execute(
@@ -357,6 +393,7 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
             Some(vm_id) => ProviderMsg::WatchVm {
                 machine: state.key.clone(),
                 vm_id: vm_id.clone(),
+                seen: state.last_seen_vm_status.clone(),
             },
             None => ProviderMsg::UnwatchVm(state.key.clone()),
         };
@@ -380,4 +417,30 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
     state.timer = Some(mailbox::cast_after(&state.shared.metrics, delay, me.clone(), || {
         MachineMsg::Tick
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(uid: &str, resource_version: &str) -> OVirtMachine {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+            "metadata": {"name": "worker-0", "namespace": "default", "uid": uid, "resourceVersion": resource_version},
+            "spec": {"provider": "engine", "ovirtcluster": "Default", "template": "rhcos"}
+        }))
+        .expect("machine")
+    }
+
+    #[test]
+    fn events_behind_the_held_object_are_stale() {
+        let held = machine("a", "120");
+        assert!(is_stale(&machine("a", "119"), &held));
+        assert!(!is_stale(&machine("a", "120"), &held));
+        assert!(!is_stale(&machine("a", "121"), &held));
+        // Another object of the same name (deleted and created again) is always news.
+        assert!(!is_stale(&machine("b", "7"), &held));
+        // Opaque versions cannot be ordered: taken as news.
+        assert!(!is_stale(&machine("a", "x9"), &held));
+    }
 }

@@ -24,6 +24,7 @@ use crate::machine_steps::{
 };
 use crate::nics::{CurrentNic, NicAssessment, VnicProfileFact, assess_nics};
 use crate::runtime::capi;
+use crate::runtime::lookups::key;
 use crate::runtime::mailbox;
 use crate::runtime::messages::{Connection, MachineMsg};
 use crate::runtime::provider::ProviderMsg;
@@ -122,13 +123,10 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         }
     };
     observed.vm = find_vm(state, &engine.client, &observed).await?;
+    // The NICs are not read here: see `nics_before_start`.
     if let Some(vm) = &observed.vm {
         let vm_id = vm.id.clone();
         let status = vm.status.clone();
-        let before_start = !vm.ever_started && status == "down";
-        if before_start && !observed.settings.nics.is_empty() {
-            observed.nics = nic_assessment(&engine.client, &observed, &vm_id).await?;
-        }
         if matches!(status.as_str(), "up" | "migrating")
             && !observed.deletion_requested
             && let Some(cluster) = &cluster
@@ -306,30 +304,34 @@ async fn find_vm(
     if !ours || status == "image_locked" {
         return Ok(Some(found));
     }
-    let attachments = match client.disk_attachments_with_disks(&id).await {
-        Ok(attachments) => attachments,
-        Err(err) if err.is_not_found() => return Ok(None),
-        Err(err) => return Err(engine_error(err)),
-    };
-    found.disks = attachments
-        .into_iter()
-        .filter_map(|a| {
-            let disk = a.disk?;
-            Some(VmDisk {
-                attachment_id: a.id.unwrap_or_default(),
-                disk_id: disk.id?,
-                alias: disk.alias.unwrap_or_default(),
-                bootable: a.bootable == Some(true),
-                provisioned_size: disk.provisioned_size.unwrap_or(0),
-                status: disk
-                    .status
-                    .map(|s| s.as_str().to_string())
-                    .unwrap_or_else(|| "ok".into()),
-                // Without the system-disks annotation CAPOV cannot tell template disks from attached ones.
-                from_template: true,
+    // Disks matter before the first start (steps 3–4) and at deletion (non-system disks); the passes of a started
+    // VM (e.g. keeping its addresses current) spare the request.
+    if observed.deletion_requested || (!found.ever_started && status == "down") {
+        let attachments = match client.disk_attachments_with_disks(&id).await {
+            Ok(attachments) => attachments,
+            Err(err) if err.is_not_found() => return Ok(None),
+            Err(err) => return Err(engine_error(err)),
+        };
+        found.disks = attachments
+            .into_iter()
+            .filter_map(|a| {
+                let disk = a.disk?;
+                Some(VmDisk {
+                    attachment_id: a.id.unwrap_or_default(),
+                    disk_id: disk.id?,
+                    alias: disk.alias.unwrap_or_default(),
+                    bootable: a.bootable == Some(true),
+                    provisioned_size: disk.provisioned_size.unwrap_or(0),
+                    status: disk
+                        .status
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_else(|| "ok".into()),
+                    // Without the system-disks annotation CAPOV cannot tell template disks from attached ones.
+                    from_template: true,
+                })
             })
-        })
-        .collect();
+            .collect();
+    }
     if matches!(status.as_str(), "up" | "migrating") {
         let nics = client.nics(&id).await.map_err(engine_error)?;
         found.nics = nics
@@ -366,27 +368,52 @@ fn ever_started(state: &MachineState, vm: &Vm) -> bool {
         || vm.start_time.is_some()
 }
 
+/// Step 5 compares the NICs only right before the first start, and reading them costs four engine requests, so a
+/// pass reads them only when the decision taken without them (`observed.nics` left InSync) is to start the VM:
+/// exactly when step 5 is reached. None = not needed (no VM, or spec.nics empty: the template's NICs are kept).
+pub async fn nics_before_start(
+    state: &MachineState,
+    engine: Option<&Engine>,
+    observed: &Observed,
+) -> Option<Result<NicAssessment, ObserveError>> {
+    let (engine, vm) = (engine?, observed.vm.as_ref()?);
+    if observed.settings.nics.is_empty() {
+        return None;
+    }
+    Some(nic_assessment(state, &engine.client, observed, &vm.id).await)
+}
+
 /// The VM's NICs against spec.nics, with the vNIC profiles of the networks of the oVirt cluster's data center
-/// (`/vnicprofiles` has no search, so all are read and matched by network).
-async fn nic_assessment(client: &Client, observed: &Observed, vm_id: &str) -> Result<NicAssessment, ObserveError> {
+/// (`/vnicprofiles` has no search, so all are read and matched by network). Only the VM's own NICs are read afresh;
+/// cluster, networks and profiles come from the lookups.
+async fn nic_assessment(
+    state: &MachineState,
+    client: &Client,
+    observed: &Observed,
+    vm_id: &str,
+) -> Result<NicAssessment, ObserveError> {
     let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading NICs and vNIC profiles: {err}"));
-    let cluster = client
-        .find_cluster_by_name(&observed.settings.ovirtcluster)
+    let (lookups, provider) = (&state.shared.lookups, observed.settings.provider.as_str());
+    let cluster_name = &observed.settings.ovirtcluster;
+    let cluster = lookups
+        .get(key(provider, &format!("cluster/{cluster_name}")), || {
+            client.find_cluster_by_name(cluster_name)
+        })
         .await
         .map_err(engine_error)?;
     let data_center = cluster
         .and_then(|c| c.data_center)
         .and_then(|dc| dc.id)
         .unwrap_or_default();
-    let networks: Vec<_> = client
-        .networks()
+    let networks: Vec<_> = lookups
+        .get(key(provider, "networks"), || client.networks())
         .await
         .map_err(engine_error)?
         .into_iter()
         .filter(|n| n.data_center.as_ref().and_then(|dc| dc.id.as_deref()) == Some(data_center.as_str()))
         .collect();
-    let profiles: Vec<VnicProfileFact> = client
-        .vnic_profiles()
+    let profiles: Vec<VnicProfileFact> = lookups
+        .get(key(provider, "vnicprofiles"), || client.vnic_profiles())
         .await
         .map_err(engine_error)?
         .into_iter()

@@ -16,7 +16,19 @@ pub async fn observe_node(state: &MachineState, cluster: &DynamicObject, vm_id: 
         Ok(client) => client,
         Err(message) => return NodeObservation::Unreachable { message },
     };
-    let nodes = match Api::<Node>::all(client).list(&ListParams::default()).await {
+    let api = Api::<Node>::all(client);
+    // Kubelets name their Node after the host name, which CAPOV sets to the VM name: one GET usually finds it,
+    // without listing every Node of a large cluster for each machine.
+    match api.get_opt(&state.key.name).await {
+        Ok(Some(node)) => return found(node),
+        Ok(None) => {}
+        Err(err) => {
+            return NodeObservation::Unreachable {
+                message: format!("cannot read the workload cluster's Nodes: {err}"),
+            };
+        }
+    }
+    let nodes = match api.list(&ListParams::default()).await {
         Ok(nodes) => nodes,
         Err(err) => {
             return NodeObservation::Unreachable {
@@ -32,12 +44,13 @@ pub async fn observe_node(state: &MachineState, cluster: &DynamicObject, vm_id: 
             .map(|info| info.system_uuid.as_str());
         uuid.is_some_and(|uuid| uuid.eq_ignore_ascii_case(vm_id)) || node.name_any() == state.key.name
     });
-    match node {
-        None => NodeObservation::NotFound,
-        Some(node) => NodeObservation::Found {
-            name: node.name_any(),
-            provider_id: node.spec.and_then(|spec| spec.provider_id).filter(|id| !id.is_empty()),
-        },
+    node.map_or(NodeObservation::NotFound, found)
+}
+
+fn found(node: Node) -> NodeObservation {
+    NodeObservation::Found {
+        name: node.name_any(),
+        provider_id: node.spec.and_then(|spec| spec.provider_id).filter(|id| !id.is_empty()),
     }
 }
 
@@ -70,10 +83,24 @@ async fn workload_client(state: &MachineState, cluster: &DynamicObject) -> Resul
         .ok_or_else(|| {
             format!("Secret {namespace}/{secret_name} with the workload kubeconfig (key value) not found")
         })?;
+    // A client per pass would mean a TLS handshake with the workload apiserver per pass; one per cluster is kept
+    // for as long as its kubeconfig stays the same.
+    let cache_key = (namespace.clone(), secret_name.clone());
+    if let Some((cached_for, client)) = lock(&state.shared.workload_clients).get(&cache_key)
+        && *cached_for == value.0
+    {
+        return Ok(client.clone());
+    }
     let kubeconfig = Kubeconfig::from_yaml(&String::from_utf8_lossy(&value.0))
         .map_err(|err| format!("Secret {secret_name}: invalid kubeconfig: {err}"))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|err| format!("Secret {secret_name}: unusable kubeconfig: {err}"))?;
-    kube::Client::try_from(config).map_err(|err| format!("cannot reach the workload cluster: {err}"))
+    let client = kube::Client::try_from(config).map_err(|err| format!("cannot reach the workload cluster: {err}"))?;
+    lock(&state.shared.workload_clients).insert(cache_key, (value.0, client.clone()));
+    Ok(client)
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -1,0 +1,511 @@
+//! Chaos: the real `manager` process is SIGKILLed at random points while it brings 50 machines up (and a few times
+//! while it deletes them), and restarted each time. Every machine must end with exactly one VM — a restarted
+//! operator adopts a VM it created but did not record, through the ownership marker in the VM's description — all
+//! machines must become Ready, and deleting them must leave no VM and no finalizer behind.
+//!
+//! Delays and the kind of each kill come from a seeded xorshift; the seed is printed, and
+//! `CAPOV_CHAOS_SEED=<seed> cargo test -p capov --test chaos -- --nocapture` replays the schedule (the operator's own
+//! timing still varies from run to run).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use capov_crds::{ConditionStatus, OVirtCluster, OVirtMachine, OVirtProvider};
+use capov_harness::{ControlPlane, Options, objects, shared};
+use capov_ovirt_sim::{Control, Simulator, Timings};
+use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::{Value, json};
+
+const MACHINES: usize = 50;
+/// Kills while the machines are being created and started.
+const CREATION_KILLS: usize = 6;
+/// Kills while they are being deleted.
+const DELETION_KILLS: usize = 2;
+const CLUSTER: &str = "chaos";
+/// The operator's engine rate limit (default 10/s) is raised so that 50 machines and six restarts, each of which
+/// re-reads every machine's VM, fit in the test's time budget; the kill points do not depend on it.
+const OVIRT_QPS: &str = "50";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let started = Instant::now();
+    let seed = std::env::var("CAPOV_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(time_seed);
+    println!("chaos seed {seed} (replay: CAPOV_CHAOS_SEED={seed} cargo test -p capov --test chaos -- --nocapture)");
+    let mut rng = XorShift::new(seed);
+
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "chaos").await.expect("namespace");
+    let sim = Simulator::builder()
+        .timings(Timings::fast())
+        .start()
+        .await
+        .expect("simulator");
+    let control = sim.control().clone();
+    let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
+    let provider = format!("{namespace}-engine");
+    let labels = json!({"cluster.x-k8s.io/watch-filter": namespace, "cluster.x-k8s.io/cluster-name": CLUSTER});
+    objects::apply_secret(
+        &client,
+        &namespace,
+        "engine-credentials",
+        &[("username", "admin@internal"), ("password", "admin")],
+    )
+    .await
+    .expect("credentials");
+    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().expect("https simulator"));
+    objects::apply_provider(
+        &client,
+        &provider,
+        json!({"cluster.x-k8s.io/watch-filter": namespace}),
+        json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}}),
+    )
+    .await
+    .expect("provider");
+    let kubeconfig = workload.kubeconfig_yaml().expect("workload kubeconfig");
+    objects::apply_secret(
+        &client,
+        &namespace,
+        &format!("{CLUSTER}-kubeconfig"),
+        &[("value", &kubeconfig)],
+    )
+    .await
+    .expect("kubeconfig Secret");
+    objects::create_provisioned_cluster(&client, &namespace, CLUSTER, labels.clone())
+        .await
+        .expect("cluster");
+
+    let mut operator = Operator::new(plane.kubeconfig_path(), &namespace);
+    operator.start();
+    // CAPI core creates the machines while the operator runs (and dies); each VM's kubelet registers its Node.
+    let creator = tokio::spawn(create_machines(
+        client.clone(),
+        namespace.clone(),
+        provider.clone(),
+        labels,
+    ));
+    let kubelets = tokio::spawn(play_kubelets(
+        workload.client().await.expect("workload client"),
+        control.clone(),
+    ));
+    let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), &namespace);
+
+    // Creation under fire. A "targeted" kill waits for the engine to create a VM and kills at once, before the
+    // operator can record it in spec.providerID: the window the ownership marker exists for. Until one kill has
+    // caught that window every kill is targeted; after that the RNG chooses.
+    let mut unrecorded_at_kill: BTreeSet<String> = BTreeSet::new();
+    for kill in 0..CREATION_KILLS {
+        let delay = Duration::from_millis(rng.between(300, 4000));
+        let targeted = unrecorded_at_kill.is_empty() || rng.next().is_multiple_of(2);
+        tokio::time::sleep(delay).await;
+        let how = if targeted
+            && control.vm_count() < MACHINES
+            && kill_at_next_vm_creation(control.clone(), operator.pid(), Duration::from_secs(20)).await
+        {
+            "right after the engine created a VM"
+        } else {
+            operator.kill();
+            "at a random point"
+        };
+        operator.reap();
+        let unrecorded = unrecorded_vms(&machines, &control).await;
+        println!(
+            "kill {kill} at {:.1}s: {how} (waited {delay:?} after the start); {} VMs in the engine, {} of them not \
+             recorded in spec.providerID {unrecorded:?}",
+            started.elapsed().as_secs_f64(),
+            control.vm_count(),
+            unrecorded.len()
+        );
+        unrecorded_at_kill.extend(unrecorded);
+        operator.start();
+    }
+    creator.await.expect("creator task").expect("create machines");
+
+    // The last operator brings everything to Ready.
+    let ready = eventually(Duration::from_secs(150), || async {
+        let list = machines.list(&ListParams::default()).await.ok()?;
+        (list.items.len() == MACHINES && list.items.iter().all(is_ready)).then_some(list.items)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "seed {seed}: not all machines Ready after 150 s\n{}",
+            operator.diagnostics()
+        )
+    });
+    println!(
+        "all {MACHINES} machines Ready at {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // Exactly one VM per machine, each carrying the machine's marker, each recorded by exactly one machine.
+    let vms = control.vms();
+    let names: Vec<&str> = vms.iter().map(|vm| vm.name.as_str()).collect();
+    assert_eq!(vms.len(), MACHINES, "seed {seed}: VMs in the engine: {names:?}");
+    let unique: BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!(unique.len(), MACHINES, "seed {seed}: duplicate VM names: {names:?}");
+    for vm in &vms {
+        assert!(
+            capov_actors::identity::has_marker(&vm.description, &namespace, &vm.name),
+            "seed {seed}: VM {} lacks the marker: {:?}",
+            vm.name,
+            vm.description
+        );
+        assert_eq!(vm.status, "up", "seed {seed}: VM {}", vm.name);
+    }
+    let mut recorded_ids = BTreeSet::new();
+    for machine in &ready {
+        let name = machine.metadata.name.clone().unwrap_or_default();
+        let provider_id = machine.spec.provider_id.clone().unwrap_or_default();
+        let id = capov_actors::identity::parse_provider_id(&provider_id)
+            .unwrap_or_else(|| panic!("seed {seed}: {name} has providerID {provider_id:?}"));
+        let vm = control
+            .vm(id)
+            .unwrap_or_else(|| panic!("seed {seed}: {name}'s providerID {provider_id} names no VM"));
+        assert_eq!(
+            vm.name, name,
+            "seed {seed}: {name}'s providerID names another machine's VM"
+        );
+        assert!(
+            recorded_ids.insert(id.to_string()),
+            "seed {seed}: two machines record VM {id}"
+        );
+    }
+    // The window was hit, and a restarted operator adopted each VM left unrecorded instead of creating another.
+    assert!(
+        !unrecorded_at_kill.is_empty(),
+        "seed {seed}: no kill landed between a VM's creation and its providerID, so adoption was not exercised"
+    );
+    let logged = operator.logged_machines();
+    let adopted = &logged["adopted the VM carrying this machine's marker"];
+    assert!(
+        !adopted.is_empty(),
+        "seed {seed}: VMs were left unrecorded at kills ({unrecorded_at_kill:?}) but none was adopted"
+    );
+    // providerIDs are write-once, so a VM adopted by one run was unrecorded when the run before it was killed; an
+    // adoption without such a kill would mean an operator lost track of its own write.
+    assert!(
+        adopted.is_subset(&unrecorded_at_kill),
+        "seed {seed}: adopted {adopted:?}, but only {unrecorded_at_kill:?} were left unrecorded by a kill"
+    );
+    let creates = control.counter("POST /vms");
+    println!(
+        "adopted after a kill: {adopted:?}; the engine got {creates} create requests for {MACHINES} VMs ({:.1}s)",
+        started.elapsed().as_secs_f64()
+    );
+
+    // Deletion under fire: every VM and every finalizer goes.
+    machines
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect("delete the OVirtMachines");
+    for kill in 0..DELETION_KILLS {
+        let delay = Duration::from_millis(rng.between(300, 3000));
+        tokio::time::sleep(delay).await;
+        operator.kill();
+        operator.reap();
+        println!(
+            "deletion kill {kill}: {delay:?} after the start; {} VMs left in the engine",
+            control.vm_count()
+        );
+        operator.start();
+    }
+    eventually(Duration::from_secs(90), || async {
+        let left = machines.list(&ListParams::default()).await.ok()?;
+        (left.items.is_empty() && control.vm_count() == 0).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "seed {seed}: machines or VMs left after deletion ({} VMs)\n{}",
+            control.vm_count(),
+            operator.diagnostics()
+        )
+    });
+    // The cluster and the provider (released once no machine uses it) go too: no finalizer is left anywhere.
+    let clusters: Api<OVirtCluster> = Api::namespaced(client.clone(), &namespace);
+    clusters
+        .delete(CLUSTER, &DeleteParams::default())
+        .await
+        .expect("delete the OVirtCluster");
+    let providers: Api<OVirtProvider> = Api::all(client.clone());
+    providers
+        .delete(&provider, &DeleteParams::default())
+        .await
+        .expect("delete the OVirtProvider");
+    eventually(Duration::from_secs(60), || async {
+        let cluster_gone = clusters.get_opt(CLUSTER).await.ok()?.is_none();
+        let provider_gone = providers.get_opt(&provider).await.ok()?.is_none();
+        (cluster_gone && provider_gone).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "seed {seed}: the OVirtCluster or OVirtProvider kept its finalizer\n{}",
+            operator.diagnostics()
+        )
+    });
+    assert_eq!(control.vm_count(), 0, "seed {seed}");
+    println!(
+        "everything deleted at {:.1}s after {} operator starts",
+        started.elapsed().as_secs_f64(),
+        operator.starts
+    );
+    kubelets.abort();
+    operator.kill();
+    operator.reap();
+    operator.remove_logs();
+}
+
+/// xorshift64: enough randomness for a kill schedule, reproducible from its seed.
+struct XorShift(u64);
+
+impl XorShift {
+    fn new(seed: u64) -> Self {
+        // The all-zero state would stay zero.
+        XorShift(seed.max(1))
+    }
+
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// Uniform enough in `low..=high`.
+    fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+}
+
+fn time_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    nanos ^ u64::from(std::process::id())
+}
+
+/// The `manager` process under test, restarted after every kill; one log file per run.
+struct Operator {
+    kubeconfig: PathBuf,
+    namespace: String,
+    logs: PathBuf,
+    child: Option<Child>,
+    starts: usize,
+}
+
+impl Operator {
+    fn new(kubeconfig: &Path, namespace: &str) -> Self {
+        let logs = std::env::temp_dir().join(format!("capov-{namespace}"));
+        std::fs::create_dir_all(&logs).expect("log directory");
+        Operator {
+            kubeconfig: kubeconfig.to_path_buf(),
+            namespace: namespace.to_string(),
+            logs,
+            child: None,
+            starts: 0,
+        }
+    }
+
+    fn log_path(&self, run: usize) -> PathBuf {
+        self.logs.join(format!("manager-{run}.log"))
+    }
+
+    fn start(&mut self) {
+        assert!(self.child.is_none(), "the previous operator still runs");
+        let log = std::fs::File::create(self.log_path(self.starts)).expect("log file");
+        let ns = &self.namespace;
+        let child = Command::new(env!("CARGO_BIN_EXE_manager"))
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--namespace={ns}"))
+            .arg(format!("--watch-filter={ns}"))
+            .arg(format!("--credentials-namespace={ns}"))
+            .arg("--metrics-bind-address=0")
+            .arg("--health-probe-bind-address=0")
+            .arg("--log-format=json")
+            .arg(format!("--ovirt-qps={OVIRT_QPS}"))
+            .arg(format!("--ovirt-burst={OVIRT_QPS}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("start the manager");
+        self.child = Some(child);
+        self.starts += 1;
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).expect("a running operator")
+    }
+
+    /// SIGKILL (what `Child::kill` sends on Unix): no shutdown code runs.
+    fn kill(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+        }
+    }
+
+    /// Waits for the killed process, so that no two operators ever run at once.
+    fn reap(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let status = child.wait().expect("wait for the manager");
+            assert!(
+                !status.success(),
+                "the manager exited by itself ({status}); log: {}",
+                self.log_path(self.starts - 1).display()
+            );
+        }
+    }
+
+    /// The tail of the current run's log, for a failure message.
+    fn diagnostics(&self) -> String {
+        let path = self.log_path(self.starts.saturating_sub(1));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+        format!("logs of all runs in {}; last lines:\n{tail}", self.logs.display())
+    }
+
+    /// For each log message of interest, the machines it was logged for, over every run so far.
+    fn logged_machines(&self) -> BTreeMap<&'static str, BTreeSet<String>> {
+        const MESSAGES: [&str; 2] = ["adopted the VM carrying this machine's marker", "VM created"];
+        let mut found: BTreeMap<&'static str, BTreeSet<String>> =
+            MESSAGES.iter().map(|m| (*m, BTreeSet::new())).collect();
+        for run in 0..self.starts {
+            let text = std::fs::read_to_string(self.log_path(run)).unwrap_or_default();
+            for line in text.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok()) {
+                let (Some(message), Some(object)) = (line["message"].as_str(), line["object"].as_str()) else {
+                    continue;
+                };
+                if let (Some(set), Some(name)) = (found.get_mut(message), object.rsplit('/').next()) {
+                    set.insert(name.to_string());
+                }
+            }
+        }
+        found
+    }
+
+    fn remove_logs(&self) {
+        let _ = std::fs::remove_dir_all(&self.logs);
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Machines `worker-0..49` with their bootstrap data, as CAPI core would create them while scaling up: one every
+/// 200 ms, so that VM creations — and the kills aimed right after one — go on for most of the kill phase.
+async fn create_machines(
+    client: kube::Client,
+    namespace: String,
+    provider: String,
+    labels: Value,
+) -> Result<(), capov_harness::HarnessError> {
+    for index in 0..MACHINES {
+        let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "rhcos-4.14",
+                          "osdisksizegb": 30, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
+                          "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
+        let name = format!("worker-{index}");
+        objects::create_machine(&client, &namespace, CLUSTER, &name, labels.clone(), spec).await?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+/// Each VM's kubelet: once the VM is up, it registers a Node named like the VM whose systemUUID is the VM id.
+async fn play_kubelets(workload: kube::Client, control: Control) {
+    let mut registered = BTreeSet::new();
+    loop {
+        for vm in control.vms() {
+            if vm.status == "up"
+                && !registered.contains(&vm.id)
+                && objects::register_node(&workload, &vm.name, &vm.id).await.is_ok()
+            {
+                registered.insert(vm.id);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Watches the engine from a blocking thread and SIGKILLs `pid` as soon as a VM more than now exists. False when no
+/// VM was created within `timeout` (the operator is then still alive).
+async fn kill_at_next_vm_creation(control: Control, pid: u32, timeout: Duration) -> bool {
+    tokio::task::spawn_blocking(move || {
+        let before = control.vm_count();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if control.vm_count() > before {
+                // SAFETY: a plain syscall on the child process this test started and has not reaped yet.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                }
+                return true;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        false
+    })
+    .await
+    .expect("the engine watcher")
+}
+
+/// Names of the VMs in the engine whose OVirtMachine does not record them in spec.providerID.
+async fn unrecorded_vms(machines: &Api<OVirtMachine>, control: &Control) -> Vec<String> {
+    let list = machines.list(&ListParams::default()).await.expect("list machines");
+    let recorded: BTreeMap<String, String> = list
+        .items
+        .into_iter()
+        .filter_map(|m| Some((m.metadata.name?, m.spec.provider_id?)))
+        .collect();
+    control
+        .vms()
+        .into_iter()
+        .filter(|vm| recorded.get(&vm.name).is_none_or(|id| id.is_empty()))
+        .map(|vm| vm.name)
+        .collect()
+}
+
+fn is_ready(machine: &OVirtMachine) -> bool {
+    machine.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == ConditionStatus::True)
+    })
+}
+
+/// Polls `check` every 250 ms until it returns Some; None after `timeout`.
+async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return Some(value);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

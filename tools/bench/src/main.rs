@@ -1,0 +1,512 @@
+//! CAPOV benchmark: a local etcd + kube-apiserver, the oVirt engine simulator (in-process, HTTPS) and the real
+//! `manager` binary bring N machines (default 1000) to Ready while this program plays CAPI core (it creates the
+//! Machines before the operator starts) and the VMs' kubelets (it registers a Node once a VM is up).
+//!
+//! Reported: time until all machines are Ready, to the first Ready, per-machine p50/p90/p99 (from the operator's
+//! start); engine requests per machine (the simulator's counters); status writes per machine, counted twice and
+//! independently of the operator: status changes seen by a watch, and status write requests in the apiserver's
+//! own metrics; the operator's peak RSS (VmHWM) and CPU time from /proc.
+//!
+//!   cargo build --release -p capov --bin manager -p capov-bench
+//!   target/release/capov-bench --manager target/release/manager [--machines 1000] [--manager-arg=--ovirt-qps=50]
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use capov_crds::{ConditionStatus, OVirtMachine};
+use capov_harness::{ControlPlane, Options, objects};
+use capov_ovirt_sim::{Control, Simulator, Timings};
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher::{self, Event};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+struct Args {
+    /// The `manager` binary to measure (build it with `--release`).
+    #[arg(long)]
+    manager: PathBuf,
+    /// How many machines to create.
+    #[arg(long, default_value_t = 1000)]
+    machines: usize,
+    /// An extra flag for the manager, e.g. `--manager-arg=--ovirt-qps=50`; repeatable.
+    #[arg(long = "manager-arg", allow_hyphen_values = true)]
+    manager_args: Vec<String>,
+    /// Engine timings: `realistic` (2 s disk creation, 3 s boot, 2 s until IPs, 1 s disk operations) or `fast`.
+    #[arg(long, default_value = "realistic")]
+    timings: String,
+    /// Give up after this many seconds (the report is printed anyway).
+    #[arg(long, default_value_t = 7200)]
+    timeout: u64,
+}
+
+const NAMESPACE: &str = "capov-bench";
+const CLUSTER: &str = "bench";
+const PROVIDER: &str = "bench-engine";
+/// How many of our own API calls (creating objects, registering Nodes) run at once.
+const PARALLEL: usize = 16;
+
+type Error = Box<dyn std::error::Error>;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match run(args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(err) => {
+            eprintln!("capov-bench: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<bool, Error> {
+    let timings = match args.timings.as_str() {
+        "realistic" => Timings::realistic(),
+        "fast" => Timings::fast(),
+        other => return Err(format!("--timings {other:?}: use realistic or fast").into()),
+    };
+    say("starting the management cluster (etcd + kube-apiserver, CAPOV and CAPI CRDs) and the workload cluster");
+    let plane = ControlPlane::start(Options {
+        controller_manager: false,
+        crds: true,
+        capi_crds: true,
+        capi_manager: false,
+    })
+    .await?;
+    let workload = ControlPlane::start(Options::default()).await?;
+    let client = plane.client().await?;
+    let sim = Simulator::builder().timings(timings).start().await?;
+    let control = sim.control().clone();
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
+    namespaces.create(&PostParams::default(), &namespace).await?;
+    objects::apply_secret(
+        &client,
+        NAMESPACE,
+        "engine-credentials",
+        &[("username", "admin@internal"), ("password", "admin")],
+    )
+    .await?;
+    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().unwrap_or_default());
+    let spec = json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}});
+    objects::apply_provider(&client, PROVIDER, json!({}), spec).await?;
+    let kubeconfig = workload.kubeconfig_yaml()?;
+    objects::apply_secret(
+        &client,
+        NAMESPACE,
+        &format!("{CLUSTER}-kubeconfig"),
+        &[("value", &kubeconfig)],
+    )
+    .await?;
+    let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER});
+    objects::create_provisioned_cluster(&client, NAMESPACE, CLUSTER, labels.clone()).await?;
+    say(&format!("creating {} Machines with their OVirtMachines", args.machines));
+    let created = Instant::now();
+    futures::stream::iter(0..args.machines)
+        .map(|index| {
+            let (client, labels) = (client.clone(), labels.clone());
+            async move {
+                let spec = json!({"provider": PROVIDER, "ovirtcluster": "Default", "template": "rhcos-4.14",
+                                  "osdisksizegb": 40, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
+                                  "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
+                let name = format!("worker-{index}");
+                objects::create_machine(&client, NAMESPACE, CLUSTER, &name, labels, spec).await
+            }
+        })
+        .buffer_unordered(PARALLEL)
+        .try_collect::<Vec<()>>()
+        .await?;
+    say(&format!("created in {:.1}s", created.elapsed().as_secs_f64()));
+
+    // The watch is in sync before the operator starts, so that it sees every status change the operator makes.
+    let tracker = Arc::new(Mutex::new(Tracker::default()));
+    let synced = tokio::sync::oneshot::channel();
+    let start = Arc::new(Mutex::new(None::<Instant>));
+    let watch = tokio::spawn(track(client.clone(), tracker.clone(), start.clone(), synced.0));
+    synced.1.await?;
+    let writes_before = status_write_requests(&client).await?;
+    control.reset_counters();
+
+    let log_path = std::env::temp_dir().join("capov-bench-manager.log");
+    let t0 = Instant::now();
+    *lock(&start) = Some(t0);
+    let mut manager = Manager(start_manager(&args, plane.kubeconfig_path(), &log_path)?);
+    let pid = manager.0.id();
+    say(&format!("operator started (pid {pid}, log {})", log_path.display()));
+    let kubelets = tokio::spawn(play_kubelets(workload.client().await?, control.clone()));
+
+    let deadline = t0 + Duration::from_secs(args.timeout);
+    let mut last_progress = Instant::now();
+    let all_ready = loop {
+        let ready = lock(&tracker).ready_at.len();
+        if ready >= args.machines {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        if let Ok(Some(status)) = manager.0.try_wait() {
+            return Err(format!("the operator exited ({status}); see {}", log_path.display()).into());
+        }
+        if last_progress.elapsed() >= Duration::from_secs(15) {
+            last_progress = Instant::now();
+            let vms = control.vms();
+            let up = vms.iter().filter(|vm| vm.status == "up").count();
+            say(&format!(
+                "{:>6.0}s: {} VMs ({up} up), {ready} Ready, {} engine requests, operator RSS {} MiB",
+                t0.elapsed().as_secs_f64(),
+                vms.len(),
+                control.counter("total"),
+                proc_status_kib(pid, "VmRSS:").unwrap_or(0) / 1024
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let elapsed = t0.elapsed();
+    let peak_rss_kib = proc_status_kib(pid, "VmHWM:");
+    let cpu = proc_cpu_seconds(pid);
+    let counters = control.counters();
+    let writes_after = status_write_requests(&client).await?;
+    manager.stop();
+    kubelets.abort();
+    watch.abort();
+
+    let tracker = lock(&tracker);
+    report(&Report {
+        args: &args,
+        all_ready,
+        elapsed,
+        tracker: &tracker,
+        counters: &counters,
+        write_requests: writes_after.delta(&writes_before),
+        peak_rss_kib,
+        cpu,
+        log_levels: log_levels(&log_path),
+    });
+    Ok(all_ready)
+}
+
+fn say(line: &str) {
+    println!("==> {line}");
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What the watch saw: each machine's first Ready (after the operator's start) and every status change.
+#[derive(Default)]
+struct Tracker {
+    ready_at: HashMap<String, Duration>,
+    /// Machines whose latest status lists an InternalIP (addresses are part of the job, not of Ready).
+    with_ip: HashSet<String>,
+    last_status: HashMap<String, Value>,
+    status_changes: u64,
+}
+
+async fn track(
+    client: kube::Client,
+    tracker: Arc<Mutex<Tracker>>,
+    start: Arc<Mutex<Option<Instant>>>,
+    synced: tokio::sync::oneshot::Sender<()>,
+) {
+    let api: Api<OVirtMachine> = Api::namespaced(client, NAMESPACE);
+    let mut stream = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
+    let mut synced = Some(synced);
+    while let Some(event) = stream.next().await {
+        let machine = match event {
+            Ok(Event::Apply(machine) | Event::InitApply(machine)) => machine,
+            Ok(Event::InitDone) => {
+                if let Some(synced) = synced.take() {
+                    let _ = synced.send(());
+                }
+                continue;
+            }
+            Ok(_) => continue,
+            Err(err) => {
+                eprintln!("watch: {err}; restarting");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let name = machine.metadata.name.clone().unwrap_or_default();
+        let status = serde_json::to_value(&machine.status).unwrap_or_default();
+        let mut tracker = lock(&tracker);
+        // A relist replays unchanged objects; only a different status counts as a write.
+        let changed = tracker.last_status.get(&name).is_some_and(|last| *last != status);
+        if changed {
+            tracker.status_changes += 1;
+        }
+        tracker.last_status.insert(name.clone(), status);
+        let has_ip = machine
+            .status
+            .as_ref()
+            .is_some_and(|s| s.addresses.iter().any(|a| a.type_ == "InternalIP"));
+        if has_ip {
+            tracker.with_ip.insert(name.clone());
+        } else {
+            tracker.with_ip.remove(&name);
+        }
+        let started = *lock(&start);
+        if let Some(started) = started
+            && is_ready(&machine)
+            && !tracker.ready_at.contains_key(&name)
+        {
+            tracker.ready_at.insert(name, started.elapsed());
+        }
+    }
+}
+
+fn is_ready(machine: &OVirtMachine) -> bool {
+    machine.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == ConditionStatus::True)
+    })
+}
+
+/// Write requests on OVirtMachines as the apiserver counts them (`apiserver_request_total`).
+#[derive(Default, Clone, Copy)]
+struct WriteRequests {
+    status: u64,
+    other: u64,
+}
+
+impl WriteRequests {
+    fn delta(&self, before: &WriteRequests) -> WriteRequests {
+        WriteRequests {
+            status: self.status.saturating_sub(before.status),
+            other: self.other.saturating_sub(before.other),
+        }
+    }
+}
+
+async fn status_write_requests(client: &kube::Client) -> Result<WriteRequests, Error> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await?;
+    let mut counts = WriteRequests::default();
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let Some((labels, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        if !labels.contains("resource=\"ovirtmachines\"") {
+            continue;
+        }
+        let write = ["APPLY", "PATCH", "UPDATE"]
+            .iter()
+            .any(|verb| labels.contains(&format!("verb=\"{verb}\"")));
+        let count = value.parse::<f64>().unwrap_or(0.0) as u64;
+        match (write, labels.contains("subresource=\"status\"")) {
+            (true, true) => counts.status += count,
+            (true, false) => counts.other += count,
+            _ => {}
+        }
+    }
+    Ok(counts)
+}
+
+fn start_manager(args: &Args, kubeconfig: &Path, log: &Path) -> Result<Child, Error> {
+    let log_file = std::fs::File::create(log)?;
+    let child = std::process::Command::new(&args.manager)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--namespace={NAMESPACE}"))
+        .arg(format!("--credentials-namespace={NAMESPACE}"))
+        .arg("--metrics-bind-address=0")
+        .arg("--health-probe-bind-address=0")
+        .args(&args.manager_args)
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .spawn()
+        .map_err(|err| format!("cannot start {}: {err}", args.manager.display()))?;
+    Ok(child)
+}
+
+/// The operator process; killed when the benchmark ends early (an error), so that none is left behind.
+struct Manager(Child);
+
+impl Manager {
+    /// SIGTERM, as Kubernetes stops a pod, then SIGKILL after 30 s.
+    fn stop(&mut self) {
+        // SAFETY: a plain syscall on the child this program started and has not reaped.
+        unsafe {
+            libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Each VM's kubelet: once the VM is up, a Node named like the VM with the VM id as systemUUID.
+async fn play_kubelets(workload: kube::Client, control: Control) {
+    let mut registered: HashSet<String> = HashSet::new();
+    loop {
+        let up: Vec<(String, String)> = control
+            .vms()
+            .into_iter()
+            .filter(|vm| vm.status == "up" && !registered.contains(&vm.id))
+            .map(|vm| (vm.name, vm.id))
+            .collect();
+        let done: Vec<String> = futures::stream::iter(up)
+            .map(|(name, id)| {
+                let workload = workload.clone();
+                async move { objects::register_node(&workload, &name, &id).await.ok().map(|()| id) }
+            })
+            .buffer_unordered(PARALLEL)
+            .filter_map(|id| async move { id })
+            .collect()
+            .await;
+        registered.extend(done);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A `kB` line of /proc/<pid>/status, e.g. `VmHWM:` (peak resident set).
+fn proc_status_kib(pid: u32, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = text.lines().find(|line| line.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// User and system CPU seconds of the process so far (fields 14 and 15 of /proc/<pid>/stat).
+fn proc_cpu_seconds(pid: u32) -> Option<(f64, f64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces; the fields after it are plain.
+    let rest = text.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let user: f64 = fields.get(11)?.parse().ok()?;
+    let system: f64 = fields.get(12)?.parse().ok()?;
+    (ticks > 0.0).then(|| (user / ticks, system / ticks))
+}
+
+fn log_levels(path: &Path) -> (usize, usize) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let count = |level: &str| {
+        let needle = format!("\"level\":\"{level}\"");
+        text.lines().filter(|line| line.contains(&needle)).count()
+    };
+    (count("WARN"), count("ERROR"))
+}
+
+struct Report<'a> {
+    args: &'a Args,
+    all_ready: bool,
+    elapsed: Duration,
+    tracker: &'a Tracker,
+    counters: &'a BTreeMap<String, u64>,
+    write_requests: WriteRequests,
+    peak_rss_kib: Option<u64>,
+    cpu: Option<(f64, f64)>,
+    /// Warnings and errors in the operator's (JSON) log.
+    log_levels: (usize, usize),
+}
+
+fn report(r: &Report) {
+    let n = r.args.machines as f64;
+    let mut times: Vec<Duration> = r.tracker.ready_at.values().copied().collect();
+    times.sort();
+    let percentile = |q: f64| -> String {
+        if times.is_empty() {
+            return "-".into();
+        }
+        let rank = ((q * times.len() as f64).ceil() as usize).clamp(1, times.len());
+        secs(times[rank - 1])
+    };
+    let total = r.counters.get("total").copied().unwrap_or(0);
+    println!();
+    println!(
+        "## {} machines, manager flags: {}",
+        r.args.machines,
+        if r.args.manager_args.is_empty() {
+            "(defaults)".to_string()
+        } else {
+            r.args.manager_args.join(" ")
+        }
+    );
+    println!();
+    println!("| figure | value |");
+    println!("|---|---|");
+    let ready = if r.all_ready {
+        format!("all {} Ready after {}", r.args.machines, secs(r.elapsed))
+    } else {
+        format!(
+            "only {} of {} Ready after {} (timeout)",
+            times.len(),
+            r.args.machines,
+            secs(r.elapsed)
+        )
+    };
+    println!("| time until all Ready | {ready} |");
+    println!(
+        "| first Ready | {} |",
+        times.first().map(|t| secs(*t)).unwrap_or_else(|| "-".into())
+    );
+    println!(
+        "| per machine p50 / p90 / p99 | {} / {} / {} |",
+        percentile(0.5),
+        percentile(0.9),
+        percentile(0.99)
+    );
+    println!(
+        "| machines with an InternalIP at the end | {} |",
+        r.tracker.with_ip.len()
+    );
+    println!("| engine requests | {total} ({:.1} per machine) |", total as f64 / n);
+    println!(
+        "| status changes seen by a watch | {} ({:.1} per machine) |",
+        r.tracker.status_changes,
+        r.tracker.status_changes as f64 / n
+    );
+    println!(
+        "| status write requests (apiserver metrics) | {} ({:.1} per machine); other OVirtMachine writes {} |",
+        r.write_requests.status,
+        r.write_requests.status as f64 / n,
+        r.write_requests.other
+    );
+    match r.peak_rss_kib {
+        Some(kib) => println!("| operator peak RSS (VmHWM) | {:.1} MiB |", kib as f64 / 1024.0),
+        None => println!("| operator peak RSS (VmHWM) | unavailable |"),
+    }
+    if let Some((user, system)) = r.cpu {
+        println!("| operator CPU time | {user:.1} s user + {system:.1} s system |");
+    }
+    println!(
+        "| operator log | {} warnings, {} errors |",
+        r.log_levels.0, r.log_levels.1
+    );
+    println!();
+    println!("Engine requests by endpoint (per machine):");
+    let mut endpoints: Vec<(&String, &u64)> = r.counters.iter().filter(|(k, _)| *k != "total").collect();
+    endpoints.sort_by(|a, b| b.1.cmp(a.1));
+    for (endpoint, count) in endpoints {
+        println!("  {count:>8}  {:>6.2}  {endpoint}", *count as f64 / n);
+    }
+}
+
+fn secs(duration: Duration) -> String {
+    format!("{:.1} s", duration.as_secs_f64())
+}
