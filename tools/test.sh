@@ -34,7 +34,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-cargo test --workspace --all-targets --locked 2>&1 | tee "$results"
+cargo test --workspace --all-targets --locked --no-fail-fast 2>&1 | tee "$results"
 
 step "demo (headless: exits 0 once three machines are Ready)"
 CAPOV_DEMO_PROFILE=dev ./tools/demo.sh --headless --timeout 600
