@@ -10,6 +10,7 @@ mod lookups;
 mod machine;
 pub mod mailbox;
 pub mod messages;
+mod permits;
 mod provider;
 pub mod settings;
 pub mod status_writer;

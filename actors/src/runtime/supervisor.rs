@@ -18,7 +18,6 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
-use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::capi;
@@ -29,6 +28,7 @@ use super::lookups::{LOOKUP_TTL, Lookups};
 use super::machine::{MachineActor, MachineArgs};
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::MachineMsg;
+use super::permits::ReconcilePermits;
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::settings::RuntimeSettings;
 use super::status_writer::{StatusWriter, StatusWriterArgs, StatusWriterMsg};
@@ -41,7 +41,7 @@ pub struct Shared {
     pub settings: RuntimeSettings,
     pub status_writer: ActorRef<StatusWriterMsg>,
     /// `--max-concurrent-reconciles` permits, taken by a machine actor for each reconcile.
-    pub permits: Arc<Semaphore>,
+    pub permits: Arc<ReconcilePermits>,
     pub capi_machines: Store<DynamicObject>,
     pub capi_clusters: Store<DynamicObject>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
@@ -144,7 +144,7 @@ impl Actor for Supervisor {
         let shared = Arc::new(Shared {
             client: args.client.clone(),
             metrics: args.metrics,
-            permits: Arc::new(Semaphore::new(settings.max_concurrent_reconciles.max(1))),
+            permits: ReconcilePermits::new(settings.max_concurrent_reconciles.max(1)),
             settings,
             status_writer,
             capi_machines,

@@ -22,6 +22,7 @@ use crate::machine_steps::{Action, Requeue, StatusChange, decide};
 use super::keys::ObjectKey;
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::MachineMsg;
+use super::permits::Priority;
 use super::provider::ProviderMsg;
 use super::status_writer::StatusWriterMsg;
 use super::supervisor::Shared;
@@ -218,8 +219,11 @@ const MAX_ACTIONS_PER_PASS: usize = 12;
 
 /// Observe, decide, act — again at once after an action that succeeded — then report and schedule.
 async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
-    let permits = state.shared.permits.clone();
-    let Ok(_permit) = permits.acquire().await else { return };
+    let priority = match state.object.spec.provider_id {
+        Some(_) => Priority::HasVm,
+        None => Priority::New,
+    };
+    let _permit = state.shared.permits.acquire(priority).await;
     let started = Instant::now();
     let mut next = Next::After(Duration::ZERO);
     for _ in 0..MAX_ACTIONS_PER_PASS {
