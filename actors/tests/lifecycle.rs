@@ -228,3 +228,73 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     recorder.abort();
     world.stop_operator().await;
 }
+
+/// Once Ready, a machine costs the engine only its share of the provider's batched search (every 12 polls), not
+/// reads of its own; a VM stopped behind CAPOV's back is still noticed through that search.
+#[tokio::test]
+async fn a_ready_machine_is_watched_by_the_batched_search_alone() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::new("steady").await;
+    world.start_operator().await;
+    world
+        .create_machine("worker-0", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .await;
+    let vm_id = eventually(Duration::from_secs(60), "spec.providerID", || async {
+        world
+            .machine("worker-0")
+            .await
+            .spec
+            .provider_id
+            .and_then(|id| id.strip_prefix("ovirt://").map(String::from))
+    })
+    .await;
+    world.register_node("worker-0-node", &vm_id).await;
+    eventually(Duration::from_secs(60), "Ready with an InternalIP", || async {
+        let machine = world.machine("worker-0").await;
+        let ready = condition(&machine, "Ready").is_some_and(|c| c.status == ConditionStatus::True);
+        let has_ip = machine
+            .status
+            .as_ref()
+            .is_some_and(|s| s.addresses.iter().any(|a| a.type_ == "InternalIP"));
+        (ready && has_ip).then_some(())
+    })
+    .await;
+
+    let control = world.sim.control();
+    let searches = || control.counter("GET /vms");
+    let searches_after = |floor: u64| async move {
+        eventually(Duration::from_secs(30), "batched status searches", || async {
+            (searches() >= floor).then_some(())
+        })
+        .await
+    };
+    // Let the pass that wrote Ready finish, then count over three steady polls.
+    searches_after(searches() + 1).await;
+    let vm_reads = control.counter("GET /vms/{id}");
+    searches_after(searches() + 3).await;
+    assert_eq!(
+        control.counter("GET /vms/{id}"),
+        vm_reads,
+        "a Ready machine read its VM between sync periods"
+    );
+    for per_vm in ["GET /vms/{id}/nics", "GET /vms/{id}/reporteddevices"] {
+        assert_eq!(control.counter(per_vm), 0, "{per_vm}: the VM read should inline it");
+    }
+
+    control
+        .set_vm_status(&vm_id, "down")
+        .expect("stop the VM in the engine");
+    let machine = eventually(Duration::from_secs(30), "MachineOn VMDown", || async {
+        let machine = world.machine("worker-0").await;
+        condition(&machine, "MachineOn")
+            .is_some_and(|c| c.reason == "VMDown")
+            .then_some(machine)
+    })
+    .await;
+    assert_eq!(
+        condition(&machine, "MachineOn").and_then(|c| c.severity),
+        Some(Severity::Warning)
+    );
+    assert!(machine.status.is_some_and(|s| s.ready), "status.ready stays set");
+    world.stop_operator().await;
+}

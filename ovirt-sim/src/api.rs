@@ -304,6 +304,7 @@ fn vm_follow(req: &Incoming) -> VmFollow {
     VmFollow {
         disk_attachments: has("disk_attachments"),
         nics: has("nics"),
+        reported_devices: has("reported_devices"),
     }
 }
 

@@ -378,6 +378,7 @@ pub fn reported_devices(vm: &VmRecord) -> Vec<ReportedDevice> {
 pub struct VmFollow {
     pub disk_attachments: bool,
     pub nics: bool,
+    pub reported_devices: bool,
 }
 
 pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
@@ -450,6 +451,9 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         }),
         nics: follow.nics.then(|| Nics {
             items: v.nics.iter().map(|n| nic(&v.id, n)).collect(),
+        }),
+        reported_devices: follow.reported_devices.then(|| ReportedDevices {
+            items: reported_devices(v),
         }),
         original_template: Some(linked("templates", &v.original_template_id)),
         storage_domain: None,

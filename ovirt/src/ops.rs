@@ -210,6 +210,12 @@ impl Client {
             .await
     }
 
+    /// `GET /vms/{id}?follow=nics,reported_devices`: the VM with its NICs and what the guest agent reports, in
+    /// one request instead of three.
+    pub async fn vm_with_guest_devices(&self, id: &str) -> Result<Vm> {
+        self.vm_with(id, "nics,reported_devices").await
+    }
+
     /// The VM named exactly `name` (never `worker-1` for `worker`).
     pub async fn find_vm_by_name(&self, name: &str) -> Result<Option<Vm>> {
         let found = self.search_vms(&search::name_is(name)).await?;

@@ -42,6 +42,12 @@ fn vm_with_inlined_collections_and_interleaved_links() {
     assert_eq!(vm.disk_attachments.as_ref().unwrap().items[0].bootable, Some(true));
     let nic = &vm.nics.as_ref().unwrap().items[0];
     assert_eq!(nic.mac.as_ref().unwrap().address.as_deref(), Some("56:6f:00:00:00:07"));
+    let device = &vm.reported_devices.as_ref().unwrap().items[0];
+    assert_eq!(device.mac, nic.mac);
+    assert_eq!(
+        device.ips.as_ref().unwrap().items[0].address.as_deref(),
+        Some("192.0.2.17")
+    );
     assert_eq!(vm.description.as_deref(), Some("capov:prod/prod-worker-7"));
     assert_eq!(vm.comment.as_deref(), Some(""));
 }

@@ -414,6 +414,11 @@ async fn power_actions_follow_engine_status_rules() {
     );
     let nic_mac = client.nics(&id).await.unwrap()[0].mac.clone();
     assert_eq!(devices[0].mac, nic_mac);
+    // One request with both inlined carries what the two separate reads return.
+    let inlined = client.vm_with_guest_devices(&id).await.unwrap();
+    assert_eq!(inlined.status, Some(VmStatus::Up));
+    assert_eq!(inlined.reported_devices.unwrap().items, devices);
+    assert_eq!(inlined.nics.unwrap().items, client.nics(&id).await.unwrap());
 
     client.shutdown_vm(&id, false).await.unwrap();
     assert_eq!(client.vm(&id).await.unwrap().status, Some(VmStatus::PoweringDown));

@@ -39,6 +39,9 @@ pub enum Requeue {
     Backoff,
     /// The VM is in a transition: register for the provider's batched 5 s poll.
     PollVm,
+    /// Every step is done and the VM has an address: the provider's batched search keeps watching the VM's
+    /// status (a change wakes the actor) and a full pass runs once per sync period to refresh the addresses.
+    Steady,
     After(Duration),
 }
 

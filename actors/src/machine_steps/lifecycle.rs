@@ -428,11 +428,7 @@ fn node_step(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool) -> Dec
                 None,
             ),
             Some(actual) if actual == expected => {
-                let requeue = if has_ip {
-                    Requeue::After(crate::backoff::MAX_BACKOFF)
-                } else {
-                    Requeue::Backoff
-                };
+                let requeue = if has_ip { Requeue::Steady } else { Requeue::Backoff };
                 let mut passed = passed;
                 passed.pass(types::K8S_PROVIDER_ID_SETUP, reasons::PROVIDER_ID_SET);
                 passed.stop(Action::Done(requeue), None)

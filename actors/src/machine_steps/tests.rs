@@ -948,7 +948,7 @@ fn node_with_another_provider_id_is_a_mismatch_error() {
 #[test]
 fn fully_set_up_machine_is_done_with_every_step_true() {
     let d = decide(&running());
-    assert_eq!(d.action, Action::Done(Requeue::After(crate::backoff::MAX_BACKOFF)));
+    assert_eq!(d.action, Action::Done(Requeue::Steady));
     for type_ in crate::conditions::MACHINE_READY_INPUTS {
         assert_eq!(d.condition(type_).map(|c| c.state), Some(State::True), "{type_}");
     }

@@ -35,11 +35,32 @@ pub enum ProviderMsg {
     /// Report `vm_id` to `machine` once its status differs from `seen` (None: never seen), then stop watching it.
     WatchVm {
         machine: ObjectKey,
-        vm_id: String,
+        watch: VmWatch,
         seen: Option<String>,
     },
     UnwatchVm(ObjectKey),
     Poll,
+}
+
+/// A VM a machine wants the batched search to watch, and how often.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmWatch {
+    pub vm_id: String,
+    pub cadence: Cadence,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cadence {
+    /// A VM in a transition: every poll interval.
+    EveryPoll,
+    /// A running VM whose machine is Ready: every [`crate::backoff::STEADY_POLL_EVERY`] polls.
+    Steady,
+}
+
+/// What the provider holds per watched machine.
+struct Watched {
+    watch: VmWatch,
+    seen: Option<String>,
 }
 
 impl Mail for ProviderMsg {
@@ -68,8 +89,9 @@ pub struct ProviderState {
     conditions: Vec<Condition>,
     retry_delay: Duration,
     subscribers: HashMap<ObjectKey, ActorRef<MachineMsg>>,
-    /// Machine → (VM id, the VM status the machine has seen).
-    watched: HashMap<ObjectKey, (String, Option<String>)>,
+    watched: HashMap<ObjectKey, Watched>,
+    /// Polls so far; steady watches are searched on every STEADY_POLL_EVERY-th.
+    polls: u64,
     poll_timer: Option<tokio::task::JoinHandle<()>>,
     metrics: Metrics,
     mail: ActorMetrics,
@@ -109,6 +131,7 @@ impl Actor for ProviderActor {
             retry_delay: Duration::from_secs(5),
             subscribers: HashMap::new(),
             watched: HashMap::new(),
+            polls: 0,
             poll_timer,
             metrics,
             _alive: mail.alive(),
@@ -159,8 +182,8 @@ impl Actor for ProviderActor {
             ProviderMsg::GetConnection(reply) => {
                 let _ = reply.send(state.connection.clone());
             }
-            ProviderMsg::WatchVm { machine, vm_id, seen } => {
-                state.watched.insert(machine, (vm_id, seen));
+            ProviderMsg::WatchVm { machine, watch, seen } => {
+                state.watched.insert(machine, Watched { watch, seen });
             }
             ProviderMsg::UnwatchVm(machine) => {
                 state.watched.remove(&machine);
@@ -320,17 +343,26 @@ fn report(state: &mut ProviderState) {
     let _ = mailbox::cast(&state.metrics, &state.status_writer, update);
 }
 
-/// One search for the status of every VM some machine waits on; a VM whose status changed is reported to its
-/// machine and no longer watched. Machines whose VM changed but whose pass has not run yet (waiting for a permit or
-/// the rate limiter, as in a large batch) thus cost no more polling.
+/// One search for the status of every VM due this poll (those in a transition each time, those of Ready machines
+/// every STEADY_POLL_EVERY-th); a VM whose status changed is reported to its machine and no longer watched. Machines
+/// whose VM changed but whose pass has not run yet (waiting for a permit or the rate limiter, as in a large batch)
+/// thus cost no more polling, and a Ready machine costs its share of one search a minute instead of its own reads.
 async fn poll(state: &mut ProviderState) {
     let Connection::Ready { client, .. } = &state.connection else {
         return;
     };
-    if state.watched.is_empty() {
+    state.polls = state.polls.wrapping_add(1);
+    let steady_due = state.polls.is_multiple_of(crate::backoff::STEADY_POLL_EVERY);
+    let due = |w: &Watched| steady_due || w.watch.cadence == Cadence::EveryPoll;
+    let mut ids: Vec<&str> = state
+        .watched
+        .values()
+        .filter(|w| due(w))
+        .map(|w| w.watch.vm_id.as_str())
+        .collect();
+    if ids.is_empty() {
         return;
     }
-    let mut ids: Vec<&str> = state.watched.values().map(|(id, _)| id.as_str()).collect();
     ids.sort_unstable();
     ids.dedup();
     let mut statuses = HashMap::new();
@@ -345,14 +377,19 @@ async fn poll(state: &mut ProviderState) {
     }
     let subscribers = &state.subscribers;
     let metrics = &state.metrics;
-    state.watched.retain(|machine, (vm_id, seen)| {
-        let status = statuses.get(vm_id.as_str()).map(|s| s.as_str().to_string());
-        if status == *seen {
+    state.watched.retain(|machine, watched| {
+        if !due(watched) {
+            return true;
+        }
+        let status = statuses
+            .get(watched.watch.vm_id.as_str())
+            .map(|s| s.as_str().to_string());
+        if status == watched.seen {
             return true;
         }
         if let Some(actor) = subscribers.get(machine) {
             let observed = MachineMsg::VmObserved {
-                vm_id: vm_id.clone(),
+                vm_id: watched.watch.vm_id.clone(),
                 status,
             };
             let _ = mailbox::cast(metrics, actor, observed);

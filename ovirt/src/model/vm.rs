@@ -153,6 +153,9 @@ pub struct Vm {
     pub disk_attachments: Option<DiskAttachments>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nics: Option<Nics>,
+    /// Inlined with `?follow=reported_devices`: what the guest agent reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_devices: Option<ReportedDevices>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_template: Option<Ref>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

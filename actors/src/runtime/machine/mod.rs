@@ -23,7 +23,7 @@ use super::keys::ObjectKey;
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::MachineMsg;
 use super::permits::Priority;
-use super::provider::ProviderMsg;
+use super::provider::{Cadence, ProviderMsg, VmWatch};
 use super::status_writer::StatusWriterMsg;
 use super::supervisor::Shared;
 use crate::metrics::{kind, result};
@@ -51,7 +51,7 @@ pub struct MachineState {
     pass_queued: bool,
     timer: Option<tokio::task::JoinHandle<()>>,
     subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
-    watched_vm: Option<String>,
+    watched_vm: Option<VmWatch>,
     last_seen_vm_status: Option<String>,
     mail: ActorMetrics,
     _alive: Alive,
@@ -66,8 +66,9 @@ pub enum Next {
     Backoff,
     /// Check again after this long.
     After(Duration),
-    /// The VM is in a transition: the provider's batched poll reports its status.
-    WatchVm(String),
+    /// The provider's batched poll reports the VM's status when it changes: each poll while the VM is in a
+    /// transition, every minute once the machine is Ready (which then resyncs only once per sync period).
+    WatchVm(VmWatch),
 }
 
 impl Actor for MachineActor {
@@ -139,7 +140,7 @@ impl Actor for MachineActor {
             MachineMsg::VmObserved { vm_id, status } => {
                 // The provider reports a watched VM once, when its status differs from the one this machine had
                 // seen, and stops watching it; the pass registers again if the VM is still in a transition.
-                if state.watched_vm.as_deref() == Some(vm_id.as_str()) {
+                if state.watched_vm.as_ref().is_some_and(|w| w.vm_id == vm_id) {
                     state.watched_vm = None;
                     state.last_seen_vm_status = status;
                     queue_pass(&me, state);
@@ -292,6 +293,7 @@ fn record_pass(state: &MachineState, next: &Next, started: Instant) {
         _ if state.status.failure_reason.is_some() => result::TERMINAL,
         Next::Backoff => result::ERROR,
         Next::Idle => result::SUCCESS,
+        Next::WatchVm(watch) if watch.cadence == Cadence::Steady => result::SUCCESS,
         Next::After(_) | Next::WatchVm(_) => result::REQUEUE,
     };
     let metrics = &state.shared.metrics;
@@ -362,23 +364,25 @@ fn record_event(state: &MachineState, update: &ConditionUpdate) {
 }
 
 fn to_next(state: &MachineState, requeue: Requeue, vm_id: Option<String>) -> Next {
+    let watch = |cadence, otherwise| {
+        let provider_id = state
+            .object
+            .spec
+            .provider_id
+            .as_deref()
+            .and_then(parse_provider_id)
+            .map(String::from);
+        match vm_id.clone().or(provider_id) {
+            Some(vm_id) => Next::WatchVm(VmWatch { vm_id, cadence }),
+            None => otherwise,
+        }
+    };
     match requeue {
         Requeue::OnChange => Next::Idle,
         Requeue::Backoff => Next::Backoff,
         Requeue::After(delay) => Next::After(delay),
-        Requeue::PollVm => {
-            let provider_id = state
-                .object
-                .spec
-                .provider_id
-                .as_deref()
-                .and_then(parse_provider_id)
-                .map(String::from);
-            match vm_id.or(provider_id) {
-                Some(id) => Next::WatchVm(id),
-                None => Next::After(state.shared.settings.poll_interval),
-            }
-        }
+        Requeue::PollVm => watch(Cadence::EveryPoll, Next::After(state.shared.settings.poll_interval)),
+        Requeue::Steady => watch(Cadence::Steady, Next::Idle),
     }
 }
 
@@ -387,16 +391,16 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
         timer.abort();
     }
     let watched = match &next {
-        Next::WatchVm(id) => Some(id.clone()),
+        Next::WatchVm(watch) => Some(watch.clone()),
         _ => None,
     };
     if watched != state.watched_vm
         && let Some((_, provider)) = &state.subscribed_to
     {
         let message = match &watched {
-            Some(vm_id) => ProviderMsg::WatchVm {
+            Some(watch) => ProviderMsg::WatchVm {
                 machine: state.key.clone(),
-                vm_id: vm_id.clone(),
+                watch: watch.clone(),
                 seen: state.last_seen_vm_status.clone(),
             },
             None => ProviderMsg::UnwatchVm(state.key.clone()),
@@ -404,16 +408,25 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
         let _ = mailbox::cast(&state.shared.metrics, provider, message);
     }
     state.watched_vm = watched;
-    let delay = match next {
-        Next::Idle => state.shared.settings.sync_period,
+    let settings = &state.shared.settings;
+    let delay = match &next {
+        Next::Idle => crate::backoff::jittered(settings.sync_period, fastrand::f64()),
         Next::Backoff => {
             let delay = state.backoff;
             state.backoff = (delay * 2).min(Duration::from_secs(300));
             delay
         }
-        Next::After(delay) => delay,
+        Next::After(delay) => *delay,
         // The poll answers; this timer only guards against a lost answer.
-        Next::WatchVm(_) => state.shared.settings.poll_interval * 6,
+        Next::WatchVm(VmWatch {
+            cadence: Cadence::EveryPoll,
+            ..
+        }) => settings.poll_interval * 6,
+        // The poll answers a status change; the resync refreshes the addresses.
+        Next::WatchVm(VmWatch {
+            cadence: Cadence::Steady,
+            ..
+        }) => crate::backoff::jittered(settings.sync_period, fastrand::f64()),
     };
     if !matches!(next, Next::Backoff) {
         state.backoff = Duration::from_secs(5);

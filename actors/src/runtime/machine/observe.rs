@@ -274,7 +274,8 @@ async fn find_vm(
     let vm = match observed.provider_id.as_deref() {
         Some(provider_id) => match parse_provider_id(provider_id) {
             None => return Ok(None),
-            Some(id) => match client.vm(id).await {
+            // NICs and reported devices inlined: a started VM's pass then costs one engine request.
+            Some(id) => match client.vm_with_guest_devices(id).await {
                 Ok(vm) => vm,
                 Err(err) if err.is_not_found() => return Ok(None),
                 Err(err) => return Err(engine_error(err)),
@@ -333,7 +334,10 @@ async fn find_vm(
             .collect();
     }
     if matches!(status.as_str(), "up" | "migrating") {
-        let nics = client.nics(&id).await.map_err(engine_error)?;
+        let nics = match vm.nics {
+            Some(inlined) => inlined.items,
+            None => client.nics(&id).await.map_err(engine_error)?,
+        };
         found.nics = nics
             .into_iter()
             .filter_map(|n| {
@@ -343,10 +347,11 @@ async fn find_vm(
                 })
             })
             .collect();
-        found.reported_devices = client
-            .reported_devices(&id)
-            .await
-            .map_err(engine_error)?
+        let devices = match vm.reported_devices {
+            Some(inlined) => inlined.items,
+            None => client.reported_devices(&id).await.map_err(engine_error)?,
+        };
+        found.reported_devices = devices
             .into_iter()
             .map(|d| ReportedDevice {
                 mac: d.mac.and_then(|m| m.address),
