@@ -277,7 +277,11 @@ async fn a_ready_machine_is_watched_by_the_batched_search_alone() {
         vm_reads,
         "a Ready machine read its VM between sync periods"
     );
-    for per_vm in ["GET /vms/{id}/nics", "GET /vms/{id}/reporteddevices"] {
+    for per_vm in [
+        "GET /vms/{id}/nics",
+        "GET /vms/{id}/reporteddevices",
+        "GET /vms/{id}/diskattachments",
+    ] {
         assert_eq!(control.counter(per_vm), 0, "{per_vm}: the VM read should inline it");
     }
 

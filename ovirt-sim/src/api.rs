@@ -303,6 +303,7 @@ fn vm_follow(req: &Incoming) -> VmFollow {
     let has = |name: &str| follow.split(',').any(|f| f.trim().split('.').next() == Some(name));
     VmFollow {
         disk_attachments: has("disk_attachments"),
+        attachment_disks: follow.split(',').any(|f| f.trim() == "disk_attachments.disk"),
         nics: has("nics"),
         reported_devices: has("reported_devices"),
     }

@@ -377,6 +377,8 @@ pub fn reported_devices(vm: &VmRecord) -> Vec<ReportedDevice> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VmFollow {
     pub disk_attachments: bool,
+    /// `disk_attachments.disk`: each attachment with its whole disk.
+    pub attachment_disks: bool,
     pub nics: bool,
     pub reported_devices: bool,
 }
@@ -446,7 +448,7 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
                 .disk_ids
                 .iter()
                 .filter_map(|id| state.disks.get(id))
-                .map(|d| disk_attachment(d, "vms", &v.id, false))
+                .map(|d| disk_attachment(d, "vms", &v.id, follow.attachment_disks))
                 .collect(),
         }),
         nics: follow.nics.then(|| Nics {

@@ -178,6 +178,9 @@ async fn cloned_vm_goes_anywhere_and_its_template_is_blank() {
     let attachments = client.disk_attachments_with_disks(&id).await.unwrap();
     let disk = attachments[0].disk.clone().unwrap();
     assert_eq!(disk.alias.as_deref(), Some("rhcos-4.14_Disk1"));
+    // `follow=disk_attachments.disk` inlines the same attachments, whole disks included.
+    let followed = client.vm_with_devices(&id, true).await.unwrap();
+    assert_eq!(followed.disk_attachments.map(|a| a.items), Some(attachments));
     assert_eq!(
         disk.storage_domains.unwrap().items[0].id.as_deref(),
         Some(inv.data2.as_str())
@@ -415,7 +418,8 @@ async fn power_actions_follow_engine_status_rules() {
     let nic_mac = client.nics(&id).await.unwrap()[0].mac.clone();
     assert_eq!(devices[0].mac, nic_mac);
     // One request with both inlined carries what the two separate reads return.
-    let inlined = client.vm_with_guest_devices(&id).await.unwrap();
+    let inlined = client.vm_with_devices(&id, false).await.unwrap();
+    assert_eq!(inlined.disk_attachments, None);
     assert_eq!(inlined.status, Some(VmStatus::Up));
     assert_eq!(inlined.reported_devices.unwrap().items, devices);
     assert_eq!(inlined.nics.unwrap().items, client.nics(&id).await.unwrap());

@@ -44,6 +44,10 @@ struct Args {
     /// Give up after this many seconds (the report is printed anyway).
     #[arg(long, default_value_t = 7200)]
     timeout: u64,
+    /// Once all are Ready, keep the operator running this many seconds and report the engine requests it makes
+    /// while nothing changes (0 = skip).
+    #[arg(long, default_value_t = 180)]
+    steady_seconds: u64,
 }
 
 const NAMESPACE: &str = "capov-bench";
@@ -173,10 +177,34 @@ async fn run(args: Args) -> Result<bool, Error> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let elapsed = t0.elapsed();
-    let peak_rss_kib = proc_status_kib(pid, "VmHWM:");
-    let cpu = proc_cpu_seconds(pid);
     let counters = control.counters();
     let writes_after = status_write_requests(&client).await?;
+    let steady = match (all_ready, args.steady_seconds) {
+        (false, _) | (_, 0) => None,
+        (true, seconds) => {
+            say(&format!("all Ready; measuring the steady state for {seconds} s"));
+            // A measurement window, not a wait for a condition.
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+            let after = control.counters();
+            let writes = status_write_requests(&client).await?;
+            Some(Steady {
+                seconds,
+                requests: after
+                    .iter()
+                    .map(|(key, count)| {
+                        (
+                            key.clone(),
+                            count.saturating_sub(counters.get(key).copied().unwrap_or(0)),
+                        )
+                    })
+                    .filter(|(_, delta)| *delta > 0)
+                    .collect(),
+                status_writes: writes.delta(&writes_after).status,
+            })
+        }
+    };
+    let peak_rss_kib = proc_status_kib(pid, "VmHWM:");
+    let cpu = proc_cpu_seconds(pid);
     manager.stop();
     kubelets.abort();
     watch.abort();
@@ -192,6 +220,7 @@ async fn run(args: Args) -> Result<bool, Error> {
         peak_rss_kib,
         cpu,
         log_levels: log_levels(&log_path),
+        steady: steady.as_ref(),
     });
     Ok(all_ready)
 }
@@ -423,6 +452,14 @@ struct Report<'a> {
     cpu: Option<(f64, f64)>,
     /// Warnings and errors in the operator's (JSON) log.
     log_levels: (usize, usize),
+    steady: Option<&'a Steady>,
+}
+
+/// Engine requests and status writes while every machine is Ready and nothing changes.
+struct Steady {
+    seconds: u64,
+    requests: BTreeMap<String, u64>,
+    status_writes: u64,
 }
 
 fn report(r: &Report) {
@@ -504,6 +541,22 @@ fn report(r: &Report) {
     endpoints.sort_by(|a, b| b.1.cmp(a.1));
     for (endpoint, count) in endpoints {
         println!("  {count:>8}  {:>6.2}  {endpoint}", *count as f64 / n);
+    }
+    if let Some(steady) = r.steady {
+        let total = steady.requests.get("total").copied().unwrap_or(0);
+        let per_second = |count: u64| count as f64 / steady.seconds as f64;
+        println!();
+        println!(
+            "Steady state, {} s with all Ready: {total} engine requests ({:.2}/s), {} status writes",
+            steady.seconds,
+            per_second(total),
+            steady.status_writes
+        );
+        let mut endpoints: Vec<(&String, &u64)> = steady.requests.iter().filter(|(k, _)| *k != "total").collect();
+        endpoints.sort_by(|a, b| b.1.cmp(a.1));
+        for (endpoint, count) in endpoints {
+            println!("  {count:>8}  {:>6.2}/s  {endpoint}", per_second(*count));
+        }
     }
 }
 

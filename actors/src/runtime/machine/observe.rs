@@ -274,8 +274,9 @@ async fn find_vm(
     let vm = match observed.provider_id.as_deref() {
         Some(provider_id) => match parse_provider_id(provider_id) {
             None => return Ok(None),
-            // NICs and reported devices inlined: a started VM's pass then costs one engine request.
-            Some(id) => match client.vm_with_guest_devices(id).await {
+            // NICs, reported devices and (until the machine is provisioned, or when deleting) the disks inlined:
+            // one engine request per pass.
+            Some(id) => match client.vm_with_devices(id, needs_disks(state, observed)).await {
                 Ok(vm) => vm,
                 Err(err) if err.is_not_found() => return Ok(None),
                 Err(err) => return Err(engine_error(err)),
@@ -308,10 +309,19 @@ async fn find_vm(
     // Disks matter before the first start (steps 3–4) and at deletion (non-system disks); the passes of a started
     // VM (e.g. keeping its addresses current) spare the request.
     if observed.deletion_requested || (!found.ever_started && status == "down") {
-        let attachments = match client.disk_attachments_with_disks(&id).await {
-            Ok(attachments) => attachments,
-            Err(err) if err.is_not_found() => return Ok(None),
-            Err(err) => return Err(engine_error(err)),
+        let inlined = vm.disk_attachments.map(|a| a.items).filter(|items| {
+            items
+                .iter()
+                .all(|a| a.disk.as_ref().is_some_and(|d| d.provisioned_size.is_some()))
+        });
+        let attachments = match inlined {
+            Some(attachments) => attachments,
+            // Found by name, or an engine that did not inline whole disks.
+            None => match client.disk_attachments_with_disks(&id).await {
+                Ok(attachments) => attachments,
+                Err(err) if err.is_not_found() => return Ok(None),
+                Err(err) => return Err(engine_error(err)),
+            },
         };
         found.disks = attachments
             .into_iter()
@@ -363,6 +373,11 @@ async fn find_vm(
             .collect();
     }
     Ok(Some(found))
+}
+
+/// Whether this pass may look at the VM's disks: steps 3–4 before the machine is provisioned, and deletion.
+fn needs_disks(state: &MachineState, observed: &Observed) -> bool {
+    observed.deletion_requested || !state.status.ready
 }
 
 /// CAPOV starts a VM once: it was started if the machine was ever up, CAPOV wrote MachineOn (only done once the
