@@ -418,3 +418,41 @@ async fn a_paused_cluster_pauses_its_machines_until_it_is_unpaused() {
     );
     world.stop_operator().await;
 }
+
+/// A template created after the machine reported TemplateNotFound is used at the machine's next retry (5 s after
+/// the failure), not only once the per-provider lookup cache (30 s) has expired.
+#[tokio::test]
+async fn a_template_created_after_template_not_found_is_used_at_the_next_retry() {
+    use capov_ovirt_sim::{Inventory, TemplateDiskSeed, TemplateSeed};
+
+    let mut world = World::new("late-template").await;
+    world.start_operator().await;
+    world
+        .create_machine("worker", json!({"ovirtcluster": "Default", "template": "late"}))
+        .await;
+    wait_reason(&world, "worker", "MachineCreated", "TemplateNotFound").await;
+    let template = TemplateSeed {
+        name: "late".into(),
+        cluster: Some("Default".into()),
+        disks: vec![TemplateDiskSeed {
+            alias: "late_Disk1".into(),
+            storage_domains: vec!["data1".into()],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    world
+        .sim
+        .control()
+        .seed(&Inventory {
+            templates: vec![template],
+            ..Inventory::default()
+        })
+        .expect("add the template");
+    // The retries come 5 s and then 15 s after the failure; a kept "not found" would last until 30 s.
+    eventually(Duration::from_secs(25), "spec.providerID", || async {
+        world.machine("worker").await.spec.provider_id.map(|_| ())
+    })
+    .await;
+    world.stop_operator().await;
+}

@@ -3,8 +3,9 @@
 //! kept for a short while, so that machines created together cost a few lookups instead of a few per machine; the
 //! engine rate limit (10 requests/s by default) is what bounds how fast a large batch of machines comes up.
 //!
-//! Staleness is bounded by the time to live: e.g. a template created after a machine reported TemplateNotFound is
-//! seen at the latest that long later. A failed lookup is not kept.
+//! A failed lookup, and one that found nothing (no template of that name, no such cluster), is not kept: an object
+//! created after a machine reported it missing is seen at the machine's next retry. Other staleness is bounded by
+//! the time to live, e.g. a network added to a data center whose networks were just listed.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -16,6 +17,23 @@ use std::time::{Duration, Instant};
 pub const LOOKUP_TTL: Duration = Duration::from_secs(30);
 
 type Entry = (Instant, Arc<dyn Any + Send + Sync>);
+
+/// Whether a lookup's answer found anything; only such answers are kept.
+pub trait Answer {
+    fn found(&self) -> bool;
+}
+
+impl<T> Answer for Vec<T> {
+    fn found(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl<T> Answer for Option<T> {
+    fn found(&self) -> bool {
+        self.is_some()
+    }
+}
 
 /// The key of what `provider`'s engine answered for `what`, e.g. `key("engine-a", "clusters")`.
 pub fn key(provider: &str, what: &str) -> String {
@@ -36,10 +54,11 @@ impl Lookups {
     }
 
     /// The value kept under `key` (name it after the provider and what was looked up) while it is fresh, else what
-    /// `fetch` returns, kept when it succeeded. Concurrent misses may each fetch; the last one is kept.
+    /// `fetch` returns, kept when it succeeded and found something. Concurrent misses may each fetch; the last one
+    /// is kept.
     pub async fn get<T, F, Fut>(&self, key: String, fetch: F) -> capov_ovirt::Result<T>
     where
-        T: Clone + Send + Sync + 'static,
+        T: Answer + Clone + Send + Sync + 'static,
         F: FnOnce() -> Fut,
         Fut: Future<Output = capov_ovirt::Result<T>>,
     {
@@ -47,6 +66,9 @@ impl Lookups {
             return Ok(value);
         }
         let value = fetch().await?;
+        if !value.found() {
+            return Ok(value);
+        }
         let mut entries = self.lock();
         let ttl = self.ttl;
         entries.retain(|_, (at, _)| at.elapsed() < ttl);
@@ -94,19 +116,51 @@ mod tests {
         lookups.get("q/clusters".into(), fetch).await.ok();
         assert_eq!(fetches.load(Ordering::SeqCst), 2);
         let other = lookups
-            .get("p/clusters".into(), || async { Ok::<_, capov_ovirt::Error>(7u32) })
+            .get("p/clusters".into(), || async {
+                Ok::<_, capov_ovirt::Error>(Some(7u32))
+            })
             .await;
-        assert_eq!(other.ok(), Some(7));
+        assert_eq!(other.ok(), Some(Some(7)));
 
         tokio::time::sleep(Duration::from_millis(250)).await;
         lookups.get("q/clusters".into(), fetch).await.ok();
         assert_eq!(fetches.load(Ordering::SeqCst), 3, "an expired value is fetched again");
 
-        let failing = || async { Err::<u64, _>(capov_ovirt::Error::Timeout("slow".into())) };
+        let failing = || async { Err::<Option<u64>, _>(capov_ovirt::Error::Timeout("slow".into())) };
         assert!(lookups.get("p/failing".into(), failing).await.is_err());
         let value = lookups
-            .get("p/failing".into(), || async { Ok::<_, capov_ovirt::Error>(1u64) })
+            .get("p/failing".into(), || async { Ok::<_, capov_ovirt::Error>(Some(1u64)) })
             .await;
-        assert_eq!(value.ok(), Some(1), "a failure is not kept");
+        assert_eq!(value.ok(), Some(Some(1)), "a failure is not kept");
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_found_nothing_is_not_kept() {
+        let lookups = Lookups::new(Duration::from_secs(30));
+        let missing = lookups
+            .get("p/templates/rhcos".into(), || async {
+                Ok::<_, capov_ovirt::Error>(Vec::<u8>::new())
+            })
+            .await;
+        assert_eq!(missing.ok(), Some(vec![]));
+        // Created since: the next lookup sees it at once instead of after the time to live.
+        let created = lookups
+            .get("p/templates/rhcos".into(), || async {
+                Ok::<_, capov_ovirt::Error>(vec![1u8])
+            })
+            .await;
+        assert_eq!(created.ok(), Some(vec![1]));
+        let absent = lookups
+            .get("p/cluster/Default".into(), || async {
+                Ok::<_, capov_ovirt::Error>(None::<u8>)
+            })
+            .await;
+        assert_eq!(absent.ok(), Some(None));
+        let present = lookups
+            .get("p/cluster/Default".into(), || async {
+                Ok::<_, capov_ovirt::Error>(Some(2u8))
+            })
+            .await;
+        assert_eq!(present.ok(), Some(Some(2)));
     }
 }
