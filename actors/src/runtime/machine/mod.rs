@@ -139,7 +139,7 @@ impl Actor for MachineActor {
             }
             MachineMsg::VmObserved { vm_id, status } => {
                 // The provider reports a watched VM once, when its status differs from the one this machine had
-                // seen, and stops watching it; the pass registers again if the VM is still in a transition.
+                // seen, and stops watching it; the pass registers again (in a transition, or Ready).
                 if state.watched_vm.as_ref().is_some_and(|w| w.vm_id == vm_id) {
                     state.watched_vm = None;
                     state.last_seen_vm_status = status;
