@@ -302,3 +302,54 @@ async fn a_ready_machine_is_watched_by_the_batched_search_alone() {
     assert!(machine.status.is_some_and(|s| s.ready), "status.ready stays set");
     world.stop_operator().await;
 }
+
+/// The provider's credentials Secret exists before the operator starts, among many other Secrets whose list takes a
+/// while: the provider is never reported without it (it used to show CredentialsNotFound for a moment whenever the
+/// provider watch answered before the Secret watch).
+#[tokio::test]
+async fn an_operator_start_never_reports_an_existing_secret_missing() {
+    use capov_crds::OVirtProvider;
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::new("start-secrets").await;
+    futures::stream::iter(0..400)
+        .for_each_concurrent(16, |n| {
+            let world = &world;
+            async move { world.create_secret(&format!("filler-{n}"), &[("value", "x")]).await }
+        })
+        .await;
+    let reasons: Arc<Mutex<Vec<String>>> = Arc::default();
+    let api: Api<OVirtProvider> = Api::all(world.client.clone());
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", world.provider));
+    let recorder = {
+        let reasons = reasons.clone();
+        let stream = watcher(api, config).applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(Ok(provider)) = stream.next().await {
+                let conditions = provider.status.map(|s| s.conditions).unwrap_or_default();
+                reasons
+                    .lock()
+                    .expect("lock")
+                    .extend(conditions.into_iter().map(|c| c.reason));
+            }
+        })
+    };
+    world.start_operator().await;
+    eventually(Duration::from_secs(60), "the provider connected", || async {
+        reasons
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|r| r == "Connected")
+            .then_some(())
+    })
+    .await;
+    recorder.abort();
+    let reasons = reasons.lock().expect("lock").clone();
+    assert!(
+        !reasons.iter().any(|r| r == "CredentialsNotFound"),
+        "reported at start: {reasons:?}"
+    );
+    world.stop_operator().await;
+}

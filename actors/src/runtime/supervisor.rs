@@ -108,6 +108,8 @@ pub struct SupervisorState {
     providers: HashMap<String, (ActorRef<ProviderMsg>, OVirtProvider)>,
     provider_cells: HashMap<ActorId, String>,
     secrets: HashMap<String, BTreeMap<String, ByteString>>,
+    /// Providers seen before the credential Secrets were listed; started once they are.
+    pending_providers: HashMap<String, OVirtProvider>,
     machines: HashMap<ObjectKey, Child>,
     machine_cells: HashMap<ActorId, ObjectKey>,
     relisting_providers: Option<HashSet<String>>,
@@ -162,6 +164,7 @@ impl Actor for Supervisor {
             providers: HashMap::new(),
             provider_cells: HashMap::new(),
             secrets: HashMap::new(),
+            pending_providers: HashMap::new(),
             machines: HashMap::new(),
             machine_cells: HashMap::new(),
             relisting_providers: None,
@@ -194,8 +197,14 @@ impl Actor for Supervisor {
                 on_provider_event(&me, state, event).await
             }
             SupervisorMsg::Secret(event) => {
+                let listed = matches!(event, Event::InitDone);
                 note_synced(state, "secrets", &event);
-                on_secret_event(state, event)
+                on_secret_event(state, event);
+                if listed {
+                    for (_, provider) in std::mem::take(&mut state.pending_providers) {
+                        apply_provider(&me, state, provider).await;
+                    }
+                }
             }
             SupervisorMsg::Cluster(event) => {
                 note_synced(state, "ovirtclusters", &event);
@@ -484,6 +493,12 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
         let _ = mailbox::cast(&state.shared.metrics, actor, ProviderMsg::Spec(Box::new(provider)));
         return;
     }
+    if !state.synced.contains("secrets") {
+        // Started now, the actor would not find a credentials Secret that exists but has not been listed yet, and
+        // the provider would show CredentialsNotFound for a moment after every operator start.
+        state.pending_providers.insert(name, provider);
+        return;
+    }
     let secret = provider
         .spec
         .credentials_secret_name
@@ -531,6 +546,7 @@ async fn release_provider_if_unused(state: &SupervisorState, provider: &OVirtPro
 }
 
 fn stop_provider(state: &mut SupervisorState, name: &str) {
+    state.pending_providers.remove(name);
     if let Some((actor, _)) = state.providers.remove(name) {
         state.provider_cells.remove(&actor.get_id());
         actor.stop(Some("OVirtProvider deleted".into()));
