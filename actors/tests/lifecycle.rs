@@ -353,3 +353,43 @@ async fn an_operator_start_never_reports_an_existing_secret_missing() {
     );
     world.stop_operator().await;
 }
+
+/// `--sync-period` is how often a Ready machine re-reads its VM (to refresh its addresses); here 2 s.
+#[tokio::test]
+async fn a_ready_machine_rereads_its_vm_once_per_sync_period() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::new("resync").await;
+    let settings = capov_actors::runtime::RuntimeSettings {
+        sync_period: Duration::from_secs(2),
+        ..world.settings()
+    };
+    world.start_operator_with(settings).await;
+    world
+        .create_machine("worker-0", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .await;
+    let vm_id = eventually(Duration::from_secs(60), "spec.providerID", || async {
+        world
+            .machine("worker-0")
+            .await
+            .spec
+            .provider_id
+            .and_then(|id| id.strip_prefix("ovirt://").map(String::from))
+    })
+    .await;
+    world.register_node("worker-0-node", &vm_id).await;
+    eventually(Duration::from_secs(60), "Ready", || async {
+        let machine = world.machine("worker-0").await;
+        condition(&machine, "Ready")
+            .is_some_and(|c| c.status == ConditionStatus::True)
+            .then_some(())
+    })
+    .await;
+    let control = world.sim.control();
+    let reads = control.counter("GET /vms/{id}");
+    // Three resyncs within 2 s ± 10 % each; without a resync no read would come (the VM stays up).
+    eventually(Duration::from_secs(20), "three resyncs", || async {
+        (control.counter("GET /vms/{id}") >= reads + 3).then_some(())
+    })
+    .await;
+    world.stop_operator().await;
+}

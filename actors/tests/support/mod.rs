@@ -95,6 +95,10 @@ impl World {
             gates,
             ..self.settings()
         };
+        self.start_operator_with(settings).await;
+    }
+
+    pub async fn start_operator_with(&mut self, settings: RuntimeSettings) {
         let operator = runtime::start(self.client.clone(), settings, self.metrics.clone()).await;
         self.operator = Some(operator.expect("runtime"));
     }
