@@ -13,21 +13,9 @@ use support::{World, condition, eventually};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-async fn vm_id_of(world: &World, name: &str) -> String {
-    eventually(MINUTE, &format!("{name}: providerID"), || async {
-        world
-            .machine(name)
-            .await
-            .spec
-            .provider_id
-            .and_then(|p| p.strip_prefix("ovirt://").map(String::from))
-    })
-    .await
-}
-
 /// Waits until the machine's disks are prepared (renaming happens before the first start).
 async fn disks_ready(world: &World, name: &str) -> String {
-    let id = vm_id_of(world, name).await;
+    let id = world.vm_id(name).await;
     eventually(MINUTE, &format!("{name}: MachineDiskResized"), || async {
         let machine = world.machine(name).await;
         condition(&machine, "MachineDiskResized")
@@ -51,7 +39,7 @@ async fn a_non_system_disk_blocks_deletion_until_it_is_detached() {
     let mut world = World::new("csi-disk").await;
     world.start_operator().await;
     world.create_machine("worker", spec(json!({}))).await;
-    let vm_id = vm_id_of(&world, "worker").await;
+    let vm_id = world.vm_id("worker").await;
     eventually(MINUTE, "the VM to be up", || async {
         world.machine("worker").await.status.filter(|s| s.ready).map(|_| ())
     })
@@ -67,13 +55,9 @@ async fn a_non_system_disk_blocks_deletion_until_it_is_detached() {
         .delete("worker", &DeleteParams::default())
         .await
         .expect("delete");
-    let machine = eventually(MINUTE, "MachineDeleted VMHasNonSystemDisk", || async {
-        let machine = world.machine("worker").await;
-        condition(&machine, "MachineDeleted")
-            .is_some_and(|c| c.reason == "VMHasNonSystemDisk")
-            .then_some(machine)
-    })
-    .await;
+    let machine = world
+        .wait_reason(MINUTE, "worker", "MachineDeleted", "VMHasNonSystemDisk")
+        .await;
     let deleted = condition(&machine, "MachineDeleted").expect("condition");
     assert_eq!(deleted.status, ConditionStatus::False);
     assert_eq!(deleted.message, "VM has non system disk, cannot delete");
@@ -177,13 +161,14 @@ async fn clone_and_storage_domain_follow_machine_then_provider_then_gate() {
     world
         .create_machine("machine-says-no", spec(json!({"diskclone": false})))
         .await;
-    let machine = eventually(MINUTE, "StorageDomainRequiresClone", || async {
-        let machine = world.machine("machine-says-no").await;
-        condition(&machine, "MachineCreated")
-            .is_some_and(|c| c.reason == "StorageDomainRequiresClone")
-            .then_some(machine)
-    })
-    .await;
+    let machine = world
+        .wait_reason(
+            MINUTE,
+            "machine-says-no",
+            "MachineCreated",
+            "StorageDomainRequiresClone",
+        )
+        .await;
     assert_eq!(
         condition(&machine, "MachineCreated").and_then(|c| c.severity),
         Some(Severity::Error)

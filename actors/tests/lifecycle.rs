@@ -43,15 +43,7 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
         .await;
 
     // providerID first: the VM exists in the engine under CAPOV's marker.
-    let vm_id = eventually(Duration::from_secs(60), "spec.providerID", || async {
-        world
-            .machine("worker-0")
-            .await
-            .spec
-            .provider_id
-            .and_then(|id| id.strip_prefix("ovirt://").map(String::from))
-    })
-    .await;
+    let vm_id = world.vm_id("worker-0").await;
     let vm = world.sim.control().vm(&vm_id).expect("the VM exists in the engine");
     assert_eq!(vm.name, "worker-0");
 
@@ -229,28 +221,15 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     world.stop_operator().await;
 }
 
-/// Once Ready, a machine costs the engine only its share of the provider's batched search (every 12 polls), not
-/// reads of its own; a VM stopped behind CAPOV's back is still noticed through that search.
-#[tokio::test]
-async fn a_ready_machine_is_watched_by_the_batched_search_alone() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut world = World::new("steady").await;
-    world.start_operator().await;
+/// Creates machine `name`, registers its Node and waits until it is Ready with an InternalIP; returns the VM id.
+async fn bring_to_ready(world: &World, name: &str) -> String {
     world
-        .create_machine("worker-0", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .create_machine(name, json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
         .await;
-    let vm_id = eventually(Duration::from_secs(60), "spec.providerID", || async {
-        world
-            .machine("worker-0")
-            .await
-            .spec
-            .provider_id
-            .and_then(|id| id.strip_prefix("ovirt://").map(String::from))
-    })
-    .await;
-    world.register_node("worker-0-node", &vm_id).await;
+    let vm_id = world.vm_id(name).await;
+    world.register_node(&format!("{name}-node"), &vm_id).await;
     eventually(Duration::from_secs(60), "Ready with an InternalIP", || async {
-        let machine = world.machine("worker-0").await;
+        let machine = world.machine(name).await;
         let ready = condition(&machine, "Ready").is_some_and(|c| c.status == ConditionStatus::True);
         let has_ip = machine
             .status
@@ -259,6 +238,17 @@ async fn a_ready_machine_is_watched_by_the_batched_search_alone() {
         (ready && has_ip).then_some(())
     })
     .await;
+    vm_id
+}
+
+/// Once Ready, a machine costs the engine only its share of the provider's batched search (every 12 polls), not
+/// reads of its own; a VM stopped behind CAPOV's back is still noticed through that search.
+#[tokio::test]
+async fn a_ready_machine_is_watched_by_the_batched_search_alone() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::new("steady").await;
+    world.start_operator().await;
+    let vm_id = bring_to_ready(&world, "worker-0").await;
 
     let control = world.sim.control();
     let searches = || control.counter("GET /vms");
@@ -288,13 +278,9 @@ async fn a_ready_machine_is_watched_by_the_batched_search_alone() {
     control
         .set_vm_status(&vm_id, "down")
         .expect("stop the VM in the engine");
-    let machine = eventually(Duration::from_secs(30), "MachineOn VMDown", || async {
-        let machine = world.machine("worker-0").await;
-        condition(&machine, "MachineOn")
-            .is_some_and(|c| c.reason == "VMDown")
-            .then_some(machine)
-    })
-    .await;
+    let machine = world
+        .wait_reason(Duration::from_secs(30), "worker-0", "MachineOn", "VMDown")
+        .await;
     assert_eq!(
         condition(&machine, "MachineOn").and_then(|c| c.severity),
         Some(Severity::Warning)
@@ -364,26 +350,7 @@ async fn a_ready_machine_rereads_its_vm_once_per_sync_period() {
         ..world.settings()
     };
     world.start_operator_with(settings).await;
-    world
-        .create_machine("worker-0", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
-        .await;
-    let vm_id = eventually(Duration::from_secs(60), "spec.providerID", || async {
-        world
-            .machine("worker-0")
-            .await
-            .spec
-            .provider_id
-            .and_then(|id| id.strip_prefix("ovirt://").map(String::from))
-    })
-    .await;
-    world.register_node("worker-0-node", &vm_id).await;
-    eventually(Duration::from_secs(60), "Ready", || async {
-        let machine = world.machine("worker-0").await;
-        condition(&machine, "Ready")
-            .is_some_and(|c| c.status == ConditionStatus::True)
-            .then_some(())
-    })
-    .await;
+    bring_to_ready(&world, "worker-0").await;
     let control = world.sim.control();
     let reads = control.counter("GET /vms/{id}");
     // Three resyncs within 2 s ± 10 % each; without a resync no read would come (the VM stays up).

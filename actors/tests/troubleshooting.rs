@@ -18,17 +18,6 @@ fn base_spec() -> serde_json::Value {
     json!({"ovirtcluster": "Default", "template": "rhcos-4.14"})
 }
 
-/// Waits until condition `type_` of machine `name` has `reason`; returns the machine.
-async fn wait_reason(world: &World, name: &str, type_: &str, reason: &str) -> OVirtMachine {
-    eventually(MINUTE, &format!("{name}: {type_} {reason}"), || async {
-        let machine = world.machine(name).await;
-        condition(&machine, type_)
-            .is_some_and(|c| c.reason == reason)
-            .then_some(machine)
-    })
-    .await
-}
-
 fn engine_client(world: &World) -> Client {
     let ca = world.sim.ca_pem().expect("ca").as_bytes().to_vec();
     let config = ClientConfig::new(world.sim.api_url(), "admin@internal", "admin").with_tls(TlsMode::Verify {
@@ -88,7 +77,7 @@ async fn wrong_engine_data_gives_the_documented_reasons() {
         world.create_machine(name, spec).await;
     }
     for (name, _, type_, reason) in &cases {
-        let machine = wait_reason(&world, name, type_, reason).await;
+        let machine = world.wait_reason(MINUTE, name, type_, reason).await;
         let c = condition(&machine, type_).expect("condition");
         assert_eq!(c.status, ConditionStatus::False, "{name}");
         assert_eq!(c.severity, Some(Severity::Error), "{name}: {c:?}");
@@ -187,7 +176,9 @@ async fn unreachable_engines_and_untrusted_certificates_are_reported() {
     let mut world = World::new("connect").await;
     world.start_operator().await;
     world.create_machine("worker", base_spec()).await;
-    wait_reason(&world, "worker", "MachineCreated", "VMImageLocked").await;
+    world
+        .wait_reason(MINUTE, "worker", "MachineCreated", "VMImageLocked")
+        .await;
 
     // An engine URL nothing listens on: transient, a Warning, retried.
     world
@@ -196,7 +187,9 @@ async fn unreachable_engines_and_untrusted_certificates_are_reported() {
         )
         .await;
     world.create_machine("unreachable", base_spec()).await;
-    let machine = wait_reason(&world, "unreachable", "CanConnectToOVirt", "EngineUnreachable").await;
+    let machine = world
+        .wait_reason(MINUTE, "unreachable", "CanConnectToOVirt", "EngineUnreachable")
+        .await;
     assert_eq!(
         condition(&machine, "CanConnectToOVirt").and_then(|c| c.severity),
         Some(Severity::Warning)
@@ -207,7 +200,9 @@ async fn unreachable_engines_and_untrusted_certificates_are_reported() {
     world
         .apply_provider(json!({"engine": world.sim.api_url(), "credentialsSecretName": "engine-credentials"}))
         .await;
-    let machine = wait_reason(&world, "unreachable", "CanConnectToOVirt", "TLSVerificationFailed").await;
+    let machine = world
+        .wait_reason(MINUTE, "unreachable", "CanConnectToOVirt", "TLSVerificationFailed")
+        .await;
     assert_eq!(
         machine.status.and_then(|s| s.failure_reason).as_deref(),
         Some("OVirtEngineConnectionCritical")
@@ -245,7 +240,9 @@ async fn a_same_named_vm_without_capovs_marker_is_never_touched() {
 
     world.start_operator().await;
     world.create_machine("worker", base_spec()).await;
-    let machine = wait_reason(&world, "worker", "MachineCreated", "VMNameConflict").await;
+    let machine = world
+        .wait_reason(MINUTE, "worker", "MachineCreated", "VMNameConflict")
+        .await;
     assert_eq!(
         condition(&machine, "MachineCreated").and_then(|c| c.severity),
         Some(Severity::Error)
@@ -275,16 +272,8 @@ async fn a_vm_deleted_behind_capovs_back_is_not_recreated() {
     let mut world = World::new("vanished").await;
     world.start_operator().await;
     world.create_machine("worker", base_spec()).await;
-    let vm_id = eventually(MINUTE, "providerID", || async {
-        world
-            .machine("worker")
-            .await
-            .spec
-            .provider_id
-            .and_then(|p| p.strip_prefix("ovirt://").map(String::from))
-    })
-    .await;
-    wait_reason(&world, "worker", "MachineOn", "VMPoweringUp").await;
+    let vm_id = world.vm_id("worker").await;
+    world.wait_reason(MINUTE, "worker", "MachineOn", "VMPoweringUp").await;
     let client = engine_client(&world);
     client.stop_vm(&vm_id, true).await.expect("stop");
     eventually(MINUTE, "the VM to be down", || async {
@@ -292,7 +281,9 @@ async fn a_vm_deleted_behind_capovs_back_is_not_recreated() {
     })
     .await;
     client.remove_vm(&vm_id).await.expect("remove");
-    let machine = wait_reason(&world, "worker", "MachineCreated", "VMNotFound").await;
+    let machine = world
+        .wait_reason(MINUTE, "worker", "MachineCreated", "VMNotFound")
+        .await;
     assert_eq!(
         condition(&machine, "MachineCreated").and_then(|c| c.severity),
         Some(Severity::Error)
@@ -357,7 +348,7 @@ async fn rotated_credentials_reach_every_machine_without_a_restart() {
     let mut world = World::new("rotation").await;
     world.start_operator().await;
     world.create_machine("first", base_spec()).await;
-    wait_reason(&world, "first", "MachineOn", "VMPoweringUp").await;
+    world.wait_reason(MINUTE, "first", "MachineOn", "VMPoweringUp").await;
 
     world.sim.control().set_user("admin@internal", "rotated");
     world.sim.control().expire_tokens();
@@ -430,7 +421,9 @@ async fn a_template_created_after_template_not_found_is_used_at_the_next_retry()
     world
         .create_machine("worker", json!({"ovirtcluster": "Default", "template": "late"}))
         .await;
-    wait_reason(&world, "worker", "MachineCreated", "TemplateNotFound").await;
+    world
+        .wait_reason(MINUTE, "worker", "MachineCreated", "TemplateNotFound")
+        .await;
     let template = TemplateSeed {
         name: "late".into(),
         cluster: Some("Default".into()),

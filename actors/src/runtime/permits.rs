@@ -127,6 +127,12 @@ mod tests {
         }
     }
 
+    /// A pass of a machine with a VM, started in a task so that it can wait for its permit.
+    fn waiting_pass(permits: &Arc<ReconcilePermits>) -> tokio::task::JoinHandle<Permit> {
+        let permits = permits.clone();
+        tokio::spawn(async move { permits.acquire(Priority::HasVm).await })
+    }
+
     fn free(permits: &ReconcilePermits) -> usize {
         permits.lock().free
     }
@@ -136,10 +142,7 @@ mod tests {
         let permits = ReconcilePermits::new(2);
         let first = permits.acquire(Priority::New).await;
         let _second = permits.acquire(Priority::New).await;
-        let third = tokio::spawn({
-            let permits = permits.clone();
-            async move { permits.acquire(Priority::HasVm).await }
-        });
+        let third = waiting_pass(&permits);
         until_waiting(&permits, 1).await;
         assert!(!third.is_finished(), "a third pass ran while two held the only permits");
         drop(first);
@@ -184,10 +187,7 @@ mod tests {
     async fn a_dropped_wait_gives_up_its_place_without_losing_the_permit() {
         let permits = ReconcilePermits::new(1);
         let held = permits.acquire(Priority::New).await;
-        let abandoned = tokio::spawn({
-            let permits = permits.clone();
-            async move { permits.acquire(Priority::HasVm).await }
-        });
+        let abandoned = waiting_pass(&permits);
         until_waiting(&permits, 1).await;
         abandoned.abort();
         assert!(abandoned.await.is_err_and(|e| e.is_cancelled()));
@@ -203,10 +203,7 @@ mod tests {
     async fn a_permit_handed_to_a_wait_dropped_before_it_ran_goes_to_the_next() {
         let permits = ReconcilePermits::new(1);
         let held = permits.acquire(Priority::New).await;
-        let abandoned = tokio::spawn({
-            let permits = permits.clone();
-            async move { permits.acquire(Priority::HasVm).await }
-        });
+        let abandoned = waiting_pass(&permits);
         until_waiting(&permits, 1).await;
         // The permit is sent to the waiting task, which is then cancelled before it can take it.
         drop(held);

@@ -151,6 +151,29 @@ impl World {
             .expect("get machine")
     }
 
+    /// The id of the machine's VM, waiting up to a minute for CAPOV to record it in spec.providerID.
+    pub async fn vm_id(&self, name: &str) -> String {
+        eventually(Duration::from_secs(60), &format!("{name}: providerID"), || async {
+            self.machine(name)
+                .await
+                .spec
+                .provider_id
+                .and_then(|p| p.strip_prefix("ovirt://").map(String::from))
+        })
+        .await
+    }
+
+    /// Waits up to `timeout` until condition `type_` of machine `name` has `reason`; returns the machine.
+    pub async fn wait_reason(&self, timeout: Duration, name: &str, type_: &str, reason: &str) -> OVirtMachine {
+        eventually(timeout, &format!("{name}: {type_} {reason}"), || async {
+            let machine = self.machine(name).await;
+            condition(&machine, type_)
+                .is_some_and(|c| c.reason == reason)
+                .then_some(machine)
+        })
+        .await
+    }
+
     /// Registers a Node in the workload cluster the way a kubelet of that VM would.
     pub async fn register_node(&self, name: &str, system_uuid: &str) {
         let client = self.workload.client().await.expect("workload client");

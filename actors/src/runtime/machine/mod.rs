@@ -410,7 +410,12 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
     state.watched_vm = watched;
     let settings = &state.shared.settings;
     let delay = match &next {
-        Next::Idle => crate::backoff::jittered(settings.sync_period, fastrand::f64()),
+        // For a Ready machine the poll answers a status change; this resync refreshes the addresses.
+        Next::Idle
+        | Next::WatchVm(VmWatch {
+            cadence: Cadence::Steady,
+            ..
+        }) => crate::backoff::jittered(settings.sync_period, fastrand::f64()),
         Next::Backoff => {
             let delay = state.backoff;
             state.backoff = (delay * 2).min(Duration::from_secs(300));
@@ -422,11 +427,6 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
             cadence: Cadence::EveryPoll,
             ..
         }) => settings.poll_interval * 6,
-        // The poll answers a status change; the resync refreshes the addresses.
-        Next::WatchVm(VmWatch {
-            cadence: Cadence::Steady,
-            ..
-        }) => crate::backoff::jittered(settings.sync_period, fastrand::f64()),
     };
     if !matches!(next, Next::Backoff) {
         state.backoff = Duration::from_secs(5);
