@@ -101,6 +101,12 @@ pub struct Cli {
           value_parser = parse_watch_filter)]
     pub watch_filter: String,
 
+    /// Identity of this management cluster in the ownership marker of every VM CAPOV creates. Empty: the UID of the
+    /// `kube-system` namespace. Give both management clusters the same value around a `clusterctl move`.
+    #[arg(long, env = "CAPOV_MANAGEMENT_CLUSTER_ID", default_value = "", value_name = "ID",
+          value_parser = parse_management_cluster_id)]
+    pub management_cluster_id: String,
+
     /// How often every object is reconciled even without a change, e.g. `10m`, `1h30m`, `90s`.
     #[arg(long, env = "CAPOV_SYNC_PERIOD", default_value = "10m", value_name = "DURATION",
           value_parser = |v: &str| parse_duration(or_default(v, "10m")))]
@@ -209,6 +215,8 @@ pub struct Config {
     pub credentials_namespace: String,
     /// Value of the `cluster.x-k8s.io/watch-filter` label to select; `None` = every object.
     pub watch_filter: Option<String>,
+    /// `None` = the UID of the `kube-system` namespace.
+    pub management_cluster_id: Option<String>,
     #[serde(serialize_with = "serialize_duration")]
     pub sync_period: Duration,
     pub ovirt_qps: f64,
@@ -249,6 +257,7 @@ impl Config {
             namespace: Some(cli.namespace).filter(|namespace| !namespace.is_empty()),
             credentials_namespace,
             watch_filter: Some(cli.watch_filter).filter(|value| !value.is_empty()),
+            management_cluster_id: Some(cli.management_cluster_id).filter(|value| !value.is_empty()),
             sync_period: cli.sync_period,
             ovirt_qps: cli.ovirt_qps,
             ovirt_burst: cli.ovirt_burst,
@@ -473,6 +482,14 @@ fn parse_dns_subdomain(value: &str) -> Result<String, String> {
     }
 }
 
+fn parse_management_cluster_id(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(String::new());
+    }
+    capov_actors::identity::validate_management_cluster_id(value).map(|()| value.to_string())
+}
+
 fn parse_watch_filter(value: &str) -> Result<String, String> {
     if value.is_empty() {
         return Ok(String::new());
@@ -547,6 +564,7 @@ mod tests {
         assert_eq!(config.namespace, None);
         assert_eq!(config.credentials_namespace, "capov-system");
         assert_eq!(config.watch_filter, None);
+        assert_eq!(config.management_cluster_id, None);
         assert_eq!(config.sync_period, Duration::from_secs(600));
         assert_eq!(config.ovirt_qps, 10.0);
         assert_eq!(config.ovirt_burst, 20);
@@ -765,5 +783,18 @@ mod tests {
     fn clap_definition_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn management_cluster_id_is_one_short_word() {
+        assert_eq!(
+            parse(&["--management-cluster-id=prod-mgmt"])
+                .unwrap()
+                .management_cluster_id
+                .as_deref(),
+            Some("prod-mgmt")
+        );
+        assert!(parse(&["--management-cluster-id=two words"]).is_err());
+        assert!(parse(&[&format!("--management-cluster-id={}", "x".repeat(65))]).is_err());
     }
 }

@@ -232,6 +232,7 @@ fn runtime_settings(config: &Config) -> RuntimeSettings {
         ovirt_burst: config.ovirt_burst.max(1),
         sync_period: config.sync_period,
         gates: parsed.gates,
+        management_cluster_id: config.management_cluster_id.clone().unwrap_or_default(),
         ..RuntimeSettings::default()
     }
 }

@@ -146,19 +146,21 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
         started.elapsed().as_secs_f64()
     );
 
-    // Exactly one VM per machine, each carrying the machine's marker, each recorded by exactly one machine.
+    // Exactly one VM per machine, each carrying the marker of its machine (namespace/name, UID and this management
+    // cluster), each recorded by exactly one machine.
+    let management_cluster = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .get("kube-system")
+        .await
+        .expect("kube-system")
+        .metadata
+        .uid
+        .expect("kube-system uid");
     let vms = control.vms();
     let names: Vec<&str> = vms.iter().map(|vm| vm.name.as_str()).collect();
     assert_eq!(vms.len(), MACHINES, "seed {seed}: VMs in the engine: {names:?}");
     let unique: BTreeSet<&str> = names.iter().copied().collect();
     assert_eq!(unique.len(), MACHINES, "seed {seed}: duplicate VM names: {names:?}");
     for vm in &vms {
-        assert!(
-            capov_actors::identity::has_marker(&vm.description, &namespace, &vm.name),
-            "seed {seed}: VM {} lacks the marker: {:?}",
-            vm.name,
-            vm.description
-        );
         assert_eq!(vm.status, "up", "seed {seed}: VM {}", vm.name);
     }
     let mut recorded_ids = BTreeSet::new();
@@ -173,6 +175,19 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
         assert_eq!(
             vm.name, name,
             "seed {seed}: {name}'s providerID names another machine's VM"
+        );
+        let owner = capov_actors::identity::OwnerIdentity {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            uid: machine.metadata.uid.clone().unwrap_or_default(),
+            previous_uid: None,
+            management_cluster: management_cluster.clone(),
+        };
+        assert_eq!(
+            capov_actors::identity::ownership(&vm.description, &owner),
+            capov_actors::identity::Ownership::Owned,
+            "seed {seed}: VM {name} lacks its machine's marker: {:?}",
+            vm.description
         );
         assert!(
             recorded_ids.insert(id.to_string()),

@@ -50,6 +50,7 @@ pub mod reasons {
     pub const TLS_VERIFICATION_FAILED: &str = "TLSVerificationFailed";
     pub const INVALID_CA_BUNDLE: &str = "InvalidCABundle";
     pub const ENGINE_UNREACHABLE: &str = "EngineUnreachable";
+    pub const NAMESPACE_NOT_ALLOWED: &str = "NamespaceNotAllowed";
 
     // MachineCreated.
     pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
@@ -57,6 +58,11 @@ pub mod reasons {
     pub const INVALID_PROVIDER_ID: &str = "InvalidProviderID";
     pub const VM_NOT_FOUND: &str = "VMNotFound";
     pub const VM_NAME_CONFLICT: &str = "VMNameConflict";
+    pub const VM_NOT_OWNED: &str = "VMNotOwned";
+    /// Event: deletion released the OVirtMachine without touching a VM that is not its own.
+    pub const VM_LEFT_ALONE: &str = "VMLeftAlone";
+    pub const ENGINE_CHANGED: &str = "EngineChanged";
+    pub const VM_MARKER_UPGRADED: &str = "VMMarkerUpgraded";
     pub const CLUSTER_NOT_FOUND: &str = "ClusterNotFound";
     pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
     pub const TEMPLATE_NOT_READY: &str = "TemplateNotReady";

@@ -1,9 +1,29 @@
-//! How a VM is tied to its OVirtMachine: `spec.providerID` = `ovirt://<vm-id>`, and the marker
-//! `capov:<namespace>/<name>` in the VM's description, which lets a restarted operator adopt a VM it created but
-//! could not record, and keeps it from touching a same-named VM that someone else created (SPEC §2 step 3).
+//! How a VM is tied to its OVirtMachine: `spec.providerID` = `ovirt://<vm-id>`, and the ownership marker in the
+//! VM's description. CAPOV changes a VM (start, resize, rename, re-NIC, stop, delete) only when the marker proves
+//! that the VM was made for this very object by this management cluster, however the VM was found — a tenant can
+//! write any providerID into an OVirtMachine it creates.
+//!
+//! Marker (one line, at most [`DESCRIPTION_LIMIT`] characters, the engine's limit):
+//! `capov:<namespace>/<name> uid:<OVirtMachine UID> mc:<management cluster id>`. An object part that would make the
+//! line too long is cut and ends in `~`; the UID and the management cluster id are the proof, the object part is
+//! for people reading the engine's UI.
+//!
+//! Markers written before this format (`capov:<namespace>/<name>` alone) are *legacy*: they are trusted only for
+//! the VM that the OVirtMachine already records in spec.providerID (and are then rewritten in the new format), never
+//! for adoption by name, where a same-named object re-created after a deletion would take over an orphan.
 
 /// Prefix of every provider ID this operator writes.
 pub const PROVIDER_ID_PREFIX: &str = "ovirt://";
+
+/// The engine refuses longer VM descriptions.
+pub const DESCRIPTION_LIMIT: usize = 255;
+
+/// Longest `--management-cluster-id` accepted, so that a marker always leaves room for the object part.
+pub const MANAGEMENT_CLUSTER_ID_LIMIT: usize = 64;
+
+const OBJECT_PREFIX: &str = "capov:";
+const UID_PREFIX: &str = "uid:";
+const MC_PREFIX: &str = "mc:";
 
 /// `ovirt://<vm-id>`.
 pub fn format_provider_id(vm_id: &str) -> String {
@@ -16,21 +36,180 @@ pub fn parse_provider_id(provider_id: &str) -> Option<&str> {
     (!id.is_empty() && !id.contains('/') && !id.chars().any(char::is_whitespace)).then_some(id)
 }
 
-/// The marker written into the description of every VM this operator creates.
-pub fn description_marker(namespace: &str, name: &str) -> String {
-    format!("capov:{namespace}/{name}")
+/// Who a VM must belong to: the OVirtMachine (namespace, name, UID) and the management cluster running CAPOV.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerIdentity {
+    pub namespace: String,
+    pub name: String,
+    /// The OVirtMachine's `metadata.uid`.
+    pub uid: String,
+    /// The UID the VM was created under when it differs from `uid`: `clusterctl move` re-creates objects with new
+    /// UIDs and carries this annotation along ([`capov_crds::labels::OWNER_UID_ANNOTATION`]).
+    pub previous_uid: Option<String>,
+    pub management_cluster: String,
 }
 
-/// True when `description` carries the marker as a whole whitespace-delimited word, so that the marker of
-/// `worker-1` is not found in that of `worker-10`.
-pub fn has_marker(description: &str, namespace: &str, name: &str) -> bool {
-    let marker = description_marker(namespace, name);
-    description.split_whitespace().any(|word| word == marker)
+impl OwnerIdentity {
+    /// The description CAPOV writes into the VMs it creates for this object.
+    pub fn marker(&self) -> String {
+        let tail = format!(" {UID_PREFIX}{} {MC_PREFIX}{}", self.uid, self.management_cluster);
+        format!("{}{tail}", object_word(&self.namespace, &self.name, tail.len()))
+    }
+
+    fn accepts_uid(&self, uid: &str) -> bool {
+        uid == self.uid || self.previous_uid.as_deref() == Some(uid)
+    }
+}
+
+/// `capov:<ns>/<name>`, cut (ending in `~`) so that together with `tail_len` more characters it fits the limit.
+fn object_word(namespace: &str, name: &str, tail_len: usize) -> String {
+    let full = format!("{OBJECT_PREFIX}{namespace}/{name}");
+    let room = DESCRIPTION_LIMIT.saturating_sub(tail_len);
+    if full.len() <= room {
+        return full;
+    }
+    let mut cut = room.saturating_sub(1);
+    while !full.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}~", &full[..cut])
+}
+
+/// What a VM's description says about its owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ownership {
+    /// The marker names this object, its UID and this management cluster.
+    Owned,
+    /// A marker of an earlier CAPOV (`capov:<ns>/<name>` only) naming this object.
+    Legacy,
+    NotOwned(NotOwned),
+}
+
+/// Why a VM is not this object's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotOwned {
+    /// No CAPOV marker at all: someone else's VM.
+    NoMarker,
+    /// A marker of another OVirtMachine (another namespace or name).
+    OtherObject,
+    /// This object's name, but written by another management cluster sharing the engine.
+    OtherManagementCluster,
+    /// This namespace and name in this management cluster, but another UID: a deleted OVirtMachine of the same
+    /// name left this VM behind.
+    EarlierObject,
+}
+
+impl NotOwned {
+    /// For condition messages and Events: what the marker says, never the marker itself (it would name other
+    /// tenants' objects).
+    pub fn explain(self) -> &'static str {
+        match self {
+            NotOwned::NoMarker => "it carries no CAPOV marker in its description",
+            NotOwned::OtherObject => "its CAPOV marker names another OVirtMachine",
+            NotOwned::OtherManagementCluster => "its CAPOV marker was written by another management cluster",
+            NotOwned::EarlierObject => {
+                "its CAPOV marker names an earlier OVirtMachine of the same name (another UID) that was deleted"
+            }
+        }
+    }
+}
+
+/// Reads the ownership of a VM from its description.
+pub fn ownership(description: &str, owner: &OwnerIdentity) -> Ownership {
+    let words: Vec<&str> = description.split_whitespace().collect();
+    let Some(object) = words.iter().find(|w| w.starts_with(OBJECT_PREFIX)) else {
+        return Ownership::NotOwned(NotOwned::NoMarker);
+    };
+    let value = |prefix: &str| words.iter().find_map(|w| w.strip_prefix(prefix));
+    let (uid, mc) = (value(UID_PREFIX), value(MC_PREFIX));
+    let (Some(uid), Some(mc)) = (uid, mc) else {
+        let legacy = format!("{OBJECT_PREFIX}{}/{}", owner.namespace, owner.name);
+        return if uid.is_none() && mc.is_none() && *object == legacy {
+            Ownership::Legacy
+        } else {
+            Ownership::NotOwned(NotOwned::OtherObject)
+        };
+    };
+    let tail_len = format!(" {UID_PREFIX}{uid} {MC_PREFIX}{mc}").len();
+    if *object != object_word(&owner.namespace, &owner.name, tail_len) {
+        return Ownership::NotOwned(NotOwned::OtherObject);
+    }
+    if mc != owner.management_cluster {
+        return Ownership::NotOwned(NotOwned::OtherManagementCluster);
+    }
+    if !owner.accepts_uid(uid) {
+        return Ownership::NotOwned(NotOwned::EarlierObject);
+    }
+    Ownership::Owned
+}
+
+/// Checks a `--management-cluster-id`: non-empty, at most [`MANAGEMENT_CLUSTER_ID_LIMIT`] characters, no whitespace
+/// (it is one word of the marker).
+pub fn validate_management_cluster_id(id: &str) -> Result<(), String> {
+    if id.is_empty()
+        || id.len() > MANAGEMENT_CLUSTER_ID_LIMIT
+        || id.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!(
+            "the management cluster id must be 1 to {MANAGEMENT_CLUSTER_ID_LIMIT} characters without spaces"
+        ));
+    }
+    Ok(())
+}
+
+/// Where a VM lives: the engine API URL and the engine user CAPOV reached it with. Recorded on the OVirtMachine
+/// next to spec.providerID, so that a provider repointed to another engine (or a user that cannot see the VM) is
+/// never taken for "the VM is gone".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineIdentity {
+    pub url: String,
+    pub user: String,
+}
+
+impl EngineIdentity {
+    /// `user@internal at https://engine/ovirt-engine/api`: the annotation value.
+    pub fn annotation(&self) -> String {
+        format!("{} at {}", self.user, normalize_url(&self.url))
+    }
+
+    /// The same engine and user as an annotation value written earlier (URLs compared without a trailing slash
+    /// and with a case-insensitive scheme and host).
+    pub fn matches_annotation(&self, recorded: &str) -> bool {
+        match recorded.rsplit_once(" at ") {
+            Some((user, url)) => user == self.user && normalize_url(url) == normalize_url(&self.url),
+            None => false,
+        }
+    }
+}
+
+fn normalize_url(url: &str) -> String {
+    let url = url.trim().trim_end_matches('/');
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            format!(
+                "{}://{}{path}",
+                scheme.to_ascii_lowercase(),
+                authority.to_ascii_lowercase()
+            )
+        }
+        None => url.to_string(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn owner(namespace: &str, name: &str) -> OwnerIdentity {
+        OwnerIdentity {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: "6f1c2d3e-0000-4000-8000-000000000001".into(),
+            previous_uid: None,
+            management_cluster: "3b9a1e52-1111-4111-8111-111111111111".into(),
+        }
+    }
 
     #[test]
     fn provider_id_round_trips() {
@@ -46,20 +225,148 @@ mod tests {
     }
 
     #[test]
-    fn marker_names_namespace_and_name() {
-        assert_eq!(description_marker("default", "worker-1"), "capov:default/worker-1");
+    fn marker_names_the_object_its_uid_and_the_management_cluster() {
+        assert_eq!(
+            owner("default", "worker-1").marker(),
+            "capov:default/worker-1 uid:6f1c2d3e-0000-4000-8000-000000000001 \
+             mc:3b9a1e52-1111-4111-8111-111111111111"
+        );
     }
 
     #[test]
-    fn marker_must_match_as_a_whole_word() {
-        assert!(has_marker("capov:default/worker-1", "default", "worker-1"));
-        assert!(has_marker(
-            "created by CAPOV capov:default/worker-1",
-            "default",
-            "worker-1"
-        ));
-        assert!(!has_marker("capov:default/worker-10", "default", "worker-1"));
-        assert!(!has_marker("capov:other/worker-1", "default", "worker-1"));
-        assert!(!has_marker("", "default", "worker-1"));
+    fn an_own_marker_is_owned() {
+        let me = owner("default", "worker-1");
+        assert_eq!(ownership(&me.marker(), &me), Ownership::Owned);
+        assert_eq!(
+            ownership(&format!("made by CAPOV {}", me.marker()), &me),
+            Ownership::Owned
+        );
+    }
+
+    #[test]
+    fn a_marker_of_a_similar_name_is_not_owned() {
+        let me = owner("default", "worker-1");
+        let ten = owner("default", "worker-10");
+        assert_eq!(
+            ownership(&ten.marker(), &me),
+            Ownership::NotOwned(NotOwned::OtherObject)
+        );
+        let other_namespace = owner("other", "worker-1");
+        assert_eq!(
+            ownership(&other_namespace.marker(), &me),
+            Ownership::NotOwned(NotOwned::OtherObject)
+        );
+    }
+
+    #[test]
+    fn another_management_clusters_marker_is_not_owned() {
+        let me = owner("default", "worker-1");
+        let there = OwnerIdentity {
+            management_cluster: "other-management-cluster".into(),
+            ..me.clone()
+        };
+        assert_eq!(
+            ownership(&there.marker(), &me),
+            Ownership::NotOwned(NotOwned::OtherManagementCluster)
+        );
+    }
+
+    #[test]
+    fn a_deleted_same_named_objects_marker_is_not_owned() {
+        let me = owner("default", "worker-1");
+        let earlier = OwnerIdentity {
+            uid: "00000000-dead-4000-8000-000000000000".into(),
+            ..me.clone()
+        };
+        assert_eq!(
+            ownership(&earlier.marker(), &me),
+            Ownership::NotOwned(NotOwned::EarlierObject)
+        );
+    }
+
+    #[test]
+    fn a_moved_object_keeps_the_vms_made_under_its_previous_uid() {
+        let before_move = owner("default", "worker-1");
+        let after_move = OwnerIdentity {
+            uid: "99999999-0000-4000-8000-000000000009".into(),
+            previous_uid: Some(before_move.uid.clone()),
+            ..before_move.clone()
+        };
+        assert_eq!(ownership(&before_move.marker(), &after_move), Ownership::Owned);
+    }
+
+    #[test]
+    fn a_legacy_marker_is_recognised_only_for_its_own_object() {
+        let me = owner("default", "worker-1");
+        assert_eq!(ownership("capov:default/worker-1", &me), Ownership::Legacy);
+        assert_eq!(
+            ownership("capov:default/worker-10", &me),
+            Ownership::NotOwned(NotOwned::OtherObject)
+        );
+    }
+
+    #[test]
+    fn no_marker_is_not_owned() {
+        let me = owner("default", "worker-1");
+        for description in ["", "production database", "uid:x mc:y"] {
+            assert_eq!(
+                ownership(description, &me),
+                Ownership::NotOwned(NotOwned::NoMarker),
+                "{description}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_half_marker_is_not_owned() {
+        let me = owner("default", "worker-1");
+        let only_uid = format!("capov:default/worker-1 uid:{}", me.uid);
+        assert_eq!(ownership(&only_uid, &me), Ownership::NotOwned(NotOwned::OtherObject));
+    }
+
+    #[test]
+    fn long_names_are_cut_to_fit_the_engines_description_limit_and_still_match() {
+        let me = owner(&"n".repeat(63), &"m".repeat(253));
+        let marker = me.marker();
+        assert!(marker.len() <= DESCRIPTION_LIMIT, "{}", marker.len());
+        assert!(marker.split_whitespace().next().is_some_and(|w| w.ends_with('~')));
+        assert_eq!(ownership(&marker, &me), Ownership::Owned);
+    }
+
+    #[test]
+    fn management_cluster_ids_are_one_short_word() {
+        assert!(validate_management_cluster_id("prod-mgmt").is_ok());
+        assert!(validate_management_cluster_id("").is_err());
+        assert!(validate_management_cluster_id("two words").is_err());
+        assert!(validate_management_cluster_id(&"x".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn engine_identity_survives_trailing_slashes_and_host_case() {
+        let engine = EngineIdentity {
+            url: "https://Engine.example.com/ovirt-engine/api".into(),
+            user: "admin@internal".into(),
+        };
+        let recorded = engine.annotation();
+        assert_eq!(
+            recorded,
+            "admin@internal at https://engine.example.com/ovirt-engine/api"
+        );
+        let same = EngineIdentity {
+            url: "https://engine.example.com/ovirt-engine/api/".into(),
+            ..engine.clone()
+        };
+        assert!(same.matches_annotation(&recorded));
+        let other_host = EngineIdentity {
+            url: "https://other.example.com/ovirt-engine/api".into(),
+            ..engine.clone()
+        };
+        assert!(!other_host.matches_annotation(&recorded));
+        let other_user = EngineIdentity {
+            user: "capov@internal".into(),
+            ..engine
+        };
+        assert!(!other_user.matches_annotation(&recorded));
+        assert!(!same.matches_annotation("garbage"));
     }
 }

@@ -221,26 +221,6 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     world.stop_operator().await;
 }
 
-/// Creates machine `name`, registers its Node and waits until it is Ready with an InternalIP; returns the VM id.
-async fn bring_to_ready(world: &World, name: &str) -> String {
-    world
-        .create_machine(name, json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
-        .await;
-    let vm_id = world.vm_id(name).await;
-    world.register_node(&format!("{name}-node"), &vm_id).await;
-    eventually(Duration::from_secs(60), "Ready with an InternalIP", || async {
-        let machine = world.machine(name).await;
-        let ready = condition(&machine, "Ready").is_some_and(|c| c.status == ConditionStatus::True);
-        let has_ip = machine
-            .status
-            .as_ref()
-            .is_some_and(|s| s.addresses.iter().any(|a| a.type_ == "InternalIP"));
-        (ready && has_ip).then_some(())
-    })
-    .await;
-    vm_id
-}
-
 /// Once Ready, a machine costs the engine only its share of the provider's batched search (every 12 polls), not
 /// reads of its own; a VM stopped behind CAPOV's back is still noticed through that search.
 #[tokio::test]
@@ -248,7 +228,7 @@ async fn a_ready_machine_is_watched_by_the_batched_search_alone() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut world = World::new("steady").await;
     world.start_operator().await;
-    let vm_id = bring_to_ready(&world, "worker-0").await;
+    let vm_id = world.bring_to_ready("worker-0").await;
 
     let control = world.sim.control();
     let searches = || control.counter("GET /vms");
@@ -350,7 +330,7 @@ async fn a_ready_machine_rereads_its_vm_once_per_sync_period() {
         ..world.settings()
     };
     world.start_operator_with(settings).await;
-    bring_to_ready(&world, "worker-0").await;
+    world.bring_to_ready("worker-0").await;
     let control = world.sim.control();
     let reads = control.counter("GET /vms/{id}");
     // Three resyncs within 2 s ± 10 % each; without a resync no read would come (the VM stays up).

@@ -21,6 +21,12 @@ pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
 /// Annotation recording the disks a VM received from its template, before its first start.
 pub const SYSTEM_DISKS_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/system-disks";
 
+/// Annotation recording the UID an OVirtMachine had when CAPOV created (or adopted) its VM: the VM's ownership
+/// marker names that UID, and `clusterctl move` re-creates the object with a new one but keeps annotations.
+pub const OWNER_UID_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/owner-uid";
+/// Annotation recording the engine (URL and user) where the VM of spec.providerID lives, written with it.
+pub const ENGINE_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/engine";
+
 /// Labels every CAPOV CRD carries: the CAPI contract versions it implements (older and current CAPI core find the
 /// version through them) and the clusterctl inventory labels.
 pub const CRD_LABELS: &[(&str, &str)] = &[

@@ -18,5 +18,5 @@ pub use machine::{
     CpuTopology, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
     OVirtMachineStatus, VmType,
 };
-pub use provider::{OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
+pub use provider::{AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
 pub use template::{OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec, TemplateObjectMeta};

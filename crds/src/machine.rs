@@ -40,6 +40,10 @@ use crate::condition::Condition;
     "spec.providerID is set by the controller once the VM exists and cannot be changed or removed; \
      delete the OVirtMachine to replace its VM"
 ))]
+#[x_kube(validation = Rule::new("!has(oldSelf.providerID) || self.provider == oldSelf.provider").message(
+    "spec.provider cannot change once the VM exists (spec.providerID is set): the VM lives on that OVirtProvider's \
+     engine. To move the machine to another engine, delete this OVirtMachine and let CAPI create a new one"
+))]
 #[serde(rename_all = "camelCase")]
 pub struct OVirtMachineSpec {
     #[serde(flatten)]
@@ -89,7 +93,9 @@ pub struct MachineSettings {
 
     /// Size in GiB the bootable disk is grown to. Disks are never shrunk: a value below the template disk's size
     /// is reported as DiskShrinkNotAllowed.
-    #[x_kube(validation = Rule::new("self >= 1").message("spec.osdisksizegb must be at least 1 (GiB)"))]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 8192").message(
+        "spec.osdisksizegb must be between 1 and 8192 (GiB; the engine's default MaxBlockDiskSize)"
+    ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub osdisksizegb: Option<i64>,
 
@@ -123,17 +129,23 @@ impl VmType {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct CpuTopology {
     /// Number of sockets, at least 1.
-    #[x_kube(validation = Rule::new("self >= 1").message("spec.cpu.sockets must be at least 1"))]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 16").message(
+        "spec.cpu.sockets must be between 1 and 16 (the engine's default MaxNumOfVmSockets)"
+    ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<i32>,
 
     /// Cores per socket, at least 1.
-    #[x_kube(validation = Rule::new("self >= 1").message("spec.cpu.cores must be at least 1"))]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 254").message(
+        "spec.cpu.cores must be between 1 and 254 (the engine's default MaxNumOfCpuPerSocket)"
+    ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<i32>,
 
     /// Threads per core, at least 1.
-    #[x_kube(validation = Rule::new("self >= 1").message("spec.cpu.threads must be at least 1"))]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 8").message(
+        "spec.cpu.threads must be between 1 and 8 (the engine's default MaxNumOfThreadsPerCpu)"
+    ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<i32>,
 }
@@ -145,12 +157,16 @@ pub struct CpuTopology {
 ).message("spec.memory.guaranteedmb must not be larger than spec.memory.sizemb"))]
 pub struct Memory {
     /// Memory size in MiB, at least 1.
-    #[x_kube(validation = Rule::new("self >= 1").message("spec.memory.sizemb must be at least 1 (MiB)"))]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 6291456").message(
+        "spec.memory.sizemb must be between 1 and 6291456 (MiB, 6 TiB: the engine's limit for 64-bit VMs)"
+    ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sizemb: Option<i64>,
 
     /// Memory guaranteed to the VM in MiB; not more than sizemb.
-    #[x_kube(validation = Rule::new("self >= 0").message("spec.memory.guaranteedmb must not be negative"))]
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 6291456").message(
+        "spec.memory.guaranteedmb must be between 0 and 6291456 (MiB, 6 TiB: the engine's limit for 64-bit VMs)"
+    ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guaranteedmb: Option<i64>,
 }

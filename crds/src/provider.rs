@@ -73,6 +73,24 @@ pub struct OVirtProviderSpec {
     /// Empty: the disks go where the template's disks are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storagedomainname: Option<String>,
+
+    /// Namespaces whose OVirtMachines may use this provider: those listed in `names` and those whose labels match
+    /// `selector`. Unset: every namespace (single-tenant management clusters). Set but empty: none. Machines of
+    /// other namespaces get CanConnectToOVirt False, reason NamespaceNotAllowed, and cause no engine request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_namespaces: Option<AllowedNamespaces>,
+}
+
+/// Which namespaces may use an OVirtProvider.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct AllowedNamespaces {
+    /// Namespaces allowed by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+
+    /// Namespaces allowed by their labels (an empty selector matches every namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 }
 
 /// TLS verification of the engine's certificate.

@@ -365,6 +365,20 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
                 wire::object(200, &render::vm(&state, vm, vm_follow(req)), format)
             })
         }
+        (Method::PUT, [id]) => {
+            let update: model::Vm = match decode(req) {
+                Ok(vm) => vm,
+                Err(reply) => return reply,
+            };
+            let mut state = shared.lock();
+            match engine::update_vm(&mut state, id, &update) {
+                Ok(()) => match state.vms.get(*id) {
+                    Some(vm) => wire::object(200, &render::vm(&state, vm, vm_follow(req)), format),
+                    None => not_found(),
+                },
+                Err(e) => wire::error(&e, format),
+            }
+        }
         (Method::DELETE, [id]) => {
             let timings = shared.timings();
             let result = engine::remove_vm(&mut shared.lock(), &timings, id);

@@ -310,6 +310,16 @@ impl Client {
     }
 
     /// `DELETE /vms/{id}`; the VM disappears once its disks are removed.
+    /// Rewrites a VM's description (`PUT /vms/{id}`), e.g. to upgrade CAPOV's ownership marker.
+    pub async fn update_vm_description(&self, id: &str, description: &str) -> Result<Vm> {
+        let body = Vm {
+            description: Some(description.to_string()),
+            ..Vm::default()
+        };
+        self.fetch(Call::new(Method::PUT, "vms", &["vms", id]).xml_body(&body)?)
+            .await
+    }
+
     pub async fn remove_vm(&self, id: &str) -> Result<()> {
         self.perform(Call::new(Method::DELETE, "vms", &["vms", id])).await
     }

@@ -61,8 +61,17 @@ pub enum Action {
     /// The spec changed since the failure: clear failureReason/failureMessage and go on.
     ClearFailure,
     CreateVm(Box<CreateVmPlan>),
-    /// Adopt a VM carrying our marker: write `spec.providerID`.
+    /// Adopt a VM carrying this object's marker: write `spec.providerID` (with the engine and owner-UID
+    /// annotations).
     WriteProviderId(String),
+    /// Record where the VM of spec.providerID lives (the engine annotation), for machines that predate it.
+    RecordEngine(String),
+    /// Rewrite a legacy marker (`capov:<ns>/<name>`) of the VM of spec.providerID in the current format, so that
+    /// from now on the VM is tied to this object's UID and management cluster.
+    UpgradeMarker {
+        vm_id: String,
+        description: String,
+    },
     /// Record the VM's disks in the system-disks annotation (before the first start).
     RecordSystemDisks(Vec<String>),
     ResizeDisk {
@@ -89,10 +98,10 @@ pub enum Action {
     DeleteVm {
         vm_id: String,
     },
-    /// Release the OVirtMachine. `foreign_vm_left_alone`: a same-named VM without our marker exists and was not
-    /// touched (the actor records an Event saying so).
+    /// Release the OVirtMachine. `left_alone`: a VM that is not this object's was found and not touched; the
+    /// actor records a Warning Event with this explanation.
     RemoveFinalizer {
-        foreign_vm_left_alone: bool,
+        left_alone: Option<String>,
     },
     /// Every step is done; keep addresses current per `Requeue`.
     Done(Requeue),
@@ -103,7 +112,7 @@ pub enum Action {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CreateVmPlan {
     pub name: String,
-    /// `capov:<ns>/<name>`.
+    /// The ownership marker ([`crate::identity::OwnerIdentity::marker`]).
     pub description: String,
     pub ovirt_cluster: String,
     pub template: String,

@@ -1,14 +1,18 @@
 //! SPEC §2.1: deletion is always processed (also with failureReason set, and without the owner Machine or
-//! Cluster), except while paused. A VM is deleted only when it is certainly ours and carries no disk other than
-//! its system disks (a CSI volume still attached would be destroyed with it).
+//! Cluster), except while paused. A VM is deleted only when its marker proves it is this object's and it carries no
+//! disk other than its system disks (a CSI volume still attached would be destroyed with it). A VM is gone only
+//! when neither its id nor its name (with this object's marker) finds it, through the engine and user the VM was
+//! created with.
 
 use capov_crds::Severity;
+use capov_crds::labels::SYSTEM_DISKS_ANNOTATION;
 
 use super::decision::{Action, Decision, Requeue};
-use super::observed::{Observed, ObservedVm, ProviderConnection};
+use super::lifecycle::engine_changed;
+use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection};
 use crate::backoff::NON_SYSTEM_DISK_RETRY;
 use crate::conditions::{ConditionUpdate, reasons, types};
-use crate::identity::parse_provider_id;
+use crate::identity::Ownership;
 
 /// The message the product documents show for a VM that still has a CSI disk.
 pub const NON_SYSTEM_DISK_MESSAGE: &str = "VM has non system disk, cannot delete";
@@ -19,6 +23,11 @@ pub(super) fn decide(o: &Observed) -> Decision {
     }
     // Never critical during deletion: failureReason is only for creation (SPEC §2.4).
     if let ProviderConnection::Failed { failure, message, .. } = &o.connection {
+        // A machine of a namespace the provider does not serve never got a VM from CAPOV (it is refused before
+        // any engine request), unless it recorded one while its namespace was still allowed.
+        if *failure == ConnectionFailure::NamespaceNotAllowed && o.provider_id.is_none() {
+            return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![]);
+        }
         let condition = ConditionUpdate::false_(
             types::CAN_CONNECT_TO_OVIRT,
             failure.reason(),
@@ -28,25 +37,37 @@ pub(super) fn decide(o: &Observed) -> Decision {
         return Decision::new(Action::Wait(Requeue::Backoff), vec![condition]);
     }
     let connected = ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED);
-    let found_by_id = o.provider_id.as_deref().and_then(parse_provider_id).is_some();
+    if let Some(message) = o.provider_id.as_deref().and_then(|id| engine_changed(o, id)) {
+        let blocked = ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            reasons::ENGINE_CHANGED,
+            Severity::Error,
+            message,
+        );
+        return Decision::new(Action::Wait(Requeue::OnChange), vec![connected, blocked]);
+    }
     let vm = match &o.vm {
-        None => {
-            return Decision::new(
-                Action::RemoveFinalizer {
-                    foreign_vm_left_alone: false,
-                },
-                vec![connected],
-            );
-        }
-        Some(vm) if !found_by_id && !vm.marker_matches => {
-            return Decision::new(
-                Action::RemoveFinalizer {
-                    foreign_vm_left_alone: true,
-                },
-                vec![connected],
-            );
-        }
-        Some(vm) => vm,
+        None => return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![connected]),
+        Some(vm) => match (vm.ownership, vm.found_by) {
+            (Ownership::Owned, _) | (Ownership::Legacy, FoundBy::ProviderId) => vm,
+            (Ownership::Legacy, FoundBy::Name) => {
+                let note = format!(
+                    "the VM {} ({}) carries a marker of an earlier CAPOV version and is not recorded in \
+                     spec.providerID; it is left untouched",
+                    o.name, vm.id
+                );
+                return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
+            }
+            (Ownership::NotOwned(why), _) => {
+                let note = format!(
+                    "the VM {} ({}) is not this OVirtMachine's: {}; it is left untouched",
+                    o.name,
+                    vm.id,
+                    why.explain()
+                );
+                return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
+            }
+        },
     };
     let deleted =
         |reason, severity, message: &str| ConditionUpdate::false_(types::MACHINE_DELETED, reason, severity, message);
@@ -56,7 +77,7 @@ pub(super) fn decide(o: &Observed) -> Decision {
             deleted(
                 reasons::VM_HAS_NON_SYSTEM_DISK,
                 Severity::Warning,
-                NON_SYSTEM_DISK_MESSAGE,
+                &non_system_disk_message(o),
             ),
         )
     } else {
@@ -88,11 +109,25 @@ pub(super) fn decide(o: &Observed) -> Decision {
     decision
 }
 
-/// A disk counts as a system disk when the system-disks annotation lists it; without the annotation, every disk
-/// of a never-started VM does, and of a started VM those that came from its template.
+/// The documents' message; when the system disks were never recorded, also how to release the VM.
+fn non_system_disk_message(o: &Observed) -> String {
+    match o.system_disks {
+        Some(_) => NON_SYSTEM_DISK_MESSAGE.to_string(),
+        None => format!(
+            "{NON_SYSTEM_DISK_MESSAGE}: the VM's system disks were never recorded, so only its bootable disk counts \
+             as one; detach the other disks in oVirt, or list the ids of those that may be deleted with the VM in \
+             the annotation {SYSTEM_DISKS_ANNOTATION} (comma-separated)"
+        ),
+    }
+}
+
+/// A disk counts as a system disk when the system-disks annotation lists it. Without the annotation, every disk
+/// of a never-started VM does (nothing can have been attached yet); of a started VM only the bootable one, since
+/// the engine does not tell template disks from volumes attached later (a CSI disk deleted with the VM is data
+/// lost), and listing the disks in the annotation releases the VM.
 fn has_non_system_disk(o: &Observed, vm: &ObservedVm) -> bool {
     vm.disks.iter().any(|disk| match &o.system_disks {
         Some(system) => !system.contains(&disk.disk_id),
-        None => vm.ever_started && !disk.from_template,
+        None => vm.ever_started && !disk.bootable,
     })
 }

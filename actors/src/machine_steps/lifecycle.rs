@@ -10,9 +10,10 @@ use super::observed::{
 use crate::addresses::machine_addresses;
 use crate::conditions::{ConditionUpdate, FAILURE_ENGINE_CONNECTION_CRITICAL, reasons, types};
 use crate::disk_alias::{DiskAliasFact, alias_changes};
-use crate::identity::{description_marker, format_provider_id, parse_provider_id};
+use crate::identity::{Ownership, format_provider_id, parse_provider_id};
 use crate::nics::NicAssessment;
 use crate::placement::choose_placement;
+use capov_crds::labels::ENGINE_ANNOTATION;
 
 /// VM states that only a started VM can be in.
 const STARTED_STATES: &[&str] = &[
@@ -136,12 +137,21 @@ pub(super) fn decide(o: &Observed) -> Decision {
 }
 
 /// Step 3's lookup rules: by providerID only when it is set (404 → VMNotFound, never recreated); else by name,
-/// adopting a VM with our marker and refusing one without. Ok = the VM is ours and recorded.
+/// adopting a VM whose marker names this very object and refusing any other. However it was found, a VM is used
+/// only once its marker proves it is this object's (a tenant can write any providerID): Ok = ours and recorded.
 fn find_own_vm<'o>(
     o: &'o Observed,
     format: BootstrapFormat,
     passed: &mut Passed,
 ) -> Result<&'o ObservedVm, Box<Decision>> {
+    let created_or_on = |reason, message: String| {
+        let type_ = if o.provisioned {
+            types::MACHINE_ON
+        } else {
+            types::MACHINE_CREATED
+        };
+        ConditionUpdate::false_(type_, reason, Severity::Error, message)
+    };
     let decision = match (&o.provider_id, &o.vm) {
         (Some(provider_id), _) if parse_provider_id(provider_id).is_none() => passed.take().wait(
             Requeue::OnChange,
@@ -152,33 +162,65 @@ fn find_own_vm<'o>(
                 format!("spec.providerID {provider_id:?} is not of the form ovirt://<vm-id>"),
             ),
         ),
+        (Some(provider_id), _) if engine_changed(o, provider_id).is_some() => {
+            let message = engine_changed(o, provider_id).unwrap_or_default();
+            passed
+                .take()
+                .wait(Requeue::OnChange, created_or_on(reasons::ENGINE_CHANGED, message))
+        }
         (Some(provider_id), None) => {
             let message = format!("the VM {provider_id} no longer exists in oVirt; it is not recreated");
-            let condition = if o.provisioned {
-                ConditionUpdate::false_(types::MACHINE_ON, reasons::VM_NOT_FOUND, Severity::Error, message)
-            } else {
-                ConditionUpdate::false_(types::MACHINE_CREATED, reasons::VM_NOT_FOUND, Severity::Error, message)
-            };
-            passed.take().wait(Requeue::OnChange, condition)
+            passed
+                .take()
+                .wait(Requeue::OnChange, created_or_on(reasons::VM_NOT_FOUND, message))
         }
-        (Some(_), Some(vm)) => return Ok(vm),
+        (Some(provider_id), Some(vm)) => match vm.ownership {
+            Ownership::Owned if o.recorded_engine.is_none() => match &o.current_engine {
+                Some(engine) => passed.take().stop(Action::RecordEngine(engine.annotation()), None),
+                None => return Ok(vm),
+            },
+            Ownership::Owned => return Ok(vm),
+            Ownership::Legacy => passed.take().stop(
+                Action::UpgradeMarker {
+                    vm_id: vm.id.clone(),
+                    description: o.owner.marker(),
+                },
+                None,
+            ),
+            Ownership::NotOwned(why) => passed.take().wait(
+                Requeue::OnChange,
+                created_or_on(
+                    reasons::VM_NOT_OWNED,
+                    format!(
+                        "the VM {provider_id} is not this OVirtMachine's: {}; CAPOV never changes it. Delete this \
+                         OVirtMachine (the VM is left alone) and let CAPI create a new one",
+                        why.explain()
+                    ),
+                ),
+            ),
+        },
         (None, None) => passed
             .take()
             .stop(Action::CreateVm(Box::new(create_plan(o, format))), None),
-        (None, Some(vm)) if vm.marker_matches => passed
+        (None, Some(vm)) if vm.ownership == Ownership::Owned => passed
             .take()
             .stop(Action::WriteProviderId(format_provider_id(&vm.id)), None),
-        (None, Some(_)) => passed.take().wait(
+        (None, Some(vm)) => passed.take().wait(
             Requeue::Backoff,
             ConditionUpdate::false_(
                 types::MACHINE_CREATED,
                 reasons::VM_NAME_CONFLICT,
                 Severity::Error,
                 format!(
-                    "a VM named {:?} exists in oVirt but was not created for this OVirtMachine (its description \
-                     lacks {}); it is left untouched: rename or remove it in oVirt",
+                    "a VM named {:?} exists in oVirt but was not created for this OVirtMachine: {}; it is left \
+                     untouched: rename or remove it in oVirt",
                     o.name,
-                    description_marker(&o.namespace, &o.name)
+                    match vm.ownership {
+                        Ownership::NotOwned(why) => why.explain(),
+                        _ =>
+                            "it carries a marker of an earlier CAPOV version, which cannot tell this \
+                              OVirtMachine from a deleted one of the same name",
+                    }
                 ),
             ),
         ),
@@ -186,11 +228,29 @@ fn find_own_vm<'o>(
     Err(Box::new(decision))
 }
 
+/// A message when the VM of spec.providerID was recorded on another engine (or with another engine user) than the
+/// provider's connection now reaches: there, "not found" would not mean "gone".
+pub(super) fn engine_changed(o: &Observed, provider_id: &str) -> Option<String> {
+    let (recorded, current) = (o.recorded_engine.as_deref()?, o.current_engine.as_ref()?);
+    if current.matches_annotation(recorded) {
+        return None;
+    }
+    Some(format!(
+        "the VM {provider_id} was created as {recorded}, but OVirtProvider {:?} now connects as {}; CAPOV neither \
+         changes nor forgets a VM it may not see. Point the OVirtProvider back to that engine and user; if it is the \
+         same engine under a new address or a user that sees the VM, set the annotation {ENGINE_ANNOTATION} of this \
+         OVirtMachine to {:?}",
+        o.settings.provider,
+        current.annotation(),
+        current.annotation(),
+    ))
+}
+
 fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan {
     let s = &o.settings;
     CreateVmPlan {
         name: o.name.clone(),
-        description: description_marker(&o.namespace, &o.name),
+        description: o.owner.marker(),
         ovirt_cluster: s.ovirtcluster.clone(),
         template: s.template.clone(),
         vm_type: s.vmtype,

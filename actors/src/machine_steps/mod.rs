@@ -15,7 +15,7 @@ mod tests;
 
 pub use decision::{Action, CreateVmPlan, Decision, Requeue, StatusChange};
 pub use observed::{
-    Bootstrap, BootstrapFormat, ConnectionFailure, FailureState, NodeObservation, Observed, ObservedVm,
+    Bootstrap, BootstrapFormat, ConnectionFailure, FailureState, FoundBy, NodeObservation, Observed, ObservedVm,
     ProviderConnection, ProviderDefaults, VmDisk,
 };
 

@@ -9,6 +9,7 @@ use capov_crds::MachineSettings;
 use crate::addresses::{ReportedDevice, VmNic};
 use crate::conditions::reasons;
 use crate::feature_gates::FeatureGates;
+use crate::identity::{EngineIdentity, OwnerIdentity, Ownership};
 use crate::nics::NicAssessment;
 
 /// Everything [`super::decide`] looks at.
@@ -17,6 +18,8 @@ pub struct Observed {
     pub namespace: String,
     /// The OVirtMachine's name, which is also the VM's name.
     pub name: String,
+    /// Whose VM this machine may change: the marker it writes and expects ([`crate::identity`]).
+    pub owner: OwnerIdentity,
     /// `Cluster.spec.paused` or the `cluster.x-k8s.io/paused` annotation.
     pub paused: bool,
     /// `metadata.deletionTimestamp` is set.
@@ -35,8 +38,13 @@ pub struct Observed {
     pub failure: FailureState,
     /// `status.ready` / `status.initialization.provisioned`: the VM has been up once.
     pub provisioned: bool,
-    /// The VM as found: by the id of `spec.providerID` when that is valid, else by exact name. None = no VM.
+    /// The VM as found: by the id of `spec.providerID` when that is valid, else by exact name (during deletion
+    /// also by name when the id is not found, so that "gone" is confirmed both ways). None = no VM.
     pub vm: Option<ObservedVm>,
+    /// The engine annotation: where the VM of spec.providerID was created (`EngineIdentity::annotation`).
+    pub recorded_engine: Option<String>,
+    /// The engine and user of the provider's working connection; None without one.
+    pub current_engine: Option<EngineIdentity>,
     /// The annotation `capov.infrastructure.cluster.x-k8s.io/system-disks` (disk ids); None = not recorded.
     pub system_disks: Option<Vec<String>>,
     /// The OVirtMachine's spec (without providerID).
@@ -103,10 +111,12 @@ pub enum ConnectionFailure {
     TlsVerificationFailed,
     InvalidCaBundle,
     EngineUnreachable,
+    /// The OVirtProvider's spec.allowedNamespaces does not list the machine's namespace.
+    NamespaceNotAllowed,
 }
 
 impl ConnectionFailure {
-    pub(crate) const ALL: [ConnectionFailure; 8] = [
+    pub(crate) const ALL: [ConnectionFailure; 9] = [
         ConnectionFailure::ProviderNotFound,
         ConnectionFailure::CredentialsNotFound,
         ConnectionFailure::CredentialsInvalid,
@@ -115,6 +125,7 @@ impl ConnectionFailure {
         ConnectionFailure::TlsVerificationFailed,
         ConnectionFailure::InvalidCaBundle,
         ConnectionFailure::EngineUnreachable,
+        ConnectionFailure::NamespaceNotAllowed,
     ];
 
     /// The CanConnectToOVirt reason.
@@ -128,6 +139,7 @@ impl ConnectionFailure {
             ConnectionFailure::TlsVerificationFailed => reasons::TLS_VERIFICATION_FAILED,
             ConnectionFailure::InvalidCaBundle => reasons::INVALID_CA_BUNDLE,
             ConnectionFailure::EngineUnreachable => reasons::ENGINE_UNREACHABLE,
+            ConnectionFailure::NamespaceNotAllowed => reasons::NAMESPACE_NOT_ALLOWED,
         }
     }
 
@@ -148,7 +160,8 @@ impl ConnectionFailure {
             }
             ConnectionFailure::CredentialsInvalid
             | ConnectionFailure::PermissionDenied
-            | ConnectionFailure::EngineUnreachable => None,
+            | ConnectionFailure::EngineUnreachable
+            | ConnectionFailure::NamespaceNotAllowed => None,
         }
     }
 
@@ -188,14 +201,25 @@ pub struct ObservedVm {
     pub id: String,
     /// The engine's `vm_status`: image_locked, down, wait_for_launch, powering_up, up, …
     pub status: String,
-    /// The description carries `capov:<ns>/<name>` ([`crate::identity::has_marker`]).
-    pub marker_matches: bool,
+    /// What the VM's description says about its owner ([`crate::identity::ownership`]).
+    pub ownership: Ownership,
+    /// How the VM was found.
+    pub found_by: FoundBy,
     /// The VM was started at least once (e.g. the engine reports a `start_time`, or we sent a start).
     pub ever_started: bool,
     /// Read only when a step can need them: before the first start and at deletion; else empty.
     pub disks: Vec<VmDisk>,
     pub nics: Vec<VmNic>,
     pub reported_devices: Vec<ReportedDevice>,
+}
+
+/// How the observed VM was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FoundBy {
+    /// The id of spec.providerID.
+    ProviderId,
+    /// Its exact name (no providerID, or the providerID's id was not found during deletion).
+    Name,
 }
 
 /// One attached disk.
@@ -209,9 +233,6 @@ pub struct VmDisk {
     pub provisioned_size: u64,
     /// The disk's status: ok, locked, illegal.
     pub status: String,
-    /// The disk came from the VM's template; only used at deletion when the system-disks annotation is missing
-    /// and the VM has been started.
-    pub from_template: bool,
 }
 
 /// The VM's Node in the workload cluster.

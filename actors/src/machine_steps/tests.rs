@@ -8,16 +8,35 @@ use super::*;
 use crate::addresses::{ReportedDevice, VmNic};
 use crate::conditions::{State, reasons, types};
 use crate::feature_gates::FeatureGates;
+use crate::identity::{EngineIdentity, NotOwned, OwnerIdentity, Ownership};
 use crate::nics::{NicAssessment, NicChange};
 
 const VM_ID: &str = "11111111-2222-3333-4444-555555555555";
 const GIB: u64 = 1 << 30;
+
+fn owner() -> OwnerIdentity {
+    OwnerIdentity {
+        namespace: "default".into(),
+        name: "worker-abc123".into(),
+        uid: "0000aaaa-0000-4000-8000-00000000000a".into(),
+        previous_uid: None,
+        management_cluster: "mgmt-1".into(),
+    }
+}
+
+fn engine() -> EngineIdentity {
+    EngineIdentity {
+        url: "https://engine.example.com/ovirt-engine/api".into(),
+        user: "admin@internal".into(),
+    }
+}
 
 /// A machine with every precondition met, connected, bootstrap data ready, no VM yet.
 fn ready_to_create() -> Observed {
     Observed {
         namespace: "default".into(),
         name: "worker-abc123".into(),
+        owner: owner(),
         paused: false,
         deletion_requested: false,
         has_finalizer: true,
@@ -30,6 +49,8 @@ fn ready_to_create() -> Observed {
         failure: FailureState::Clear,
         provisioned: false,
         vm: None,
+        recorded_engine: Some(engine().annotation()),
+        current_engine: Some(engine()),
         system_disks: None,
         settings: MachineSettings {
             provider: "ovirt-prod".into(),
@@ -53,7 +74,6 @@ fn disk(id: &str, alias: &str, bootable: bool, gib: u64) -> VmDisk {
         bootable,
         provisioned_size: gib * GIB,
         status: "ok".into(),
-        from_template: true,
     }
 }
 
@@ -61,7 +81,8 @@ fn vm(status: &str, ever_started: bool) -> ObservedVm {
     ObservedVm {
         id: VM_ID.into(),
         status: status.into(),
-        marker_matches: true,
+        ownership: Ownership::Owned,
+        found_by: FoundBy::ProviderId,
         ever_started,
         disks: vec![disk("d-boot", "rhcos-4.14_Disk1", true, 20)],
         nics: vec![VmNic {
@@ -410,7 +431,10 @@ fn no_vm_and_no_provider_id_creates_the_vm_with_marker_and_placement() {
         panic!("expected CreateVm")
     };
     assert_eq!(plan.name, "worker-abc123");
-    assert_eq!(plan.description, "capov:default/worker-abc123");
+    assert_eq!(
+        plan.description,
+        "capov:default/worker-abc123 uid:0000aaaa-0000-4000-8000-00000000000a mc:mgmt-1"
+    );
     assert_eq!(plan.ovirt_cluster, "Default");
     assert_eq!(plan.template, "rhcos-4.14");
     assert!(plan.placement.clone);
@@ -484,7 +508,8 @@ fn same_named_vm_with_our_marker_is_adopted() {
 #[test]
 fn same_named_vm_without_marker_is_a_name_conflict_and_untouched() {
     let foreign = ObservedVm {
-        marker_matches: false,
+        ownership: Ownership::NotOwned(NotOwned::NoMarker),
+        found_by: FoundBy::Name,
         ..vm("up", true)
     };
     let d = decide(&Observed {
@@ -500,20 +525,119 @@ fn same_named_vm_without_marker_is_a_name_conflict_and_untouched() {
         d.condition(types::MACHINE_CREATED)
             .unwrap()
             .message
-            .contains("capov:default/worker-abc123")
+            .contains("no CAPOV marker")
     );
 }
 
+/// A tenant can write any providerID: the VM it names is changed only when its marker proves it is this object's.
 #[test]
-fn vm_found_by_provider_id_needs_no_marker() {
+fn vm_found_by_provider_id_without_this_objects_marker_is_never_changed() {
+    for why in [
+        NotOwned::NoMarker,
+        NotOwned::OtherObject,
+        NotOwned::OtherManagementCluster,
+        NotOwned::EarlierObject,
+    ] {
+        for status in ["down", "up"] {
+            let o = Observed {
+                vm: Some(ObservedVm {
+                    ownership: Ownership::NotOwned(why),
+                    ..vm(status, status == "up")
+                }),
+                ..with_vm(status, status == "up")
+            };
+            let d = decide(&o);
+            assert_eq!(d.action, Action::Wait(Requeue::OnChange), "{why:?} {status}");
+            let created = d.condition(types::MACHINE_CREATED).unwrap();
+            assert_eq!(created.reason, reasons::VM_NOT_OWNED, "{why:?}");
+            assert_eq!(created.state, State::False(Severity::Error));
+            assert!(created.message.contains(why.explain()), "{}", created.message);
+        }
+    }
+}
+
+#[test]
+fn a_legacy_marker_on_the_recorded_vm_is_upgraded_before_anything_else() {
     let o = Observed {
         vm: Some(ObservedVm {
-            marker_matches: false,
+            ownership: Ownership::Legacy,
             ..vm("down", false)
         }),
         ..with_vm("down", false)
     };
-    assert!(matches!(decide(&o).action, Action::StartVm { .. }));
+    assert_eq!(
+        decide(&o).action,
+        Action::UpgradeMarker {
+            vm_id: VM_ID.into(),
+            description: owner().marker(),
+        }
+    );
+}
+
+#[test]
+fn a_legacy_marker_found_by_name_is_not_adopted() {
+    let d = decide(&Observed {
+        vm: Some(ObservedVm {
+            ownership: Ownership::Legacy,
+            found_by: FoundBy::Name,
+            ..vm("down", false)
+        }),
+        ..ready_to_create()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Error), reasons::VM_NAME_CONFLICT))
+    );
+}
+
+#[test]
+fn an_earlier_same_named_objects_vm_is_not_adopted() {
+    let d = decide(&Observed {
+        vm: Some(ObservedVm {
+            ownership: Ownership::NotOwned(NotOwned::EarlierObject),
+            found_by: FoundBy::Name,
+            ..vm("down", false)
+        }),
+        ..ready_to_create()
+    });
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Error), reasons::VM_NAME_CONFLICT))
+    );
+}
+
+#[test]
+fn a_machine_recorded_before_the_engine_annotation_records_it_first() {
+    let o = Observed {
+        recorded_engine: None,
+        ..with_vm("down", false)
+    };
+    assert_eq!(decide(&o).action, Action::RecordEngine(engine().annotation()));
+}
+
+#[test]
+fn a_provider_repointed_to_another_engine_blocks_the_machine_without_engine_calls() {
+    let moved = EngineIdentity {
+        url: "https://other.example.com/ovirt-engine/api".into(),
+        ..engine()
+    };
+    let o = Observed {
+        current_engine: Some(moved.clone()),
+        vm: None,
+        ..with_vm("down", false)
+    };
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    let created = d.condition(types::MACHINE_CREATED).unwrap();
+    assert_eq!(created.reason, reasons::ENGINE_CHANGED);
+    assert!(created.message.contains(&moved.annotation()), "{}", created.message);
+    let deleting = decide(&deleting(o));
+    assert_eq!(deleting.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(
+        state_of(&deleting, types::MACHINE_DELETED),
+        Some((State::False(Severity::Error), reasons::ENGINE_CHANGED))
+    );
 }
 
 #[test]
@@ -977,29 +1101,87 @@ fn deletion_without_finalizer_does_nothing() {
 #[test]
 fn deletion_with_no_vm_removes_the_finalizer() {
     let d = decide(&deleting(ready_to_create()));
-    assert_eq!(
-        d.action,
-        Action::RemoveFinalizer {
-            foreign_vm_left_alone: false
-        }
-    );
+    assert_eq!(d.action, Action::RemoveFinalizer { left_alone: None });
 }
 
 #[test]
 fn deletion_leaves_a_same_named_vm_without_marker_alone() {
     let foreign = ObservedVm {
-        marker_matches: false,
+        ownership: Ownership::NotOwned(NotOwned::NoMarker),
+        found_by: FoundBy::Name,
         ..vm("up", true)
     };
     let d = decide(&deleting(Observed {
         vm: Some(foreign),
         ..ready_to_create()
     }));
-    assert_eq!(
-        d.action,
-        Action::RemoveFinalizer {
-            foreign_vm_left_alone: true
+    assert!(
+        matches!(&d.action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains("no CAPOV marker")),
+        "{:?}",
+        d.action
+    );
+}
+
+#[test]
+fn deletion_never_touches_a_vm_named_by_provider_id_that_is_not_this_objects() {
+    for why in [
+        NotOwned::NoMarker,
+        NotOwned::OtherManagementCluster,
+        NotOwned::EarlierObject,
+    ] {
+        let mut o = deleting(running());
+        if let Some(vm) = o.vm.as_mut() {
+            vm.ownership = Ownership::NotOwned(why);
         }
+        let d = decide(&o);
+        assert!(
+            matches!(&d.action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains(why.explain())),
+            "{why:?}: {:?}",
+            d.action
+        );
+    }
+}
+
+#[test]
+fn deletion_deletes_a_recorded_vm_with_a_legacy_marker_but_not_one_found_by_name() {
+    let mut o = deleting(with_vm("down", true));
+    if let Some(vm) = o.vm.as_mut() {
+        vm.ownership = Ownership::Legacy;
+    }
+    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    if let Some(vm) = o.vm.as_mut() {
+        vm.found_by = FoundBy::Name;
+    }
+    assert!(matches!(
+        decide(&o).action,
+        Action::RemoveFinalizer { left_alone: Some(_) }
+    ));
+}
+
+#[test]
+fn deletion_of_a_machine_refused_by_its_provider_releases_it_unless_it_recorded_a_vm() {
+    let refused = ProviderConnection::Failed {
+        failure: ConnectionFailure::NamespaceNotAllowed,
+        message: "not allowed".into(),
+        persisted_for: Duration::ZERO,
+    };
+    let never_had_a_vm = deleting(Observed {
+        connection: refused.clone(),
+        ..ready_to_create()
+    });
+    assert_eq!(
+        decide(&never_had_a_vm).action,
+        Action::RemoveFinalizer { left_alone: None }
+    );
+    let had_one = deleting(Observed {
+        connection: refused,
+        ..running()
+    });
+    let d = decide(&had_one);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+        Some((State::False(Severity::Error), reasons::NAMESPACE_NOT_ALLOWED))
     );
 }
 
@@ -1016,10 +1198,7 @@ fn deletion_by_name_with_marker_deletes_our_vm() {
 fn non_system_disk_blocks_deletion_and_retries_every_minute() {
     let mut o = deleting(running());
     if let Some(vm) = o.vm.as_mut() {
-        vm.disks.push(VmDisk {
-            from_template: false,
-            ..disk("csi-1", "pvc-123", false, 5)
-        });
+        vm.disks.push(disk("csi-1", "pvc-123", false, 5));
     }
     let d = decide(&o);
     assert_eq!(d.action, Action::Wait(Requeue::After(Duration::from_secs(60))));
@@ -1030,18 +1209,21 @@ fn non_system_disk_blocks_deletion_and_retries_every_minute() {
 }
 
 #[test]
-fn without_annotation_a_started_vm_counts_only_template_disks_as_system() {
+fn without_annotation_a_started_vm_counts_only_its_bootable_disk_as_system() {
     let mut o = Observed {
         system_disks: None,
         ..deleting(running())
     };
+    assert_eq!(decide(&o).action, Action::StopVmForce { vm_id: VM_ID.into() });
     if let Some(vm) = o.vm.as_mut() {
-        vm.disks.push(VmDisk {
-            from_template: false,
-            ..disk("csi-1", "pvc-123", false, 5)
-        });
+        vm.disks.push(disk("csi-1", "pvc-123", false, 5));
     }
-    assert_eq!(decide(&o).action, Action::Wait(Requeue::After(Duration::from_secs(60))));
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::After(Duration::from_secs(60))));
+    let deleted = d.condition(types::MACHINE_DELETED).unwrap();
+    assert_eq!(deleted.reason, reasons::VM_HAS_NON_SYSTEM_DISK);
+    assert!(deleted.message.starts_with("VM has non system disk, cannot delete"));
+    assert!(deleted.message.contains("system-disks"), "{}", deleted.message);
 }
 
 #[test]
@@ -1051,10 +1233,7 @@ fn without_annotation_a_never_started_vm_counts_all_disks_as_system() {
         ..deleting(with_vm("down", false))
     };
     if let Some(vm) = o.vm.as_mut() {
-        vm.disks.push(VmDisk {
-            from_template: false,
-            ..disk("d2", "extra", false, 5)
-        });
+        vm.disks.push(disk("d2", "extra", false, 5));
     }
     assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
 }
@@ -1095,12 +1274,7 @@ fn running_vm_is_force_stopped_before_deletion() {
 #[test]
 fn vm_gone_after_delete_releases_the_machine() {
     let d = decide(&deleting(Observed { vm: None, ..running() }));
-    assert_eq!(
-        d.action,
-        Action::RemoveFinalizer {
-            foreign_vm_left_alone: false
-        }
-    );
+    assert_eq!(d.action, Action::RemoveFinalizer { left_alone: None });
 }
 
 // ---- helpers and the whole way through ----

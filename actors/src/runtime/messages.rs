@@ -15,6 +15,8 @@ pub enum Connection {
         client: capov_ovirt::Client,
         engine_version: String,
         defaults: ProviderDefaults,
+        /// The engine URL and user of this connection, recorded with each VM created through it.
+        engine: crate::identity::EngineIdentity,
     },
     Failed {
         problem: ConnectionProblem,

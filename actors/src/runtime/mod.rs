@@ -46,6 +46,12 @@ pub async fn start(
     settings: RuntimeSettings,
     metrics: Metrics,
 ) -> Result<ActorRef<SupervisorMsg>, ractor::SpawnErr> {
+    let mut settings = settings;
+    if settings.management_cluster_id.is_empty() {
+        settings.management_cluster_id = management_cluster_id(&client)
+            .await
+            .map_err(ractor::SpawnErr::StartupFailed)?;
+    }
     let args = SupervisorArgs {
         client,
         settings,
@@ -53,4 +59,20 @@ pub async fn start(
     };
     let (supervisor, _) = Actor::spawn(None, Supervisor, args).await?;
     Ok(supervisor)
+}
+
+/// The default identity of this management cluster: the UID of its `kube-system` namespace, which every cluster has
+/// and which no tenant can change. Without it CAPOV cannot mark or recognise its VMs, so it does not start.
+async fn management_cluster_id(client: &kube::Client) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+    let kube_system = namespaces.get("kube-system").await.map_err(|err| {
+        format!(
+            "reading the kube-system namespace for the management cluster id (or set --management-cluster-id): {err}"
+        )
+    })?;
+    kube_system
+        .metadata
+        .uid
+        .filter(|uid| !uid.is_empty())
+        .ok_or_else(|| "the kube-system namespace has no UID; set --management-cluster-id".into())
 }

@@ -223,13 +223,18 @@ async fn check(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
                 diskclone: state.provider.spec.diskclone,
                 storagedomainname: state.provider.spec.storagedomainname.clone(),
             };
-            match client {
-                Some(client) => Connection::Ready {
+            let engine = state.applied.as_ref().map(|applied| crate::identity::EngineIdentity {
+                url: applied.url.clone(),
+                user: applied.credentials.username.clone(),
+            });
+            match (client, engine) {
+                (Some(client), Some(engine)) => Connection::Ready {
                     client,
                     engine_version,
                     defaults,
+                    engine,
                 },
-                None => Connection::Pending,
+                _ => Connection::Pending,
             }
         }
         Err(problem) => {

@@ -19,6 +19,9 @@ pub struct RuntimeSettings {
     /// Full resync of every machine even without events.
     pub sync_period: Duration,
     pub gates: crate::feature_gates::FeatureGates,
+    /// Identity of this management cluster in the ownership marker of every VM (`--management-cluster-id`);
+    /// empty: the UID of the `kube-system` namespace, read at start.
+    pub management_cluster_id: String,
 }
 
 impl Default for RuntimeSettings {
@@ -33,6 +36,7 @@ impl Default for RuntimeSettings {
             poll_interval: Duration::from_secs(5),
             sync_period: Duration::from_secs(600),
             gates: Default::default(),
+            management_cluster_id: String::new(),
         }
     }
 }

@@ -11,7 +11,7 @@ use capov_crds::labels::{PROVIDER_FINALIZER, WATCH_FILTER_LABEL};
 use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
 use futures::StreamExt;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
@@ -44,7 +44,11 @@ pub struct Shared {
     pub permits: Arc<ReconcilePermits>,
     pub capi_machines: Store<DynamicObject>,
     pub capi_clusters: Store<DynamicObject>,
+    /// The namespaces machines live in (for the labels `spec.allowedNamespaces.selector` of providers matches).
+    pub namespaces: Store<Namespace>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
+    /// Each provider's `spec.allowedNamespaces`, as last seen by the supervisor.
+    pub provider_access: RwLock<HashMap<String, Option<capov_crds::AllowedNamespaces>>>,
     pub workload_clients: Mutex<WorkloadClients>,
     /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
     pub lookups: Lookups,
@@ -59,6 +63,23 @@ impl Shared {
             .read()
             .ok()
             .and_then(|providers| providers.get(name).cloned())
+    }
+
+    /// Whether a machine in `namespace` may use provider `name` (its `spec.allowedNamespaces`).
+    pub fn namespace_allowed(&self, name: &str, namespace: &str) -> bool {
+        let access = self
+            .provider_access
+            .read()
+            .ok()
+            .and_then(|access| access.get(name).cloned());
+        let Some(allowed) = access.flatten() else {
+            return true;
+        };
+        let labels = self
+            .namespaces
+            .get(&reflector::ObjectRef::new(namespace))
+            .map(|ns| ns.metadata.labels.clone().unwrap_or_default());
+        crate::tenancy::namespace_allowed(Some(&allowed), namespace, labels.as_ref())
     }
 }
 
@@ -79,7 +100,8 @@ pub enum SupervisorMsg {
 }
 
 /// The watches whose first complete list makes the runtime ready.
-const WATCHES: [&str; 6] = [
+const WATCHES: [&str; 7] = [
+    "namespaces",
     "ovirtproviders",
     "secrets",
     "ovirtclusters",
@@ -141,6 +163,8 @@ impl Actor for Supervisor {
         let machine_writer = reflector::store::Writer::new(capi::machine_resource());
         let cluster_writer = reflector::store::Writer::new(capi::cluster_resource());
         let (capi_machines, capi_clusters) = (machine_writer.as_reader(), cluster_writer.as_reader());
+        let namespace_writer = reflector::store::Writer::new(());
+        let namespaces = namespace_writer.as_reader();
         let settings = args.settings;
         let mail = ActorMetrics::of::<SupervisorMsg>(&args.metrics);
         let shared = Arc::new(Shared {
@@ -151,11 +175,14 @@ impl Actor for Supervisor {
             status_writer,
             capi_machines,
             capi_clusters,
+            namespaces,
             providers: RwLock::new(HashMap::new()),
+            provider_access: RwLock::new(HashMap::new()),
             workload_clients: Mutex::new(HashMap::new()),
             lookups: Lookups::new(LOOKUP_TTL),
         });
-        let tasks = spawn_watches(&me, &shared, machine_writer, cluster_writer);
+        let mut tasks = spawn_watches(&me, &shared, machine_writer, cluster_writer);
+        tasks.extend(spawn_namespace_watch(&me, &shared, namespace_writer));
         Ok(SupervisorState {
             shared,
             _alive: mail.alive(),
@@ -416,6 +443,49 @@ fn spawn_watches(
     tasks
 }
 
+/// Namespaces (only the watched one with `--namespace`), kept in a store for `spec.allowedNamespaces.selector`; a
+/// change of labels makes the namespace's machines check their access again.
+fn spawn_namespace_watch(
+    me: &ActorRef<SupervisorMsg>,
+    shared: &Arc<Shared>,
+    writer: reflector::store::Writer<Namespace>,
+) -> Vec<JoinHandle<()>> {
+    let config = match &shared.settings.watch_namespace {
+        Some(namespace) => watcher::Config::default().fields(&format!("metadata.name={namespace}")),
+        None => watcher::Config::default(),
+    };
+    let store = writer.as_reader();
+    let (me_ready, metrics_ready) = (me.clone(), shared.metrics.clone());
+    let ready = tokio::spawn(async move {
+        if store.wait_until_ready().await.is_ok() {
+            let _ = mailbox::cast(&metrics_ready, &me_ready, SupervisorMsg::Synced("namespaces"));
+        }
+    });
+    let stream = watcher::watcher(Api::<Namespace>::all(shared.client.clone()), config)
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    let (me, metrics) = (me.clone(), shared.metrics.clone());
+    let forward = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            if let Ok(namespace) = item
+                && mailbox::cast(
+                    &metrics,
+                    &me,
+                    SupervisorMsg::CapiChanged {
+                        namespace: namespace.name_any(),
+                    },
+                )
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    vec![ready, forward]
+}
+
 fn watcher<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -482,6 +552,10 @@ async fn on_provider_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorS
 
 async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, provider: OVirtProvider) {
     let name = provider.name_any();
+    // Before the provider hears of its new spec: the machines it then wakes must see the new access list.
+    if let Ok(mut access) = state.shared.provider_access.write() {
+        access.insert(name.clone(), provider.spec.allowed_namespaces.clone());
+    }
     let api: Api<OVirtProvider> = Api::all(state.shared.client.clone());
     if provider.metadata.deletion_timestamp.is_some() {
         release_provider_if_unused(state, &provider).await;

@@ -174,6 +174,47 @@ impl World {
         .await
     }
 
+    /// Creates machine `name`, registers its Node and waits until it is Ready with an InternalIP; returns the VM id.
+    pub async fn bring_to_ready(&self, name: &str) -> String {
+        self.create_machine(name, json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+            .await;
+        let vm_id = self.vm_id(name).await;
+        self.register_node(&format!("{name}-node"), &vm_id).await;
+        eventually(
+            Duration::from_secs(60),
+            &format!("{name}: Ready with an InternalIP"),
+            || async {
+                let machine = self.machine(name).await;
+                let ready = condition(&machine, "Ready").is_some_and(|c| c.status == capov_crds::ConditionStatus::True);
+                let has_ip = machine
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.addresses.iter().any(|a| a.type_ == "InternalIP"));
+                (ready && has_ip).then_some(())
+            },
+        )
+        .await;
+        vm_id
+    }
+
+    /// Deletes OVirtMachine `name` and waits up to a minute until it is gone (its finalizer released).
+    pub async fn delete_machine_and_wait(&self, name: &str) {
+        let machines = Api::<OVirtMachine>::namespaced(self.client.clone(), &self.namespace);
+        machines
+            .delete(name, &Default::default())
+            .await
+            .expect("delete machine");
+        eventually(Duration::from_secs(60), &format!("{name}: deleted"), || async {
+            machines
+                .get_opt(name)
+                .await
+                .expect("get machine")
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+
     /// Registers a Node in the workload cluster the way a kubelet of that VM would.
     pub async fn register_node(&self, name: &str, system_uuid: &str) {
         let client = self.workload.client().await.expect("workload client");

@@ -154,6 +154,31 @@ pub(super) fn is_running(status: &VmStatus) -> bool {
     )
 }
 
+/// The engine's limit on VM descriptions.
+pub const DESCRIPTION_LIMIT: usize = 255;
+
+/// `PUT /vms/{id}`: the fields the simulator lets a client edit (the description). Refused, as by the engine,
+/// while the VM's image is locked, and for a description over 255 characters.
+pub fn update_vm(state: &mut State, id: &str, update: &capov_ovirt::model::Vm) -> EngineResult<()> {
+    let vm = vm_mut(state, id)?;
+    if vm.status == VmStatus::ImageLocked {
+        return Err(operation_failed(
+            409,
+            "Cannot edit VM. VM is being updated or its image is locked. Please try again in a few minutes.",
+        ));
+    }
+    if let Some(description) = &update.description {
+        if description.chars().count() > DESCRIPTION_LIMIT {
+            return Err(operation_failed(
+                400,
+                "Cannot edit VM. The given description is too long.",
+            ));
+        }
+        vm.description = description.clone();
+    }
+    Ok(())
+}
+
 pub(super) fn vm_mut<'a>(state: &'a mut State, id: &str) -> EngineResult<&'a mut VmRecord> {
     state.vms.get_mut(id).ok_or(EngineError::NotFound)
 }

@@ -96,9 +96,17 @@ pub async fn create_vm(
         });
     }
     if let Some(memory) = &plan.memory {
-        let bytes = |mib: Option<i64>| mib.and_then(|m| u64::try_from(m).ok()).map(|m| m * MIB);
-        vm.memory = bytes(memory.sizemb);
-        if let Some(guaranteed) = bytes(memory.guaranteedmb) {
+        let bytes = |field: &str, mib: Option<i64>| match mib {
+            None => Ok(None),
+            Some(mib) => mib_to_bytes(mib).map(Some).ok_or_else(|| {
+                Failure::error(
+                    reasons::CREATE_FAILED,
+                    format!("spec.memory.{field} {mib} is not a memory size in MiB the engine accepts"),
+                )
+            }),
+        };
+        vm.memory = bytes("sizemb", memory.sizemb)?;
+        if let Some(guaranteed) = bytes("guaranteedmb", memory.guaranteedmb)? {
             vm.memory_policy = Some(MemoryPolicy {
                 guaranteed: Some(guaranteed),
                 ..MemoryPolicy::default()
@@ -122,14 +130,25 @@ pub async fn create_vm(
         vm.disk_attachments = Some(DiskAttachments { items });
     }
     match client.add_vm(&vm, placement.clone).await {
-        Ok(created) => {
-            let id = created.id.unwrap_or_default();
-            tracing::info!(object = %state.key, vm = %id, clone = placement.clone, "VM created");
-            Ok(id)
-        }
+        Ok(created) => match created.id.filter(|id| !id.is_empty()) {
+            Some(id) => {
+                tracing::info!(object = %state.key, vm = %id, clone = placement.clone, "VM created");
+                Ok(id)
+            }
+            // The VM may exist: the next pass finds it by name and marker instead of recording `ovirt://`.
+            None => Err(Failure::error(
+                reasons::CREATE_FAILED,
+                "the engine accepted the VM but its answer carried no VM id; looking it up by name next",
+            )),
+        },
         Err(err) if err.is_name_in_use() => Err(Failure::retry()),
         Err(err) => Err(Failure::engine(&err)),
     }
+}
+
+/// MiB to bytes; None for a negative size or one that does not fit in 64 bits.
+fn mib_to_bytes(mib: i64) -> Option<u64> {
+    u64::try_from(mib).ok()?.checked_mul(MIB)
 }
 
 /// The newest version of the named template among the templates of the data center's clusters.
@@ -220,4 +239,17 @@ async fn template_disks(client: &Client, template_id: &str) -> capov_ovirt::Resu
         });
     }
     Ok(disks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mib_to_bytes;
+
+    #[test]
+    fn memory_sizes_convert_without_overflow() {
+        assert_eq!(mib_to_bytes(1), Some(1 << 20));
+        assert_eq!(mib_to_bytes(6_291_456), Some(6 << 40));
+        assert_eq!(mib_to_bytes(-1), None);
+        assert_eq!(mib_to_bytes(i64::MAX), None);
+    }
 }

@@ -1,6 +1,6 @@
 //! Carrying out the one action `machine_steps::decide` chose, through the oVirt client and the Kubernetes API.
 
-use capov_crds::labels::{MACHINE_FINALIZER, SYSTEM_DISKS_ANNOTATION};
+use capov_crds::labels::{ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
 use capov_crds::{OVirtMachine, Severity};
 use capov_ovirt::StartOptions;
 use capov_ovirt::model::{Nic, Ref};
@@ -130,7 +130,7 @@ pub async fn execute(
                 return Executed::Requeue(Requeue::Backoff);
             };
             match create::create_vm(state, client, &plan, data).await {
-                Ok(id) => match write_provider_id(state, &id).await {
+                Ok(id) => match write_provider_id(state, observed, &id).await {
                     // Polling the new VM: image_locked → down.
                     Ok(()) => Executed::Requeue(Requeue::PollVm),
                     Err(executed) => executed,
@@ -143,7 +143,7 @@ pub async fn execute(
         }
         Action::WriteProviderId(provider_id) => {
             let id = provider_id.trim_start_matches("ovirt://").to_string();
-            match write_provider_id(state, &id).await {
+            match write_provider_id(state, observed, &id).await {
                 Ok(()) => {
                     // Only after a crash between creating the VM and recording it; worth seeing in the log.
                     tracing::info!(object = %state.key, vm = %id, "adopted the VM carrying this machine's marker");
@@ -152,18 +152,39 @@ pub async fn execute(
                 Err(executed) => executed,
             }
         }
+        Action::RecordEngine(engine) => {
+            let patch = json!({"metadata": {"annotations": {ENGINE_ANNOTATION: engine}}});
+            patch_machine(state, &patch, "recording the VM's engine").await
+        }
+        Action::UpgradeMarker { vm_id, description } => {
+            let Some(client) = client else {
+                return Executed::Requeue(Requeue::Backoff);
+            };
+            if let Err(err) = client.update_vm_description(&vm_id, &description).await {
+                return Executed::Failed {
+                    type_: types::MACHINE_CREATED,
+                    failure: Failure::engine(&err),
+                };
+            }
+            tracing::info!(object = %state.key, vm = %vm_id, "rewrote the VM's legacy ownership marker with this machine's UID");
+            let event = StatusWriterMsg::Event {
+                reference: state.object.object_ref(&()),
+                warning: false,
+                reason: reasons::VM_MARKER_UPGRADED.into(),
+                note: "the VM's ownership marker now names this OVirtMachine's UID and management cluster".into(),
+            };
+            let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
+            let mut annotations = serde_json::Map::new();
+            annotations.insert(OWNER_UID_ANNOTATION.into(), json!(observed.owner.uid));
+            if let Some(engine) = &observed.current_engine {
+                annotations.insert(ENGINE_ANNOTATION.into(), json!(engine.annotation()));
+            }
+            let patch = json!({"metadata": {"annotations": annotations}});
+            patch_machine(state, &patch, "recording the VM's owner").await
+        }
         Action::RecordSystemDisks(ids) => {
             let patch = json!({"metadata": {"annotations": {SYSTEM_DISKS_ANNOTATION: ids.join(",")}}});
-            match machines(state)
-                .patch(&state.key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(updated) => {
-                    state.object = updated;
-                    Executed::Continue
-                }
-                Err(err) => kube_failure(state, "recording the system disks", err),
-            }
+            patch_machine(state, &patch, "recording the system disks").await
         }
         Action::ResizeDisk {
             attachment_id,
@@ -287,16 +308,13 @@ pub async fn execute(
                 },
             }
         }
-        Action::RemoveFinalizer { foreign_vm_left_alone } => {
-            if foreign_vm_left_alone {
-                let note = format!(
-                    "a VM named {} exists in oVirt but was not created by CAPOV for this machine; it is left untouched",
-                    state.key.name
-                );
+        Action::RemoveFinalizer { left_alone } => {
+            if let Some(note) = left_alone {
+                tracing::warn!(object = %state.key, "{note}");
                 let event = StatusWriterMsg::Event {
                     reference: state.object.object_ref(&()),
                     warning: true,
-                    reason: reasons::VM_NAME_CONFLICT.into(),
+                    reason: reasons::VM_LEFT_ALONE.into(),
                     note,
                 };
                 let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
@@ -333,9 +351,41 @@ fn create_failure(failure: Failure) -> Failure {
     }
 }
 
+async fn patch_machine(state: &mut MachineState, patch: &serde_json::Value, what: &str) -> Executed {
+    match machines(state)
+        .patch(&state.key.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(updated) => {
+            state.object = updated;
+            Executed::Continue
+        }
+        Err(err) => kube_failure(state, what, err),
+    }
+}
+
 /// Writes `spec.providerID` at once after the engine answered; until it is written nothing else happens to the VM.
-async fn write_provider_id(state: &mut MachineState, vm_id: &str) -> Result<(), Executed> {
-    let patch = json!({"spec": {"providerID": format_provider_id(vm_id)}});
+/// The same patch records the engine the VM lives on and the UID its marker names.
+async fn write_provider_id(state: &mut MachineState, observed: &Observed, vm_id: &str) -> Result<(), Executed> {
+    if vm_id.is_empty() {
+        // Never lock `ovirt://` in: spec.providerID is write-once.
+        return Err(Executed::Failed {
+            type_: types::MACHINE_CREATED,
+            failure: Failure::error(
+                reasons::CREATE_FAILED,
+                "the engine accepted the VM but its answer carried no VM id; the VM will be found by name and marker",
+            ),
+        });
+    }
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(OWNER_UID_ANNOTATION.into(), json!(observed.owner.uid));
+    if let Some(engine) = &observed.current_engine {
+        annotations.insert(ENGINE_ANNOTATION.into(), json!(engine.annotation()));
+    }
+    let patch = json!({
+        "metadata": {"annotations": annotations},
+        "spec": {"providerID": format_provider_id(vm_id)},
+    });
     match machines(state)
         .patch(&state.key.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await

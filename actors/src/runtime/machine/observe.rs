@@ -4,7 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use capov_crds::labels::{CLUSTER_NAME_LABEL, MACHINE_FINALIZER, PAUSED_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
+use capov_crds::labels::{
+    CLUSTER_NAME_LABEL, ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION, PAUSED_ANNOTATION,
+    SYSTEM_DISKS_ANNOTATION,
+};
 use capov_ovirt::Client;
 use capov_ovirt::model::Vm;
 use k8s_openapi::api::core::v1::Secret;
@@ -17,9 +20,9 @@ use super::MachineState;
 use super::workload;
 use crate::addresses::{ReportedDevice, VmNic};
 use crate::conditions::types;
-use crate::identity::{has_marker, parse_provider_id};
+use crate::identity::{EngineIdentity, OwnerIdentity, Ownership, ownership, parse_provider_id};
 use crate::machine_steps::{
-    Bootstrap, ConnectionFailure, FailureState, NodeObservation, Observed, ObservedVm, ProviderConnection,
+    Bootstrap, ConnectionFailure, FailureState, FoundBy, NodeObservation, Observed, ObservedVm, ProviderConnection,
     ProviderDefaults, VmDisk,
 };
 use crate::nics::{CurrentNic, NicAssessment, VnicProfileFact, assess_nics};
@@ -65,9 +68,22 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
             }
         }
     };
+    let uid = object.metadata.uid.clone().unwrap_or_default();
+    let owner = OwnerIdentity {
+        namespace: namespace.clone(),
+        name: state.key.name.clone(),
+        previous_uid: object
+            .annotations()
+            .get(OWNER_UID_ANNOTATION)
+            .filter(|previous| **previous != uid)
+            .cloned(),
+        uid,
+        management_cluster: state.shared.settings.management_cluster_id.clone(),
+    };
     let mut observed = Observed {
         namespace: namespace.clone(),
         name: state.key.name.clone(),
+        owner,
         paused,
         deletion_requested: object.metadata.deletion_timestamp.is_some(),
         has_finalizer: object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
@@ -80,6 +96,8 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         failure,
         provisioned: state.status.ready,
         vm: None,
+        recorded_engine: object.annotations().get(ENGINE_ANNOTATION).cloned(),
+        current_engine: None,
         system_disks: object.annotations().get(SYSTEM_DISKS_ANNOTATION).map(|v| {
             v.split(',')
                 .map(str::trim)
@@ -109,8 +127,9 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         observed.bootstrap = bootstrap(state, machine).await?;
     }
     let engine = match connection(me, state).await? {
-        Ok((client, defaults)) => {
+        Ok((client, defaults, engine)) => {
             observed.provider_defaults = defaults;
+            observed.current_engine = Some(engine);
             Engine { client }
         }
         Err(failed) => {
@@ -122,7 +141,15 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
             });
         }
     };
-    observed.vm = find_vm(state, &engine.client, &observed).await?;
+    // On another engine (or as another user) than the VM was recorded with, a lookup proves nothing: the decision
+    // reports EngineChanged without one.
+    let engine_changed = matches!(
+        (&observed.recorded_engine, &observed.current_engine, &observed.provider_id),
+        (Some(recorded), Some(current), Some(_)) if !current.matches_annotation(recorded)
+    );
+    if !engine_changed {
+        observed.vm = find_vm(state, &engine.client, &observed).await?;
+    }
     // The NICs are not read here: see `nics_before_start`.
     if let Some(vm) = &observed.vm {
         let vm_id = vm.id.clone();
@@ -203,7 +230,7 @@ pub async fn bootstrap_secret(
     Ok(Some((String::from_utf8_lossy(&value.0).into_owned(), format)))
 }
 
-type Connected = Result<(Client, ProviderDefaults), ProviderConnection>;
+type Connected = Result<(Client, ProviderDefaults, EngineIdentity), ProviderConnection>;
 
 /// The provider actor's connection; subscribes this machine to the provider's messages on first use.
 async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Connected, ObserveError> {
@@ -230,7 +257,17 @@ async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Resu
         };
         let _ = mailbox::cast(&state.shared.metrics, &provider, subscribe);
         state.watched_vm = None;
-        state.subscribed_to = Some((provider_name, provider.clone()));
+        state.subscribed_to = Some((provider_name.clone(), provider.clone()));
+    }
+    // Checked after subscribing (which costs the engine nothing), so that a provider whose access list changes
+    // wakes this machine; before asking for the connection, so that a refused machine causes no engine request.
+    let namespace = state.key.namespace.clone().unwrap_or_default();
+    if !state.shared.namespace_allowed(&provider_name, &namespace) {
+        return Ok(Err(ProviderConnection::Failed {
+            failure: ConnectionFailure::NamespaceNotAllowed,
+            message: crate::tenancy::not_allowed_message(&provider_name, &namespace),
+            persisted_for: Duration::ZERO,
+        }));
     }
     let asked = mailbox::call(
         &state.shared.metrics,
@@ -239,11 +276,17 @@ async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Resu
         Duration::from_secs(30),
     );
     match asked.await {
-        Ok(Connection::Ready { client, defaults, .. }) => {
+        Ok(Connection::Ready {
+            client,
+            defaults,
+            engine,
+            ..
+        }) => {
             state.missing_since = None;
             Ok(Ok((
                 client.with_correlation_id(&format!("capov-{}", state.key)),
                 defaults,
+                engine,
             )))
         }
         Ok(Connection::Pending) => Err(ObserveError("the provider is still connecting".into())),
@@ -264,41 +307,52 @@ async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Resu
     }
 }
 
-/// The VM: by the providerID's id when set (only that), else by exact name.
+/// The VM: by the providerID's id when set, else by exact name. During deletion a VM whose id is not found is
+/// also looked for by name, so that "gone" is confirmed both ways before the finalizer goes.
 async fn find_vm(
     state: &MachineState,
     client: &Client,
     observed: &Observed,
 ) -> Result<Option<ObservedVm>, ObserveError> {
     let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading the VM: {err}"));
-    let vm = match observed.provider_id.as_deref() {
+    let by_name = || async {
+        client
+            .find_vm_by_name(&observed.name)
+            .await
+            .map_err(engine_error)
+            .map(|vm| vm.map(|vm| (vm, FoundBy::Name)))
+    };
+    let found = match observed.provider_id.as_deref() {
         Some(provider_id) => match parse_provider_id(provider_id) {
             None => return Ok(None),
             // NICs, reported devices and (until the machine is provisioned, or when deleting) the disks inlined:
             // one engine request per pass.
             Some(id) => match client.vm_with_devices(id, needs_disks(state, observed)).await {
-                Ok(vm) => vm,
-                Err(err) if err.is_not_found() => return Ok(None),
+                Ok(vm) => Some((vm, FoundBy::ProviderId)),
+                Err(err) if err.is_not_found() && observed.deletion_requested => by_name().await?,
+                Err(err) if err.is_not_found() => None,
                 Err(err) => return Err(engine_error(err)),
             },
         },
-        None => match client.find_vm_by_name(&observed.name).await.map_err(engine_error)? {
-            Some(vm) => vm,
-            None => return Ok(None),
-        },
+        None => by_name().await?,
+    };
+    let Some((vm, found_by)) = found else {
+        return Ok(None);
     };
     let id = vm.id.clone().unwrap_or_default();
     let status = vm.status.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
-    let marker_matches = vm
-        .description
-        .as_deref()
-        .is_some_and(|d| has_marker(d, &observed.namespace, &observed.name));
-    let ours = observed.provider_id.is_some() || marker_matches;
+    let ownership = ownership(vm.description.as_deref().unwrap_or_default(), &observed.owner);
+    let ours = match ownership {
+        Ownership::Owned => true,
+        Ownership::Legacy => found_by == FoundBy::ProviderId,
+        Ownership::NotOwned(_) => false,
+    };
     let mut found = ObservedVm {
         ever_started: ever_started(state, &vm),
         id: id.clone(),
         status: status.clone(),
-        marker_matches,
+        ownership,
+        found_by,
         disks: Vec::new(),
         nics: Vec::new(),
         reported_devices: Vec::new(),
@@ -337,8 +391,6 @@ async fn find_vm(
                         .status
                         .map(|s| s.as_str().to_string())
                         .unwrap_or_else(|| "ok".into()),
-                    // Without the system-disks annotation CAPOV cannot tell template disks from attached ones.
-                    from_template: true,
                 })
             })
             .collect();
