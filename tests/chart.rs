@@ -1,6 +1,7 @@
 //! The Helm charts: `helm lint`, `helm template` (helm built from Go modules by `tools/build-go-tools.sh --helm`),
 //! what the rendered objects say (SPEC §5), and a server-side dry-run apply of everything rendered against a real
-//! API server, with and without the Prometheus Operator's ServiceMonitor CRD.
+//! API server, with and without the Prometheus Operator's ServiceMonitor CRD; with `watchNamespace`, a real install
+//! whose RBAC the API server enforces for the chart's service account.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -8,9 +9,12 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use capov_crds::{OVirtMachine, OVirtProvider};
 use capov_harness::{ControlPlane, Options};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
 fn root() -> &'static Path {
@@ -257,36 +261,37 @@ fn default_render_matches_the_spec() {
     );
 }
 
+/// The rules of one rendered Role or ClusterRole.
+fn rules(documents: &[Value], kind: &str, name: &str) -> Vec<Value> {
+    find(documents, kind, name)["rules"].as_array().unwrap().clone()
+}
+
+/// The verbs `rules` grant on `resource` of the API group `group`.
+fn verbs_on(rules: &[Value], group: &str, resource: &str) -> Vec<String> {
+    rules
+        .iter()
+        .filter(|r| {
+            r["apiGroups"].as_array().is_some_and(|g| g.iter().any(|g| g == group))
+                && r["resources"]
+                    .as_array()
+                    .is_some_and(|rs| rs.iter().any(|rs| rs == resource))
+        })
+        .flat_map(|r| {
+            r["verbs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
 /// Least privilege: what the manager may do with Secrets, Leases and reviews.
 #[test]
 fn rbac_is_least_privilege() {
     let documents = parse_documents(&template("chart/capov", "capov-system", &[]).unwrap());
-    let rules = |kind: &str| {
-        find(&documents, kind, "capov-manager-role")["rules"]
-            .as_array()
-            .unwrap()
-            .clone()
-    };
-    let verbs_on = |rules: &[Value], group: &str, resource: &str| -> Vec<String> {
-        rules
-            .iter()
-            .filter(|r| {
-                r["apiGroups"].as_array().is_some_and(|g| g.iter().any(|g| g == group))
-                    && r["resources"]
-                        .as_array()
-                        .is_some_and(|rs| rs.iter().any(|rs| rs == resource))
-            })
-            .flat_map(|r| {
-                r["verbs"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.as_str().unwrap().to_string())
-            })
-            .collect()
-    };
-    let cluster = rules("ClusterRole");
-    let namespaced = rules("Role");
+    let cluster = rules(&documents, "ClusterRole", "capov-manager-role");
+    let namespaced = rules(&documents, "Role", "capov-manager-role");
     // Cluster-wide: Secrets by name only (bootstrap data, workload kubeconfigs); no list/watch of every Secret.
     assert_eq!(verbs_on(&cluster, "", "secrets"), ["get"]);
     assert_eq!(verbs_on(&namespaced, "", "secrets"), ["get", "list", "watch"]);
@@ -322,6 +327,144 @@ fn rbac_is_least_privilege() {
             "{rule}"
         );
     }
+}
+
+/// (API group, resource) of every namespaced object the operator reads where it watches — OVirtClusters,
+/// OVirtMachines, their templates, CAPI Clusters and Machines, and Secrets (bootstrap data, `<cluster>-kubeconfig`).
+const WATCHED_RESOURCES: [(&str, &str); 10] = [
+    ("infrastructure.cluster.x-k8s.io", "ovirtclusters"),
+    ("infrastructure.cluster.x-k8s.io", "ovirtclusters/status"),
+    ("infrastructure.cluster.x-k8s.io", "ovirtclusters/finalizers"),
+    ("infrastructure.cluster.x-k8s.io", "ovirtmachines"),
+    ("infrastructure.cluster.x-k8s.io", "ovirtmachines/status"),
+    ("infrastructure.cluster.x-k8s.io", "ovirtmachines/finalizers"),
+    ("infrastructure.cluster.x-k8s.io", "ovirtmachinetemplates"),
+    ("cluster.x-k8s.io", "clusters"),
+    ("cluster.x-k8s.io", "machines"),
+    ("", "secrets"),
+];
+
+/// Every (API group, resource) a list of rules names (a rule on nonResourceURLs names none).
+fn granted(rules: &[Value]) -> Vec<(String, String)> {
+    let strings = |value: &Value| -> Vec<String> {
+        value
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut pairs: Vec<(String, String)> = rules
+        .iter()
+        .flat_map(|rule| {
+            let resources = strings(&rule["resources"]);
+            strings(&rule["apiGroups"]).into_iter().flat_map(move |group| {
+                resources
+                    .clone()
+                    .into_iter()
+                    .map(move |resource| (group.clone(), resource))
+            })
+        })
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    pairs
+}
+
+fn is_watched(group: &str, resource: &str) -> bool {
+    WATCHED_RESOURCES.contains(&(group, resource))
+}
+
+/// `watchNamespace`: the manager gets `--namespace`, and what the default ClusterRole grants on namespaced objects —
+/// Secrets among them — a Role in that namespace grants instead, with the same verbs; only what has no namespace to
+/// narrow to stays cluster-wide.
+#[test]
+fn watch_namespace_moves_the_namespaced_rules_into_a_role_there() {
+    let default = parse_documents(&template("chart/capov", "capov-system", &[]).unwrap());
+    let documents =
+        parse_documents(&template("chart/capov", "capov-system", &["--set", "watchNamespace=tenant-a"]).unwrap());
+
+    assert_eq!(
+        args(manager_container(&documents)),
+        ["--metrics-bind-address=:8443", "--leader-elect", "--namespace=tenant-a"]
+    );
+
+    // The default is cluster-wide: its ClusterRole grants every watched resource, Secrets by name only.
+    let default_cluster = rules(&default, "ClusterRole", "capov-manager-role");
+    assert_eq!(verbs_on(&default_cluster, "", "secrets"), ["get"]);
+    for (group, resource) in WATCHED_RESOURCES {
+        assert!(
+            !verbs_on(&default_cluster, group, resource).is_empty(),
+            "default: {resource}"
+        );
+    }
+
+    // No ClusterRole grants a watched resource, Secrets included.
+    for role in documents.iter().filter(|d| d["kind"] == "ClusterRole") {
+        for (group, resource) in granted(role["rules"].as_array().unwrap()) {
+            assert!(
+                !is_watched(&group, &resource),
+                "{} grants {resource}",
+                role["metadata"]["name"]
+            );
+        }
+    }
+
+    // Each rule of the default ClusterRole is either in the watched namespace's Role or still cluster-wide (the
+    // OVirtProviders, Events and the reviews of /metrics), with the same verbs.
+    let watch_role = find(&documents, "Role", "capov-manager-watch-role");
+    assert_eq!(watch_role["metadata"]["namespace"], "tenant-a");
+    let watched = rules(&documents, "Role", "capov-manager-watch-role");
+    let cluster = rules(&documents, "ClusterRole", "capov-manager-role");
+    for (group, resource) in granted(&default_cluster) {
+        let now = if is_watched(&group, &resource) {
+            &watched
+        } else {
+            &cluster
+        };
+        assert_eq!(
+            verbs_on(now, &group, &resource),
+            verbs_on(&default_cluster, &group, &resource),
+            "{group}/{resource}"
+        );
+    }
+    assert!(
+        granted(&watched)
+            .iter()
+            .all(|(group, resource)| is_watched(group, resource))
+    );
+    assert_eq!(verbs_on(&watched, "", "secrets"), ["get"]);
+
+    let binding = find(&documents, "RoleBinding", "capov-manager-watch-rolebinding");
+    assert_eq!(binding["metadata"]["namespace"], "tenant-a");
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "capov-manager-watch-role"})
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "capov-controller-manager", "namespace": "capov-system"}])
+    );
+    // The credentials namespace's Role (credential Secrets, the Lease) is the same either way.
+    assert_eq!(
+        find(&documents, "Role", "capov-manager-role"),
+        find(&default, "Role", "capov-manager-role")
+    );
+
+    // A second --namespace in extraArgs would stop the manager at start: the chart refuses it.
+    let error = template(
+        "chart/capov",
+        "capov-system",
+        &[
+            "--set",
+            "watchNamespace=tenant-a",
+            "--set",
+            "extraArgs={--namespace=tenant-b}",
+        ],
+    )
+    .unwrap_err();
+    assert!(error.contains("do not also pass --namespace in extraArgs"), "{error}");
 }
 
 #[test]
@@ -541,5 +684,134 @@ async fn service_monitor_applies_where_the_crd_exists() {
     assert!(
         discovered.contains("kind: ServiceMonitor"),
         "auto did not see monitoring.coreos.com/v1"
+    );
+}
+
+/// A client of `plane`'s admin that impersonates `user`, as `kubectl --as` does: the API server authorizes each
+/// request as that user (a service account's groups are added by the server).
+async fn impersonating(plane: &ControlPlane, user: &str) -> kube::Client {
+    let kubeconfig = Kubeconfig::read_from(plane.kubeconfig_path()).expect("kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    config.auth_info.impersonate = Some(user.into());
+    kube::Client::try_from(config).expect("client")
+}
+
+fn is_forbidden(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 403)
+}
+
+/// Retries `request` while the API server answers 403: RBAC bindings reach the authorizer's cache a moment after
+/// they are created.
+async fn once_allowed<T, F, R>(what: &str, mut request: R) -> T
+where
+    R: FnMut() -> F,
+    F: Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match request().await {
+            Ok(value) => return value,
+            Err(err) if is_forbidden(&err) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(err) => panic!("{what}: {err}"),
+        }
+    }
+}
+
+fn assert_forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) {
+    match result {
+        Err(err) if is_forbidden(&err) => {}
+        other => panic!("{what}: expected 403 Forbidden, got {other:?}"),
+    }
+}
+
+/// The chart installed (`helm install`) with `watchNamespace=tenant-a` on a real API server: its service account —
+/// impersonated, so the server's RBAC decides as for the running operator — reads a bootstrap data Secret by name in
+/// tenant-a but not the same Secret in tenant-b, cannot list Secrets, sees OVirtMachines only in tenant-a, and still
+/// sees the cluster-scoped OVirtProviders.
+#[tokio::test]
+async fn restricted_rbac_reads_bootstrap_secrets_only_in_the_watched_namespace() {
+    // A control plane of its own: the chart's ClusterRole names are fixed, and this install is real, not a dry run.
+    let plane = ControlPlane::start(Options {
+        crds: true,
+        ..Options::default()
+    })
+    .await
+    .expect("control plane");
+    let admin = plane.client().await.expect("client");
+    const BOOTSTRAP: &str = "worker-0-bootstrap";
+    for tenant in ["tenant-a", "tenant-b"] {
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some(tenant.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Api::<Namespace>::all(admin.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("namespace");
+        // What a bootstrap provider writes for Machine.spec.bootstrap.dataSecretName.
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(BOOTSTRAP.into()),
+                ..Default::default()
+            },
+            string_data: Some([("value".to_string(), format!("#cloud-config {tenant}"))].into()),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(admin.clone(), tenant)
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("bootstrap Secret");
+    }
+
+    let kubeconfig = plane.kubeconfig_path().to_str().unwrap().to_string();
+    let mut install = helm();
+    install.args([
+        "install",
+        "capov",
+        "chart/capov",
+        "--namespace",
+        "capov-system",
+        "--create-namespace",
+        "--set",
+        "watchNamespace=tenant-a",
+        "--kubeconfig",
+        &kubeconfig,
+    ]);
+    run(install).unwrap_or_else(|err| panic!("{err}"));
+
+    let operator = impersonating(&plane, "system:serviceaccount:capov-system:capov-controller-manager").await;
+    let secrets = |namespace: &str| Api::<Secret>::namespaced(operator.clone(), namespace);
+    let params = ListParams::default();
+    let tenant_a = secrets("tenant-a");
+    let secret = once_allowed("get the bootstrap Secret in tenant-a", || tenant_a.get(BOOTSTRAP)).await;
+    assert_eq!(secret.data.unwrap()["value"].0, b"#cloud-config tenant-a");
+    // The ClusterRoleBinding is in effect too, so the denials below are the rules', not a cache's.
+    let providers = Api::<OVirtProvider>::all(operator.clone());
+    once_allowed("list OVirtProviders", || providers.list(&params)).await;
+
+    assert_forbidden(
+        secrets("tenant-b").get(BOOTSTRAP).await,
+        "get the bootstrap Secret in tenant-b",
+    );
+    assert_forbidden(secrets("tenant-a").list(&params).await, "list Secrets in tenant-a");
+    let machines = |namespace: &str| Api::<OVirtMachine>::namespaced(operator.clone(), namespace);
+    machines("tenant-a")
+        .list(&params)
+        .await
+        .expect("list OVirtMachines in tenant-a");
+    assert_forbidden(
+        machines("tenant-b").list(&params).await,
+        "list OVirtMachines in tenant-b",
+    );
+    assert_forbidden(
+        Api::<OVirtMachine>::all(operator.clone()).list(&params).await,
+        "list OVirtMachines in every namespace",
     );
 }

@@ -11,6 +11,21 @@ cluster.x-k8s.io/provider: infrastructure-ovirt
 {{/* The manager's service account. */}}
 {{- define "capov.serviceAccountName" -}}capov-controller-manager{{- end -}}
 
+{{/* Rules on the namespaced objects the operator reads in the namespaces it watches, besides OVirtClusters and
+OVirtMachines: templates, CAPI Clusters and Machines, and Secrets by name (bootstrap data, `<cluster>-kubeconfig`).
+In the ClusterRole when every namespace is watched, else in the watched namespace's Role. */}}
+{{- define "capov.watchedNamespaceRules" -}}
+- apiGroups: ["infrastructure.cluster.x-k8s.io"]
+  resources: ["ovirtmachinetemplates"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["cluster.x-k8s.io"]
+  resources: ["clusters", "machines"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end -}}
+
 {{/* featureGates map -> "a=true,b=false", sorted by gate name (range walks a map in key order). */}}
 {{- define "capov.featureGates" -}}
 {{- $gates := list -}}
