@@ -316,17 +316,17 @@ async fn invalid_objects_are_rejected_with_messages_that_say_what_to_fix() {
         (
             "zero-sockets",
             json!({"cpu": {"sockets": 0}}),
-            "spec.cpu.sockets must be at least 1",
+            "spec.cpu.sockets must be between 1 and 16",
         ),
         (
             "zero-cores",
             json!({"cpu": {"cores": 0}}),
-            "spec.cpu.cores must be at least 1",
+            "spec.cpu.cores must be between 1 and 254",
         ),
         (
             "zero-threads",
             json!({"cpu": {"threads": 0}}),
-            "spec.cpu.threads must be at least 1",
+            "spec.cpu.threads must be between 1 and 8",
         ),
         (
             "guaranteed-above-size",
@@ -336,7 +336,7 @@ async fn invalid_objects_are_rejected_with_messages_that_say_what_to_fix() {
         (
             "zero-memory",
             json!({"memory": {"sizemb": 0}}),
-            "spec.memory.sizemb must be at least 1",
+            "spec.memory.sizemb must be between 1 and 6291456",
         ),
         (
             "bad-vmtype",
@@ -346,7 +346,42 @@ async fn invalid_objects_are_rejected_with_messages_that_say_what_to_fix() {
         (
             "zero-disk",
             json!({"osdisksizegb": 0}),
-            "spec.osdisksizegb must be at least 1",
+            "spec.osdisksizegb must be between 1 and 8192",
+        ),
+        (
+            "too-many-sockets",
+            json!({"cpu": {"sockets": 17}}),
+            "spec.cpu.sockets must be between 1 and 16 (the engine's default MaxNumOfVmSockets)",
+        ),
+        (
+            "too-many-cores",
+            json!({"cpu": {"cores": 255}}),
+            "spec.cpu.cores must be between 1 and 254",
+        ),
+        (
+            "too-many-threads",
+            json!({"cpu": {"threads": 9}}),
+            "spec.cpu.threads must be between 1 and 8",
+        ),
+        (
+            "too-much-memory",
+            json!({"memory": {"sizemb": 6_291_457}}),
+            "spec.memory.sizemb must be between 1 and 6291456 (MiB, 6 TiB",
+        ),
+        (
+            "overflowing-memory",
+            json!({"memory": {"sizemb": 9_223_372_036_854_775_807_i64}}),
+            "spec.memory.sizemb must be between 1 and 6291456",
+        ),
+        (
+            "too-much-guaranteed",
+            json!({"memory": {"guaranteedmb": 6_291_457}}),
+            "spec.memory.guaranteedmb must be between 0 and 6291456",
+        ),
+        (
+            "too-big-disk",
+            json!({"osdisksizegb": 8193}),
+            "spec.osdisksizegb must be between 1 and 8192 (GiB",
         ),
         (
             "nic-without-profile",
@@ -370,7 +405,7 @@ async fn invalid_objects_are_rejected_with_messages_that_say_what_to_fix() {
         &templates,
         &template_kind,
         json!({"metadata": {"name": "t-zero-sockets"}, "spec": {"template": {"spec": template_spec}}}),
-        "spec.cpu.sockets must be at least 1",
+        "spec.cpu.sockets must be between 1 and 16",
     )
     .await;
 
