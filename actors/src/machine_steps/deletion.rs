@@ -27,7 +27,7 @@ pub(super) fn decide(o: &Observed) -> Decision {
         );
         return Decision::new(Action::Wait(Requeue::Backoff), vec![condition]);
     }
-    let connected = ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED);
+    let connected = crate::conditions::connected(types::CAN_CONNECT_TO_OVIRT, o.connection.insecure_transport());
     let found_by_id = o.provider_id.as_deref().and_then(parse_provider_id).is_some();
     let vm = match &o.vm {
         None => {

@@ -84,12 +84,25 @@ impl Bootstrap {
 /// The provider actor's connection, as the machine sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProviderConnection {
-    Ready,
+    /// `insecure_transport`: the engine URL is plain http (CanConnectToOVirt True with reason InsecureTransport).
+    Ready { insecure_transport: bool },
     Failed {
         failure: ConnectionFailure,
         message: String,
         persisted_for: Duration,
     },
+}
+
+impl ProviderConnection {
+    /// Connected over plain http.
+    pub fn insecure_transport(&self) -> bool {
+        matches!(
+            self,
+            ProviderConnection::Ready {
+                insecure_transport: true
+            }
+        )
+    }
 }
 
 /// Why there is no working connection (SPEC §2 step 2).
@@ -103,10 +116,11 @@ pub enum ConnectionFailure {
     TlsVerificationFailed,
     InvalidCaBundle,
     EngineUnreachable,
+    InvalidEngineUrl,
 }
 
 impl ConnectionFailure {
-    pub(crate) const ALL: [ConnectionFailure; 8] = [
+    pub(crate) const ALL: [ConnectionFailure; 9] = [
         ConnectionFailure::ProviderNotFound,
         ConnectionFailure::CredentialsNotFound,
         ConnectionFailure::CredentialsInvalid,
@@ -115,6 +129,7 @@ impl ConnectionFailure {
         ConnectionFailure::TlsVerificationFailed,
         ConnectionFailure::InvalidCaBundle,
         ConnectionFailure::EngineUnreachable,
+        ConnectionFailure::InvalidEngineUrl,
     ];
 
     /// The CanConnectToOVirt reason.
@@ -128,6 +143,7 @@ impl ConnectionFailure {
             ConnectionFailure::TlsVerificationFailed => reasons::TLS_VERIFICATION_FAILED,
             ConnectionFailure::InvalidCaBundle => reasons::INVALID_CA_BUNDLE,
             ConnectionFailure::EngineUnreachable => reasons::ENGINE_UNREACHABLE,
+            ConnectionFailure::InvalidEngineUrl => reasons::INVALID_ENGINE_URL,
         }
     }
 
@@ -146,9 +162,12 @@ impl ConnectionFailure {
             ConnectionFailure::ProviderNotFound | ConnectionFailure::CredentialsNotFound => {
                 Some(crate::backoff::CRITICAL_GRACE)
             }
+            // InvalidEngineUrl: only objects older than the CRD rule get here, on an operator upgrade; their
+            // machines wait for the provider to be fixed instead of failing for good.
             ConnectionFailure::CredentialsInvalid
             | ConnectionFailure::PermissionDenied
-            | ConnectionFailure::EngineUnreachable => None,
+            | ConnectionFailure::EngineUnreachable
+            | ConnectionFailure::InvalidEngineUrl => None,
         }
     }
 
