@@ -302,11 +302,9 @@ async fn connect(state: &mut ProviderState) -> Result<String, ConnectionProblem>
 
 fn report(state: &mut ProviderState) {
     let generation = state.provider.metadata.generation;
+    let plain_http = matches!(&state.connection, Connection::Ready { client, .. } if client.plain_http());
     let (connected, ready, version) = match &state.connection {
-        Connection::Ready {
-            client, engine_version, ..
-        } => {
-            let plain_http = client.plain_http();
+        Connection::Ready { engine_version, .. } => {
             let insecure_tls = state.provider.spec.tls.as_ref().is_some_and(|tls| tls.insecure);
             let message = if plain_http {
                 INSECURE_TRANSPORT_MESSAGE
@@ -332,8 +330,7 @@ fn report(state: &mut ProviderState) {
         }
         Connection::Pending => return,
     };
-    if let Connection::Ready { client, .. } = &state.connection {
-        let plain_http = client.plain_http();
+    if version.is_some() {
         warn_insecure_transport(state, plain_http);
     }
     let now = crate::runtime::now();
