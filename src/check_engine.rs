@@ -10,9 +10,10 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use capov_actors::conditions::reasons;
 use capov_actors::runtime::connection::{self, ConnectionSettings};
 use capov_crds::OVirtProvider;
-use capov_ovirt::{Client, Error as EngineError, TlsMode};
+use capov_ovirt::{Client, Error as EngineError, TlsMode, redact_url};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -108,17 +109,17 @@ pub fn endpoint(url: &str) -> Result<Endpoint, String> {
     let uri: http::Uri = url
         .trim()
         .parse()
-        .map_err(|err| format!("engine URL {url:?} does not parse: {err}"))?;
+        .map_err(|err| format!("engine URL {:?} does not parse: {err}", redact_url(url)))?;
     let https = match uri.scheme_str() {
         Some("https") => true,
         Some("http") => false,
-        _ => return Err(format!("engine URL {url:?} is not an http(s) URL")),
+        _ => return Err(format!("engine URL {:?} is not an http(s) URL", redact_url(url))),
     };
     let host = uri
         .host()
         .map(|host| host.trim_start_matches('[').trim_end_matches(']'))
         .filter(|host| !host.is_empty())
-        .ok_or_else(|| format!("engine URL {url:?} has no host"))?;
+        .ok_or_else(|| format!("engine URL {:?} has no host", redact_url(url)))?;
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
     Ok(Endpoint {
         host: host.to_string(),
@@ -264,7 +265,7 @@ async fn run_steps<W: Write>(
     };
     report.ok(
         Step::Provider,
-        format!("OVirtProvider {name}: engine {}", provider.spec.engine),
+        format!("OVirtProvider {name}: engine {}", redact_url(&provider.spec.engine)),
     );
 
     let (settings, source) = settings(report, &client, &provider, credentials_namespace).await?;
@@ -315,7 +316,11 @@ async fn run_steps<W: Write>(
             }
         }
     } else {
-        report.ok(Step::Tls, "plain http:// URL: no TLS, the password travels unencrypted");
+        report.ok(
+            Step::Tls,
+            "plain http:// URL: no TLS, the password, tokens and bootstrap data travel unencrypted (reason \
+             InsecureTransport); use https://",
+        );
     }
 
     let result = check_auth_and_api(report, &engine, &source).await;
@@ -361,12 +366,23 @@ async fn settings<W: Write>(
         Err(problem) => Err(report.fail(
             Step::Settings,
             format!("{}: {}", problem.reason, problem.message),
-            format!(
-                "create or fix the Secret in namespace {namespace} named by spec.credentialsSecretName, with keys \
-                 username and password (check --credentials-namespace if it exists elsewhere)"
-            ),
+            settings_hint(problem.reason, namespace),
         )),
     }
+}
+
+/// The hint for connection settings that do not resolve.
+pub fn settings_hint(reason: &str, namespace: &str) -> String {
+    if reason == reasons::INVALID_ENGINE_URL {
+        return format!(
+            "remove user:password@ from spec.engine and put the credentials into the Secret in namespace {namespace} \
+             named by spec.credentialsSecretName (keys username and password)"
+        );
+    }
+    format!(
+        "create or fix the Secret in namespace {namespace} named by spec.credentialsSecretName, with keys username \
+         and password (check --credentials-namespace if it exists elsewhere)"
+    )
 }
 
 async fn resolve<W: Write>(report: &mut Report<'_, W>, endpoint: &Endpoint) -> Result<Vec<SocketAddr>, Failed> {
@@ -451,7 +467,7 @@ async fn check_auth_and_api<W: Write>(report: &mut Report<'_, W>, engine: &Clien
         }
         Err(err) => {
             let hint = api_hint(&err);
-            Err(report.fail(Step::Api, format!("GET {}: {err}", engine.url()), hint))
+            Err(report.fail(Step::Api, format!("GET {}: {err}", redact_url(engine.url())), hint))
         }
     }
 }
@@ -540,6 +556,18 @@ mod tests {
         let denied = EngineError::PermissionDenied { detail: "no".into() };
         assert!(api_hint(&denied).contains("role"));
         assert!(api_hint(&EngineError::NotFound("/".into())).contains("/ovirt-engine/api"));
+    }
+
+    #[test]
+    fn engine_urls_are_shown_without_userinfo() {
+        let err = endpoint("ftp://admin:s3cr3t@engine/ovirt-engine/api").expect_err("not http");
+        assert!(
+            !err.contains("s3cr3t") && err.contains("ftp://engine/ovirt-engine/api"),
+            "{err}"
+        );
+        let hint = settings_hint(reasons::INVALID_ENGINE_URL, "capov-system");
+        assert!(hint.contains("remove user:password@ from spec.engine"), "{hint}");
+        assert!(settings_hint(reasons::CREDENTIALS_NOT_FOUND, "ns").contains("create or fix the Secret"));
     }
 
     #[test]

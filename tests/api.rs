@@ -691,3 +691,53 @@ fn tempfile_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+#[tokio::test]
+async fn engine_urls_with_userinfo_are_rejected_with_a_message_that_names_the_secret() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "userinfo").await.expect("namespace");
+    let kind = resource::<OVirtProvider>();
+    let providers: Api<DynamicObject> = Api::all_with(client.clone(), &kind);
+    let provider = |suffix: &str, engine: &str| {
+        json!({"metadata": {"name": format!("{namespace}-{suffix}")},
+               "spec": {"engine": engine, "credentialsSecretName": "engine-credentials"}})
+    };
+    for (suffix, engine) in [
+        ("user-pass", "https://admin:secret@engine/ovirt-engine/api"),
+        ("user-only", "http://admin@engine:8080/ovirt-engine/api"),
+        ("wrong-scheme-too", "ftp://admin:secret@engine/ovirt-engine/api"),
+    ] {
+        let rejected = providers
+            .create(&PostParams::default(), &dynamic(&kind, provider(suffix, engine)))
+            .await
+            .expect_err(engine);
+        let message = rejected.to_string();
+        assert!(
+            message.contains("spec.engine must not contain a username or password"),
+            "{message}"
+        );
+        assert!(
+            message.contains("put the credentials into a Secret") && message.contains("spec.credentialsSecretName"),
+            "{message}"
+        );
+        assert!(
+            !message.contains("admin:secret@") && !message.contains("admin@engine"),
+            "the apiserver must not echo the URL: {message}"
+        );
+    }
+    providers
+        .create(
+            &PostParams::default(),
+            &dynamic(&kind, provider("plain", "https://engine/ovirt-engine/api")),
+        )
+        .await
+        .expect("a URL without userinfo is accepted");
+    providers
+        .create(
+            &PostParams::default(),
+            &dynamic(&kind, provider("at-in-path", "https://engine/ovirt-engine/api?x=a@b")),
+        )
+        .await
+        .expect("an @ after the authority is not userinfo");
+}

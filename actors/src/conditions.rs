@@ -28,6 +28,8 @@ pub mod types {
 pub mod reasons {
     // True reasons (ours).
     pub const CONNECTED: &str = "Connected";
+    /// Connected, but over plain http (CanConnectToOVirt stays True: it works, it is just not private).
+    pub const INSECURE_TRANSPORT: &str = "InsecureTransport";
     pub const VM_CREATED: &str = "VMCreated";
     pub const DISKS_READY: &str = "DisksReady";
     pub const NETWORK_SET: &str = "NetworkSet";
@@ -51,6 +53,9 @@ pub mod reasons {
     pub const INVALID_CA_BUNDLE: &str = "InvalidCABundle";
     pub const ENGINE_UNREACHABLE: &str = "EngineUnreachable";
     pub const NAMESPACE_NOT_ALLOWED: &str = "NamespaceNotAllowed";
+    /// spec.engine carries userinfo (`user:password@`), which the CRD rejects only for objects created after the
+    /// rule.
+    pub const INVALID_ENGINE_URL: &str = "InvalidEngineURL";
 
     // MachineCreated.
     pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
@@ -100,6 +105,21 @@ pub mod reasons {
     pub const VM_LOCKED: &str = "VMLocked";
     pub const VM_STOPPING: &str = "VMStopping";
     pub const VM_DELETING: &str = "VMDeleting";
+}
+
+/// The message of a True CanConnectToOVirt with reason InsecureTransport.
+pub const INSECURE_TRANSPORT_MESSAGE: &str = "connected over plain http: the engine credentials, session tokens and \
+     bootstrap data cross the network unencrypted; use an https:// engine URL (spec.engine)";
+
+/// The True condition `type_` (CanConnectToOVirt, or a provider's Ready) of something whose engine answered: reason
+/// InsecureTransport with [`INSECURE_TRANSPORT_MESSAGE`] over plain http, else Connected. True either way, so the
+/// Ready summary is not held back by a working connection.
+pub fn connected(type_: &'static str, insecure_transport: bool) -> ConditionUpdate {
+    if insecure_transport {
+        ConditionUpdate::true_(type_, reasons::INSECURE_TRANSPORT).with_message(INSECURE_TRANSPORT_MESSAGE)
+    } else {
+        ConditionUpdate::true_(type_, reasons::CONNECTED)
+    }
 }
 
 /// The machine's failureReason for connection errors that retrying cannot fix (SPEC §2.4).
@@ -269,6 +289,7 @@ fn static_reason(reason: &str) -> &'static str {
 
 const ALL_REASONS: &[&str] = &[
     reasons::CONNECTED,
+    reasons::INSECURE_TRANSPORT,
     reasons::VM_CREATED,
     reasons::DISKS_READY,
     reasons::NETWORK_SET,
@@ -287,6 +308,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::TLS_VERIFICATION_FAILED,
     reasons::INVALID_CA_BUNDLE,
     reasons::ENGINE_UNREACHABLE,
+    reasons::INVALID_ENGINE_URL,
     reasons::WAITING_FOR_BOOTSTRAP_DATA,
     reasons::UNSUPPORTED_BOOTSTRAP_FORMAT,
     reasons::INVALID_PROVIDER_ID,
@@ -489,6 +511,26 @@ mod tests {
         assert_eq!(
             ready_summary(&conditions, &[types::CAN_CONNECT_TO_OVIRT]).state,
             State::True
+        );
+    }
+
+    #[test]
+    fn insecure_transport_is_true_and_leaves_ready_true() {
+        let mut updates: Vec<_> = MACHINE_READY_INPUTS
+            .iter()
+            .map(|t| ConditionUpdate::true_(t, reasons::READY))
+            .collect();
+        updates[0] = connected(types::CAN_CONNECT_TO_OVIRT, true);
+        let conditions = with(&updates);
+        assert_eq!(conditions[0].reason, reasons::INSECURE_TRANSPORT);
+        assert_eq!(conditions[0].status, ConditionStatus::True);
+        assert_eq!(conditions[0].severity, None);
+        assert!(conditions[0].message.contains("unencrypted"));
+        let ready = ready_summary(&conditions, MACHINE_READY_INPUTS);
+        assert_eq!((ready.state, ready.reason), (State::True, reasons::READY));
+        assert_eq!(
+            connected(types::CAN_CONNECT_TO_OVIRT, false),
+            ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED)
         );
     }
 

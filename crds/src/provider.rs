@@ -37,10 +37,25 @@ use crate::condition::Condition;
 ))]
 #[serde(rename_all = "camelCase")]
 pub struct OVirtProviderSpec {
-    /// URL of the oVirt Engine API, e.g. https://ovirt.example.com/ovirt-engine/api.
-    #[x_kube(validation = Rule::new("self.matches('^https?://[^/?#\\\\s]+')").message(
-        "spec.engine must be an http(s) URL of the engine API, e.g. https://ovirt.example.com/ovirt-engine/api"
-    ))]
+    /// URL of the oVirt Engine API, e.g. https://ovirt.example.com/ovirt-engine/api. Without user:password@: the
+    /// credentials belong in the Secret named by credentialsSecretName.
+    #[x_kube(
+        // Both rules report Forbidden, not Invalid: the apiserver quotes the value of an Invalid string field, and
+        // a URL may carry a password.
+        validation = Rule::new("self.matches('^https?://[^/?#\\\\s]+')")
+            .message(
+                "spec.engine must be an http(s) URL of the engine API, e.g. https://ovirt.example.com/ovirt-engine/api"
+            )
+            .reason(Reason::FieldValueForbidden),
+        // An `@` before the first `/`, `?` or `#` after the scheme is userinfo (capov_ovirt::has_userinfo).
+        validation = Rule::new("!self.matches('^[^:/?#]+://[^/?#]*@')")
+            .message(
+                "spec.engine must not contain a username or password (user:password@): remove them from the URL and \
+                 put the credentials into a Secret (keys username and password) in the operator namespace named by \
+                 spec.credentialsSecretName"
+            )
+            .reason(Reason::FieldValueForbidden)
+    )]
     pub engine: String,
 
     /// Name of a Secret in the operator's credentials namespace (capov-system by default) with the keys

@@ -14,6 +14,7 @@ use crate::config::{ClientConfig, Credentials, TlsMode};
 use crate::error::{Error, Result};
 use crate::model::{Action, Fault};
 use crate::observe::{Outcome, RequestEvent, RequestObserver};
+use crate::redact::{redact_parsed, redact_url};
 use crate::sso;
 use crate::xml;
 
@@ -34,7 +35,7 @@ pub struct Client {
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("url", &self.inner.api_url.as_str())
+            .field("url", &redact_url(self.inner.api_url.as_str()))
             .field("correlation_id", &self.correlation_id)
             .finish_non_exhaustive()
     }
@@ -103,14 +104,18 @@ impl Client {
         // One crypto provider for the process: ring. An already installed provider is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
 
-        let api_url = Url::parse(config.url.trim_end_matches('/'))
-            .map_err(|e| Error::InvalidConfig(format!("engine URL {:?}: {e}", config.url)))?;
+        let mut api_url = Url::parse(config.url.trim_end_matches('/'))
+            .map_err(|e| Error::InvalidConfig(format!("engine URL {:?}: {e}", redact_url(&config.url))))?;
         if !matches!(api_url.scheme(), "http" | "https") || api_url.host_str().is_none() {
             return Err(Error::InvalidConfig(format!(
                 "engine URL {:?} is not an http(s) URL",
-                config.url
+                redact_url(&config.url)
             )));
         }
+        // The client logs in with `config.credentials` only. Userinfo left in the URL would be sent as a Basic
+        // Authorization header (in clear over http) and shown in every error that names a request URL.
+        let _ = api_url.set_username("");
+        let _ = api_url.set_password(None);
         let token_url = api_url
             .join(sso::TOKEN_PATH)
             .map_err(|e| Error::InvalidConfig(e.to_string()))?;
@@ -188,9 +193,16 @@ impl Client {
         self.correlation_id.as_deref()
     }
 
-    /// The API URL this client talks to.
+    /// The API URL this client talks to (never with userinfo; print it through [`crate::redact_url`] all the same,
+    /// as a query given in the engine URL is kept).
     pub fn url(&self) -> &str {
         self.inner.api_url.as_str()
+    }
+
+    /// The engine URL is plain `http`: the password (SSO form), tokens and bootstrap data cross the network
+    /// unencrypted.
+    pub fn plain_http(&self) -> bool {
+        self.inner.api_url.scheme() == "http"
     }
 
     /// Replaces the credentials; the old token is revoked and the next call logs in anew.
@@ -446,7 +458,11 @@ fn parse_ca_bundle(pem: &[u8]) -> Result<Vec<reqwest::Certificate>> {
     Ok(certs)
 }
 
-fn classify_transport(err: reqwest::Error) -> Error {
+fn classify_transport(mut err: reqwest::Error) -> Error {
+    // reqwest's Display and Debug print the request URL; the message goes into conditions, Events and logs.
+    if let Some(url) = err.url_mut() {
+        redact_parsed(url);
+    }
     let message = error_chain(&err);
     if let Some(tls) = find_tls_error(&err) {
         return Error::Tls(tls);
@@ -550,6 +566,56 @@ mod tests {
             Client::new(zero_qps).unwrap_err().reason(),
             crate::reason::INVALID_CONFIG
         );
+    }
+
+    #[test]
+    fn configuration_errors_do_not_show_userinfo() {
+        for url in [
+            "ftp://admin:s3cr3t@e/api",
+            "https://admin:s3cr3t@e:port/api",
+            "https://admin:s3/cr3t@e/api",
+        ] {
+            let err = Client::new(ClientConfig::new(url, "u", "p")).unwrap_err();
+            assert_eq!(err.reason(), crate::reason::INVALID_CONFIG, "{url}");
+            let shown = format!("{err} {err:?}");
+            assert!(!shown.contains("s3cr3t") && !shown.contains("cr3t"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn userinfo_is_dropped_from_the_client_url() {
+        let client = Client::new(ClientConfig::new(
+            "http://admin:s3cr3t@engine/ovirt-engine/api",
+            "u",
+            "p",
+        ))
+        .unwrap();
+        assert_eq!(client.url(), "http://engine/ovirt-engine/api");
+        assert!(client.plain_http());
+        assert!(!format!("{client:?}").contains("s3cr3t"));
+    }
+
+    /// The client never sends userinfo, so reqwest errors carrying it are made here: the redaction must hold for
+    /// whatever URL reqwest attaches.
+    #[tokio::test]
+    async fn transport_errors_redact_the_url_reqwest_attaches() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            listener.local_addr().expect("addr").port()
+        };
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/x")).expect("url");
+        let err = reqwest::Client::new()
+            .get(url)
+            .send()
+            .await
+            .expect_err("nothing listens");
+        let with_secrets =
+            Url::parse(&format!("http://admin:s3cr3t@127.0.0.1:{port}/x?access_token=t0ken")).expect("url");
+        let err = classify_transport(err.with_url(with_secrets));
+        let shown = format!("{err} | {err:?}");
+        assert!(matches!(err, Error::Transport(_)), "{shown}");
+        assert!(!shown.contains("s3cr3t") && !shown.contains("t0ken"), "{shown}");
+        assert!(shown.contains(&format!("http://127.0.0.1:{port}/x")), "{shown}");
     }
 
     #[test]

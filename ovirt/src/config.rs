@@ -104,7 +104,7 @@ impl Credentials {
 }
 
 /// Everything needed to build a [`crate::Client`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ClientConfig {
     /// API URL, e.g. `https://engine.example.com/ovirt-engine/api`.
     pub url: String,
@@ -117,6 +117,20 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Limit for each HTTP request (not for a whole logical operation).
     pub request_timeout: Duration,
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("url", &crate::redact_url(&self.url))
+            .field("credentials", &self.credentials)
+            .field("tls", &self.tls)
+            .field("qps", &self.qps)
+            .field("burst", &self.burst)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
 }
 
 impl ClientConfig {
@@ -190,5 +204,13 @@ mod tests {
         let shown = format!("{config:?}");
         assert!(!shown.contains("TopSecret!"), "{shown}");
         assert!(shown.contains("admin@internal"));
+    }
+
+    #[test]
+    fn debug_hides_userinfo_in_the_url() {
+        let config = ClientConfig::new("https://admin:s3cr3t@e/ovirt-engine/api", "admin@internal", "p");
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(shown.contains("https://e/ovirt-engine/api"), "{shown}");
     }
 }

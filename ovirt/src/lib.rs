@@ -20,6 +20,7 @@ mod config;
 mod error;
 mod observe;
 mod ops;
+mod redact;
 mod sso;
 
 pub mod model;
@@ -31,3 +32,4 @@ pub use config::{ClientConfig, Credentials, Password, TlsMode};
 pub use error::{Error, Result, found, reason};
 pub use observe::{Outcome, RequestEvent, RequestObserver};
 pub use ops::{DiskPlacement, StartOptions, blank_template};
+pub use redact::{has_userinfo, redact_url};

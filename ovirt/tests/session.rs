@@ -397,3 +397,28 @@ impl WithPassword for ClientConfig {
         cfg
     }
 }
+
+/// An engine URL with userinfo and a token in its query, pointing at a loopback port nothing listens on: the probe,
+/// the SSO login and an API call each fail with a transport error that names the host and port but neither secret.
+#[tokio::test]
+async fn userinfo_in_the_engine_url_never_shows_in_transport_errors() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    let url = format!("http://admin:s3cr3t@127.0.0.1:{port}/ovirt-engine/api?access_token=t0ken");
+    let cfg = ClientConfig::new(url, USER, PASSWORD).with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
+    let client = Client::new(cfg).expect("a URL with userinfo still builds a client");
+    let errors = [
+        client.probe().await.expect_err("probe"),
+        client.login().await.expect_err("login"),
+        client.api().await.expect_err("api"),
+    ];
+    for err in errors {
+        let shown = format!("{err} | {err:?}");
+        assert!(matches!(err, Error::Transport(_)), "{shown}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(!shown.contains("t0ken"), "{shown}");
+        assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
+    }
+}

@@ -36,7 +36,7 @@ pub(super) fn decide(o: &Observed) -> Decision {
         );
         return Decision::new(Action::Wait(Requeue::Backoff), vec![condition]);
     }
-    let connected = ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED);
+    let connected = crate::conditions::connected(types::CAN_CONNECT_TO_OVIRT, o.connection.insecure_transport());
     if let Some(message) = o.provider_id.as_deref().and_then(|id| engine_changed(o, id)) {
         let blocked = ConditionUpdate::false_(
             types::MACHINE_DELETED,

@@ -8,7 +8,7 @@ use super::observed::{
     Bootstrap, BootstrapFormat, FailureState, NodeObservation, Observed, ObservedVm, ProviderConnection,
 };
 use crate::addresses::machine_addresses;
-use crate::conditions::{ConditionUpdate, FAILURE_ENGINE_CONNECTION_CRITICAL, reasons, types};
+use crate::conditions::{ConditionUpdate, FAILURE_ENGINE_CONNECTION_CRITICAL, connected, reasons, types};
 use crate::disk_alias::{DiskAliasFact, alias_changes};
 use crate::identity::{Ownership, format_provider_id, parse_provider_id};
 use crate::nics::NicAssessment;
@@ -99,7 +99,10 @@ pub(super) fn decide(o: &Observed) -> Decision {
         return Decision::new(action, vec![condition]);
     }
     let mut passed = Passed(vec![]);
-    passed.pass(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED);
+    passed.0.push(connected(
+        types::CAN_CONNECT_TO_OVIRT,
+        o.connection.insecure_transport(),
+    ));
 
     // Step 3: MachineCreated.
     let format = match &o.bootstrap {

@@ -92,12 +92,25 @@ impl Bootstrap {
 /// The provider actor's connection, as the machine sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProviderConnection {
-    Ready,
+    /// `insecure_transport`: the engine URL is plain http (CanConnectToOVirt True with reason InsecureTransport).
+    Ready { insecure_transport: bool },
     Failed {
         failure: ConnectionFailure,
         message: String,
         persisted_for: Duration,
     },
+}
+
+impl ProviderConnection {
+    /// Connected over plain http.
+    pub fn insecure_transport(&self) -> bool {
+        matches!(
+            self,
+            ProviderConnection::Ready {
+                insecure_transport: true
+            }
+        )
+    }
 }
 
 /// Why there is no working connection (SPEC §2 step 2).
@@ -113,10 +126,11 @@ pub enum ConnectionFailure {
     EngineUnreachable,
     /// The OVirtProvider's spec.allowedNamespaces does not list the machine's namespace.
     NamespaceNotAllowed,
+    InvalidEngineUrl,
 }
 
 impl ConnectionFailure {
-    pub(crate) const ALL: [ConnectionFailure; 9] = [
+    pub(crate) const ALL: [ConnectionFailure; 10] = [
         ConnectionFailure::ProviderNotFound,
         ConnectionFailure::CredentialsNotFound,
         ConnectionFailure::CredentialsInvalid,
@@ -126,6 +140,7 @@ impl ConnectionFailure {
         ConnectionFailure::InvalidCaBundle,
         ConnectionFailure::EngineUnreachable,
         ConnectionFailure::NamespaceNotAllowed,
+        ConnectionFailure::InvalidEngineUrl,
     ];
 
     /// The CanConnectToOVirt reason.
@@ -140,6 +155,7 @@ impl ConnectionFailure {
             ConnectionFailure::InvalidCaBundle => reasons::INVALID_CA_BUNDLE,
             ConnectionFailure::EngineUnreachable => reasons::ENGINE_UNREACHABLE,
             ConnectionFailure::NamespaceNotAllowed => reasons::NAMESPACE_NOT_ALLOWED,
+            ConnectionFailure::InvalidEngineUrl => reasons::INVALID_ENGINE_URL,
         }
     }
 
@@ -158,10 +174,13 @@ impl ConnectionFailure {
             ConnectionFailure::ProviderNotFound | ConnectionFailure::CredentialsNotFound => {
                 Some(crate::backoff::CRITICAL_GRACE)
             }
+            // InvalidEngineUrl: only objects older than the CRD rule get here, on an operator upgrade; their
+            // machines wait for the provider to be fixed instead of failing for good.
             ConnectionFailure::CredentialsInvalid
             | ConnectionFailure::PermissionDenied
             | ConnectionFailure::EngineUnreachable
-            | ConnectionFailure::NamespaceNotAllowed => None,
+            | ConnectionFailure::NamespaceNotAllowed
+            | ConnectionFailure::InvalidEngineUrl => None,
         }
     }
 

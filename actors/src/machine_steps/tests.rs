@@ -44,7 +44,9 @@ fn ready_to_create() -> Observed {
         cluster_found: true,
         cluster_infrastructure_provisioned: true,
         bootstrap: Bootstrap::Ready(BootstrapFormat::CloudConfig),
-        connection: ProviderConnection::Ready,
+        connection: ProviderConnection::Ready {
+            insecure_transport: false,
+        },
         provider_id: None,
         failure: FailureState::Clear,
         provisioned: false,
@@ -1407,5 +1409,71 @@ fn happy_path_walks_through_every_step_in_order() {
             "DeleteVm",
             "RemoveFinalizer"
         ]
+    );
+}
+
+// ---- plain http engines and engine URLs with userinfo ----
+
+fn over_plain_http(o: Observed) -> Observed {
+    Observed {
+        connection: ProviderConnection::Ready {
+            insecure_transport: true,
+        },
+        ..o
+    }
+}
+
+#[test]
+fn plain_http_connection_is_true_with_reason_insecure_transport() {
+    for (what, o) in [
+        ("create", ready_to_create()),
+        ("running", running()),
+        ("deleting", deleting(running())),
+        ("deleting, VM gone", deleting(Observed { vm: None, ..running() })),
+    ] {
+        let d = decide(&over_plain_http(o));
+        let condition = d.condition(types::CAN_CONNECT_TO_OVIRT).expect(what);
+        assert_eq!(
+            (condition.state, condition.reason),
+            (State::True, reasons::INSECURE_TRANSPORT),
+            "{what}"
+        );
+        assert!(
+            condition.message.contains("unencrypted"),
+            "{what}: {}",
+            condition.message
+        );
+    }
+    let https = decide(&running());
+    assert_eq!(
+        state_of(&https, types::CAN_CONNECT_TO_OVIRT),
+        Some((State::True, reasons::CONNECTED))
+    );
+}
+
+#[test]
+fn plain_http_changes_nothing_but_the_reason_and_leaves_the_machine_ready() {
+    let secure = decide(&running());
+    let insecure = decide(&over_plain_http(running()));
+    assert_eq!(insecure.action, secure.action);
+    let mut conditions = Vec::new();
+    let now = k8s_openapi::jiff::Timestamp::from_second(1).expect("time");
+    for update in &insecure.conditions {
+        crate::conditions::set_condition(&mut conditions, update, now, Some(1));
+    }
+    let ready = crate::conditions::ready_summary(&conditions, crate::conditions::MACHINE_READY_INPUTS);
+    assert_eq!((ready.state, ready.reason), (State::True, reasons::READY));
+}
+
+#[test]
+fn an_engine_url_with_userinfo_is_an_error_that_never_fails_the_machine() {
+    let d = decide(&Observed {
+        connection: failed(ConnectionFailure::InvalidEngineUrl, Duration::from_secs(86400)),
+        ..ready_to_create()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+        Some((State::False(Severity::Error), reasons::INVALID_ENGINE_URL))
     );
 }

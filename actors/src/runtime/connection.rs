@@ -41,6 +41,7 @@ pub fn resolve(
     secret: Option<&BTreeMap<String, ByteString>>,
     secret_namespace: &str,
 ) -> Result<ConnectionSettings, ConnectionProblem> {
+    engine_url(&spec.engine)?;
     let credentials = credentials(spec, secret, secret_namespace)?;
     let tls = tls_mode(spec)?;
     Ok(ConnectionSettings {
@@ -60,6 +61,24 @@ pub fn client_config(settings: &ConnectionSettings, qps: u32, burst: u32) -> Cli
     )
     .with_tls(settings.tls.clone())
     .with_rate_limit(qps, burst)
+}
+
+/// Refuses userinfo in spec.engine. The CRD rejects it, but CEL rules ratchet: an object created before the rule
+/// keeps it through updates that leave spec.engine alone. The client would never send it (it logs in with the
+/// credentials resolved here) but each print of the URL would show the password.
+fn engine_url(engine: &str) -> Result<(), ConnectionProblem> {
+    if !capov_ovirt::has_userinfo(engine) {
+        return Ok(());
+    }
+    Err(ConnectionProblem::new(
+        reasons::INVALID_ENGINE_URL,
+        format!(
+            "spec.engine must not carry a username or password (user:password@ in {}): remove them from the URL \
+             and put the credentials into the Secret named by spec.credentialsSecretName (keys username and \
+             password)",
+            capov_ovirt::redact_url(engine)
+        ),
+    ))
 }
 
 fn credentials(
@@ -189,6 +208,36 @@ mod tests {
     fn no_secret_and_no_user_means_credentials_not_found() {
         let problem = resolve(&spec(), None, "capov-system").expect_err("no credentials");
         assert_eq!(problem.reason, reasons::CREDENTIALS_NOT_FOUND);
+    }
+
+    #[test]
+    fn userinfo_in_the_engine_url_is_refused_without_showing_it() {
+        let data = secret(&[("username", "admin@internal"), ("password", "p")]);
+        for engine in [
+            "https://admin:s3cr3t@engine.example/ovirt-engine/api",
+            "http://admin@engine.example/ovirt-engine/api",
+        ] {
+            let spec = OVirtProviderSpec {
+                engine: engine.into(),
+                ..spec()
+            };
+            let problem = resolve(&spec, Some(&data), "capov-system").expect_err("userinfo");
+            assert_eq!(problem.reason, reasons::INVALID_ENGINE_URL, "{engine}");
+            assert!(!problem.message.contains("s3cr3t"), "{}", problem.message);
+            assert!(!problem.message.contains("admin@"), "{}", problem.message);
+            assert!(
+                problem.message.contains("engine.example/ovirt-engine/api"),
+                "{}",
+                problem.message
+            );
+            assert!(
+                problem.message.contains("spec.credentialsSecretName"),
+                "{}",
+                problem.message
+            );
+        }
+        let plain = resolve(&spec(), Some(&data), "capov-system").expect("a URL without userinfo");
+        assert_eq!(plain.url, spec().engine);
     }
 
     #[test]

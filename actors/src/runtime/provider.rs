@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use capov_crds::{Condition, OVirtProvider, Severity};
 use capov_ovirt::{Client, Outcome, RequestEvent};
 use k8s_openapi::ByteString;
+use kube::Resource;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
-use crate::conditions::{ConditionUpdate, reasons, set_condition, types};
+use crate::conditions::{ConditionUpdate, INSECURE_TRANSPORT_MESSAGE, connected, reasons, set_condition, types};
 
 use super::connection::{self, ConnectionProblem, ConnectionSettings};
 use super::keys::ObjectKey;
@@ -87,6 +88,8 @@ pub struct ProviderState {
     client: Option<Client>,
     connection: Connection,
     conditions: Vec<Condition>,
+    /// The InsecureTransport Event was recorded since the provider last connected over https.
+    insecure_transport_warned: bool,
     retry_delay: Duration,
     subscribers: HashMap<ObjectKey, ActorRef<MachineMsg>>,
     watched: HashMap<ObjectKey, Watched>,
@@ -128,6 +131,7 @@ impl Actor for ProviderActor {
             client: None,
             connection: Connection::Pending,
             conditions: Vec::new(),
+            insecure_transport_warned: false,
             retry_delay: Duration::from_secs(5),
             subscribers: HashMap::new(),
             watched: HashMap::new(),
@@ -303,18 +307,20 @@ async fn connect(state: &mut ProviderState) -> Result<String, ConnectionProblem>
 
 fn report(state: &mut ProviderState) {
     let generation = state.provider.metadata.generation;
+    let plain_http = matches!(&state.connection, Connection::Ready { client, .. } if client.plain_http());
     let (connected, ready, version) = match &state.connection {
         Connection::Ready { engine_version, .. } => {
-            let insecure = state.provider.spec.tls.as_ref().is_some_and(|tls| tls.insecure);
-            let message = if insecure {
+            let insecure_tls = state.provider.spec.tls.as_ref().is_some_and(|tls| tls.insecure);
+            let message = if plain_http {
+                INSECURE_TRANSPORT_MESSAGE
+            } else if insecure_tls {
                 "connected; TLS verification is off (spec.tls.insecure)"
             } else {
                 "connected"
             };
-            let connected =
-                ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED).with_message(message);
-            let ready = ConditionUpdate::true_(types::READY, reasons::CONNECTED).with_message(message);
-            (connected, ready, Some(engine_version.clone()))
+            let can_connect = connected(types::CAN_CONNECT_TO_OVIRT, plain_http).with_message(message);
+            let ready = connected(types::READY, plain_http).with_message(message);
+            (can_connect, ready, Some(engine_version.clone()))
         }
         Connection::Failed { problem, .. } => {
             let severity = if problem.reason == reasons::ENGINE_UNREACHABLE {
@@ -329,6 +335,9 @@ fn report(state: &mut ProviderState) {
         }
         Connection::Pending => return,
     };
+    if version.is_some() {
+        warn_insecure_transport(state, plain_http);
+    }
     let now = crate::runtime::now();
     let not_paused = ConditionUpdate::false_(types::PAUSED, reasons::NOT_PAUSED, Severity::Info, "");
     for update in [&connected, &ready, &not_paused] {
@@ -346,6 +355,28 @@ fn report(state: &mut ProviderState) {
         status,
     };
     let _ = mailbox::cast(&state.metrics, &state.status_writer, update);
+}
+
+/// Records one Warning Event (and log line) when the provider connects over plain http, again only after it has
+/// connected over https in between: the condition says it on every read, the Event is the notice.
+fn warn_insecure_transport(state: &mut ProviderState, plain_http: bool) {
+    if !plain_http {
+        state.insecure_transport_warned = false;
+        return;
+    }
+    if state.insecure_transport_warned {
+        return;
+    }
+    state.insecure_transport_warned = true;
+    let engine = capov_ovirt::redact_url(&state.provider.spec.engine);
+    tracing::warn!(provider = %state.key, %engine, "{INSECURE_TRANSPORT_MESSAGE}");
+    let event = StatusWriterMsg::Event {
+        reference: state.provider.object_ref(&()),
+        warning: true,
+        reason: reasons::INSECURE_TRANSPORT.to_string(),
+        note: format!("{engine}: {INSECURE_TRANSPORT_MESSAGE}"),
+    };
+    let _ = mailbox::cast(&state.metrics, &state.status_writer, event);
 }
 
 /// One search for the status of every VM due this poll (those in a transition each time, those of Ready machines

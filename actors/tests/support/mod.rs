@@ -34,19 +34,29 @@ impl World {
     /// A namespace with a provider (its Secret, trusting the simulator's CA), a provisioned CAPI Cluster with its
     /// OVirtCluster, and a workload cluster whose kubeconfig Secret is in place. The runtime is not started yet.
     pub async fn new(prefix: &str) -> World {
+        Self::with_transport(prefix, Transport::Https).await
+    }
+
+    /// Like [`World::new`], with a simulator serving plain http and a provider whose engine URL is http://.
+    pub async fn new_plain_http(prefix: &str) -> World {
+        Self::with_transport(prefix, Transport::PlainHttp).await
+    }
+
+    async fn with_transport(prefix: &str, transport: Transport) -> World {
         let plane = shared().await;
         let client = plane.client().await.expect("client");
         let namespace = plane.create_namespace(&client, prefix).await.expect("namespace");
-        let sim = capov_ovirt_sim::Simulator::builder()
+        let mut sim = capov_ovirt_sim::Simulator::builder()
             // Intermediate states last several poll intervals, so that tests can see them reported.
             .timings(Timings {
                 image_locked_ms: 1500,
                 boot_ms: 3000,
                 ..Timings::fast()
-            })
-            .start()
-            .await
-            .expect("simulator");
+            });
+        if transport == Transport::PlainHttp {
+            sim = sim.plain_http();
+        }
+        let sim = sim.start().await.expect("simulator");
         let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
         let world = World {
             client,
@@ -64,10 +74,11 @@ impl World {
                 &[("username", "admin@internal"), ("password", "admin")],
             )
             .await;
-        let ca = base64::engine::general_purpose::STANDARD.encode(world.sim.ca_pem().expect("https simulator"));
-        world
-            .apply_provider(json!({"engine": world.sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}}))
-            .await;
+        let mut provider = json!({"engine": world.sim.api_url(), "credentialsSecretName": "engine-credentials"});
+        if let Some(ca) = world.sim.ca_pem() {
+            provider["tls"] = json!({"certs": base64::engine::general_purpose::STANDARD.encode(ca)});
+        }
+        world.apply_provider(provider).await;
         let kubeconfig = world.workload.kubeconfig_yaml().expect("kubeconfig");
         world
             .create_secret(&format!("{}-kubeconfig", world.cluster), &[("value", &kubeconfig)])
@@ -226,6 +237,12 @@ impl World {
         let node = Api::<Node>::all(client).get(name).await.expect("node");
         node.spec.and_then(|spec| spec.provider_id)
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Https,
+    PlainHttp,
 }
 
 /// Polls `check` until it returns Some, failing with `what` after `timeout`.

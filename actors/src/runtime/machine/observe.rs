@@ -91,7 +91,9 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         cluster_found: cluster.is_some(),
         cluster_infrastructure_provisioned: cluster.as_ref().is_some_and(capi::cluster_infrastructure_provisioned),
         bootstrap: Bootstrap::NotReady,
-        connection: ProviderConnection::Ready,
+        connection: ProviderConnection::Ready {
+            insecure_transport: false,
+        },
         provider_id: object.spec.provider_id.clone(),
         failure,
         provisioned: state.status.ready,
@@ -130,6 +132,9 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         Ok((client, defaults, engine)) => {
             observed.provider_defaults = defaults;
             observed.current_engine = Some(engine);
+            observed.connection = ProviderConnection::Ready {
+                insecure_transport: client.plain_http(),
+            };
             Engine { client }
         }
         Err(failed) => {
