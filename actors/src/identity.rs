@@ -187,11 +187,10 @@ fn normalize_url(url: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => {
             let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            format!(
-                "{}://{}{path}",
-                scheme.to_ascii_lowercase(),
-                authority.to_ascii_lowercase()
-            )
+            // Annotations are readable by tenants: never a `user:password@` (the CRD refuses one, older objects may
+            // still carry it).
+            let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+            format!("{}://{}{path}", scheme.to_ascii_lowercase(), host.to_ascii_lowercase())
         }
         None => url.to_string(),
     }
@@ -368,5 +367,10 @@ mod tests {
         };
         assert!(!other_user.matches_annotation(&recorded));
         assert!(!same.matches_annotation("garbage"));
+        let with_userinfo = EngineIdentity {
+            url: "https://admin:s3cret@engine.example.com/ovirt-engine/api".into(),
+            user: "admin@internal".into(),
+        };
+        assert!(!with_userinfo.annotation().contains("s3cret"));
     }
 }
