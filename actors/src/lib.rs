@@ -12,3 +12,4 @@ pub mod metrics;
 pub mod nics;
 pub mod placement;
 pub mod runtime;
+pub mod workload_kubeconfig;
