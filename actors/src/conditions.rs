@@ -99,6 +99,9 @@ pub mod reasons {
     pub const WAITING_FOR_NODE: &str = "WaitingForNode";
     pub const WORKLOAD_CLUSTER_UNREACHABLE: &str = "WorkloadClusterUnreachable";
     pub const PROVIDER_ID_MISMATCH: &str = "ProviderIDMismatch";
+    /// The `<cluster>-kubeconfig` Secret holds a field that would make CAPOV read files, run programs or use a
+    /// proxy (or is otherwise not inline data); nothing was sent to its server.
+    pub const WORKLOAD_KUBECONFIG_REJECTED: &str = "WorkloadKubeconfigRejected";
 
     // MachineDeleted.
     pub const VM_HAS_NON_SYSTEM_DISK: &str = "VMHasNonSystemDisk";
@@ -336,6 +339,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::WAITING_FOR_NODE,
     reasons::WORKLOAD_CLUSTER_UNREACHABLE,
     reasons::PROVIDER_ID_MISMATCH,
+    reasons::WORKLOAD_KUBECONFIG_REJECTED,
     reasons::VM_HAS_NON_SYSTEM_DISK,
     reasons::VM_LOCKED,
     reasons::VM_STOPPING,

@@ -13,3 +13,4 @@ pub mod nics;
 pub mod placement;
 pub mod runtime;
 pub mod tenancy;
+pub mod workload_kubeconfig;

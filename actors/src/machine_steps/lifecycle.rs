@@ -474,6 +474,11 @@ fn node_step(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool) -> Dec
                 message.clone(),
             ),
         ),
+        // Secrets in tenant namespaces are not watched: a fixed kubeconfig is seen at the next retry.
+        NodeObservation::Rejected { message } => passed.wait(
+            Requeue::Backoff,
+            setup(reasons::WORKLOAD_KUBECONFIG_REJECTED, Severity::Error, message.clone()),
+        ),
         NodeObservation::NotFound => passed.wait(
             Requeue::Backoff,
             setup(

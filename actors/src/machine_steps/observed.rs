@@ -261,6 +261,11 @@ pub enum NodeObservation {
     Unreachable {
         message: String,
     },
+    /// The kubeconfig asks for something CAPOV refuses to do ([`crate::workload_kubeconfig`]); no request was
+    /// made. The message names the field and what to write instead.
+    Rejected {
+        message: String,
+    },
     /// No Node with the VM's id as systemUUID or the VM's name.
     NotFound,
     Found {

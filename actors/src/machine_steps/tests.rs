@@ -1477,3 +1477,28 @@ fn an_engine_url_with_userinfo_is_an_error_that_never_fails_the_machine() {
         Some((State::False(Severity::Error), reasons::INVALID_ENGINE_URL))
     );
 }
+
+// ---- step 7: a rejected workload kubeconfig ----
+
+#[test]
+fn rejected_workload_kubeconfig_is_an_error_retried_with_backoff() {
+    let message = "the workload kubeconfig in Secret default/workload-kubeconfig (key value) was rejected and nothing \
+                   was sent to its server: users[0] \"admin\": field \"tokenFile\" is not allowed: put the token \
+                   itself in \"token\"";
+    let d = decide(&Observed {
+        node: NodeObservation::Rejected {
+            message: message.into(),
+        },
+        ..running()
+    });
+    // Secrets are not watched: only a timed retry sees the fixed kubeconfig.
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    let setup = d.condition(types::K8S_PROVIDER_ID_SETUP).expect("K8sProviderIDSetup");
+    assert_eq!(
+        (setup.state, setup.reason),
+        (State::False(Severity::Error), reasons::WORKLOAD_KUBECONFIG_REJECTED)
+    );
+    assert_eq!(setup.message, message, "the message names the field and the fix");
+    assert_eq!(state_of(&d, types::MACHINE_ON), Some((State::True, reasons::VM_UP)));
+    assert!(d.status.mark_provisioned, "the VM is up whatever the kubeconfig says");
+}

@@ -1,20 +1,38 @@
 //! The workload cluster (SPEC §2 step 7): a client from the Secret `<cluster>-kubeconfig` (key `value`), the Node
 //! of the VM (systemUUID equals the VM id, case-insensitive, or the Node is named like the VM), and setting its
-//! spec.providerID.
+//! spec.providerID. The kubeconfig is tenant-written: it goes through [`crate::workload_kubeconfig`] before any
+//! client is built or reused.
 
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
 use super::MachineState;
 use crate::machine_steps::NodeObservation;
+use crate::workload_kubeconfig;
+
+/// Why there is no client for the workload cluster.
+enum NoClient {
+    /// The kubeconfig was refused; nothing was sent anywhere.
+    Rejected(String),
+    /// The Secret could not be read or no client could be built from it.
+    Unreachable(String),
+}
+
+impl NoClient {
+    fn into_message(self) -> String {
+        match self {
+            NoClient::Rejected(message) | NoClient::Unreachable(message) => message,
+        }
+    }
+}
 
 pub async fn observe_node(state: &MachineState, cluster: &DynamicObject, vm_id: &str) -> NodeObservation {
     let client = match workload_client(state, cluster).await {
         Ok(client) => client,
-        Err(message) => return NodeObservation::Unreachable { message },
+        Err(NoClient::Rejected(message)) => return NodeObservation::Rejected { message },
+        Err(NoClient::Unreachable(message)) => return NodeObservation::Unreachable { message },
     };
     let api = Api::<Node>::all(client);
     // Kubelets name their Node after the host name, which CAPOV sets to the VM name: one GET usually finds it,
@@ -60,7 +78,7 @@ pub async fn set_node_provider_id(
     node: &str,
     provider_id: &str,
 ) -> Result<(), String> {
-    let client = workload_client(state, cluster).await?;
+    let client = workload_client(state, cluster).await.map_err(NoClient::into_message)?;
     let patch = json!({"spec": {"providerID": provider_id}});
     Api::<Node>::all(client)
         .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
@@ -69,34 +87,47 @@ pub async fn set_node_provider_id(
         .map_err(|err| format!("cannot set the Node's providerID: {err}"))
 }
 
-async fn workload_client(state: &MachineState, cluster: &DynamicObject) -> Result<kube::Client, String> {
+async fn workload_client(state: &MachineState, cluster: &DynamicObject) -> Result<kube::Client, NoClient> {
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secret_name = format!("{}-kubeconfig", cluster.name_any());
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
     let secret = secrets
         .get_opt(&secret_name)
         .await
-        .map_err(|err| format!("cannot read Secret {secret_name}: {err}"))?;
+        .map_err(|err| NoClient::Unreachable(format!("cannot read Secret {secret_name}: {err}")))?;
     let value = secret
         .and_then(|s| s.data)
         .and_then(|data| data.get("value").cloned())
         .ok_or_else(|| {
-            format!("Secret {namespace}/{secret_name} with the workload kubeconfig (key value) not found")
+            NoClient::Unreachable(format!(
+                "Secret {namespace}/{secret_name} with the workload kubeconfig (key value) not found"
+            ))
         })?;
+    let cache_key = (namespace.clone(), secret_name.clone());
+    // Checked on every pass and before the cache, so that a client is only used for a kubeconfig that passes now,
+    // and a rejected one also drops the client of the kubeconfig it replaced.
+    let kubeconfig = match workload_kubeconfig::parse(&value.0) {
+        Ok(kubeconfig) => kubeconfig,
+        Err(rejection) => {
+            lock(&state.shared.workload_clients).remove(&cache_key);
+            return Err(NoClient::Rejected(format!(
+                "the workload kubeconfig in Secret {namespace}/{secret_name} (key value) was rejected and nothing \
+                 was sent to its server: {rejection}"
+            )));
+        }
+    };
     // A client per pass would mean a TLS handshake with the workload apiserver per pass; one per cluster is kept
     // for as long as its kubeconfig stays the same.
-    let cache_key = (namespace.clone(), secret_name.clone());
     if let Some((cached_for, client)) = lock(&state.shared.workload_clients).get(&cache_key)
         && *cached_for == value.0
     {
         return Ok(client.clone());
     }
-    let kubeconfig = Kubeconfig::from_yaml(&String::from_utf8_lossy(&value.0))
-        .map_err(|err| format!("Secret {secret_name}: invalid kubeconfig: {err}"))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|err| format!("Secret {secret_name}: unusable kubeconfig: {err}"))?;
-    let client = kube::Client::try_from(config).map_err(|err| format!("cannot reach the workload cluster: {err}"))?;
+    let client = kube::Client::try_from(kubeconfig.to_kube_config()).map_err(|err| {
+        NoClient::Unreachable(format!(
+            "Secret {secret_name}: cannot build a client from the workload kubeconfig: {err}"
+        ))
+    })?;
     lock(&state.shared.workload_clients).insert(cache_key, (value.0, client.clone()));
     Ok(client)
 }
