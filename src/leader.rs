@@ -270,12 +270,16 @@ pub enum Ended {
     Lost,
     /// The work could not start: exit non-zero.
     StartFailed,
+    /// The work stopped by itself (its `Gone` future resolved): the Lease was released; exit non-zero.
+    WorkStopped,
 }
 
 /// The leader-elected life of the process: stand by until the Lease is ours, then `start` the work, hold the
-/// Lease while it runs, and `stop` it on `shutdown` (then release the Lease) or on loss (then exit). `leader` is
+/// Lease while it runs, and `stop` it on `shutdown` (then release the Lease) or on loss (then exit). `start` also
+/// returns a future that resolves if the work stops by itself; the Lease is then released and the process exits
+/// non-zero, so that a standby takes over at once. `leader` is
 /// the `capov_leader` gauge.
-pub async fn run<W, Start, Stop>(
+pub async fn run<W, Gone, Start, Stop>(
     candidate: Candidate,
     leader: IntGauge,
     shutdown: impl Future<Output = ()>,
@@ -283,7 +287,8 @@ pub async fn run<W, Start, Stop>(
     stop: Stop,
 ) -> Ended
 where
-    Start: AsyncFnOnce() -> Result<W, String>,
+    Start: AsyncFnOnce() -> Result<(W, Gone), String>,
+    Gone: Future<Output = ()>,
     Stop: AsyncFnOnce(W),
 {
     let lease = candidate.settings().lease();
@@ -310,8 +315,8 @@ where
             return Ended::Lost;
         }
     };
-    let work = match started {
-        Ok(work) => work,
+    let (work, gone) = match started {
+        Ok(started) => started,
         Err(err) => {
             tracing::error!(error = %err, "cannot start the controllers");
             leader.set(0);
@@ -325,6 +330,15 @@ where
     let lost = tokio::select! {
         lost = leadership.hold() => Some(lost),
         () = &mut shutdown => None,
+        () = gone => {
+            leader.set(0);
+            tracing::error!(%lease, %identity, "the controllers stopped by themselves; releasing the Lease and exiting");
+            stop(work).await;
+            if let Err(err) = leadership.release().await {
+                tracing::warn!(%lease, error = %err, "cannot release the leader-election Lease; it expires by itself");
+            }
+            return Ended::WorkStopped;
+        }
     };
     if let Some(lost) = lost {
         leader.set(0);

@@ -119,11 +119,20 @@ async fn run(config: Config) -> ExitCode {
         match start_controllers(client, settings, metrics.clone()).await {
             Ok(supervisor) => {
                 let marking = tokio::spawn(mark_ready_once_synced(supervisor.clone(), metrics.clone(), readiness));
-                shutdown_signal().await;
+                let asked = tokio::select! {
+                    () = shutdown_signal() => true,
+                    () = capov_actors::runtime::stopped(supervisor.clone()) => false,
+                };
                 marking.abort();
-                tracing::info!("shutting down");
-                stop_controllers(supervisor).await;
-                ExitCode::SUCCESS
+                if asked {
+                    tracing::info!("shutting down");
+                    stop_controllers(supervisor).await;
+                    ExitCode::SUCCESS
+                } else {
+                    // The process exits so that Kubernetes restarts it with fresh actors.
+                    tracing::error!("the controllers stopped by themselves; exiting");
+                    ExitCode::FAILURE
+                }
             }
             Err(err) => {
                 tracing::error!(error = %err, "cannot start the controllers");
@@ -161,7 +170,11 @@ async fn run_elected(
             return ExitCode::FAILURE;
         }
     };
-    let start = async || start_controllers(client, settings, metrics.clone()).await;
+    let start = async || {
+        let supervisor = start_controllers(client, settings, metrics.clone()).await?;
+        let gone = capov_actors::runtime::stopped(supervisor.clone());
+        Ok((supervisor, gone))
+    };
     match leader::run(
         candidate,
         metrics.leader.clone(),
@@ -172,7 +185,7 @@ async fn run_elected(
     .await
     {
         Ended::Shutdown => ExitCode::SUCCESS,
-        Ended::Lost | Ended::StartFailed => ExitCode::FAILURE,
+        Ended::Lost | Ended::StartFailed | Ended::WorkStopped => ExitCode::FAILURE,
     }
 }
 

@@ -500,3 +500,50 @@ async fn sigterm_hands_over_at_once_and_a_taken_lease_ends_the_leader() {
     );
     assert_eq!(holder(&leases).await.as_deref(), Some("intruder"));
 }
+
+/// Liveness: work that stops by itself (the runtime's supervisor died, e.g. with its status writer) makes the
+/// leader release the Lease and end with `WorkStopped` (the process then exits non-zero), instead of renewing a
+/// Lease for a runtime that does no work.
+#[tokio::test]
+async fn work_that_stops_by_itself_releases_the_lease_and_ends_non_zero() {
+    use capov::leader::{Candidate, ElectionSettings, Ended, holder};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let plane = capov_harness::shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "liveness").await.expect("namespace");
+    let settings = ElectionSettings::new(&namespace, "liveness-lease", "liveness_0a1b2c3d".into());
+    let candidate = Candidate::new(client.clone(), settings).expect("candidate");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let stopped = AtomicBool::new(false);
+    let gauge = prometheus::IntGauge::new("test_leader", "leader").expect("gauge");
+
+    let start = async || {
+        // The work "dies" once the Lease shows this replica as its holder: the leader held it while working.
+        let leases = leases.clone();
+        let gone = async move {
+            loop {
+                if let Ok(lease) = leases.get("liveness-lease").await
+                    && holder(&lease) == Some("liveness_0a1b2c3d")
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        Ok(((), gone))
+    };
+    let stop = async |()| stopped.store(true, Ordering::SeqCst);
+    let ended = tokio::time::timeout(
+        Duration::from_secs(30),
+        capov::leader::run(candidate, gauge.clone(), std::future::pending(), start, stop),
+    )
+    .await
+    .expect("the leader ended within 30 s");
+    assert!(matches!(ended, Ended::WorkStopped), "ended {ended:?}");
+    assert!(stopped.load(Ordering::SeqCst), "the work was stopped");
+    assert_eq!(gauge.get(), 0, "capov_leader is 0 after the work stopped");
+    let lease = leases.get("liveness-lease").await.expect("lease");
+    assert_eq!(holder(&lease), None, "the Lease was released for a standby");
+    println!("liveness: work that stopped by itself ended the leader with WorkStopped and released the Lease");
+}

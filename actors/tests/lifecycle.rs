@@ -340,3 +340,44 @@ async fn a_ready_machine_rereads_its_vm_once_per_sync_period() {
     .await;
     world.stop_operator().await;
 }
+
+/// Liveness: when the status writer dies, the runtime stops (the process then exits non-zero and is restarted)
+/// instead of running actors whose results reach nobody; a fresh runtime brings the machine to Ready.
+#[tokio::test]
+async fn a_dead_status_writer_stops_the_runtime_and_a_restart_converges() {
+    use capov_actors::runtime::status_writer::StatusWriterMsg;
+
+    let mut world = World::new("liveness").await;
+    world.start_operator().await;
+    let supervisor = world.operator.clone().expect("runtime");
+    let writer = supervisor
+        .get_cell()
+        .get_children()
+        .into_iter()
+        .find(|child| child.is_message_type_of::<StatusWriterMsg>() == Some(true))
+        .expect("the status writer is a child of the supervisor");
+    world
+        .create_machine("worker", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .await;
+    writer.stop(Some("killed by the test".into()));
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        capov_actors::runtime::stopped(supervisor.clone()),
+    )
+    .await
+    .expect("the runtime stopped within 30 s of losing its status writer");
+    world.operator = None;
+
+    world.start_operator().await;
+    let vm_id = world.vm_id("worker").await;
+    world.register_node("worker-node", &vm_id).await;
+    eventually(Duration::from_secs(60), "worker Ready after the restart", || async {
+        let machine = world.machine("worker").await;
+        condition(&machine, "Ready")
+            .is_some_and(|c| c.status == ConditionStatus::True)
+            .then_some(())
+    })
+    .await;
+    println!("liveness: killing the status writer stopped the runtime; a fresh runtime brought the machine to Ready");
+    world.stop_operator().await;
+}

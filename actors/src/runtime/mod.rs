@@ -40,6 +40,19 @@ pub async fn is_synced(supervisor: &ActorRef<SupervisorMsg>, metrics: &Metrics) 
     asked.await.unwrap_or(false)
 }
 
+/// Resolves once the runtime has stopped or is stopping without having been asked to (the supervisor failed, e.g.
+/// because its status writer died): the caller then exits non-zero, so that Kubernetes restarts a clean process
+/// rather than keeping a leader that does no work.
+pub async fn stopped(supervisor: ActorRef<SupervisorMsg>) {
+    use ractor::ActorStatus;
+    while matches!(
+        supervisor.get_status(),
+        ActorStatus::Unstarted | ActorStatus::Starting | ActorStatus::Running | ActorStatus::Upgrading
+    ) {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 /// Starts the supervisor (and with it every other actor), feeding `metrics`. Stop it with `stop_and_wait`.
 pub async fn start(
     client: kube::Client,

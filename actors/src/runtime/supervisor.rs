@@ -326,6 +326,14 @@ impl Actor for Supervisor {
                     });
                 }
             }
+        } else if cell.get_id() == state.shared.status_writer.get_id() {
+            // Without the status writer nothing the actors decide reaches the API server: a runtime that goes on
+            // would renew its Lease and do no visible work. It stops instead, and the process exits non-zero.
+            return Err(format!(
+                "the status writer stopped ({}); stopping the runtime",
+                failure.as_deref().unwrap_or("terminated")
+            )
+            .into());
         } else if failure.is_some() {
             return Err(format!("a runtime actor failed: {failure:?}").into());
         }
