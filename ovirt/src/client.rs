@@ -195,6 +195,12 @@ impl Client {
 
     /// The API URL this client talks to (never with userinfo; print it through [`crate::redact_url`] all the same,
     /// as a query given in the engine URL is kept).
+    /// Whether both handles share one connection (token, limiter): clones of one client, whatever their
+    /// correlation ids.
+    pub fn same_as(&self, other: &Client) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub fn url(&self) -> &str {
         self.inner.api_url.as_str()
     }

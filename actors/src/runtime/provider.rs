@@ -1,6 +1,12 @@
 //! One actor per OVirtProvider: owns the engine connection (client, token, TLS, rate limiter), reports the
 //! provider's status, tells the machines using it when the connection changes, and answers the VM status of every
 //! machine waiting on the engine with one search request per poll interval.
+//!
+//! Engine I/O never runs inside the actor's handler: checks and polls run as tasks that report back, at most one
+//! of each at a time, so a machine asking for the connection never waits behind a slow engine. The connection is
+//! re-checked every [`RECHECK_INTERVAL`] while it works and soon after any request of this provider fails with a
+//! transport error, a 5xx or a 401, so that an outage or a password changed on the engine shows on the provider
+//! and its machines, and both recover by themselves.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -23,10 +29,24 @@ use super::settings::RuntimeSettings;
 use super::status_writer::StatusWriterMsg;
 use crate::metrics::{Metrics, kind, result};
 
+/// How often a working connection is checked again (one `GET /api`).
+pub const RECHECK_INTERVAL: Duration = Duration::from_secs(30);
+/// A failed request triggers a check at most this often.
+const TROUBLE_DEBOUNCE: Duration = Duration::from_secs(5);
+/// Retries of an unreachable engine back off to at most this, so that the end of an outage shows within it.
+const UNREACHABLE_MAX_RETRY: Duration = Duration::from_secs(60);
+
 pub enum ProviderMsg {
     Spec(Box<OVirtProvider>),
     Secret(Option<BTreeMap<String, ByteString>>),
     Check,
+    /// The outcome of the check task started as number `generation` (older ones are ignored).
+    Checked {
+        generation: u64,
+        outcome: Result<String, ConnectionProblem>,
+    },
+    /// A request of this provider failed in a way that may mean the connection broke.
+    Trouble,
     Subscribe {
         machine: ObjectKey,
         actor: ActorRef<MachineMsg>,
@@ -41,6 +61,11 @@ pub enum ProviderMsg {
     },
     UnwatchVm(ObjectKey),
     Poll,
+    /// The poll task's result: the statuses found for `searched` (machine, VM id), or None when it failed.
+    Polled {
+        searched: Vec<(ObjectKey, String)>,
+        statuses: Option<HashMap<String, String>>,
+    },
 }
 
 /// A VM a machine wants the batched search to watch, and how often.
@@ -96,6 +121,17 @@ pub struct ProviderState {
     /// Polls so far; steady watches are searched on every STEADY_POLL_EVERY-th.
     polls: u64,
     poll_timer: Option<tokio::task::JoinHandle<()>>,
+    /// A poll task is running; ticks meanwhile are skipped.
+    poll_in_flight: bool,
+    /// Number of the latest check task; outcomes of older ones are dropped.
+    check_generation: u64,
+    check_in_flight: bool,
+    /// The next scheduled check (a retry or the periodic re-check); replaced, never doubled.
+    next_check: Option<tokio::task::JoinHandle<()>>,
+    last_trouble_check: Option<Instant>,
+    /// The spec or Secret changed: machines hear of the next check's outcome even when the connection is the same
+    /// (e.g. spec.allowedNamespaces changed).
+    notify_after_check: bool,
     metrics: Metrics,
     mail: ActorMetrics,
     _alive: Alive,
@@ -137,6 +173,12 @@ impl Actor for ProviderActor {
             watched: HashMap::new(),
             polls: 0,
             poll_timer,
+            poll_in_flight: false,
+            check_generation: 0,
+            check_in_flight: false,
+            next_check: None,
+            last_trouble_check: None,
+            notify_after_check: false,
             metrics,
             _alive: mail.alive(),
             mail,
@@ -144,7 +186,7 @@ impl Actor for ProviderActor {
     }
 
     async fn post_stop(&self, _me: ActorRef<ProviderMsg>, state: &mut ProviderState) -> Result<(), ActorProcessingErr> {
-        if let Some(timer) = state.poll_timer.take() {
+        for timer in [state.poll_timer.take(), state.next_check.take()].into_iter().flatten() {
             timer.abort();
         }
         if let Some(client) = state.client.take() {
@@ -164,6 +206,7 @@ impl Actor for ProviderActor {
             ProviderMsg::Spec(provider) => {
                 if provider.spec != state.provider.spec {
                     state.provider = *provider;
+                    state.notify_after_check = true;
                     check(&me, state).await;
                 } else {
                     state.provider = *provider;
@@ -172,10 +215,26 @@ impl Actor for ProviderActor {
             ProviderMsg::Secret(secret) => {
                 if secret != state.secret {
                     state.secret = secret;
+                    state.notify_after_check = true;
                     check(&me, state).await;
                 }
             }
             ProviderMsg::Check => check(&me, state).await,
+            ProviderMsg::Checked { generation, outcome } => {
+                if generation == state.check_generation {
+                    state.check_in_flight = false;
+                    checked(&me, state, outcome);
+                }
+            }
+            ProviderMsg::Trouble => {
+                let recent = state
+                    .last_trouble_check
+                    .is_some_and(|at| at.elapsed() < TROUBLE_DEBOUNCE);
+                if matches!(state.connection, Connection::Ready { .. }) && !state.check_in_flight && !recent {
+                    state.last_trouble_check = Some(Instant::now());
+                    check(&me, state).await;
+                }
+            }
             ProviderMsg::Subscribe { machine, actor } => {
                 state.subscribers.insert(machine, actor);
             }
@@ -192,17 +251,43 @@ impl Actor for ProviderActor {
             ProviderMsg::UnwatchVm(machine) => {
                 state.watched.remove(&machine);
             }
-            ProviderMsg::Poll => poll(state).await,
+            ProviderMsg::Poll => poll(&me, state),
+            ProviderMsg::Polled { searched, statuses } => {
+                state.poll_in_flight = false;
+                if let Some(statuses) = statuses {
+                    report_polled(state, &searched, &statuses);
+                }
+            }
         }
         Ok(())
     }
 }
 
-/// Re-resolves the settings, rebuilds or re-authenticates the client as needed, checks the engine, reports the
-/// result and tells every subscribed machine.
+/// Re-resolves the settings, rebuilds the client when the endpoint changed, and starts a check task (login as
+/// needed, then `GET /api`); its outcome arrives as `Checked`.
 async fn check(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
-    let started = Instant::now();
-    let outcome = connect(state).await;
+    if let Some(timer) = state.next_check.take() {
+        timer.abort();
+    }
+    state.check_generation = state.check_generation.wrapping_add(1);
+    let generation = state.check_generation;
+    let task = match prepare(me, state) {
+        Ok(task) => task,
+        Err(problem) => {
+            checked(me, state, Err(problem));
+            return;
+        }
+    };
+    state.check_in_flight = true;
+    let (me, metrics) = (me.clone(), state.metrics.clone());
+    tokio::spawn(async move {
+        let outcome = task.await;
+        let _ = mailbox::cast(&metrics, &me, ProviderMsg::Checked { generation, outcome });
+    });
+}
+
+/// Applies a check's outcome: the connection, the provider's status, the machines told, the next check scheduled.
+fn checked(me: &ActorRef<ProviderMsg>, state: &mut ProviderState, outcome: Result<String, ConnectionProblem>) {
     let label = if outcome.is_ok() {
         result::SUCCESS
     } else {
@@ -213,15 +298,13 @@ async fn check(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
         .reconciles_total
         .with_label_values(&[kind::PROVIDER, label])
         .inc();
-    state
-        .metrics
-        .reconcile_duration_seconds
-        .with_label_values(&[kind::PROVIDER])
-        .observe(started.elapsed().as_secs_f64());
-    let previous_ok = matches!(state.connection, Connection::Ready { .. });
+    let previous = std::mem::replace(&mut state.connection, Connection::Pending);
+    let previous_ok = matches!(previous, Connection::Ready { .. });
+    let next_check_in;
     state.connection = match outcome {
         Ok(engine_version) => {
             state.retry_delay = Duration::from_secs(5);
+            next_check_in = RECHECK_INTERVAL;
             let client = state.client.clone();
             let defaults = ProviderDefaults {
                 diskclone: state.provider.spec.diskclone,
@@ -242,26 +325,56 @@ async fn check(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
             }
         }
         Err(problem) => {
-            let since = match &state.connection {
+            let since = match &previous {
                 Connection::Failed { problem: old, since } if old.reason == problem.reason => *since,
                 _ => Instant::now(),
             };
             tracing::warn!(provider = %state.key, reason = problem.reason, message = %problem.message, "cannot connect to oVirt");
-            let delay = state.retry_delay;
-            state.retry_delay = (delay * 2).min(Duration::from_secs(300));
-            mailbox::cast_after(&state.metrics, delay, me.clone(), || ProviderMsg::Check);
+            let cap = if problem.reason == reasons::ENGINE_UNREACHABLE {
+                UNREACHABLE_MAX_RETRY
+            } else {
+                crate::backoff::MAX_BACKOFF
+            };
+            next_check_in = crate::backoff::jittered(state.retry_delay.min(cap), fastrand::f64());
+            state.retry_delay = (state.retry_delay * 2).min(cap);
             Connection::Failed { problem, since }
         }
     };
+    state.next_check = Some(mailbox::cast_after(&state.metrics, next_check_in, me.clone(), || {
+        ProviderMsg::Check
+    }));
+    let changed = !same_connection(&previous, &state.connection) || std::mem::take(&mut state.notify_after_check);
     report(state);
-    if previous_ok || !matches!(state.connection, Connection::Pending) {
+    if changed && (previous_ok || !matches!(state.connection, Connection::Pending)) {
         for subscriber in state.subscribers.values() {
             let _ = mailbox::cast(&state.metrics, subscriber, MachineMsg::ConnectionChanged);
         }
     }
 }
 
-async fn connect(state: &mut ProviderState) -> Result<String, ConnectionProblem> {
+/// Whether machines need to hear of a check: a periodic re-check that finds the same working client (or the same
+/// failure) changes nothing for them.
+fn same_connection(a: &Connection, b: &Connection) -> bool {
+    match (a, b) {
+        (
+            Connection::Ready {
+                client: x, engine: e, ..
+            },
+            Connection::Ready {
+                client: y, engine: f, ..
+            },
+        ) => x.same_as(y) && e == f,
+        (Connection::Failed { problem: x, .. }, Connection::Failed { problem: y, .. }) => x == y,
+        _ => false,
+    }
+}
+
+/// The synchronous part of a check: settings resolved, the client kept, re-credentialed or rebuilt; returns the
+/// I/O part (credential change, login, `GET /api`) as a future that owns what it needs.
+fn prepare(
+    me: &ActorRef<ProviderMsg>,
+    state: &mut ProviderState,
+) -> Result<impl std::future::Future<Output = Result<String, ConnectionProblem>> + Send + 'static, ConnectionProblem> {
     let wanted = connection::resolve(
         &state.provider.spec,
         state.secret.as_ref(),
@@ -271,19 +384,19 @@ async fn connect(state: &mut ProviderState) -> Result<String, ConnectionProblem>
         .applied
         .as_ref()
         .is_some_and(|applied| applied.url == wanted.url && applied.tls == wanted.tls);
+    let mut new_credentials = None;
     match (&state.client, same_endpoint) {
-        (Some(client), true) => {
+        (Some(_), true) => {
             if state.applied.as_ref().map(|a| &a.credentials) != Some(&wanted.credentials) {
-                // Revokes the old token and logs in with the new credentials on the next call.
-                client.set_credentials(wanted.credentials.clone()).await;
+                new_credentials = Some(wanted.credentials.clone());
             }
         }
         _ => {
             if let Some(old) = state.client.take() {
-                old.logout().await;
+                tokio::spawn(async move { old.logout().await });
             }
             let config = connection::client_config(&wanted, state.settings.ovirt_qps, state.settings.ovirt_burst);
-            let observer = engine_request_observer(&state.metrics, &state.key.name);
+            let observer = engine_request_observer(&state.metrics, &state.key.name, me);
             let client = Client::with_observer(config, observer)
                 .map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;
             state.client = Some(client);
@@ -292,17 +405,23 @@ async fn connect(state: &mut ProviderState) -> Result<String, ConnectionProblem>
     state.applied = Some(wanted);
     let client = state
         .client
-        .as_ref()
-        .ok_or_else(|| ConnectionProblem::new("EngineUnreachable", "no client"))?;
-    let api = client
-        .api()
-        .await
-        .map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;
-    Ok(api
-        .product_info
-        .and_then(|info| info.version)
-        .and_then(|v| v.full_version)
-        .unwrap_or_default())
+        .clone()
+        .ok_or_else(|| ConnectionProblem::new(reasons::ENGINE_UNREACHABLE, "no client"))?;
+    Ok(async move {
+        if let Some(credentials) = new_credentials {
+            // Revokes the old token and logs in with the new credentials on the next call.
+            client.set_credentials(credentials).await;
+        }
+        let api = client
+            .api()
+            .await
+            .map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;
+        Ok(api
+            .product_info
+            .and_then(|info| info.version)
+            .and_then(|v| v.full_version)
+            .unwrap_or_default())
+    })
 }
 
 fn report(state: &mut ProviderState) {
@@ -380,69 +499,101 @@ fn warn_insecure_transport(state: &mut ProviderState, plain_http: bool) {
 }
 
 /// One search for the status of every VM due this poll (those in a transition each time, those of Ready machines
-/// every STEADY_POLL_EVERY-th); a VM whose status changed is reported to its machine and no longer watched. Machines
-/// whose VM changed but whose pass has not run yet (waiting for a permit or the rate limiter, as in a large batch)
-/// thus cost no more polling, and a Ready machine costs its share of one search a minute instead of its own reads.
-async fn poll(state: &mut ProviderState) {
+/// every STEADY_POLL_EVERY-th), run as a task; a VM whose status changed is reported to its machine and no longer
+/// watched ([`report_polled`]). Machines whose VM changed but whose pass has not run yet (waiting for a permit or the
+/// rate limiter, as in a large batch) thus cost no more polling, and a Ready machine costs its share of one search a
+/// minute instead of its own reads. A tick while the previous search still runs is skipped.
+fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     let Connection::Ready { client, .. } = &state.connection else {
         return;
     };
-    state.polls = state.polls.wrapping_add(1);
-    let steady_due = state.polls.is_multiple_of(crate::backoff::STEADY_POLL_EVERY);
-    let due = |w: &Watched| steady_due || w.watch.cadence == Cadence::EveryPoll;
-    let mut ids: Vec<&str> = state
-        .watched
-        .values()
-        .filter(|w| due(w))
-        .map(|w| w.watch.vm_id.as_str())
-        .collect();
-    if ids.is_empty() {
+    if state.poll_in_flight {
         return;
     }
+    state.polls = state.polls.wrapping_add(1);
+    let steady_due = state.polls.is_multiple_of(crate::backoff::STEADY_POLL_EVERY);
+    let searched: Vec<(ObjectKey, String)> = state
+        .watched
+        .iter()
+        .filter(|(_, w)| steady_due || w.watch.cadence == Cadence::EveryPoll)
+        .map(|(machine, w)| (machine.clone(), w.watch.vm_id.clone()))
+        .collect();
+    if searched.is_empty() {
+        return;
+    }
+    let mut ids: Vec<String> = searched.iter().map(|(_, id)| id.clone()).collect();
     ids.sort_unstable();
     ids.dedup();
-    let mut statuses = HashMap::new();
-    for chunk in ids.chunks(50) {
-        match client.with_correlation_id("capov-status-poll").vm_statuses(chunk).await {
-            Ok(found) => statuses.extend(found),
-            Err(err) => {
-                tracing::debug!(provider = %state.key, error = %err, "status poll failed");
-                return;
+    state.poll_in_flight = true;
+    let client = client.with_correlation_id("capov-status-poll");
+    let (me, metrics, provider) = (me.clone(), state.metrics.clone(), state.key.clone());
+    tokio::spawn(async move {
+        let mut statuses = HashMap::new();
+        let mut failed = false;
+        for chunk in ids.chunks(50) {
+            let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            match client.vm_statuses(&chunk).await {
+                Ok(found) => statuses.extend(found.into_iter().map(|(id, s)| (id, s.as_str().to_string()))),
+                Err(err) => {
+                    tracing::debug!(%provider, error = %err, "status poll failed");
+                    failed = true;
+                    break;
+                }
             }
         }
-    }
-    let subscribers = &state.subscribers;
-    let metrics = &state.metrics;
-    state.watched.retain(|machine, watched| {
-        if !due(watched) {
-            return true;
-        }
-        let status = statuses
-            .get(watched.watch.vm_id.as_str())
-            .map(|s| s.as_str().to_string());
-        if status == watched.seen {
-            return true;
-        }
-        if let Some(actor) = subscribers.get(machine) {
-            let observed = MachineMsg::VmObserved {
-                vm_id: watched.watch.vm_id.clone(),
-                status,
-            };
-            let _ = mailbox::cast(metrics, actor, observed);
-        }
-        false
+        let statuses = (!failed).then_some(statuses);
+        let _ = mailbox::cast(&metrics, &me, ProviderMsg::Polled { searched, statuses });
     });
 }
 
+/// Reports each searched VM whose status differs from what its machine saw, and stops watching it; watches that
+/// changed while the search ran (another VM, or removed) are left alone.
+fn report_polled(state: &mut ProviderState, searched: &[(ObjectKey, String)], statuses: &HashMap<String, String>) {
+    for (machine, vm_id) in searched {
+        let Some(watched) = state.watched.get(machine) else {
+            continue;
+        };
+        if watched.watch.vm_id != *vm_id {
+            continue;
+        }
+        let status = statuses.get(vm_id).cloned();
+        if status == watched.seen {
+            continue;
+        }
+        state.watched.remove(machine);
+        if let Some(actor) = state.subscribers.get(machine) {
+            let observed = MachineMsg::VmObserved {
+                vm_id: vm_id.clone(),
+                status,
+            };
+            let _ = mailbox::cast(&state.metrics, actor, observed);
+        }
+    }
+}
+
 /// Feeds the engine request metrics of this provider from the client's per-request reports.
-fn engine_request_observer(metrics: &Metrics, provider: &str) -> Arc<dyn capov_ovirt::RequestObserver> {
+/// A request that failed in transport, with a 5xx or with a 401 tells the provider actor, which then checks the
+/// connection (debounced), so that its conditions and its machines' follow an outage or a changed password.
+fn engine_request_observer(
+    metrics: &Metrics,
+    provider: &str,
+    me: &ActorRef<ProviderMsg>,
+) -> Arc<dyn capov_ovirt::RequestObserver> {
     let metrics = metrics.clone();
     let provider = provider.to_string();
+    let me = me.clone();
     Arc::new(move |event: &RequestEvent<'_>| {
         let code = match event.outcome {
             Outcome::Status(code) => code.to_string(),
             Outcome::Failed(_) => "error".to_string(),
         };
+        let trouble = match event.outcome {
+            Outcome::Failed(_) => true,
+            Outcome::Status(code) => code == 401 || code >= 500,
+        };
+        if trouble {
+            let _ = mailbox::cast(&metrics, &me, ProviderMsg::Trouble);
+        }
         metrics
             .engine_requests_total
             .with_label_values(&[provider.as_str(), event.method, event.resource, code.as_str()])
