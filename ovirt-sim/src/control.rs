@@ -158,6 +158,12 @@ impl Control {
             .count()
     }
 
+    /// Every access token the SSO issued recently (up to 1000), oldest first, including revoked and expired ones:
+    /// what a client must never reveal, for tests that search its output.
+    pub fn issued_tokens(&self) -> Vec<String> {
+        self.shared.lock().issued_tokens.iter().cloned().collect()
+    }
+
     /// Correlation ids received recently (up to 1000), oldest first.
     pub fn correlation_ids(&self) -> Vec<String> {
         self.shared
@@ -316,6 +322,7 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
         (&Method::GET, ["counters"]) => Reply::json(200, &json!(control.counters())),
         (&Method::GET, ["correlation-ids"]) => Reply::json(200, &json!(control.correlation_ids())),
         (&Method::GET, ["tokens"]) => Reply::json(200, &json!({"valid": control.token_count()})),
+        (&Method::GET, ["tokens", "issued"]) => Reply::json(200, &json!(control.issued_tokens())),
         (&Method::POST, ["counters", "reset"]) => {
             control.reset_counters();
             Reply::json(200, &json!({}))

@@ -22,6 +22,9 @@ pub enum SsoErrorStyle {
     Session,
 }
 
+/// How many issued tokens [`crate::Control::issued_tokens`] remembers.
+pub(crate) const REMEMBERED_ISSUED_TOKENS: usize = 1000;
+
 fn sso_error(style: SsoErrorStyle, code: &str, message: &str) -> Reply {
     let body = match style {
         SsoErrorStyle::Oauth => json!({"error": code, "error_description": message}),
@@ -82,6 +85,10 @@ pub fn token(shared: &Arc<Shared>, req: &Incoming) -> Reply {
             .retain(|_, record| record.expires.is_none_or(|at| at > now));
     }
     let token = new_token();
+    if state.issued_tokens.len() >= REMEMBERED_ISSUED_TOKENS {
+        state.issued_tokens.pop_front();
+    }
+    state.issued_tokens.push_back(token.clone());
     state.tokens.insert(
         token.clone(),
         TokenRecord {

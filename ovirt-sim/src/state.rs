@@ -165,6 +165,9 @@ pub struct State {
     pub vm_names: HashMap<String, BTreeSet<String>>,
     pub disks: HashMap<String, DiskRecord>,
     pub tokens: HashMap<String, TokenRecord>,
+    /// Every token handed out recently, oldest first, revoked or not: tests search for them where they must not
+    /// appear (logs, statuses), which `tokens` cannot serve once a token is revoked or expired.
+    pub issued_tokens: std::collections::VecDeque<String>,
     pub users: HashMap<String, String>,
     pub next_address: u64,
 }

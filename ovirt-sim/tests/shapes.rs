@@ -438,6 +438,8 @@ async fn sso_rejects_a_wrong_accept_header_and_bad_passwords_with_400_json() {
             .unwrap()
             .starts_with("Cannot authenticate user 'admin@internal'")
     );
+    // Refused logins issue nothing: the session's own token is the only one handed out, and stays listed.
+    assert_eq!(s.sim.control().issued_tokens(), vec![s.token.clone()]);
 }
 
 /// Key paths of a JSON document with the kind of each leaf (`s` string, `n` number).

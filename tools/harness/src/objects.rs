@@ -214,12 +214,27 @@ pub async fn create_machine(
     labels: Value,
     spec: Value,
 ) -> Result<(), HarnessError> {
+    let bootstrap = "#cloud-config\nhostname: test\n";
+    create_machine_with_bootstrap(client, namespace, cluster, name, labels, spec, bootstrap).await
+}
+
+/// [`create_machine`] with `bootstrap_data` as the bootstrap Secret's `value`. The Secret is written before the
+/// Machine and the OVirtMachine, so CAPOV never reads other bootstrap data for this machine.
+pub async fn create_machine_with_bootstrap(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    name: &str,
+    labels: Value,
+    spec: Value,
+    bootstrap_data: &str,
+) -> Result<(), HarnessError> {
     let bootstrap = format!("{name}-bootstrap");
     apply_secret(
         client,
         namespace,
         &bootstrap,
-        &[("value", "#cloud-config\nhostname: test\n"), ("format", "cloud-config")],
+        &[("value", bootstrap_data), ("format", "cloud-config")],
     )
     .await?;
     let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &capi("Machine", "machines"));
