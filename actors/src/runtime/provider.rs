@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use capov_crds::{Condition, OVirtProvider, Severity};
 use capov_ovirt::{Client, Outcome, RequestEvent};
@@ -90,7 +90,8 @@ pub struct ProviderState {
     conditions: Vec<Condition>,
     /// The InsecureTransport Event was recorded since the provider last connected over https.
     insecure_transport_warned: bool,
-    retry_delay: Duration,
+    /// Retry delay of a failed check: 5 s doubling to 5 min, jittered.
+    retry: crate::backoff::Backoff,
     subscribers: HashMap<ObjectKey, ActorRef<MachineMsg>>,
     watched: HashMap<ObjectKey, Watched>,
     /// Polls so far; steady watches are searched on every STEADY_POLL_EVERY-th.
@@ -132,7 +133,7 @@ impl Actor for ProviderActor {
             connection: Connection::Pending,
             conditions: Vec::new(),
             insecure_transport_warned: false,
-            retry_delay: Duration::from_secs(5),
+            retry: crate::backoff::Backoff::steps(),
             subscribers: HashMap::new(),
             watched: HashMap::new(),
             polls: 0,
@@ -221,7 +222,7 @@ async fn check(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     let previous_ok = matches!(state.connection, Connection::Ready { .. });
     state.connection = match outcome {
         Ok(engine_version) => {
-            state.retry_delay = Duration::from_secs(5);
+            state.retry.reset();
             let client = state.client.clone();
             let defaults = ProviderDefaults {
                 diskclone: state.provider.spec.diskclone,
@@ -247,8 +248,7 @@ async fn check(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
                 _ => Instant::now(),
             };
             tracing::warn!(provider = %state.key, reason = problem.reason, message = %problem.message, "cannot connect to oVirt");
-            let delay = state.retry_delay;
-            state.retry_delay = (delay * 2).min(Duration::from_secs(300));
+            let delay = state.retry.next_delay();
             mailbox::cast_after(&state.metrics, delay, me.clone(), || ProviderMsg::Check);
             Connection::Failed { problem, since }
         }

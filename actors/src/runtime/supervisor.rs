@@ -321,7 +321,8 @@ impl Actor for Supervisor {
                         .actor_restarts_total
                         .with_label_values(&[kind::PROVIDER])
                         .inc();
-                    mailbox::cast_after(&state.shared.metrics, Duration::from_secs(1), me, move || {
+                    let delay = crate::backoff::jittered_retry(Duration::from_secs(1));
+                    mailbox::cast_after(&state.shared.metrics, delay, me, move || {
                         SupervisorMsg::Provider(Event::Apply(provider))
                     });
                 }
@@ -339,8 +340,9 @@ fn note_synced<K>(state: &mut SupervisorState, watch: &'static str, event: &Even
     }
 }
 
+/// 1 s doubling to 5 min, jittered so that actors that failed together do not restart together.
 fn restart_delay(restarts: u32) -> Duration {
-    Duration::from_secs(1u64 << restarts.min(8)).min(Duration::from_secs(300))
+    crate::backoff::jittered_retry(Duration::from_secs(1u64 << restarts.min(8)).min(Duration::from_secs(300)))
 }
 
 fn watch_config(settings: &RuntimeSettings) -> watcher::Config {
