@@ -96,7 +96,8 @@ async fn workload_client(state: &MachineState, cluster: &DynamicObject) -> Resul
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|err| format!("Secret {secret_name}: unusable kubeconfig: {err}"))?;
-    let client = kube::Client::try_from(config).map_err(|err| format!("cannot reach the workload cluster: {err}"))?;
+    let client = crate::runtime::kube_clients::request_client(config)
+        .map_err(|err| format!("cannot reach the workload cluster: {err}"))?;
     lock(&state.shared.workload_clients).insert(cache_key, (value.0, client.clone()));
     Ok(client)
 }
