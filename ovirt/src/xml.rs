@@ -58,11 +58,7 @@ pub fn root_element(body: &[u8]) -> Result<String, DecodeError> {
                     return Err(DecodeError(format!("elements nest deeper than {MAX_DEPTH} levels")));
                 }
             }
-            Event::Empty(start) => {
-                if depth == 0 {
-                    root = Some(local_name(&start));
-                }
-            }
+            Event::Empty(start) if depth == 0 => root = Some(local_name(&start)),
             Event::End(_) => depth = depth.saturating_sub(1),
             Event::Text(text) if depth == 0 && !AsRef::<str>::as_ref(&text).trim().is_empty() => {
                 return Err(DecodeError("text outside the root element".to_string()));
