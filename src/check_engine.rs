@@ -176,6 +176,13 @@ pub fn api_hint(error: &EngineError) -> String {
         EngineError::NotFound(_) | EngineError::UnexpectedBody(_) | EngineError::UnexpectedStatus { .. } => {
             "is spec.engine the API URL, ending in /ovirt-engine/api?".into()
         }
+        EngineError::UnexpectedRoot { found, .. } => format!(
+            "something else answered in the engine's place (a <{found}> document): is spec.engine the API URL, \
+             ending in /ovirt-engine/api, and is a proxy or sign-in portal in between?"
+        ),
+        EngineError::BodyTooLarge { .. } => {
+            "the answer was far larger than any engine answer: is a proxy in between?".into()
+        }
         _ => format!("the engine answered with an error ({})", error.reason()),
     }
 }
@@ -556,6 +563,17 @@ mod tests {
         let denied = EngineError::PermissionDenied { detail: "no".into() };
         assert!(api_hint(&denied).contains("role"));
         assert!(api_hint(&EngineError::NotFound("/".into())).contains("/ovirt-engine/api"));
+        let html = EngineError::UnexpectedRoot {
+            what: "GET /".into(),
+            expected: "api",
+            found: "html".into(),
+        };
+        assert!(api_hint(&html).contains("<html>") && api_hint(&html).contains("proxy"));
+        let huge = EngineError::BodyTooLarge {
+            what: "GET /".into(),
+            limit: 16 << 20,
+        };
+        assert!(api_hint(&huge).contains("proxy"));
     }
 
     #[test]

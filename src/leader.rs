@@ -177,7 +177,7 @@ impl Candidate {
                 Ok(manager) => manager,
                 Err(err) => {
                     tracing::warn!(lease = %self.settings.lease(), error = %err, "cannot read the leader-election Lease; retrying");
-                    tokio::time::sleep(delay).await;
+                    tokio::time::sleep(capov_actors::backoff::jittered_retry(delay)).await;
                     delay = (delay * 2).min(MAX_RETRY_DELAY);
                     continue;
                 }
@@ -193,7 +193,7 @@ impl Candidate {
                     Ok(false) => {}
                     Err(err) => {
                         tracing::warn!(lease = %self.settings.lease(), error = %err, "leader election failed; retrying");
-                        tokio::time::sleep(delay).await;
+                        tokio::time::sleep(capov_actors::backoff::jittered_retry(delay)).await;
                         delay = (delay * 2).min(MAX_RETRY_DELAY);
                         continue;
                     }

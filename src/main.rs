@@ -8,7 +8,7 @@ use capov::leader::{self, Candidate, ElectionSettings, Ended};
 use capov::metrics::MetricsServerOptions;
 use capov::{Metrics, Readiness, check_engine, health, logging, metrics};
 use capov_actors::feature_gates::FeatureGates;
-use capov_actors::runtime::{RuntimeSettings, SupervisorMsg};
+use capov_actors::runtime::{KubeClients, RuntimeSettings, SupervisorMsg};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use ractor::ActorRef;
 
@@ -65,7 +65,7 @@ async fn run(config: Config) -> ExitCode {
         version = env!("CARGO_PKG_VERSION"),
         "starting capov manager"
     );
-    let (kube_config, client) = match kube_client(&config).await {
+    let (kube_config, clients) = match kube_client(&config).await {
         Ok(built) => built,
         Err(err) => {
             tracing::error!(error = %err, "cannot build a Kubernetes client");
@@ -77,6 +77,7 @@ async fn run(config: Config) -> ExitCode {
         .max_concurrent_reconciles
         .set(f64::from(config.max_concurrent_reconciles));
     metrics.leader.set(i64::from(!config.leader_elect));
+    let client = clients.requests.clone();
     let readiness = Readiness::new(client.clone());
 
     let health_server = match config.health_probe_bind_address {
@@ -114,9 +115,9 @@ async fn run(config: Config) -> ExitCode {
         // A standby is ready as soon as the API server answers: it has no caches, and a rollout must not wait for
         // a leader that never comes.
         readiness.mark_synced();
-        run_elected(&config, kube_config, client, settings, &metrics).await
+        run_elected(&config, kube_config, clients, settings, &metrics).await
     } else {
-        match start_controllers(client, settings, metrics.clone()).await {
+        match start_controllers(clients, settings, metrics.clone()).await {
             Ok(supervisor) => {
                 let marking = tokio::spawn(mark_ready_once_synced(supervisor.clone(), metrics.clone(), readiness));
                 let asked = tokio::select! {
@@ -153,7 +154,7 @@ async fn run(config: Config) -> ExitCode {
 async fn run_elected(
     config: &Config,
     kube_config: kube::Config,
-    client: kube::Client,
+    clients: KubeClients,
     settings: RuntimeSettings,
     metrics: &Metrics,
 ) -> ExitCode {
@@ -171,7 +172,7 @@ async fn run_elected(
         }
     };
     let start = async || {
-        let supervisor = start_controllers(client, settings, metrics.clone()).await?;
+        let supervisor = start_controllers(clients, settings, metrics.clone()).await?;
         let gone = capov_actors::runtime::stopped(supervisor.clone());
         Ok((supervisor, gone))
     };
@@ -199,11 +200,11 @@ async fn mark_ready_once_synced(supervisor: ActorRef<SupervisorMsg>, metrics: Me
 }
 
 async fn start_controllers(
-    client: kube::Client,
+    clients: KubeClients,
     settings: RuntimeSettings,
     metrics: Metrics,
 ) -> Result<ActorRef<SupervisorMsg>, String> {
-    capov_actors::runtime::start(client, settings, metrics)
+    capov_actors::runtime::start(clients, settings, metrics)
         .await
         .map_err(|err| err.to_string())
 }
@@ -219,7 +220,7 @@ async fn stop_controllers(supervisor: ActorRef<SupervisorMsg>) {
 
 /// `manager check-engine PROVIDER`: the report goes to stdout, exit 0 only when every step passed.
 async fn check_engine(config: &Config, provider: &str) -> ExitCode {
-    let client = kube_client(config).await.map(|(_, client)| client);
+    let client = kube_client(config).await.map(|(_, clients)| clients.requests);
     let mut stdout = std::io::stdout();
     if check_engine::check(client, provider, &config.credentials_namespace, &mut stdout).await {
         ExitCode::SUCCESS
@@ -250,7 +251,9 @@ fn runtime_settings(config: &Config) -> RuntimeSettings {
     }
 }
 
-async fn kube_client(config: &Config) -> Result<(kube::Config, kube::Client), String> {
+/// The configuration (for the Lease client, which sets its own shorter timeouts) and the management clients, with
+/// connect, read and whole-request deadlines (`capov_actors::runtime::kube_clients`).
+async fn kube_client(config: &Config) -> Result<(kube::Config, KubeClients), String> {
     let kube_config = match &config.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path).map_err(|err| format!("{}: {err}", path.display()))?;
@@ -260,8 +263,8 @@ async fn kube_client(config: &Config) -> Result<(kube::Config, kube::Client), St
         }
         None => kube::Config::infer().await.map_err(|err| err.to_string())?,
     };
-    let client = kube::Client::try_from(kube_config.clone()).map_err(|err| err.to_string())?;
-    Ok((kube_config, client))
+    let clients = KubeClients::new(kube_config.clone()).map_err(|err| err.to_string())?;
+    Ok((kube_config, clients))
 }
 
 /// SIGTERM (Kubernetes stopping the pod) or SIGINT (Ctrl-C).

@@ -26,11 +26,76 @@ pub fn jittered(period: Duration, unit: f64) -> Duration {
     period.mul_f64(factor)
 }
 
-/// The delay before retry number `attempt` (0 = the first retry): 5 s, 10 s, 20 s, … capped at 5 min.
+/// The delay before retry number `attempt` (0 = the first retry): 5 s, 10 s, 20 s, … capped at 5 min. Nominal:
+/// what is waited is [`jitter`]ed.
 pub fn backoff_delay(attempt: u32) -> Duration {
     INITIAL_BACKOFF
         .checked_mul(2u32.saturating_pow(attempt))
         .map_or(MAX_BACKOFF, |d| d.min(MAX_BACKOFF))
+}
+
+/// How far every retry delay is spread around its nominal value: ±20 %.
+///
+/// Why not "full jitter" (a uniform draw in [0, delay]): it can retry at once, so a failing engine or apiserver
+/// would still see bursts, and the documented schedule (5 s, 10 s, … 5 min) would no longer say when the next try
+/// comes. ±20 % keeps a floor of 80 % of the nominal delay and is still enough to take apart retries that failed
+/// together (an engine outage fails every machine in the same second).
+pub const JITTER: f64 = 0.2;
+
+/// `delay` spread by up to ±[`JITTER`] (`unit` in [0, 1) picks where; out-of-range input is clamped).
+pub fn jitter(delay: Duration, unit: f64) -> Duration {
+    let factor = 1.0 - JITTER + 2.0 * JITTER * unit.clamp(0.0, 1.0);
+    delay.mul_f64(factor)
+}
+
+/// [`jitter`] with a fresh random draw: what every retry of the runtime waits.
+pub fn jittered_retry(delay: Duration) -> Duration {
+    jitter(delay, fastrand::f64())
+}
+
+/// A doubling retry delay: [`Backoff::next_delay`] hands out the current delay (jittered) and doubles it up to the
+/// ceiling; [`Backoff::reset`] starts again from the first delay after a success.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    initial: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    pub fn new(initial: Duration, max: Duration) -> Backoff {
+        Backoff {
+            initial,
+            max,
+            next: initial,
+        }
+    }
+
+    /// The machine steps' schedule: [`INITIAL_BACKOFF`] doubling to [`MAX_BACKOFF`].
+    pub fn steps() -> Backoff {
+        Backoff::new(INITIAL_BACKOFF, MAX_BACKOFF)
+    }
+
+    /// The nominal delay the next retry waits (before jitter).
+    pub fn nominal(&self) -> Duration {
+        self.next
+    }
+
+    /// The delay to wait now, jittered with `unit` (see [`jitter`]); the nominal delay then doubles.
+    pub fn next_delay_with(&mut self, unit: f64) -> Duration {
+        let nominal = self.next;
+        self.next = nominal.saturating_mul(2).min(self.max);
+        jitter(nominal, unit)
+    }
+
+    /// [`Backoff::next_delay_with`] with a fresh random draw.
+    pub fn next_delay(&mut self) -> Duration {
+        self.next_delay_with(fastrand::f64())
+    }
+
+    pub fn reset(&mut self) {
+        self.next = self.initial;
+    }
 }
 
 #[cfg(test)]
@@ -52,6 +117,57 @@ mod tests {
         // Out-of-range input is clamped rather than trusted.
         assert_eq!(jittered(period, -3.0), Duration::from_secs(540));
         assert_eq!(jittered(period, 7.0), Duration::from_secs(660));
+    }
+
+    #[test]
+    fn retry_jitter_stays_within_twenty_percent() {
+        let delay = Duration::from_secs(10);
+        assert_eq!(jitter(delay, 0.0), Duration::from_secs(8));
+        assert_eq!(jitter(delay, 0.5), Duration::from_secs(10));
+        assert_eq!(jitter(delay, 1.0), Duration::from_secs(12));
+        assert_eq!(jitter(delay, -1.0), Duration::from_secs(8));
+        assert_eq!(jitter(delay, 2.0), Duration::from_secs(12));
+        // The random draws the runtime uses: always inside the bounds.
+        for _ in 0..10_000 {
+            let waited = jittered_retry(delay);
+            assert!(
+                (Duration::from_secs(8)..=Duration::from_secs(12)).contains(&waited),
+                "{waited:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn retry_jitter_is_not_constant() {
+        // 200 draws from a 4 s wide range: a constant (or nearly constant) jitter would give at most a handful of
+        // distinct values and a narrow spread.
+        let draws: Vec<Duration> = (0..200).map(|_| jittered_retry(Duration::from_secs(10))).collect();
+        let distinct: std::collections::BTreeSet<_> = draws.iter().collect();
+        assert!(distinct.len() > 100, "only {} distinct delays", distinct.len());
+        let (min, max) = (draws.iter().min().expect("min"), draws.iter().max().expect("max"));
+        assert!(*max - *min > Duration::from_secs(2), "spread {min:?}..{max:?}");
+    }
+
+    #[test]
+    fn backoff_doubles_the_nominal_delay_and_jitters_each_wait() {
+        let mut backoff = Backoff::steps();
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            let nominal = backoff.nominal();
+            let waited = backoff.next_delay();
+            assert!(
+                waited >= nominal.mul_f64(0.8) && waited <= nominal.mul_f64(1.2),
+                "{waited:?} for {nominal:?}"
+            );
+            waits.push(nominal.as_secs());
+        }
+        assert_eq!(waits, vec![5, 10, 20, 40, 80, 160, 300, 300]);
+        // The ends of the range: the lowest draw waits 80 %, the highest 120 % of the nominal delay.
+        let mut backoff = Backoff::steps();
+        assert_eq!(backoff.next_delay_with(0.0), Duration::from_secs(4));
+        assert_eq!(backoff.next_delay_with(1.0), Duration::from_secs(12));
+        backoff.reset();
+        assert_eq!(backoff.nominal(), INITIAL_BACKOFF);
     }
 
     #[test]

@@ -18,6 +18,19 @@ fn base_spec() -> serde_json::Value {
     json!({"ovirtcluster": "Default", "template": "rhcos-4.14"})
 }
 
+/// Engine requests the machines of this world made: those tagged with a machine's correlation id (`capov-<key>`),
+/// not the provider's batched poll (`capov-status-poll`) nor its untagged checks. The simulator keeps the last 1000.
+fn machine_requests(world: &World) -> usize {
+    let ids = world.sim.control().correlation_ids();
+    assert!(
+        ids.len() < 1000,
+        "the simulator forgot correlation ids: counts would be wrong"
+    );
+    ids.iter()
+        .filter(|id| id.starts_with("capov-") && id.as_str() != "capov-status-poll")
+        .count()
+}
+
 fn engine_client(world: &World) -> Client {
     let ca = world.sim.ca_pem().expect("ca").as_bytes().to_vec();
     let config = ClientConfig::new(world.sim.api_url(), "admin@internal", "admin").with_tls(TlsMode::Verify {
@@ -148,16 +161,31 @@ async fn bad_credentials_are_critical_until_fixed_and_cleared() {
             .map(|_| ())
     })
     .await;
-    // (the provider told its machines; a window of a few poll intervals shows nothing is created)
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The provider tells its machines; the machine's next pass, now connected, looks for its VM (a request tagged
+    // with its correlation id: none came while the credentials were wrong). A second pass, asked for by touching
+    // the object, can only start once the first has decided and acted: by then any VM it created would exist.
+    let tagged = eventually(MINUTE, "a pass of the machine with the fixed connection", || async {
+        let tagged = machine_requests(&world);
+        (tagged >= 1).then_some(tagged)
+    })
+    .await;
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    let touch = json!({"metadata": {"annotations": {"test.capov/touch": "1"}}});
+    machines
+        .patch("worker", &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .expect("touch");
+    eventually(MINUTE, "a second pass of the machine", || async {
+        (machine_requests(&world) > tagged).then_some(())
+    })
+    .await;
     assert_eq!(
-        world.sim.control().vm_count(),
-        0,
-        "a critical failure must block retries until it is cleared"
+        (world.sim.control().counter("POST /vms"), world.sim.control().vm_count()),
+        (0, 0),
+        "a critical failure must block creation until it is cleared"
     );
 
     // ...clearing it through the status subresource, as the README shows, does.
-    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
     let clear = json!({"status": {"failureReason": null, "failureMessage": null}});
     machines
         .patch_status("worker", &PatchParams::default(), &Patch::Merge(&clear))
@@ -308,27 +336,47 @@ async fn pausing_stops_every_engine_call_and_unpausing_resumes() {
         .await
         .expect("pause");
     // From the Paused condition on, nothing may reach the engine for this machine, deletion included.
-    eventually(MINUTE, "Paused", || async {
+    let paused_generation = eventually(MINUTE, "Paused", || async {
         let machine = world.machine("worker").await;
         condition(&machine, "Paused")
             .is_some_and(|c| c.status == ConditionStatus::True)
-            .then_some(())
+            .then_some(machine.metadata.generation)
     })
     .await;
-    let calls_when_paused = world.sim.control().counters().values().sum::<u64>();
+    let calls_when_paused = machine_requests(&world);
     machines
         .delete("worker", &DeleteParams::default())
         .await
         .expect("delete while paused");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let calls_later = world.sim.control().counters().values().sum::<u64>();
-    let vm_calls = calls_later - calls_when_paused;
-    // The provider's batched poll may still run for other machines; this machine makes none.
+    // The apiserver raises the generation when it marks an object for deletion; the pass that saw the deletion
+    // writes the Paused condition with that generation. Once it shows, that pass has decided and acted.
+    let deleting = eventually(MINUTE, "the pass that saw the deletion", || async {
+        let machine = world.machine("worker").await;
+        machine.metadata.deletion_timestamp.as_ref()?;
+        let generation = machine.metadata.generation;
+        assert!(
+            generation > paused_generation,
+            "marking for deletion did not raise the generation"
+        );
+        condition(&machine, "Paused")
+            .filter(|c| c.status == ConditionStatus::True && c.observed_generation == generation)
+            .map(|_| machine.clone())
+    })
+    .await;
     assert!(
-        machines.get_opt("worker").await.expect("get").is_some(),
-        "deletion must wait while paused"
+        deleting
+            .finalizers()
+            .iter()
+            .any(|f| f == capov_crds::labels::MACHINE_FINALIZER),
+        "deletion must wait while paused: {:?}",
+        deleting.finalizers()
     );
-    assert!(vm_calls <= 2, "engine calls while paused: {vm_calls}");
+    // The provider's batched status poll is tagged capov-status-poll; this machine made no request at all.
+    assert_eq!(
+        machine_requests(&world) - calls_when_paused,
+        0,
+        "engine requests of the machine while paused"
+    );
 
     let unpause = json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": null}}});
     machines

@@ -37,6 +37,29 @@ pub struct FaultInjection {
     /// Every engine request, SSO included, gets 503 (an engine behind a proxy that is down).
     pub outage: bool,
     pub sso_error_style: SsoErrorStyle,
+    /// Replaces the answer to matching API requests (`path_contains` and `method` apply as for injected errors),
+    /// whatever it would have been; see [`BodyFault`].
+    pub body_fault: Option<BodyFault>,
+    /// Matching write requests (`PUT`, `POST`, `DELETE`; `path_contains` and `method` apply) are answered as if
+    /// they had been carried out, without changing anything: the answer is that of a `GET` of the same path (an
+    /// engine that accepts an update and drops it).
+    pub writes_without_effect: bool,
+}
+
+/// A broken answer body, for clients that must refuse it with a typed error instead of misreading it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum BodyFault {
+    /// A 200 whose body is `bytes` long, generated in chunks as the client reads it (the simulator holds one chunk,
+    /// whatever the size). `announce_length`: with a Content-Length header (else chunked, the length unknown until
+    /// the end).
+    Oversized { bytes: u64, announce_length: bool },
+    /// A 200 with a well-formed XML document whose root element is `root` (e.g. `fault` for a `GET /vms`).
+    ForeignRoot { root: String },
+    /// A 200 HTML page, as a proxy or login portal in front of the engine answers.
+    Html,
+    /// The real answer with its body cut in the middle.
+    Truncated,
 }
 
 impl Default for FaultInjection {
@@ -51,6 +74,8 @@ impl Default for FaultInjection {
             method: None,
             outage: false,
             sso_error_style: SsoErrorStyle::Oauth,
+            body_fault: None,
+            writes_without_effect: false,
         }
     }
 }
@@ -132,6 +157,30 @@ impl Control {
             f.method = method.map(str::to_string);
             f.path_contains = path_contains.map(str::to_string);
         });
+    }
+
+    /// Answers requests matching `method` and `path_contains` with `fault` (None: real answers again).
+    pub fn set_body_fault(&self, fault: Option<BodyFault>, method: Option<&str>, path_contains: Option<&str>) {
+        self.update_faults(|f| {
+            f.body_fault = fault;
+            f.method = method.map(str::to_string);
+            f.path_contains = path_contains.map(str::to_string);
+        });
+    }
+
+    /// Makes write requests matching `method` and `path_contains` succeed without effect (false: apply them again).
+    pub fn set_writes_without_effect(&self, on: bool, method: Option<&str>, path_contains: Option<&str>) {
+        self.update_faults(|f| {
+            f.writes_without_effect = on;
+            f.method = method.map(str::to_string);
+            f.path_contains = path_contains.map(str::to_string);
+        });
+    }
+
+    /// Bytes of [`BodyFault::Oversized`] answers generated so far: how much a client read (plus what the network
+    /// buffers), since each chunk is made only when the connection takes it.
+    pub fn streamed_bytes(&self) -> u64 {
+        self.shared.streamed_bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn set_outage(&self, outage: bool) {

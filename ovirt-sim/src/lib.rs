@@ -22,7 +22,7 @@ mod state;
 mod tls;
 mod wire;
 
-pub use control::{Control, FaultInjection};
+pub use control::{BodyFault, Control, FaultInjection};
 pub use engine::Timings;
 pub use inventory::{
     ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,

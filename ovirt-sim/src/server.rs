@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use warp::Filter;
 
-use crate::control::{Control, FaultInjection};
+use crate::control::{BodyFault, Control, FaultInjection};
 use crate::engine::{self, Scheduled, Timings};
 use crate::inventory::{self, Inventory};
 use crate::state::State;
@@ -33,6 +34,8 @@ pub struct Shared {
     pub(crate) token_ttl: RwLock<Option<Duration>>,
     /// The most recent correlation ids received, oldest first.
     pub(crate) correlation_ids: Mutex<std::collections::VecDeque<String>>,
+    /// Bytes of oversized answers generated so far ([`crate::control::BodyFault::Oversized`]).
+    pub(crate) streamed_bytes: Arc<AtomicU64>,
 }
 
 /// How many correlation ids the simulator remembers.
@@ -70,12 +73,7 @@ impl Shared {
     /// An injected error for this API request, if the fault settings call for one.
     fn injected_error(&self, req: &Incoming, format: Format) -> Option<Reply> {
         let mut faults = self.faults.write().unwrap_or_else(|e| e.into_inner());
-        let matches = faults.path_contains.as_deref().is_none_or(|p| req.path.contains(p))
-            && faults
-                .method
-                .as_deref()
-                .is_none_or(|m| m.eq_ignore_ascii_case(req.method.as_str()));
-        if !matches {
+        if !fault_matches(&faults, req) {
             return None;
         }
         let hit = if faults.fail_next > 0 {
@@ -98,6 +96,76 @@ impl Shared {
         *counters.entry(key).or_insert(0) += 1;
         *counters.entry("total".to_string()).or_insert(0) += 1;
     }
+}
+
+/// Whether injected faults apply to this request (`path_contains`, `method`).
+fn fault_matches(faults: &FaultInjection, req: &Incoming) -> bool {
+    faults.path_contains.as_deref().is_none_or(|p| req.path.contains(p))
+        && faults
+            .method
+            .as_deref()
+            .is_none_or(|m| m.eq_ignore_ascii_case(req.method.as_str()))
+}
+
+/// The answer a [`BodyFault`] puts in place of `reply`.
+fn faulty_body(fault: &BodyFault, reply: Reply) -> Reply {
+    let xml = |body: String| Reply {
+        status: 200,
+        headers: vec![("Content-Type", "application/xml;charset=UTF-8".into())],
+        body: body.into_bytes(),
+        streamed: None,
+    };
+    match fault {
+        BodyFault::Oversized { bytes, announce_length } => {
+            let mut headers = vec![("Content-Type", "application/xml;charset=UTF-8".to_string())];
+            if *announce_length {
+                headers.push(("Content-Length", bytes.to_string()));
+            }
+            Reply {
+                status: 200,
+                headers,
+                body: Vec::new(),
+                streamed: Some(*bytes),
+            }
+        }
+        BodyFault::ForeignRoot { root } => xml(format!(
+            "{}\n<{root}>\n    <detail>not what was asked for</detail>\n</{root}>\n",
+            capov_ovirt::xml::XML_DECLARATION
+        )),
+        BodyFault::Html => Reply {
+            status: 200,
+            headers: vec![("Content-Type", "text/html;charset=UTF-8".into())],
+            body: b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body><h1>Sign in</h1></body></html>\n"
+                .to_vec(),
+            streamed: None,
+        },
+        BodyFault::Truncated => {
+            let mut reply = reply;
+            let keep = reply.body.len() / 2;
+            reply.body.truncate(keep);
+            reply
+        }
+    }
+}
+
+/// Chunks of an oversized answer: an XML-looking start, then filler, made one at a time as the connection takes
+/// them (hyper polls the body only when the socket can take more), each counted into `streamed`.
+fn oversized_stream(
+    total: u64,
+    streamed: Arc<AtomicU64>,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + Sync + 'static {
+    const CHUNK: usize = 64 << 10;
+    let filler = Bytes::from({
+        let mut chunk = b"<vms>".to_vec();
+        chunk.resize(CHUNK, b' ');
+        chunk
+    });
+    let chunks = total.div_ceil(CHUNK as u64);
+    futures::stream::iter((0..chunks).map(move |index| {
+        let len = (total - index * CHUNK as u64).min(CHUNK as u64) as usize;
+        streamed.fetch_add(len as u64, Ordering::Relaxed);
+        Ok(filler.slice(..len))
+    }))
 }
 
 /// One received request.
@@ -208,14 +276,35 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
                 return injected;
             }
             let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-            api::handle(shared, req, &segments, format)
+            let matching = (faults.body_fault.is_some() || faults.writes_without_effect) && fault_matches(&faults, req);
+            let write = matches!(req.method, Method::PUT | Method::POST | Method::DELETE);
+            let reply = if matching && faults.writes_without_effect && write {
+                let read = Incoming {
+                    method: Method::GET,
+                    path: req.path.clone(),
+                    query: Vec::new(),
+                    headers: req.headers.clone(),
+                    body: Bytes::new(),
+                };
+                api::handle(shared, &read, &segments, format)
+            } else {
+                api::handle(shared, req, &segments, format)
+            };
+            match faults.body_fault.as_ref().filter(|_| matching) {
+                Some(fault) => faulty_body(fault, reply),
+                None => reply,
+            }
         }
         _ => Reply::empty(404),
     }
 }
 
-fn into_response(reply: Reply) -> http::Response<Bytes> {
-    let mut response = http::Response::new(Bytes::from(reply.body));
+fn into_response(reply: Reply, streamed: &Arc<AtomicU64>) -> warp::reply::Response {
+    use warp::Reply as _;
+    let mut response = match reply.streamed {
+        Some(total) => warp::reply::stream(oversized_stream(total, streamed.clone())).into_response(),
+        None => http::Response::new(Bytes::from(reply.body)).into_response(),
+    };
     *response.status_mut() =
         http::StatusCode::from_u16(reply.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     for (name, value) in reply.headers {
@@ -314,6 +403,7 @@ impl SimulatorBuilder {
             counters: Mutex::new(BTreeMap::new()),
             token_ttl: RwLock::new(self.token_ttl),
             correlation_ids: Mutex::new(std::collections::VecDeque::new()),
+            streamed_bytes: Arc::new(AtomicU64::new(0)),
         });
 
         let listener = TcpListener::bind(self.listen).await?;
@@ -348,7 +438,8 @@ impl SimulatorBuilder {
                             headers,
                             body,
                         };
-                        Ok::<_, Infallible>(into_response(respond(shared, request).await))
+                        let streamed = shared.streamed_bytes.clone();
+                        Ok::<_, Infallible>(into_response(respond(shared, request).await, &streamed))
                     }
                 },
             );

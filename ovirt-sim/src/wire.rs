@@ -13,6 +13,9 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: Vec<u8>,
+    /// Instead of `body`, this many bytes of filler generated as the client reads them (an oversized answer that
+    /// the simulator never holds in memory).
+    pub streamed: Option<u64>,
 }
 
 impl Reply {
@@ -21,6 +24,7 @@ impl Reply {
             status,
             headers: Vec::new(),
             body: Vec::new(),
+            streamed: None,
         }
     }
 
@@ -29,6 +33,7 @@ impl Reply {
             status,
             headers: vec![("Content-Type", "application/json".into())],
             body: value.to_string().into_bytes(),
+            streamed: None,
         }
     }
 
@@ -61,6 +66,7 @@ pub fn object<T: Serialize>(status: u16, value: &T, format: Format) -> Reply {
                 status,
                 headers: vec![("Content-Type", "application/xml;charset=UTF-8".into())],
                 body: body.into_bytes(),
+                streamed: None,
             },
             Err(e) => internal_error(&e.to_string()),
         },
@@ -153,6 +159,7 @@ pub fn unparsable_body(message: &str) -> Reply {
             capov_ovirt::xml::XML_DECLARATION
         )
         .into_bytes(),
+        streamed: None,
     }
 }
 

@@ -18,8 +18,10 @@ use crate::redact::{redact_parsed, redact_url};
 use crate::sso;
 use crate::xml;
 
-/// Largest response body accepted (a listing of 10,000 VMs is about 3 MiB).
-const MAX_BODY_BYTES: usize = 256 << 20;
+/// Largest response body read: 16 MiB, five times a listing of 10,000 VMs (about 3 MiB), and far below the
+/// operator's memory limit, which one answer must never come near (several providers read at once). Bodies are
+/// read in chunks as they arrive and the read stops at this size ([`Error::BodyTooLarge`]).
+pub const MAX_BODY_BYTES: usize = 16 << 20;
 
 /// Header carrying the caller's correlation id; the engine echoes it and tags jobs with it.
 pub const CORRELATION_ID_HEADER: &str = "Correlation-Id";
@@ -315,12 +317,23 @@ impl Client {
         let result = async {
             let mut response = request.send().await.map_err(classify_transport)?;
             let status = response.status().as_u16();
+            // Only the path names the call: the query may carry search terms, and errors end up in conditions.
+            let too_large = |response: &reqwest::Response| Error::BodyTooLarge {
+                what: format!("{method} {}", response.url().path()),
+                limit: MAX_BODY_BYTES,
+            };
+            // An announced length over the cap is refused before a byte is read.
+            if response
+                .content_length()
+                .is_some_and(|length| length > MAX_BODY_BYTES as u64)
+            {
+                return Err(too_large(&response));
+            }
             let mut body = Vec::new();
             while let Some(chunk) = response.chunk().await.map_err(classify_transport)? {
                 if body.len() + chunk.len() > MAX_BODY_BYTES {
-                    return Err(Error::UnexpectedBody(format!(
-                        "response body exceeds {MAX_BODY_BYTES} bytes"
-                    )));
+                    // Dropping the response closes the connection: the rest is never read.
+                    return Err(too_large(&response));
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -407,14 +420,24 @@ impl Client {
         Ok((status, body))
     }
 
-    /// Sends a call and decodes a 2xx body as `T`.
-    pub(crate) async fn fetch<T: DeserializeOwned>(&self, call: Call) -> Result<T> {
+    /// Sends a call and decodes a 2xx body as `T`, after checking that the body is one whole XML document whose
+    /// root element is `T`'s: serde reads any root as `T`, so an HTML page or another object would otherwise come
+    /// back as an empty object or list.
+    pub(crate) async fn fetch<T: DeserializeOwned + xml::Root>(&self, call: Call) -> Result<T> {
         let (status, body) = self.exchange(&call).await?;
-        if (200..300).contains(&status) {
-            xml::from_xml(&body).map_err(|e| Error::UnexpectedBody(format!("{} {}: {e}", call.method, call.describe())))
-        } else {
-            Err(error_from_response(status, &body, &call.describe()))
+        if !(200..300).contains(&status) {
+            return Err(error_from_response(status, &body, &call.describe()));
         }
+        let what = || format!("{} {}", call.method, call.describe());
+        let found = xml::root_element(&body).map_err(|e| Error::UnexpectedBody(format!("{}: {e}", what())))?;
+        if found != T::ROOT {
+            return Err(Error::UnexpectedRoot {
+                what: what(),
+                expected: T::ROOT,
+                found,
+            });
+        }
+        xml::from_xml(&body).map_err(|e| Error::UnexpectedBody(format!("{}: {e}", what())))
     }
 
     /// Sends a call whose 2xx body does not matter (actions, deletes).

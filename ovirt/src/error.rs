@@ -45,9 +45,22 @@ pub enum Error {
     /// Any other status the engine is not documented to send.
     #[error("unexpected status {status}: {detail}")]
     UnexpectedStatus { status: u16, detail: String },
-    /// A body that does not decode as the expected object.
+    /// A body that does not decode as the expected object (not XML, truncated, wrong fields).
     #[error("unexpected response body: {0}")]
     UnexpectedBody(String),
+    /// A 2xx body whose root element is not the one the call expects: an HTML page of a proxy or login portal in
+    /// front of the engine, or another object. Decoding it anyway would read it as an empty object or list.
+    #[error("unexpected response to {what}: root element <{found}>, expected <{expected}>")]
+    UnexpectedRoot {
+        what: String,
+        expected: &'static str,
+        found: String,
+    },
+    /// The answer was larger than any engine answer CAPOV needs ([`crate::MAX_BODY_BYTES`]); reading stopped at the
+    /// limit, so the client's memory stays bounded. Not transient: the same request gets the same answer, so it is
+    /// reported (an engine returning far more than asked, or something in front of it) rather than retried quietly.
+    #[error("the engine's answer to {what} exceeds {limit} bytes; reading stopped there")]
+    BodyTooLarge { what: String, limit: usize },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -90,7 +103,10 @@ impl Error {
             Error::NotFound(_) => reason::NOT_FOUND,
             Error::Conflict { .. } => reason::CONFLICT,
             Error::BadRequest { .. } => reason::BAD_REQUEST,
-            Error::UnexpectedStatus { .. } | Error::UnexpectedBody(_) => reason::UNEXPECTED_BODY,
+            Error::UnexpectedStatus { .. }
+            | Error::UnexpectedBody(_)
+            | Error::UnexpectedRoot { .. }
+            | Error::BodyTooLarge { .. } => reason::UNEXPECTED_BODY,
         }
     }
 
@@ -111,6 +127,8 @@ impl Error {
             Error::Server { .. } => "server_error",
             Error::UnexpectedStatus { .. } => "unexpected_status",
             Error::UnexpectedBody(_) => "unexpected_body",
+            Error::UnexpectedRoot { .. } => "unexpected_root",
+            Error::BodyTooLarge { .. } => "body_too_large",
         }
     }
 

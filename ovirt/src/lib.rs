@@ -27,7 +27,7 @@ pub mod model;
 pub mod search;
 pub mod xml;
 
-pub use client::{CORRELATION_ID_HEADER, Client};
+pub use client::{CORRELATION_ID_HEADER, Client, MAX_BODY_BYTES};
 pub use config::{ClientConfig, Credentials, Password, TlsMode};
 pub use error::{Error, Result, found, reason};
 pub use observe::{Outcome, RequestEvent, RequestObserver};

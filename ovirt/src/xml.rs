@@ -21,6 +21,66 @@ pub fn from_xml<T: DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
     quick_xml::de::from_str(text).map_err(|e| DecodeError(e.to_string()))
 }
 
+/// The root element of an engine answer of this type (`<vm>`, `<vms>`, …). Decoding does not check it (serde reads
+/// any element as the type), so callers that must not mistake another document for an empty answer check it with
+/// [`root_element`] first.
+pub trait Root {
+    const ROOT: &'static str;
+}
+
+/// How deeply elements may nest before a body is refused (engine answers nest about ten levels).
+const MAX_DEPTH: usize = 256;
+
+/// The local name of the root element of a complete, well-formed XML document. Fails on a body without an element,
+/// with text or a second element beside the root, with mismatched or missing end tags (a truncated answer), or
+/// nested deeper than any engine answer.
+pub fn root_element(body: &[u8]) -> Result<String, DecodeError> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_reader(body);
+    let mut root: Option<String> = None;
+    let mut depth = 0usize;
+    let mut buf = Vec::new();
+    loop {
+        let event = reader
+            .read_event_into(&mut buf)
+            .map_err(|e| DecodeError(format!("not well-formed XML: {e}")))?;
+        match event {
+            Event::Start(start) | Event::Empty(start) if depth == 0 && root.is_some() => {
+                let name = local_name(&start);
+                return Err(DecodeError(format!("a second root element <{name}>")));
+            }
+            Event::Start(start) => {
+                if depth == 0 {
+                    root = Some(local_name(&start));
+                }
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(DecodeError(format!("elements nest deeper than {MAX_DEPTH} levels")));
+                }
+            }
+            Event::Empty(start) if depth == 0 => root = Some(local_name(&start)),
+            Event::End(_) => depth = depth.saturating_sub(1),
+            Event::Text(text) if depth == 0 && !AsRef::<str>::as_ref(&text).trim().is_empty() => {
+                return Err(DecodeError("text outside the root element".to_string()));
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+        buf.clear();
+    }
+    match root {
+        None => Err(DecodeError("no root element".to_string())),
+        Some(_) if depth > 0 => Err(DecodeError(
+            "the document ends inside an element (truncated)".to_string(),
+        )),
+        Some(root) => Ok(root),
+    }
+}
+
+fn local_name(start: &quick_xml::events::BytesStart<'_>) -> String {
+    AsRef::<str>::as_ref(&start.local_name()).to_string()
+}
+
 /// Encodes a value as an XML document (without declaration), its root named after the type.
 pub fn to_xml<T: Serialize>(value: &T) -> Result<String, DecodeError> {
     quick_xml::se::to_string(value).map_err(|e| DecodeError(e.to_string()))
@@ -29,4 +89,49 @@ pub fn to_xml<T: Serialize>(value: &T) -> Result<String, DecodeError> {
 /// Encodes a value as a complete document with the engine's XML declaration.
 pub fn to_xml_document<T: Serialize>(value: &T) -> Result<String, DecodeError> {
     Ok(format!("{XML_DECLARATION}\n{}", to_xml(value)?))
+}
+
+#[cfg(test)]
+mod root_tests {
+    use super::*;
+
+    #[test]
+    fn the_root_element_of_engine_answers() {
+        let vms = format!("{XML_DECLARATION}\n<vms>\n  <vm id=\"a\"><name>x</name></vm>\n</vms>\n");
+        assert_eq!(root_element(vms.as_bytes()), Ok("vms".to_string()));
+        assert_eq!(root_element(b"<vms/>"), Ok("vms".to_string()));
+        // Comments and processing instructions before the root are skipped.
+        assert_eq!(
+            root_element(b"<?xml version=\"1.0\"?><!-- x --><vm id=\"a\"/>"),
+            Ok("vm".to_string())
+        );
+    }
+
+    #[test]
+    fn foreign_truncated_and_broken_documents_are_refused_or_named() {
+        // An HTML page is a document, with another root: the caller compares the name.
+        assert_eq!(
+            root_element(b"<!DOCTYPE html>\n<html><body><p>Sign in</body></html>").ok(),
+            None,
+            "mismatched end tags are not XML"
+        );
+        assert_eq!(
+            root_element(b"<!DOCTYPE html><html><body>Bad gateway</body></html>"),
+            Ok("html".to_string())
+        );
+        for (body, why) in [
+            (&b""[..], "empty"),
+            (b"   \n", "blank"),
+            (b"Bad gateway", "text only"),
+            (b"<vms><vm id=\"a\"><name>x</name></vm>", "truncated"),
+            (b"<vms><vm id=\"a\"><name>x</na", "cut inside a tag"),
+            (b"<vm/><vm/>", "two roots"),
+            (b"<vm/>trailing", "text after the root"),
+            (b"<vms></vm>", "mismatched end tag"),
+        ] {
+            assert!(root_element(body).is_err(), "{why}: {:?}", root_element(body));
+        }
+        let deep = format!("{}{}", "<a>".repeat(MAX_DEPTH + 1), "</a>".repeat(MAX_DEPTH + 1));
+        assert!(root_element(deep.as_bytes()).is_err());
+    }
 }

@@ -2,7 +2,7 @@
 //! modelled on captured 4.4 answers), and a fuzz-style loop: no byte sequence may panic.
 
 use capov_ovirt::model::*;
-use capov_ovirt::xml::{from_xml, to_xml};
+use capov_ovirt::xml::{Root, from_xml, root_element, to_xml};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -221,33 +221,63 @@ fn fuzz_decoders_never_panic() {
     decode_all(&b"<vm>".repeat(5000));
 }
 
-/// The captured engine samples themselves, when `shared/` sits beside the workspace (they are
-/// reference data, not part of the project): every one decodes into the client's types.
+/// The captured engine samples themselves (reference data, not part of the project): every one decodes into the
+/// client's types and has the root element the client checks for. They live in `shared/reference/ovirt-samples`
+/// beside the clone, on developer machines and in CI alike; without them this test fails instead of passing
+/// unchecked.
 #[test]
-fn captured_engine_samples_decode_when_available() {
+fn captured_engine_samples_decode() {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/ovirt-samples");
-    if !dir.is_dir() {
-        eprintln!("reference samples not found at {}; skipped", dir.display());
-        return;
+    assert!(
+        dir.is_dir(),
+        "the reference samples are missing at {}: put the steering repo's shared/ beside the clone",
+        dir.display()
+    );
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    fn rooted<T: Root>(body: &[u8], name: &str) {
+        assert_eq!(root_element(body).as_deref(), Ok(T::ROOT), "{name}");
     }
-    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
     let api: Api = from_xml(&read("api.xml")).unwrap();
+    rooted::<Api>(&read("api.xml"), "api.xml");
     assert!(api.product_info.unwrap().version.unwrap().full_version.is_some());
     let vm: Vm = from_xml(&read("vm.xml")).unwrap();
+    rooted::<Vm>(&read("vm.xml"), "vm.xml");
     assert_eq!(vm.status, Some(VmStatus::Down));
     assert!(!vm.disk_attachments.unwrap().items.is_empty());
     assert!(!vm.nics.unwrap().items.is_empty());
     let attachments: DiskAttachments = from_xml(&read("vm_diskattachments.xml")).unwrap();
+    rooted::<DiskAttachments>(&read("vm_diskattachments.xml"), "vm_diskattachments.xml");
     assert_eq!(attachments.items[0].id, attachments.items[0].disk.as_ref().unwrap().id);
     let nics: Nics = from_xml(&read("vm_nics.xml")).unwrap();
+    rooted::<Nics>(&read("vm_nics.xml"), "vm_nics.xml");
     assert!(nics.items[0].mac.as_ref().unwrap().address.is_some());
     let disk: Disk = from_xml(&read("disk.xml")).unwrap();
+    rooted::<Disk>(&read("disk.xml"), "disk.xml");
     assert_eq!(disk.status, Some(DiskStatus::Ok));
     assert!(disk.provisioned_size.is_some());
     let domains: StorageDomains = from_xml(&read("storagedomains.xml")).unwrap();
+    rooted::<StorageDomains>(&read("storagedomains.xml"), "storagedomains.xml");
     assert_eq!(domains.items.iter().filter(|d| d.status.is_some()).count(), 1);
     let profiles: VnicProfiles = from_xml(&read("vnicprofiles.xml")).unwrap();
+    rooted::<VnicProfiles>(&read("vnicprofiles.xml"), "vnicprofiles.xml");
     assert!(profiles.items[0].network.is_some());
     let fault: Fault = from_xml(&read("fault.xml")).unwrap();
+    rooted::<Fault>(&read("fault.xml"), "fault.xml");
     assert!(fault.reason.is_some() && fault.detail.is_some());
+}
+
+/// The project's fixtures, modelled on engine answers, carry the root elements the client expects of each call.
+#[test]
+fn fixtures_have_the_root_elements_the_client_checks() {
+    assert_eq!(root_element(&fixture("api.xml")).as_deref(), Ok(Api::ROOT));
+    assert_eq!(root_element(&fixture("vm.xml")).as_deref(), Ok(Vm::ROOT));
+    assert_eq!(root_element(&fixture("vm_nics.xml")).as_deref(), Ok(Nics::ROOT));
+    assert_eq!(
+        root_element(&fixture("reporteddevices.xml")).as_deref(),
+        Ok(ReportedDevices::ROOT)
+    );
+    assert_eq!(
+        root_element(&fixture("vnicprofiles.xml")).as_deref(),
+        Ok(VnicProfiles::ROOT)
+    );
 }

@@ -87,6 +87,10 @@ pub enum Action {
     StartVm {
         use_ignition: bool,
     },
+    /// Step 7 is reached and the workload cluster's Node has not been read in this pass
+    /// ([`super::NodeObservation::NotRead`]): the actor reads it and decides again. It reads it without holding a
+    /// reconcile permit, since a workload apiserver is the tenant's and may be slow or hung.
+    ReadNode,
     SetNodeProviderId {
         node_name: String,
         provider_id: String,
@@ -121,6 +125,21 @@ pub struct CreateVmPlan {
     pub memory: Option<Memory>,
     pub placement: PlacementChoice,
     pub bootstrap_format: BootstrapFormat,
+}
+
+impl Action {
+    /// Whether this action talks only to the workload cluster (or to nothing): the actor carries it out without a
+    /// reconcile permit. Everything else (engine and management-cluster calls) runs with one.
+    pub fn needs_permit(&self) -> bool {
+        !matches!(
+            self,
+            Action::WritePausedOnly
+                | Action::Wait(_)
+                | Action::Done(_)
+                | Action::ReadNode
+                | Action::SetNodeProviderId { .. }
+        )
+    }
 }
 
 impl Decision {

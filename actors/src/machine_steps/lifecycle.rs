@@ -466,6 +466,7 @@ fn node_step(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool) -> Dec
         ConditionUpdate::false_(types::K8S_PROVIDER_ID_SETUP, reason, severity, message)
     };
     match &o.node {
+        NodeObservation::NotRead => passed.stop(Action::ReadNode, None),
         NodeObservation::Unreachable { message } => passed.wait(
             Requeue::Backoff,
             setup(

@@ -21,6 +21,15 @@ pub use observed::{
 
 use crate::conditions::{ConditionUpdate, reasons, types};
 
+/// Whether an action that reported success changed nothing: the observation made right after it equals the one
+/// it was decided on, and the same action comes out again. `decide` is a function of the observation, so the
+/// pass would repeat the action at once, and forever, at the engine's full rate (an engine that answers 200 to a
+/// write without applying it, a patch that does not stick). The actor counts such an action as failed and backs
+/// off.
+pub fn without_effect(before: &Observed, acted: &Action, after: &Observed, next: &Action) -> bool {
+    before == after && acted == next
+}
+
 /// The next action for one OVirtMachine.
 pub fn decide(observed: &Observed) -> Decision {
     if observed.paused {

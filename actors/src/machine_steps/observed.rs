@@ -12,8 +12,9 @@ use crate::feature_gates::FeatureGates;
 use crate::identity::{EngineIdentity, OwnerIdentity, Ownership};
 use crate::nics::NicAssessment;
 
-/// Everything [`super::decide`] looks at.
-#[derive(Clone, Debug)]
+/// Everything [`super::decide`] looks at. Comparable, so that the actor can tell an action that changed nothing
+/// ([`super::without_effect`]).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
     pub namespace: String,
     /// The OVirtMachine's name, which is also the VM's name.
@@ -257,6 +258,9 @@ pub struct VmDisk {
 /// The VM's Node in the workload cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeObservation {
+    /// Not read yet in this pass although it could be (the VM is up and the Cluster known): a decision that reaches
+    /// step 7 asks for it ([`super::Action::ReadNode`]), so that workload I/O happens only when step 7 needs it.
+    NotRead,
     /// The kubeconfig Secret is missing or the API server did not answer.
     Unreachable {
         message: String,

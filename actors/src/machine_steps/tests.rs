@@ -1502,3 +1502,91 @@ fn rejected_workload_kubeconfig_is_an_error_retried_with_backoff() {
     assert_eq!(state_of(&d, types::MACHINE_ON), Some((State::True, reasons::VM_UP)));
     assert!(d.status.mark_provisioned, "the VM is up whatever the kubeconfig says");
 }
+
+// ---- the Node is read only when step 7 needs it, without a permit ----
+
+#[test]
+fn reaching_step_7_without_the_node_asks_for_it() {
+    let d = decide(&Observed {
+        node: NodeObservation::NotRead,
+        ..running()
+    });
+    assert_eq!(d.action, Action::ReadNode);
+    assert!(!d.action.needs_permit(), "workload I/O never holds a reconcile permit");
+    // Steps 1–6 are passed all the same: the decision taken after the read only adds step 7.
+    assert_eq!(state_of(&d, types::MACHINE_ON), Some((State::True, reasons::VM_UP)));
+}
+
+#[test]
+fn an_unread_node_is_not_asked_for_before_step_7() {
+    // A VM still powering up stops at step 6: no workload call in that pass.
+    let d = decide(&Observed {
+        node: NodeObservation::NotRead,
+        ..with_vm("powering_up", true)
+    });
+    assert_ne!(d.action, Action::ReadNode);
+}
+
+#[test]
+fn only_workload_and_waiting_actions_run_without_a_permit() {
+    let node = Action::SetNodeProviderId {
+        node_name: "n".into(),
+        provider_id: "ovirt://x".into(),
+    };
+    for action in [
+        Action::ReadNode,
+        node,
+        Action::Wait(Requeue::Backoff),
+        Action::Done(Requeue::Steady),
+    ] {
+        assert!(!action.needs_permit(), "{action:?}");
+    }
+    for action in [
+        Action::AddFinalizer,
+        Action::StartVm { use_ignition: false },
+        Action::DeleteVm { vm_id: VM_ID.into() },
+        Action::RecordEngine(engine().annotation()),
+    ] {
+        assert!(action.needs_permit(), "{action:?}");
+    }
+}
+
+// ---- the hot-loop guard ----
+
+#[test]
+fn an_action_followed_by_the_same_observation_had_no_effect() {
+    // An engine that answers 200 to a disk rename without applying it: the VM looks the same afterwards.
+    let gates = FeatureGates {
+        disk_add_vm_name: true,
+        ..FeatureGates::default()
+    };
+    let before = Observed {
+        gates,
+        ..with_vm("down", false)
+    };
+    let acted = decide(&before).action;
+    assert!(matches!(acted, Action::RenameDiskAlias { .. }), "{acted:?}");
+    let after = before.clone();
+    let next = decide(&after).action;
+    assert!(without_effect(&before, &acted, &after, &next));
+}
+
+#[test]
+fn an_action_whose_effect_shows_is_progress() {
+    // The finalizer was added: the next observation differs, whatever comes next.
+    let before = Observed {
+        has_finalizer: false,
+        ..ready_to_create()
+    };
+    let acted = decide(&before).action;
+    assert_eq!(acted, Action::AddFinalizer);
+    let after = ready_to_create();
+    assert!(!without_effect(&before, &acted, &after, &decide(&after).action));
+    // The same observation with another action (e.g. NICs read and re-decided) is not taken for a loop either.
+    assert!(!without_effect(
+        &before,
+        &acted,
+        &before,
+        &Action::Wait(Requeue::OnChange)
+    ));
+}

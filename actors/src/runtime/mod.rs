@@ -6,6 +6,7 @@ mod cluster;
 pub mod connection;
 mod finalizers;
 pub mod keys;
+pub mod kube_clients;
 mod lookups;
 mod machine;
 pub mod mailbox;
@@ -16,6 +17,7 @@ pub mod settings;
 pub mod status_writer;
 mod supervisor;
 
+pub use kube_clients::KubeClients;
 pub use settings::RuntimeSettings;
 pub use supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
 
@@ -55,18 +57,19 @@ pub async fn stopped(supervisor: ActorRef<SupervisorMsg>) {
 
 /// Starts the supervisor (and with it every other actor), feeding `metrics`. Stop it with `stop_and_wait`.
 pub async fn start(
-    client: kube::Client,
+    clients: KubeClients,
     settings: RuntimeSettings,
     metrics: Metrics,
 ) -> Result<ActorRef<SupervisorMsg>, ractor::SpawnErr> {
     let mut settings = settings;
     if settings.management_cluster_id.is_empty() {
-        settings.management_cluster_id = management_cluster_id(&client)
+        settings.management_cluster_id = management_cluster_id(&clients.requests)
             .await
             .map_err(ractor::SpawnErr::StartupFailed)?;
     }
     let args = SupervisorArgs {
-        client,
+        client: clients.requests,
+        watch_client: clients.watches,
         settings,
         metrics,
     };

@@ -115,7 +115,8 @@ pub struct ProviderState {
     conditions: Vec<Condition>,
     /// The InsecureTransport Event was recorded since the provider last connected over https.
     insecure_transport_warned: bool,
-    retry_delay: Duration,
+    /// Retry delay of a failed check: 5 s doubling to 5 min, jittered.
+    retry: crate::backoff::Backoff,
     subscribers: HashMap<ObjectKey, ActorRef<MachineMsg>>,
     watched: HashMap<ObjectKey, Watched>,
     /// Polls so far; steady watches are searched on every STEADY_POLL_EVERY-th.
@@ -168,7 +169,7 @@ impl Actor for ProviderActor {
             connection: Connection::Pending,
             conditions: Vec::new(),
             insecure_transport_warned: false,
-            retry_delay: Duration::from_secs(5),
+            retry: crate::backoff::Backoff::steps(),
             subscribers: HashMap::new(),
             watched: HashMap::new(),
             polls: 0,
@@ -303,7 +304,7 @@ fn checked(me: &ActorRef<ProviderMsg>, state: &mut ProviderState, outcome: Resul
     let next_check_in;
     state.connection = match outcome {
         Ok(engine_version) => {
-            state.retry_delay = Duration::from_secs(5);
+            state.retry.reset();
             next_check_in = RECHECK_INTERVAL;
             let client = state.client.clone();
             let defaults = ProviderDefaults {
@@ -330,13 +331,13 @@ fn checked(me: &ActorRef<ProviderMsg>, state: &mut ProviderState, outcome: Resul
                 _ => Instant::now(),
             };
             tracing::warn!(provider = %state.key, reason = problem.reason, message = %problem.message, "cannot connect to oVirt");
-            let cap = if problem.reason == reasons::ENGINE_UNREACHABLE {
-                UNREACHABLE_MAX_RETRY
+            let delay = state.retry.next_delay();
+            // The end of an outage must show soon: transient failures are retried at least once a minute.
+            next_check_in = if problem.reason == reasons::ENGINE_UNREACHABLE {
+                delay.min(crate::backoff::jittered_retry(UNREACHABLE_MAX_RETRY))
             } else {
-                crate::backoff::MAX_BACKOFF
+                delay
             };
-            next_check_in = crate::backoff::jittered(state.retry_delay.min(cap), fastrand::f64());
-            state.retry_delay = (state.retry_delay * 2).min(cap);
             Connection::Failed { problem, since }
         }
     };

@@ -16,7 +16,9 @@ use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use crate::metrics::{Metrics, kind};
 
 pub const FIELD_MANAGER: &str = "capov";
+/// First retry of a failed write; consecutive failing rounds double it up to [`MAX_RETRY_AFTER`], jittered.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Counts of what the writer did, for metrics and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,6 +70,7 @@ pub struct WriterState {
     failed: HashMap<ObjectKey, Value>,
     flush_queued: bool,
     retry_queued: bool,
+    retry: crate::backoff::Backoff,
     stats: WriterStats,
     metrics: Metrics,
     mail: ActorMetrics,
@@ -101,6 +104,7 @@ impl Actor for StatusWriter {
             failed: HashMap::new(),
             flush_queued: false,
             retry_queued: false,
+            retry: crate::backoff::Backoff::new(RETRY_AFTER, MAX_RETRY_AFTER),
             stats: WriterStats::default(),
             mail: ActorMetrics::of::<StatusWriterMsg>(&metrics),
             _alive: ActorMetrics::of::<StatusWriterMsg>(&metrics).alive(),
@@ -214,9 +218,12 @@ async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
             }
         }
     }
-    if !state.failed.is_empty() && !state.retry_queued {
+    if state.failed.is_empty() {
+        state.retry.reset();
+    } else if !state.retry_queued {
         state.retry_queued = true;
-        mailbox::cast_after(&state.metrics, RETRY_AFTER, me.clone(), || StatusWriterMsg::Retry);
+        let delay = state.retry.next_delay();
+        mailbox::cast_after(&state.metrics, delay, me.clone(), || StatusWriterMsg::Retry);
     }
 }
 

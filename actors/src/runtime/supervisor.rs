@@ -36,7 +36,10 @@ use crate::metrics::{Metrics, kind, result};
 
 /// What every actor of the runtime shares.
 pub struct Shared {
+    /// Every request but the watches (deadlines: `kube_clients`).
     pub client: kube::Client,
+    /// The watches only: they may stay silent for minutes, which the request client's read timeout would cut.
+    pub watch_client: kube::Client,
     pub metrics: Metrics,
     pub settings: RuntimeSettings,
     pub status_writer: ActorRef<StatusWriterMsg>,
@@ -141,6 +144,7 @@ pub struct SupervisorState {
 
 pub struct SupervisorArgs {
     pub client: kube::Client,
+    pub watch_client: kube::Client,
     pub settings: RuntimeSettings,
     pub metrics: Metrics,
 }
@@ -169,6 +173,7 @@ impl Actor for Supervisor {
         let mail = ActorMetrics::of::<SupervisorMsg>(&args.metrics);
         let shared = Arc::new(Shared {
             client: args.client.clone(),
+            watch_client: args.watch_client,
             metrics: args.metrics,
             permits: ReconcilePermits::new(settings.max_concurrent_reconciles.max(1)),
             settings,
@@ -321,7 +326,8 @@ impl Actor for Supervisor {
                         .actor_restarts_total
                         .with_label_values(&[kind::PROVIDER])
                         .inc();
-                    mailbox::cast_after(&state.shared.metrics, Duration::from_secs(1), me, move || {
+                    let delay = crate::backoff::jittered_retry(Duration::from_secs(1));
+                    mailbox::cast_after(&state.shared.metrics, delay, me, move || {
                         SupervisorMsg::Provider(Event::Apply(provider))
                     });
                 }
@@ -347,8 +353,9 @@ fn note_synced<K>(state: &mut SupervisorState, watch: &'static str, event: &Even
     }
 }
 
+/// 1 s doubling to 5 min, jittered so that actors that failed together do not restart together.
 fn restart_delay(restarts: u32) -> Duration {
-    Duration::from_secs(1u64 << restarts.min(8)).min(Duration::from_secs(300))
+    crate::backoff::jittered_retry(Duration::from_secs(1u64 << restarts.min(8)).min(Duration::from_secs(300)))
 }
 
 fn watch_config(settings: &RuntimeSettings) -> watcher::Config {
@@ -386,7 +393,7 @@ fn spawn_watches(
     machine_writer: reflector::store::Writer<DynamicObject>,
     cluster_writer: reflector::store::Writer<DynamicObject>,
 ) -> Vec<JoinHandle<()>> {
-    let client = &shared.client;
+    let client = &shared.watch_client;
     let settings = &shared.settings;
     let filtered = watch_config(settings);
     let mut tasks = Vec::new();
@@ -469,7 +476,7 @@ fn spawn_namespace_watch(
             let _ = mailbox::cast(&metrics_ready, &me_ready, SupervisorMsg::Synced("namespaces"));
         }
     });
-    let stream = watcher::watcher(Api::<Namespace>::all(shared.client.clone()), config)
+    let stream = watcher::watcher(Api::<Namespace>::all(shared.watch_client.clone()), config)
         .default_backoff()
         .reflect(writer)
         .touched_objects();

@@ -110,7 +110,7 @@ impl World {
     }
 
     pub async fn start_operator_with(&mut self, settings: RuntimeSettings) {
-        let operator = runtime::start(self.client.clone(), settings, self.metrics.clone()).await;
+        let operator = runtime::start(operator_clients().await, settings, self.metrics.clone()).await;
         self.operator = Some(operator.expect("runtime"));
     }
 
@@ -237,6 +237,15 @@ impl World {
         let node = Api::<Node>::all(client).get(name).await.expect("node");
         node.spec.and_then(|spec| spec.provider_id)
     }
+}
+
+/// The operator's clients for the shared control plane, built as the manager builds them (with its deadlines).
+pub async fn operator_clients() -> runtime::KubeClients {
+    let kubeconfig = kube::config::Kubeconfig::read_from(shared().await.kubeconfig_path()).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("kube config");
+    runtime::KubeClients::new(config).expect("operator clients")
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -62,6 +62,10 @@ macro_rules! collection {
             pub items: Vec<$item>,
         }
 
+        impl crate::xml::Root for $name {
+            const ROOT: &'static str = $root;
+        }
+
         impl From<Vec<$item>> for $name {
             fn from(items: Vec<$item>) -> Self {
                 Self { items }
@@ -70,5 +74,15 @@ macro_rules! collection {
     };
 }
 
+/// The root element of single engine objects (collections get theirs from [`collection`]).
+macro_rules! roots {
+    ($($name:ty = $root:literal),* $(,)?) => {
+        $(impl crate::xml::Root for $name {
+            const ROOT: &'static str = $root;
+        })*
+    };
+}
+
 pub(crate) use collection;
+pub(crate) use roots;
 pub(crate) use string_enum;

@@ -16,5 +16,22 @@ pub use disk::*;
 pub use inventory::*;
 pub use vm::*;
 
+macros::roots!(
+    Api = "api",
+    Cluster = "cluster",
+    DataCenter = "data_center",
+    StorageDomain = "storage_domain",
+    Network = "network",
+    VnicProfile = "vnic_profile",
+    Template = "template",
+    Vm = "vm",
+    Disk = "disk",
+    DiskAttachment = "disk_attachment",
+    Nic = "nic",
+    ReportedDevice = "reported_device",
+    Action = "action",
+    Fault = "fault",
+);
+
 /// Id of the Blank template, the `template` of every VM created with `clone=true`.
 pub const BLANK_TEMPLATE_ID: &str = "00000000-0000-0000-0000-000000000000";

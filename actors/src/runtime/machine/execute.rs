@@ -266,6 +266,8 @@ pub async fn execute(
                 },
             }
         }
+        // The pass reads the Node and decides again before executing (see `run_pass`); nothing to do here.
+        Action::ReadNode => Executed::Requeue(Requeue::Backoff),
         Action::SetNodeProviderId { node_name, provider_id } => {
             let Some(cluster) = cluster else {
                 return Executed::Requeue(Requeue::Backoff);

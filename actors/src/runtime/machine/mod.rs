@@ -17,7 +17,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::conditions::{ConditionUpdate, MACHINE_READY_INPUTS, State, ready_summary, set_condition, types};
 use crate::identity::parse_provider_id;
-use crate::machine_steps::{Action, Requeue, StatusChange, decide};
+use crate::machine_steps::{Action, NodeObservation, Observed, Requeue, StatusChange, decide, without_effect};
 
 use super::keys::ObjectKey;
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
@@ -47,7 +47,8 @@ pub struct MachineState {
     status: OVirtMachineStatus,
     /// Since when the machine has waited for a missing provider or credentials (SPEC §2.4: critical after 10 min).
     missing_since: Option<std::time::Instant>,
-    backoff: Duration,
+    /// 5 s doubling to 5 min, each wait jittered (crate::backoff).
+    backoff: crate::backoff::Backoff,
     pass_queued: bool,
     timer: Option<tokio::task::JoinHandle<()>>,
     subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
@@ -87,7 +88,7 @@ impl Actor for MachineActor {
             shared: args.shared,
             status,
             missing_since: None,
-            backoff: Duration::from_secs(5),
+            backoff: crate::backoff::Backoff::steps(),
             pass_queued: true,
             timer: None,
             subscribed_to: None,
@@ -134,7 +135,7 @@ impl Actor for MachineActor {
             }
             MachineMsg::Poke => queue_pass(&me, state),
             MachineMsg::ConnectionChanged => {
-                state.backoff = Duration::from_secs(5);
+                state.backoff.reset();
                 queue_pass(&me, state);
             }
             MachineMsg::VmObserved { vm_id, status } => {
@@ -219,15 +220,25 @@ fn changed_beyond_status(old: &OVirtMachine, new: &OVirtMachine) -> bool {
 const MAX_ACTIONS_PER_PASS: usize = 12;
 
 /// Observe, decide, act — again at once after an action that succeeded — then report and schedule.
+///
+/// The reconcile permit is held for engine and management-cluster work only. Workload-cluster calls (reading the
+/// Node, setting its providerID) run with the permit released: a tenant's workload apiserver that is slow or hung
+/// must not take a permit from every other machine for as long as its requests last. The permit is taken again
+/// before the next step that needs it.
 async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     let priority = match state.object.spec.provider_id {
         Some(_) => Priority::HasVm,
         None => Priority::New,
     };
-    let _permit = state.shared.permits.acquire(priority).await;
+    let mut permit = Some(state.shared.permits.acquire(priority).await);
     let started = Instant::now();
     let mut next = Next::After(Duration::ZERO);
+    // The observation and action of the last action that reported success, for the hot-loop guard.
+    let mut last_success: Option<(Observed, Action)> = None;
     for _ in 0..MAX_ACTIONS_PER_PASS {
+        if permit.is_none() {
+            permit = Some(state.shared.permits.acquire(Priority::HasVm).await);
+        }
         let mut observation = match observe::observe(me, state).await {
             Ok(observation) => observation,
             Err(observe::ObserveError(message)) => {
@@ -251,8 +262,32 @@ async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
                 }
             }
         }
+        if decision.action == Action::ReadNode {
+            // Workload I/O: without the permit (see above).
+            permit = None;
+            observation.observed.node = match (&observation.cluster, &observation.observed.vm) {
+                (Some(cluster), Some(vm)) => workload::observe_node(state, cluster, &vm.id).await,
+                _ => NodeObservation::NotFound,
+            };
+            decision = decide(&observation.observed);
+        }
+        if let Some((before, acted)) = &last_success
+            && without_effect(before, acted, &observation.observed, &decision.action)
+        {
+            tracing::warn!(
+                object = %state.key,
+                action = ?acted,
+                "the action reported success but nothing it should change did; backing off instead of repeating it"
+            );
+            next = Next::Backoff;
+            break;
+        }
+        if permit.is_none() && decision.action.needs_permit() {
+            permit = Some(state.shared.permits.acquire(Priority::HasVm).await);
+        }
         apply(state, &decision.conditions, decision.status.clone());
         let vm_id = observation.observed.vm.as_ref().map(|vm| vm.id.clone());
+        let acted = decision.action.clone();
         let executed = execute::execute(
             state,
             &observation.observed,
@@ -262,7 +297,10 @@ async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
         )
         .await;
         match executed {
-            execute::Executed::Continue => continue,
+            execute::Executed::Continue => {
+                last_success = Some((observation.observed, acted));
+                continue;
+            }
             execute::Executed::Requeue(requeue) => {
                 next = to_next(state, requeue, vm_id);
                 break;
@@ -277,6 +315,7 @@ async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
             }
         }
     }
+    drop(permit);
     record_pass(state, &next, started);
     let status = serde_json::to_value(&state.status).unwrap_or_default();
     let update = StatusWriterMsg::Update {
@@ -416,11 +455,7 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
             cadence: Cadence::Steady,
             ..
         }) => crate::backoff::jittered(settings.sync_period, fastrand::f64()),
-        Next::Backoff => {
-            let delay = state.backoff;
-            state.backoff = (delay * 2).min(Duration::from_secs(300));
-            delay
-        }
+        Next::Backoff => state.backoff.next_delay(),
         Next::After(delay) => *delay,
         // The poll answers; this timer only guards against a lost answer.
         Next::WatchVm(VmWatch {
@@ -429,7 +464,7 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
         }) => settings.poll_interval * 6,
     };
     if !matches!(next, Next::Backoff) {
-        state.backoff = Duration::from_secs(5);
+        state.backoff.reset();
     }
     state.timer = Some(mailbox::cast_after(&state.shared.metrics, delay, me.clone(), || {
         MachineMsg::Tick

@@ -17,7 +17,6 @@ use kube::runtime::reflector::ObjectRef;
 use ractor::ActorRef;
 
 use super::MachineState;
-use super::workload;
 use crate::addresses::{ReportedDevice, VmNic};
 use crate::conditions::types;
 use crate::identity::{EngineIdentity, OwnerIdentity, Ownership, ownership, parse_provider_id};
@@ -155,16 +154,16 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     if !engine_changed {
         observed.vm = find_vm(state, &engine.client, &observed).await?;
     }
-    // The NICs are not read here: see `nics_before_start`.
-    if let Some(vm) = &observed.vm {
-        let vm_id = vm.id.clone();
-        let status = vm.status.clone();
-        if matches!(status.as_str(), "up" | "migrating")
-            && !observed.deletion_requested
-            && let Some(cluster) = &cluster
-        {
-            observed.node = workload::observe_node(state, cluster, &vm_id).await;
-        }
+    // The NICs are not read here (see `nics_before_start`), nor the workload cluster's Node: a decision that
+    // reaches step 7 asks for it (Action::ReadNode) and the pass reads it without its reconcile permit.
+    if observed
+        .vm
+        .as_ref()
+        .is_some_and(|vm| matches!(vm.status.as_str(), "up" | "migrating"))
+        && !observed.deletion_requested
+        && cluster.is_some()
+    {
+        observed.node = NodeObservation::NotRead;
     }
     Ok(Observation {
         observed,

@@ -123,7 +123,7 @@ async fn workload_client(state: &MachineState, cluster: &DynamicObject) -> Resul
     {
         return Ok(client.clone());
     }
-    let client = kube::Client::try_from(kubeconfig.to_kube_config()).map_err(|err| {
+    let client = crate::runtime::kube_clients::request_client(kubeconfig.to_kube_config()).map_err(|err| {
         NoClient::Unreachable(format!(
             "Secret {secret_name}: cannot build a client from the workload kubeconfig: {err}"
         ))

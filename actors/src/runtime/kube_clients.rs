@@ -1,0 +1,273 @@
+//! Kubernetes clients with deadlines on every request. kube's defaults have no read timeout: an apiserver (the
+//! management cluster's, or a tenant's workload apiserver) that accepts a connection and never answers would hold
+//! the caller, and with it a reconcile permit, the status writer or the supervisor, for ever.
+//!
+//! Two management clients, because one setting cannot serve both kinds of call: a watch legitimately stays silent
+//! for minutes (kube-runtime's watcher has its own idle timeout, the server-side watch timeout plus a margin), while
+//! a get, list or patch that is silent for [`READ_TIMEOUT`] is dead.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::{Instant, Sleep};
+use tower::{BoxError, Layer, Service};
+
+/// Establishing a connection, TLS handshake included.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Silence while an answer is awaited or read (kube's socket read timeout, restarted by every write so that the time
+/// a pooled connection sat idle does not count).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Sending a request.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A whole request, from sending it to the last byte of its answer (kube's retries of 429/503/504 included). The
+/// apiserver ends its own requests after 60 s (`--request-timeout`); a request still running a little later is lost.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(70);
+
+/// The management cluster's clients: `requests` for everything but watches, `watches` for the watches.
+#[derive(Clone)]
+pub struct KubeClients {
+    pub requests: kube::Client,
+    pub watches: kube::Client,
+}
+
+impl KubeClients {
+    /// Both clients from one configuration (a kubeconfig or the in-cluster service account).
+    pub fn new(config: kube::Config) -> Result<KubeClients, kube::Error> {
+        let mut watch_config = config.clone();
+        watch_config.connect_timeout = Some(CONNECT_TIMEOUT);
+        watch_config.write_timeout = Some(WRITE_TIMEOUT);
+        Ok(KubeClients {
+            requests: request_client(config)?,
+            watches: kube::Client::try_from(watch_config)?,
+        })
+    }
+}
+
+/// `config` with this module's connect, read and write timeouts.
+pub fn with_timeouts(mut config: kube::Config) -> kube::Config {
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config.write_timeout = Some(WRITE_TIMEOUT);
+    config.reset_reader_on_write = true;
+    config
+}
+
+/// A client for requests that are not watches: [`with_timeouts`], and no request outlives [`REQUEST_TIMEOUT`].
+pub fn request_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
+    Ok(kube::client::ClientBuilder::try_from(with_timeouts(config))?
+        .with_layer(&DeadlineLayer(REQUEST_TIMEOUT))
+        .build())
+}
+
+/// A request ran past its deadline.
+#[derive(Debug, thiserror::Error)]
+#[error("the Kubernetes API request did not complete within {0:?}")]
+pub struct RequestTimedOut(pub Duration);
+
+/// A deadline over a whole request: the answer's headers and every byte of its body.
+#[derive(Clone, Copy, Debug)]
+pub struct DeadlineLayer(pub Duration);
+
+impl<S> Layer<S> for DeadlineLayer {
+    type Service = Deadline<S>;
+
+    fn layer(&self, inner: S) -> Deadline<S> {
+        Deadline { inner, limit: self.0 }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Deadline<S> {
+    inner: S,
+    limit: Duration,
+}
+
+type Answer<B> = http::Response<DeadlineBody<B>>;
+
+impl<S, Req, B> Service<http::Request<Req>> for Deadline<S>
+where
+    S: Service<http::Request<Req>, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Response = Answer<B>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Answer<B>, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<Req>) -> Self::Future {
+        let limit = self.limit;
+        let deadline = Instant::now() + limit;
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            match tokio::time::timeout_at(deadline, answer).await {
+                Err(_) => Err(RequestTimedOut(limit).into()),
+                Ok(Err(err)) => Err(err.into()),
+                Ok(Ok(response)) => Ok(response.map(|body| DeadlineBody {
+                    body,
+                    deadline: Box::pin(tokio::time::sleep_until(deadline)),
+                    limit,
+                })),
+            }
+        })
+    }
+}
+
+/// An answer's body that fails once the request's deadline has passed.
+pub struct DeadlineBody<B> {
+    body: B,
+    deadline: Pin<Box<Sleep>>,
+    limit: Duration,
+}
+
+impl<B> Body for DeadlineBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(RequestTimedOut(this.limit).into())));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A plain-http "apiserver" on loopback that reads each request and then does what `serve` says.
+    async fn server<F, Fut>(serve: F) -> (String, tokio::task::JoinHandle<()>)
+    where
+        F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let task = tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                tokio::spawn(serve(socket));
+            }
+        });
+        (url, task)
+    }
+
+    fn client_with_deadline(url: &str, limit: Duration) -> kube::Client {
+        let config = with_timeouts(kube::Config::new(url.parse().expect("url")));
+        kube::client::ClientBuilder::try_from(config)
+            .expect("builder")
+            .with_layer(&DeadlineLayer(limit))
+            .build()
+    }
+
+    async fn get_version(client: &kube::Client) -> Result<String, kube::Error> {
+        let request = http::Request::get("/version").body(Vec::new()).expect("request");
+        client.request_text(request).await
+    }
+
+    #[test]
+    fn request_clients_get_every_timeout() {
+        let config = with_timeouts(kube::Config::new("https://127.0.0.1:6443".parse().expect("uri")));
+        assert_eq!(config.connect_timeout, Some(CONNECT_TIMEOUT));
+        assert_eq!(config.read_timeout, Some(READ_TIMEOUT));
+        assert_eq!(config.write_timeout, Some(WRITE_TIMEOUT));
+        assert!(
+            config.reset_reader_on_write,
+            "idle time in the pool must not count against a request"
+        );
+        assert!(REQUEST_TIMEOUT > READ_TIMEOUT);
+    }
+
+    #[tokio::test]
+    async fn an_apiserver_that_never_answers_fails_the_request_at_its_deadline() {
+        let (url, _server) = server(|socket| async move {
+            // Accepts, reads the request, and keeps the connection open without a word.
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(socket);
+        })
+        .await;
+        let client = client_with_deadline(&url, Duration::from_millis(300));
+        let started = std::time::Instant::now();
+        let err = get_version(&client).await.expect_err("no answer");
+        let waited = started.elapsed();
+        assert!(err.to_string().contains("did not complete within"), "{err}");
+        assert!(
+            waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_trickles_in_fails_at_the_deadline_too() {
+        let (url, _server) = server(|mut socket| async move {
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+            if socket.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            // One byte every 50 ms: never silent long enough for a read timeout, never done.
+            loop {
+                if socket.write_all(b"1\r\n \r\n").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let client = client_with_deadline(&url, Duration::from_millis(500));
+        let started = std::time::Instant::now();
+        let err = get_version(&client).await.expect_err("never finished");
+        let waited = started.elapsed();
+        assert!(format!("{err:?}").contains("RequestTimedOut"), "{err:?}");
+        assert!(
+            waited >= Duration::from_millis(500) && waited < Duration::from_secs(5),
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_within_the_deadline_passes_unchanged() {
+        let (url, _server) = server(|mut socket| async move {
+            let body = r#"{"major":"1","minor":"36"}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(answer.as_bytes()).await;
+        })
+        .await;
+        let client = client_with_deadline(&url, Duration::from_secs(5));
+        assert_eq!(
+            get_version(&client).await.expect("answer"),
+            r#"{"major":"1","minor":"36"}"#
+        );
+    }
+}

@@ -1,0 +1,200 @@
+//! Reliability of the machine passes against real parts (kube-apiserver, the engine simulator, a workload
+//! "apiserver" that never answers): workload I/O holds no reconcile permit and ends at its deadline, and an action
+//! the engine accepts without effect is retried with backoff instead of at full rate.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use capov_actors::feature_gates::FeatureGates;
+use capov_actors::runtime::RuntimeSettings;
+use capov_actors::runtime::kube_clients::READ_TIMEOUT;
+use serde_json::json;
+use support::{World, condition, eventually, metric_sum};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn base_spec() -> serde_json::Value {
+    json!({"ovirtcluster": "Default", "template": "rhcos-4.14"})
+}
+
+/// A workload "apiserver" that accepts connections, reads each request and never answers. It counts the requests
+/// it received and the connections the client still holds open.
+struct BlackHole {
+    url: String,
+    requests: Arc<AtomicUsize>,
+    open: Arc<AtomicUsize>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl BlackHole {
+    async fn start() -> BlackHole {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let (requests, open) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (counted, held) = (requests.clone(), open.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let (counted, held) = (counted.clone(), held.clone());
+                held.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 8192];
+                    let mut received = false;
+                    // Read until the client hangs up (0 bytes or an error); answer nothing.
+                    while let Ok(read) = socket.read(&mut buf).await {
+                        if read == 0 {
+                            break;
+                        }
+                        if !received {
+                            received = true;
+                            counted.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    held.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        BlackHole {
+            url,
+            requests,
+            open,
+            _task: task,
+        }
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    fn open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: hung\n  cluster:\n    server: {}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n    cluster: hung\n    user: u\ncurrent-context: c\n",
+            self.url
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_hung_workload_apiserver_holds_no_reconcile_permit_and_times_out() {
+    let mut world = World::new("hung-workload").await;
+    let hole = BlackHole::start().await;
+    // A second workload cluster, whose apiserver is the black hole.
+    let labels = json!({"cluster.x-k8s.io/watch-filter": world.namespace, "cluster.x-k8s.io/cluster-name": "hung"});
+    capov_harness::objects::create_provisioned_cluster(&world.client, &world.namespace, "hung", labels.clone())
+        .await
+        .expect("cluster");
+    world
+        .create_secret("hung-kubeconfig", &[("value", &hole.kubeconfig())])
+        .await;
+    // One permit for all machines: a pass that kept it while waiting for the workload cluster would stop every
+    // other machine.
+    let settings = RuntimeSettings {
+        max_concurrent_reconciles: 1,
+        ..world.settings()
+    };
+    world.start_operator_with(settings).await;
+    let mut spec = base_spec();
+    spec["provider"] = json!(world.provider);
+    capov_harness::objects::create_machine(&world.client, &world.namespace, "hung", "stuck", labels, spec)
+        .await
+        .expect("machine");
+
+    // Its VM comes up and its pass reaches step 7: the Node read goes to the black hole and gets no answer.
+    eventually(2 * MINUTE, "the stuck machine's Node read", || async {
+        (hole.requests() >= 1 && hole.open() >= 1).then_some(())
+    })
+    .await;
+    let hung_since = Instant::now();
+    let pending = hole.requests();
+
+    // Meanwhile another machine gets the only permit again and again: finalizer, VM created, VM started.
+    world.create_machine("free", base_spec()).await;
+    world.wait_reason(MINUTE, "free", "MachineOn", "VMPoweringUp").await;
+    assert_eq!(
+        (hole.requests(), hole.open() >= 1),
+        (pending, true),
+        "the stuck machine's request must still be the one waiting: the other machine went on beside it"
+    );
+    assert!(
+        hung_since.elapsed() < READ_TIMEOUT,
+        "the other machine waited for the stuck one"
+    );
+
+    // The stuck request ends at the read timeout and is reported, instead of holding the machine for ever.
+    let machine = world
+        .wait_reason(
+            READ_TIMEOUT + MINUTE,
+            "stuck",
+            "K8sProviderIDSetup",
+            "WorkloadClusterUnreachable",
+        )
+        .await;
+    assert!(
+        hung_since.elapsed() >= READ_TIMEOUT.mul_f64(0.9),
+        "reported after {:?}, before the read timeout could have ended the request",
+        hung_since.elapsed()
+    );
+    let setup = condition(&machine, "K8sProviderIDSetup").expect("condition");
+    assert!(setup.message.contains("Nodes"), "{}", setup.message);
+    world.stop_operator().await;
+}
+
+#[tokio::test]
+async fn an_action_the_engine_accepts_without_effect_is_retried_with_backoff_not_at_full_rate() {
+    let mut world = World::new("no-effect").await;
+    // The engine answers 200 to every disk update and changes nothing: the alias rename (gate add-vm-name) never
+    // shows, so each pass would rename again at once.
+    world
+        .sim
+        .control()
+        .set_writes_without_effect(true, Some("PUT"), Some("/api/disks/"));
+    let gates = FeatureGates {
+        disk_add_vm_name: true,
+        ..FeatureGates::default()
+    };
+    world.start_operator_with_gates(gates).await;
+    world.create_machine("worker", base_spec()).await;
+
+    let control = world.sim.control().clone();
+    let renames = || control.counter("PUT /disks/{id}");
+    eventually(MINUTE, "the first rename", || async { (renames() >= 1).then_some(()) }).await;
+    let first = Instant::now();
+    let requests_at_first = control.counter("total");
+    eventually(MINUTE, "the third rename", || async { (renames() >= 3).then_some(()) }).await;
+    let elapsed = first.elapsed();
+    let requests = control.counter("total") - requests_at_first;
+
+    // One rename per pass, then the pass sees nothing changed and backs off: 5 s, then 10 s, each at least 80 %,
+    // so at least 12 s from the first rename to the third. The counter is polled every 100 ms, so the first rename
+    // may be seen up to a poll late: 11 s leaves room for that, and a pass repeating at once takes milliseconds.
+    assert!(
+        elapsed >= Duration::from_secs(11),
+        "three renames within {elapsed:?}: not backed off"
+    );
+    // Per pass the machine reads its VM (one request, disks inlined), renames, and reads it again: 3 requests.
+    // From the first rename to the third: the rest of pass 1 (1), pass 2 (3), pass 3 up to its rename (2) = 6.
+    // Allow 3 more for the provider's own check. Without the guard the pass repeats the rename at the limiter's
+    // rate (10/s in this world): over 100 requests in the same 12 s.
+    assert!(requests <= 9, "{requests} engine requests in {elapsed:?}");
+    let backoffs = metric_sum(
+        &world.metrics,
+        "capov_reconciles_total",
+        &[("kind", "machine"), ("result", "error")],
+    );
+    assert!(backoffs >= 2.0, "passes that ended in backoff: {backoffs}");
+    let vm = world.sim.control().vm_by_name("worker").expect("VM");
+    assert!(
+        vm.disks.iter().all(|disk| !disk.alias.contains("worker")),
+        "the engine applied a rename after all: {:?}",
+        vm.disks
+    );
+    world.stop_operator().await;
+}
