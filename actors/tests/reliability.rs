@@ -22,10 +22,12 @@ fn base_spec() -> serde_json::Value {
     json!({"ovirtcluster": "Default", "template": "rhcos-4.14"})
 }
 
-/// A workload "apiserver" that accepts connections, reads each request and never answers. It counts the requests
-/// it received and the connections the client still holds open.
+/// A workload "apiserver" that accepts connections, completes TLS (so that the client's connect timeout is over and
+/// only its read deadline can end the wait), reads each request and never answers. It counts the requests it
+/// received and the connections the client still holds open.
 struct BlackHole {
     url: String,
+    ca_pem: String,
     requests: Arc<AtomicUsize>,
     open: Arc<AtomicUsize>,
     _task: tokio::task::JoinHandle<()>,
@@ -34,14 +36,21 @@ struct BlackHole {
 impl BlackHole {
     async fn start() -> BlackHole {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let url = format!("https://{}", listener.local_addr().expect("addr"));
+        let tls = capov_ovirt_sim::tls::generate(&[]).expect("certificate");
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
         let (requests, open) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (counted, held) = (requests.clone(), open.clone());
         let task = tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
+            while let Ok((socket, _)) = listener.accept().await {
                 let (counted, held) = (counted.clone(), held.clone());
+                let acceptor = acceptor.clone();
                 held.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
+                    let Ok(mut socket) = acceptor.accept(socket).await else {
+                        held.fetch_sub(1, Ordering::SeqCst);
+                        return;
+                    };
                     let mut buf = [0u8; 8192];
                     let mut received = false;
                     // Read until the client hangs up (0 bytes or an error); answer nothing.
@@ -60,6 +69,7 @@ impl BlackHole {
         });
         BlackHole {
             url,
+            ca_pem: tls.ca_pem,
             requests,
             open,
             _task: task,
@@ -76,8 +86,9 @@ impl BlackHole {
 
     fn kubeconfig(&self) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: hung\n  cluster:\n    server: {}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n    cluster: hung\n    user: u\ncurrent-context: c\n",
-            self.url
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: hung\n  cluster:\n    server: {}\n    certificate-authority-data: {}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n    cluster: hung\n    user: u\ncurrent-context: c\n",
+            self.url,
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &self.ca_pem)
         )
     }
 }

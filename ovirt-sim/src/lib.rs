@@ -19,7 +19,8 @@ mod search;
 mod server;
 mod sso;
 mod state;
-mod tls;
+/// The throw-away CA and server certificate, also for tests that stand up TLS peers of their own.
+pub mod tls;
 mod wire;
 
 pub use control::{BodyFault, Control, FaultInjection};
