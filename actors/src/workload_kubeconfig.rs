@@ -15,17 +15,11 @@
 //! field and never carry a value.
 
 use std::fmt;
-use std::time::Duration;
 
 use base64::Engine as _;
 use kube::config::AuthInfo;
 use secrecy::SecretString;
 use serde_json::{Map, Value};
-
-/// How long a workload apiserver may take to answer. kube waits forever by default, and the server is the
-/// tenant's: one that accepts connections and never answers would hold a machine's pass (and its reconcile permit)
-/// for good. CAPOV only sends short requests (a GET, a LIST of Nodes, a PATCH), so a generous bound is safe.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A kubeconfig that passed [`parse`]: what the client of the current context needs, nothing else.
 #[derive(Debug)]
@@ -202,7 +196,8 @@ pub fn parse(value: &[u8]) -> Result<WorkloadKubeconfig, Rejection> {
 
 impl WorkloadKubeconfig {
     /// A kube client configuration made only of this kubeconfig's data: no proxy, no files, no programs, no
-    /// environment, and only the kubeconfig's CA trusted; answers are awaited at most [`READ_TIMEOUT`].
+    /// environment, and only the kubeconfig's CA trusted. Deadlines are set where the client is built
+    /// ([`crate::runtime::kube_clients::request_client`]): a tenant's server that never answers holds nothing.
     pub fn to_kube_config(&self) -> kube::Config {
         let mut config = kube::Config::new(self.server.clone());
         config.root_cert = Some(self.ca_der.clone());
@@ -210,7 +205,6 @@ impl WorkloadKubeconfig {
         config.accept_invalid_certs = false;
         config.proxy_url = None;
         config.tls_server_name = self.tls_server_name.clone();
-        config.read_timeout = Some(READ_TIMEOUT);
         config.auth_info = match &self.credentials {
             Credentials::Token(token) => AuthInfo {
                 token: Some(token.clone()),
