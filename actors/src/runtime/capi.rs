@@ -54,3 +54,10 @@ pub fn machine_cluster_name(machine: &DynamicObject) -> Option<String> {
         .and_then(Value::as_str)
         .map(String::from)
 }
+
+/// `Machine.spec.infrastructureRef.name`: the OVirtMachine of this Machine.
+pub fn machine_infrastructure_name(machine: &DynamicObject) -> Option<String> {
+    field(machine, &["spec", "infrastructureRef", "name"])
+        .and_then(Value::as_str)
+        .map(String::from)
+}

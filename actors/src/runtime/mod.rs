@@ -4,6 +4,7 @@
 mod capi;
 mod cluster;
 pub mod connection;
+mod events;
 mod finalizers;
 pub mod keys;
 mod lookups;
@@ -13,6 +14,7 @@ pub mod messages;
 mod permits;
 mod provider;
 pub mod settings;
+mod slim;
 pub mod status_writer;
 mod supervisor;
 

@@ -31,6 +31,7 @@ use super::messages::MachineMsg;
 use super::permits::ReconcilePermits;
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::settings::RuntimeSettings;
+use super::slim;
 use super::status_writer::{StatusWriter, StatusWriterArgs, StatusWriterMsg};
 use crate::metrics::{Metrics, kind, result};
 
@@ -88,9 +89,12 @@ pub enum SupervisorMsg {
     Secret(Event<Secret>),
     Cluster(Event<OVirtCluster>),
     Machine(Event<OVirtMachine>),
-    /// A CAPI Machine or Cluster in this namespace changed.
+    /// A CAPI Cluster or a Namespace changed: every machine of the namespace looks again. With `machine`, a CAPI
+    /// Machine changed: only the OVirtMachine it names (spec.infrastructureRef) looks again; it is the only one that
+    /// reads it, and waking the whole namespace for each Machine event costs N² messages while N Machines are listed.
     CapiChanged {
         namespace: String,
+        machine: Option<String>,
     },
     Restart(ObjectKey),
     /// A watch has listed everything once.
@@ -118,7 +122,8 @@ pub struct Supervisor;
 
 struct Child {
     actor: Option<ActorRef<MachineMsg>>,
-    latest: OVirtMachine,
+    /// The object as last seen by the watch, for a restart; shared with the machine actor (one copy per machine).
+    latest: Arc<OVirtMachine>,
     restarts: u32,
 }
 
@@ -259,7 +264,19 @@ impl Actor for Supervisor {
             SupervisorMsg::IsSynced(reply) => {
                 let _ = reply.send(WATCHES.iter().all(|watch| state.synced.contains(watch)));
             }
-            SupervisorMsg::CapiChanged { namespace } => {
+            SupervisorMsg::CapiChanged {
+                namespace,
+                machine: Some(name),
+            } => {
+                let key = ObjectKey::machine(&namespace, &name);
+                if let Some(actor) = state.machines.get(&key).and_then(|child| child.actor.as_ref()) {
+                    let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::Poke);
+                }
+            }
+            SupervisorMsg::CapiChanged {
+                namespace,
+                machine: None,
+            } => {
                 for (key, child) in &state.machines {
                     if key.namespace.as_deref() == Some(namespace.as_str())
                         && let Some(actor) = &child.actor
@@ -387,32 +404,44 @@ fn spawn_watches(
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(providers, filtered.clone()),
+        watcher(providers, filtered.clone()).modify(slim::crd),
         SupervisorMsg::Provider,
     ));
+    // Every Secret of the credentials namespace is listed, bootstrap data and kubeconfigs included when they live
+    // there too: only the credential keys are kept.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &settings.credentials_namespace);
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(secrets, watcher::Config::default()),
+        watcher(secrets, watcher::Config::default()).modify(slim::secret),
         SupervisorMsg::Secret,
     ));
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(namespaced::<OVirtCluster>(client, settings), filtered.clone()),
+        watcher(namespaced::<OVirtCluster>(client, settings), filtered.clone()).modify(slim::crd),
         SupervisorMsg::Cluster,
     ));
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()),
+        watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()).modify(slim::crd),
         SupervisorMsg::Machine,
     ));
 
-    for (resource, writer, watch) in [
-        (capi::machine_resource(), machine_writer, "machines"),
-        (capi::cluster_resource(), cluster_writer, "clusters"),
+    for (resource, writer, watch, fields) in [
+        (
+            capi::machine_resource(),
+            machine_writer,
+            "machines",
+            slim::CAPI_MACHINE_FIELDS,
+        ),
+        (
+            capi::cluster_resource(),
+            cluster_writer,
+            "clusters",
+            slim::CAPI_CLUSTER_FIELDS,
+        ),
     ] {
         let store = writer.as_reader();
         let (me_ready, metrics_ready) = (me.clone(), shared.metrics.clone());
@@ -422,19 +451,34 @@ fn spawn_watches(
             }
         }));
         let api = dynamic_api(client, settings, &resource);
+        // The stores keep only the fields CAPOV reads (`slim::CAPI_*_FIELDS`).
         let stream = watcher::watcher(api, filtered.clone())
             .default_backoff()
+            .modify(move |object| slim::capi(object, fields))
             .reflect(writer)
             .touched_objects();
         let me = me.clone();
         let metrics = shared.metrics.clone();
+        let machines = watch == "machines";
         tasks.push(tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
-                if let Ok(object) = item
-                    && let Some(namespace) = object.namespace()
-                    && mailbox::cast(&metrics, &me, SupervisorMsg::CapiChanged { namespace }).is_err()
-                {
+                let Ok(object) = item else { continue };
+                let Some(namespace) = object.namespace() else { continue };
+                let changed = match machines {
+                    true => match capi::machine_infrastructure_name(&object) {
+                        Some(name) => SupervisorMsg::CapiChanged {
+                            namespace,
+                            machine: Some(name),
+                        },
+                        None => continue,
+                    },
+                    false => SupervisorMsg::CapiChanged {
+                        namespace,
+                        machine: None,
+                    },
+                };
+                if mailbox::cast(&metrics, &me, changed).is_err() {
                     return;
                 }
             }
@@ -463,6 +507,7 @@ fn spawn_namespace_watch(
     });
     let stream = watcher::watcher(Api::<Namespace>::all(shared.client.clone()), config)
         .default_backoff()
+        .modify(slim::namespace)
         .reflect(writer)
         .touched_objects();
     let (me, metrics) = (me.clone(), shared.metrics.clone());
@@ -475,6 +520,7 @@ fn spawn_namespace_watch(
                     &me,
                     SupervisorMsg::CapiChanged {
                         namespace: namespace.name_any(),
+                        machine: None,
                     },
                 )
                 .is_err()
@@ -657,15 +703,12 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
             if let Some(seen) = &mut state.relisting_machines {
                 seen.insert(key.clone());
             }
+            let machine = Arc::new(machine);
             match state.machines.get_mut(&key) {
                 Some(child) => {
                     child.latest = machine.clone();
                     if let Some(actor) = &child.actor {
-                        let _ = mailbox::cast(
-                            &state.shared.metrics,
-                            actor,
-                            MachineMsg::ObjectChanged(Box::new(machine)),
-                        );
+                        let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::ObjectChanged(machine));
                     }
                 }
                 None => spawn_machine(me, state, key, machine).await,
@@ -705,7 +748,7 @@ async fn spawn_machine(
     me: &ActorRef<SupervisorMsg>,
     state: &mut SupervisorState,
     key: ObjectKey,
-    object: OVirtMachine,
+    object: Arc<OVirtMachine>,
 ) {
     let args = MachineArgs {
         object: object.clone(),
