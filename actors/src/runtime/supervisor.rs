@@ -96,6 +96,9 @@ pub enum SupervisorMsg {
         namespace: String,
         machine: Option<String>,
     },
+    /// A CAPI store has (re)listed its objects: every machine looks again. Listed objects reach the store only
+    /// when the list is complete, so a machine woken by one of them earlier may not have found it.
+    CapiListed,
     Restart(ObjectKey),
     /// A watch has listed everything once.
     Synced(&'static str),
@@ -271,6 +274,13 @@ impl Actor for Supervisor {
                 let key = ObjectKey::machine(&namespace, &name);
                 if let Some(actor) = state.machines.get(&key).and_then(|child| child.actor.as_ref()) {
                     let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::Poke);
+                }
+            }
+            SupervisorMsg::CapiListed => {
+                for child in state.machines.values() {
+                    if let Some(actor) = &child.actor {
+                        let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::Poke);
+                    }
                 }
             }
             SupervisorMsg::CapiChanged {
@@ -455,15 +465,24 @@ fn spawn_watches(
         let stream = watcher::watcher(api, filtered.clone())
             .default_backoff()
             .modify(move |object| slim::capi(object, fields))
-            .reflect(writer)
-            .touched_objects();
+            .reflect(writer);
         let me = me.clone();
         let metrics = shared.metrics.clone();
         let machines = watch == "machines";
         tasks.push(tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
-                let Ok(object) = item else { continue };
+                let object = match item {
+                    Ok(Event::Apply(object) | Event::Delete(object)) => object,
+                    Ok(Event::InitDone) => {
+                        if mailbox::cast(&metrics, &me, SupervisorMsg::CapiListed).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    // Not in the store before InitDone; InitDone wakes every machine.
+                    Ok(Event::Init | Event::InitApply(_)) | Err(_) => continue,
+                };
                 let Some(namespace) = object.namespace() else { continue };
                 let changed = match machines {
                     true => match capi::machine_infrastructure_name(&object) {
