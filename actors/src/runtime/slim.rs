@@ -9,8 +9,6 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::DynamicObject;
-use serde_json::{Map, Value};
 
 /// The Secret keys the provider reads (`connection::credentials`); a credentials Secret's other keys, and every
 /// key of the other Secrets of the namespace (bootstrap data, kubeconfigs), are dropped.
@@ -58,45 +56,11 @@ pub fn secret(secret: &mut Secret) {
     };
 }
 
-/// The fields of a CAPI Machine that `capi.rs` reads: `spec.clusterName`, `spec.bootstrap.dataSecretName` and
-/// `spec.infrastructureRef.name` (which OVirtMachine to wake when the Machine changes).
-pub const CAPI_MACHINE_FIELDS: &[&[&str]] = &[
-    &["spec", "clusterName"],
-    &["spec", "bootstrap", "dataSecretName"],
-    &["spec", "infrastructureRef", "name"],
-];
-
-/// The fields of a CAPI Cluster that `capi.rs` and the machine passes read.
-pub const CAPI_CLUSTER_FIELDS: &[&[&str]] = &[
-    &["spec", "paused"],
-    &["spec", "controlPlaneEndpoint", "host"],
-    &["status", "initialization", "infrastructureProvisioned"],
-    &["status", "infrastructureReady"],
-];
-
-/// A CAPI object reduced to `fields` (each a path of keys; absent ones stay absent) and its identity.
-pub fn capi(object: &mut DynamicObject, fields: &[&[&str]]) {
-    let mut kept = Value::Object(Map::new());
-    for path in fields {
-        let Some(value) = path.iter().try_fold(&object.data, |value, key| value.get(*key)) else {
-            continue;
-        };
-        let Some((last, parents)) = path.split_last() else {
-            continue;
-        };
-        let mut at = &mut kept;
-        for key in parents {
-            at = match at {
-                Value::Object(map) => map.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new())),
-                _ => break,
-            };
-        }
-        if let Value::Object(map) = at {
-            map.insert(last.to_string(), value.clone());
-        }
-    }
-    object.data = kept;
-    object.metadata = identity(&object.metadata, None);
+/// A CAPI object (`capi.rs` decodes only the fields read): its identity, without labels, annotations, owners or
+/// managedFields.
+pub fn capi<K: kube::Resource>(object: &mut K) {
+    let meta = identity(object.meta(), None);
+    *object.meta_mut() = meta;
 }
 
 /// Name, namespace, uid and resourceVersion (what a store's keys and an ObjectRef need), and `labels` if given.
@@ -117,46 +81,23 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn a_capi_machine_keeps_only_what_is_read() {
-        let mut machine: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+    fn a_capi_object_keeps_its_identity() {
+        let mut machine: crate::runtime::capi::Machine = serde_json::from_value(json!({
             "metadata": {"name": "m", "namespace": "ns", "uid": "u", "resourceVersion": "7",
                          "annotations": {"big": "x"}, "labels": {"a": "b"},
                          "managedFields": [{"manager": "capi", "fieldsV1": {"f:spec": {}}}]},
-            "spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "s", "configRef": {"name": "k"}},
-                     "infrastructureRef": {"name": "om", "kind": "OVirtMachine"}, "version": "v1.36"},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready"}]}
+            "spec": {"clusterName": "c"}
         }))
         .expect("machine");
-        capi(&mut machine, CAPI_MACHINE_FIELDS);
+        capi(&mut machine);
+        let meta = &machine.metadata;
         assert_eq!(
-            machine.data,
-            json!({"spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "s"},
-                            "infrastructureRef": {"name": "om"}}})
+            (meta.name.as_deref(), meta.namespace.as_deref(), meta.uid.as_deref()),
+            (Some("m"), Some("ns"), Some("u"))
         );
-        assert_eq!(machine.metadata.name.as_deref(), Some("m"));
-        assert_eq!(machine.metadata.namespace.as_deref(), Some("ns"));
-        assert_eq!(machine.metadata.resource_version.as_deref(), Some("7"));
-        assert!(machine.metadata.managed_fields.is_none());
-        assert!(machine.metadata.annotations.is_none());
-    }
-
-    #[test]
-    fn a_capi_cluster_keeps_paused_endpoint_and_provisioning() {
-        let mut cluster: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-            "metadata": {"name": "c", "namespace": "ns"},
-            "spec": {"paused": true, "controlPlaneEndpoint": {"host": "10.0.0.1", "port": 6443},
-                     "topology": {"class": "x"}},
-            "status": {"initialization": {"infrastructureProvisioned": true}, "phase": "Provisioned"}
-        }))
-        .expect("cluster");
-        capi(&mut cluster, CAPI_CLUSTER_FIELDS);
-        assert_eq!(
-            cluster.data,
-            json!({"spec": {"paused": true, "controlPlaneEndpoint": {"host": "10.0.0.1"}},
-                   "status": {"initialization": {"infrastructureProvisioned": true}}})
-        );
+        assert_eq!(meta.resource_version.as_deref(), Some("7"));
+        assert!(meta.managed_fields.is_none() && meta.annotations.is_none() && meta.labels.is_none());
+        assert_eq!(machine.spec.cluster_name.as_deref(), Some("c"));
     }
 
     #[test]

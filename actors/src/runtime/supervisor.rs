@@ -13,7 +13,7 @@ use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
@@ -43,8 +43,9 @@ pub struct Shared {
     pub status_writer: ActorRef<StatusWriterMsg>,
     /// `--max-concurrent-reconciles` permits, taken by a machine actor for each reconcile.
     pub permits: Arc<ReconcilePermits>,
-    pub capi_machines: Store<DynamicObject>,
-    pub capi_clusters: Store<DynamicObject>,
+    /// CAPI Machines and Clusters, holding only the fields CAPOV reads (`capi.rs`).
+    pub capi_machines: Store<capi::Machine>,
+    pub capi_clusters: Store<capi::Cluster>,
     /// The namespaces machines live in (for the labels `spec.allowedNamespaces.selector` of providers matches).
     pub namespaces: Store<Namespace>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
@@ -168,8 +169,8 @@ impl Actor for Supervisor {
             metrics: args.metrics.clone(),
         };
         let (status_writer, _) = Actor::spawn_linked(None, StatusWriter, writer_args, me.get_cell()).await?;
-        let machine_writer = reflector::store::Writer::new(capi::machine_resource());
-        let cluster_writer = reflector::store::Writer::new(capi::cluster_resource());
+        let machine_writer = reflector::store::Writer::new(());
+        let cluster_writer = reflector::store::Writer::new(());
         let (capi_machines, capi_clusters) = (machine_writer.as_reader(), cluster_writer.as_reader());
         let namespace_writer = reflector::store::Writer::new(());
         let namespaces = namespace_writer.as_reader();
@@ -388,22 +389,11 @@ where
     }
 }
 
-fn dynamic_api(
-    client: &kube::Client,
-    settings: &RuntimeSettings,
-    resource: &kube::api::ApiResource,
-) -> Api<DynamicObject> {
-    match &settings.watch_namespace {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
-        None => Api::all_with(client.clone(), resource),
-    }
-}
-
 fn spawn_watches(
     me: &ActorRef<SupervisorMsg>,
     shared: &Arc<Shared>,
-    machine_writer: reflector::store::Writer<DynamicObject>,
-    cluster_writer: reflector::store::Writer<DynamicObject>,
+    machine_writer: reflector::store::Writer<capi::Machine>,
+    cluster_writer: reflector::store::Writer<capi::Cluster>,
 ) -> Vec<JoinHandle<()>> {
     let client = &shared.client;
     let settings = &shared.settings;
@@ -439,71 +429,80 @@ fn spawn_watches(
         SupervisorMsg::Machine,
     ));
 
-    for (resource, writer, watch, fields) in [
-        (
-            capi::machine_resource(),
-            machine_writer,
-            "machines",
-            slim::CAPI_MACHINE_FIELDS,
-        ),
-        (
-            capi::cluster_resource(),
-            cluster_writer,
-            "clusters",
-            slim::CAPI_CLUSTER_FIELDS,
-        ),
-    ] {
-        let store = writer.as_reader();
-        let (me_ready, metrics_ready) = (me.clone(), shared.metrics.clone());
-        tasks.push(tokio::spawn(async move {
-            if store.wait_until_ready().await.is_ok() {
-                let _ = mailbox::cast(&metrics_ready, &me_ready, SupervisorMsg::Synced(watch));
-            }
-        }));
-        let api = dynamic_api(client, settings, &resource);
-        // The stores keep only the fields CAPOV reads (`slim::CAPI_*_FIELDS`).
-        let stream = watcher::watcher(api, filtered.clone())
-            .default_backoff()
-            .modify(move |object| slim::capi(object, fields))
-            .reflect(writer);
-        let me = me.clone();
-        let metrics = shared.metrics.clone();
-        let machines = watch == "machines";
-        tasks.push(tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(item) = stream.next().await {
-                let object = match item {
-                    Ok(Event::Apply(object) | Event::Delete(object)) => object,
-                    Ok(Event::InitDone) => {
-                        if mailbox::cast(&metrics, &me, SupervisorMsg::CapiListed).is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                    // Not in the store before InitDone; InitDone wakes every machine.
-                    Ok(Event::Init | Event::InitApply(_)) | Err(_) => continue,
-                };
-                let Some(namespace) = object.namespace() else { continue };
-                let changed = match machines {
-                    true => match capi::machine_infrastructure_name(&object) {
-                        Some(name) => SupervisorMsg::CapiChanged {
-                            namespace,
-                            machine: Some(name),
-                        },
-                        None => continue,
-                    },
-                    false => SupervisorMsg::CapiChanged {
-                        namespace,
-                        machine: None,
-                    },
-                };
-                if mailbox::cast(&metrics, &me, changed).is_err() {
-                    return;
-                }
-            }
-        }));
-    }
+    tasks.extend(spawn_capi_watch(
+        me,
+        shared,
+        machine_writer,
+        "machines",
+        |machine: &capi::Machine| {
+            // Only the OVirtMachine this Machine names reads it.
+            capi::machine_infrastructure_name(machine).map(|name| (machine.namespace().unwrap_or_default(), Some(name)))
+        },
+    ));
+    tasks.extend(spawn_capi_watch(
+        me,
+        shared,
+        cluster_writer,
+        "clusters",
+        |cluster: &capi::Cluster| cluster.namespace().map(|namespace| (namespace, None)),
+    ));
     tasks
+}
+
+/// A CAPI store: its watch, and the machines each change wakes (`wakes` gives the namespace and, for one machine
+/// only, its name; None wakes nobody).
+fn spawn_capi_watch<K>(
+    me: &ActorRef<SupervisorMsg>,
+    shared: &Arc<Shared>,
+    writer: reflector::store::Writer<K>,
+    watch: &'static str,
+    wakes: fn(&K) -> Option<(String, Option<String>)>,
+) -> Vec<JoinHandle<()>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let store = writer.as_reader();
+    let (me_ready, metrics_ready) = (me.clone(), shared.metrics.clone());
+    let ready = tokio::spawn(async move {
+        if store.wait_until_ready().await.is_ok() {
+            let _ = mailbox::cast(&metrics_ready, &me_ready, SupervisorMsg::Synced(watch));
+        }
+    });
+    let api = namespaced::<K>(&shared.client, &shared.settings);
+    let stream = watcher::watcher(api, watch_config(&shared.settings))
+        .default_backoff()
+        .modify(slim::capi)
+        .reflect(writer);
+    let (me, metrics) = (me.clone(), shared.metrics.clone());
+    let forward = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            let object = match item {
+                Ok(Event::Apply(object) | Event::Delete(object)) => object,
+                Ok(Event::InitDone) => {
+                    if mailbox::cast(&metrics, &me, SupervisorMsg::CapiListed).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                // Not in the store before InitDone; InitDone wakes every machine.
+                Ok(Event::Init | Event::InitApply(_)) | Err(_) => continue,
+            };
+            let Some((namespace, machine)) = wakes(&object) else {
+                continue;
+            };
+            if mailbox::cast(&metrics, &me, SupervisorMsg::CapiChanged { namespace, machine }).is_err() {
+                return;
+            }
+        }
+    });
+    vec![ready, forward]
 }
 
 /// Namespaces (only the watched one with `--namespace`), kept in a store for `spec.allowedNamespaces.selector`; a

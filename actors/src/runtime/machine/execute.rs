@@ -5,7 +5,7 @@ use capov_crds::{OVirtMachine, Severity};
 use capov_ovirt::StartOptions;
 use capov_ovirt::model::{Nic, Ref};
 use kube::Resource;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::observe::{Engine, bootstrap_secret};
@@ -82,7 +82,7 @@ pub async fn execute(
     state: &mut MachineState,
     observed: &Observed,
     engine: Option<&Engine>,
-    cluster: Option<&DynamicObject>,
+    cluster: Option<&crate::runtime::capi::Cluster>,
     action: Action,
 ) -> Executed {
     let vm_id = observed.vm.as_ref().map(|vm| vm.id.clone()).unwrap_or_default();

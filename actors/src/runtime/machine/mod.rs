@@ -267,7 +267,7 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, _permit: supe
             state,
             &observation.observed,
             observation.engine.as_ref(),
-            observation.cluster.as_ref(),
+            observation.cluster.as_deref(),
             decision.action,
         )
         .await;

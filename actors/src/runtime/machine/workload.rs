@@ -4,14 +4,16 @@
 
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+
+use crate::runtime::capi;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
 use super::MachineState;
 use crate::machine_steps::NodeObservation;
 
-pub async fn observe_node(state: &MachineState, cluster: &DynamicObject, vm_id: &str) -> NodeObservation {
+pub async fn observe_node(state: &MachineState, cluster: &capi::Cluster, vm_id: &str) -> NodeObservation {
     let client = match workload_client(state, cluster).await {
         Ok(client) => client,
         Err(message) => return NodeObservation::Unreachable { message },
@@ -56,7 +58,7 @@ fn found(node: Node) -> NodeObservation {
 
 pub async fn set_node_provider_id(
     state: &MachineState,
-    cluster: &DynamicObject,
+    cluster: &capi::Cluster,
     node: &str,
     provider_id: &str,
 ) -> Result<(), String> {
@@ -69,7 +71,7 @@ pub async fn set_node_provider_id(
         .map_err(|err| format!("cannot set the Node's providerID: {err}"))
 }
 
-async fn workload_client(state: &MachineState, cluster: &DynamicObject) -> Result<kube::Client, String> {
+async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Result<kube::Client, String> {
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secret_name = format!("{}-kubeconfig", cluster.name_any());
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
