@@ -449,6 +449,9 @@ fn spawn_watches(
     tasks
 }
 
+/// The machines a CAPI object's change wakes: those of a namespace, or (with a name) one OVirtMachine in it.
+type Wake = (String, Option<String>);
+
 /// A CAPI store: its watch, and the machines each change wakes (`wakes` gives the namespace and, for one machine
 /// only, its name; None wakes nobody).
 fn spawn_capi_watch<K>(
@@ -456,7 +459,7 @@ fn spawn_capi_watch<K>(
     shared: &Arc<Shared>,
     writer: reflector::store::Writer<K>,
     watch: &'static str,
-    wakes: fn(&K) -> Option<(String, Option<String>)>,
+    wakes: fn(&K) -> Option<Wake>,
 ) -> Vec<JoinHandle<()>>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
