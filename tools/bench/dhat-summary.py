@@ -18,6 +18,8 @@ NOISE = re.compile(
     r"^(dhat::|alloc::|core::|std::|<alloc::|<core::|<std::|hashbrown::|<hashbrown::|__rust|_start|main$|"
     r"<dhat::|backtrace::|\[root\])"
 )
+# Frames inside the standard library and hashbrown (the containers), by where they are.
+PLUMBING = re.compile(r"^(__rust_alloc|<dhat)|\((alloc/src|core/src|std/src|src/raw/|collections/|btree/|src/vec/)")
 OURS = re.compile(r"\b(capov_actors|capov_ovirt|capov|manager)::")
 
 # What holds the bytes, recognised from the allocating stack (first rule that matches). The sites are where the
@@ -87,7 +89,7 @@ def main() -> None:
         return [short(frames[i]) for i in pp["fs"]]
 
     def interesting(pp):
-        return [f for f in stack(pp) if not NOISE.match(f)]
+        return [f for f in stack(pp) if not NOISE.match(f) and not PLUMBING.search(f)]
 
     print(f"\n## top {args.top} allocation sites by bytes at the peak\n")
     for pp in sorted(pps, key=lambda p: -p["gb"])[: args.top]:

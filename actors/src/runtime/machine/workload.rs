@@ -30,24 +30,37 @@ pub async fn observe_node(state: &MachineState, cluster: &capi::Cluster, vm_id: 
             };
         }
     }
-    let nodes = match api.list(&ListParams::default()).await {
-        Ok(nodes) => nodes,
-        Err(err) => {
-            return NodeObservation::Unreachable {
-                message: format!("cannot list the workload cluster's Nodes: {err}"),
-            };
+    // Page by page, stopping at the match: a whole list of a cluster of thousands of Nodes, decoded, is tens of MB
+    // for each pass that looks (every machine waiting for its kubelet), and the passes run side by side.
+    let mut params = ListParams::default().limit(NODE_PAGE);
+    loop {
+        let page = match api.list(&params).await {
+            Ok(page) => page,
+            Err(err) => {
+                return NodeObservation::Unreachable {
+                    message: format!("cannot list the workload cluster's Nodes: {err}"),
+                };
+            }
+        };
+        let next = page.metadata.continue_.clone().filter(|token| !token.is_empty());
+        let node = page.items.into_iter().find(|node| {
+            let uuid = node
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map(|info| info.system_uuid.as_str());
+            uuid.is_some_and(|uuid| uuid.eq_ignore_ascii_case(vm_id)) || node.name_any() == state.key.name
+        });
+        match (node, next) {
+            (Some(node), _) => return found(node),
+            (None, Some(token)) => params = params.continue_token(&token),
+            (None, None) => return NodeObservation::NotFound,
         }
-    };
-    let node = nodes.items.into_iter().find(|node| {
-        let uuid = node
-            .status
-            .as_ref()
-            .and_then(|s| s.node_info.as_ref())
-            .map(|info| info.system_uuid.as_str());
-        uuid.is_some_and(|uuid| uuid.eq_ignore_ascii_case(vm_id)) || node.name_any() == state.key.name
-    });
-    node.map_or(NodeObservation::NotFound, found)
+    }
 }
+
+/// Nodes read per request when looking for a VM's Node by systemUUID.
+const NODE_PAGE: u32 = 200;
 
 fn found(node: Node) -> NodeObservation {
     NodeObservation::Found {
