@@ -16,7 +16,16 @@ use ractor::ActorRef;
 /// release its Lease after them.
 const STOP_TIMEOUT: Duration = Duration::from_secs(7);
 
+/// `--features dhat-heap`: every allocation goes through dhat, which records where the heap is at its peak.
+#[cfg(feature = "dhat-heap")]
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
 fn main() -> ExitCode {
+    // Declared first so that it drops last, after the runtime: the profile is written as the process ends.
+    #[cfg(feature = "dhat-heap")]
+    // Whole stacks: the frames that say which store or actor holds the bytes are deep below the allocation.
+    let _profiler = dhat::Profiler::builder().trim_backtraces(None).build();
     let config = match Config::parse_from(std::env::args_os()) {
         Ok(config) => config,
         Err(err) => return usage(err),

@@ -81,7 +81,7 @@ fn is_paused(shared: &Shared, cluster: &OVirtCluster, namespace: &str) -> bool {
     let Some(cluster_name) = cluster.labels().get(CLUSTER_NAME_LABEL) else {
         return false;
     };
-    let reference = ObjectRef::new_with(cluster_name, capi::cluster_resource()).within(namespace);
+    let reference = ObjectRef::new(cluster_name).within(namespace);
     shared
         .capi_clusters
         .get(&reference)

@@ -4,6 +4,7 @@
 mod capi;
 mod cluster;
 pub mod connection;
+mod events;
 mod finalizers;
 pub mod keys;
 pub mod kube_clients;
@@ -14,6 +15,7 @@ pub mod messages;
 mod permits;
 mod provider;
 pub mod settings;
+mod slim;
 pub mod status_writer;
 mod supervisor;
 

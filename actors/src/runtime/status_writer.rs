@@ -3,14 +3,15 @@
 //! write is retried unless a newer status of the object arrived meanwhile. It also records Kubernetes Events.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hasher};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Value, json};
 
+use super::events::{EventRecorder, Note};
 use super::keys::ObjectKey;
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use crate::metrics::{Metrics, kind};
@@ -63,9 +64,11 @@ pub struct StatusWriter;
 
 pub struct WriterState {
     client: kube::Client,
-    recorder: Recorder,
+    recorder: EventRecorder,
     pending: HashMap<ObjectKey, Value>,
-    written: HashMap<ObjectKey, Value>,
+    /// A hash of each object's last written status (`fingerprint`): enough to skip an unchanged write, where the
+    /// status itself (a JSON tree of a few KB per machine) would be one more copy of every status.
+    written: HashMap<ObjectKey, u64>,
     /// Writes that failed, waiting for the retry (dropped when a newer status of the object arrives).
     failed: HashMap<ObjectKey, Value>,
     flush_queued: bool,
@@ -89,13 +92,7 @@ impl Actor for StatusWriter {
     ) -> Result<WriterState, ActorProcessingErr> {
         let StatusWriterArgs { client, metrics } = args;
         let instance = std::env::var("POD_NAME").ok();
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "capov".into(),
-                instance,
-            },
-        );
+        let recorder = EventRecorder::start(client.clone(), "capov", instance);
         Ok(WriterState {
             client,
             recorder,
@@ -150,19 +147,12 @@ impl Actor for StatusWriter {
                 reason,
                 note,
             } => {
-                let event = Event {
-                    type_: if warning { EventType::Warning } else { EventType::Normal },
-                    reason: reason.clone(),
-                    note: Some(note),
-                    action: reason,
-                    secondary: None,
-                };
                 // Recording an Event is one more API call; it must never hold up the status writes queued behind it.
-                let recorder = state.recorder.clone();
-                tokio::spawn(async move {
-                    if let Err(err) = recorder.publish(&event, &reference).await {
-                        tracing::debug!(error = %err, "event not recorded");
-                    }
+                state.recorder.record(Note {
+                    reference,
+                    warning,
+                    reason,
+                    note,
                 });
             }
             StatusWriterMsg::Forget(key) => {
@@ -188,7 +178,8 @@ fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
 async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
     let pending: Vec<(ObjectKey, Value)> = state.pending.drain().collect();
     for (key, status) in pending {
-        if state.written.get(&key) == Some(&status) {
+        let fingerprint = fingerprint(&status);
+        if state.written.get(&key) == Some(&fingerprint) {
             state.stats.unchanged += 1;
             continue;
         }
@@ -206,7 +197,7 @@ async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
         match result {
             Ok(()) => {
                 state.stats.writes += 1;
-                state.written.insert(key, status);
+                state.written.insert(key, fingerprint);
             }
             Err(err) if is_gone(&err) => {
                 state.written.remove(&key);
@@ -246,6 +237,14 @@ async fn write_status(client: &kube::Client, key: &ObjectKey, status: &Value) ->
     )
     .await?;
     Ok(())
+}
+
+/// A 64-bit hash of the status as JSON text (object keys in a fixed order), standing for the status last written. A
+/// collision between an object's consecutive statuses (about 1 in 2^64) would skip one write until the next change.
+fn fingerprint(status: &Value) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    hasher.write(status.to_string().as_bytes());
+    hasher.finish()
 }
 
 fn is_gone(err: &kube::Error) -> bool {

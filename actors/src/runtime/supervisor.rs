@@ -13,7 +13,7 @@ use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
@@ -31,6 +31,7 @@ use super::messages::MachineMsg;
 use super::permits::ReconcilePermits;
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::settings::RuntimeSettings;
+use super::slim;
 use super::status_writer::{StatusWriter, StatusWriterArgs, StatusWriterMsg};
 use crate::metrics::{Metrics, kind, result};
 
@@ -45,8 +46,9 @@ pub struct Shared {
     pub status_writer: ActorRef<StatusWriterMsg>,
     /// `--max-concurrent-reconciles` permits, taken by a machine actor for each reconcile.
     pub permits: Arc<ReconcilePermits>,
-    pub capi_machines: Store<DynamicObject>,
-    pub capi_clusters: Store<DynamicObject>,
+    /// CAPI Machines and Clusters, holding only the fields CAPOV reads (`capi.rs`).
+    pub capi_machines: Store<capi::Machine>,
+    pub capi_clusters: Store<capi::Cluster>,
     /// The namespaces machines live in (for the labels `spec.allowedNamespaces.selector` of providers matches).
     pub namespaces: Store<Namespace>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
@@ -91,10 +93,16 @@ pub enum SupervisorMsg {
     Secret(Event<Secret>),
     Cluster(Event<OVirtCluster>),
     Machine(Event<OVirtMachine>),
-    /// A CAPI Machine or Cluster in this namespace changed.
+    /// A CAPI Cluster or a Namespace changed: every machine of the namespace looks again. With `machine`, a CAPI
+    /// Machine changed: only the OVirtMachine it names (spec.infrastructureRef) looks again; it is the only one that
+    /// reads it, and waking the whole namespace for each Machine event costs N² messages while N Machines are listed.
     CapiChanged {
         namespace: String,
+        machine: Option<String>,
     },
+    /// A CAPI store has (re)listed its objects: every machine looks again. Listed objects reach the store only
+    /// when the list is complete, so a machine woken by one of them earlier may not have found it.
+    CapiListed,
     Restart(ObjectKey),
     /// A watch has listed everything once.
     Synced(&'static str),
@@ -121,7 +129,8 @@ pub struct Supervisor;
 
 struct Child {
     actor: Option<ActorRef<MachineMsg>>,
-    latest: OVirtMachine,
+    /// The object as last seen by the watch, for a restart; shared with the machine actor (one copy per machine).
+    latest: Arc<OVirtMachine>,
     restarts: u32,
 }
 
@@ -164,8 +173,8 @@ impl Actor for Supervisor {
             metrics: args.metrics.clone(),
         };
         let (status_writer, _) = Actor::spawn_linked(None, StatusWriter, writer_args, me.get_cell()).await?;
-        let machine_writer = reflector::store::Writer::new(capi::machine_resource());
-        let cluster_writer = reflector::store::Writer::new(capi::cluster_resource());
+        let machine_writer = reflector::store::Writer::new(());
+        let cluster_writer = reflector::store::Writer::new(());
         let (capi_machines, capi_clusters) = (machine_writer.as_reader(), cluster_writer.as_reader());
         let namespace_writer = reflector::store::Writer::new(());
         let namespaces = namespace_writer.as_reader();
@@ -264,7 +273,26 @@ impl Actor for Supervisor {
             SupervisorMsg::IsSynced(reply) => {
                 let _ = reply.send(WATCHES.iter().all(|watch| state.synced.contains(watch)));
             }
-            SupervisorMsg::CapiChanged { namespace } => {
+            SupervisorMsg::CapiChanged {
+                namespace,
+                machine: Some(name),
+            } => {
+                let key = ObjectKey::machine(&namespace, &name);
+                if let Some(actor) = state.machines.get(&key).and_then(|child| child.actor.as_ref()) {
+                    let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::Poke);
+                }
+            }
+            SupervisorMsg::CapiListed => {
+                for child in state.machines.values() {
+                    if let Some(actor) = &child.actor {
+                        let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::Poke);
+                    }
+                }
+            }
+            SupervisorMsg::CapiChanged {
+                namespace,
+                machine: None,
+            } => {
                 for (key, child) in &state.machines {
                     if key.namespace.as_deref() == Some(namespace.as_str())
                         && let Some(actor) = &child.actor
@@ -376,22 +404,11 @@ where
     }
 }
 
-fn dynamic_api(
-    client: &kube::Client,
-    settings: &RuntimeSettings,
-    resource: &kube::api::ApiResource,
-) -> Api<DynamicObject> {
-    match &settings.watch_namespace {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
-        None => Api::all_with(client.clone(), resource),
-    }
-}
-
 fn spawn_watches(
     me: &ActorRef<SupervisorMsg>,
     shared: &Arc<Shared>,
-    machine_writer: reflector::store::Writer<DynamicObject>,
-    cluster_writer: reflector::store::Writer<DynamicObject>,
+    machine_writer: reflector::store::Writer<capi::Machine>,
+    cluster_writer: reflector::store::Writer<capi::Cluster>,
 ) -> Vec<JoinHandle<()>> {
     let client = &shared.watch_client;
     let settings = &shared.settings;
@@ -402,60 +419,108 @@ fn spawn_watches(
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(providers, filtered.clone()),
+        watcher(providers, filtered.clone()).modify(slim::crd),
         SupervisorMsg::Provider,
     ));
+    // Every Secret of the credentials namespace is listed, bootstrap data and kubeconfigs included when they live
+    // there too: only the credential keys are kept.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &settings.credentials_namespace);
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(secrets, watcher::Config::default()),
+        watcher(secrets, watcher::Config::default()).modify(slim::secret),
         SupervisorMsg::Secret,
     ));
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(namespaced::<OVirtCluster>(client, settings), filtered.clone()),
+        watcher(namespaced::<OVirtCluster>(client, settings), filtered.clone()).modify(slim::crd),
         SupervisorMsg::Cluster,
     ));
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()),
+        watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()).modify(slim::crd),
         SupervisorMsg::Machine,
     ));
 
-    for (resource, writer, watch) in [
-        (capi::machine_resource(), machine_writer, "machines"),
-        (capi::cluster_resource(), cluster_writer, "clusters"),
-    ] {
-        let store = writer.as_reader();
-        let (me_ready, metrics_ready) = (me.clone(), shared.metrics.clone());
-        tasks.push(tokio::spawn(async move {
-            if store.wait_until_ready().await.is_ok() {
-                let _ = mailbox::cast(&metrics_ready, &me_ready, SupervisorMsg::Synced(watch));
-            }
-        }));
-        let api = dynamic_api(client, settings, &resource);
-        let stream = watcher::watcher(api, filtered.clone())
-            .default_backoff()
-            .reflect(writer)
-            .touched_objects();
-        let me = me.clone();
-        let metrics = shared.metrics.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(item) = stream.next().await {
-                if let Ok(object) = item
-                    && let Some(namespace) = object.namespace()
-                    && mailbox::cast(&metrics, &me, SupervisorMsg::CapiChanged { namespace }).is_err()
-                {
-                    return;
-                }
-            }
-        }));
-    }
+    tasks.extend(spawn_capi_watch(
+        me,
+        shared,
+        machine_writer,
+        "machines",
+        |machine: &capi::Machine| {
+            // Only the OVirtMachine this Machine names reads it.
+            capi::machine_infrastructure_name(machine).map(|name| (machine.namespace().unwrap_or_default(), Some(name)))
+        },
+    ));
+    tasks.extend(spawn_capi_watch(
+        me,
+        shared,
+        cluster_writer,
+        "clusters",
+        |cluster: &capi::Cluster| cluster.namespace().map(|namespace| (namespace, None)),
+    ));
     tasks
+}
+
+/// The machines a CAPI object's change wakes: those of a namespace, or (with a name) one OVirtMachine in it.
+type Wake = (String, Option<String>);
+
+/// A CAPI store: its watch, and the machines each change wakes (`wakes` gives the namespace and, for one machine
+/// only, its name; None wakes nobody).
+fn spawn_capi_watch<K>(
+    me: &ActorRef<SupervisorMsg>,
+    shared: &Arc<Shared>,
+    writer: reflector::store::Writer<K>,
+    watch: &'static str,
+    wakes: fn(&K) -> Option<Wake>,
+) -> Vec<JoinHandle<()>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let store = writer.as_reader();
+    let (me_ready, metrics_ready) = (me.clone(), shared.metrics.clone());
+    let ready = tokio::spawn(async move {
+        if store.wait_until_ready().await.is_ok() {
+            let _ = mailbox::cast(&metrics_ready, &me_ready, SupervisorMsg::Synced(watch));
+        }
+    });
+    let api = namespaced::<K>(&shared.client, &shared.settings);
+    let stream = watcher::watcher(api, watch_config(&shared.settings))
+        .default_backoff()
+        .modify(slim::capi)
+        .reflect(writer);
+    let (me, metrics) = (me.clone(), shared.metrics.clone());
+    let forward = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            let object = match item {
+                Ok(Event::Apply(object) | Event::Delete(object)) => object,
+                Ok(Event::InitDone) => {
+                    if mailbox::cast(&metrics, &me, SupervisorMsg::CapiListed).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                // Not in the store before InitDone; InitDone wakes every machine.
+                Ok(Event::Init | Event::InitApply(_)) | Err(_) => continue,
+            };
+            let Some((namespace, machine)) = wakes(&object) else {
+                continue;
+            };
+            if mailbox::cast(&metrics, &me, SupervisorMsg::CapiChanged { namespace, machine }).is_err() {
+                return;
+            }
+        }
+    });
+    vec![ready, forward]
 }
 
 /// Namespaces (only the watched one with `--namespace`), kept in a store for `spec.allowedNamespaces.selector`; a
@@ -478,6 +543,7 @@ fn spawn_namespace_watch(
     });
     let stream = watcher::watcher(Api::<Namespace>::all(shared.watch_client.clone()), config)
         .default_backoff()
+        .modify(slim::namespace)
         .reflect(writer)
         .touched_objects();
     let (me, metrics) = (me.clone(), shared.metrics.clone());
@@ -490,6 +556,7 @@ fn spawn_namespace_watch(
                     &me,
                     SupervisorMsg::CapiChanged {
                         namespace: namespace.name_any(),
+                        machine: None,
                     },
                 )
                 .is_err()
@@ -672,15 +739,12 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
             if let Some(seen) = &mut state.relisting_machines {
                 seen.insert(key.clone());
             }
+            let machine = Arc::new(machine);
             match state.machines.get_mut(&key) {
                 Some(child) => {
                     child.latest = machine.clone();
                     if let Some(actor) = &child.actor {
-                        let _ = mailbox::cast(
-                            &state.shared.metrics,
-                            actor,
-                            MachineMsg::ObjectChanged(Box::new(machine)),
-                        );
+                        let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::ObjectChanged(machine));
                     }
                 }
                 None => spawn_machine(me, state, key, machine).await,
@@ -720,7 +784,7 @@ async fn spawn_machine(
     me: &ActorRef<SupervisorMsg>,
     state: &mut SupervisorState,
     key: ObjectKey,
-    object: OVirtMachine,
+    object: Arc<OVirtMachine>,
 ) {
     let args = MachineArgs {
         object: object.clone(),
