@@ -9,7 +9,7 @@ use http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::engine::{self, Timings};
+use crate::engine::{self, Timings, Transition};
 use crate::inventory::{Inventory, VmSeed};
 use crate::server::{Incoming, Shared};
 use crate::sso::SsoErrorStyle;
@@ -236,6 +236,22 @@ impl Control {
 
     pub fn timings(&self) -> Timings {
         self.shared.timings()
+    }
+
+    /// `transition` waits until [`Control::release`]: e.g. [`Transition::VmUp`] keeps booting VMs `powering_up`,
+    /// [`Transition::VmImagesReady`] keeps new VMs `image_locked`.
+    pub fn hold(&self, transition: Transition) {
+        let mut state = self.shared.lock();
+        if !state.holds.contains(&transition) {
+            state.holds.push(transition);
+        }
+    }
+
+    /// The held `transition`s happen now (what follows them after the usual delays); no longer held.
+    pub fn release(&self, transition: Transition) {
+        let timings = self.shared.timings();
+        let due = engine::release(&mut self.shared.lock(), &timings, transition);
+        self.shared.schedule(due);
     }
 
     pub fn set_timings(&self, timings: Timings) {

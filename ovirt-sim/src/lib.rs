@@ -24,7 +24,7 @@ pub mod tls;
 mod wire;
 
 pub use control::{BodyFault, Control, FaultInjection};
-pub use engine::Timings;
+pub use engine::{Timings, Transition};
 pub use inventory::{
     ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
     TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,

@@ -170,6 +170,10 @@ pub struct State {
     pub issued_tokens: std::collections::VecDeque<String>,
     pub users: HashMap<String, String>,
     pub next_address: u64,
+    /// Transitions that tests hold back, so that they can wait for the state before them instead of racing a
+    /// timer (e.g. `powering_up` while `VmUp` is held). Held ones wait in `held` until released.
+    pub holds: Vec<crate::engine::Transition>,
+    pub held: Vec<crate::engine::Scheduled>,
 }
 
 impl State {
