@@ -4,6 +4,7 @@
 mod capi;
 mod cluster;
 pub mod connection;
+mod credential_secrets;
 mod events;
 mod finalizers;
 pub mod keys;

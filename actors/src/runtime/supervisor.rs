@@ -3,14 +3,13 @@
 //! child with backoff (a failing child never stops the supervisor or its siblings), and stops the actors of deleted
 //! objects. OVirtClusters need no actor of their own: they are handled here.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use capov_crds::labels::{PROVIDER_FINALIZER, WATCH_FILTER_LABEL};
 use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
 use futures::StreamExt;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
 use kube::api::Api;
@@ -22,6 +21,7 @@ use tokio::task::JoinHandle;
 
 use super::capi;
 use super::cluster;
+use super::credential_secrets::CredentialSecrets;
 use super::finalizers;
 use super::keys::ObjectKey;
 use super::lookups::{LOOKUP_TTL, Lookups};
@@ -141,7 +141,7 @@ pub struct SupervisorState {
     tasks: Vec<JoinHandle<()>>,
     providers: HashMap<String, (ActorRef<ProviderMsg>, OVirtProvider)>,
     provider_cells: HashMap<ActorId, String>,
-    secrets: HashMap<String, BTreeMap<String, ByteString>>,
+    secrets: CredentialSecrets,
     /// Providers seen before the credential Secrets were listed; started once they are.
     pending_providers: HashMap<String, OVirtProvider>,
     machines: HashMap<ObjectKey, Child>,
@@ -204,7 +204,7 @@ impl Actor for Supervisor {
             tasks,
             providers: HashMap::new(),
             provider_cells: HashMap::new(),
-            secrets: HashMap::new(),
+            secrets: CredentialSecrets::default(),
             pending_providers: HashMap::new(),
             machines: HashMap::new(),
             machine_cells: HashMap::new(),
@@ -715,18 +715,11 @@ fn stop_provider(state: &mut SupervisorState, name: &str) {
 }
 
 fn on_secret_event(state: &mut SupervisorState, event: Event<Secret>) {
-    let (name, data) = match event {
-        Event::Apply(secret) | Event::InitApply(secret) => (secret.name_any(), Some(secret.data.unwrap_or_default())),
-        Event::Delete(secret) => (secret.name_any(), None),
-        Event::Init | Event::InitDone => return,
-    };
-    match &data {
-        Some(data) => state.secrets.insert(name.clone(), data.clone()),
-        None => state.secrets.remove(&name),
-    };
-    for (actor, provider) in state.providers.values() {
-        if provider.spec.credentials_secret_name.as_deref() == Some(name.as_str()) {
-            let _ = mailbox::cast(&state.shared.metrics, actor, ProviderMsg::Secret(data.clone()));
+    for (name, data) in state.secrets.apply(event) {
+        for (actor, provider) in state.providers.values() {
+            if provider.spec.credentials_secret_name.as_deref() == Some(name.as_str()) {
+                let _ = mailbox::cast(&state.shared.metrics, actor, ProviderMsg::Secret(data.clone()));
+            }
         }
     }
 }
