@@ -17,6 +17,7 @@ mod permits;
 mod provider;
 pub mod settings;
 mod slim;
+mod status_queue;
 pub mod status_writer;
 mod supervisor;
 

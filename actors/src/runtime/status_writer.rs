@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::events::{EventRecorder, Note};
 use super::keys::ObjectKey;
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
+use super::status_queue::WriteQueue;
 use crate::metrics::{Metrics, kind};
 
 pub const FIELD_MANAGER: &str = "capov";
@@ -65,12 +66,10 @@ pub struct StatusWriter;
 pub struct WriterState {
     client: kube::Client,
     recorder: EventRecorder,
-    pending: HashMap<ObjectKey, Value>,
+    queue: WriteQueue<ObjectKey, Value>,
     /// A hash of each object's last written status (`fingerprint`): enough to skip an unchanged write, where the
     /// status itself (a JSON tree of a few KB per machine) would be one more copy of every status.
     written: HashMap<ObjectKey, u64>,
-    /// Writes that failed, waiting for the retry (dropped when a newer status of the object arrives).
-    failed: HashMap<ObjectKey, Value>,
     flush_queued: bool,
     retry_queued: bool,
     retry: crate::backoff::Backoff,
@@ -96,9 +95,8 @@ impl Actor for StatusWriter {
         Ok(WriterState {
             client,
             recorder,
-            pending: HashMap::new(),
+            queue: WriteQueue::default(),
             written: HashMap::new(),
-            failed: HashMap::new(),
             flush_queued: false,
             retry_queued: false,
             retry: crate::backoff::Backoff::new(RETRY_AFTER, MAX_RETRY_AFTER),
@@ -118,9 +116,8 @@ impl Actor for StatusWriter {
         let _handling = state.mail.handling();
         match message {
             StatusWriterMsg::Update { key, status } => {
-                state.failed.remove(&key);
                 let label = [key.kind.label()];
-                if state.pending.insert(key, status).is_some() {
+                if state.queue.update(key, status) {
                     state.stats.coalesced += 1;
                     state
                         .metrics
@@ -136,9 +133,7 @@ impl Actor for StatusWriter {
             }
             StatusWriterMsg::Retry => {
                 state.retry_queued = false;
-                for (key, status) in std::mem::take(&mut state.failed) {
-                    state.pending.entry(key).or_insert(status);
-                }
+                state.queue.retry_failed();
                 queue_flush(&me, state);
             }
             StatusWriterMsg::Event {
@@ -156,9 +151,8 @@ impl Actor for StatusWriter {
                 });
             }
             StatusWriterMsg::Forget(key) => {
-                state.pending.remove(&key);
+                state.queue.forget(&key);
                 state.written.remove(&key);
-                state.failed.remove(&key);
             }
             StatusWriterMsg::Stats(reply) => {
                 let _ = reply.send(state.stats);
@@ -169,15 +163,14 @@ impl Actor for StatusWriter {
 }
 
 fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    if !state.flush_queued && !state.pending.is_empty() {
+    if !state.flush_queued && state.queue.has_pending() {
         state.flush_queued = true;
         let _ = mailbox::cast(&state.metrics, me, StatusWriterMsg::Flush);
     }
 }
 
 async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    let pending: Vec<(ObjectKey, Value)> = state.pending.drain().collect();
-    for (key, status) in pending {
+    for (key, status) in state.queue.take_pending() {
         let fingerprint = fingerprint(&status);
         if state.written.get(&key) == Some(&fingerprint) {
             state.stats.unchanged += 1;
@@ -205,11 +198,11 @@ async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
             Err(err) => {
                 state.stats.failed += 1;
                 tracing::warn!(object = %key, error = %err, "status write failed; retrying");
-                state.failed.insert(key, status);
+                state.queue.write_failed(key, status);
             }
         }
     }
-    if state.failed.is_empty() {
+    if !state.queue.has_failed() {
         state.retry.reset();
     } else if !state.retry_queued {
         state.retry_queued = true;
