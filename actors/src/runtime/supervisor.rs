@@ -104,6 +104,8 @@ pub enum SupervisorMsg {
     /// when the list is complete, so a machine woken by one of them earlier may not have found it.
     CapiListed,
     Restart(ObjectKey),
+    /// Time to try a failed finalizer write again.
+    RetryFinalizer(FinalizerOwner),
     /// A watch has listed everything once.
     Synced(&'static str),
     /// Whether every watch has listed everything once (readiness).
@@ -127,6 +129,23 @@ impl Mail for SupervisorMsg {
 
 pub struct Supervisor;
 
+/// An object whose finalizer CAPOV must add or remove. A failed write is retried with jittered backoff until it
+/// succeeds or the object is gone: no later watch event may come to trigger it again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FinalizerOwner {
+    Cluster { namespace: String, name: String },
+    Provider(String),
+}
+
+/// First retry of a failed finalizer write; doubling up to [`MAX_FINALIZER_RETRY`], jittered.
+const FINALIZER_RETRY: Duration = Duration::from_secs(1);
+const MAX_FINALIZER_RETRY: Duration = Duration::from_secs(60);
+
+struct FinalizerRetry {
+    backoff: crate::backoff::Backoff,
+    scheduled: bool,
+}
+
 struct Child {
     actor: Option<ActorRef<MachineMsg>>,
     /// The object as last seen by the watch, for a restart; shared with the machine actor (one copy per machine).
@@ -149,6 +168,7 @@ pub struct SupervisorState {
     relisting_providers: Option<HashSet<String>>,
     relisting_machines: Option<HashSet<ObjectKey>>,
     synced: HashSet<&'static str>,
+    finalizer_retries: HashMap<FinalizerOwner, FinalizerRetry>,
 }
 
 pub struct SupervisorArgs {
@@ -211,6 +231,7 @@ impl Actor for Supervisor {
             relisting_providers: None,
             relisting_machines: None,
             synced: HashSet::new(),
+            finalizer_retries: HashMap::new(),
         })
     }
 
@@ -251,11 +272,21 @@ impl Actor for Supervisor {
                 note_synced(state, "ovirtclusters", &event);
                 if let Event::Apply(object) | Event::InitApply(object) = event {
                     let started = std::time::Instant::now();
-                    cluster::reconcile(&state.shared, &object).await;
+                    let outcome = cluster::reconcile(&state.shared, &object).await;
+                    let owner = FinalizerOwner::Cluster {
+                        namespace: object.namespace().unwrap_or_default(),
+                        name: object.name_any(),
+                    };
+                    let label = if outcome.is_ok() {
+                        result::SUCCESS
+                    } else {
+                        result::ERROR
+                    };
+                    finalizer_outcome(&me, state, owner, outcome);
                     let metrics = &state.shared.metrics;
                     metrics
                         .reconciles_total
-                        .with_label_values(&[kind::CLUSTER, result::SUCCESS])
+                        .with_label_values(&[kind::CLUSTER, label])
                         .inc();
                     metrics
                         .reconcile_duration_seconds
@@ -301,6 +332,7 @@ impl Actor for Supervisor {
                     }
                 }
             }
+            SupervisorMsg::RetryFinalizer(owner) => retry_finalizer(&me, state, owner).await,
             SupervisorMsg::Restart(key) => {
                 if let Some(child) = state.machines.get(&key)
                     && child.actor.is_none()
@@ -638,12 +670,8 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
     if let Ok(mut access) = state.shared.provider_access.write() {
         access.insert(name.clone(), provider.spec.allowed_namespaces.clone());
     }
-    let api: Api<OVirtProvider> = Api::all(state.shared.client.clone());
-    if provider.metadata.deletion_timestamp.is_some() {
-        release_provider_if_unused(state, &provider).await;
-    } else if let Err(err) = finalizers::ensure(&api, &provider, PROVIDER_FINALIZER).await {
-        tracing::debug!(provider = %name, error = %err, "cannot add the provider finalizer yet");
-    }
+    let outcome = sync_provider_finalizer(state, &provider).await;
+    finalizer_outcome(me, state, FinalizerOwner::Provider(name.clone()), outcome);
     if let Some((actor, latest)) = state.providers.get_mut(&name) {
         *latest = provider.clone();
         let _ = mailbox::cast(&state.shared.metrics, actor, ProviderMsg::Spec(Box::new(provider)));
@@ -685,20 +713,80 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
     }
 }
 
-/// A provider is released only when no OVirtMachine references it.
-async fn release_provider_if_unused(state: &SupervisorState, provider: &OVirtProvider) {
+/// Adds the provider's finalizer, or, while it is being deleted, removes it once no OVirtMachine references it.
+async fn sync_provider_finalizer(state: &SupervisorState, provider: &OVirtProvider) -> Result<(), String> {
+    let api: Api<OVirtProvider> = Api::all(state.shared.client.clone());
+    if provider.metadata.deletion_timestamp.is_none() {
+        return finalizers::ensure(&api, provider, PROVIDER_FINALIZER)
+            .await
+            .map(|_| ())
+            .map_err(|err| format!("cannot add the finalizer {PROVIDER_FINALIZER}: {err}"));
+    }
     let name = provider.name_any();
     let in_use = state
         .machines
         .values()
         .any(|child| child.latest.spec.settings.provider == name);
     if in_use {
+        return Ok(());
+    }
+    finalizers::remove(&api, provider, PROVIDER_FINALIZER)
+        .await
+        .map(|_| ())
+        .map_err(|err| format!("cannot remove the finalizer {PROVIDER_FINALIZER}: {err}"))
+}
+
+/// Notes how a finalizer write went: a failure is retried after a jittered, growing delay (one retry queued per
+/// object at a time), a success ends the retries.
+fn finalizer_outcome(
+    me: &ActorRef<SupervisorMsg>,
+    state: &mut SupervisorState,
+    owner: FinalizerOwner,
+    outcome: Result<(), String>,
+) {
+    let Err(message) = outcome else {
+        state.finalizer_retries.remove(&owner);
         return;
+    };
+    let retry = state
+        .finalizer_retries
+        .entry(owner.clone())
+        .or_insert_with(|| FinalizerRetry {
+            backoff: crate::backoff::Backoff::new(FINALIZER_RETRY, MAX_FINALIZER_RETRY),
+            scheduled: false,
+        });
+    tracing::warn!(object = ?owner, error = %message, retry_in = ?retry.backoff.nominal(), "finalizer write failed");
+    if !retry.scheduled {
+        retry.scheduled = true;
+        let delay = retry.backoff.next_delay();
+        mailbox::cast_after(&state.shared.metrics, delay, me.clone(), move || {
+            SupervisorMsg::RetryFinalizer(owner)
+        });
     }
-    let api: Api<OVirtProvider> = Api::all(state.shared.client.clone());
-    if let Err(err) = finalizers::remove(&api, provider, PROVIDER_FINALIZER).await {
-        tracing::debug!(provider = %name, error = %err, "cannot release the provider yet");
+}
+
+/// Tries a failed finalizer write again on the object as it is now; nothing to do once it is gone.
+async fn retry_finalizer(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, owner: FinalizerOwner) {
+    match state.finalizer_retries.get_mut(&owner) {
+        Some(retry) => retry.scheduled = false,
+        None => return,
     }
+    let client = state.shared.client.clone();
+    let outcome = match &owner {
+        FinalizerOwner::Cluster { namespace, name } => {
+            match Api::<OVirtCluster>::namespaced(client, namespace).get_opt(name).await {
+                Ok(Some(cluster)) => cluster::reconcile(&state.shared, &cluster).await,
+                Ok(None) => Ok(()),
+                Err(err) => Err(format!("cannot read OVirtCluster {namespace}/{name}: {err}")),
+            }
+        }
+        FinalizerOwner::Provider(name) => match Api::<OVirtProvider>::all(client).get_opt(name).await {
+            Ok(Some(provider)) => sync_provider_finalizer(state, &provider).await,
+            Ok(None) => Ok(()),
+            Err(err) => Err(format!("cannot read OVirtProvider {name}: {err}")),
+        },
+    };
+    finalizer_outcome(me, state, owner, outcome);
 }
 
 fn stop_provider(state: &mut SupervisorState, name: &str) {
@@ -746,7 +834,7 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
         Event::Delete(machine) => {
             let key = ObjectKey::machine(&machine.namespace().unwrap_or_default(), &machine.name_any());
             stop_machine(state, &key);
-            release_deleting_providers(state).await;
+            release_deleting_providers(me, state).await;
         }
         Event::InitDone => {
             if let Some(seen) = state.relisting_machines.take() {
@@ -759,17 +847,23 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
                 for key in gone {
                     stop_machine(state, &key);
                 }
-                release_deleting_providers(state).await;
+                release_deleting_providers(me, state).await;
             }
         }
     }
 }
 
-async fn release_deleting_providers(state: &SupervisorState) {
-    for (_, provider) in state.providers.values() {
-        if provider.metadata.deletion_timestamp.is_some() {
-            release_provider_if_unused(state, provider).await;
-        }
+async fn release_deleting_providers(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState) {
+    let deleting: Vec<OVirtProvider> = state
+        .providers
+        .values()
+        .map(|(_, provider)| provider)
+        .filter(|provider| provider.metadata.deletion_timestamp.is_some())
+        .cloned()
+        .collect();
+    for provider in deleting {
+        let outcome = sync_provider_finalizer(state, &provider).await;
+        finalizer_outcome(me, state, FinalizerOwner::Provider(provider.name_any()), outcome);
     }
 }
 
