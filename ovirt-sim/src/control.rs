@@ -238,6 +238,17 @@ impl Control {
         self.shared.timings()
     }
 
+    /// The API writes received (oldest first), with the User-Agent of each.
+    pub fn writes(&self) -> Vec<crate::server::WriteRecord> {
+        self.shared
+            .writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
     /// `transition` waits until [`Control::release`]: e.g. [`Transition::VmUp`] keeps booting VMs `powering_up`,
     /// [`Transition::VmImagesReady`] keeps new VMs `image_locked`.
     pub fn hold(&self, transition: Transition) {
@@ -422,6 +433,7 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
             control.set_faults(faults);
             Reply::json(200, &json!(control.faults()))
         }
+        (&Method::GET, ["writes"]) => Reply::json(200, &json!(control.writes())),
         (&Method::GET, ["timings"]) => Reply::json(200, &json!(control.timings())),
         (&Method::POST | &Method::PUT, ["timings"]) => {
             let timings = body!(Timings);

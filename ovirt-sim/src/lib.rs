@@ -29,6 +29,6 @@ pub use inventory::{
     ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
     TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
 };
-pub use server::{Simulator, SimulatorBuilder, SimulatorHandle};
+pub use server::{Simulator, SimulatorBuilder, SimulatorHandle, WriteRecord};
 pub use sso::SsoErrorStyle;
 pub use state::{DiskSnapshot, NicSnapshot, VmSnapshot};

@@ -36,7 +36,26 @@ pub struct Shared {
     pub(crate) correlation_ids: Mutex<std::collections::VecDeque<String>>,
     /// Bytes of oversized answers generated so far ([`crate::control::BodyFault::Oversized`]).
     pub(crate) streamed_bytes: Arc<AtomicU64>,
+    /// Every API write received (most recent [`REMEMBERED_WRITES`]), with who sent it: tests check that two
+    /// replicas never wrote at once.
+    pub(crate) writes: Mutex<std::collections::VecDeque<WriteRecord>>,
 }
+
+/// One API write (`POST`, `PUT`, `DELETE`) as the engine received it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WriteRecord {
+    /// When it arrived, in milliseconds since the Unix epoch.
+    pub received_ms: u64,
+    pub method: String,
+    pub path: String,
+    /// The sender's User-Agent (CAPOV's names its replica).
+    pub user_agent: String,
+    /// The answer's status.
+    pub status: u16,
+}
+
+/// How many writes the simulator remembers.
+const REMEMBERED_WRITES: usize = 100_000;
 
 /// How many correlation ids the simulator remembers.
 const REMEMBERED_CORRELATION_IDS: usize = 1000;
@@ -89,6 +108,14 @@ impl Shared {
             Some(detail) => crate::wire::error(&engine::operation_failed(faults.error_status, detail), format),
             None => Reply::empty(faults.error_status),
         })
+    }
+
+    fn record_write(&self, record: WriteRecord) {
+        let mut writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+        if writes.len() == REMEMBERED_WRITES {
+            writes.pop_front();
+        }
+        writes.push_back(record);
     }
 
     fn count(&self, key: String) {
@@ -276,6 +303,7 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
                 return injected;
             }
             let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+            let received_ms = u64::try_from(crate::ids::now_millis()).unwrap_or_default();
             let matching = (faults.body_fault.is_some() || faults.writes_without_effect) && fault_matches(&faults, req);
             let write = matches!(req.method, Method::PUT | Method::POST | Method::DELETE);
             let reply = if matching && faults.writes_without_effect && write {
@@ -290,6 +318,15 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
             } else {
                 api::handle(shared, req, &segments, format)
             };
+            if write {
+                shared.record_write(WriteRecord {
+                    received_ms,
+                    method: req.method.to_string(),
+                    path: req.path.clone(),
+                    user_agent: req.header("user-agent").unwrap_or_default().to_string(),
+                    status: reply.status,
+                });
+            }
             match faults.body_fault.as_ref().filter(|_| matching) {
                 Some(fault) => faulty_body(fault, reply),
                 None => reply,
@@ -403,6 +440,7 @@ impl SimulatorBuilder {
             counters: Mutex::new(BTreeMap::new()),
             token_ttl: RwLock::new(self.token_ttl),
             correlation_ids: Mutex::new(std::collections::VecDeque::new()),
+            writes: Mutex::new(std::collections::VecDeque::new()),
             streamed_bytes: Arc::new(AtomicU64::new(0)),
         });
 

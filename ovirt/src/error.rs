@@ -61,6 +61,9 @@ pub enum Error {
     /// reported (an engine returning far more than asked, or something in front of it) rather than retried quietly.
     #[error("the engine's answer to {what} exceeds {limit} bytes; reading stopped there")]
     BodyTooLarge { what: String, limit: usize },
+    /// The client's [`crate::WriteGate`] refused a write; nothing was sent.
+    #[error("engine writes are stopped: {0}")]
+    WritesStopped(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -86,6 +89,7 @@ pub mod reason {
     pub const CONFLICT: &str = "Conflict";
     pub const BAD_REQUEST: &str = "BadRequest";
     pub const UNEXPECTED_BODY: &str = "UnexpectedResponse";
+    pub const WRITES_STOPPED: &str = "EngineWritesStopped";
 }
 
 impl Error {
@@ -107,6 +111,7 @@ impl Error {
             | Error::UnexpectedBody(_)
             | Error::UnexpectedRoot { .. }
             | Error::BodyTooLarge { .. } => reason::UNEXPECTED_BODY,
+            Error::WritesStopped(_) => reason::WRITES_STOPPED,
         }
     }
 
@@ -129,6 +134,7 @@ impl Error {
             Error::UnexpectedBody(_) => "unexpected_body",
             Error::UnexpectedRoot { .. } => "unexpected_root",
             Error::BodyTooLarge { .. } => "body_too_large",
+            Error::WritesStopped(_) => "writes_stopped",
         }
     }
 

@@ -22,7 +22,7 @@ pub mod status_writer;
 mod supervisor;
 
 pub use kube_clients::KubeClients;
-pub use settings::RuntimeSettings;
+pub use settings::{EngineWriteGate, RuntimeSettings};
 pub use supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
 
 use ractor::{Actor, ActorRef};

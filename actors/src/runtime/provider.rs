@@ -396,7 +396,13 @@ fn prepare(
             if let Some(old) = state.client.take() {
                 tokio::spawn(async move { old.logout().await });
             }
-            let config = connection::client_config(&wanted, state.settings.ovirt_qps, state.settings.ovirt_burst);
+            let mut config = connection::client_config(&wanted, state.settings.ovirt_qps, state.settings.ovirt_burst);
+            if let Some(gate) = &state.settings.engine_write_gate {
+                config = config.with_write_gate(gate.0.clone());
+            }
+            if let Some(instance) = &state.settings.instance {
+                config = config.with_instance(instance.clone());
+            }
             let observer = engine_request_observer(&state.metrics, &state.key.name, me);
             let client = Client::with_observer(config, observer)
                 .map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;

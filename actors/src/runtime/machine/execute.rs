@@ -48,7 +48,8 @@ impl Failure {
     /// An engine error: 409 "locked"/"related operation in progress" only retries; transient errors are Warnings;
     /// the rest carry the engine's fault detail as an Error.
     pub fn engine(err: &capov_ovirt::Error) -> Self {
-        if err.is_locked() {
+        // Writes stopped by the leader election: this replica is about to stop; nothing for the user to act on.
+        if err.is_locked() || matches!(err, capov_ovirt::Error::WritesStopped(_)) {
             return Failure::retry();
         }
         let severity = if err.is_transient() {
