@@ -187,6 +187,12 @@ impl Control {
         self.update_faults(|f| f.outage = outage);
     }
 
+    /// While true, the engine refuses connections: its port is closed and open connections are dropped (an engine
+    /// host that is down), unlike [`Control::set_outage`], which answers 503 as a proxy in front of it would.
+    pub fn set_refusing_connections(&self, refusing: bool) {
+        self.shared.listening.send_replace(!refusing);
+    }
+
     pub fn set_sso_error_style(&self, style: SsoErrorStyle) {
         self.update_faults(|f| f.sso_error_style = style);
     }

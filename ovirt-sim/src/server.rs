@@ -39,6 +39,9 @@ pub struct Shared {
     /// Every API write received (most recent [`REMEMBERED_WRITES`]), with who sent it: tests check that two
     /// replicas never wrote at once.
     pub(crate) writes: Mutex<std::collections::VecDeque<WriteRecord>>,
+    /// False while the simulator refuses connections (its port closed, open connections dropped), as a stopped
+    /// engine or a host that is down; see [`crate::Control::set_refusing_connections`].
+    pub(crate) listening: tokio::sync::watch::Sender<bool>,
 }
 
 /// One API write (`POST`, `PUT`, `DELETE`) as the engine received it.
@@ -441,6 +444,7 @@ impl SimulatorBuilder {
             token_ttl: RwLock::new(self.token_ttl),
             correlation_ids: Mutex::new(std::collections::VecDeque::new()),
             writes: Mutex::new(std::collections::VecDeque::new()),
+            listening: tokio::sync::watch::channel(true).0,
             streamed_bytes: Arc::new(AtomicU64::new(0)),
         });
 
@@ -484,29 +488,52 @@ impl SimulatorBuilder {
         let service = warp::service(filter);
 
         let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+        let mut listening = shared.listening.subscribe();
         let task = tokio::spawn(async move {
+            let mut listener = Some(listener);
             loop {
+                let Some(open) = &listener else {
+                    // Refusing connections: the port stays closed until the control interface opens it again.
+                    tokio::select! {
+                        changed = listening.wait_for(|up| *up) => if changed.is_err() { break },
+                        _ = &mut stop_rx => break,
+                    }
+                    listener = rebind(addr).await;
+                    continue;
+                };
                 let accepted = tokio::select! {
-                    accepted = listener.accept() => accepted,
+                    accepted = open.accept() => accepted,
+                    _ = listening.wait_for(|up| !*up) => {
+                        listener = None;
+                        continue;
+                    }
                     _ = &mut stop_rx => break,
                 };
                 let Ok((tcp, _)) = accepted else { continue };
                 let _ = tcp.set_nodelay(true);
                 let service = service.clone();
                 let acceptor = acceptor.clone();
+                let mut closing = listening.clone();
                 tokio::spawn(async move {
-                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    let hyper_service = TowerToHyperService::new(service);
-                    match acceptor {
-                        Some(acceptor) => {
-                            let Ok(tls) = acceptor.accept(tcp).await else {
-                                return;
-                            };
-                            let _ = builder.serve_connection(TokioIo::new(tls), hyper_service).await;
+                    let serve = async move {
+                        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                        let hyper_service = TowerToHyperService::new(service);
+                        match acceptor {
+                            Some(acceptor) => {
+                                let Ok(tls) = acceptor.accept(tcp).await else {
+                                    return;
+                                };
+                                let _ = builder.serve_connection(TokioIo::new(tls), hyper_service).await;
+                            }
+                            None => {
+                                let _ = builder.serve_connection(TokioIo::new(tcp), hyper_service).await;
+                            }
                         }
-                        None => {
-                            let _ = builder.serve_connection(TokioIo::new(tcp), hyper_service).await;
-                        }
+                    };
+                    // Going down drops open connections too: a kept-alive connection must not outlive the outage.
+                    tokio::select! {
+                        () = serve => {}
+                        _ = closing.wait_for(|up| !*up) => {}
                     }
                 });
             }
@@ -528,6 +555,17 @@ impl SimulatorBuilder {
             task,
         })
     }
+}
+
+/// Opens the simulator's port again after an outage (the same address, so that clients find it where it was).
+async fn rebind(addr: SocketAddr) -> Option<TcpListener> {
+    for _ in 0..50 {
+        if let Ok(listener) = TcpListener::bind(addr).await {
+            return Some(listener);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
 }
 
 /// A running simulator; stops accepting connections when dropped.

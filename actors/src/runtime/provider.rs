@@ -33,8 +33,9 @@ use crate::metrics::{Metrics, kind, result};
 pub const RECHECK_INTERVAL: Duration = Duration::from_secs(30);
 /// A failed request triggers a check at most this often.
 const TROUBLE_DEBOUNCE: Duration = Duration::from_secs(5);
-/// Retries of an unreachable engine back off to at most this, so that the end of an outage shows within it.
-const UNREACHABLE_MAX_RETRY: Duration = Duration::from_secs(60);
+/// Retries of an unreachable engine back off to at most this (one `GET /api` per interval during an outage), so
+/// that the end of an outage shows within it.
+const UNREACHABLE_MAX_RETRY: Duration = Duration::from_secs(30);
 
 pub enum ProviderMsg {
     Spec(Box<OVirtProvider>),
