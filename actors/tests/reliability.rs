@@ -309,3 +309,25 @@ async fn a_refused_ovirtcluster_finalizer_is_retried_until_it_is_written() {
     );
     world.stop_operator().await;
 }
+
+/// A start the engine refuses (503) leaves no sign of a started VM: the machine starts it again and the VM comes up,
+/// instead of taking it for a VM that was shut down after it ran (VMDown, never restarted).
+#[tokio::test]
+async fn a_start_the_engine_refuses_is_sent_again() {
+    let mut world = World::new("start-refused").await;
+    world
+        .sim
+        .control()
+        .fail_next(1, 503, None, Some("POST"), Some("/start"));
+    world.start_operator().await;
+    world.create_machine("refused-start", base_spec()).await;
+    let vm_id = world.vm_id("refused-start").await;
+    let machine = world.wait_reason(MINUTE, "refused-start", "MachineOn", "VMUp").await;
+    assert_eq!(
+        world.sim.control().vm(&vm_id).map(|vm| vm.status).as_deref(),
+        Some("up")
+    );
+    assert_eq!(world.sim.control().faults().fail_next, 0, "the injected 503 was used");
+    assert!(condition(&machine, "MachineOn").is_some_and(|c| c.status == capov_crds::ConditionStatus::True));
+    world.stop_operator().await;
+}

@@ -296,7 +296,13 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: super
         if permit.is_none() && decision.action.needs_permit() {
             permit = Some(state.shared.permits.acquire(Priority::HasVm).await);
         }
-        apply(state, &decision.conditions, decision.status.clone());
+        // What a start will show (MachineOn powering up) is only true once the engine accepted the start: a start
+        // that fails must leave no sign of a started VM, or the next pass would take the VM, still down, for one
+        // that was shut down after it ran, and never start it.
+        let (now, after_success): (Vec<_>, Vec<_>) = decision.conditions.iter().cloned().partition(|update| {
+            !(matches!(decision.action, Action::StartVm { .. }) && update.type_ == types::MACHINE_ON)
+        });
+        apply(state, &now, decision.status.clone());
         let vm_id = observation.observed.vm.as_ref().map(|vm| vm.id.clone());
         let acted = decision.action.clone();
         let executed = execute::execute(
@@ -307,6 +313,9 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: super
             decision.action,
         )
         .await;
+        if !after_success.is_empty() && !matches!(executed, execute::Executed::Failed { .. }) {
+            apply(state, &after_success, StatusChange::default());
+        }
         match executed {
             execute::Executed::Continue => {
                 last_success = Some((observation.observed, acted));

@@ -19,7 +19,7 @@ use ractor::ActorRef;
 
 use super::MachineState;
 use crate::addresses::{ReportedDevice, VmNic};
-use crate::conditions::types;
+use crate::conditions::{reasons, types};
 use crate::identity::{EngineIdentity, OwnerIdentity, Ownership, ownership, parse_provider_id};
 use crate::machine_steps::{
     Bootstrap, ConnectionFailure, FailureState, FoundBy, NodeObservation, Observed, ObservedVm, ProviderConnection,
@@ -425,12 +425,18 @@ fn needs_disks(state: &MachineState, observed: &Observed) -> bool {
     observed.deletion_requested || !state.status.ready
 }
 
-/// CAPOV starts a VM once: it was started if the machine was ever up, CAPOV wrote MachineOn (only done once the
-/// start was sent), or the engine reports a start time.
+/// CAPOV starts a VM once: it was started if the machine was ever up, the engine reports a start time, or CAPOV
+/// wrote MachineOn after the engine accepted the start. MachineOn `EngineError` is a start the engine refused
+/// (e.g. a 503): the VM never ran and is started again.
 fn ever_started(state: &MachineState, vm: &Vm) -> bool {
-    state.status.ready
-        || state.status.conditions.iter().any(|c| c.type_ == types::MACHINE_ON)
-        || vm.start_time.is_some()
+    started_by_status(state.status.ready, &state.status.conditions) || vm.start_time.is_some()
+}
+
+pub(crate) fn started_by_status(ready: bool, conditions: &[capov_crds::Condition]) -> bool {
+    ready
+        || conditions
+            .iter()
+            .any(|c| c.type_ == types::MACHINE_ON && c.reason != reasons::ENGINE_ERROR)
 }
 
 /// Step 5 compares the NICs only right before the first start, and reading them costs four engine requests, so a
@@ -504,4 +510,26 @@ async fn nic_assessment(
         })
         .collect();
     Ok(assess_nics(&observed.settings.nics, &current, &profiles))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capov_crds::Condition;
+
+    fn machine_on(reason: &str) -> Condition {
+        serde_json::from_value(serde_json::json!({
+            "type": "MachineOn", "status": "False", "reason": reason, "lastTransitionTime": "2026-12-03T00:00:00Z"
+        }))
+        .expect("condition")
+    }
+
+    #[test]
+    fn a_refused_start_is_not_a_started_vm() {
+        assert!(!started_by_status(false, &[]));
+        assert!(!started_by_status(false, &[machine_on(reasons::ENGINE_ERROR)]));
+        assert!(started_by_status(false, &[machine_on(reasons::VM_POWERING_UP)]));
+        assert!(started_by_status(false, &[machine_on(reasons::VM_DOWN)]));
+        assert!(started_by_status(true, &[]));
+    }
 }
