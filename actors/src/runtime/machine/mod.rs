@@ -451,6 +451,9 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
     }
     let watched = match &next {
         Next::WatchVm(watch) => Some(watch.clone()),
+        // A pass that failed (an engine hiccup) keeps its VM watched: the provider's batched poll wakes the machine
+        // as soon as the VM changes, instead of the machine waiting out a backoff that grew during the hiccup.
+        Next::Backoff => state.watched_vm.clone(),
         _ => None,
     };
     if watched != state.watched_vm
