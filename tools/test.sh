@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CAPOV's test suite: builds (once, cached by go.sum) the real Kubernetes control plane, helm and the Cluster API
 # core manager + clusterctl from Go modules, then runs formatting and lint checks and every Rust test, unit and
-# integration, against that control plane and the oVirt engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io.
+# integration, against that control plane and the oVirt engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io,
+# and, for the image (tests/image.rs), root on Debian: tools/image/build.sh installs docker.io and starts dockerd.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,6 +31,11 @@ fi
 
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "operator image, built offline (tools/image/build.sh: installs and starts the Docker engine if needed)"
+image_started=$(date +%s)
+tools/image/build.sh
+echo "image built in $(( $(date +%s) - image_started ))s"
 
 step "cargo test"
 results=$(mktemp)
