@@ -8,6 +8,9 @@
 #   tools/build-go-tools.sh --helm   -> the directory holding helm (tools/helm)
 #   tools/build-go-tools.sh --capi   -> the directory holding capi-manager, clusterctl and capi-config/ (the core
 #                                       CRD bases and webhook manifests of the same CAPI version; tools/capi)
+#   tools/build-go-tools.sh --node   -> the directory holding kubelet, kube-proxy and kube-scheduler (tools/node; the
+#                                       control plane's Kubernetes version), for a real node
+#   tools/build-go-tools.sh --containerd -> the directory holding containerd 2.x, its runc shim and ctr (tools/containerd)
 #
 # KUBEBUILDER_ASSETS (envtest), CAPOV_HELM_DIR (helm) or CAPOV_CAPI_DIR (capi), when set to a directory that already holds the binaries,
 # is used as is. CAPOV_TOOLS_CACHE moves the cache (default: ~/.cache/capov-tools).
@@ -70,6 +73,31 @@ build_capi() {  # build_capi OUT_DIR
   chmod -R u+w "$out/capi-config"
 }
 
+build_node() {  # build_node OUT_DIR
+  local out=$1 kver minor ld p
+  kver=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  minor=$(echo "$kver" | cut -d. -f2)
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$kver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+    ld="$ld -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  log "building Kubernetes $kver node binaries (kubelet, kube-proxy, kube-scheduler)"
+  go build -pgo=off -ldflags "$ld" -o "$out/" \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kube-scheduler
+}
+
+build_containerd() {  # build_containerd OUT_DIR
+  local out=$1 cver ld
+  cver=$(go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
+  ld="-s -w -X github.com/containerd/containerd/v2/version.Version=$cver"
+  log "building containerd $cver (containerd, containerd-shim-runc-v2, ctr)"
+  # Static, without the cgo-only snapshotters (btrfs) and without libseccomp: runc applies the seccomp profiles.
+  go build -pgo=off -tags "no_btrfs no_devmapper no_zfs osusergo netgo" -ldflags "$ld" -o "$out/" \
+    github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+    github.com/containerd/containerd/v2/cmd/ctr
+}
+
 # cached MODULE OVERRIDE_DIR BINARY... : prints a directory holding the module's binaries, building them on a miss.
 cached() {
   local module=$1 override=$2 key out tmp start
@@ -103,6 +131,8 @@ cached() {
 case "${1:-}" in
   --helm) cached helm "${CAPOV_HELM_DIR:-}" helm ;;
   --capi) cached capi "${CAPOV_CAPI_DIR:-}" capi-manager clusterctl ;;
+  --node) cached node "${CAPOV_NODE_DIR:-}" kubelet kube-proxy kube-scheduler ;;
+  --containerd) cached containerd "${CAPOV_CONTAINERD_DIR:-}" containerd containerd-shim-runc-v2 ctr ;;
   "") cached envtest "${KUBEBUILDER_ASSETS:-}" kube-apiserver kube-controller-manager kubectl etcd ;;
-  *) log "unknown argument $1 (use no argument, --helm or --capi)"; exit 2 ;;
+  *) log "unknown argument $1 (use no argument, --helm, --capi, --node or --containerd)"; exit 2 ;;
 esac
