@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtMachine, Severity};
+use capov_ovirt_sim::Transition;
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use capov_ovirt_sim::Transition;
 use support::{World, condition, eventually, metric_sum};
 
 #[tokio::test]
@@ -130,7 +130,6 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     assert_eq!(vm.status, "up");
     let boot = vm.disks.iter().find(|d| d.bootable).expect("boot disk");
     assert_eq!(boot.provisioned_size, 30 << 30);
-
 
     // What the runtime did shows in its metrics.
     let metrics = &world.metrics;

@@ -2,7 +2,7 @@
 //! updates of one object queued before a flush become one write; a write equal to the last one is skipped; a failed
 //! write is retried unless a newer status of the object arrived meanwhile. It also records Kubernetes Events.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hasher};
 use std::time::Duration;
 
@@ -17,6 +17,11 @@ use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use crate::metrics::{Metrics, kind};
 
 pub const FIELD_MANAGER: &str = "capov";
+/// Writes per `Flush` message, sent side by side (each to another object). Between two batches the mailbox is read,
+/// so that updates arriving while the apiserver is slow coalesce in `pending` (one status per object) instead of
+/// queueing in the mailbox, one whole status per pass. One write at a time measured 7 writes/s with 10,000 machines
+/// on a busy apiserver: the statuses, not the engine, set the pace, and the queued updates took 270 MiB.
+const WRITES_PER_FLUSH: usize = 8;
 /// First retry of a failed write; consecutive failing rounds double it up to [`MAX_RETRY_AFTER`], jittered.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -66,6 +71,9 @@ pub struct WriterState {
     client: kube::Client,
     recorder: EventRecorder,
     pending: HashMap<ObjectKey, Value>,
+    /// The objects of `pending` in the order they got there (written first come, first served); a key may stay
+    /// here after `Forget`, and is then skipped.
+    order: VecDeque<ObjectKey>,
     /// A hash of each object's last written status (`fingerprint`): enough to skip an unchanged write, where the
     /// status itself (a JSON tree of a few KB per machine) would be one more copy of every status.
     written: HashMap<ObjectKey, u64>,
@@ -97,6 +105,7 @@ impl Actor for StatusWriter {
             client,
             recorder,
             pending: HashMap::new(),
+            order: VecDeque::new(),
             written: HashMap::new(),
             failed: HashMap::new(),
             flush_queued: false,
@@ -120,13 +129,15 @@ impl Actor for StatusWriter {
             StatusWriterMsg::Update { key, status } => {
                 state.failed.remove(&key);
                 let label = [key.kind.label()];
-                if state.pending.insert(key, status).is_some() {
+                if state.pending.insert(key.clone(), status).is_some() {
                     state.stats.coalesced += 1;
                     state
                         .metrics
                         .status_updates_coalesced_total
                         .with_label_values(&label)
                         .inc();
+                } else {
+                    state.order.push_back(key);
                 }
                 queue_flush(&me, state);
             }
@@ -137,7 +148,10 @@ impl Actor for StatusWriter {
             StatusWriterMsg::Retry => {
                 state.retry_queued = false;
                 for (key, status) in std::mem::take(&mut state.failed) {
-                    state.pending.entry(key).or_insert(status);
+                    if let std::collections::hash_map::Entry::Vacant(entry) = state.pending.entry(key.clone()) {
+                        entry.insert(status);
+                        state.order.push_back(key);
+                    }
                 }
                 queue_flush(&me, state);
             }
@@ -175,15 +189,34 @@ fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
     }
 }
 
+/// Writes up to [`WRITES_PER_FLUSH`] pending statuses, oldest first, and queues the next flush behind the messages
+/// that arrived meanwhile.
 async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    let pending: Vec<(ObjectKey, Value)> = state.pending.drain().collect();
-    for (key, status) in pending {
+    let mut batch = Vec::with_capacity(WRITES_PER_FLUSH);
+    while batch.len() < WRITES_PER_FLUSH
+        && let Some(key) = state.order.pop_front()
+    {
+        if let Some(status) = state.pending.remove(&key) {
+            batch.push((key, status));
+        }
+    }
+    if state.pending.is_empty() {
+        // Only keys of forgotten objects can be left: nothing to keep them for.
+        state.order.clear();
+    }
+    let mut writes = Vec::with_capacity(batch.len());
+    for (key, status) in batch {
         let fingerprint = fingerprint(&status);
         if state.written.get(&key) == Some(&fingerprint) {
             state.stats.unchanged += 1;
             continue;
         }
-        let result = write_status(&state.client, &key, &status).await;
+        writes.push((key, status, fingerprint));
+    }
+    let client = &state.client;
+    let results =
+        futures::future::join_all(writes.iter().map(|(key, status, _)| write_status(client, key, status))).await;
+    for ((key, status, fingerprint), result) in writes.into_iter().zip(results) {
         let outcome = match &result {
             Ok(()) => "success",
             Err(kube::Error::Api(status)) if status.code == 409 => "conflict",
@@ -209,6 +242,7 @@ async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
             }
         }
     }
+    queue_flush(me, state);
     if state.failed.is_empty() {
         state.retry.reset();
     } else if !state.retry_queued {
