@@ -81,15 +81,22 @@ impl Shared {
         *self.token_ttl.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs delayed transitions on tokio timers (no thread per VM).
-    pub fn schedule(self: &Arc<Self>, items: Vec<Scheduled>) {
-        for item in items {
-            let shared = Arc::clone(self);
-            tokio::spawn(async move {
-                tokio::time::sleep(item.after).await;
-                engine::apply(&mut shared.lock(), &item);
-            });
+    /// Runs delayed transitions on a tokio timer (no thread per VM): the steps of one operation in one task, in
+    /// their order. On separate timers, a late runtime (a busy machine) could wake a later step first, e.g. a boot's
+    /// device report before its `up`, which then never came.
+    pub fn schedule(self: &Arc<Self>, mut items: Vec<Scheduled>) {
+        if items.is_empty() {
+            return;
         }
+        items.sort_by_key(|item| item.after);
+        let shared = Arc::clone(self);
+        let start = tokio::time::Instant::now();
+        tokio::spawn(async move {
+            for item in items {
+                tokio::time::sleep_until(start + item.after).await;
+                engine::apply(&mut shared.lock(), &item);
+            }
+        });
     }
 
     /// An injected error for this API request, if the fault settings call for one.

@@ -2,11 +2,14 @@
 //! status that failed to be written is retried only while no newer status of the object exists, so a retry can
 //! never put an older status over a newer one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
 pub struct WriteQueue<K, S> {
     pending: HashMap<K, S>,
+    /// The keys of `pending` in the order they got there (written first come, first served); a key may stay here
+    /// after `forget`, and is then skipped.
+    order: VecDeque<K>,
     failed: HashMap<K, S>,
 }
 
@@ -14,6 +17,7 @@ impl<K: Hash + Eq + Clone, S> Default for WriteQueue<K, S> {
     fn default() -> Self {
         Self {
             pending: HashMap::new(),
+            order: VecDeque::new(),
             failed: HashMap::new(),
         }
     }
@@ -23,7 +27,11 @@ impl<K: Hash + Eq + Clone, S> WriteQueue<K, S> {
     /// The newest status of `key`; it replaces a queued or failed older one. True when it replaced a queued one.
     pub fn update(&mut self, key: K, status: S) -> bool {
         self.failed.remove(&key);
-        self.pending.insert(key, status).is_some()
+        if self.pending.insert(key.clone(), status).is_some() {
+            return true;
+        }
+        self.order.push_back(key);
+        false
     }
 
     pub fn has_pending(&self) -> bool {
@@ -35,8 +43,26 @@ impl<K: Hash + Eq + Clone, S> WriteQueue<K, S> {
     }
 
     /// Everything queued, to be written now.
+    #[cfg(test)]
     pub fn take_pending(&mut self) -> Vec<(K, S)> {
-        self.pending.drain().collect()
+        self.take_batch(usize::MAX)
+    }
+
+    /// Up to `max` queued statuses, oldest first, to be written now.
+    pub fn take_batch(&mut self, max: usize) -> Vec<(K, S)> {
+        let mut batch = Vec::new();
+        while batch.len() < max
+            && let Some(key) = self.order.pop_front()
+        {
+            if let Some(status) = self.pending.remove(&key) {
+                batch.push((key, status));
+            }
+        }
+        if self.pending.is_empty() {
+            // Only keys of forgotten objects can be left: nothing to keep them for.
+            self.order.clear();
+        }
+        batch
     }
 
     /// A write of `status` failed; it is kept for the retry unless a newer status arrived meanwhile.
@@ -49,7 +75,10 @@ impl<K: Hash + Eq + Clone, S> WriteQueue<K, S> {
     /// The retry is due: failed writes are queued again, behind nothing newer.
     pub fn retry_failed(&mut self) {
         for (key, status) in self.failed.drain() {
-            self.pending.entry(key).or_insert(status);
+            if let std::collections::hash_map::Entry::Vacant(entry) = self.pending.entry(key.clone()) {
+                entry.insert(status);
+                self.order.push_back(key);
+            }
         }
     }
 
@@ -104,6 +133,18 @@ mod tests {
         queue.write_failed("m", 1);
         queue.retry_failed();
         assert_eq!(written(&mut queue), [("m", 2)]);
+    }
+
+    #[test]
+    fn batches_are_taken_oldest_first() {
+        let mut queue = WriteQueue::default();
+        queue.update("a", 1);
+        queue.update("b", 1);
+        queue.update("c", 1);
+        queue.update("a", 2);
+        assert_eq!(queue.take_batch(2), [("a", 2), ("b", 1)]);
+        queue.forget(&"c");
+        assert!(queue.take_batch(2).is_empty());
     }
 
     #[test]

@@ -18,6 +18,11 @@ use super::status_queue::WriteQueue;
 use crate::metrics::{Metrics, kind};
 
 pub const FIELD_MANAGER: &str = "capov";
+/// Writes per `Flush` message, sent side by side (each to another object). Between two batches the mailbox is read,
+/// so that updates arriving while the apiserver is slow coalesce in the queue (one status per object) instead of
+/// queueing in the mailbox, one whole status per pass. One write at a time measured 7 writes/s with 10,000 machines
+/// on a busy apiserver: the statuses, not the engine, set the pace, and the queued updates took 270 MiB.
+const WRITES_PER_FLUSH: usize = 8;
 /// First retry of a failed write; consecutive failing rounds double it up to [`MAX_RETRY_AFTER`], jittered.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -169,14 +174,22 @@ fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
     }
 }
 
+/// Writes up to [`WRITES_PER_FLUSH`] pending statuses, oldest first, and queues the next flush behind the messages
+/// that arrived meanwhile.
 async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    for (key, status) in state.queue.take_pending() {
+    let mut writes = Vec::with_capacity(WRITES_PER_FLUSH);
+    for (key, status) in state.queue.take_batch(WRITES_PER_FLUSH) {
         let fingerprint = fingerprint(&status);
         if state.written.get(&key) == Some(&fingerprint) {
             state.stats.unchanged += 1;
             continue;
         }
-        let result = write_status(&state.client, &key, &status).await;
+        writes.push((key, status, fingerprint));
+    }
+    let client = &state.client;
+    let results =
+        futures::future::join_all(writes.iter().map(|(key, status, _)| write_status(client, key, status))).await;
+    for ((key, status, fingerprint), result) in writes.into_iter().zip(results) {
         let outcome = match &result {
             Ok(()) => "success",
             Err(kube::Error::Api(status)) if status.code == 409 => "conflict",
@@ -202,6 +215,7 @@ async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
             }
         }
     }
+    queue_flush(me, state);
     if !state.queue.has_failed() {
         state.retry.reset();
     } else if !state.retry_queued {

@@ -245,8 +245,19 @@ pub fn apply(state: &mut State, scheduled: &Scheduled) {
                 }
             }
         }
-        Transition::VmPoweringUp => vm.status = VmStatus::PoweringUp,
-        Transition::VmUp => vm.status = VmStatus::Up,
+        // Each boot step only moves the boot forward. The steps run on separate timers, and a runtime that is late
+        // (a busy machine) can wake the boot's `VmUp` before its earlier `VmPoweringUp`: applied as it came, the
+        // late step would leave the VM `powering_up` for good, which no engine does.
+        Transition::VmPoweringUp => {
+            if vm.status == VmStatus::WaitForLaunch {
+                vm.status = VmStatus::PoweringUp;
+            }
+        }
+        Transition::VmUp => {
+            if matches!(vm.status, VmStatus::WaitForLaunch | VmStatus::PoweringUp) {
+                vm.status = VmStatus::Up;
+            }
+        }
         Transition::VmDevicesReported => {
             if vm.status == VmStatus::Up {
                 vm.ips_reported = true;
@@ -325,6 +336,27 @@ mod tests {
         let due = release(&mut state, &timings, Transition::VmUp);
         settle(&mut state, due);
         assert!(state.holds.is_empty() && state.held.is_empty());
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Up);
+        assert!(state.vms[&added.vm_id].ips_reported);
+    }
+
+    /// The boot's timers fire in any order when the runtime is late: `VmUp` before `VmPoweringUp` must still end
+    /// `up` (it used to leave the VM `powering_up` for good: 1 of 1,000 VMs in a benchmark on a busy machine).
+    #[test]
+    fn boot_steps_applied_out_of_order_still_end_up() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("late", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        let mut boot = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
+        // Latest first: devices reported, up, then powering up.
+        boot.sort_by_key(|s| std::cmp::Reverse(s.after));
+        let up_at = boot.iter().position(|s| s.transition == Transition::VmUp).unwrap();
+        apply(&mut state, &boot[up_at]);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Up);
+        for item in &boot {
+            apply(&mut state, item);
+        }
         assert_eq!(state.vms[&added.vm_id].status, VmStatus::Up);
         assert!(state.vms[&added.vm_id].ips_reported);
     }

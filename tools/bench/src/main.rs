@@ -151,8 +151,11 @@ async fn run(args: Args) -> Result<bool, Error> {
 
     let deadline = t0 + Duration::from_secs(args.timeout);
     let mut last_progress = Instant::now();
+    let rss_path = std::env::temp_dir().join("capov-bench-rss.csv");
+    let mut rss = RssSamples::create(&rss_path)?;
     let all_ready = loop {
         let ready = lock(&tracker).ready_at.len();
+        rss.sample(pid, t0, ready, control.counter("total"));
         if ready >= args.machines {
             break true;
         }
@@ -204,6 +207,8 @@ async fn run(args: Args) -> Result<bool, Error> {
         }
     };
     let peak_rss_kib = proc_status_kib(pid, "VmHWM:");
+    rss.sample(pid, t0, lock(&tracker).ready_at.len(), control.counter("total"));
+    say(&format!("RSS every second: {}", rss_path.display()));
     let cpu = proc_cpu_seconds(pid);
     manager.stop();
     kubelets.abort();
@@ -218,6 +223,7 @@ async fn run(args: Args) -> Result<bool, Error> {
         counters: &counters,
         write_requests: writes_after.delta(&writes_before),
         peak_rss_kib,
+        peak_at: rss.peak_at,
         cpu,
         log_levels: log_levels(&log_path),
         steady: steady.as_ref(),
@@ -412,6 +418,48 @@ async fn play_kubelets(workload: kube::Client, control: Control) {
     }
 }
 
+/// The operator's VmRSS and VmHWM once a second, written to a CSV file (seconds, rss_kib, hwm_kib, ready,
+/// engine_requests), and the first sample at which VmHWM reached its highest value: a spike between two coarse
+/// progress lines shows when it happened.
+struct RssSamples {
+    file: std::io::BufWriter<std::fs::File>,
+    last: Option<Instant>,
+    hwm_kib: u64,
+    peak_at: Option<(f64, usize, u64)>,
+}
+
+impl RssSamples {
+    fn create(path: &Path) -> Result<RssSamples, Error> {
+        use std::io::Write as _;
+        let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(file, "seconds,rss_kib,hwm_kib,ready,engine_requests")?;
+        Ok(RssSamples {
+            file,
+            last: None,
+            hwm_kib: 0,
+            peak_at: None,
+        })
+    }
+
+    fn sample(&mut self, pid: u32, t0: Instant, ready: usize, requests: u64) {
+        use std::io::Write as _;
+        if self.last.is_some_and(|last| last.elapsed() < Duration::from_secs(1)) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let (Some(rss), Some(hwm)) = (proc_status_kib(pid, "VmRSS:"), proc_status_kib(pid, "VmHWM:")) else {
+            return;
+        };
+        let seconds = t0.elapsed().as_secs_f64();
+        if hwm > self.hwm_kib {
+            self.hwm_kib = hwm;
+            self.peak_at = Some((seconds, ready, requests));
+        }
+        let _ = writeln!(self.file, "{seconds:.1},{rss},{hwm},{ready},{requests}");
+        let _ = self.file.flush();
+    }
+}
+
 /// A `kB` line of /proc/<pid>/status, e.g. `VmHWM:` (peak resident set).
 fn proc_status_kib(pid: u32, key: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -449,6 +497,8 @@ struct Report<'a> {
     counters: &'a BTreeMap<String, u64>,
     write_requests: WriteRequests,
     peak_rss_kib: Option<u64>,
+    /// When the sampled peak was first reached: seconds since the start, Ready machines, engine requests so far.
+    peak_at: Option<(f64, usize, u64)>,
     cpu: Option<(f64, f64)>,
     /// Warnings and errors in the operator's (JSON) log.
     log_levels: (usize, usize),
@@ -528,6 +578,11 @@ fn report(r: &Report) {
         Some(kib) => println!("| operator peak RSS (VmHWM) | {:.1} MiB |", kib as f64 / 1024.0),
         None => println!("| operator peak RSS (VmHWM) | unavailable |"),
     }
+    if let Some((seconds, ready, requests)) = r.peak_at {
+        println!(
+            "| peak reached (VmHWM sampled each second) | at {seconds:.0} s, {ready} Ready, {requests} engine requests |"
+        );
+    }
     if let Some((user, system)) = r.cpu {
         println!("| operator CPU time | {user:.1} s user + {system:.1} s system |");
     }
@@ -535,6 +590,7 @@ fn report(r: &Report) {
         "| operator log | {} warnings, {} errors |",
         r.log_levels.0, r.log_levels.1
     );
+    print_not_ready(r.tracker);
     println!();
     println!("Engine requests by endpoint (per machine):");
     let mut endpoints: Vec<(&String, &u64)> = r.counters.iter().filter(|(k, _)| *k != "total").collect();
@@ -557,6 +613,45 @@ fn report(r: &Report) {
         for (endpoint, count) in endpoints {
             println!("  {count:>8}  {:>6.2}/s  {endpoint}", per_second(*count));
         }
+    }
+}
+
+/// Machines never Ready, grouped by what their status says (each condition that is not True, with its reason, and
+/// the VM status): why a run did not finish.
+fn print_not_ready(tracker: &Tracker) {
+    let mut groups: BTreeMap<String, Vec<&String>> = BTreeMap::new();
+    for (name, status) in &tracker.last_status {
+        if tracker.ready_at.contains_key(name) {
+            continue;
+        }
+        let mut parts: Vec<String> = status["conditions"]
+            .as_array()
+            .map(|conditions| {
+                conditions
+                    .iter()
+                    .filter(|c| c["status"] != "True" && c["type"] != "Paused")
+                    .map(|c| {
+                        format!(
+                            "{}={}",
+                            c["type"].as_str().unwrap_or("?"),
+                            c["reason"].as_str().unwrap_or("?")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        parts.push(format!("vmStatus={}", status["vmStatus"].as_str().unwrap_or("-")));
+        groups.entry(parts.join(" ")).or_default().push(name);
+    }
+    if groups.is_empty() {
+        return;
+    }
+    println!();
+    println!("Machines not Ready at the end, by status:");
+    for (summary, mut names) in groups {
+        names.sort();
+        let sample: Vec<&str> = names.iter().take(5).map(|n| n.as_str()).collect();
+        println!("  {:>6}  {summary}  (e.g. {})", names.len(), sample.join(", "));
     }
 }
 

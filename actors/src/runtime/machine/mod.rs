@@ -56,6 +56,9 @@ pub struct MachineState {
     subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
     watched_vm: Option<VmWatch>,
     last_seen_vm_status: Option<String>,
+    /// The last successful action of a pass that ended to wait for its permit outside the pass (see [`pass`]), and
+    /// what it observed before acting: the next pass's hot-loop guard compares against it.
+    carried_success: Option<Box<(Observed, Action)>>,
     mail: ActorMetrics,
     _alive: Alive,
 }
@@ -96,6 +99,7 @@ impl Actor for MachineActor {
             subscribed_to: None,
             watched_vm: None,
             last_seen_vm_status: None,
+            carried_success: None,
             _alive: mail.alive(),
             mail,
         })
@@ -244,11 +248,20 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: super
     let mut permit = Some(permit);
     let started = Instant::now();
     let mut next = Next::After(Duration::ZERO);
+    let mut resumes = false;
     // The observation and action of the last action that reported success, for the hot-loop guard.
-    let mut last_success: Option<(Observed, Action)> = None;
+    let mut last_success: Option<(Observed, Action)> = state.carried_success.take().map(|carried| *carried);
     for _ in 0..MAX_ACTIONS_PER_PASS {
         if permit.is_none() {
-            permit = Some(state.shared.permits.acquire(Priority::HasVm).await);
+            // A workload step released the permit and the next step needs it again. Waiting for it here would keep
+            // this boxed pass (about 18 KB, and the observation) alive for as long as the queue takes: in a large
+            // batch thousands of machines between their Node step and the next pass wait at once. The next pass
+            // waits for its permit in `run_pass`, before its future exists, and starts from the same observation
+            // the loop would have made here.
+            state.carried_success = last_success.take().map(Box::new);
+            next = Next::After(Duration::ZERO);
+            resumes = true;
+            break;
         }
         let mut observation = match observe::observe(me, state).await {
             Ok(observation) => observation,
@@ -337,12 +350,16 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: super
     }
     drop(permit);
     record_pass(state, &next, started);
-    let status = serde_json::to_value(&state.status).unwrap_or_default();
-    let update = StatusWriterMsg::Update {
-        key: state.key.clone(),
-        status,
-    };
-    let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, update);
+    // A pass that ended only to wait for its permit is continued by the next one, which reports the status: an
+    // intermediate status written meanwhile would be one more write per machine.
+    if !resumes {
+        let status = serde_json::to_value(&state.status).unwrap_or_default();
+        let update = StatusWriterMsg::Update {
+            key: state.key.clone(),
+            status,
+        };
+        let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, update);
+    }
     schedule(me, state, next);
 }
 
