@@ -213,6 +213,13 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     })
     .await;
     assert!(world.sim.control().vm(&vm_id).is_none(), "the VM outlived its machine");
+    // Every body CAPOV sent (add with disks and NICs, disk resize, start, description upgrade) passed the engine's
+    // model check.
+    assert_eq!(
+        world.sim.control().rejected_bodies(),
+        std::collections::BTreeMap::new(),
+        "request bodies a real engine refuses"
+    );
     eventually(Duration::from_secs(10), "the machine actor to stop", || async {
         (metric_sum(&world.metrics, "capov_actors_live", &[("kind", "machine")]) == 0.0).then_some(())
     })

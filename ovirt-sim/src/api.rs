@@ -7,6 +7,7 @@ use http::Method;
 
 use crate::engine::{self, EngineError};
 use crate::render::{self, VmFollow};
+use crate::schema;
 use crate::search;
 use crate::server::{Incoming, Shared};
 use crate::state::State;
@@ -23,8 +24,66 @@ fn bad_search(message: &str, format: Format) -> Reply {
     )
 }
 
-fn decode<T: serde::de::DeserializeOwned>(req: &Incoming) -> Result<T, Reply> {
-    capov_ovirt::xml::from_xml(&req.body).map_err(|e| wire::unparsable_body(&e.to_string()))
+/// What a request body must be: the model type of its root and the usage link the engine names when it is not.
+struct BodyOf {
+    /// Model type (`Vm`, `Nic`, …; `Action` for actions).
+    root: &'static str,
+    /// `service/methods/method` of the engine's API documentation (`UsageFinder`).
+    usage: &'static str,
+}
+
+const VM_ADD: BodyOf = BodyOf {
+    root: "Vm",
+    usage: "vms/methods/add",
+};
+const VM_UPDATE: BodyOf = BodyOf {
+    root: "Vm",
+    usage: "vm/methods/update",
+};
+const NIC_ADD: BodyOf = BodyOf {
+    root: "Nic",
+    usage: "vm_nics/methods/add",
+};
+const NIC_UPDATE: BodyOf = BodyOf {
+    root: "Nic",
+    usage: "vm_nic/methods/update",
+};
+const ATTACHMENT_UPDATE: BodyOf = BodyOf {
+    root: "DiskAttachment",
+    usage: "disk_attachment/methods/update",
+};
+const DISK_UPDATE: BodyOf = BodyOf {
+    root: "Disk",
+    usage: "disk/methods/update",
+};
+
+/// Checks the body against the engine's model (see [`crate::schema`]), then decodes it.
+fn decode<T: serde::de::DeserializeOwned>(
+    shared: &Arc<Shared>,
+    req: &Incoming,
+    format: Format,
+    body: &BodyOf,
+    action: Option<&str>,
+) -> Result<T, Reply> {
+    let version = shared.lock().engine_version;
+    let usage = match action {
+        Some(verb) => format!("vm/methods/{verb}"),
+        None => body.usage.to_string(),
+    };
+    let host = req.header("host").unwrap_or("engine");
+    if let Err(rejection) = schema::check(&req.body, body.root, version) {
+        tracing::info!(?rejection, path = %req.path, "request body refused");
+        shared.count_rejected_body(&usage);
+        return Err(match rejection {
+            schema::Rejection::Syntax { .. } => wire::usage_fault(host, &usage, format),
+            schema::Rejection::InvalidValue { detail } => wire::invalid_value(&detail, format),
+        });
+    }
+    capov_ovirt::xml::from_xml(&req.body).map_err(|e| {
+        tracing::info!(error = %e, path = %req.path, "request body passed the model check but does not decode");
+        shared.count_rejected_body(&usage);
+        wire::usage_fault(host, &usage, format)
+    })
 }
 
 /// Parses `search`, or matches everything when absent.
@@ -366,7 +425,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
             })
         }
         (Method::PUT, [id]) => {
-            let update: model::Vm = match decode(req) {
+            let update: model::Vm = match decode(shared, req, format, &VM_UPDATE, None) {
                 Ok(vm) => vm,
                 Err(reply) => return reply,
             };
@@ -426,7 +485,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
             if !attached {
                 return not_found();
             }
-            let attachment: model::DiskAttachment = match decode(req) {
+            let attachment: model::DiskAttachment = match decode(shared, req, format, &ATTACHMENT_UPDATE, None) {
                 Ok(a) => a,
                 Err(reply) => return reply,
             };
@@ -456,7 +515,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
             )
         }
         (Method::POST, [id, "nics"]) => {
-            let nic: model::Nic = match decode(req) {
+            let nic: model::Nic = match decode(shared, req, format, &NIC_ADD, None) {
                 Ok(n) => n,
                 Err(reply) => return reply,
             };
@@ -468,7 +527,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
         }
         (Method::GET, [id, "nics", nic_id]) => nic_reply(&shared.lock(), id, nic_id, 200, format),
         (Method::PUT, [id, "nics", nic_id]) => {
-            let nic: model::Nic = match decode(req) {
+            let nic: model::Nic = match decode(shared, req, format, &NIC_UPDATE, None) {
                 Ok(n) => n,
                 Err(reply) => return reply,
             };
@@ -512,7 +571,7 @@ fn nic_reply(state: &State, vm_id: &str, nic_id: &str, status: u16, format: Form
 }
 
 fn add_vm(shared: &Arc<Shared>, req: &Incoming, format: Format) -> Reply {
-    let request: model::Vm = match decode(req) {
+    let request: model::Vm = match decode(shared, req, format, &VM_ADD, None) {
         Ok(vm) => vm,
         Err(reply) => return reply,
     };
@@ -542,7 +601,11 @@ fn vm_action(shared: &Arc<Shared>, req: &Incoming, id: &str, verb: &str, format:
     let action: model::Action = if req.body.iter().all(|b| b.is_ascii_whitespace()) {
         model::Action::default()
     } else {
-        match decode(req) {
+        let action = BodyOf {
+            root: "Action",
+            usage: "",
+        };
+        match decode(shared, req, format, &action, Some(verb)) {
             Ok(a) => a,
             Err(reply) => return reply,
         }
@@ -572,7 +635,7 @@ fn update_disk<T: serde::Serialize>(
     format: Format,
     render_after: impl Fn(&State, &str) -> Option<T>,
 ) -> Reply {
-    let disk: model::Disk = match decode(req) {
+    let disk: model::Disk = match decode(shared, req, format, &DISK_UPDATE, None) {
         Ok(d) => d,
         Err(reply) => return reply,
     };

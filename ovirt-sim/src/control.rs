@@ -9,7 +9,7 @@ use http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::engine::{self, Timings};
+use crate::engine::{self, EngineVersion, Timings};
 use crate::inventory::{Inventory, VmSeed};
 use crate::server::{Incoming, Shared};
 use crate::sso::SsoErrorStyle;
@@ -234,6 +234,15 @@ impl Control {
         self.shared.lock().users.insert(name.to_string(), password.to_string());
     }
 
+    /// The engine release played from now on (request elements such as `use_ignition` exist from 4.4.0).
+    pub fn set_engine_version(&self, version: EngineVersion) {
+        self.shared.lock().engine_version = version;
+    }
+
+    pub fn engine_version(&self) -> EngineVersion {
+        self.shared.lock().engine_version
+    }
+
     pub fn timings(&self) -> Timings {
         self.shared.timings()
     }
@@ -249,6 +258,15 @@ impl Control {
 
     pub fn counter(&self, key: &str) -> u64 {
         self.counters().get(key).copied().unwrap_or(0)
+    }
+
+    /// Request bodies refused as the engine refuses them (unknown elements, bad values), by
+    /// `service/methods/name`: a client that is right under the engine's model leaves this empty.
+    pub fn rejected_bodies(&self) -> BTreeMap<String, u64> {
+        self.counters()
+            .into_iter()
+            .filter_map(|(k, v)| k.strip_prefix(crate::server::REJECTED_BODY).map(|u| (u.to_string(), v)))
+            .collect()
     }
 
     pub fn reset_counters(&self) {
@@ -341,6 +359,11 @@ struct StatusChange {
 }
 
 #[derive(Deserialize)]
+struct VersionChange {
+    version: EngineVersion,
+}
+
+#[derive(Deserialize)]
 struct TokenTtl {
     ttl_ms: Option<u64>,
 }
@@ -405,6 +428,12 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
             let faults = body!(FaultInjection);
             control.set_faults(faults);
             Reply::json(200, &json!(control.faults()))
+        }
+        (&Method::GET, ["engine-version"]) => Reply::json(200, &json!({"version": control.engine_version()})),
+        (&Method::POST | &Method::PUT, ["engine-version"]) => {
+            let change = body!(VersionChange);
+            control.set_engine_version(change.version);
+            Reply::json(200, &json!({"version": control.engine_version()}))
         }
         (&Method::GET, ["timings"]) => Reply::json(200, &json!(control.timings())),
         (&Method::POST | &Method::PUT, ["timings"]) => {

@@ -38,6 +38,9 @@ pub struct Shared {
     pub(crate) streamed_bytes: Arc<AtomicU64>,
 }
 
+/// Counter prefix of request bodies refused by the model check.
+pub(crate) const REJECTED_BODY: &str = "rejected-body ";
+
 /// How many correlation ids the simulator remembers.
 const REMEMBERED_CORRELATION_IDS: usize = 1000;
 
@@ -89,6 +92,12 @@ impl Shared {
             Some(detail) => crate::wire::error(&engine::operation_failed(faults.error_status, detail), format),
             None => Reply::empty(faults.error_status),
         })
+    }
+
+    /// Counts a request body the engine would refuse, under `rejected-body {service/methods/name}` (outside `total`).
+    pub(crate) fn count_rejected_body(&self, usage: &str) {
+        let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        *counters.entry(format!("{REJECTED_BODY}{usage}")).or_insert(0) += 1;
     }
 
     fn count(&self, key: String) {
@@ -324,6 +333,7 @@ pub struct SimulatorBuilder {
     timings: Timings,
     token_ttl: Option<Duration>,
     tls_names: Vec<String>,
+    engine_version: crate::engine::EngineVersion,
 }
 
 /// Entry point: `Simulator::builder()...start().await`.
@@ -341,6 +351,7 @@ impl Simulator {
             timings: Timings::fast(),
             token_ttl: None,
             tls_names: Vec::new(),
+            engine_version: crate::engine::EngineVersion::DEFAULT,
         }
     }
 }
@@ -378,6 +389,12 @@ impl SimulatorBuilder {
         self
     }
 
+    /// The engine release to play (default 4.4.10): gates request elements such as `use_ignition` (from 4.4.0).
+    pub fn engine_version(mut self, version: crate::engine::EngineVersion) -> Self {
+        self.engine_version = version;
+        self
+    }
+
     /// Extra DNS names / IPs for the server certificate.
     pub fn tls_name(mut self, name: &str) -> Self {
         self.tls_names.push(name.to_string());
@@ -388,7 +405,10 @@ impl SimulatorBuilder {
         // Processes embedding the simulator talk HTTPS too: make ring the process default.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let io_err = |e: String| std::io::Error::other(e);
-        let mut state = State::default();
+        let mut state = State {
+            engine_version: self.engine_version,
+            ..State::default()
+        };
         inventory::seed(&mut state, &self.inventory).map_err(io_err)?;
         if self.users.is_empty() {
             state.users.insert("admin@internal".into(), "admin".into());

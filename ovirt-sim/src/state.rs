@@ -170,6 +170,8 @@ pub struct State {
     pub issued_tokens: std::collections::VecDeque<String>,
     pub users: HashMap<String, String>,
     pub next_address: u64,
+    /// The release played: `product_info` and which request elements exist.
+    pub engine_version: crate::engine::EngineVersion,
 }
 
 impl State {

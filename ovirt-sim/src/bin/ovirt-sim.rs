@@ -49,6 +49,9 @@ struct Args {
     /// Guest shutdown time (powering_down → down), in milliseconds.
     #[arg(long, default_value_t = 1000)]
     shutdown_ms: u64,
+    /// The engine release to play, e.g. 4.3.10 (request elements such as use_ignition exist from 4.4.0).
+    #[arg(long, default_value = "4.4.10")]
+    engine_version: capov_ovirt_sim::EngineVersion,
     /// Lifetime of SSO tokens in seconds (default: no expiry).
     #[arg(long)]
     token_ttl_secs: Option<u64>,
@@ -71,6 +74,7 @@ async fn main() {
         disk_operation_ms: args.disk_op_ms,
         shutdown_ms: args.shutdown_ms,
     });
+    builder = builder.engine_version(args.engine_version);
     if args.plain_http {
         builder = builder.plain_http();
     }
