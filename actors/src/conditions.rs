@@ -75,6 +75,8 @@ pub mod reasons {
     pub const STORAGE_DOMAIN_NOT_AVAILABLE: &str = "StorageDomainNotAvailable";
     pub const STORAGE_DOMAIN_REQUIRES_CLONE: &str = "StorageDomainRequiresClone";
     pub const CREATE_FAILED: &str = "CreateFailed";
+    /// A name from the spec holds a character the engine's search refuses (`capov_ovirt::search`); nothing was sent.
+    pub const UNSEARCHABLE_NAME: &str = "UnsearchableName";
     /// An engine request of a step after creation failed; the message carries the engine's detail.
     pub const ENGINE_ERROR: &str = "EngineError";
     pub const VM_IMAGE_LOCKED: &str = "VMImageLocked";
@@ -324,6 +326,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::STORAGE_DOMAIN_NOT_AVAILABLE,
     reasons::STORAGE_DOMAIN_REQUIRES_CLONE,
     reasons::CREATE_FAILED,
+    reasons::UNSEARCHABLE_NAME,
     reasons::ENGINE_ERROR,
     reasons::VM_IMAGE_LOCKED,
     reasons::WAITING_FOR_DISK_RESIZE,

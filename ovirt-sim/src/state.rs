@@ -198,10 +198,20 @@ impl State {
         Some(vm)
     }
 
-    pub fn vm_name_taken(&self, name: &str) -> bool {
-        self.vm_names
-            .get(&name.to_lowercase())
-            .is_some_and(|ids| ids.iter().any(|id| self.vms.get(id).is_some_and(|vm| vm.name == name)))
+    /// A VM of exactly this name exists in a cluster of data center `data_center_id` (the engine's names are unique
+    /// per data center, `VmHandler.isVmWithSameNameExistStatic(vm, storagePoolId)`).
+    pub fn vm_name_taken_in(&self, name: &str, data_center_id: &str) -> bool {
+        self.vm_names.get(&name.to_lowercase()).is_some_and(|ids| {
+            ids.iter().any(|id| {
+                self.vms.get(id).is_some_and(|vm| {
+                    vm.name == name
+                        && self
+                            .clusters
+                            .get(&vm.cluster_id)
+                            .is_some_and(|c| c.data_center_id == data_center_id)
+                })
+            })
+        })
     }
 
     pub fn cluster_by_ref(&self, id: Option<&str>, name: Option<&str>) -> Option<&ClusterRecord> {

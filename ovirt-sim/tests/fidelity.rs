@@ -145,3 +145,80 @@ async fn use_ignition_exists_from_engine_4_4_0() {
     let (status, body) = s.post(&format!("/vms/{id}/start"), ignition).await;
     assert_eq!(status, 200, "{body}");
 }
+
+#[tokio::test]
+async fn vm_names_are_at_most_64_characters_and_unique_per_data_center() {
+    use capov_ovirt_sim::{ClusterSeed, DataCenterSeed, Inventory};
+    let s = Session::new().await;
+    let add = |name: &str, cluster: &str| {
+        format!(
+            "<vm><name>{name}</name><cluster><name>{cluster}</name></cluster><template><name>Blank</name></template></vm>"
+        )
+    };
+    let (status, body) = s.post("/vms", &add(&"n".repeat(65), "Default")).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("[Cannot add VM. The given name is too long.]"), "{body}");
+    let (status, body) = s.post("/vms", &add(&"n".repeat(64), "Default")).await;
+    assert_eq!(status, 201, "64 characters are allowed: {body}");
+    // Java counts UTF-16 units: 33 characters outside the BMP are 66 units.
+    let (status, body) = s.post("/vms", &add(&"😀".repeat(33), "Default")).await;
+    assert_eq!(status, 400, "{body}");
+
+    s.sim
+        .control()
+        .seed(&Inventory {
+            data_centers: vec![DataCenterSeed {
+                id: None,
+                name: "Second".into(),
+            }],
+            clusters: vec![ClusterSeed {
+                id: None,
+                name: "Other".into(),
+                data_center: "Second".into(),
+            }],
+            ..Inventory::default()
+        })
+        .unwrap();
+    let (status, body) = s.post("/vms", &add("twin", "Default")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = s.post("/vms", &add("twin", "Default")).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("name is already in use"), "{body}");
+    let (status, body) = s.post("/vms", &add("twin", "Other")).await;
+    assert_eq!(status, 201, "the same name in another data center: {body}");
+
+    let description = "d".repeat(256);
+    let (status, body) = s
+        .post(
+            "/vms",
+            &add("described", "Default").replace("</vm>", &format!("<description>{description}</description></vm>")),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("description is too long"), "{body}");
+}
+
+#[tokio::test]
+async fn searches_refuse_quotes_and_semicolons_and_have_no_escapes() {
+    let s = Session::new().await;
+    s.vm("plain-");
+    for search in ["name=o'brien", "name=a;", "name=\"a\\\"b\""] {
+        let path = format!("/vms?search={}", form_urlencoded_byte_serialize(search));
+        let (status, body) = s.send(reqwest::Method::GET, &path, None).await;
+        assert_eq!(status, 400, "{search}: {body}");
+    }
+    let (status, body) = s
+        .send(reqwest::Method::GET, "/vms?search=name%3D%22plain-0%22", None)
+        .await;
+    assert_eq!(status, 200);
+    assert!(body.contains("<name>plain-0</name>"), "{body}");
+}
+
+fn form_urlencoded_byte_serialize(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -61,6 +61,16 @@ pub enum Error {
     /// reported (an engine returning far more than asked, or something in front of it) rather than retried quietly.
     #[error("the engine's answer to {what} exceeds {limit} bytes; reading stopped there")]
     BodyTooLarge { what: String, limit: usize },
+    /// A value the engine's search language cannot carry (see [`crate::search`]); nothing was sent.
+    #[error(
+        "{field} {value:?} contains {character:?}, which the engine's search refuses (no oVirt name holds any of \
+         ' ; \" \\ < > & ^ # !); check the spelling"
+    )]
+    UnsearchableValue {
+        field: String,
+        value: String,
+        character: char,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -86,6 +96,7 @@ pub mod reason {
     pub const CONFLICT: &str = "Conflict";
     pub const BAD_REQUEST: &str = "BadRequest";
     pub const UNEXPECTED_BODY: &str = "UnexpectedResponse";
+    pub const UNSEARCHABLE_NAME: &str = "UnsearchableName";
 }
 
 impl Error {
@@ -107,6 +118,7 @@ impl Error {
             | Error::UnexpectedBody(_)
             | Error::UnexpectedRoot { .. }
             | Error::BodyTooLarge { .. } => reason::UNEXPECTED_BODY,
+            Error::UnsearchableValue { .. } => reason::UNSEARCHABLE_NAME,
         }
     }
 
@@ -129,6 +141,7 @@ impl Error {
             Error::UnexpectedBody(_) => "unexpected_body",
             Error::UnexpectedRoot { .. } => "unexpected_root",
             Error::BodyTooLarge { .. } => "body_too_large",
+            Error::UnsearchableValue { .. } => "unsearchable_value",
         }
     }
 

@@ -54,14 +54,15 @@ pub(super) fn decide(o: &Observed) -> Decision {
                 let note = format!(
                     "the VM {} ({}) carries a marker of an earlier CAPOV version and is not recorded in \
                      spec.providerID; it is left untouched",
-                    o.name, vm.id
+                    o.vm_name(),
+                    vm.id
                 );
                 return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
             }
             (Ownership::NotOwned(why), _) => {
                 let note = format!(
                     "the VM {} ({}) is not this OVirtMachine's: {}; it is left untouched",
-                    o.name,
+                    o.vm_name(),
                     vm.id,
                     why.explain()
                 );

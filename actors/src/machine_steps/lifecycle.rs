@@ -217,7 +217,7 @@ fn find_own_vm<'o>(
                 format!(
                     "a VM named {:?} exists in oVirt but was not created for this OVirtMachine: {}; it is left \
                      untouched: rename or remove it in oVirt",
-                    o.name,
+                    o.vm_name(),
                     match vm.ownership {
                         Ownership::NotOwned(why) => why.explain(),
                         _ =>
@@ -252,7 +252,7 @@ pub(super) fn engine_changed(o: &Observed, provider_id: &str) -> Option<String> 
 fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan {
     let s = &o.settings;
     CreateVmPlan {
-        name: o.name.clone(),
+        name: o.vm_name(),
         description: o.owner.marker(),
         ovirt_cluster: s.ovirtcluster.clone(),
         template: s.template.clone(),
@@ -390,7 +390,7 @@ fn disk_step(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Result<(), B
             bootable: d.bootable,
         })
         .collect();
-    if let Some(change) = alias_changes(&o.name, &disks, &o.gates).into_iter().next() {
+    if let Some(change) = alias_changes(&o.vm_name(), &disks, &o.gates).into_iter().next() {
         return Err(Box::new(passed.take().stop(
             Action::RenameDiskAlias {
                 disk_id: change.disk_id,
@@ -451,7 +451,12 @@ fn started_vm(o: &Observed, vm: &ObservedVm, mut passed: Passed) -> Decision {
         other => return passed.wait(Requeue::Backoff, not_responding(other)),
     }
     passed.pass(types::MACHINE_ON, reasons::VM_UP);
-    let addresses = machine_addresses(&o.name, &vm.nics, &vm.reported_devices, o.control_plane_host.as_deref());
+    let addresses = machine_addresses(
+        &o.vm_name(),
+        &vm.nics,
+        &vm.reported_devices,
+        o.control_plane_host.as_deref(),
+    );
     let has_ip = addresses.iter().any(|a| a.type_ == crate::addresses::INTERNAL_IP);
     let mut decision = node_step(o, vm, passed, has_ip);
     decision.status.mark_provisioned = true;
@@ -485,7 +490,7 @@ fn node_step(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool) -> Dec
             setup(
                 reasons::WAITING_FOR_NODE,
                 Severity::Info,
-                format!("waiting for the Node of VM {:?}", o.name),
+                format!("waiting for the Node of VM {:?}", o.vm_name()),
             ),
         ),
         NodeObservation::Found { name, provider_id } => match provider_id.as_deref().map(str::trim) {

@@ -1590,3 +1590,27 @@ fn an_action_whose_effect_shows_is_progress() {
         &Action::Wait(Requeue::OnChange)
     ));
 }
+
+#[test]
+fn a_name_longer_than_the_engine_allows_creates_a_shortened_vm_name_with_the_full_identity_in_the_marker() {
+    let long = "production-cluster-with-a-long-descriptive-name-md-0-7d9f8b6c5x-x2kq9";
+    assert!(long.len() > crate::vm_name::VM_NAME_LIMIT);
+    let o = Observed {
+        name: long.into(),
+        owner: OwnerIdentity {
+            name: long.into(),
+            ..owner()
+        },
+        ..ready_to_create()
+    };
+    let Action::CreateVm(plan) = decide(&o).action else {
+        panic!("expected CreateVm")
+    };
+    assert_eq!(plan.name, crate::vm_name::for_object(long));
+    assert!(plan.name.len() <= crate::vm_name::VM_NAME_LIMIT);
+    assert!(
+        plan.description.starts_with(&format!("capov:default/{long} uid:")),
+        "the marker names the whole OVirtMachine: {}",
+        plan.description
+    );
+}

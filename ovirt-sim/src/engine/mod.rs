@@ -215,6 +215,9 @@ pub(super) fn is_running(status: &VmStatus) -> bool {
     )
 }
 
+/// The engine's default `MaxVmNameLength` (`packaging/dbscripts/upgrade/pre_upgrade/0000_config.sql`).
+pub const VM_NAME_LIMIT: usize = 64;
+
 /// The engine's limit on VM descriptions.
 pub const DESCRIPTION_LIMIT: usize = 255;
 

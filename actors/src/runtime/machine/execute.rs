@@ -56,8 +56,15 @@ impl Failure {
             Severity::Error
         };
         let message = err.detail().map(str::to_string).unwrap_or_else(|| err.to_string());
+        let reason = match err {
+            // Nothing was sent: the message names the value and the character.
+            capov_ovirt::Error::UnsearchableValue { .. } => {
+                return Failure::error(reasons::UNSEARCHABLE_NAME, err.to_string());
+            }
+            _ => reasons::ENGINE_ERROR,
+        };
         Failure {
-            reason: reasons::ENGINE_ERROR,
+            reason,
             severity,
             message,
         }

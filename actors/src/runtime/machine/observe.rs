@@ -321,7 +321,7 @@ async fn find_vm(
     let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading the VM: {err}"));
     let by_name = || async {
         client
-            .find_vm_by_name(&observed.name)
+            .find_vm_by_name(&observed.vm_name())
             .await
             .map_err(engine_error)
             .map(|vm| vm.map(|vm| (vm, FoundBy::Name)))
