@@ -80,6 +80,8 @@ pub mod reasons {
     /// An engine request of a step after creation failed; the message carries the engine's detail.
     pub const ENGINE_ERROR: &str = "EngineError";
     pub const VM_IMAGE_LOCKED: &str = "VMImageLocked";
+    /// The engine shows the VM without `<status>` (ImageIllegal): its disk images are illegal.
+    pub const VM_IMAGE_ILLEGAL: &str = "VMImageIllegal";
 
     // MachineDiskResized.
     pub const WAITING_FOR_DISK_RESIZE: &str = "WaitingForDiskResize";
@@ -329,6 +331,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::UNSEARCHABLE_NAME,
     reasons::ENGINE_ERROR,
     reasons::VM_IMAGE_LOCKED,
+    reasons::VM_IMAGE_ILLEGAL,
     reasons::WAITING_FOR_DISK_RESIZE,
     reasons::DISK_SHRINK_NOT_ALLOWED,
     reasons::NO_BOOTABLE_DISK,

@@ -40,6 +40,11 @@ pub struct FaultInjection {
     /// Replaces the answer to matching API requests (`path_contains` and `method` apply as for injected errors),
     /// whatever it would have been; see [`BodyFault`].
     pub body_fault: Option<BodyFault>,
+    /// The next N accepted `POST /vms` (202) fail in their disk copy, and the engine then deletes the VM: it is 404
+    /// once `image_locked` would have ended.
+    pub vanishing_creates: u32,
+    /// The next N accepted `POST /vms` fail in their disk copy and leave the VM `ImageIllegal` (no `<status>`).
+    pub illegal_creates: u32,
     /// Matching write requests (`PUT`, `POST`, `DELETE`; `path_contains` and `method` apply) are answered as if
     /// they had been carried out, without changing anything: the answer is that of a `GET` of the same path (an
     /// engine that accepts an update and drops it).
@@ -76,6 +81,8 @@ impl Default for FaultInjection {
             sso_error_style: SsoErrorStyle::Oauth,
             body_fault: None,
             writes_without_effect: false,
+            vanishing_creates: 0,
+            illegal_creates: 0,
         }
     }
 }
@@ -159,6 +166,15 @@ impl Control {
         });
     }
 
+    /// The next `vanishing` accepted creates lose their VM when the disk copy ends, the `illegal` ones after leave it
+    /// `ImageIllegal`.
+    pub fn fail_next_copies(&self, vanishing: u32, illegal: u32) {
+        self.update_faults(|f| {
+            f.vanishing_creates = vanishing;
+            f.illegal_creates = illegal;
+        });
+    }
+
     /// Answers requests matching `method` and `path_contains` with `fault` (None: real answers again).
     pub fn set_body_fault(&self, fault: Option<BodyFault>, method: Option<&str>, path_contains: Option<&str>) {
         self.update_faults(|f| {
@@ -232,6 +248,29 @@ impl Control {
     /// Adds a user or changes its password (`name` as `user@domain`).
     pub fn set_user(&self, name: &str, password: &str) {
         self.shared.lock().users.insert(name.to_string(), password.to_string());
+    }
+
+    /// Takes from a user (`false`) or gives back (`true`) the permission to create VMs: without it `POST /vms` is
+    /// 403 "User is not authorized to perform this action.".
+    pub fn set_user_may_create_vms(&self, name: &str, allowed: bool) {
+        let mut state = self.shared.lock();
+        if allowed {
+            state.cannot_create_vms.remove(name);
+        } else {
+            state.cannot_create_vms.insert(name.to_string());
+        }
+    }
+
+    /// Gives a user an administrative role (`true`, the default for users) or none (`false`): every request of a
+    /// user without one is filtered (`filter=true` implied), its lists trimmed to what it may see, and admin-only
+    /// queries fail with 400 "Query execution failed due to insufficient permissions.".
+    pub fn set_user_admin(&self, name: &str, admin: bool) {
+        let mut state = self.shared.lock();
+        if admin {
+            state.non_admin_users.remove(name);
+        } else {
+            state.non_admin_users.insert(name.to_string());
+        }
     }
 
     /// The engine release played from now on (request elements such as `use_ignition` exist from 4.4.0).
@@ -351,6 +390,13 @@ struct AttachDisk {
 struct UserChange {
     name: String,
     password: String,
+    /// Administrative role (default true).
+    #[serde(default = "yes")]
+    admin: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Deserialize)]
@@ -453,6 +499,7 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
         (&Method::POST, ["users"]) => {
             let change = body!(UserChange);
             control.set_user(&change.name, &change.password);
+            control.set_user_admin(&change.name, change.admin);
             Reply::json(200, &json!({}))
         }
         _ => Reply::json(404, &json!({"error": "unknown control endpoint"})),

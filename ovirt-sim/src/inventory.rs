@@ -496,6 +496,8 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
         address_index,
         removing: false,
         last_start_init: None,
+        copy_outcome: CopyOutcome::Succeeds,
+        created_by: None,
     });
     Ok(())
 }

@@ -439,7 +439,8 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         }),
         kind: Some(VmType::parse(&v.kind)),
         cluster: Some(linked("clusters", &v.cluster_id)),
-        status: Some(v.status.clone()),
+        // `VmMapper.mapVmStatus` maps ImageIllegal to nothing: the element is left out.
+        status: (v.status.as_str() != crate::engine::IMAGE_ILLEGAL).then(|| v.status.clone()),
         start_time: if is_down { None } else { v.start_time.map(format_time) },
         stop_reason: is_down.then(String::new),
         stop_time: if is_down { v.stop_time.map(format_time) } else { None },

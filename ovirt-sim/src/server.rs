@@ -94,6 +94,20 @@ impl Shared {
         })
     }
 
+    /// The outcome of the disk copy of an accepted add, consuming one injected copy failure if any.
+    pub(crate) fn take_copy_fault(&self) -> crate::state::CopyOutcome {
+        let mut faults = self.faults.write().unwrap_or_else(|e| e.into_inner());
+        if faults.vanishing_creates > 0 {
+            faults.vanishing_creates -= 1;
+            crate::state::CopyOutcome::Vanishes
+        } else if faults.illegal_creates > 0 {
+            faults.illegal_creates -= 1;
+            crate::state::CopyOutcome::Illegal
+        } else {
+            crate::state::CopyOutcome::Succeeds
+        }
+    }
+
     /// Counts a request body the engine would refuse, under `rejected-body {service/methods/name}` (outside `total`).
     pub(crate) fn count_rejected_body(&self, usage: &str) {
         let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
@@ -276,9 +290,10 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
         (&Method::POST, "/ovirt-engine/sso/oauth/token", _) => sso::token(shared, req),
         (&Method::POST, "/ovirt-engine/services/sso-logout", _) => sso::logout(shared, req),
         (_, _, Some(rest)) => {
-            if !sso::authorized(shared, req) {
+            let Some(user) = sso::authorized(shared, req) else {
                 return Reply::empty(401).with_header("WWW-Authenticate", "Basic realm=\"RESTAPI\"");
-            }
+            };
+            let caller = api::Caller::of(shared, req, user);
             let format = Format::from_accept(req.header("accept"));
             let injection_armed = faults.fail_next > 0 || faults.error_rate > 0.0;
             if let Some(injected) = injection_armed.then(|| shared.injected_error(req, format)).flatten() {
@@ -295,9 +310,9 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
                     headers: req.headers.clone(),
                     body: Bytes::new(),
                 };
-                api::handle(shared, &read, &segments, format)
+                api::handle(shared, &read, &segments, format, &caller)
             } else {
-                api::handle(shared, req, &segments, format)
+                api::handle(shared, req, &segments, format, &caller)
             };
             match faults.body_fault.as_ref().filter(|_| matching) {
                 Some(fault) => faulty_body(fault, reply),
@@ -334,6 +349,7 @@ pub struct SimulatorBuilder {
     token_ttl: Option<Duration>,
     tls_names: Vec<String>,
     engine_version: crate::engine::EngineVersion,
+    non_admin_users: Vec<String>,
 }
 
 /// Entry point: `Simulator::builder()...start().await`.
@@ -352,6 +368,7 @@ impl Simulator {
             token_ttl: None,
             tls_names: Vec::new(),
             engine_version: crate::engine::EngineVersion::DEFAULT,
+            non_admin_users: Vec::new(),
         }
     }
 }
@@ -368,9 +385,16 @@ impl SimulatorBuilder {
         self
     }
 
-    /// Adds a user (`name@domain`); without any, `admin@internal`/`admin` exists.
+    /// Adds a user (`name@domain`) with an administrative role; without any user, `admin@internal`/`admin` exists.
     pub fn user(mut self, name: &str, password: &str) -> Self {
         self.users.push((name.to_string(), password.to_string()));
+        self
+    }
+
+    /// Adds a user without an administrative role (see [`crate::Control::set_user_admin`]).
+    pub fn non_admin_user(mut self, name: &str, password: &str) -> Self {
+        self.users.push((name.to_string(), password.to_string()));
+        self.non_admin_users.push(name.to_string());
         self
     }
 
@@ -413,6 +437,7 @@ impl SimulatorBuilder {
         if self.users.is_empty() {
             state.users.insert("admin@internal".into(), "admin".into());
         }
+        state.non_admin_users.extend(self.non_admin_users.iter().cloned());
         for (name, password) in &self.users {
             state.users.insert(name.clone(), password.clone());
         }

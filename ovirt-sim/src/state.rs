@@ -144,11 +144,32 @@ pub struct VmRecord {
     pub removing: bool,
     /// How the last start asked for initialization (for assertions).
     pub last_start_init: Option<String>,
+    /// How the disk copy of an accepted add ends (fault injection).
+    pub copy_outcome: CopyOutcome,
+    /// The user whose `POST /vms` made it: the engine grants the creator `UserVmManager` on the new VM, which is
+    /// what lets a filtered caller see it. None for seeded VMs.
+    pub created_by: Option<String>,
+}
+
+/// How the disk copy of an accepted `POST /vms` ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CopyOutcome {
+    /// `image_locked` → `down`.
+    #[default]
+    Succeeds,
+    /// The copy fails and the engine removes the VM it had accepted (`AddVmCommand` ends with failure and its
+    /// compensation deletes the VM record): the VM is 404 from then on.
+    Vanishes,
+    /// The copy fails and leaves the VM `ImageIllegal`, which the REST API renders without `<status>`
+    /// (`VmMapper.mapVmStatus` has no case for it).
+    Illegal,
 }
 
 #[derive(Debug, Clone)]
 pub struct TokenRecord {
     pub expires: Option<Instant>,
+    /// The user the token was issued to (`name@domain`).
+    pub user: String,
 }
 
 /// The whole engine state. Guarded by one mutex; every operation holds it briefly.
@@ -169,6 +190,10 @@ pub struct State {
     /// appear (logs, statuses), which `tokens` cannot serve once a token is revoked or expired.
     pub issued_tokens: std::collections::VecDeque<String>,
     pub users: HashMap<String, String>,
+    /// Users without an administrative role: every request of theirs is filtered (`filter=true` implied).
+    pub non_admin_users: BTreeSet<String>,
+    /// Users without a role that allows creating VMs (e.g. no `UserVmManager`/`VmCreator` on the cluster).
+    pub cannot_create_vms: BTreeSet<String>,
     pub next_address: u64,
     /// The release played: `product_info` and which request elements exist.
     pub engine_version: crate::engine::EngineVersion,

@@ -222,3 +222,128 @@ fn form_urlencoded_byte_serialize(text: &str) -> String {
         })
         .collect()
 }
+
+#[tokio::test]
+async fn an_accepted_create_can_vanish_or_end_image_illegal_without_status() {
+    let s = Session::new().await;
+    let control = s.sim.control();
+    control.fail_next_copies(1, 1);
+    let add = |name: &str| GOOD_VM.replace("strict-1", name);
+    let id_of = |body: &str| {
+        let start = body.find("<vm href=").expect("a vm");
+        let id_at = body[start..].find(" id=\"").expect("an id") + start + 5;
+        body[id_at..id_at + 36].to_string()
+    };
+    let (status, body) = s.post("/vms", &add("vanishing")).await;
+    assert_eq!(status, 202, "{body}");
+    let vanishing = id_of(&body);
+    let (status, body) = s.post("/vms", &add("illegal")).await;
+    assert_eq!(status, 202, "{body}");
+    let illegal = id_of(&body);
+    let (status, body) = s.post("/vms", &add("fine")).await;
+    assert_eq!(status, 202, "{body}");
+
+    // Until the copy ends each is image_locked; then the first is gone, the second has no <status>.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (gone, _) = s.send(reqwest::Method::GET, &format!("/vms/{vanishing}"), None).await;
+        let (_, doc) = s.send(reqwest::Method::GET, &format!("/vms/{illegal}"), None).await;
+        if gone == 404 && !doc.contains("image_locked") {
+            assert!(!doc.contains("<status>"), "ImageIllegal has no status element: {doc}");
+            assert!(doc.contains("<name>illegal</name>"));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the copies never ended");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let fine = control.vm_by_name("fine").expect("the third create is unaffected");
+    assert!(
+        fine.status == "image_locked" || fine.status == "down",
+        "{}",
+        fine.status
+    );
+}
+
+#[tokio::test]
+async fn a_non_admin_user_is_filtered_and_refused_admin_only_queries() {
+    let sim = Simulator::builder()
+        .plain_http()
+        .user("admin@internal", "admin")
+        .non_admin_user("capov@internal", "secret")
+        .start()
+        .await
+        .unwrap();
+    let admin_vm = {
+        let control = sim.control();
+        control.seed_vms("admins-", 1, Some("rhcos-4.14")).unwrap();
+        control.id_of("vm", "admins-0").unwrap()
+    };
+    let dc = sim.control().id_of("datacenter", "Default").unwrap();
+    let sd = sim.control().id_of("storagedomain", "data1").unwrap();
+    let user = Session::login(sim, "capov@internal", "secret").await;
+
+    // Admin-only query: refused even though the domain exists; the list (a user query) answers.
+    let (status, body) = user
+        .send(
+            reqwest::Method::GET,
+            &format!("/datacenters/{dc}/storagedomains/{sd}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("[Query execution failed due to insufficient permissions.]"),
+        "{body}"
+    );
+    let (status, body) = user
+        .send(reqwest::Method::GET, &format!("/datacenters/{dc}/storagedomains"), None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&format!("id=\"{sd}\"")), "{body}");
+
+    // Lists trimmed: another user's VM is invisible (404 by id, absent from searches), its own VM is there.
+    let (status, body) = user.post("/vms", &GOOD_VM.replace("strict-1", "users-vm")).await;
+    assert!(status == 201 || status == 202, "{body}");
+    let (_, list) = user.send(reqwest::Method::GET, "/vms", None).await;
+    assert!(list.contains("<name>users-vm</name>"), "{list}");
+    assert!(!list.contains("admins-0"), "{list}");
+    let (status, _) = user.send(reqwest::Method::GET, &format!("/vms/{admin_vm}"), None).await;
+    assert_eq!(status, 404);
+    let (status, _) = user
+        .post(&format!("/vms/{admin_vm}/stop"), "<action><force>true</force></action>")
+        .await;
+    assert_eq!(status, 404, "an invisible VM cannot be acted on");
+
+    // An admin asking with filter=true gets the same refusal for the admin-only query.
+    let admin = Session::login(user.sim, "admin@internal", "admin").await;
+    let (status, _) = admin
+        .send(
+            reqwest::Method::GET,
+            &format!("/datacenters/{dc}/storagedomains/{sd}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = admin
+        .send(
+            reqwest::Method::GET,
+            &format!("/datacenters/{dc}/storagedomains/{sd}?filter=true"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 400);
+    let (_, list) = admin.send(reqwest::Method::GET, "/vms", None).await;
+    assert!(
+        list.contains("admins-0") && list.contains("users-vm"),
+        "an admin sees every VM"
+    );
+
+    // Without a role to create VMs: 403.
+    admin.sim.control().set_user_may_create_vms("admin@internal", false);
+    let (status, body) = admin.post("/vms", &GOOD_VM.replace("strict-1", "refused")).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("[User is not authorized to perform this action.]"),
+        "{body}"
+    );
+}

@@ -18,7 +18,8 @@ pub enum Error {
     /// `invalid_request`, …) or with a body that is not an SSO answer.
     #[error("SSO error ({code}): {message}")]
     Sso { code: String, message: String },
-    /// 403.
+    /// 403, or the engine's 400 for a filtered request to an admin-only query ("Query execution failed due to
+    /// insufficient permissions."); the detail names the refused request.
     #[error("permission denied: {detail}")]
     PermissionDenied { detail: String },
     /// The server certificate did not verify against the configured trust.
@@ -205,10 +206,14 @@ impl Error {
         // Validation failures come as "[message]": strip the Java list brackets.
         let detail = strip_brackets(&detail).to_string();
         match status {
+            // A user without an administrative role: every request is filtered and admin-only queries fail with
+            // a 400 (`QueriesCommandBase.validatePermissions`), not a 403.
+            400 | 403 if detail.to_ascii_lowercase().contains("insufficient permissions") || status == 403 => {
+                Error::PermissionDenied {
+                    detail: format!("{} (refused: {what})", non_empty(detail, &reason)),
+                }
+            }
             400 => Error::BadRequest { reason, detail },
-            403 => Error::PermissionDenied {
-                detail: non_empty(detail, &reason),
-            },
             404 => Error::NotFound(what.to_string()),
             409 => Error::Conflict { reason, detail },
             500..=599 => Error::Server {

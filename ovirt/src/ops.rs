@@ -240,7 +240,8 @@ impl Client {
         Ok(self.fetch::<Vms>(call).await?.items)
     }
 
-    /// Status of many VMs by id, one request per 50 ids. Ids the engine does not know are absent.
+    /// Status of many VMs by id, one request per 50 ids. Ids the engine does not know are absent; a VM shown without
+    /// `<status>` is there as [`VmStatus::IMAGE_ILLEGAL`].
     pub async fn vm_statuses(&self, ids: &[&str]) -> Result<HashMap<String, VmStatus>> {
         let mut statuses = HashMap::with_capacity(ids.len());
         for chunk in ids.chunks(SEARCH_BATCH) {
@@ -248,10 +249,10 @@ impl Client {
                 continue;
             };
             for vm in self.search_vms(&query).await? {
-                if let (Some(id), Some(status)) = (vm.id, vm.status)
+                if let Some(id) = vm.id
                     && chunk.contains(&id.as_str())
                 {
-                    statuses.insert(id, status);
+                    statuses.insert(id, VmStatus::of(vm.status.as_ref()));
                 }
             }
         }

@@ -83,7 +83,8 @@ pub(super) fn decide(o: &Observed) -> Decision {
         )
     } else {
         match vm.status.as_str() {
-            "down" | "unassigned" => (
+            // ImageIllegal is a stopped state for the engine (`VMStatus.isNotRunning`): removed as it is.
+            "down" | "unassigned" | capov_ovirt::model::VmStatus::IMAGE_ILLEGAL => (
                 Action::DeleteVm { vm_id: vm.id.clone() },
                 deleted(reasons::VM_DELETING, Severity::Info, "deleting the VM"),
             ),

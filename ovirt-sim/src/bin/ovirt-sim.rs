@@ -28,6 +28,10 @@ struct Args {
     /// A user as NAME=PASSWORD (NAME like admin@internal); repeatable.
     #[arg(long = "user", value_name = "NAME=PASSWORD")]
     users: Vec<String>,
+    /// A user without an administrative role as NAME=PASSWORD (filtered requests, admin-only queries refused);
+    /// repeatable.
+    #[arg(long = "non-admin-user", value_name = "NAME=PASSWORD")]
+    non_admin_users: Vec<String>,
     /// JSON inventory file (else the default inventory).
     #[arg(long)]
     inventory: Option<PathBuf>,
@@ -89,6 +93,12 @@ async fn main() {
             fail(format!("--user {user:?}: expected NAME=PASSWORD"));
         };
         builder = builder.user(name, password);
+    }
+    for user in &args.non_admin_users {
+        let Some((name, password)) = user.split_once('=') else {
+            fail(format!("--non-admin-user {user:?}: expected NAME=PASSWORD"));
+        };
+        builder = builder.non_admin_user(name, password);
     }
     if let Some(path) = &args.inventory {
         let text =

@@ -252,6 +252,8 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         address_index,
         removing: false,
         last_start_init: None,
+        copy_outcome: CopyOutcome::Succeeds,
+        created_by: None,
     });
     // Cloning copies whole images: it takes longer than a thin snapshot.
     let lock_ms = if clone {

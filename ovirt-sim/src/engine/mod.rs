@@ -215,6 +215,9 @@ pub(super) fn is_running(status: &VmStatus) -> bool {
     )
 }
 
+/// The engine's internal status of a VM whose disk images are illegal; the REST API shows no `<status>` for it.
+pub const IMAGE_ILLEGAL: &str = "image_illegal";
+
 /// The engine's default `MaxVmNameLength` (`packaging/dbscripts/upgrade/pre_upgrade/0000_config.sql`).
 pub const VM_NAME_LIMIT: usize = 64;
 
@@ -267,6 +270,18 @@ pub fn apply(state: &mut State, scheduled: &Scheduled) {
         return;
     }
     match scheduled.transition {
+        Transition::VmImagesReady if vm.copy_outcome == CopyOutcome::Vanishes => {
+            state.remove_vm(&scheduled.target);
+        }
+        Transition::VmImagesReady if vm.copy_outcome == CopyOutcome::Illegal => {
+            vm.status = VmStatus::parse(IMAGE_ILLEGAL);
+            let disk_ids = vm.disk_ids.clone();
+            for disk_id in disk_ids {
+                if let Some(disk) = state.disks.get_mut(&disk_id) {
+                    disk.status = DiskStatus::Illegal;
+                }
+            }
+        }
         Transition::VmImagesReady => {
             vm.status = VmStatus::Down;
             let disk_ids = vm.disk_ids.clone();

@@ -61,6 +61,8 @@ impl Failure {
             capov_ovirt::Error::UnsearchableValue { .. } => {
                 return Failure::error(reasons::UNSEARCHABLE_NAME, err.to_string());
             }
+            // The engine user lacks a role: the message names the refused request (docs/engine-permissions.md).
+            capov_ovirt::Error::PermissionDenied { .. } => reasons::PERMISSION_DENIED,
             _ => reasons::ENGINE_ERROR,
         };
         Failure {
@@ -137,11 +139,14 @@ pub async fn execute(
                 return Executed::Requeue(Requeue::Backoff);
             };
             match create::create_vm(state, client, &plan, data).await {
-                Ok(id) => match write_provider_id(state, observed, &id).await {
-                    // Polling the new VM: image_locked → down.
-                    Ok(()) => Executed::Requeue(Requeue::PollVm),
-                    Err(executed) => executed,
-                },
+                // spec.providerID is write-once (CAPI copies it to the Machine), and an accepted create can still
+                // vanish: the engine deletes the VM when its disk copy fails. So it is recorded only once the VM
+                // has left image_locked; until then the passes find the VM by name and marker, and a VM that
+                // vanished is simply created again.
+                Ok(id) => {
+                    tracing::info!(object = %state.key, vm = %id, "the engine accepted the VM; waiting for its disks");
+                    Executed::Requeue(Requeue::PollVm)
+                }
                 Err(failure) => Executed::Failed {
                     type_: types::MACHINE_CREATED,
                     failure: create_failure(failure),
