@@ -336,6 +336,12 @@ impl Control {
             .map(|vm| state.snapshot_vm(vm))
     }
 
+    /// What the VM's last start handed the guest (kind and user-data as the engine rewrote it); None when the start
+    /// asked for an initialization its OS type does not use, or before any start.
+    pub fn delivered_payload(&self, id: &str) -> Option<crate::engine::Delivered> {
+        self.shared.lock().vms.get(id).and_then(|vm| vm.delivered.clone())
+    }
+
     /// Forces a VM into a status (e.g. `not_responding`, `up`) without the usual transitions.
     pub fn set_vm_status(&self, id: &str, status: &str) -> Result<(), String> {
         crate::api::force_vm_status(&mut self.shared.lock(), id, status).map_err(|e| format!("{e:?}"))
@@ -448,6 +454,10 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
         (&Method::GET, ["vms"]) => Reply::json(200, &json!(control.vms())),
         (&Method::GET, ["vms", id]) => match control.vm(id) {
             Some(vm) => Reply::json(200, &json!(vm)),
+            None => Reply::json(404, &json!({"error": "no such VM"})),
+        },
+        (&Method::GET, ["vms", id, "payload"]) => match control.vm(id) {
+            Some(_) => Reply::json(200, &json!({"delivered": control.delivered_payload(id)})),
             None => Reply::json(404, &json!({"error": "no such VM"})),
         },
         (&Method::POST, ["vms", id, "disks"]) => {

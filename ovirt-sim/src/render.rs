@@ -432,7 +432,7 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
             max: Some(v.memory.saturating_mul(4)),
         }),
         os: Some(OperatingSystem {
-            kind: Some("other".into()),
+            kind: Some(v.os_type.clone()),
         }),
         placement_policy: Some(PlacementPolicy {
             affinity: Some(v.affinity.clone().unwrap_or_else(|| "migratable".into())),

@@ -74,6 +74,8 @@ pub struct TemplateRecord {
     pub disk_ids: Vec<String>,
     pub nics: Vec<TemplateNic>,
     pub creation_time: i64,
+    /// The engine's OS type (`other`, `rhcos_x64`, …).
+    pub os_type: String,
 }
 
 #[derive(Debug, Clone)]
@@ -118,6 +120,10 @@ pub struct VmRecord {
     pub cluster_id: String,
     pub template_id: String,
     pub original_template_id: String,
+    /// The engine's OS type, from the template unless the add named one.
+    pub os_type: String,
+    /// What the last start handed the guest: the initialization kind and the payload as the engine rewrote it.
+    pub delivered: Option<crate::engine::Delivered>,
     pub status: VmStatus,
     pub kind: String,
     pub memory: u64,

@@ -347,3 +347,89 @@ async fn a_non_admin_user_is_filtered_and_refused_admin_only_queries() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn a_start_delivers_only_what_the_os_type_uses_rewritten_as_the_engine_does() {
+    use capov_ovirt_sim::{Inventory, TemplateSeed};
+    let s = Session::new().await;
+    let control = s.sim.control();
+    control
+        .seed(&Inventory {
+            templates: vec![TemplateSeed {
+                name: "ubuntu-22.04".into(),
+                cluster: Some("Default".into()),
+                os_type: "ubuntu_22_04".into(),
+                disks: vec![capov_ovirt_sim::TemplateDiskSeed {
+                    alias: "ubuntu_Disk1".into(),
+                    size_bytes: capov_ovirt_sim::GIB,
+                    storage_domains: vec!["data1".into()],
+                    ..Default::default()
+                }],
+                ..TemplateSeed::default()
+            }],
+            ..Inventory::default()
+        })
+        .unwrap();
+    let script = "## template: jinja\n#cloud-config\nhostname: {{ ds.meta_data.local_hostname }}\n";
+    let add = |name: &str, template: &str| {
+        format!(
+            "<vm><name>{name}</name><cluster><name>Default</name></cluster><template><name>{template}</name></template>\
+             <initialization><custom_script>{script}</custom_script><host_name>{name}</host_name></initialization></vm>"
+        )
+    };
+    let mut started = Vec::new();
+    for (name, template, action) in [
+        (
+            "ci-on-ubuntu",
+            "ubuntu-22.04",
+            "<action><use_cloud_init>true</use_cloud_init></action>",
+        ),
+        (
+            "ci-on-rhcos",
+            "rhcos-4.14",
+            "<action><use_cloud_init>true</use_cloud_init></action>",
+        ),
+    ] {
+        let (status, body) = s.post("/vms", &add(name, template)).await;
+        assert!(status == 201 || status == 202, "{body}");
+        let id = control.id_of("vm", name).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while control.vm(&id).unwrap().status != "down" {
+            assert!(std::time::Instant::now() < deadline, "{name} never left image_locked");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let (status, body) = s.post(&format!("/vms/{id}/start"), action).await;
+        assert_eq!(status, 200, "the start succeeds whatever is delivered: {body}");
+        started.push(id);
+    }
+    let http = reqwest::Client::new();
+    let payload = |id: String| {
+        let http = http.clone();
+        let url = format!("{}/sim/vms/{id}/payload", s.sim.base_url());
+        async move {
+            http.get(url)
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let ubuntu = payload(started[0].clone()).await;
+    assert_eq!(ubuntu["delivered"]["kind"], "cloud-init");
+    let user_data = ubuntu["delivered"]["user_data"].as_str().unwrap();
+    assert!(user_data.starts_with("#cloud-config\n"), "{user_data}");
+    assert!(user_data.contains("ssh_pwauth: true"), "{user_data}");
+    assert!(user_data.ends_with(script), "{user_data}");
+    let rhcos = payload(started[1].clone()).await;
+    assert_eq!(
+        rhcos["delivered"],
+        serde_json::Value::Null,
+        "cloud-init to an Ignition OS delivers nothing"
+    );
+    let (_, doc) = s
+        .send(reqwest::Method::GET, &format!("/vms/{}", started[1]), None)
+        .await;
+    assert!(doc.contains("<type>rhcos_x64</type>"), "{doc}");
+}

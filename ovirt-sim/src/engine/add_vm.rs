@@ -223,6 +223,13 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
             template_id.clone()
         },
         original_template_id: template_id,
+        os_type: request
+            .os
+            .as_ref()
+            .and_then(|os| os.kind.clone())
+            .or_else(|| template.as_ref().map(|t| t.os_type.clone()))
+            .unwrap_or_else(|| "other".into()),
+        delivered: None,
         status: if accepted {
             VmStatus::ImageLocked
         } else {

@@ -3,6 +3,7 @@
 
 mod add_vm;
 mod disks;
+pub mod init;
 mod nics;
 mod power;
 
@@ -18,6 +19,7 @@ use capov_ovirt::model::{DiskStatus, VmStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::state::*;
+pub use init::Delivered;
 
 /// How an operation failed, in the engine's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]

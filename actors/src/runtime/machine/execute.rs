@@ -145,6 +145,7 @@ pub async fn execute(
                 // vanished is simply created again.
                 Ok(id) => {
                     tracing::info!(object = %state.key, vm = %id, "the engine accepted the VM; waiting for its disks");
+                    state.created_vm = Some(id);
                     Executed::Requeue(Requeue::PollVm)
                 }
                 Err(failure) => Executed::Failed {
@@ -156,6 +157,10 @@ pub async fn execute(
         Action::WriteProviderId(provider_id) => {
             let id = provider_id.trim_start_matches("ovirt://").to_string();
             match write_provider_id(state, observed, &id).await {
+                Ok(()) if state.created_vm.take().is_some_and(|created| created == id) => {
+                    tracing::info!(object = %state.key, vm = %id, "recorded the VM this run created, its disks copied");
+                    Executed::Continue
+                }
                 Ok(()) => {
                     // Only after a crash between creating the VM and recording it; worth seeing in the log.
                     tracing::info!(object = %state.key, vm = %id, "adopted the VM carrying this machine's marker");

@@ -54,6 +54,9 @@ pub struct MachineState {
     subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
     watched_vm: Option<VmWatch>,
     last_seen_vm_status: Option<String>,
+    /// The VM this actor created and has not recorded in spec.providerID yet (it is recorded once its disks are
+    /// copied): recording it then is not an adoption.
+    created_vm: Option<String>,
     mail: ActorMetrics,
     _alive: Alive,
 }
@@ -94,6 +97,7 @@ impl Actor for MachineActor {
             subscribed_to: None,
             watched_vm: None,
             last_seen_vm_status: None,
+            created_vm: None,
             _alive: mail.alive(),
             mail,
         })
