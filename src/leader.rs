@@ -9,12 +9,15 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use prometheus::IntGauge;
+
+use crate::fence::{LeaseFence, RENEW_DEADLINE, RenewalLayer};
 
 /// How long a Lease stays valid after its last renewal; a standby takes over a SIGKILLed leader after this long
 /// (controller-runtime's default as well).
@@ -132,6 +135,7 @@ impl fmt::Display for Lost {
 /// A replica competing for the Lease.
 pub struct Candidate {
     client: kube::Client,
+    fence: Arc<LeaseFence>,
     settings: ElectionSettings,
     /// kube-lease-manager's duration and grace, validated.
     duration_and_grace: (u64, u64),
@@ -140,12 +144,15 @@ pub struct Candidate {
 /// Held leadership: keep [`Leadership::hold`] polled, or the Lease is not renewed.
 pub struct Leadership {
     manager: LeaseManager,
+    fence: Arc<LeaseFence>,
     settings: ElectionSettings,
 }
 
 impl Candidate {
-    /// Fails when the timing is inconsistent (see [`ElectionSettings::duration_and_grace`]).
-    pub fn new(client: kube::Client, settings: ElectionSettings) -> Result<Candidate, String> {
+    /// A candidate with its own Lease client, built from the operator's `config` with short timeouts and the
+    /// [`LeaseFence`] opened by each accepted renewal. Fails when the timing is inconsistent (see
+    /// [`ElectionSettings::duration_and_grace`]) or no client can be built.
+    pub fn new(config: kube::Config, settings: ElectionSettings) -> Result<Candidate, String> {
         let Some(duration_and_grace) = settings.duration_and_grace() else {
             return Err(format!(
                 "leader election: the renew interval {:?} must be at least a second and shorter than the lease \
@@ -153,11 +160,22 @@ impl Candidate {
                 settings.renew_interval, settings.lease_duration
             ));
         };
+        let fence = Arc::new(LeaseFence::default());
+        let client = kube::client::ClientBuilder::try_from(lease_client_config(config))
+            .map_err(|err| format!("leader election: the Lease client: {err}"))?
+            .with_layer(&RenewalLayer(fence.clone()))
+            .build();
         Ok(Candidate {
             client,
+            fence,
             settings,
             duration_and_grace,
         })
+    }
+
+    /// Open while this replica's Lease renewals are recent enough for it to write to engines.
+    pub fn fence(&self) -> Arc<LeaseFence> {
+        self.fence.clone()
     }
 
     pub fn settings(&self) -> &ElectionSettings {
@@ -187,6 +205,7 @@ impl Candidate {
                     Ok(true) => {
                         return Leadership {
                             manager,
+                            fence: self.fence.clone(),
                             settings: self.settings.clone(),
                         };
                     }
@@ -239,11 +258,24 @@ impl Candidate {
 }
 
 impl Leadership {
-    /// Renews the Lease for as long as it is held; returns only when leadership is gone.
+    /// Keeps the Lease renewed; returns when leadership ends: the Lease was taken, a renewal failed, or no renewal
+    /// was accepted within the fence's deadline (kube-lease-manager retries some failures by itself; the fence
+    /// does not wait for it). The fence is closed on return.
     pub async fn hold(&self) -> Lost {
+        let lost = tokio::select! {
+            lost = self.renewals() => lost,
+            () = self.fence.closed() => Lost::RenewFailed(format!(
+                "no renewal was accepted within {}s",
+                RENEW_DEADLINE.as_secs()
+            )),
+        };
+        self.fence.close();
+        lost
+    }
+
+    async fn renewals(&self) -> Lost {
         loop {
             match self.manager.changed().await {
-                // Still ours: changed() only returns on a change, so this does not happen, but is harmless.
                 Ok(true) => continue,
                 Ok(false) => return Lost::Taken,
                 Err(err) => return Lost::RenewFailed(err.to_string()),
@@ -251,8 +283,8 @@ impl Leadership {
         }
     }
 
-    /// Gives the Lease up, so that a standby takes over at its next look instead of after expiry.
     pub async fn release(self) -> Result<(), String> {
+        self.fence.close();
         self.manager.release().await.map_err(|err| err.to_string())
     }
 

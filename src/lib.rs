@@ -3,6 +3,7 @@
 
 pub mod check_engine;
 pub mod cli;
+pub mod fence;
 pub mod health;
 pub mod leader;
 pub mod logging;

@@ -8,7 +8,7 @@ use capov::leader::{self, Candidate, ElectionSettings, Ended};
 use capov::metrics::MetricsServerOptions;
 use capov::{Metrics, Readiness, check_engine, health, logging, metrics};
 use capov_actors::feature_gates::FeatureGates;
-use capov_actors::runtime::{KubeClients, RuntimeSettings, SupervisorMsg};
+use capov_actors::runtime::{EngineWriteGate, KubeClients, RuntimeSettings, SupervisorMsg};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use ractor::ActorRef;
 
@@ -16,7 +16,16 @@ use ractor::ActorRef;
 /// release its Lease after them.
 const STOP_TIMEOUT: Duration = Duration::from_secs(7);
 
+/// `--features dhat-heap`: every allocation goes through dhat, which records where the heap is at its peak.
+#[cfg(feature = "dhat-heap")]
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
 fn main() -> ExitCode {
+    // Declared first so that it drops last, after the runtime: the profile is written as the process ends.
+    #[cfg(feature = "dhat-heap")]
+    // Whole stacks: the frames that say which store or actor holds the bytes are deep below the allocation.
+    let _profiler = dhat::Profiler::builder().trim_backtraces(None).build();
     let config = match Config::parse_from(std::env::args_os()) {
         Ok(config) => config,
         Err(err) => return usage(err),
@@ -161,15 +170,17 @@ async fn run_elected(
     let pod_name = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).ok();
     let identity = leader::identity(pod_name.as_deref(), &leader::random_suffix());
     let election = ElectionSettings::new(&config.credentials_namespace, &config.leader_election_id, identity);
-    let candidate = match kube::Client::try_from(leader::lease_client_config(kube_config))
-        .map_err(|err| err.to_string())
-        .and_then(|lease_client| Candidate::new(lease_client, election))
-    {
+    let candidate = match Candidate::new(kube_config, election) {
         Ok(candidate) => candidate,
         Err(err) => {
             tracing::error!(error = %err, "cannot set up leader election");
             return ExitCode::FAILURE;
         }
+    };
+    // Engine writes only while the Lease is fresh (see `capov::fence`).
+    let settings = RuntimeSettings {
+        engine_write_gate: Some(EngineWriteGate(candidate.fence())),
+        ..settings
     };
     let start = async || {
         let supervisor = start_controllers(clients, settings, metrics.clone()).await?;
@@ -247,6 +258,8 @@ fn runtime_settings(config: &Config) -> RuntimeSettings {
         sync_period: config.sync_period,
         gates: parsed.gates,
         management_cluster_id: config.management_cluster_id.clone().unwrap_or_default(),
+        // The engine's access log then tells which replica sent a request.
+        instance: std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).ok(),
         ..RuntimeSettings::default()
     }
 }

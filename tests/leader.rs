@@ -2,7 +2,8 @@
 //! Lease names it, `capov_leader` is 1 only there, the standby is ready but runs no controllers). A SIGKILLed
 //! leader is replaced once its Lease expires, and the new leader finishes the machines it found half-done without
 //! duplicating a VM; a SIGTERMed leader releases the Lease so that the standby takes over at once; a leader whose
-//! Lease is taken exits non-zero.
+//! Lease is taken exits non-zero. A leader cut off from the apiserver in the middle of a deletion wave stops
+//! writing to the engine before the standby takes over.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,10 @@ struct Manager {
 impl Manager {
     /// `name` becomes `POD_NAME`, so the Lease's holder identity starts with it.
     fn start(kubeconfig: &Path, namespace: &str, name: &'static str, dir: &Path) -> Manager {
+        Self::start_with(kubeconfig, namespace, name, dir, &[])
+    }
+
+    fn start_with(kubeconfig: &Path, namespace: &str, name: &'static str, dir: &Path, args: &[&str]) -> Manager {
         let (health_port, metrics_port) = (capov_harness::free_port(), capov_harness::free_port());
         let log = dir.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
@@ -45,6 +50,7 @@ impl Manager {
             .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .arg("--metrics-secure=false")
+            .args(args)
             .env_remove("HOSTNAME")
             .env("POD_NAME", name)
             .stdin(Stdio::null())
@@ -513,7 +519,13 @@ async fn work_that_stops_by_itself_releases_the_lease_and_ends_non_zero() {
     let client = plane.client().await.expect("client");
     let namespace = plane.create_namespace(&client, "liveness").await.expect("namespace");
     let settings = ElectionSettings::new(&namespace, "liveness-lease", "liveness_0a1b2c3d".into());
-    let candidate = Candidate::new(client.clone(), settings).expect("candidate");
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(plane.kubeconfig_path()).expect("kubeconfig"),
+        &Default::default(),
+    )
+    .await
+    .expect("config");
+    let candidate = Candidate::new(config, settings).expect("candidate");
     let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
     let stopped = AtomicBool::new(false);
     let gauge = prometheus::IntGauge::new("test_leader", "leader").expect("gauge");
@@ -546,4 +558,229 @@ async fn work_that_stops_by_itself_releases_the_lease_and_ends_non_zero() {
     let lease = leases.get("liveness-lease").await.expect("lease");
     assert_eq!(holder(&lease), None, "the Lease was released for a standby");
     println!("liveness: work that stopped by itself ended the leader with WorkStopped and released the Lease");
+}
+
+/// A TCP proxy in front of the apiserver that can be switched to swallow everything in both directions: the
+/// replica behind it keeps its connections and gets no answer, as when its node is cut off from the control plane.
+struct CutProxy {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl CutProxy {
+    async fn start(upstream: u16) -> CutProxy {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let task = {
+            let cut = cut.clone();
+            tokio::spawn(async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    let cut = cut.clone();
+                    tokio::spawn(async move {
+                        let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else {
+                            return;
+                        };
+                        let (client_read, client_write) = client.into_split();
+                        let (server_read, server_write) = server.into_split();
+                        tokio::spawn(pump(client_read, server_write, cut.clone()));
+                        pump(server_read, client_write, cut).await;
+                    });
+                }
+            })
+        };
+        CutProxy { port, cut, _task: task }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Copies bytes until the proxy is cut; from then on reads and drops them.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        let read = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => read,
+        };
+        if cut.load(std::sync::atomic::Ordering::SeqCst) {
+            continue;
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The leader loses the apiserver (a cut TCP proxy: no renewal, no answers) while it deletes machines, and keeps
+/// reaching the engine. Its fence stops its engine writes before its Lease expires; the standby takes over and
+/// finishes the deletions. The engine records who wrote what: no write of the old leader after the first of the
+/// new one, no VM deleted twice, none left over.
+#[tokio::test]
+async fn a_leader_cut_off_from_the_apiserver_stops_engine_writes_before_the_standby_takes_over() {
+    let plane = capov_harness::shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane
+        .create_namespace(&client, "leader-fence")
+        .await
+        .expect("namespace");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let dir = tempfile::tempdir().expect("log dir");
+    let http = http();
+    let engine = engine(&client, &namespace).await;
+
+    // Replica A reaches the apiserver only through the proxy.
+    let proxy = CutProxy::start(plane.api_port()).await;
+    let direct = format!("127.0.0.1:{}", plane.api_port());
+    let kubeconfig = plane.kubeconfig_yaml().expect("kubeconfig");
+    assert!(kubeconfig.contains(&direct), "the kubeconfig names {direct}");
+    let proxied = dir.path().join("proxied.kubeconfig");
+    std::fs::write(
+        &proxied,
+        kubeconfig.replace(&direct, &format!("127.0.0.1:{}", proxy.port)),
+    )
+    .expect("write");
+    // A slow engine rate, so that the deletion wave lasts well past the cut.
+    let slow = ["--ovirt-qps=2", "--ovirt-burst=2"];
+    let mut a = Manager::start_with(&proxied, &namespace, "replica-a", dir.path(), &slow);
+    eventually(Duration::from_secs(60), "replica A to lead", || async {
+        a.is_holder(holder(&leases).await.as_deref()).then_some(())
+    })
+    .await;
+    let b = Manager::start_with(plane.kubeconfig_path(), &namespace, "replica-b", dir.path(), &slow);
+    eventually(Duration::from_secs(30), "replica B standing by", || async {
+        (b.readyz(&http).await == Some(200) && b.leader_gauge(&http).await == Some(0)).then_some(())
+    })
+    .await;
+
+    let names: Vec<String> = (0..8).map(|i| format!("worker-{i}")).collect();
+    for name in &names {
+        let spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "rhcos-4.14"});
+        objects::create_machine(&client, &namespace, "workload", name, labels(&namespace), spec)
+            .await
+            .expect("machine");
+    }
+    let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), &namespace);
+    eventually(Duration::from_secs(180), "a VM per machine, recorded", || async {
+        let list = machines.list(&Default::default()).await.ok()?;
+        let recorded = list.items.iter().filter(|m| m.spec.provider_id.is_some()).count();
+        (recorded == names.len()).then_some(())
+    })
+    .await;
+
+    // The deletion wave: VMs take seconds to power down and to be removed.
+    let control = engine.sim.control();
+    control.set_timings(Timings {
+        shutdown_ms: 4000,
+        disk_operation_ms: 4000,
+        ..control.timings()
+    });
+    let wave_started = control.writes().len();
+    let wave_began = Instant::now();
+    for name in &names {
+        machines.delete(name, &Default::default()).await.expect("delete");
+    }
+    eventually(Duration::from_secs(60), "replica A's first deletion write", || async {
+        control.writes()[wave_started..]
+            .iter()
+            .any(|write| write.user_agent.ends_with("(replica-a)"))
+            .then_some(())
+    })
+    .await;
+    proxy.cut();
+    let cut_into_wave = wave_began.elapsed();
+    let cut_ms = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("ms");
+
+    // Replica B takes over and finishes: every machine gone, every VM removed.
+    eventually(
+        Duration::from_secs(240),
+        "every machine deleted and every VM removed",
+        || async {
+            let list = machines.list(&Default::default()).await.ok()?;
+            (list.items.is_empty() && control.vm_count() == 0).then_some(())
+        },
+    )
+    .await;
+    let status = a.wait_exit(Duration::from_secs(60)).await;
+    assert!(
+        !status.success(),
+        "the cut-off leader must exit non-zero; log:\n{}",
+        a.log_text()
+    );
+
+    let writes = control.writes();
+    let by = |replica: &str| {
+        let suffix = format!("({replica})");
+        writes
+            .iter()
+            .filter(|write| write.user_agent.ends_with(&suffix))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let (of_a, of_b) = (by("replica-a"), by("replica-b"));
+    let last_of_a = of_a.iter().map(|write| write.received_ms).max().expect("writes of A");
+    let first_of_b = of_b.iter().map(|write| write.received_ms).min().expect("writes of B");
+    assert!(
+        last_of_a < first_of_b,
+        "replica A wrote {} ms after replica B's first write: {:?}",
+        last_of_a - first_of_b,
+        of_a.iter()
+            .filter(|write| write.received_ms >= first_of_b)
+            .collect::<Vec<_>>()
+    );
+    // A's last accepted renewal was before the cut, so its fence closed at most RENEW_DEADLINE after it (a write
+    // sent just before is recorded a moment later: 500 ms allowed for that).
+    let fence_closed_by = cut_ms + capov::fence::RENEW_DEADLINE.as_millis() as u64 + 500;
+    assert!(
+        last_of_a <= fence_closed_by,
+        "replica A wrote {} ms after its fence must have closed",
+        last_of_a - fence_closed_by
+    );
+    let mut removed: BTreeMap<String, usize> = BTreeMap::new();
+    let is_vm_path = |path: &str| {
+        path.strip_prefix("/ovirt-engine/api/vms/")
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+    };
+    for write in writes
+        .iter()
+        .filter(|write| write.method == "DELETE" && write.status < 300 && is_vm_path(&write.path))
+    {
+        *removed.entry(write.path.clone()).or_default() += 1;
+    }
+    assert!(
+        removed.values().all(|count| *count == 1),
+        "VMs deleted twice: {removed:?}"
+    );
+    assert_eq!(removed.len(), names.len(), "{removed:?}");
+    let stopped_writing = a.messages().iter().any(|message| message.contains("lost leadership"));
+    assert!(stopped_writing, "replica A's log:\n{}", a.log_text());
+    println!(
+        "fencing: injected a cut between the leader and the apiserver {:.1} s into a deletion wave of {} machines; \
+         found {} writes of the old leader, its last {} ms after the cut, {} ms before the new leader's first ({} \
+         writes), {} VMs deleted once each, 0 left",
+        cut_into_wave.as_secs_f64(),
+        names.len(),
+        of_a.len(),
+        last_of_a.saturating_sub(cut_ms),
+        first_of_b - last_of_a,
+        of_b.len(),
+        removed.len()
+    );
+    drop(b);
 }

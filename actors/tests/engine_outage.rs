@@ -1,6 +1,7 @@
 //! An engine outage shows on the provider and on the machines that need the engine, and both recover by themselves
 //! once the engine answers again (SPEC §2 step 2): the provider re-checks its connection on a timer and whenever a
-//! request of its machines fails. Real kube-apiserver, engine simulator answering 503 to everything meanwhile.
+//! request of its machines fails. Real kube-apiserver; the engine simulator either answers 503 to everything (a
+//! proxy in front of a stopped engine) or refuses connections (the engine's host is down).
 
 mod support;
 
@@ -13,9 +14,33 @@ use support::{World, condition, eventually};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
+#[derive(Clone, Copy, Debug)]
+enum Outage {
+    Answers503,
+    RefusedConnections,
+}
+
+impl Outage {
+    fn set(self, world: &World, on: bool) {
+        match self {
+            Outage::Answers503 => world.sim.control().set_outage(on),
+            Outage::RefusedConnections => world.sim.control().set_refusing_connections(on),
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_outage_shows_as_engine_unreachable_and_heals_by_itself() {
-    let mut world = World::new("outage").await;
+    outage_heals(Outage::Answers503, "outage").await;
+}
+
+#[tokio::test]
+async fn refused_connections_show_as_engine_unreachable_and_heal_by_themselves() {
+    outage_heals(Outage::RefusedConnections, "refused").await;
+}
+
+async fn outage_heals(outage: Outage, prefix: &str) {
+    let mut world = World::new(prefix).await;
     world.start_operator().await;
     let providers = Api::<OVirtProvider>::all(world.client.clone());
     let provider_reason = |provider: &OVirtProvider| {
@@ -31,7 +56,7 @@ async fn an_outage_shows_as_engine_unreachable_and_heals_by_itself() {
     })
     .await;
 
-    world.sim.control().set_outage(true);
+    outage.set(&world, true);
     world
         .create_machine(
             "during-outage",
@@ -58,7 +83,7 @@ async fn an_outage_shows_as_engine_unreachable_and_heals_by_itself() {
     );
     assert_eq!(world.sim.control().vm_count(), 0);
 
-    world.sim.control().set_outage(false);
+    outage.set(&world, false);
     eventually(MINUTE, "provider connected again", || async {
         let provider = providers.get(&world.provider).await.ok()?;
         (provider_reason(&provider)? == (ConditionStatus::True, "Connected".into())).then_some(())
@@ -69,8 +94,8 @@ async fn an_outage_shows_as_engine_unreachable_and_heals_by_itself() {
         .wait_reason(MINUTE, "during-outage", "CanConnectToOVirt", "Connected")
         .await;
     println!(
-        "outage: every engine answer 503; provider and machine showed EngineUnreachable; after the outage both went \
-         back to Connected and the machine got its VM, with no restart and no failureReason"
+        "outage ({outage:?}): provider and machine showed EngineUnreachable; after the outage both went back to \
+         Connected and the machine got its VM, with no restart and no failureReason"
     );
     world.stop_operator().await;
 }

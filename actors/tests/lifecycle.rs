@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtMachine, Severity};
+use capov_ovirt_sim::Transition;
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -18,20 +19,11 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut world = World::new("lifecycle").await;
 
-    // Record every status the machine goes through.
-    let seen: Arc<Mutex<Vec<OVirtMachine>>> = Arc::default();
     let api: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
-    let recorder = {
-        let seen = seen.clone();
-        let stream = watcher(api.clone(), watcher::Config::default()).applied_objects();
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(Ok(machine)) = stream.next().await {
-                seen.lock().expect("lock").push(machine);
-            }
-        })
-    };
-
+    // The VM stays image-locked, then powering up, until the test has seen each state reported (a timer would race
+    // the status writer).
+    world.sim.control().hold(Transition::VmImagesReady);
+    world.sim.control().hold(Transition::VmUp);
     world.start_operator().await;
     world
         .create_machine(
@@ -42,10 +34,33 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
         )
         .await;
 
-    // providerID first: the VM exists in the engine under CAPOV's marker.
+    // While its disks are copied the VM exists in the engine under CAPOV's marker and MachineCreated says so;
+    // spec.providerID (write-once) waits until the copy is done, since a create can still vanish until then.
+    eventually(Duration::from_secs(60), "MachineCreated VMImageLocked", || async {
+        let machine = world.machine("worker-0").await;
+        condition(&machine, "MachineCreated")
+            .is_some_and(|c| c.reason == "VMImageLocked")
+            .then_some(())
+    })
+    .await;
+    let locked = world
+        .sim
+        .control()
+        .vm_by_name("worker-0")
+        .expect("the VM exists in the engine");
+    assert_eq!(locked.status, "image_locked");
+    assert_eq!(world.machine("worker-0").await.spec.provider_id, None);
+    world.sim.control().release(Transition::VmImagesReady);
     let vm_id = world.vm_id("worker-0").await;
-    let vm = world.sim.control().vm(&vm_id).expect("the VM exists in the engine");
-    assert_eq!(vm.name, "worker-0");
+    assert_eq!(vm_id, locked.id, "the providerID names the VM created");
+
+    // On the way, the documents' §5.3 example state: everything before MachineOn True, MachineOn powering up.
+    eventually(Duration::from_secs(60), "the documented powering-up state", || async {
+        let machine = world.machine("worker-0").await;
+        documented_powering_up(&machine).then_some(())
+    })
+    .await;
+    world.sim.control().release(Transition::VmUp);
 
     // Up, but no Node yet: K8sProviderIDSetup waits (Info) and Ready is not True.
     let waiting = eventually(Duration::from_secs(60), "WaitingForNode", || async {
@@ -122,30 +137,6 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     assert_eq!(vm.status, "up");
     let boot = vm.disks.iter().find(|d| d.bootable).expect("boot disk");
     assert_eq!(boot.provisioned_size, 30 << 30);
-
-    // On the way, the documents' §5.3 example state: everything before MachineOn True, MachineOn powering up.
-    let history = seen.lock().expect("lock").clone();
-    let powering_up = history.iter().any(|m| {
-        let on = condition(m, "MachineOn");
-        on.is_some_and(|c| {
-            c.status == ConditionStatus::False
-                && c.reason == "VMPoweringUp"
-                && c.severity == Some(Severity::Info)
-                && c.message == "powering up"
-        }) && [
-            "CanConnectToOVirt",
-            "MachineCreated",
-            "MachineDiskResized",
-            "MachineNetworkSet",
-        ]
-        .iter()
-        .all(|t| condition(m, t).is_some_and(|c| c.status == ConditionStatus::True))
-    });
-    assert!(powering_up, "never saw the documented powering-up state");
-    let image_locked = history
-        .iter()
-        .any(|m| condition(m, "MachineCreated").is_some_and(|c| c.reason == "VMImageLocked"));
-    assert!(image_locked, "never saw MachineCreated VMImageLocked");
 
     // What the runtime did shows in its metrics.
     let metrics = &world.metrics;
@@ -224,7 +215,6 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
         (metric_sum(&world.metrics, "capov_actors_live", &[("kind", "machine")]) == 0.0).then_some(())
     })
     .await;
-    recorder.abort();
     world.stop_operator().await;
 }
 
@@ -387,4 +377,22 @@ async fn a_dead_status_writer_stops_the_runtime_and_a_restart_converges() {
     .await;
     println!("liveness: killing the status writer stopped the runtime; a fresh runtime brought the machine to Ready");
     world.stop_operator().await;
+}
+
+/// The documents' §5.3 example: everything before MachineOn True, MachineOn False "powering up" (Info).
+fn documented_powering_up(machine: &OVirtMachine) -> bool {
+    let on = condition(machine, "MachineOn");
+    on.is_some_and(|c| {
+        c.status == ConditionStatus::False
+            && c.reason == "VMPoweringUp"
+            && c.severity == Some(Severity::Info)
+            && c.message == "powering up"
+    }) && [
+        "CanConnectToOVirt",
+        "MachineCreated",
+        "MachineDiskResized",
+        "MachineNetworkSet",
+    ]
+    .iter()
+    .all(|t| condition(machine, t).is_some_and(|c| c.status == ConditionStatus::True))
 }

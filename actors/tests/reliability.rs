@@ -209,3 +209,103 @@ async fn an_action_the_engine_accepts_without_effect_is_retried_with_backoff_not
     );
     world.stop_operator().await;
 }
+
+/// Everything the operator needs on the management cluster except `patch`/`update` of OVirtClusters (their
+/// finalizer), for a user of this test alone; and a second role granting that, bound when the test says so.
+async fn grant_all_but_ovirtcluster_writes(client: &kube::Client, user: &str) {
+    let everything = |groups: &[&str]| json!({"apiGroups": groups, "resources": ["*"], "verbs": ["*"]});
+    let infrastructure = "infrastructure.cluster.x-k8s.io";
+    let rules = json!([
+        everything(&["", "coordination.k8s.io", "events.k8s.io", "cluster.x-k8s.io"]),
+        {"apiGroups": [infrastructure], "verbs": ["*"],
+         "resources": ["ovirtmachines", "ovirtproviders", "ovirtmachinetemplates", "ovirtmachines/status",
+                       "ovirtproviders/status", "ovirtclusters/status"]},
+        {"apiGroups": [infrastructure], "resources": ["ovirtclusters"], "verbs": ["get", "list", "watch"]},
+    ]);
+    apply_role_and_binding(client, &format!("{user}-base"), user, rules).await;
+}
+
+async fn grant_ovirtcluster_writes(client: &kube::Client, user: &str) {
+    let rules = json!([{"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["ovirtclusters"],
+                        "verbs": ["patch", "update"]}]);
+    apply_role_and_binding(client, &format!("{user}-ovirtclusters"), user, rules).await;
+}
+
+async fn apply_role_and_binding(client: &kube::Client, name: &str, user: &str, rules: serde_json::Value) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use kube::api::{Api, Patch, PatchParams};
+    let apply = PatchParams::apply("capov-test").force();
+    let role: ClusterRole = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules
+    }))
+    .expect("role");
+    Api::<ClusterRole>::all(client.clone())
+        .patch(name, &apply, &Patch::Apply(&role))
+        .await
+        .expect("apply role");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    }))
+    .expect("binding");
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .patch(name, &apply, &Patch::Apply(&binding))
+        .await
+        .expect("apply binding");
+}
+
+/// The finalizer write on an OVirtCluster is refused (RBAC) when the operator first sees it: the cluster shows
+/// `FinalizerWriteFailed` (positive proof of the refusal), and once the write is allowed the finalizer arrives with
+/// no further change to the object, through the operator's own retry.
+#[tokio::test]
+async fn a_refused_ovirtcluster_finalizer_is_retried_until_it_is_written() {
+    use capov_crds::OVirtCluster;
+    use kube::api::Api;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::new("finalizer-retry").await;
+    let user = format!("capov-{}", world.namespace);
+    grant_all_but_ovirtcluster_writes(&world.client, &user).await;
+    world
+        .start_operator_with_clients(support::operator_clients_as(&user).await, world.settings())
+        .await;
+
+    let clusters: Api<OVirtCluster> = Api::namespaced(world.client.clone(), &world.namespace);
+    let ready_reason = |cluster: &OVirtCluster| {
+        cluster
+            .status
+            .as_ref()
+            .and_then(|status| status.conditions.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| (c.reason.clone(), c.severity, c.message.clone()))
+    };
+    let refused = eventually(MINUTE, "Ready False FinalizerWriteFailed", || async {
+        let cluster = clusters.get(&world.cluster).await.expect("cluster");
+        ready_reason(&cluster).filter(|(reason, _, _)| reason == "FinalizerWriteFailed")
+    })
+    .await;
+    assert_eq!(refused.1, Some(capov_crds::Severity::Warning), "{refused:?}");
+    assert!(
+        refused.2.contains("forbidden"),
+        "the message names the refusal: {refused:?}"
+    );
+    let before = clusters.get(&world.cluster).await.expect("cluster");
+    assert!(before.metadata.finalizers.unwrap_or_default().is_empty());
+
+    grant_ovirtcluster_writes(&world.client, &user).await;
+    let written = eventually(MINUTE, "the finalizer and Ready True", || async {
+        let cluster = clusters.get(&world.cluster).await.expect("cluster");
+        let finalized = cluster.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty());
+        let ready = ready_reason(&cluster).is_some_and(|(reason, _, _)| reason == "Ready");
+        (finalized && ready).then_some(cluster)
+    })
+    .await;
+    // Nothing but the operator wrote the object between the refusal and the finalizer: the spec's generation is
+    // where it was, so no new watch event of the test's making triggered the write.
+    assert_eq!(written.metadata.generation, before.metadata.generation);
+    println!(
+        "finalizer retry: injected RBAC refusal of OVirtCluster writes; found FinalizerWriteFailed, then the \
+         finalizer {:?} after the grant",
+        written.metadata.finalizers
+    );
+    world.stop_operator().await;
+}

@@ -9,7 +9,7 @@ use http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::engine::{self, EngineVersion, Timings};
+use crate::engine::{self, EngineVersion, Timings, Transition};
 use crate::inventory::{Inventory, VmSeed};
 use crate::server::{Incoming, Shared};
 use crate::sso::SsoErrorStyle;
@@ -203,6 +203,12 @@ impl Control {
         self.update_faults(|f| f.outage = outage);
     }
 
+    /// While true, the engine refuses connections: its port is closed and open connections are dropped (an engine
+    /// host that is down), unlike [`Control::set_outage`], which answers 503 as a proxy in front of it would.
+    pub fn set_refusing_connections(&self, refusing: bool) {
+        self.shared.listening.send_replace(!refusing);
+    }
+
     pub fn set_sso_error_style(&self, style: SsoErrorStyle) {
         self.update_faults(|f| f.sso_error_style = style);
     }
@@ -284,6 +290,33 @@ impl Control {
 
     pub fn timings(&self) -> Timings {
         self.shared.timings()
+    }
+
+    /// The API writes received (oldest first), with the User-Agent of each.
+    pub fn writes(&self) -> Vec<crate::server::WriteRecord> {
+        self.shared
+            .writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// `transition` waits until [`Control::release`]: e.g. [`Transition::VmUp`] keeps booting VMs `powering_up`,
+    /// [`Transition::VmImagesReady`] keeps new VMs `image_locked`.
+    pub fn hold(&self, transition: Transition) {
+        let mut state = self.shared.lock();
+        if !state.holds.contains(&transition) {
+            state.holds.push(transition);
+        }
+    }
+
+    /// The held `transition`s happen now (what follows them after the usual delays); no longer held.
+    pub fn release(&self, transition: Transition) {
+        let timings = self.shared.timings();
+        let due = engine::release(&mut self.shared.lock(), &timings, transition);
+        self.shared.schedule(due);
     }
 
     pub fn set_timings(&self, timings: Timings) {
@@ -491,6 +524,7 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
             control.set_engine_version(change.version);
             Reply::json(200, &json!({"version": control.engine_version()}))
         }
+        (&Method::GET, ["writes"]) => Reply::json(200, &json!(control.writes())),
         (&Method::GET, ["timings"]) => Reply::json(200, &json!(control.timings())),
         (&Method::POST | &Method::PUT, ["timings"]) => {
             let timings = body!(Timings);

@@ -25,11 +25,11 @@ pub mod tls;
 mod wire;
 
 pub use control::{BodyFault, Control, FaultInjection};
-pub use engine::{EngineVersion, Timings};
+pub use engine::{EngineVersion, Timings, Transition};
 pub use inventory::{
     ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
     TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
 };
-pub use server::{Simulator, SimulatorBuilder, SimulatorHandle};
+pub use server::{Simulator, SimulatorBuilder, SimulatorHandle, WriteRecord};
 pub use sso::SsoErrorStyle;
 pub use state::{DiskSnapshot, NicSnapshot, VmSnapshot};

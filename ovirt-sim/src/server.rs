@@ -36,10 +36,31 @@ pub struct Shared {
     pub(crate) correlation_ids: Mutex<std::collections::VecDeque<String>>,
     /// Bytes of oversized answers generated so far ([`crate::control::BodyFault::Oversized`]).
     pub(crate) streamed_bytes: Arc<AtomicU64>,
+    /// Every API write received (most recent [`REMEMBERED_WRITES`]), with who sent it: tests check that two
+    /// replicas never wrote at once.
+    pub(crate) writes: Mutex<std::collections::VecDeque<WriteRecord>>,
+    /// False while the simulator refuses connections (its port closed, open connections dropped), as a stopped
+    /// engine or a host that is down; see [`crate::Control::set_refusing_connections`].
+    pub(crate) listening: tokio::sync::watch::Sender<bool>,
 }
 
 /// Counter prefix of request bodies refused by the model check.
 pub(crate) const REJECTED_BODY: &str = "rejected-body ";
+/// One API write (`POST`, `PUT`, `DELETE`) as the engine received it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WriteRecord {
+    /// When it arrived, in milliseconds since the Unix epoch.
+    pub received_ms: u64,
+    pub method: String,
+    pub path: String,
+    /// The sender's User-Agent (CAPOV's names its replica).
+    pub user_agent: String,
+    /// The answer's status.
+    pub status: u16,
+}
+
+/// How many writes the simulator remembers.
+const REMEMBERED_WRITES: usize = 100_000;
 
 /// How many correlation ids the simulator remembers.
 const REMEMBERED_CORRELATION_IDS: usize = 1000;
@@ -112,6 +133,14 @@ impl Shared {
     pub(crate) fn count_rejected_body(&self, usage: &str) {
         let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
         *counters.entry(format!("{REJECTED_BODY}{usage}")).or_insert(0) += 1;
+    }
+
+    fn record_write(&self, record: WriteRecord) {
+        let mut writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+        if writes.len() == REMEMBERED_WRITES {
+            writes.pop_front();
+        }
+        writes.push_back(record);
     }
 
     fn count(&self, key: String) {
@@ -300,6 +329,7 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
                 return injected;
             }
             let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+            let received_ms = u64::try_from(crate::ids::now_millis()).unwrap_or_default();
             let matching = (faults.body_fault.is_some() || faults.writes_without_effect) && fault_matches(&faults, req);
             let write = matches!(req.method, Method::PUT | Method::POST | Method::DELETE);
             let reply = if matching && faults.writes_without_effect && write {
@@ -314,6 +344,15 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
             } else {
                 api::handle(shared, req, &segments, format, &caller)
             };
+            if write {
+                shared.record_write(WriteRecord {
+                    received_ms,
+                    method: req.method.to_string(),
+                    path: req.path.clone(),
+                    user_agent: req.header("user-agent").unwrap_or_default().to_string(),
+                    status: reply.status,
+                });
+            }
             match faults.body_fault.as_ref().filter(|_| matching) {
                 Some(fault) => faulty_body(fault, reply),
                 None => reply,
@@ -448,6 +487,8 @@ impl SimulatorBuilder {
             counters: Mutex::new(BTreeMap::new()),
             token_ttl: RwLock::new(self.token_ttl),
             correlation_ids: Mutex::new(std::collections::VecDeque::new()),
+            writes: Mutex::new(std::collections::VecDeque::new()),
+            listening: tokio::sync::watch::channel(true).0,
             streamed_bytes: Arc::new(AtomicU64::new(0)),
         });
 
@@ -491,29 +532,52 @@ impl SimulatorBuilder {
         let service = warp::service(filter);
 
         let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+        let mut listening = shared.listening.subscribe();
         let task = tokio::spawn(async move {
+            let mut listener = Some(listener);
             loop {
+                let Some(open) = &listener else {
+                    // Refusing connections: the port stays closed until the control interface opens it again.
+                    tokio::select! {
+                        changed = listening.wait_for(|up| *up) => if changed.is_err() { break },
+                        _ = &mut stop_rx => break,
+                    }
+                    listener = rebind(addr).await;
+                    continue;
+                };
                 let accepted = tokio::select! {
-                    accepted = listener.accept() => accepted,
+                    accepted = open.accept() => accepted,
+                    _ = listening.wait_for(|up| !*up) => {
+                        listener = None;
+                        continue;
+                    }
                     _ = &mut stop_rx => break,
                 };
                 let Ok((tcp, _)) = accepted else { continue };
                 let _ = tcp.set_nodelay(true);
                 let service = service.clone();
                 let acceptor = acceptor.clone();
+                let mut closing = listening.clone();
                 tokio::spawn(async move {
-                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    let hyper_service = TowerToHyperService::new(service);
-                    match acceptor {
-                        Some(acceptor) => {
-                            let Ok(tls) = acceptor.accept(tcp).await else {
-                                return;
-                            };
-                            let _ = builder.serve_connection(TokioIo::new(tls), hyper_service).await;
+                    let serve = async move {
+                        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                        let hyper_service = TowerToHyperService::new(service);
+                        match acceptor {
+                            Some(acceptor) => {
+                                let Ok(tls) = acceptor.accept(tcp).await else {
+                                    return;
+                                };
+                                let _ = builder.serve_connection(TokioIo::new(tls), hyper_service).await;
+                            }
+                            None => {
+                                let _ = builder.serve_connection(TokioIo::new(tcp), hyper_service).await;
+                            }
                         }
-                        None => {
-                            let _ = builder.serve_connection(TokioIo::new(tcp), hyper_service).await;
-                        }
+                    };
+                    // Going down drops open connections too: a kept-alive connection must not outlive the outage.
+                    tokio::select! {
+                        () = serve => {}
+                        _ = closing.wait_for(|up| !*up) => {}
                     }
                 });
             }
@@ -535,6 +599,17 @@ impl SimulatorBuilder {
             task,
         })
     }
+}
+
+/// Opens the simulator's port again after an outage (the same address, so that clients find it where it was).
+async fn rebind(addr: SocketAddr) -> Option<TcpListener> {
+    for _ in 0..50 {
+        if let Ok(listener) = TcpListener::bind(addr).await {
+            return Some(listener);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
 }
 
 /// A running simulator; stops accepting connections when dropped.

@@ -203,6 +203,10 @@ pub struct State {
     pub next_address: u64,
     /// The release played: `product_info` and which request elements exist.
     pub engine_version: crate::engine::EngineVersion,
+    /// Transitions that tests hold back, so that they can wait for the state before them instead of racing a
+    /// timer (e.g. `powering_up` while `VmUp` is held). Held ones wait in `held` until released.
+    pub holds: Vec<crate::engine::Transition>,
+    pub held: Vec<crate::engine::Scheduled>,
 }
 
 impl State {

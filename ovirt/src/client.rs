@@ -53,6 +53,23 @@ struct Inner {
     session: tokio::sync::Mutex<Option<String>>,
     limiter: DefaultDirectRateLimiter,
     observer: Option<Arc<dyn RequestObserver>>,
+    write_gate: Option<Arc<dyn crate::config::WriteGate>>,
+}
+
+/// `capov-ovirt/<version>`, with ` (<instance>)` when given (characters a header value cannot carry dropped).
+fn user_agent(instance: Option<&str>) -> String {
+    let base = concat!("capov-ovirt/", env!("CARGO_PKG_VERSION"));
+    let instance: String = instance
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_graphic() && !matches!(c, '(' | ')'))
+        .take(63)
+        .collect();
+    if instance.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base} ({instance})")
+    }
 }
 
 /// One HTTP request against the API.
@@ -132,7 +149,7 @@ impl Client {
         let mut builder = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
-            .user_agent(concat!("capov-ovirt/", env!("CARGO_PKG_VERSION")));
+            .user_agent(user_agent(config.instance.as_deref()));
         let has_extra_ca = matches!(&config.tls, TlsMode::Verify { extra_ca_pem, .. } if !extra_ca_pem.is_empty());
         builder = match &config.tls {
             TlsMode::Insecure => builder.tls_danger_accept_invalid_certs(true),
@@ -171,6 +188,7 @@ impl Client {
                 session: tokio::sync::Mutex::new(None),
                 limiter,
                 observer,
+                write_gate: config.write_gate,
             }),
             correlation_id: None,
         })
@@ -309,6 +327,16 @@ impl Client {
         let waited = Instant::now();
         self.inner.limiter.until_ready().await;
         let rate_limit_wait = waited.elapsed();
+        // Checked after the limiter's wait, which can be long: the gate may have closed meanwhile.
+        if method != "GET"
+            && resource != "sso"
+            && let Some(gate) = &self.inner.write_gate
+            && let Err(why) = gate.check()
+        {
+            let result = Err(Error::WritesStopped(why));
+            self.observe(method, resource, &result, Duration::ZERO, rate_limit_wait);
+            return result;
+        }
         let mut request = request;
         if let Some(id) = &self.correlation_id {
             request = request.header(CORRELATION_ID_HEADER, id.as_ref());

@@ -103,6 +103,14 @@ impl Credentials {
     }
 }
 
+/// Decides whether the client may send a write (any API call but a `GET`) at this moment. The operator's leader
+/// election closes it when the Lease may be about to pass to another replica, so that two replicas never write to
+/// one engine at once.
+pub trait WriteGate: Send + Sync {
+    /// `Err` names why writes are stopped.
+    fn check(&self) -> Result<(), String>;
+}
+
 /// Everything needed to build a [`crate::Client`].
 #[derive(Clone)]
 pub struct ClientConfig {
@@ -117,6 +125,11 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Limit for each HTTP request (not for a whole logical operation).
     pub request_timeout: Duration,
+    /// Consulted right before each write is sent (after the rate limiter's wait); None: writes always allowed.
+    pub write_gate: Option<std::sync::Arc<dyn WriteGate>>,
+    /// Appended to the User-Agent (`capov-ovirt/<version> (<instance>)`), so that the engine's access log tells
+    /// which replica sent a request.
+    pub instance: Option<String>,
 }
 
 impl fmt::Debug for ClientConfig {
@@ -129,6 +142,8 @@ impl fmt::Debug for ClientConfig {
             .field("burst", &self.burst)
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
+            .field("write_gate", &self.write_gate.is_some())
+            .field("instance", &self.instance)
             .finish()
     }
 }
@@ -144,7 +159,19 @@ impl ClientConfig {
             burst: 20,
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
+            write_gate: None,
+            instance: None,
         }
+    }
+
+    pub fn with_write_gate(mut self, gate: std::sync::Arc<dyn WriteGate>) -> Self {
+        self.write_gate = Some(gate);
+        self
+    }
+
+    pub fn with_instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = Some(instance.into());
+        self
     }
 
     pub fn with_tls(mut self, tls: TlsMode) -> Self {

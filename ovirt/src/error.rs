@@ -72,6 +72,9 @@ pub enum Error {
         value: String,
         character: char,
     },
+    /// The client's [`crate::WriteGate`] refused a write; nothing was sent.
+    #[error("engine writes are stopped: {0}")]
+    WritesStopped(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -98,6 +101,7 @@ pub mod reason {
     pub const BAD_REQUEST: &str = "BadRequest";
     pub const UNEXPECTED_BODY: &str = "UnexpectedResponse";
     pub const UNSEARCHABLE_NAME: &str = "UnsearchableName";
+    pub const WRITES_STOPPED: &str = "EngineWritesStopped";
 }
 
 impl Error {
@@ -120,6 +124,7 @@ impl Error {
             | Error::UnexpectedRoot { .. }
             | Error::BodyTooLarge { .. } => reason::UNEXPECTED_BODY,
             Error::UnsearchableValue { .. } => reason::UNSEARCHABLE_NAME,
+            Error::WritesStopped(_) => reason::WRITES_STOPPED,
         }
     }
 
@@ -143,6 +148,7 @@ impl Error {
             Error::UnexpectedRoot { .. } => "unexpected_root",
             Error::BodyTooLarge { .. } => "body_too_large",
             Error::UnsearchableValue { .. } => "unsearchable_value",
+            Error::WritesStopped(_) => "writes_stopped",
         }
     }
 

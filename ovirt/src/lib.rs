@@ -28,7 +28,7 @@ pub mod search;
 pub mod xml;
 
 pub use client::{CORRELATION_ID_HEADER, Client, MAX_BODY_BYTES};
-pub use config::{ClientConfig, Credentials, Password, TlsMode};
+pub use config::{ClientConfig, Credentials, Password, TlsMode, WriteGate};
 pub use error::{Error, Result, found, reason};
 pub use observe::{Outcome, RequestEvent, RequestObserver};
 pub use ops::{DiskPlacement, StartOptions, blank_template};

@@ -423,3 +423,25 @@ async fn userinfo_in_the_engine_url_never_shows_in_transport_errors() {
         assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
     }
 }
+
+/// An engine host that is down refuses connections (unlike a proxy answering 503), kept-alive connections
+/// included; the client reports it as unreachable and works again, with the same client, once the engine is back.
+#[tokio::test]
+async fn refused_connections_are_unreachable_and_the_client_recovers() {
+    let (sim, client) = setup().await;
+    client.api().await.expect("the engine answers");
+
+    sim.control().set_refusing_connections(true);
+    let err = eventually("a refused request", || async { client.api().await.err() }).await;
+    assert!(matches!(err, Error::Transport(_)), "{err:?}");
+    assert_eq!(err.reason(), reason::ENGINE_UNREACHABLE);
+    let direct = std::net::TcpStream::connect_timeout(&sim.addr(), Duration::from_secs(2));
+    assert_eq!(
+        direct.map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::ConnectionRefused),
+        "the port is closed"
+    );
+
+    sim.control().set_refusing_connections(false);
+    eventually("the engine answers again", || async { client.api().await.ok() }).await;
+}

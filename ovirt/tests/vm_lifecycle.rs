@@ -563,3 +563,45 @@ async fn injected_conflicts_are_classified_and_then_clear() {
     }
     client.start_vm(&id, StartOptions::default()).await.unwrap();
 }
+
+/// A gate that is open until the test closes it.
+struct Switch(std::sync::atomic::AtomicBool);
+
+impl capov_ovirt::WriteGate for Switch {
+    fn check(&self) -> Result<(), String> {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err("the leader-election Lease was not renewed in time".into())
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_closed_write_gate_stops_writes_before_they_are_sent_and_reads_go_on() {
+    let sim = common::simulator().await;
+    let gate = std::sync::Arc::new(Switch(true.into()));
+    let client = Client::new(
+        common::config(&sim)
+            .with_write_gate(gate.clone())
+            .with_instance("replica-a"),
+    )
+    .expect("client builds");
+    let inv = inventory(&client).await;
+    let id = created_down(&client, &inv, "gated").await;
+    let before = sim.control().writes();
+    let added = before.iter().find(|w| w.method == "POST" && w.path.ends_with("/vms"));
+    let added = added.expect("the add reached the engine");
+    assert!(added.user_agent.ends_with("(replica-a)"), "{added:?}");
+
+    gate.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    let refused = client.remove_vm(&id).await.expect_err("a write through a closed gate");
+    assert!(
+        matches!(&refused, capov_ovirt::Error::WritesStopped(why) if why.contains("Lease")),
+        "{refused:?}"
+    );
+    assert_eq!(refused.reason(), "EngineWritesStopped");
+    // Reads still pass, nothing more reached the engine, and the VM is still there.
+    assert_eq!(client.vm(&id).await.expect("read").id.as_deref(), Some(id.as_str()));
+    assert_eq!(sim.control().writes(), before);
+}

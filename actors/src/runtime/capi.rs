@@ -1,56 +1,198 @@
-//! The Cluster API objects CAPOV reads (Machine, Cluster) at the storage version of current CAPI core, and the
-//! few facts it needs from them.
+//! The Cluster API objects CAPOV reads (Machine, Cluster) at the storage version of current CAPI core, decoded into
+//! types that hold only the fields CAPOV reads: the rest of each object is skipped while decoding. The stores hold
+//! one of each per machine; as `DynamicObject`s (a JSON tree, each map node 632 bytes however few its entries) even
+//! the reduced objects took about 3.7 KB each (docs/benchmarks.md, "Where the memory goes").
 
-use kube::api::{ApiResource, DynamicObject};
-use kube::core::GroupVersionKind;
-use serde_json::Value;
+use std::borrow::Cow;
 
-pub fn machine_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Machine"),
-        "machines",
-    )
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+
+/// A CAPI `Machine` (cluster.x-k8s.io/v1beta2): what CAPOV reads of it.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Machine {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: MachineSpec,
 }
 
-pub fn cluster_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "Cluster"),
-        "clusters",
-    )
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSpec {
+    #[serde(default)]
+    pub cluster_name: Option<String>,
+    #[serde(default)]
+    pub bootstrap: MachineBootstrap,
+    #[serde(default)]
+    pub infrastructure_ref: NameRef,
 }
 
-fn field<'a>(object: &'a DynamicObject, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(&object.data, |value, key| value.get(*key))
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineBootstrap {
+    #[serde(default)]
+    pub data_secret_name: Option<String>,
 }
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct NameRef {
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// A CAPI `Cluster` (cluster.x-k8s.io/v1beta2): what CAPOV reads of it.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Cluster {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: ClusterSpec,
+    #[serde(default)]
+    pub status: ClusterStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSpec {
+    #[serde(default)]
+    pub paused: Option<bool>,
+    #[serde(default)]
+    pub control_plane_endpoint: Endpoint,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Endpoint {
+    #[serde(default)]
+    pub host: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    #[serde(default)]
+    pub initialization: ClusterInitialization,
+    /// v1beta1's flag, still read for clusters written by older CAPI versions.
+    #[serde(default)]
+    pub infrastructure_ready: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterInitialization {
+    #[serde(default)]
+    pub infrastructure_provisioned: Option<bool>,
+}
+
+macro_rules! capi_resource {
+    ($type:ty, $kind:literal, $plural:literal) => {
+        impl kube::Resource for $type {
+            type DynamicType = ();
+            type Scope = NamespaceResourceScope;
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                $kind.into()
+            }
+
+            fn group(_: &()) -> Cow<'_, str> {
+                "cluster.x-k8s.io".into()
+            }
+
+            fn version(_: &()) -> Cow<'_, str> {
+                "v1beta2".into()
+            }
+
+            fn plural(_: &()) -> Cow<'_, str> {
+                $plural.into()
+            }
+
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+capi_resource!(Machine, "Machine", "machines");
+capi_resource!(Cluster, "Cluster", "clusters");
 
 /// `Cluster.spec.paused`.
-pub fn cluster_paused(cluster: &DynamicObject) -> bool {
-    field(cluster, &["spec", "paused"])
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
+pub fn cluster_paused(cluster: &Cluster) -> bool {
+    cluster.spec.paused.unwrap_or(false)
 }
 
 /// The Cluster's infrastructure is provisioned (v1beta2 `status.initialization.infrastructureProvisioned`, or the
 /// v1beta1 `status.infrastructureReady`).
-pub fn cluster_infrastructure_provisioned(cluster: &DynamicObject) -> bool {
-    field(cluster, &["status", "initialization", "infrastructureProvisioned"])
-        .and_then(Value::as_bool)
+pub fn cluster_infrastructure_provisioned(cluster: &Cluster) -> bool {
+    cluster
+        .status
+        .initialization
+        .infrastructure_provisioned
         .unwrap_or(false)
-        || field(cluster, &["status", "infrastructureReady"])
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
+        || cluster.status.infrastructure_ready.unwrap_or(false)
+}
+
+/// `Cluster.spec.controlPlaneEndpoint.host`.
+pub fn cluster_control_plane_host(cluster: &Cluster) -> Option<String> {
+    cluster.spec.control_plane_endpoint.host.clone()
 }
 
 /// `Machine.spec.bootstrap.dataSecretName`.
-pub fn machine_bootstrap_secret(machine: &DynamicObject) -> Option<String> {
-    field(machine, &["spec", "bootstrap", "dataSecretName"])
-        .and_then(Value::as_str)
-        .map(String::from)
+pub fn machine_bootstrap_secret(machine: &Machine) -> Option<String> {
+    machine.spec.bootstrap.data_secret_name.clone()
 }
 
 /// `Machine.spec.clusterName`.
-pub fn machine_cluster_name(machine: &DynamicObject) -> Option<String> {
-    field(machine, &["spec", "clusterName"])
-        .and_then(Value::as_str)
-        .map(String::from)
+pub fn machine_cluster_name(machine: &Machine) -> Option<String> {
+    machine.spec.cluster_name.clone()
+}
+
+/// `Machine.spec.infrastructureRef.name`: the OVirtMachine of this Machine.
+pub fn machine_infrastructure_name(machine: &Machine) -> Option<String> {
+    machine.spec.infrastructure_ref.name.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_machine_decodes_the_fields_read_and_skips_the_rest() {
+        let machine: Machine = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": "m", "namespace": "ns"},
+            "spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "s", "configRef": {"name": "k"}},
+                     "infrastructureRef": {"name": "om", "kind": "OVirtMachine"}, "version": "v1.36"},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready"}]}
+        }))
+        .expect("machine");
+        assert_eq!(machine_cluster_name(&machine).as_deref(), Some("c"));
+        assert_eq!(machine_bootstrap_secret(&machine).as_deref(), Some("s"));
+        assert_eq!(machine_infrastructure_name(&machine).as_deref(), Some("om"));
+        let bare: Machine = serde_json::from_value(json!({"metadata": {"name": "m"}, "spec": {}})).expect("bare");
+        assert_eq!(machine_bootstrap_secret(&bare), None);
+    }
+
+    #[test]
+    fn a_cluster_reads_paused_endpoint_and_both_provisioning_flags() {
+        let cluster: Cluster = serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"paused": true, "controlPlaneEndpoint": {"host": "10.0.0.1", "port": 6443}},
+            "status": {"initialization": {"infrastructureProvisioned": true}, "phase": "Provisioned"}
+        }))
+        .expect("cluster");
+        assert!(cluster_paused(&cluster));
+        assert!(cluster_infrastructure_provisioned(&cluster));
+        assert_eq!(cluster_control_plane_host(&cluster).as_deref(), Some("10.0.0.1"));
+        let v1beta1: Cluster =
+            serde_json::from_value(json!({"metadata": {"name": "c"}, "status": {"infrastructureReady": true}}))
+                .expect("cluster");
+        assert!(cluster_infrastructure_provisioned(&v1beta1) && !cluster_paused(&v1beta1));
+    }
 }

@@ -16,9 +16,10 @@ use super::status_writer::StatusWriterMsg;
 use super::supervisor::Shared;
 use crate::conditions::{ConditionUpdate, reasons, set_condition, types};
 
-pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) {
+/// Reconciles one OVirtCluster. An error is a finalizer write that failed: the caller retries with backoff.
+pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), String> {
     if cluster.annotations().contains_key(MANAGED_BY_ANNOTATION) {
-        return;
+        return Ok(());
     }
     let namespace = cluster.namespace().unwrap_or_default();
     let name = cluster.name_any();
@@ -41,18 +42,35 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) {
             &shared.status_writer,
             StatusWriterMsg::Update { key, status },
         );
-        return;
+        return Ok(());
     }
     let api: Api<OVirtCluster> = Api::namespaced(shared.client.clone(), &namespace);
     if cluster.metadata.deletion_timestamp.is_some() {
-        if let Err(err) = finalizers::remove(&api, cluster, MACHINE_FINALIZER).await {
-            tracing::warn!(object = %key, error = %err, "cannot remove the finalizer");
-        }
-        return;
+        return finalizers::remove(&api, cluster, MACHINE_FINALIZER)
+            .await
+            .map(|_| ())
+            .map_err(|err| format!("cannot remove the finalizer {MACHINE_FINALIZER}: {err}"));
     }
     if let Err(err) = finalizers::ensure(&api, cluster, MACHINE_FINALIZER).await {
-        tracing::warn!(object = %key, error = %err, "cannot add the finalizer");
-        return;
+        let message = format!("cannot add the finalizer {MACHINE_FINALIZER}: {err}; retrying");
+        let failed = ConditionUpdate::false_(
+            types::READY,
+            reasons::FINALIZER_WRITE_FAILED,
+            Severity::Warning,
+            message.clone(),
+        );
+        set_condition(&mut conditions, &failed, now, generation);
+        let status = json!({
+            "ready": observed.ready,
+            "initialization": observed.initialization,
+            "conditions": conditions,
+        });
+        let _ = mailbox::cast(
+            &shared.metrics,
+            &shared.status_writer,
+            StatusWriterMsg::Update { key, status },
+        );
+        return Err(message);
     }
     let not_paused = ConditionUpdate::false_(types::PAUSED, reasons::NOT_PAUSED, Severity::Info, "");
     set_condition(&mut conditions, &not_paused, now, generation);
@@ -72,6 +90,7 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) {
         &shared.status_writer,
         StatusWriterMsg::Update { key, status },
     );
+    Ok(())
 }
 
 fn is_paused(shared: &Shared, cluster: &OVirtCluster, namespace: &str) -> bool {
@@ -81,7 +100,7 @@ fn is_paused(shared: &Shared, cluster: &OVirtCluster, namespace: &str) -> bool {
     let Some(cluster_name) = cluster.labels().get(CLUSTER_NAME_LABEL) else {
         return false;
     };
-    let reference = ObjectRef::new_with(cluster_name, capi::cluster_resource()).within(namespace);
+    let reference = ObjectRef::new(cluster_name).within(namespace);
     shared
         .capi_clusters
         .get(&reference)

@@ -27,7 +27,7 @@ pub enum Connection {
 /// Messages a machine actor handles.
 pub enum MachineMsg {
     /// The OVirtMachine changed (or a related object did: its Machine, Cluster, bootstrap Secret).
-    ObjectChanged(Box<OVirtMachine>),
+    ObjectChanged(std::sync::Arc<OVirtMachine>),
     /// Something the machine depends on changed; reconcile with what is known.
     Poke,
     /// The provider's connection changed (new credentials, spec, or connectivity).

@@ -4,6 +4,8 @@
 mod capi;
 mod cluster;
 pub mod connection;
+mod credential_secrets;
+mod events;
 mod finalizers;
 pub mod keys;
 pub mod kube_clients;
@@ -14,11 +16,13 @@ pub mod messages;
 mod permits;
 mod provider;
 pub mod settings;
+mod slim;
+mod status_queue;
 pub mod status_writer;
 mod supervisor;
 
 pub use kube_clients::KubeClients;
-pub use settings::RuntimeSettings;
+pub use settings::{EngineWriteGate, RuntimeSettings};
 pub use supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
 
 use ractor::{Actor, ActorRef};

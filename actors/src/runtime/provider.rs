@@ -33,8 +33,9 @@ use crate::metrics::{Metrics, kind, result};
 pub const RECHECK_INTERVAL: Duration = Duration::from_secs(30);
 /// A failed request triggers a check at most this often.
 const TROUBLE_DEBOUNCE: Duration = Duration::from_secs(5);
-/// Retries of an unreachable engine back off to at most this, so that the end of an outage shows within it.
-const UNREACHABLE_MAX_RETRY: Duration = Duration::from_secs(60);
+/// Retries of an unreachable engine back off to at most this (one `GET /api` per interval during an outage), so
+/// that the end of an outage shows within it.
+const UNREACHABLE_MAX_RETRY: Duration = Duration::from_secs(30);
 
 pub enum ProviderMsg {
     Spec(Box<OVirtProvider>),
@@ -396,7 +397,13 @@ fn prepare(
             if let Some(old) = state.client.take() {
                 tokio::spawn(async move { old.logout().await });
             }
-            let config = connection::client_config(&wanted, state.settings.ovirt_qps, state.settings.ovirt_burst);
+            let mut config = connection::client_config(&wanted, state.settings.ovirt_qps, state.settings.ovirt_burst);
+            if let Some(gate) = &state.settings.engine_write_gate {
+                config = config.with_write_gate(gate.0.clone());
+            }
+            if let Some(instance) = &state.settings.instance {
+                config = config.with_instance(instance.clone());
+            }
             let observer = engine_request_observer(&state.metrics, &state.key.name, me);
             let client = Client::with_observer(config, observer)
                 .map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;

@@ -22,6 +22,20 @@ pub struct RuntimeSettings {
     /// Identity of this management cluster in the ownership marker of every VM (`--management-cluster-id`);
     /// empty: the UID of the `kube-system` namespace, read at start.
     pub management_cluster_id: String,
+    /// Engine writes are sent only while this gate is open (the leader election's fence); None: always.
+    pub engine_write_gate: Option<EngineWriteGate>,
+    /// This replica's name in the engine client's User-Agent (the pod name).
+    pub instance: Option<String>,
+}
+
+/// The gate every engine client of the runtime consults before a write (see [`capov_ovirt::WriteGate`]).
+#[derive(Clone)]
+pub struct EngineWriteGate(pub std::sync::Arc<dyn capov_ovirt::WriteGate>);
+
+impl std::fmt::Debug for EngineWriteGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EngineWriteGate")
+    }
 }
 
 impl Default for RuntimeSettings {
@@ -37,6 +51,8 @@ impl Default for RuntimeSettings {
             sync_period: Duration::from_secs(600),
             gates: Default::default(),
             management_cluster_id: String::new(),
+            engine_write_gate: None,
+            instance: None,
         }
     }
 }

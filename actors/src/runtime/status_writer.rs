@@ -3,16 +3,18 @@
 //! write is retried unless a newer status of the object arrived meanwhile. It also records Kubernetes Events.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hasher};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Value, json};
 
+use super::events::{EventRecorder, Note};
 use super::keys::ObjectKey;
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
+use super::status_queue::WriteQueue;
 use crate::metrics::{Metrics, kind};
 
 pub const FIELD_MANAGER: &str = "capov";
@@ -63,11 +65,11 @@ pub struct StatusWriter;
 
 pub struct WriterState {
     client: kube::Client,
-    recorder: Recorder,
-    pending: HashMap<ObjectKey, Value>,
-    written: HashMap<ObjectKey, Value>,
-    /// Writes that failed, waiting for the retry (dropped when a newer status of the object arrives).
-    failed: HashMap<ObjectKey, Value>,
+    recorder: EventRecorder,
+    queue: WriteQueue<ObjectKey, Value>,
+    /// A hash of each object's last written status (`fingerprint`): enough to skip an unchanged write, where the
+    /// status itself (a JSON tree of a few KB per machine) would be one more copy of every status.
+    written: HashMap<ObjectKey, u64>,
     flush_queued: bool,
     retry_queued: bool,
     retry: crate::backoff::Backoff,
@@ -89,19 +91,12 @@ impl Actor for StatusWriter {
     ) -> Result<WriterState, ActorProcessingErr> {
         let StatusWriterArgs { client, metrics } = args;
         let instance = std::env::var("POD_NAME").ok();
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "capov".into(),
-                instance,
-            },
-        );
+        let recorder = EventRecorder::start(client.clone(), "capov", instance);
         Ok(WriterState {
             client,
             recorder,
-            pending: HashMap::new(),
+            queue: WriteQueue::default(),
             written: HashMap::new(),
-            failed: HashMap::new(),
             flush_queued: false,
             retry_queued: false,
             retry: crate::backoff::Backoff::new(RETRY_AFTER, MAX_RETRY_AFTER),
@@ -121,9 +116,8 @@ impl Actor for StatusWriter {
         let _handling = state.mail.handling();
         match message {
             StatusWriterMsg::Update { key, status } => {
-                state.failed.remove(&key);
                 let label = [key.kind.label()];
-                if state.pending.insert(key, status).is_some() {
+                if state.queue.update(key, status) {
                     state.stats.coalesced += 1;
                     state
                         .metrics
@@ -139,9 +133,7 @@ impl Actor for StatusWriter {
             }
             StatusWriterMsg::Retry => {
                 state.retry_queued = false;
-                for (key, status) in std::mem::take(&mut state.failed) {
-                    state.pending.entry(key).or_insert(status);
-                }
+                state.queue.retry_failed();
                 queue_flush(&me, state);
             }
             StatusWriterMsg::Event {
@@ -150,25 +142,17 @@ impl Actor for StatusWriter {
                 reason,
                 note,
             } => {
-                let event = Event {
-                    type_: if warning { EventType::Warning } else { EventType::Normal },
-                    reason: reason.clone(),
-                    note: Some(note),
-                    action: reason,
-                    secondary: None,
-                };
                 // Recording an Event is one more API call; it must never hold up the status writes queued behind it.
-                let recorder = state.recorder.clone();
-                tokio::spawn(async move {
-                    if let Err(err) = recorder.publish(&event, &reference).await {
-                        tracing::debug!(error = %err, "event not recorded");
-                    }
+                state.recorder.record(Note {
+                    reference,
+                    warning,
+                    reason,
+                    note,
                 });
             }
             StatusWriterMsg::Forget(key) => {
-                state.pending.remove(&key);
+                state.queue.forget(&key);
                 state.written.remove(&key);
-                state.failed.remove(&key);
             }
             StatusWriterMsg::Stats(reply) => {
                 let _ = reply.send(state.stats);
@@ -179,16 +163,16 @@ impl Actor for StatusWriter {
 }
 
 fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    if !state.flush_queued && !state.pending.is_empty() {
+    if !state.flush_queued && state.queue.has_pending() {
         state.flush_queued = true;
         let _ = mailbox::cast(&state.metrics, me, StatusWriterMsg::Flush);
     }
 }
 
 async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    let pending: Vec<(ObjectKey, Value)> = state.pending.drain().collect();
-    for (key, status) in pending {
-        if state.written.get(&key) == Some(&status) {
+    for (key, status) in state.queue.take_pending() {
+        let fingerprint = fingerprint(&status);
+        if state.written.get(&key) == Some(&fingerprint) {
             state.stats.unchanged += 1;
             continue;
         }
@@ -206,7 +190,7 @@ async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
         match result {
             Ok(()) => {
                 state.stats.writes += 1;
-                state.written.insert(key, status);
+                state.written.insert(key, fingerprint);
             }
             Err(err) if is_gone(&err) => {
                 state.written.remove(&key);
@@ -214,11 +198,11 @@ async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
             Err(err) => {
                 state.stats.failed += 1;
                 tracing::warn!(object = %key, error = %err, "status write failed; retrying");
-                state.failed.insert(key, status);
+                state.queue.write_failed(key, status);
             }
         }
     }
-    if state.failed.is_empty() {
+    if !state.queue.has_failed() {
         state.retry.reset();
     } else if !state.retry_queued {
         state.retry_queued = true;
@@ -246,6 +230,14 @@ async fn write_status(client: &kube::Client, key: &ObjectKey, status: &Value) ->
     )
     .await?;
     Ok(())
+}
+
+/// A 64-bit hash of the status as JSON text (object keys in a fixed order), standing for the status last written. A
+/// collision between an object's consecutive statuses (about 1 in 2^64) would skip one write until the next change.
+fn fingerprint(status: &Value) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    hasher.write(status.to_string().as_bytes());
+    hasher.finish()
 }
 
 fn is_gone(err: &kube::Error) -> bool {

@@ -3,17 +3,16 @@
 //! child with backoff (a failing child never stops the supervisor or its siblings), and stops the actors of deleted
 //! objects. OVirtClusters need no actor of their own: they are handled here.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use capov_crds::labels::{PROVIDER_FINALIZER, WATCH_FILTER_LABEL};
 use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
 use futures::StreamExt;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
@@ -22,6 +21,7 @@ use tokio::task::JoinHandle;
 
 use super::capi;
 use super::cluster;
+use super::credential_secrets::CredentialSecrets;
 use super::finalizers;
 use super::keys::ObjectKey;
 use super::lookups::{LOOKUP_TTL, Lookups};
@@ -31,6 +31,7 @@ use super::messages::MachineMsg;
 use super::permits::ReconcilePermits;
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::settings::RuntimeSettings;
+use super::slim;
 use super::status_writer::{StatusWriter, StatusWriterArgs, StatusWriterMsg};
 use crate::metrics::{Metrics, kind, result};
 
@@ -45,8 +46,9 @@ pub struct Shared {
     pub status_writer: ActorRef<StatusWriterMsg>,
     /// `--max-concurrent-reconciles` permits, taken by a machine actor for each reconcile.
     pub permits: Arc<ReconcilePermits>,
-    pub capi_machines: Store<DynamicObject>,
-    pub capi_clusters: Store<DynamicObject>,
+    /// CAPI Machines and Clusters, holding only the fields CAPOV reads (`capi.rs`).
+    pub capi_machines: Store<capi::Machine>,
+    pub capi_clusters: Store<capi::Cluster>,
     /// The namespaces machines live in (for the labels `spec.allowedNamespaces.selector` of providers matches).
     pub namespaces: Store<Namespace>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
@@ -91,11 +93,19 @@ pub enum SupervisorMsg {
     Secret(Event<Secret>),
     Cluster(Event<OVirtCluster>),
     Machine(Event<OVirtMachine>),
-    /// A CAPI Machine or Cluster in this namespace changed.
+    /// A CAPI Cluster or a Namespace changed: every machine of the namespace looks again. With `machine`, a CAPI
+    /// Machine changed: only the OVirtMachine it names (spec.infrastructureRef) looks again; it is the only one that
+    /// reads it, and waking the whole namespace for each Machine event costs N² messages while N Machines are listed.
     CapiChanged {
         namespace: String,
+        machine: Option<String>,
     },
+    /// A CAPI store has (re)listed its objects: every machine looks again. Listed objects reach the store only
+    /// when the list is complete, so a machine woken by one of them earlier may not have found it.
+    CapiListed,
     Restart(ObjectKey),
+    /// Time to try a failed finalizer write again.
+    RetryFinalizer(FinalizerOwner),
     /// A watch has listed everything once.
     Synced(&'static str),
     /// Whether every watch has listed everything once (readiness).
@@ -119,9 +129,27 @@ impl Mail for SupervisorMsg {
 
 pub struct Supervisor;
 
+/// An object whose finalizer CAPOV must add or remove. A failed write is retried with jittered backoff until it
+/// succeeds or the object is gone: no later watch event may come to trigger it again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FinalizerOwner {
+    Cluster { namespace: String, name: String },
+    Provider(String),
+}
+
+/// First retry of a failed finalizer write; doubling up to [`MAX_FINALIZER_RETRY`], jittered.
+const FINALIZER_RETRY: Duration = Duration::from_secs(1);
+const MAX_FINALIZER_RETRY: Duration = Duration::from_secs(60);
+
+struct FinalizerRetry {
+    backoff: crate::backoff::Backoff,
+    scheduled: bool,
+}
+
 struct Child {
     actor: Option<ActorRef<MachineMsg>>,
-    latest: OVirtMachine,
+    /// The object as last seen by the watch, for a restart; shared with the machine actor (one copy per machine).
+    latest: Arc<OVirtMachine>,
     restarts: u32,
 }
 
@@ -132,7 +160,7 @@ pub struct SupervisorState {
     tasks: Vec<JoinHandle<()>>,
     providers: HashMap<String, (ActorRef<ProviderMsg>, OVirtProvider)>,
     provider_cells: HashMap<ActorId, String>,
-    secrets: HashMap<String, BTreeMap<String, ByteString>>,
+    secrets: CredentialSecrets,
     /// Providers seen before the credential Secrets were listed; started once they are.
     pending_providers: HashMap<String, OVirtProvider>,
     machines: HashMap<ObjectKey, Child>,
@@ -140,6 +168,7 @@ pub struct SupervisorState {
     relisting_providers: Option<HashSet<String>>,
     relisting_machines: Option<HashSet<ObjectKey>>,
     synced: HashSet<&'static str>,
+    finalizer_retries: HashMap<FinalizerOwner, FinalizerRetry>,
 }
 
 pub struct SupervisorArgs {
@@ -164,8 +193,8 @@ impl Actor for Supervisor {
             metrics: args.metrics.clone(),
         };
         let (status_writer, _) = Actor::spawn_linked(None, StatusWriter, writer_args, me.get_cell()).await?;
-        let machine_writer = reflector::store::Writer::new(capi::machine_resource());
-        let cluster_writer = reflector::store::Writer::new(capi::cluster_resource());
+        let machine_writer = reflector::store::Writer::new(());
+        let cluster_writer = reflector::store::Writer::new(());
         let (capi_machines, capi_clusters) = (machine_writer.as_reader(), cluster_writer.as_reader());
         let namespace_writer = reflector::store::Writer::new(());
         let namespaces = namespace_writer.as_reader();
@@ -195,13 +224,14 @@ impl Actor for Supervisor {
             tasks,
             providers: HashMap::new(),
             provider_cells: HashMap::new(),
-            secrets: HashMap::new(),
+            secrets: CredentialSecrets::default(),
             pending_providers: HashMap::new(),
             machines: HashMap::new(),
             machine_cells: HashMap::new(),
             relisting_providers: None,
             relisting_machines: None,
             synced: HashSet::new(),
+            finalizer_retries: HashMap::new(),
         })
     }
 
@@ -242,11 +272,21 @@ impl Actor for Supervisor {
                 note_synced(state, "ovirtclusters", &event);
                 if let Event::Apply(object) | Event::InitApply(object) = event {
                     let started = std::time::Instant::now();
-                    cluster::reconcile(&state.shared, &object).await;
+                    let outcome = cluster::reconcile(&state.shared, &object).await;
+                    let owner = FinalizerOwner::Cluster {
+                        namespace: object.namespace().unwrap_or_default(),
+                        name: object.name_any(),
+                    };
+                    let label = if outcome.is_ok() {
+                        result::SUCCESS
+                    } else {
+                        result::ERROR
+                    };
+                    finalizer_outcome(&me, state, owner, outcome);
                     let metrics = &state.shared.metrics;
                     metrics
                         .reconciles_total
-                        .with_label_values(&[kind::CLUSTER, result::SUCCESS])
+                        .with_label_values(&[kind::CLUSTER, label])
                         .inc();
                     metrics
                         .reconcile_duration_seconds
@@ -264,7 +304,26 @@ impl Actor for Supervisor {
             SupervisorMsg::IsSynced(reply) => {
                 let _ = reply.send(WATCHES.iter().all(|watch| state.synced.contains(watch)));
             }
-            SupervisorMsg::CapiChanged { namespace } => {
+            SupervisorMsg::CapiChanged {
+                namespace,
+                machine: Some(name),
+            } => {
+                let key = ObjectKey::machine(&namespace, &name);
+                if let Some(actor) = state.machines.get(&key).and_then(|child| child.actor.as_ref()) {
+                    let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::Poke);
+                }
+            }
+            SupervisorMsg::CapiListed => {
+                for child in state.machines.values() {
+                    if let Some(actor) = &child.actor {
+                        let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::Poke);
+                    }
+                }
+            }
+            SupervisorMsg::CapiChanged {
+                namespace,
+                machine: None,
+            } => {
                 for (key, child) in &state.machines {
                     if key.namespace.as_deref() == Some(namespace.as_str())
                         && let Some(actor) = &child.actor
@@ -273,6 +332,7 @@ impl Actor for Supervisor {
                     }
                 }
             }
+            SupervisorMsg::RetryFinalizer(owner) => retry_finalizer(&me, state, owner).await,
             SupervisorMsg::Restart(key) => {
                 if let Some(child) = state.machines.get(&key)
                     && child.actor.is_none()
@@ -376,22 +436,11 @@ where
     }
 }
 
-fn dynamic_api(
-    client: &kube::Client,
-    settings: &RuntimeSettings,
-    resource: &kube::api::ApiResource,
-) -> Api<DynamicObject> {
-    match &settings.watch_namespace {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
-        None => Api::all_with(client.clone(), resource),
-    }
-}
-
 fn spawn_watches(
     me: &ActorRef<SupervisorMsg>,
     shared: &Arc<Shared>,
-    machine_writer: reflector::store::Writer<DynamicObject>,
-    cluster_writer: reflector::store::Writer<DynamicObject>,
+    machine_writer: reflector::store::Writer<capi::Machine>,
+    cluster_writer: reflector::store::Writer<capi::Cluster>,
 ) -> Vec<JoinHandle<()>> {
     let client = &shared.watch_client;
     let settings = &shared.settings;
@@ -402,60 +451,108 @@ fn spawn_watches(
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(providers, filtered.clone()),
+        watcher(providers, filtered.clone()).modify(slim::crd),
         SupervisorMsg::Provider,
     ));
+    // Every Secret of the credentials namespace is listed, bootstrap data and kubeconfigs included when they live
+    // there too: only the credential keys are kept.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &settings.credentials_namespace);
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(secrets, watcher::Config::default()),
+        watcher(secrets, watcher::Config::default()).modify(slim::secret),
         SupervisorMsg::Secret,
     ));
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(namespaced::<OVirtCluster>(client, settings), filtered.clone()),
+        watcher(namespaced::<OVirtCluster>(client, settings), filtered.clone()).modify(slim::crd),
         SupervisorMsg::Cluster,
     ));
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()),
+        watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()).modify(slim::crd),
         SupervisorMsg::Machine,
     ));
 
-    for (resource, writer, watch) in [
-        (capi::machine_resource(), machine_writer, "machines"),
-        (capi::cluster_resource(), cluster_writer, "clusters"),
-    ] {
-        let store = writer.as_reader();
-        let (me_ready, metrics_ready) = (me.clone(), shared.metrics.clone());
-        tasks.push(tokio::spawn(async move {
-            if store.wait_until_ready().await.is_ok() {
-                let _ = mailbox::cast(&metrics_ready, &me_ready, SupervisorMsg::Synced(watch));
-            }
-        }));
-        let api = dynamic_api(client, settings, &resource);
-        let stream = watcher::watcher(api, filtered.clone())
-            .default_backoff()
-            .reflect(writer)
-            .touched_objects();
-        let me = me.clone();
-        let metrics = shared.metrics.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(item) = stream.next().await {
-                if let Ok(object) = item
-                    && let Some(namespace) = object.namespace()
-                    && mailbox::cast(&metrics, &me, SupervisorMsg::CapiChanged { namespace }).is_err()
-                {
-                    return;
-                }
-            }
-        }));
-    }
+    tasks.extend(spawn_capi_watch(
+        me,
+        shared,
+        machine_writer,
+        "machines",
+        |machine: &capi::Machine| {
+            // Only the OVirtMachine this Machine names reads it.
+            capi::machine_infrastructure_name(machine).map(|name| (machine.namespace().unwrap_or_default(), Some(name)))
+        },
+    ));
+    tasks.extend(spawn_capi_watch(
+        me,
+        shared,
+        cluster_writer,
+        "clusters",
+        |cluster: &capi::Cluster| cluster.namespace().map(|namespace| (namespace, None)),
+    ));
     tasks
+}
+
+/// The machines a CAPI object's change wakes: those of a namespace, or (with a name) one OVirtMachine in it.
+type Wake = (String, Option<String>);
+
+/// A CAPI store: its watch, and the machines each change wakes (`wakes` gives the namespace and, for one machine
+/// only, its name; None wakes nobody).
+fn spawn_capi_watch<K>(
+    me: &ActorRef<SupervisorMsg>,
+    shared: &Arc<Shared>,
+    writer: reflector::store::Writer<K>,
+    watch: &'static str,
+    wakes: fn(&K) -> Option<Wake>,
+) -> Vec<JoinHandle<()>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let store = writer.as_reader();
+    let (me_ready, metrics_ready) = (me.clone(), shared.metrics.clone());
+    let ready = tokio::spawn(async move {
+        if store.wait_until_ready().await.is_ok() {
+            let _ = mailbox::cast(&metrics_ready, &me_ready, SupervisorMsg::Synced(watch));
+        }
+    });
+    let api = namespaced::<K>(&shared.client, &shared.settings);
+    let stream = watcher::watcher(api, watch_config(&shared.settings))
+        .default_backoff()
+        .modify(slim::capi)
+        .reflect(writer);
+    let (me, metrics) = (me.clone(), shared.metrics.clone());
+    let forward = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            let object = match item {
+                Ok(Event::Apply(object) | Event::Delete(object)) => object,
+                Ok(Event::InitDone) => {
+                    if mailbox::cast(&metrics, &me, SupervisorMsg::CapiListed).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                // Not in the store before InitDone; InitDone wakes every machine.
+                Ok(Event::Init | Event::InitApply(_)) | Err(_) => continue,
+            };
+            let Some((namespace, machine)) = wakes(&object) else {
+                continue;
+            };
+            if mailbox::cast(&metrics, &me, SupervisorMsg::CapiChanged { namespace, machine }).is_err() {
+                return;
+            }
+        }
+    });
+    vec![ready, forward]
 }
 
 /// Namespaces (only the watched one with `--namespace`), kept in a store for `spec.allowedNamespaces.selector`; a
@@ -478,6 +575,7 @@ fn spawn_namespace_watch(
     });
     let stream = watcher::watcher(Api::<Namespace>::all(shared.watch_client.clone()), config)
         .default_backoff()
+        .modify(slim::namespace)
         .reflect(writer)
         .touched_objects();
     let (me, metrics) = (me.clone(), shared.metrics.clone());
@@ -490,6 +588,7 @@ fn spawn_namespace_watch(
                     &me,
                     SupervisorMsg::CapiChanged {
                         namespace: namespace.name_any(),
+                        machine: None,
                     },
                 )
                 .is_err()
@@ -571,12 +670,8 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
     if let Ok(mut access) = state.shared.provider_access.write() {
         access.insert(name.clone(), provider.spec.allowed_namespaces.clone());
     }
-    let api: Api<OVirtProvider> = Api::all(state.shared.client.clone());
-    if provider.metadata.deletion_timestamp.is_some() {
-        release_provider_if_unused(state, &provider).await;
-    } else if let Err(err) = finalizers::ensure(&api, &provider, PROVIDER_FINALIZER).await {
-        tracing::debug!(provider = %name, error = %err, "cannot add the provider finalizer yet");
-    }
+    let outcome = sync_provider_finalizer(state, &provider).await;
+    finalizer_outcome(me, state, FinalizerOwner::Provider(name.clone()), outcome);
     if let Some((actor, latest)) = state.providers.get_mut(&name) {
         *latest = provider.clone();
         let _ = mailbox::cast(&state.shared.metrics, actor, ProviderMsg::Spec(Box::new(provider)));
@@ -618,20 +713,80 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
     }
 }
 
-/// A provider is released only when no OVirtMachine references it.
-async fn release_provider_if_unused(state: &SupervisorState, provider: &OVirtProvider) {
+/// Adds the provider's finalizer, or, while it is being deleted, removes it once no OVirtMachine references it.
+async fn sync_provider_finalizer(state: &SupervisorState, provider: &OVirtProvider) -> Result<(), String> {
+    let api: Api<OVirtProvider> = Api::all(state.shared.client.clone());
+    if provider.metadata.deletion_timestamp.is_none() {
+        return finalizers::ensure(&api, provider, PROVIDER_FINALIZER)
+            .await
+            .map(|_| ())
+            .map_err(|err| format!("cannot add the finalizer {PROVIDER_FINALIZER}: {err}"));
+    }
     let name = provider.name_any();
     let in_use = state
         .machines
         .values()
         .any(|child| child.latest.spec.settings.provider == name);
     if in_use {
+        return Ok(());
+    }
+    finalizers::remove(&api, provider, PROVIDER_FINALIZER)
+        .await
+        .map(|_| ())
+        .map_err(|err| format!("cannot remove the finalizer {PROVIDER_FINALIZER}: {err}"))
+}
+
+/// Notes how a finalizer write went: a failure is retried after a jittered, growing delay (one retry queued per
+/// object at a time), a success ends the retries.
+fn finalizer_outcome(
+    me: &ActorRef<SupervisorMsg>,
+    state: &mut SupervisorState,
+    owner: FinalizerOwner,
+    outcome: Result<(), String>,
+) {
+    let Err(message) = outcome else {
+        state.finalizer_retries.remove(&owner);
         return;
+    };
+    let retry = state
+        .finalizer_retries
+        .entry(owner.clone())
+        .or_insert_with(|| FinalizerRetry {
+            backoff: crate::backoff::Backoff::new(FINALIZER_RETRY, MAX_FINALIZER_RETRY),
+            scheduled: false,
+        });
+    tracing::warn!(object = ?owner, error = %message, retry_in = ?retry.backoff.nominal(), "finalizer write failed");
+    if !retry.scheduled {
+        retry.scheduled = true;
+        let delay = retry.backoff.next_delay();
+        mailbox::cast_after(&state.shared.metrics, delay, me.clone(), move || {
+            SupervisorMsg::RetryFinalizer(owner)
+        });
     }
-    let api: Api<OVirtProvider> = Api::all(state.shared.client.clone());
-    if let Err(err) = finalizers::remove(&api, provider, PROVIDER_FINALIZER).await {
-        tracing::debug!(provider = %name, error = %err, "cannot release the provider yet");
+}
+
+/// Tries a failed finalizer write again on the object as it is now; nothing to do once it is gone.
+async fn retry_finalizer(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, owner: FinalizerOwner) {
+    match state.finalizer_retries.get_mut(&owner) {
+        Some(retry) => retry.scheduled = false,
+        None => return,
     }
+    let client = state.shared.client.clone();
+    let outcome = match &owner {
+        FinalizerOwner::Cluster { namespace, name } => {
+            match Api::<OVirtCluster>::namespaced(client, namespace).get_opt(name).await {
+                Ok(Some(cluster)) => cluster::reconcile(&state.shared, &cluster).await,
+                Ok(None) => Ok(()),
+                Err(err) => Err(format!("cannot read OVirtCluster {namespace}/{name}: {err}")),
+            }
+        }
+        FinalizerOwner::Provider(name) => match Api::<OVirtProvider>::all(client).get_opt(name).await {
+            Ok(Some(provider)) => sync_provider_finalizer(state, &provider).await,
+            Ok(None) => Ok(()),
+            Err(err) => Err(format!("cannot read OVirtProvider {name}: {err}")),
+        },
+    };
+    finalizer_outcome(me, state, owner, outcome);
 }
 
 fn stop_provider(state: &mut SupervisorState, name: &str) {
@@ -648,18 +803,11 @@ fn stop_provider(state: &mut SupervisorState, name: &str) {
 }
 
 fn on_secret_event(state: &mut SupervisorState, event: Event<Secret>) {
-    let (name, data) = match event {
-        Event::Apply(secret) | Event::InitApply(secret) => (secret.name_any(), Some(secret.data.unwrap_or_default())),
-        Event::Delete(secret) => (secret.name_any(), None),
-        Event::Init | Event::InitDone => return,
-    };
-    match &data {
-        Some(data) => state.secrets.insert(name.clone(), data.clone()),
-        None => state.secrets.remove(&name),
-    };
-    for (actor, provider) in state.providers.values() {
-        if provider.spec.credentials_secret_name.as_deref() == Some(name.as_str()) {
-            let _ = mailbox::cast(&state.shared.metrics, actor, ProviderMsg::Secret(data.clone()));
+    for (name, data) in state.secrets.apply(event) {
+        for (actor, provider) in state.providers.values() {
+            if provider.spec.credentials_secret_name.as_deref() == Some(name.as_str()) {
+                let _ = mailbox::cast(&state.shared.metrics, actor, ProviderMsg::Secret(data.clone()));
+            }
         }
     }
 }
@@ -672,15 +820,12 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
             if let Some(seen) = &mut state.relisting_machines {
                 seen.insert(key.clone());
             }
+            let machine = Arc::new(machine);
             match state.machines.get_mut(&key) {
                 Some(child) => {
                     child.latest = machine.clone();
                     if let Some(actor) = &child.actor {
-                        let _ = mailbox::cast(
-                            &state.shared.metrics,
-                            actor,
-                            MachineMsg::ObjectChanged(Box::new(machine)),
-                        );
+                        let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::ObjectChanged(machine));
                     }
                 }
                 None => spawn_machine(me, state, key, machine).await,
@@ -689,7 +834,7 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
         Event::Delete(machine) => {
             let key = ObjectKey::machine(&machine.namespace().unwrap_or_default(), &machine.name_any());
             stop_machine(state, &key);
-            release_deleting_providers(state).await;
+            release_deleting_providers(me, state).await;
         }
         Event::InitDone => {
             if let Some(seen) = state.relisting_machines.take() {
@@ -702,17 +847,23 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
                 for key in gone {
                     stop_machine(state, &key);
                 }
-                release_deleting_providers(state).await;
+                release_deleting_providers(me, state).await;
             }
         }
     }
 }
 
-async fn release_deleting_providers(state: &SupervisorState) {
-    for (_, provider) in state.providers.values() {
-        if provider.metadata.deletion_timestamp.is_some() {
-            release_provider_if_unused(state, provider).await;
-        }
+async fn release_deleting_providers(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState) {
+    let deleting: Vec<OVirtProvider> = state
+        .providers
+        .values()
+        .map(|(_, provider)| provider)
+        .filter(|provider| provider.metadata.deletion_timestamp.is_some())
+        .cloned()
+        .collect();
+    for provider in deleting {
+        let outcome = sync_provider_finalizer(state, &provider).await;
+        finalizer_outcome(me, state, FinalizerOwner::Provider(provider.name_any()), outcome);
     }
 }
 
@@ -720,7 +871,7 @@ async fn spawn_machine(
     me: &ActorRef<SupervisorMsg>,
     state: &mut SupervisorState,
     key: ObjectKey,
-    object: OVirtMachine,
+    object: Arc<OVirtMachine>,
 ) {
     let args = MachineArgs {
         object: object.clone(),

@@ -129,7 +129,12 @@ impl World {
     }
 
     pub async fn start_operator_with(&mut self, settings: RuntimeSettings) {
-        let operator = runtime::start(operator_clients().await, settings, self.metrics.clone()).await;
+        self.start_operator_with_clients(operator_clients().await, settings)
+            .await;
+    }
+
+    pub async fn start_operator_with_clients(&mut self, clients: runtime::KubeClients, settings: RuntimeSettings) {
+        let operator = runtime::start(clients, settings, self.metrics.clone()).await;
         self.operator = Some(operator.expect("runtime"));
     }
 
@@ -260,11 +265,22 @@ impl World {
 
 /// The operator's clients for the shared control plane, built as the manager builds them (with its deadlines).
 pub async fn operator_clients() -> runtime::KubeClients {
-    let kubeconfig = kube::config::Kubeconfig::read_from(shared().await.kubeconfig_path()).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("kube config");
+    runtime::KubeClients::new(admin_config().await).expect("operator clients")
+}
+
+/// [`operator_clients`] acting as `user` (impersonated, as `kubectl --as`): the API server authorizes every
+/// request against that user's RBAC bindings.
+pub async fn operator_clients_as(user: &str) -> runtime::KubeClients {
+    let mut config = admin_config().await;
+    config.auth_info.impersonate = Some(user.to_string());
     runtime::KubeClients::new(config).expect("operator clients")
+}
+
+async fn admin_config() -> kube::Config {
+    let kubeconfig = kube::config::Kubeconfig::read_from(shared().await.kubeconfig_path()).expect("kubeconfig");
+    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("kube config")
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

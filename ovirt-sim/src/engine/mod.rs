@@ -198,6 +198,33 @@ pub(super) fn later(ms: u64, target: &str, generation: u64, transition: Transiti
     }
 }
 
+/// Ends the hold on `transition`: the held ones happen now, with what follows them after the usual delay.
+pub fn release(state: &mut State, timings: &Timings, transition: Transition) -> Vec<Scheduled> {
+    state.holds.retain(|held| *held != transition);
+    let (due, still_held) = std::mem::take(&mut state.held)
+        .into_iter()
+        .partition::<Vec<_>, _>(|held| held.transition == transition);
+    state.held = still_held;
+    due.into_iter()
+        .flat_map(|held| {
+            let mut now = vec![Scheduled {
+                after: Duration::ZERO,
+                ..held.clone()
+            }];
+            if transition == Transition::VmUp {
+                // Devices are reported only by a VM that is up; the report timed for the held boot was dropped.
+                now.push(later(
+                    timings.ip_report_delay_ms,
+                    &held.target,
+                    held.generation,
+                    Transition::VmDevicesReported,
+                ));
+            }
+            now
+        })
+        .collect()
+}
+
 /// Running states for the start/stop/remove rules.
 pub(super) fn is_running(status: &VmStatus) -> bool {
     matches!(
@@ -263,6 +290,10 @@ pub fn apply(state: &mut State, scheduled: &Scheduled) {
             }
             disk.status = DiskStatus::Ok;
         }
+        return;
+    }
+    if state.holds.contains(&scheduled.transition) {
+        state.held.push(scheduled.clone());
         return;
     }
     let Some(vm) = state.vms.get_mut(&scheduled.target) else {
@@ -356,6 +387,25 @@ mod tests {
         let scheduled = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
         assert_eq!(state.vms[&added.vm_id].status, VmStatus::WaitForLaunch);
         settle(&mut state, scheduled);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Up);
+        assert!(state.vms[&added.vm_id].ips_reported);
+    }
+
+    #[test]
+    fn a_held_boot_stays_powering_up_until_released() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("held", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        state.holds.push(Transition::VmUp);
+        let boot = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
+        settle(&mut state, boot);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::PoweringUp);
+        assert!(!state.vms[&added.vm_id].ips_reported);
+
+        let due = release(&mut state, &timings, Transition::VmUp);
+        settle(&mut state, due);
+        assert!(state.holds.is_empty() && state.held.is_empty());
         assert_eq!(state.vms[&added.vm_id].status, VmStatus::Up);
         assert!(state.vms[&added.vm_id].ips_reported);
     }

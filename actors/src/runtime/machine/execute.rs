@@ -5,7 +5,7 @@ use capov_crds::{OVirtMachine, Severity};
 use capov_ovirt::StartOptions;
 use capov_ovirt::model::{Nic, Ref};
 use kube::Resource;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::observe::{Engine, bootstrap_secret};
@@ -16,6 +16,7 @@ use crate::machine_steps::{Action, Observed, Requeue};
 use crate::nics::NicChange;
 use crate::runtime::finalizers;
 use crate::runtime::mailbox;
+use crate::runtime::slim;
 use crate::runtime::status_writer::StatusWriterMsg;
 
 /// A failed action, as the condition to report (or only a retry, e.g. for the engine's 409 "locked").
@@ -47,7 +48,8 @@ impl Failure {
     /// An engine error: 409 "locked"/"related operation in progress" only retries; transient errors are Warnings;
     /// the rest carry the engine's fault detail as an Error.
     pub fn engine(err: &capov_ovirt::Error) -> Self {
-        if err.is_locked() {
+        // Writes stopped by the leader election: this replica is about to stop; nothing for the user to act on.
+        if err.is_locked() || matches!(err, capov_ovirt::Error::WritesStopped(_)) {
             return Failure::retry();
         }
         let severity = if err.is_transient() {
@@ -90,7 +92,7 @@ pub async fn execute(
     state: &mut MachineState,
     observed: &Observed,
     engine: Option<&Engine>,
-    cluster: Option<&DynamicObject>,
+    cluster: Option<&crate::runtime::capi::Cluster>,
     action: Action,
 ) -> Executed {
     let vm_id = observed.vm.as_ref().map(|vm| vm.id.clone()).unwrap_or_default();
@@ -98,12 +100,12 @@ pub async fn execute(
     match action {
         Action::WritePausedOnly => Executed::Requeue(Requeue::OnChange),
         Action::Wait(requeue) | Action::Done(requeue) => Executed::Requeue(requeue),
-        Action::AddFinalizer => match finalizers::ensure(&machines(state), &state.object, MACHINE_FINALIZER).await {
+        Action::AddFinalizer => match finalizers::ensure(&machines(state), &*state.object, MACHINE_FINALIZER).await {
             Ok(written) => {
                 // The next observation must see the finalizer: deciding again on the old object would add it
                 // again with a stale resourceVersion, fail, and back off for 5 s.
                 if let Some(updated) = written {
-                    state.object = updated;
+                    state.object = slim::own(updated);
                 }
                 Executed::Continue
             }
@@ -338,10 +340,10 @@ pub async fn execute(
                 };
                 let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
             }
-            match finalizers::remove(&machines(state), &state.object, MACHINE_FINALIZER).await {
+            match finalizers::remove(&machines(state), &*state.object, MACHINE_FINALIZER).await {
                 Ok(written) => {
                     if let Some(updated) = written {
-                        state.object = updated;
+                        state.object = slim::own(updated);
                     }
                     Executed::Requeue(Requeue::OnChange)
                 }
@@ -376,7 +378,7 @@ async fn patch_machine(state: &mut MachineState, patch: &serde_json::Value, what
         .await
     {
         Ok(updated) => {
-            state.object = updated;
+            state.object = slim::own(updated);
             Executed::Continue
         }
         Err(err) => kube_failure(state, what, err),
@@ -410,7 +412,7 @@ async fn write_provider_id(state: &mut MachineState, observed: &Observed, vm_id:
         .await
     {
         Ok(updated) => {
-            state.object = updated;
+            state.object = slim::own(updated);
             Ok(())
         }
         // The next pass finds the VM by name and marker and writes the providerID then.

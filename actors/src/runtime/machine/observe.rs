@@ -2,6 +2,7 @@
 //! the provider actor's connection, the engine (the VM, its disks, NICs, reported devices, vNIC profiles) and the
 //! workload cluster's Node. Only what the current step can need is read from the engine.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capov_crds::labels::{
@@ -12,7 +13,7 @@ use capov_ovirt::Client;
 use capov_ovirt::model::Vm;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use ractor::ActorRef;
 
@@ -40,7 +41,7 @@ pub struct Engine {
 pub struct Observation {
     pub observed: Observed,
     pub engine: Option<Engine>,
-    pub cluster: Option<DynamicObject>,
+    pub cluster: Option<Arc<capi::Cluster>>,
 }
 
 /// Why observing stopped early: the actor should look again after a backoff.
@@ -50,9 +51,9 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     let object = state.object.clone();
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let machine = owner_machine(state);
-    let cluster = owner_cluster(state, machine.as_ref());
+    let cluster = owner_cluster(state, machine.as_deref());
     let paused =
-        object.annotations().contains_key(PAUSED_ANNOTATION) || cluster.as_ref().is_some_and(capi::cluster_paused);
+        object.annotations().contains_key(PAUSED_ANNOTATION) || cluster.as_deref().is_some_and(capi::cluster_paused);
     let failure = match &state.status.failure_reason {
         None => FailureState::Clear,
         Some(_) => {
@@ -88,7 +89,7 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         has_finalizer: object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
         owner_machine_found: machine.is_some(),
         cluster_found: cluster.is_some(),
-        cluster_infrastructure_provisioned: cluster.as_ref().is_some_and(capi::cluster_infrastructure_provisioned),
+        cluster_infrastructure_provisioned: cluster.as_deref().is_some_and(capi::cluster_infrastructure_provisioned),
         bootstrap: Bootstrap::NotReady,
         connection: ProviderConnection::Ready {
             insecure_transport: false,
@@ -111,11 +112,7 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         gates: state.shared.settings.gates,
         nics: NicAssessment::InSync,
         node: NodeObservation::NotFound,
-        control_plane_host: cluster
-            .as_ref()
-            .and_then(|c| c.data.pointer("/spec/controlPlaneEndpoint/host"))
-            .and_then(|h| h.as_str())
-            .map(String::from),
+        control_plane_host: cluster.as_deref().and_then(capi::cluster_control_plane_host),
     };
     if observed.paused {
         return Ok(Observation {
@@ -172,22 +169,18 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     })
 }
 
-pub(super) fn owner_machine(state: &MachineState) -> Option<DynamicObject> {
+pub(super) fn owner_machine(state: &MachineState) -> Option<Arc<capi::Machine>> {
     let owner = state
         .object
         .owner_references()
         .iter()
         .find(|owner| owner.kind == "Machine" && owner.api_version.starts_with("cluster.x-k8s.io/"))?;
     let namespace = state.key.namespace.clone().unwrap_or_default();
-    let reference = ObjectRef::new_with(&owner.name, capi::machine_resource()).within(&namespace);
-    state
-        .shared
-        .capi_machines
-        .get(&reference)
-        .map(|machine| (*machine).clone())
+    let reference = ObjectRef::new(&owner.name).within(&namespace);
+    state.shared.capi_machines.get(&reference)
 }
 
-fn owner_cluster(state: &MachineState, machine: Option<&DynamicObject>) -> Option<DynamicObject> {
+fn owner_cluster(state: &MachineState, machine: Option<&capi::Machine>) -> Option<Arc<capi::Cluster>> {
     let name = state
         .object
         .labels()
@@ -195,15 +188,11 @@ fn owner_cluster(state: &MachineState, machine: Option<&DynamicObject>) -> Optio
         .cloned()
         .or_else(|| machine.and_then(capi::machine_cluster_name))?;
     let namespace = state.key.namespace.clone().unwrap_or_default();
-    let reference = ObjectRef::new_with(&name, capi::cluster_resource()).within(&namespace);
-    state
-        .shared
-        .capi_clusters
-        .get(&reference)
-        .map(|cluster| (*cluster).clone())
+    let reference = ObjectRef::new(&name).within(&namespace);
+    state.shared.capi_clusters.get(&reference)
 }
 
-async fn bootstrap(state: &MachineState, machine: &DynamicObject) -> Result<Bootstrap, ObserveError> {
+async fn bootstrap(state: &MachineState, machine: &capi::Machine) -> Result<Bootstrap, ObserveError> {
     Ok(match bootstrap_secret(state, machine).await? {
         None => Bootstrap::NotReady,
         Some((_, format)) => Bootstrap::from_format_key(format.as_deref()),
@@ -213,7 +202,7 @@ async fn bootstrap(state: &MachineState, machine: &DynamicObject) -> Result<Boot
 /// The bootstrap data and its `format` key; None while the bootstrap provider has not written them.
 pub async fn bootstrap_secret(
     state: &MachineState,
-    machine: &DynamicObject,
+    machine: &capi::Machine,
 ) -> Result<Option<(String, Option<String>)>, ObserveError> {
     let Some(secret_name) = capi::machine_bootstrap_secret(machine) else {
         return Ok(None);

@@ -5,11 +5,12 @@
 
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::MachineState;
 use crate::machine_steps::NodeObservation;
+use crate::runtime::capi;
 use crate::workload_kubeconfig;
 
 /// Why there is no client for the workload cluster.
@@ -28,7 +29,7 @@ impl NoClient {
     }
 }
 
-pub async fn observe_node(state: &MachineState, cluster: &DynamicObject, vm_id: &str) -> NodeObservation {
+pub async fn observe_node(state: &MachineState, cluster: &capi::Cluster, vm_id: &str) -> NodeObservation {
     let client = match workload_client(state, cluster).await {
         Ok(client) => client,
         Err(NoClient::Rejected(message)) => return NodeObservation::Rejected { message },
@@ -47,24 +48,37 @@ pub async fn observe_node(state: &MachineState, cluster: &DynamicObject, vm_id: 
             };
         }
     }
-    let nodes = match api.list(&ListParams::default()).await {
-        Ok(nodes) => nodes,
-        Err(err) => {
-            return NodeObservation::Unreachable {
-                message: format!("cannot list the workload cluster's Nodes: {err}"),
-            };
+    // Page by page, stopping at the match: a whole list of a cluster of thousands of Nodes, decoded, is tens of MB
+    // for each pass that looks (every machine waiting for its kubelet), and the passes run side by side.
+    let mut params = ListParams::default().limit(NODE_PAGE);
+    loop {
+        let page = match api.list(&params).await {
+            Ok(page) => page,
+            Err(err) => {
+                return NodeObservation::Unreachable {
+                    message: format!("cannot list the workload cluster's Nodes: {err}"),
+                };
+            }
+        };
+        let next = page.metadata.continue_.clone().filter(|token| !token.is_empty());
+        let node = page.items.into_iter().find(|node| {
+            let uuid = node
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map(|info| info.system_uuid.as_str());
+            uuid.is_some_and(|uuid| uuid.eq_ignore_ascii_case(vm_id)) || node.name_any() == vm_name
+        });
+        match (node, next) {
+            (Some(node), _) => return found(node),
+            (None, Some(token)) => params = params.continue_token(&token),
+            (None, None) => return NodeObservation::NotFound,
         }
-    };
-    let node = nodes.items.into_iter().find(|node| {
-        let uuid = node
-            .status
-            .as_ref()
-            .and_then(|s| s.node_info.as_ref())
-            .map(|info| info.system_uuid.as_str());
-        uuid.is_some_and(|uuid| uuid.eq_ignore_ascii_case(vm_id)) || node.name_any() == vm_name
-    });
-    node.map_or(NodeObservation::NotFound, found)
+    }
 }
+
+/// Nodes read per request when looking for a VM's Node by systemUUID.
+const NODE_PAGE: u32 = 200;
 
 fn found(node: Node) -> NodeObservation {
     NodeObservation::Found {
@@ -75,7 +89,7 @@ fn found(node: Node) -> NodeObservation {
 
 pub async fn set_node_provider_id(
     state: &MachineState,
-    cluster: &DynamicObject,
+    cluster: &capi::Cluster,
     node: &str,
     provider_id: &str,
 ) -> Result<(), String> {
@@ -88,7 +102,7 @@ pub async fn set_node_provider_id(
         .map_err(|err| format!("cannot set the Node's providerID: {err}"))
 }
 
-async fn workload_client(state: &MachineState, cluster: &DynamicObject) -> Result<kube::Client, NoClient> {
+async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Result<kube::Client, NoClient> {
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secret_name = format!("{}-kubeconfig", cluster.name_any());
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);

@@ -1,0 +1,136 @@
+//! What the runtime keeps of the objects it watches: only what it reads. Every object held per machine is held
+//! thousands of times, and the heap profile (docs/benchmarks.md, "Where the memory goes") showed most of an object
+//! to be `metadata.managedFields`, which CAPOV never reads (server-side apply computes it on the server): about
+//! 15 KB of an OVirtMachine with its conditions, decoded as nested JSON maps. These trims run on each watch event
+//! before the object reaches a store, the supervisor or an actor, and on the objects a write returns.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// The Secret keys the provider reads (`connection::credentials`); a credentials Secret's other keys, and every
+/// key of the other Secrets of the namespace (bootstrap data, kubeconfigs), are dropped.
+pub const CREDENTIAL_KEYS: [&str; 2] = ["username", "password"];
+
+/// Drops the server-side-apply bookkeeping; the rest of the object stays as it was.
+pub fn strip_managed_fields(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+}
+
+/// A CAPOV object (OVirtMachine, OVirtCluster, OVirtProvider): everything but `metadata.managedFields` is read.
+pub fn crd<K: kube::Resource>(object: &mut K) {
+    strip_managed_fields(object.meta_mut());
+}
+
+/// An OVirtMachine a write returned, becoming the machine actor's object.
+pub fn own(mut machine: capov_crds::OVirtMachine) -> std::sync::Arc<capov_crds::OVirtMachine> {
+    crd(&mut machine);
+    std::sync::Arc::new(machine)
+}
+
+/// A Namespace: its name and labels (for `spec.allowedNamespaces.selector`), and what identifies the version.
+pub fn namespace(namespace: &mut Namespace) {
+    let labels = namespace.metadata.labels.take();
+    *namespace = Namespace {
+        metadata: identity(&namespace.metadata, labels),
+        spec: None,
+        status: None,
+    };
+}
+
+/// A Secret of the credentials namespace: only the credential keys of its data.
+pub fn secret(secret: &mut Secret) {
+    let data: BTreeMap<String, ByteString> = secret
+        .data
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(key, _)| CREDENTIAL_KEYS.contains(&key.as_str()))
+        .collect();
+    *secret = Secret {
+        metadata: identity(&secret.metadata, None),
+        data: Some(data),
+        ..Secret::default()
+    };
+}
+
+/// A CAPI object (`capi.rs` decodes only the fields read): its identity, without labels, annotations, owners or
+/// managedFields.
+pub fn capi<K: kube::Resource>(object: &mut K) {
+    let meta = identity(object.meta(), None);
+    *object.meta_mut() = meta;
+}
+
+/// Name, namespace, uid and resourceVersion (what a store's keys and an ObjectRef need), and `labels` if given.
+fn identity(meta: &ObjectMeta, labels: Option<BTreeMap<String, String>>) -> ObjectMeta {
+    ObjectMeta {
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        labels,
+        ..ObjectMeta::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_capi_object_keeps_its_identity() {
+        let mut machine: crate::runtime::capi::Machine = serde_json::from_value(json!({
+            "metadata": {"name": "m", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                         "annotations": {"big": "x"}, "labels": {"a": "b"},
+                         "managedFields": [{"manager": "capi", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"clusterName": "c"}
+        }))
+        .expect("machine");
+        capi(&mut machine);
+        let meta = &machine.metadata;
+        assert_eq!(
+            (meta.name.as_deref(), meta.namespace.as_deref(), meta.uid.as_deref()),
+            (Some("m"), Some("ns"), Some("u"))
+        );
+        assert_eq!(meta.resource_version.as_deref(), Some("7"));
+        assert!(meta.managed_fields.is_none() && meta.annotations.is_none() && meta.labels.is_none());
+        assert_eq!(machine.spec.cluster_name.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn a_secret_keeps_only_the_credential_keys() {
+        let mut secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "s", "namespace": "ns", "managedFields": [{"manager": "kubectl"}]},
+            "data": {"username": "dQ==", "password": "cA==", "value": "Ym9vdHN0cmFw"}
+        }))
+        .expect("secret");
+        super::secret(&mut secret);
+        let keys: Vec<&String> = secret.data.as_ref().expect("data").keys().collect();
+        assert_eq!(keys, ["password", "username"]);
+        assert!(secret.metadata.managed_fields.is_none());
+        assert_eq!(secret.metadata.name.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn a_namespace_keeps_its_labels() {
+        let mut ns: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": "t", "labels": {"team": "a"}, "annotations": {"x": "y"},
+                         "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"finalizers": ["kubernetes"]}
+        }))
+        .expect("namespace");
+        namespace(&mut ns);
+        assert_eq!(
+            ns.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("team"))
+                .map(String::as_str),
+            Some("a")
+        );
+        assert!(ns.metadata.annotations.is_none() && ns.metadata.managed_fields.is_none() && ns.spec.is_none());
+    }
+}

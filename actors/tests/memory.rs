@@ -1,0 +1,267 @@
+//! Memory per machine, counted in bytes: 1,000 OVirtMachines on a real apiserver, each handled by its machine actor
+//! up to the point where it waits for its bootstrap data (finalizer added, provider connected and subscribed to,
+//! conditions and Events written), and the heap the operator holds for them then, divided by 1,000. It fails when
+//! that figure passes [`BOUND_BYTES_PER_MACHINE`] (docs/benchmarks.md, "Where the memory goes").
+//!
+//! Why not all the way to Ready: creating 1,000 VMs and playing 1,000 kubelets takes over ten minutes in a debug
+//! build on two cores, too long for CI; everything a machine holds from its first pass on is here (object, status,
+//! supervisor entry, ractor channels, provider subscription, status writer and Event entries, CAPI Machine in its
+//! store). A Ready machine holds a few hundred bytes more (addresses, the provider's VM watch), which
+//! `tools/bench` measures in the release build (docs/benchmarks.md).
+//!
+//! The figure is a count, not a time: a global allocator in this test binary counts the bytes currently allocated
+//! by the operator's threads. The simulator, the workload cluster's client, the kubelets played here and the
+//! objects this test creates run on a second async runtime whose threads are not counted, so the count is the
+//! operator's alone (a block is counted or not when it is allocated; its free subtracts it on whatever thread).
+
+mod support;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use capov_actors::metrics::Metrics;
+use capov_actors::runtime::{self, RuntimeSettings};
+use capov_crds::OVirtMachine;
+use capov_harness::objects;
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use serde_json::json;
+use support::{World, condition};
+
+/// How many machines the run holds.
+const MACHINES: usize = 1000;
+
+/// The bound on the operator's heap per machine, in bytes. Measured by this test (debug build, 2026-12-03, two
+/// runs): 16,162 and 15,922 bytes per machine: ractor's two channels (about 4.4 KB: tokio allocates a first block of
+/// 32 slots for each), the OVirtMachine shared by the actor and the supervisor, the actor's status and state, the
+/// Event recorder's series entries, the provider's subscription, the status writer's fingerprint, the CAPI Machine
+/// in its store, a timer task, and the operator's fixed overhead spread over 1,000. The bound is 1.5 times the
+/// first run, rounded down: room for the run-to-run spread (1.5 % between those runs: connection buffers, Events
+/// still in their series window) and small additions. What the profile found and this change removed would each
+/// pass it again: `managedFields` kept on the OVirtMachines (about 15 KB each), an 18 KB pass future inside every
+/// idle actor, kube's Event cache (about 1 KB per Event, several Events per machine); before them the same kind of
+/// run measured 100,799 bytes per machine (this test on commit d716a11; docs/benchmarks.md, "Where the memory goes").
+const BOUND_BYTES_PER_MACHINE: i64 = 24_000;
+
+/// Bytes currently allocated by counted threads.
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+thread_local! {
+    /// Set on the threads of the runtime that plays the world around the operator.
+    static UNCOUNTED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The system allocator, with a header before each block that records whether the block was counted.
+struct Counting;
+
+/// Room for the counted flag in front of each block; at least the block's alignment, so the block stays aligned.
+fn header(layout: Layout) -> usize {
+    layout.align().max(16)
+}
+
+fn with_header(layout: Layout) -> Option<Layout> {
+    Layout::from_size_align(layout.size().checked_add(header(layout))?, header(layout)).ok()
+}
+
+// SAFETY: every block is allocated and freed through `System` with the same enlarged layout; the returned pointer is
+// `header` bytes into the block, which keeps the caller's alignment, and the flag byte lies inside the header.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let Some(full) = with_header(layout) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: `full` has a non-zero size (it includes the header).
+        let base = unsafe { System.alloc(full) };
+        if base.is_null() {
+            return base;
+        }
+        // Thread-local access never allocates here (const initialiser); during thread teardown it counts.
+        let counted = !UNCOUNTED.try_with(Cell::get).unwrap_or(false);
+        if counted {
+            LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        }
+        // SAFETY: the header is at least 16 bytes of the block just allocated.
+        unsafe {
+            let block = base.add(header(layout));
+            block.sub(1).write(u8::from(counted));
+            block
+        }
+    }
+
+    unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
+        // SAFETY: `block` came from `alloc` above with this layout, so the header precedes it.
+        unsafe {
+            if block.sub(1).read() == 1 {
+                LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+            }
+            if let Some(full) = with_header(layout) {
+                System.dealloc(block.sub(header(layout)), full);
+            }
+        }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn live() -> i64 {
+    LIVE.load(Ordering::Relaxed)
+}
+
+#[test]
+fn the_operator_holds_less_than_its_bound_per_machine() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let world_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(|| UNCOUNTED.with(|uncounted| uncounted.set(true)))
+        .build()
+        .expect("runtime for the world");
+    let operator_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime for the operator");
+
+    let started = Instant::now();
+    let world = world_runtime
+        .block_on(world_runtime.spawn(async {
+            let world = World::new("memory").await;
+            futures::stream::iter(0..MACHINES)
+                .for_each_concurrent(16, |index| create_machine(&world, index))
+                .await;
+            world
+        }))
+        .expect("world");
+    println!(
+        "{MACHINES} machines created in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // The operator: its own API clients (a clone of the world's would share its connections), on the counted runtime.
+    let before = live();
+    let settings = RuntimeSettings {
+        ovirt_qps: 1000,
+        ovirt_burst: 1000,
+        ..world.settings()
+    };
+    let operator = operator_runtime
+        .block_on(async {
+            let clients = support::operator_clients().await;
+            runtime::start(clients, settings, Metrics::new()).await
+        })
+        .expect("runtime");
+
+    let waiting = Instant::now();
+    world_runtime
+        .block_on(world_runtime.spawn(until_all_wait_for_bootstrap_data(
+            world.client.clone(),
+            world.namespace.clone(),
+        )))
+        .expect("machines");
+    println!(
+        "all {MACHINES} waiting for bootstrap data after {:.1} s",
+        waiting.elapsed().as_secs_f64()
+    );
+
+    // What the operator holds once nothing is in flight: the lowest count over a few seconds of a quiet operator
+    // (a measurement window, not a wait for a condition: the figure is the floor, whatever moment it comes).
+    let mut floor = i64::MAX;
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(250));
+        floor = floor.min(live());
+    }
+    let per_machine = (floor - before) / MACHINES as i64;
+    println!(
+        "operator heap: {:.1} MiB for {MACHINES} machines, {per_machine} bytes per machine (bound \
+         {BOUND_BYTES_PER_MACHINE})",
+        (floor - before) as f64 / f64::from(1 << 20)
+    );
+
+    operator_runtime.block_on(async {
+        let _ = operator.stop_and_wait(None, Some(Duration::from_secs(10))).await;
+    });
+    assert!(
+        per_machine <= BOUND_BYTES_PER_MACHINE,
+        "the operator holds {per_machine} bytes per machine, more than the bound of {BOUND_BYTES_PER_MACHINE}: \
+         profile it (docs/benchmarks.md, \"Where the memory goes\") before raising the bound"
+    );
+    drop(world);
+}
+
+/// A CAPI Machine whose bootstrap data is not there yet (its Secret does not exist) and the OVirtMachine it owns, as
+/// CAPI core creates them before the bootstrap provider has written the data.
+async fn create_machine(world: &World, index: usize) {
+    let name = format!("worker-{index}");
+    let labels =
+        json!({"cluster.x-k8s.io/watch-filter": world.namespace, "cluster.x-k8s.io/cluster-name": world.cluster});
+    let machines: Api<DynamicObject> = Api::namespaced_with(
+        world.client.clone(),
+        &world.namespace,
+        &objects::capi("Machine", "machines"),
+    );
+    let machine: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "clusterName": world.cluster,
+            "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachine", "name": name}
+        }
+    }))
+    .expect("machine");
+    let created = machines
+        .create(&PostParams::default(), &machine)
+        .await
+        .expect("create machine");
+    let body = json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+        "metadata": {
+            "name": name, "labels": labels,
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": name,
+                                 "uid": created.metadata.uid, "controller": true, "blockOwnerDeletion": true}]
+        },
+        "spec": {"provider": world.provider, "ovirtcluster": "Default", "template": "rhcos-4.14"}
+    });
+    objects::apply(
+        &world.client,
+        &objects::capov("OVirtMachine", "ovirtmachines"),
+        Some(&world.namespace),
+        body,
+    )
+    .await
+    .expect("create OVirtMachine");
+}
+
+/// Waits until every machine reports MachineCreated WaitingForBootstrapData: its actor has made its passes.
+async fn until_all_wait_for_bootstrap_data(client: kube::Client, namespace: String) {
+    let machines: Api<OVirtMachine> = Api::namespaced(client, &namespace);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let listed = machines.list(&ListParams::default()).await.expect("list machines");
+        let waiting = listed
+            .items
+            .iter()
+            .filter(|machine| {
+                condition(machine, "MachineCreated").is_some_and(|c| c.reason == "WaitingForBootstrapData")
+            })
+            .count();
+        if waiting == MACHINES {
+            return;
+        }
+        if Instant::now() > deadline {
+            let mut states = std::collections::BTreeMap::<String, usize>::new();
+            for machine in &listed.items {
+                let reasons: Vec<String> = ["CanConnectToOVirt", "MachineCreated"]
+                    .iter()
+                    .map(|type_| condition(machine, type_).map(|c| c.reason.clone()).unwrap_or_default())
+                    .collect();
+                *states.entry(reasons.join("/")).or_default() += 1;
+            }
+            panic!("only {waiting} of {MACHINES} machines waiting for bootstrap data after 5 minutes: {states:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
