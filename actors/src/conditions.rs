@@ -75,11 +75,15 @@ pub mod reasons {
     pub const STORAGE_DOMAIN_NOT_AVAILABLE: &str = "StorageDomainNotAvailable";
     pub const STORAGE_DOMAIN_REQUIRES_CLONE: &str = "StorageDomainRequiresClone";
     pub const CREATE_FAILED: &str = "CreateFailed";
+    /// A name from the spec holds a character the engine's search refuses (`capov_ovirt::search`); nothing was sent.
+    pub const UNSEARCHABLE_NAME: &str = "UnsearchableName";
     /// CAPOV's finalizer could not be added to (or removed from) the object; retried with backoff.
     pub const FINALIZER_WRITE_FAILED: &str = "FinalizerWriteFailed";
     /// An engine request of a step after creation failed; the message carries the engine's detail.
     pub const ENGINE_ERROR: &str = "EngineError";
     pub const VM_IMAGE_LOCKED: &str = "VMImageLocked";
+    /// The engine shows the VM without `<status>` (ImageIllegal): its disk images are illegal.
+    pub const VM_IMAGE_ILLEGAL: &str = "VMImageIllegal";
 
     // MachineDiskResized.
     pub const WAITING_FOR_DISK_RESIZE: &str = "WaitingForDiskResize";
@@ -326,9 +330,11 @@ const ALL_REASONS: &[&str] = &[
     reasons::STORAGE_DOMAIN_NOT_AVAILABLE,
     reasons::STORAGE_DOMAIN_REQUIRES_CLONE,
     reasons::CREATE_FAILED,
+    reasons::UNSEARCHABLE_NAME,
     reasons::FINALIZER_WRITE_FAILED,
     reasons::ENGINE_ERROR,
     reasons::VM_IMAGE_LOCKED,
+    reasons::VM_IMAGE_ILLEGAL,
     reasons::WAITING_FOR_DISK_RESIZE,
     reasons::DISK_SHRINK_NOT_ALLOWED,
     reasons::NO_BOOTABLE_DISK,

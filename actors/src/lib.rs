@@ -13,4 +13,5 @@ pub mod nics;
 pub mod placement;
 pub mod runtime;
 pub mod tenancy;
+pub mod vm_name;
 pub mod workload_kubeconfig;

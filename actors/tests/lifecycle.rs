@@ -34,10 +34,8 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
         )
         .await;
 
-    // providerID first: the VM exists in the engine under CAPOV's marker.
-    let vm_id = world.vm_id("worker-0").await;
-    let vm = world.sim.control().vm(&vm_id).expect("the VM exists in the engine");
-    assert_eq!(vm.name, "worker-0");
+    // While its disks are copied the VM exists in the engine under CAPOV's marker and MachineCreated says so;
+    // spec.providerID (write-once) waits until the copy is done, since a create can still vanish until then.
     eventually(Duration::from_secs(60), "MachineCreated VMImageLocked", || async {
         let machine = world.machine("worker-0").await;
         condition(&machine, "MachineCreated")
@@ -45,7 +43,16 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
             .then_some(())
     })
     .await;
+    let locked = world
+        .sim
+        .control()
+        .vm_by_name("worker-0")
+        .expect("the VM exists in the engine");
+    assert_eq!(locked.status, "image_locked");
+    assert_eq!(world.machine("worker-0").await.spec.provider_id, None);
     world.sim.control().release(Transition::VmImagesReady);
+    let vm_id = world.vm_id("worker-0").await;
+    assert_eq!(vm_id, locked.id, "the providerID names the VM created");
 
     // On the way, the documents' §5.3 example state: everything before MachineOn True, MachineOn powering up.
     eventually(Duration::from_secs(60), "the documented powering-up state", || async {
@@ -197,6 +204,13 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     })
     .await;
     assert!(world.sim.control().vm(&vm_id).is_none(), "the VM outlived its machine");
+    // Every body CAPOV sent (add with disks and NICs, disk resize, start, description upgrade) passed the engine's
+    // model check.
+    assert_eq!(
+        world.sim.control().rejected_bodies(),
+        std::collections::BTreeMap::new(),
+        "request bodies a real engine refuses"
+    );
     eventually(Duration::from_secs(10), "the machine actor to stop", || async {
         (metric_sum(&world.metrics, "capov_actors_live", &[("kind", "machine")]) == 0.0).then_some(())
     })

@@ -7,6 +7,7 @@ use http::Method;
 
 use crate::engine::{self, EngineError};
 use crate::render::{self, VmFollow};
+use crate::schema;
 use crate::search;
 use crate::server::{Incoming, Shared};
 use crate::state::State;
@@ -23,8 +24,66 @@ fn bad_search(message: &str, format: Format) -> Reply {
     )
 }
 
-fn decode<T: serde::de::DeserializeOwned>(req: &Incoming) -> Result<T, Reply> {
-    capov_ovirt::xml::from_xml(&req.body).map_err(|e| wire::unparsable_body(&e.to_string()))
+/// What a request body must be: the model type of its root and the usage link the engine names when it is not.
+struct BodyOf {
+    /// Model type (`Vm`, `Nic`, …; `Action` for actions).
+    root: &'static str,
+    /// `service/methods/method` of the engine's API documentation (`UsageFinder`).
+    usage: &'static str,
+}
+
+const VM_ADD: BodyOf = BodyOf {
+    root: "Vm",
+    usage: "vms/methods/add",
+};
+const VM_UPDATE: BodyOf = BodyOf {
+    root: "Vm",
+    usage: "vm/methods/update",
+};
+const NIC_ADD: BodyOf = BodyOf {
+    root: "Nic",
+    usage: "vm_nics/methods/add",
+};
+const NIC_UPDATE: BodyOf = BodyOf {
+    root: "Nic",
+    usage: "vm_nic/methods/update",
+};
+const ATTACHMENT_UPDATE: BodyOf = BodyOf {
+    root: "DiskAttachment",
+    usage: "disk_attachment/methods/update",
+};
+const DISK_UPDATE: BodyOf = BodyOf {
+    root: "Disk",
+    usage: "disk/methods/update",
+};
+
+/// Checks the body against the engine's model (see [`crate::schema`]), then decodes it.
+fn decode<T: serde::de::DeserializeOwned>(
+    shared: &Arc<Shared>,
+    req: &Incoming,
+    format: Format,
+    body: &BodyOf,
+    action: Option<&str>,
+) -> Result<T, Reply> {
+    let version = shared.lock().engine_version;
+    let usage = match action {
+        Some(verb) => format!("vm/methods/{verb}"),
+        None => body.usage.to_string(),
+    };
+    let host = req.header("host").unwrap_or("engine");
+    if let Err(rejection) = schema::check(&req.body, body.root, version) {
+        tracing::info!(?rejection, path = %req.path, "request body refused");
+        shared.count_rejected_body(&usage);
+        return Err(match rejection {
+            schema::Rejection::Syntax { .. } => wire::usage_fault(host, &usage, format),
+            schema::Rejection::InvalidValue { detail } => wire::invalid_value(&detail, format),
+        });
+    }
+    capov_ovirt::xml::from_xml(&req.body).map_err(|e| {
+        tracing::info!(error = %e, path = %req.path, "request body passed the model check but does not decode");
+        shared.count_rejected_body(&usage);
+        wire::usage_fault(host, &usage, format)
+    })
 }
 
 /// Parses `search`, or matches everything when absent.
@@ -41,18 +100,59 @@ fn limit<T>(mut items: Vec<T>, req: &Incoming) -> Vec<T> {
     items
 }
 
+/// The backend's answer to a filtered request for a query that only administrators may run.
+pub const INSUFFICIENT_PERMISSIONS: &str = "Query execution failed due to insufficient permissions.";
+
+/// Who is asking, and whether the engine filters the answer to what that user may see.
+pub struct Caller {
+    pub user: String,
+    /// `filter=true` (parameter or `Filter` header), implied for users without an administrative role.
+    pub filtered: bool,
+}
+
+impl Caller {
+    pub fn of(shared: &Arc<Shared>, req: &Incoming, user: String) -> Self {
+        let non_admin = shared.lock().non_admin_users.contains(&user);
+        let asked = req.bool_param("filter") == Some(true)
+            || req
+                .header("filter")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        Caller {
+            user,
+            filtered: non_admin || asked,
+        }
+    }
+
+    /// A filtered caller sees the VMs it has a permission on: here, those it created (the engine grants the creator
+    /// `UserVmManager` on the new VM).
+    fn sees(&self, vm: &crate::state::VmRecord) -> bool {
+        !self.filtered || vm.created_by.as_deref() == Some(self.user.as_str())
+    }
+}
+
 /// Dispatches one authenticated API request; `path` is what follows `/ovirt-engine/api`.
-pub fn handle(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> Reply {
+pub fn handle(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, caller: &Caller) -> Reply {
     let method = &req.method;
     match (method, path) {
         (&Method::GET, []) => wire::object(200, &render::api_root(&shared.lock()), format),
-        (_, ["vms", ..]) => vms(shared, req, &path[1..], format),
+        // `GetStorageDomainByIdAndStoragePoolId` is an admin query: filtered, it fails
+        // (`QueriesCommandBase.validatePermissions`; the list below is a user query).
+        (&Method::GET, ["datacenters", _, "storagedomains", _]) if caller.filtered => {
+            wire::error(&engine::operation_failed(400, INSUFFICIENT_PERMISSIONS), format)
+        }
+        (_, ["vms", id, ..]) if !vm_visible(shared, id, caller) => not_found(),
+        (_, ["vms", ..]) => vms(shared, req, &path[1..], format, caller),
         (&Method::PUT, ["disks", id]) => update_disk(shared, req, id, format, |state, _| {
             Some(render::disk(state.disks.get(*id)?))
         }),
         (&Method::GET, _) => read_only(&shared.lock(), req, path, format),
         _ => Reply::empty(405),
     }
+}
+
+/// False only for an existing VM the caller may not see (the engine answers 404 as for a missing one).
+fn vm_visible(shared: &Arc<Shared>, id: &str, caller: &Caller) -> bool {
+    shared.lock().vms.get(id).is_none_or(|vm| caller.sees(vm))
 }
 
 fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Reply {
@@ -311,7 +411,7 @@ fn vm_follow(req: &Incoming) -> VmFollow {
 
 /// `GET /vms[?search=…]`. Renders under the state lock but serialises after releasing it, so
 /// large answers do not stall other requests.
-fn search_vms(shared: &Arc<Shared>, req: &Incoming, format: Format) -> Reply {
+fn search_vms(shared: &Arc<Shared>, req: &Incoming, format: Format, caller: &Caller) -> Reply {
     let query = match query_of(req) {
         Ok(q) => q,
         Err(e) => return bad_search(&e, format),
@@ -346,7 +446,8 @@ fn search_vms(shared: &Arc<Shared>, req: &Incoming, format: Format) -> Reply {
             })
             .collect()
     };
-    let items = limit(records, req)
+    let visible: Vec<_> = records.into_iter().filter(|vm| caller.sees(vm)).collect();
+    let items = limit(visible, req)
         .into_iter()
         .map(|vm| render::vm(&state, vm, follow))
         .collect();
@@ -354,11 +455,11 @@ fn search_vms(shared: &Arc<Shared>, req: &Incoming, format: Format) -> Reply {
     wire::object(200, &model::Vms { items }, format)
 }
 
-fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> Reply {
+fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, caller: &Caller) -> Reply {
     let method = req.method.clone();
     match (method, path) {
-        (Method::GET, []) => search_vms(shared, req, format),
-        (Method::POST, []) => add_vm(shared, req, format),
+        (Method::GET, []) => search_vms(shared, req, format, caller),
+        (Method::POST, []) => add_vm(shared, req, format, caller),
         (Method::GET, [id]) => {
             let state = shared.lock();
             state.vms.get(*id).map_or_else(not_found, |vm| {
@@ -366,7 +467,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
             })
         }
         (Method::PUT, [id]) => {
-            let update: model::Vm = match decode(req) {
+            let update: model::Vm = match decode(shared, req, format, &VM_UPDATE, None) {
                 Ok(vm) => vm,
                 Err(reply) => return reply,
             };
@@ -426,7 +527,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
             if !attached {
                 return not_found();
             }
-            let attachment: model::DiskAttachment = match decode(req) {
+            let attachment: model::DiskAttachment = match decode(shared, req, format, &ATTACHMENT_UPDATE, None) {
                 Ok(a) => a,
                 Err(reply) => return reply,
             };
@@ -456,7 +557,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
             )
         }
         (Method::POST, [id, "nics"]) => {
-            let nic: model::Nic = match decode(req) {
+            let nic: model::Nic = match decode(shared, req, format, &NIC_ADD, None) {
                 Ok(n) => n,
                 Err(reply) => return reply,
             };
@@ -468,7 +569,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format) -> R
         }
         (Method::GET, [id, "nics", nic_id]) => nic_reply(&shared.lock(), id, nic_id, 200, format),
         (Method::PUT, [id, "nics", nic_id]) => {
-            let nic: model::Nic = match decode(req) {
+            let nic: model::Nic = match decode(shared, req, format, &NIC_UPDATE, None) {
                 Ok(n) => n,
                 Err(reply) => return reply,
             };
@@ -511,8 +612,15 @@ fn nic_reply(state: &State, vm_id: &str, nic_id: &str, status: u16, format: Form
     }
 }
 
-fn add_vm(shared: &Arc<Shared>, req: &Incoming, format: Format) -> Reply {
-    let request: model::Vm = match decode(req) {
+fn add_vm(shared: &Arc<Shared>, req: &Incoming, format: Format, caller: &Caller) -> Reply {
+    if shared.lock().cannot_create_vms.contains(&caller.user) {
+        // `USER_NOT_AUTHORIZED_TO_PERFORM_ACTION`, an error of type NO_PERMISSION: 403 (`ErrorMessageHelper`).
+        return wire::error(
+            &engine::operation_failed(403, "User is not authorized to perform this action."),
+            format,
+        );
+    }
+    let request: model::Vm = match decode(shared, req, format, &VM_ADD, None) {
         Ok(vm) => vm,
         Err(reply) => return reply,
     };
@@ -521,6 +629,12 @@ fn add_vm(shared: &Arc<Shared>, req: &Incoming, format: Format) -> Reply {
     let mut state = shared.lock();
     match engine::add_vm(&mut state, &timings, &request, clone) {
         Ok(added) => {
+            if let Some(vm) = state.vms.get_mut(&added.vm_id) {
+                vm.created_by = Some(caller.user.clone());
+                if added.accepted {
+                    vm.copy_outcome = shared.take_copy_fault();
+                }
+            }
             let reply = match state.vms.get(&added.vm_id) {
                 Some(vm) => {
                     let body = render::vm(&state, vm, VmFollow::default());
@@ -542,7 +656,11 @@ fn vm_action(shared: &Arc<Shared>, req: &Incoming, id: &str, verb: &str, format:
     let action: model::Action = if req.body.iter().all(|b| b.is_ascii_whitespace()) {
         model::Action::default()
     } else {
-        match decode(req) {
+        let action = BodyOf {
+            root: "Action",
+            usage: "",
+        };
+        match decode(shared, req, format, &action, Some(verb)) {
             Ok(a) => a,
             Err(reply) => return reply,
         }
@@ -572,7 +690,7 @@ fn update_disk<T: serde::Serialize>(
     format: Format,
     render_after: impl Fn(&State, &str) -> Option<T>,
 ) -> Reply {
-    let disk: model::Disk = match decode(req) {
+    let disk: model::Disk = match decode(shared, req, format, &DISK_UPDATE, None) {
         Ok(d) => d,
         Err(reply) => return reply,
     };

@@ -9,7 +9,7 @@ use http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::engine::{self, Timings, Transition};
+use crate::engine::{self, EngineVersion, Timings, Transition};
 use crate::inventory::{Inventory, VmSeed};
 use crate::server::{Incoming, Shared};
 use crate::sso::SsoErrorStyle;
@@ -40,6 +40,11 @@ pub struct FaultInjection {
     /// Replaces the answer to matching API requests (`path_contains` and `method` apply as for injected errors),
     /// whatever it would have been; see [`BodyFault`].
     pub body_fault: Option<BodyFault>,
+    /// The next N accepted `POST /vms` (202) fail in their disk copy, and the engine then deletes the VM: it is 404
+    /// once `image_locked` would have ended.
+    pub vanishing_creates: u32,
+    /// The next N accepted `POST /vms` fail in their disk copy and leave the VM `ImageIllegal` (no `<status>`).
+    pub illegal_creates: u32,
     /// Matching write requests (`PUT`, `POST`, `DELETE`; `path_contains` and `method` apply) are answered as if
     /// they had been carried out, without changing anything: the answer is that of a `GET` of the same path (an
     /// engine that accepts an update and drops it).
@@ -76,6 +81,8 @@ impl Default for FaultInjection {
             sso_error_style: SsoErrorStyle::Oauth,
             body_fault: None,
             writes_without_effect: false,
+            vanishing_creates: 0,
+            illegal_creates: 0,
         }
     }
 }
@@ -156,6 +163,15 @@ impl Control {
             f.error_detail = detail.map(str::to_string);
             f.method = method.map(str::to_string);
             f.path_contains = path_contains.map(str::to_string);
+        });
+    }
+
+    /// The next `vanishing` accepted creates lose their VM when the disk copy ends, the `illegal` ones after leave it
+    /// `ImageIllegal`.
+    pub fn fail_next_copies(&self, vanishing: u32, illegal: u32) {
+        self.update_faults(|f| {
+            f.vanishing_creates = vanishing;
+            f.illegal_creates = illegal;
         });
     }
 
@@ -240,6 +256,38 @@ impl Control {
         self.shared.lock().users.insert(name.to_string(), password.to_string());
     }
 
+    /// Takes from a user (`false`) or gives back (`true`) the permission to create VMs: without it `POST /vms` is
+    /// 403 "User is not authorized to perform this action.".
+    pub fn set_user_may_create_vms(&self, name: &str, allowed: bool) {
+        let mut state = self.shared.lock();
+        if allowed {
+            state.cannot_create_vms.remove(name);
+        } else {
+            state.cannot_create_vms.insert(name.to_string());
+        }
+    }
+
+    /// Gives a user an administrative role (`true`, the default for users) or none (`false`): every request of a
+    /// user without one is filtered (`filter=true` implied), its lists trimmed to what it may see, and admin-only
+    /// queries fail with 400 "Query execution failed due to insufficient permissions.".
+    pub fn set_user_admin(&self, name: &str, admin: bool) {
+        let mut state = self.shared.lock();
+        if admin {
+            state.non_admin_users.remove(name);
+        } else {
+            state.non_admin_users.insert(name.to_string());
+        }
+    }
+
+    /// The engine release played from now on (request elements such as `use_ignition` exist from 4.4.0).
+    pub fn set_engine_version(&self, version: EngineVersion) {
+        self.shared.lock().engine_version = version;
+    }
+
+    pub fn engine_version(&self) -> EngineVersion {
+        self.shared.lock().engine_version
+    }
+
     pub fn timings(&self) -> Timings {
         self.shared.timings()
     }
@@ -284,6 +332,15 @@ impl Control {
         self.counters().get(key).copied().unwrap_or(0)
     }
 
+    /// Request bodies refused as the engine refuses them (unknown elements, bad values), by
+    /// `service/methods/name`: a client that is right under the engine's model leaves this empty.
+    pub fn rejected_bodies(&self) -> BTreeMap<String, u64> {
+        self.counters()
+            .into_iter()
+            .filter_map(|(k, v)| k.strip_prefix(crate::server::REJECTED_BODY).map(|u| (u.to_string(), v)))
+            .collect()
+    }
+
     pub fn reset_counters(&self) {
         self.shared.counters.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
@@ -310,6 +367,12 @@ impl Control {
             .values()
             .find(|vm| vm.name == name)
             .map(|vm| state.snapshot_vm(vm))
+    }
+
+    /// What the VM's last start handed the guest (kind and user-data as the engine rewrote it); None when the start
+    /// asked for an initialization its OS type does not use, or before any start.
+    pub fn delivered_payload(&self, id: &str) -> Option<crate::engine::Delivered> {
+        self.shared.lock().vms.get(id).and_then(|vm| vm.delivered.clone())
     }
 
     /// Forces a VM into a status (e.g. `not_responding`, `up`) without the usual transitions.
@@ -366,11 +429,23 @@ struct AttachDisk {
 struct UserChange {
     name: String,
     password: String,
+    /// Administrative role (default true).
+    #[serde(default = "yes")]
+    admin: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Deserialize)]
 struct StatusChange {
     status: String,
+}
+
+#[derive(Deserialize)]
+struct VersionChange {
+    version: EngineVersion,
 }
 
 #[derive(Deserialize)]
@@ -414,6 +489,10 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
             Some(vm) => Reply::json(200, &json!(vm)),
             None => Reply::json(404, &json!({"error": "no such VM"})),
         },
+        (&Method::GET, ["vms", id, "payload"]) => match control.vm(id) {
+            Some(_) => Reply::json(200, &json!({"delivered": control.delivered_payload(id)})),
+            None => Reply::json(404, &json!({"error": "no such VM"})),
+        },
         (&Method::POST, ["vms", id, "disks"]) => {
             let attach = body!(AttachDisk);
             result(
@@ -439,6 +518,12 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
             control.set_faults(faults);
             Reply::json(200, &json!(control.faults()))
         }
+        (&Method::GET, ["engine-version"]) => Reply::json(200, &json!({"version": control.engine_version()})),
+        (&Method::POST | &Method::PUT, ["engine-version"]) => {
+            let change = body!(VersionChange);
+            control.set_engine_version(change.version);
+            Reply::json(200, &json!({"version": control.engine_version()}))
+        }
         (&Method::GET, ["writes"]) => Reply::json(200, &json!(control.writes())),
         (&Method::GET, ["timings"]) => Reply::json(200, &json!(control.timings())),
         (&Method::POST | &Method::PUT, ["timings"]) => {
@@ -458,6 +543,7 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
         (&Method::POST, ["users"]) => {
             let change = body!(UserChange);
             control.set_user(&change.name, &change.password);
+            control.set_user_admin(&change.name, change.admin);
             Reply::json(200, &json!({}))
         }
         _ => Reply::json(404, &json!({"error": "unknown control endpoint"})),

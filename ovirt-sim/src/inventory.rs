@@ -93,6 +93,9 @@ pub struct TemplateSeed {
     pub memory_bytes: u64,
     pub disks: Vec<TemplateDiskSeed>,
     pub nics: Vec<TemplateNicSeed>,
+    /// The engine's OS type (`other`, `rhcos_x64`, `rhel_8x64`, `windows_2019x64`, …): decides which
+    /// initialization a start delivers (osinfo `vmInitType`).
+    pub os_type: String,
 }
 
 impl Default for TemplateSeed {
@@ -106,6 +109,7 @@ impl Default for TemplateSeed {
             memory_bytes: 4 * GIB,
             disks: Vec::new(),
             nics: Vec::new(),
+            os_type: "other".into(),
         }
     }
 }
@@ -204,6 +208,8 @@ pub fn default_inventory() -> Inventory {
         templates: vec![TemplateSeed {
             name: "rhcos-4.14".into(),
             cluster: Some("Default".into()),
+            // Red Hat CoreOS boots with Ignition: a cloud-init request to a VM of this template delivers nothing.
+            os_type: "rhcos_x64".into(),
             disks: vec![TemplateDiskSeed {
                 alias: "rhcos-4.14_Disk1".into(),
                 size_bytes: 20 * GIB,
@@ -412,6 +418,7 @@ fn seed_template(state: &mut State, template: &TemplateSeed) -> Result<(), Strin
             disk_ids,
             nics,
             creation_time: now_millis(),
+            os_type: template.os_type.clone(),
         },
     );
     Ok(())
@@ -466,6 +473,11 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
         comment: String::new(),
         cluster_id: cluster,
         template_id: template_id.clone(),
+        os_type: state
+            .templates
+            .get(&template_id)
+            .map_or_else(|| "other".to_string(), |t| t.os_type.clone()),
+        delivered: None,
         original_template_id: template_id,
         ips_reported: status == VmStatus::Up,
         status,
@@ -496,6 +508,8 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
         address_index,
         removing: false,
         last_start_init: None,
+        copy_outcome: CopyOutcome::Succeeds,
+        created_by: None,
     });
     Ok(())
 }

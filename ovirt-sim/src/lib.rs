@@ -15,6 +15,7 @@ mod engine;
 mod ids;
 mod inventory;
 mod render;
+mod schema;
 mod search;
 mod server;
 mod sso;
@@ -24,7 +25,7 @@ pub mod tls;
 mod wire;
 
 pub use control::{BodyFault, Control, FaultInjection};
-pub use engine::{Timings, Transition};
+pub use engine::{EngineVersion, Timings, Transition};
 pub use inventory::{
     ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
     TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,

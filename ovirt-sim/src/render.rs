@@ -58,10 +58,10 @@ pub fn api_root(state: &State) -> Api {
             name: Some("oVirt Engine".into()),
             vendor: Some("ovirt.org".into()),
             version: Some(Version {
-                build: Some(10),
-                full_version: Some("4.4.10.7-1.el8".into()),
-                major: Some(4),
-                minor: Some(4),
+                build: Some(state.engine_version.build),
+                full_version: Some(format!("{}.7-1.el8", state.engine_version)),
+                major: Some(state.engine_version.major),
+                minor: Some(state.engine_version.minor),
                 revision: Some(0),
             }),
         }),
@@ -432,14 +432,15 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
             max: Some(v.memory.saturating_mul(4)),
         }),
         os: Some(OperatingSystem {
-            kind: Some("other".into()),
+            kind: Some(v.os_type.clone()),
         }),
         placement_policy: Some(PlacementPolicy {
             affinity: Some(v.affinity.clone().unwrap_or_else(|| "migratable".into())),
         }),
         kind: Some(VmType::parse(&v.kind)),
         cluster: Some(linked("clusters", &v.cluster_id)),
-        status: Some(v.status.clone()),
+        // `VmMapper.mapVmStatus` maps ImageIllegal to nothing: the element is left out.
+        status: (v.status.as_str() != crate::engine::IMAGE_ILLEGAL).then(|| v.status.clone()),
         start_time: if is_down { None } else { v.start_time.map(format_time) },
         stop_reason: is_down.then(String::new),
         stop_time: if is_down { v.stop_time.map(format_time) } else { None },

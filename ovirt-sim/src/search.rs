@@ -1,7 +1,10 @@
 //! The subset of the engine's search language CAPOV and its users need: `field=value` and
-//! `field!=value` terms joined by `and` / `or` (and binds tighter), double-quoted values with `\`
-//! escapes, `*` wildcards, case-insensitive matching; `sortby …` and `page …` are accepted and
-//! ignored.
+//! `field!=value` terms joined by `and` / `or` (and binds tighter), double-quoted values, `*` wildcards,
+//! case-insensitive matching; `sortby …` and `page …` are accepted and ignored.
+//!
+//! As the engine's `searchbackend/SyntaxChecker.java`: `'` and `;` anywhere fail the whole search
+//! (`DISALLOWED_CHARS`), and there are no escapes — a `"` always opens or closes a value, a `\` is a plain
+//! character.
 
 /// One comparison.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +35,13 @@ enum Token {
     NotEquals,
 }
 
+/// Characters that fail any search, wherever they stand.
+const DISALLOWED: &[char] = &['\'', ';'];
+
 fn tokenize(text: &str) -> Result<Vec<Token>, String> {
+    if let Some(bad) = text.chars().find(|c| DISALLOWED.contains(c)) {
+        return Err(format!("invalid character {bad:?}"));
+    }
     let mut tokens = Vec::new();
     let mut chars = text.chars().peekable();
     while let Some(&ch) = chars.peek() {
@@ -56,10 +65,6 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
                 let mut value = String::new();
                 loop {
                     match chars.next() {
-                        Some('\\') => match chars.next() {
-                            Some(escaped) => value.push(escaped),
-                            None => return Err("unterminated escape".into()),
-                        },
                         Some('"') => break,
                         Some(c) => value.push(c),
                         None => return Err("unterminated quoted value".into()),
@@ -211,11 +216,20 @@ mod tests {
 
     #[test]
     fn quoted_values_and_or() {
-        let q = parse(r#"name="my vm" or name="a\"b""#).unwrap();
+        let q = parse(r#"name="my vm" or name="a\b""#).unwrap();
         assert!(q.matches(named("my vm")));
-        assert!(q.matches(named("a\"b")));
+        assert!(q.matches(named("a\\b")), "a backslash is a plain character");
         assert!(!q.matches(named("my")));
-        assert_eq!(q.literal_alternatives("name"), Some(vec!["my vm", "a\"b"]));
+        assert_eq!(q.literal_alternatives("name"), Some(vec!["my vm", "a\\b"]));
+    }
+
+    #[test]
+    fn no_escapes_and_the_engines_disallowed_characters() {
+        // `\"` does not escape: the quote closes the value and the rest is garbage.
+        assert!(parse(r#"name="a\"b""#).is_err());
+        for bad in ["name=o'brien", "name=a;", "name=\"x\"; delete", "name=a or id=';'"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

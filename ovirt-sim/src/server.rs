@@ -44,6 +44,8 @@ pub struct Shared {
     pub(crate) listening: tokio::sync::watch::Sender<bool>,
 }
 
+/// Counter prefix of request bodies refused by the model check.
+pub(crate) const REJECTED_BODY: &str = "rejected-body ";
 /// One API write (`POST`, `PUT`, `DELETE`) as the engine received it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WriteRecord {
@@ -118,6 +120,26 @@ impl Shared {
             Some(detail) => crate::wire::error(&engine::operation_failed(faults.error_status, detail), format),
             None => Reply::empty(faults.error_status),
         })
+    }
+
+    /// The outcome of the disk copy of an accepted add, consuming one injected copy failure if any.
+    pub(crate) fn take_copy_fault(&self) -> crate::state::CopyOutcome {
+        let mut faults = self.faults.write().unwrap_or_else(|e| e.into_inner());
+        if faults.vanishing_creates > 0 {
+            faults.vanishing_creates -= 1;
+            crate::state::CopyOutcome::Vanishes
+        } else if faults.illegal_creates > 0 {
+            faults.illegal_creates -= 1;
+            crate::state::CopyOutcome::Illegal
+        } else {
+            crate::state::CopyOutcome::Succeeds
+        }
+    }
+
+    /// Counts a request body the engine would refuse, under `rejected-body {service/methods/name}` (outside `total`).
+    pub(crate) fn count_rejected_body(&self, usage: &str) {
+        let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        *counters.entry(format!("{REJECTED_BODY}{usage}")).or_insert(0) += 1;
     }
 
     fn record_write(&self, record: WriteRecord) {
@@ -304,9 +326,10 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
         (&Method::POST, "/ovirt-engine/sso/oauth/token", _) => sso::token(shared, req),
         (&Method::POST, "/ovirt-engine/services/sso-logout", _) => sso::logout(shared, req),
         (_, _, Some(rest)) => {
-            if !sso::authorized(shared, req) {
+            let Some(user) = sso::authorized(shared, req) else {
                 return Reply::empty(401).with_header("WWW-Authenticate", "Basic realm=\"RESTAPI\"");
-            }
+            };
+            let caller = api::Caller::of(shared, req, user);
             let format = Format::from_accept(req.header("accept"));
             let injection_armed = faults.fail_next > 0 || faults.error_rate > 0.0;
             if let Some(injected) = injection_armed.then(|| shared.injected_error(req, format)).flatten() {
@@ -324,9 +347,9 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
                     headers: req.headers.clone(),
                     body: Bytes::new(),
                 };
-                api::handle(shared, &read, &segments, format)
+                api::handle(shared, &read, &segments, format, &caller)
             } else {
-                api::handle(shared, req, &segments, format)
+                api::handle(shared, req, &segments, format, &caller)
             };
             if write {
                 shared.record_write(WriteRecord {
@@ -371,6 +394,8 @@ pub struct SimulatorBuilder {
     timings: Timings,
     token_ttl: Option<Duration>,
     tls_names: Vec<String>,
+    engine_version: crate::engine::EngineVersion,
+    non_admin_users: Vec<String>,
 }
 
 /// Entry point: `Simulator::builder()...start().await`.
@@ -388,6 +413,8 @@ impl Simulator {
             timings: Timings::fast(),
             token_ttl: None,
             tls_names: Vec::new(),
+            engine_version: crate::engine::EngineVersion::DEFAULT,
+            non_admin_users: Vec::new(),
         }
     }
 }
@@ -404,9 +431,16 @@ impl SimulatorBuilder {
         self
     }
 
-    /// Adds a user (`name@domain`); without any, `admin@internal`/`admin` exists.
+    /// Adds a user (`name@domain`) with an administrative role; without any user, `admin@internal`/`admin` exists.
     pub fn user(mut self, name: &str, password: &str) -> Self {
         self.users.push((name.to_string(), password.to_string()));
+        self
+    }
+
+    /// Adds a user without an administrative role (see [`crate::Control::set_user_admin`]).
+    pub fn non_admin_user(mut self, name: &str, password: &str) -> Self {
+        self.users.push((name.to_string(), password.to_string()));
+        self.non_admin_users.push(name.to_string());
         self
     }
 
@@ -425,6 +459,12 @@ impl SimulatorBuilder {
         self
     }
 
+    /// The engine release to play (default 4.4.10): gates request elements such as `use_ignition` (from 4.4.0).
+    pub fn engine_version(mut self, version: crate::engine::EngineVersion) -> Self {
+        self.engine_version = version;
+        self
+    }
+
     /// Extra DNS names / IPs for the server certificate.
     pub fn tls_name(mut self, name: &str) -> Self {
         self.tls_names.push(name.to_string());
@@ -435,11 +475,15 @@ impl SimulatorBuilder {
         // Processes embedding the simulator talk HTTPS too: make ring the process default.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let io_err = |e: String| std::io::Error::other(e);
-        let mut state = State::default();
+        let mut state = State {
+            engine_version: self.engine_version,
+            ..State::default()
+        };
         inventory::seed(&mut state, &self.inventory).map_err(io_err)?;
         if self.users.is_empty() {
             state.users.insert("admin@internal".into(), "admin".into());
         }
+        state.non_admin_users.extend(self.non_admin_users.iter().cloned());
         for (name, password) in &self.users {
             state.users.insert(name.clone(), password.clone());
         }

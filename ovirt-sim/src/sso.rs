@@ -94,6 +94,7 @@ pub fn token(shared: &Arc<Shared>, req: &Incoming) -> Reply {
         TokenRecord {
             // A TTL too large to represent means "never".
             expires: ttl.and_then(|d| Instant::now().checked_add(d)),
+            user: username.to_string(),
         },
     );
     let exp = match ttl {
@@ -118,17 +119,16 @@ pub fn logout(shared: &Arc<Shared>, req: &Incoming) -> Reply {
 }
 
 /// Whether a bearer token is currently valid.
-pub fn authorized(shared: &Arc<Shared>, req: &Incoming) -> bool {
-    let Some(token) = req.header("authorization").and_then(|h| h.strip_prefix("Bearer ")) else {
-        return false;
-    };
+/// The user of a valid bearer token, None without one.
+pub fn authorized(shared: &Arc<Shared>, req: &Incoming) -> Option<String> {
+    let token = req.header("authorization").and_then(|h| h.strip_prefix("Bearer "))?;
     let mut state = shared.lock();
     match state.tokens.get(token.trim()) {
-        Some(record) if record.expires.is_none_or(|at| at > Instant::now()) => true,
+        Some(record) if record.expires.is_none_or(|at| at > Instant::now()) => Some(record.user.clone()),
         Some(_) => {
             state.tokens.remove(token.trim());
-            false
+            None
         }
-        None => false,
+        None => None,
     }
 }

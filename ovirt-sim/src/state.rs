@@ -74,6 +74,8 @@ pub struct TemplateRecord {
     pub disk_ids: Vec<String>,
     pub nics: Vec<TemplateNic>,
     pub creation_time: i64,
+    /// The engine's OS type (`other`, `rhcos_x64`, …).
+    pub os_type: String,
 }
 
 #[derive(Debug, Clone)]
@@ -118,6 +120,10 @@ pub struct VmRecord {
     pub cluster_id: String,
     pub template_id: String,
     pub original_template_id: String,
+    /// The engine's OS type, from the template unless the add named one.
+    pub os_type: String,
+    /// What the last start handed the guest: the initialization kind and the payload as the engine rewrote it.
+    pub delivered: Option<crate::engine::Delivered>,
     pub status: VmStatus,
     pub kind: String,
     pub memory: u64,
@@ -144,11 +150,32 @@ pub struct VmRecord {
     pub removing: bool,
     /// How the last start asked for initialization (for assertions).
     pub last_start_init: Option<String>,
+    /// How the disk copy of an accepted add ends (fault injection).
+    pub copy_outcome: CopyOutcome,
+    /// The user whose `POST /vms` made it: the engine grants the creator `UserVmManager` on the new VM, which is
+    /// what lets a filtered caller see it. None for seeded VMs.
+    pub created_by: Option<String>,
+}
+
+/// How the disk copy of an accepted `POST /vms` ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CopyOutcome {
+    /// `image_locked` → `down`.
+    #[default]
+    Succeeds,
+    /// The copy fails and the engine removes the VM it had accepted (`AddVmCommand` ends with failure and its
+    /// compensation deletes the VM record): the VM is 404 from then on.
+    Vanishes,
+    /// The copy fails and leaves the VM `ImageIllegal`, which the REST API renders without `<status>`
+    /// (`VmMapper.mapVmStatus` has no case for it).
+    Illegal,
 }
 
 #[derive(Debug, Clone)]
 pub struct TokenRecord {
     pub expires: Option<Instant>,
+    /// The user the token was issued to (`name@domain`).
+    pub user: String,
 }
 
 /// The whole engine state. Guarded by one mutex; every operation holds it briefly.
@@ -169,7 +196,13 @@ pub struct State {
     /// appear (logs, statuses), which `tokens` cannot serve once a token is revoked or expired.
     pub issued_tokens: std::collections::VecDeque<String>,
     pub users: HashMap<String, String>,
+    /// Users without an administrative role: every request of theirs is filtered (`filter=true` implied).
+    pub non_admin_users: BTreeSet<String>,
+    /// Users without a role that allows creating VMs (e.g. no `UserVmManager`/`VmCreator` on the cluster).
+    pub cannot_create_vms: BTreeSet<String>,
     pub next_address: u64,
+    /// The release played: `product_info` and which request elements exist.
+    pub engine_version: crate::engine::EngineVersion,
     /// Transitions that tests hold back, so that they can wait for the state before them instead of racing a
     /// timer (e.g. `powering_up` while `VmUp` is held). Held ones wait in `held` until released.
     pub holds: Vec<crate::engine::Transition>,
@@ -200,10 +233,20 @@ impl State {
         Some(vm)
     }
 
-    pub fn vm_name_taken(&self, name: &str) -> bool {
-        self.vm_names
-            .get(&name.to_lowercase())
-            .is_some_and(|ids| ids.iter().any(|id| self.vms.get(id).is_some_and(|vm| vm.name == name)))
+    /// A VM of exactly this name exists in a cluster of data center `data_center_id` (the engine's names are unique
+    /// per data center, `VmHandler.isVmWithSameNameExistStatic(vm, storagePoolId)`).
+    pub fn vm_name_taken_in(&self, name: &str, data_center_id: &str) -> bool {
+        self.vm_names.get(&name.to_lowercase()).is_some_and(|ids| {
+            ids.iter().any(|id| {
+                self.vms.get(id).is_some_and(|vm| {
+                    vm.name == name
+                        && self
+                            .clusters
+                            .get(&vm.cluster_id)
+                            .is_some_and(|c| c.data_center_id == data_center_id)
+                })
+            })
+        })
     }
 
     pub fn cluster_by_ref(&self, id: Option<&str>, name: Option<&str>) -> Option<&ClusterRecord> {

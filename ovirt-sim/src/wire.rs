@@ -148,19 +148,31 @@ pub fn action_complete(request: &Action, vm_id: Option<&str>, format: Format) ->
     object(200, &answer, format)
 }
 
-/// 400 for a body that is not the expected XML (the engine answers with a usage message).
-pub fn unparsable_body(message: &str) -> Reply {
-    let escaped = message.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-    Reply {
-        status: 400,
-        headers: vec![("Content-Type", "application/xml;charset=UTF-8".into())],
-        body: format!(
-            "{}\n<usage_message><message>Request syntactically incorrect: {escaped}</message></usage_message>",
-            capov_ovirt::xml::XML_DECLARATION
-        )
-        .into_bytes(),
-        streamed: None,
-    }
+/// 400 for a body the engine cannot read (unknown or misplaced element, not XML): the fault of the engine's
+/// `IOExceptionMapper`/`UsageFinder`, pointing at the API documentation of the method (`service/methods/name`).
+pub fn usage_fault(host: &str, usage: &str, format: Format) -> Reply {
+    object(
+        400,
+        &Fault {
+            reason: Some("Request syntactically incorrect.".into()),
+            detail: Some(format!(
+                "For correct usage, see: https://{host}/ovirt-engine/apidoc#services/{usage}"
+            )),
+        },
+        format,
+    )
+}
+
+/// 400 for a boolean or number the model's parsers refuse (`IOExceptionMapper`, `InvalidValueException`).
+pub fn invalid_value(detail: &str, format: Format) -> Reply {
+    object(
+        400,
+        &Fault {
+            reason: Some("Invalid value".into()),
+            detail: Some(detail.to_string()),
+        },
+        format,
+    )
 }
 
 #[cfg(test)]

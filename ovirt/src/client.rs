@@ -692,6 +692,17 @@ mod tests {
             crate::reason::PERMISSION_DENIED
         );
         assert!(error_from_response(404, b"", "/vms/x").is_not_found());
+        let refused = b"<fault><reason>Operation Failed</reason><detail>[Query execution failed due to insufficient permissions.]</detail></fault>";
+        match error_from_response(400, refused, "/datacenters/d/storagedomains/s") {
+            Error::PermissionDenied { detail } => {
+                assert!(detail.contains("insufficient permissions"), "{detail}");
+                assert!(
+                    detail.contains("/datacenters/d/storagedomains/s"),
+                    "names what was refused: {detail}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
         assert!(matches!(
             error_from_response(400, b"<usage_message/>", "/vms"),
             Error::BadRequest { .. }

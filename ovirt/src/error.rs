@@ -18,7 +18,8 @@ pub enum Error {
     /// `invalid_request`, …) or with a body that is not an SSO answer.
     #[error("SSO error ({code}): {message}")]
     Sso { code: String, message: String },
-    /// 403.
+    /// 403, or the engine's 400 for a filtered request to an admin-only query ("Query execution failed due to
+    /// insufficient permissions."); the detail names the refused request.
     #[error("permission denied: {detail}")]
     PermissionDenied { detail: String },
     /// The server certificate did not verify against the configured trust.
@@ -61,6 +62,16 @@ pub enum Error {
     /// reported (an engine returning far more than asked, or something in front of it) rather than retried quietly.
     #[error("the engine's answer to {what} exceeds {limit} bytes; reading stopped there")]
     BodyTooLarge { what: String, limit: usize },
+    /// A value the engine's search language cannot carry (see [`crate::search`]); nothing was sent.
+    #[error(
+        "{field} {value:?} contains {character:?}, which the engine's search refuses (no oVirt name holds any of \
+         ' ; \" \\ < > & ^ # !); check the spelling"
+    )]
+    UnsearchableValue {
+        field: String,
+        value: String,
+        character: char,
+    },
     /// The client's [`crate::WriteGate`] refused a write; nothing was sent.
     #[error("engine writes are stopped: {0}")]
     WritesStopped(String),
@@ -89,6 +100,7 @@ pub mod reason {
     pub const CONFLICT: &str = "Conflict";
     pub const BAD_REQUEST: &str = "BadRequest";
     pub const UNEXPECTED_BODY: &str = "UnexpectedResponse";
+    pub const UNSEARCHABLE_NAME: &str = "UnsearchableName";
     pub const WRITES_STOPPED: &str = "EngineWritesStopped";
 }
 
@@ -111,6 +123,7 @@ impl Error {
             | Error::UnexpectedBody(_)
             | Error::UnexpectedRoot { .. }
             | Error::BodyTooLarge { .. } => reason::UNEXPECTED_BODY,
+            Error::UnsearchableValue { .. } => reason::UNSEARCHABLE_NAME,
             Error::WritesStopped(_) => reason::WRITES_STOPPED,
         }
     }
@@ -134,6 +147,7 @@ impl Error {
             Error::UnexpectedBody(_) => "unexpected_body",
             Error::UnexpectedRoot { .. } => "unexpected_root",
             Error::BodyTooLarge { .. } => "body_too_large",
+            Error::UnsearchableValue { .. } => "unsearchable_value",
             Error::WritesStopped(_) => "writes_stopped",
         }
     }
@@ -198,10 +212,14 @@ impl Error {
         // Validation failures come as "[message]": strip the Java list brackets.
         let detail = strip_brackets(&detail).to_string();
         match status {
+            // A user without an administrative role: every request is filtered and admin-only queries fail with
+            // a 400 (`QueriesCommandBase.validatePermissions`), not a 403.
+            400 | 403 if detail.to_ascii_lowercase().contains("insufficient permissions") || status == 403 => {
+                Error::PermissionDenied {
+                    detail: format!("{} (refused: {what})", non_empty(detail, &reason)),
+                }
+            }
             400 => Error::BadRequest { reason, detail },
-            403 => Error::PermissionDenied {
-                detail: non_empty(detail, &reason),
-            },
             404 => Error::NotFound(what.to_string()),
             409 => Error::Conflict { reason, detail },
             500..=599 => Error::Server {

@@ -76,7 +76,7 @@ impl Client {
 
     /// The cluster named exactly `name`, if any.
     pub async fn find_cluster_by_name(&self, name: &str) -> Result<Option<Cluster>> {
-        let call = Call::new(Method::GET, "clusters", &["clusters"]).query("search", search::name_is(name));
+        let call = Call::new(Method::GET, "clusters", &["clusters"]).query("search", search::name_is(name)?);
         let found = self.fetch::<Clusters>(call).await?.items;
         Ok(exact_name(found, name, |c| c.name.as_deref()).into_iter().next())
     }
@@ -128,7 +128,8 @@ impl Client {
 
     /// Storage domains named exactly `name` (names may repeat across data centers).
     pub async fn find_storage_domains_by_name(&self, name: &str) -> Result<Vec<StorageDomain>> {
-        let call = Call::new(Method::GET, "storagedomains", &["storagedomains"]).query("search", search::name_is(name));
+        let call =
+            Call::new(Method::GET, "storagedomains", &["storagedomains"]).query("search", search::name_is(name)?);
         Ok(exact_name(self.fetch::<StorageDomains>(call).await?.items, name, |s| {
             s.name.as_deref()
         }))
@@ -169,9 +170,9 @@ impl Client {
 
     /// Templates named exactly `name` (all versions), optionally only those of a cluster (by name).
     pub async fn find_templates_by_name(&self, name: &str, cluster_name: Option<&str>) -> Result<Vec<Template>> {
-        let mut query = search::name_is(name);
+        let mut query = search::name_is(name)?;
         if let Some(cluster) = cluster_name {
-            query = format!("{query} and {}", search::equals("cluster", cluster));
+            query = format!("{query} and {}", search::equals("cluster", cluster)?);
         }
         let call = Call::new(Method::GET, "templates", &["templates"]).query("search", query);
         Ok(exact_name(self.fetch::<Templates>(call).await?.items, name, |t| {
@@ -224,7 +225,7 @@ impl Client {
 
     /// The VM named exactly `name` (never `worker-1` for `worker`).
     pub async fn find_vm_by_name(&self, name: &str) -> Result<Option<Vm>> {
-        let found = self.search_vms(&search::name_is(name)).await?;
+        let found = self.search_vms(&search::name_is(name)?).await?;
         Ok(exact_name(found, name, |v| v.name.as_deref()).into_iter().next())
     }
 
@@ -239,15 +240,19 @@ impl Client {
         Ok(self.fetch::<Vms>(call).await?.items)
     }
 
-    /// Status of many VMs by id, one request per 50 ids. Ids the engine does not know are absent.
+    /// Status of many VMs by id, one request per 50 ids. Ids the engine does not know are absent; a VM shown without
+    /// `<status>` is there as [`VmStatus::IMAGE_ILLEGAL`].
     pub async fn vm_statuses(&self, ids: &[&str]) -> Result<HashMap<String, VmStatus>> {
         let mut statuses = HashMap::with_capacity(ids.len());
         for chunk in ids.chunks(SEARCH_BATCH) {
-            for vm in self.search_vms(&search::any_of("id", chunk.iter().copied())).await? {
-                if let (Some(id), Some(status)) = (vm.id, vm.status)
+            let Some(query) = search::any_of("id", chunk.iter().copied()) else {
+                continue;
+            };
+            for vm in self.search_vms(&query).await? {
+                if let Some(id) = vm.id
                     && chunk.contains(&id.as_str())
                 {
-                    statuses.insert(id, status);
+                    statuses.insert(id, VmStatus::of(vm.status.as_ref()));
                 }
             }
         }
@@ -258,7 +263,10 @@ impl Client {
     pub async fn vms_by_names(&self, names: &[&str]) -> Result<HashMap<String, Vm>> {
         let mut found = HashMap::with_capacity(names.len());
         for chunk in names.chunks(SEARCH_BATCH) {
-            for vm in self.search_vms(&search::any_of("name", chunk.iter().copied())).await? {
+            let Some(query) = search::any_of("name", chunk.iter().copied()) else {
+                continue;
+            };
+            for vm in self.search_vms(&query).await? {
                 if let Some(name) = vm.name.clone()
                     && chunk.contains(&name.as_str())
                 {

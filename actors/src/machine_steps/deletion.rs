@@ -54,14 +54,15 @@ pub(super) fn decide(o: &Observed) -> Decision {
                 let note = format!(
                     "the VM {} ({}) carries a marker of an earlier CAPOV version and is not recorded in \
                      spec.providerID; it is left untouched",
-                    o.name, vm.id
+                    o.vm_name(),
+                    vm.id
                 );
                 return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
             }
             (Ownership::NotOwned(why), _) => {
                 let note = format!(
                     "the VM {} ({}) is not this OVirtMachine's: {}; it is left untouched",
-                    o.name,
+                    o.vm_name(),
                     vm.id,
                     why.explain()
                 );
@@ -82,7 +83,8 @@ pub(super) fn decide(o: &Observed) -> Decision {
         )
     } else {
         match vm.status.as_str() {
-            "down" | "unassigned" => (
+            // ImageIllegal is a stopped state for the engine (`VMStatus.isNotRunning`): removed as it is.
+            "down" | "unassigned" | capov_ovirt::model::VmStatus::IMAGE_ILLEGAL => (
                 Action::DeleteVm { vm_id: vm.id.clone() },
                 deleted(reasons::VM_DELETING, Severity::Info, "deleting the VM"),
             ),

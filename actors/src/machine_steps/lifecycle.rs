@@ -2,6 +2,7 @@
 //! True, so the Ready summary sees all of them; the step that stops reports why.
 
 use capov_crds::Severity;
+use capov_ovirt::model::VmStatus;
 
 use super::decision::{Action, CreateVmPlan, Decision, Requeue};
 use super::observed::{
@@ -205,6 +206,11 @@ fn find_own_vm<'o>(
         (None, None) => passed
             .take()
             .stop(Action::CreateVm(Box::new(create_plan(o, format))), None),
+        // Created by this object, disks still being copied: the create may still fail and the engine then deletes
+        // the VM; spec.providerID (write-once) waits until the copy is done.
+        (None, Some(vm)) if vm.ownership == Ownership::Owned && vm.status == "image_locked" => {
+            passed.take().wait(Requeue::PollVm, image_locked())
+        }
         (None, Some(vm)) if vm.ownership == Ownership::Owned => passed
             .take()
             .stop(Action::WriteProviderId(format_provider_id(&vm.id)), None),
@@ -217,7 +223,7 @@ fn find_own_vm<'o>(
                 format!(
                     "a VM named {:?} exists in oVirt but was not created for this OVirtMachine: {}; it is left \
                      untouched: rename or remove it in oVirt",
-                    o.name,
+                    o.vm_name(),
                     match vm.ownership {
                         Ownership::NotOwned(why) => why.explain(),
                         _ =>
@@ -252,7 +258,7 @@ pub(super) fn engine_changed(o: &Observed, provider_id: &str) -> Option<String> 
 fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan {
     let s = &o.settings;
     CreateVmPlan {
-        name: o.name.clone(),
+        name: o.vm_name(),
         description: o.owner.marker(),
         ovirt_cluster: s.ovirtcluster.clone(),
         template: s.template.clone(),
@@ -273,16 +279,31 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan 
 /// The VM exists: wait for its disks, prepare it (steps 4–5) while it was never started, start it, then steps 6–7.
 fn after_creation(o: &Observed, vm: &ObservedVm, format: BootstrapFormat, mut passed: Passed) -> Decision {
     let started = vm.ever_started || STARTED_STATES.contains(&vm.status.as_str());
-    if !started && vm.status == "image_locked" {
+    if vm.status == VmStatus::IMAGE_ILLEGAL {
+        // The VM exists (it is not "absent"), but oVirt marks its disk images illegal and shows it without a status;
+        // CAPOV neither starts nor replaces it.
+        let type_ = if started {
+            types::MACHINE_ON
+        } else {
+            types::MACHINE_CREATED
+        };
         return passed.wait(
-            Requeue::PollVm,
+            Requeue::Backoff,
             ConditionUpdate::false_(
-                types::MACHINE_CREATED,
-                reasons::VM_IMAGE_LOCKED,
-                Severity::Info,
-                "waiting for oVirt to create the VM's disks",
+                type_,
+                reasons::VM_IMAGE_ILLEGAL,
+                Severity::Error,
+                format!(
+                    "oVirt shows the VM {} without a status: its disk images are illegal (e.g. a failed disk copy); \
+                     CAPOV does not start or replace it. Repair its disks in oVirt, or delete this OVirtMachine \
+                     (the VM is removed with it)",
+                    vm.id
+                ),
             ),
         );
+    }
+    if !started && vm.status == "image_locked" {
+        return passed.wait(Requeue::PollVm, image_locked());
     }
     passed.pass(types::MACHINE_CREATED, reasons::VM_CREATED);
     if !started {
@@ -390,7 +411,7 @@ fn disk_step(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Result<(), B
             bootable: d.bootable,
         })
         .collect();
-    if let Some(change) = alias_changes(&o.name, &disks, &o.gates).into_iter().next() {
+    if let Some(change) = alias_changes(&o.vm_name(), &disks, &o.gates).into_iter().next() {
         return Err(Box::new(passed.take().stop(
             Action::RenameDiskAlias {
                 disk_id: change.disk_id,
@@ -401,6 +422,15 @@ fn disk_step(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Result<(), B
     }
     passed.pass(types::MACHINE_DISK_RESIZED, reasons::DISKS_READY);
     Ok(())
+}
+
+fn image_locked() -> ConditionUpdate {
+    ConditionUpdate::false_(
+        types::MACHINE_CREATED,
+        reasons::VM_IMAGE_LOCKED,
+        Severity::Info,
+        "waiting for oVirt to create the VM's disks",
+    )
 }
 
 fn powering_up() -> ConditionUpdate {
@@ -451,7 +481,12 @@ fn started_vm(o: &Observed, vm: &ObservedVm, mut passed: Passed) -> Decision {
         other => return passed.wait(Requeue::Backoff, not_responding(other)),
     }
     passed.pass(types::MACHINE_ON, reasons::VM_UP);
-    let addresses = machine_addresses(&o.name, &vm.nics, &vm.reported_devices, o.control_plane_host.as_deref());
+    let addresses = machine_addresses(
+        &o.vm_name(),
+        &vm.nics,
+        &vm.reported_devices,
+        o.control_plane_host.as_deref(),
+    );
     let has_ip = addresses.iter().any(|a| a.type_ == crate::addresses::INTERNAL_IP);
     let mut decision = node_step(o, vm, passed, has_ip);
     decision.status.mark_provisioned = true;
@@ -485,7 +520,7 @@ fn node_step(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool) -> Dec
             setup(
                 reasons::WAITING_FOR_NODE,
                 Severity::Info,
-                format!("waiting for the Node of VM {:?}", o.name),
+                format!("waiting for the Node of VM {:?}", o.vm_name()),
             ),
         ),
         NodeObservation::Found { name, provider_id } => match provider_id.as_deref().map(str::trim) {

@@ -12,12 +12,19 @@ use crate::feature_gates::FeatureGates;
 use crate::identity::{EngineIdentity, OwnerIdentity, Ownership};
 use crate::nics::NicAssessment;
 
+impl Observed {
+    /// The engine name of this machine's VM ([`crate::vm_name`]).
+    pub fn vm_name(&self) -> String {
+        crate::vm_name::for_object(&self.name)
+    }
+}
+
 /// Everything [`super::decide`] looks at. Comparable, so that the actor can tell an action that changed nothing
 /// ([`super::without_effect`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
     pub namespace: String,
-    /// The OVirtMachine's name, which is also the VM's name.
+    /// The OVirtMachine's name; the VM's name is [`Observed::vm_name`] (the same unless longer than the engine allows).
     pub name: String,
     /// Whose VM this machine may change: the marker it writes and expects ([`crate::identity`]).
     pub owner: OwnerIdentity,

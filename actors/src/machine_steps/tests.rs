@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use capov_crds::{MachineSettings, Severity};
+use capov_ovirt::model::VmStatus;
 
 use super::*;
 use crate::addresses::{ReportedDevice, VmNic};
@@ -1589,4 +1590,98 @@ fn an_action_whose_effect_shows_is_progress() {
         &before,
         &Action::Wait(Requeue::OnChange)
     ));
+}
+
+#[test]
+fn a_name_longer_than_the_engine_allows_creates_a_shortened_vm_name_with_the_full_identity_in_the_marker() {
+    let long = "production-cluster-with-a-long-descriptive-name-md-0-7d9f8b6c5x-x2kq9";
+    assert!(long.len() > crate::vm_name::VM_NAME_LIMIT);
+    let o = Observed {
+        name: long.into(),
+        owner: OwnerIdentity {
+            name: long.into(),
+            ..owner()
+        },
+        ..ready_to_create()
+    };
+    let Action::CreateVm(plan) = decide(&o).action else {
+        panic!("expected CreateVm")
+    };
+    assert_eq!(plan.name, crate::vm_name::for_object(long));
+    assert!(plan.name.len() <= crate::vm_name::VM_NAME_LIMIT);
+    assert!(
+        plan.description.starts_with(&format!("capov:default/{long} uid:")),
+        "the marker names the whole OVirtMachine: {}",
+        plan.description
+    );
+}
+
+/// Found by name and marker right after the create: while its disks are copied the VM may still vanish (the engine
+/// deletes it when the copy fails), so the write-once providerID waits.
+#[test]
+fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_copied() {
+    let by_name = |status: &str| Observed {
+        vm: Some(ObservedVm {
+            found_by: FoundBy::Name,
+            ..vm(status, false)
+        }),
+        ..ready_to_create()
+    };
+    let d = decide(&by_name("image_locked"));
+    assert_eq!(d.action, Action::Wait(Requeue::PollVm));
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Info), reasons::VM_IMAGE_LOCKED))
+    );
+    assert_eq!(
+        decide(&by_name("down")).action,
+        Action::WriteProviderId(format!("ovirt://{VM_ID}"))
+    );
+}
+
+/// The create vanished during the copy: no providerID was written, no VM is found by name, so the next pass
+/// creates it again (with the same marker).
+#[test]
+fn a_create_that_vanished_before_it_was_recorded_is_created_again() {
+    let d = decide(&Observed {
+        vm: None,
+        provider_id: None,
+        ..ready_to_create()
+    });
+    let Action::CreateVm(plan) = d.action else {
+        panic!("expected CreateVm, got {:?}", d.action)
+    };
+    assert_eq!(plan.description, owner().marker());
+}
+
+/// A VM shown without `<status>` (ImageIllegal) exists: an error naming it, never VMNotFound, never a new VM.
+#[test]
+fn a_vm_without_status_is_image_illegal_not_absent() {
+    for o in [
+        with_vm(VmStatus::IMAGE_ILLEGAL, false),
+        Observed {
+            provisioned: true,
+            ..with_vm(VmStatus::IMAGE_ILLEGAL, true)
+        },
+    ] {
+        let d = decide(&o);
+        assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+        let type_ = if o.provisioned {
+            types::MACHINE_ON
+        } else {
+            types::MACHINE_CREATED
+        };
+        assert_eq!(
+            state_of(&d, type_),
+            Some((State::False(Severity::Error), reasons::VM_IMAGE_ILLEGAL))
+        );
+        let message = &d.condition(type_).expect("condition").message;
+        assert!(message.contains(VM_ID) && message.contains("illegal"), "{message}");
+    }
+}
+
+#[test]
+fn a_vm_without_status_is_deleted_without_a_stop() {
+    let d = decide(&deleting(with_vm(VmStatus::IMAGE_ILLEGAL, false)));
+    assert_eq!(d.action, Action::DeleteVm { vm_id: VM_ID.into() });
 }

@@ -18,6 +18,9 @@ use kube::api::Api;
 use ractor::ActorRef;
 use serde_json::{Value, json};
 
+/// The engine user of [`World::new_non_admin`].
+pub const NON_ADMIN_USER: &str = "capov@internal";
+
 pub struct World {
     pub client: kube::Client,
     pub namespace: String,
@@ -37,12 +40,23 @@ impl World {
         Self::with_transport(prefix, Transport::Https).await
     }
 
+    /// Like [`World::new`], with CAPOV connecting as `capov@internal`, an engine user without an administrative role
+    /// (every request filtered, admin-only queries refused; docs/engine-permissions.md). `admin@internal`/`admin`
+    /// exists beside it.
+    pub async fn new_non_admin(prefix: &str) -> World {
+        Self::with_options(prefix, Transport::Https, true).await
+    }
+
     /// Like [`World::new`], with a simulator serving plain http and a provider whose engine URL is http://.
     pub async fn new_plain_http(prefix: &str) -> World {
         Self::with_transport(prefix, Transport::PlainHttp).await
     }
 
     async fn with_transport(prefix: &str, transport: Transport) -> World {
+        Self::with_options(prefix, transport, false).await
+    }
+
+    async fn with_options(prefix: &str, transport: Transport, non_admin: bool) -> World {
         let plane = shared().await;
         let client = plane.client().await.expect("client");
         let namespace = plane.create_namespace(&client, prefix).await.expect("namespace");
@@ -56,6 +70,14 @@ impl World {
         if transport == Transport::PlainHttp {
             sim = sim.plain_http();
         }
+        let (user, password) = if non_admin {
+            sim = sim
+                .user("admin@internal", "admin")
+                .non_admin_user(NON_ADMIN_USER, "capov");
+            (NON_ADMIN_USER, "capov")
+        } else {
+            ("admin@internal", "admin")
+        };
         let sim = sim.start().await.expect("simulator");
         let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
         let world = World {
@@ -69,10 +91,7 @@ impl World {
             metrics: Metrics::new(),
         };
         world
-            .create_secret(
-                "engine-credentials",
-                &[("username", "admin@internal"), ("password", "admin")],
-            )
+            .create_secret("engine-credentials", &[("username", user), ("password", password)])
             .await;
         let mut provider = json!({"engine": world.sim.api_url(), "credentialsSecretName": "engine-credentials"});
         if let Some(ca) = world.sim.ca_pem() {

@@ -28,6 +28,10 @@ struct Args {
     /// A user as NAME=PASSWORD (NAME like admin@internal); repeatable.
     #[arg(long = "user", value_name = "NAME=PASSWORD")]
     users: Vec<String>,
+    /// A user without an administrative role as NAME=PASSWORD (filtered requests, admin-only queries refused);
+    /// repeatable.
+    #[arg(long = "non-admin-user", value_name = "NAME=PASSWORD")]
+    non_admin_users: Vec<String>,
     /// JSON inventory file (else the default inventory).
     #[arg(long)]
     inventory: Option<PathBuf>,
@@ -49,6 +53,9 @@ struct Args {
     /// Guest shutdown time (powering_down → down), in milliseconds.
     #[arg(long, default_value_t = 1000)]
     shutdown_ms: u64,
+    /// The engine release to play, e.g. 4.3.10 (request elements such as use_ignition exist from 4.4.0).
+    #[arg(long, default_value = "4.4.10")]
+    engine_version: capov_ovirt_sim::EngineVersion,
     /// Lifetime of SSO tokens in seconds (default: no expiry).
     #[arg(long)]
     token_ttl_secs: Option<u64>,
@@ -71,6 +78,7 @@ async fn main() {
         disk_operation_ms: args.disk_op_ms,
         shutdown_ms: args.shutdown_ms,
     });
+    builder = builder.engine_version(args.engine_version);
     if args.plain_http {
         builder = builder.plain_http();
     }
@@ -85,6 +93,12 @@ async fn main() {
             fail(format!("--user {user:?}: expected NAME=PASSWORD"));
         };
         builder = builder.user(name, password);
+    }
+    for user in &args.non_admin_users {
+        let Some((name, password)) = user.split_once('=') else {
+            fail(format!("--non-admin-user {user:?}: expected NAME=PASSWORD"));
+        };
+        builder = builder.non_admin_user(name, password);
     }
     if let Some(path) = &args.inventory {
         let text =

@@ -48,7 +48,22 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
                 .clone(),
         )
     };
-    if state.vm_name_taken(&name) {
+    // `AddVmCommand.validate`: the name's length (`MaxVmNameLength`, 64, in UTF-16 units as Java counts), then
+    // uniqueness within the cluster's data center (`isVmWithSameNameExists(vm, storagePoolId)`).
+    if name.encode_utf16().count() > VM_NAME_LIMIT {
+        return Err(operation_failed(400, "Cannot add VM. The given name is too long."));
+    }
+    if request
+        .description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > DESCRIPTION_LIMIT)
+    {
+        return Err(operation_failed(
+            400,
+            "Cannot add VM. The given description is too long.",
+        ));
+    }
+    if state.vm_name_taken_in(&name, &cluster.data_center_id) {
         return Err(operation_failed(
             409,
             "Cannot add VM. The VM name is already in use, please choose a unique name and try again.",
@@ -208,6 +223,13 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
             template_id.clone()
         },
         original_template_id: template_id,
+        os_type: request
+            .os
+            .as_ref()
+            .and_then(|os| os.kind.clone())
+            .or_else(|| template.as_ref().map(|t| t.os_type.clone()))
+            .unwrap_or_else(|| "other".into()),
+        delivered: None,
         status: if accepted {
             VmStatus::ImageLocked
         } else {
@@ -237,6 +259,8 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         address_index,
         removing: false,
         last_start_init: None,
+        copy_outcome: CopyOutcome::Succeeds,
+        created_by: None,
     });
     // Cloning copies whole images: it takes longer than a thin snapshot.
     let lock_ms = if clone {

@@ -3,6 +3,7 @@
 
 mod add_vm;
 mod disks;
+pub mod init;
 mod nics;
 mod power;
 
@@ -18,6 +19,7 @@ use capov_ovirt::model::{DiskStatus, VmStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::state::*;
+pub use init::Delivered;
 
 /// How an operation failed, in the engine's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +59,67 @@ pub(super) fn incomplete(what: &str) -> EngineError {
         status: 400,
         reason: "Incomplete parameters".into(),
         detail: what.into(),
+    }
+}
+
+/// The engine release the simulator plays (`product_info`, and which request elements exist).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EngineVersion {
+    pub major: u32,
+    pub minor: u32,
+    pub build: u32,
+}
+
+impl EngineVersion {
+    pub const fn new(major: u32, minor: u32, build: u32) -> Self {
+        Self { major, minor, build }
+    }
+
+    /// The default: the release of the real-engine recordings in `shared/reference/ovirt-samples` (4.4.10).
+    pub const DEFAULT: EngineVersion = EngineVersion::new(4, 4, 10);
+}
+
+impl Default for EngineVersion {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl std::str::FromStr for EngineVersion {
+    type Err = String;
+
+    /// `4.4.10` (or `4.4`; a fourth part, as in `4.4.10.7`, is ignored).
+    fn from_str(text: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = text.trim().split('.').collect();
+        let number = |i: usize| -> Result<u32, String> {
+            parts.get(i).map_or(Ok(0), |p| {
+                p.parse().map_err(|_| format!("invalid engine version {text:?}"))
+            })
+        };
+        if parts.len() < 2 || parts.len() > 4 {
+            return Err(format!(
+                "invalid engine version {text:?} (expected MAJOR.MINOR[.BUILD])"
+            ));
+        }
+        Ok(Self::new(number(0)?, number(1)?, number(2)?))
+    }
+}
+
+impl std::fmt::Display for EngineVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.build)
+    }
+}
+
+impl Serialize for EngineVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for EngineVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -181,6 +244,12 @@ pub(super) fn is_running(status: &VmStatus) -> bool {
     )
 }
 
+/// The engine's internal status of a VM whose disk images are illegal; the REST API shows no `<status>` for it.
+pub const IMAGE_ILLEGAL: &str = "image_illegal";
+
+/// The engine's default `MaxVmNameLength` (`packaging/dbscripts/upgrade/pre_upgrade/0000_config.sql`).
+pub const VM_NAME_LIMIT: usize = 64;
+
 /// The engine's limit on VM descriptions.
 pub const DESCRIPTION_LIMIT: usize = 255;
 
@@ -234,6 +303,18 @@ pub fn apply(state: &mut State, scheduled: &Scheduled) {
         return;
     }
     match scheduled.transition {
+        Transition::VmImagesReady if vm.copy_outcome == CopyOutcome::Vanishes => {
+            state.remove_vm(&scheduled.target);
+        }
+        Transition::VmImagesReady if vm.copy_outcome == CopyOutcome::Illegal => {
+            vm.status = VmStatus::parse(IMAGE_ILLEGAL);
+            let disk_ids = vm.disk_ids.clone();
+            for disk_id in disk_ids {
+                if let Some(disk) = state.disks.get_mut(&disk_id) {
+                    disk.status = DiskStatus::Illegal;
+                }
+            }
+        }
         Transition::VmImagesReady => {
             vm.status = VmStatus::Down;
             let disk_ids = vm.disk_ids.clone();

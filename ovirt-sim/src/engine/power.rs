@@ -46,6 +46,21 @@ pub fn start_vm(
     if !disks.iter().any(|(bootable, active, _)| *bootable && *active) {
         return Err(action_failed(409, "Cannot run VM without at least one bootable disk."));
     }
+    // What reaches the guest depends on the OS type (`engine::init`); the start succeeds either way.
+    let delivered = super::init::deliver(
+        &vm.os_type,
+        action.use_cloud_init == Some(true),
+        action.use_ignition == Some(true),
+        vm.custom_script.as_deref(),
+        vm.host_name.as_deref(),
+    )
+    // The engine builds the payload only when it launches the VM on a host, after the start was answered: a script
+    // it cannot build fails that launch (not modelled: the VM starts without a payload).
+    .unwrap_or_else(|error| {
+        tracing::info!(vm = %id, %error, "the engine could not build the initialization payload");
+        None
+    });
+    vm.delivered = delivered;
     vm.generation += 1;
     vm.status = VmStatus::WaitForLaunch;
     vm.ips_reported = false;

@@ -27,6 +27,20 @@ string_enum!(
     }
 );
 
+impl VmStatus {
+    /// The status of a VM the engine shows without `<status>`: only `ImageIllegal` (disk images illegal, e.g. after
+    /// a failed copy) has no REST value (`VmMapper.mapVmStatus`). Not a wire value: CAPOV's name for that case, so
+    /// that a VM without status is never taken for an absent one.
+    pub const IMAGE_ILLEGAL: &'static str = "image_illegal";
+
+    /// The status of a VM document: its `<status>`, or [`VmStatus::IMAGE_ILLEGAL`] without one.
+    pub fn of(status: Option<&VmStatus>) -> VmStatus {
+        status
+            .cloned()
+            .unwrap_or_else(|| VmStatus::Other(Self::IMAGE_ILLEGAL.to_string()))
+    }
+}
+
 string_enum!(
     /// `vm_type`: desktop | server | high_performance.
     VmType {

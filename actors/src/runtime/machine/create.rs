@@ -204,13 +204,20 @@ async fn placement_facts(
         return Ok((None, disks));
     };
     let id = domain.id.clone().unwrap_or_default();
-    let (in_data_center, status) = match client.data_center_storage_domain(data_center_id, &id).await {
-        Ok(attached) => (
+    // The list of the data center's domains is a user query; `GET /datacenters/{dc}/storagedomains/{id}` is an
+    // admin-only one that fails for an engine user without an administrative role
+    // (docs/engine-permissions.md).
+    let attached = client
+        .data_center_storage_domains(data_center_id)
+        .await?
+        .into_iter()
+        .find(|sd| sd.id.as_deref() == Some(id.as_str()));
+    let (in_data_center, status) = match attached {
+        Some(attached) => (
             true,
             attached.status.map(|s| s.as_str().to_string()).unwrap_or_default(),
         ),
-        Err(err) if err.is_not_found() => (false, String::new()),
-        Err(err) => return Err(err),
+        None => (false, String::new()),
     };
     let fact = StorageDomainFact {
         id,

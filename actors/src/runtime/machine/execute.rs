@@ -58,8 +58,17 @@ impl Failure {
             Severity::Error
         };
         let message = err.detail().map(str::to_string).unwrap_or_else(|| err.to_string());
+        let reason = match err {
+            // Nothing was sent: the message names the value and the character.
+            capov_ovirt::Error::UnsearchableValue { .. } => {
+                return Failure::error(reasons::UNSEARCHABLE_NAME, err.to_string());
+            }
+            // The engine user lacks a role: the message names the refused request (docs/engine-permissions.md).
+            capov_ovirt::Error::PermissionDenied { .. } => reasons::PERMISSION_DENIED,
+            _ => reasons::ENGINE_ERROR,
+        };
         Failure {
-            reason: reasons::ENGINE_ERROR,
+            reason,
             severity,
             message,
         }
@@ -132,11 +141,15 @@ pub async fn execute(
                 return Executed::Requeue(Requeue::Backoff);
             };
             match create::create_vm(state, client, &plan, data).await {
-                Ok(id) => match write_provider_id(state, observed, &id).await {
-                    // Polling the new VM: image_locked → down.
-                    Ok(()) => Executed::Requeue(Requeue::PollVm),
-                    Err(executed) => executed,
-                },
+                // spec.providerID is write-once (CAPI copies it to the Machine), and an accepted create can still
+                // vanish: the engine deletes the VM when its disk copy fails. So it is recorded only once the VM
+                // has left image_locked; until then the passes find the VM by name and marker, and a VM that
+                // vanished is simply created again.
+                Ok(id) => {
+                    tracing::info!(object = %state.key, vm = %id, "the engine accepted the VM; waiting for its disks");
+                    state.created_vm = Some(id);
+                    Executed::Requeue(Requeue::PollVm)
+                }
                 Err(failure) => Executed::Failed {
                     type_: types::MACHINE_CREATED,
                     failure: create_failure(failure),
@@ -146,6 +159,10 @@ pub async fn execute(
         Action::WriteProviderId(provider_id) => {
             let id = provider_id.trim_start_matches("ovirt://").to_string();
             match write_provider_id(state, observed, &id).await {
+                Ok(()) if state.created_vm.take().is_some_and(|created| created == id) => {
+                    tracing::info!(object = %state.key, vm = %id, "recorded the VM this run created, its disks copied");
+                    Executed::Continue
+                }
                 Ok(()) => {
                     // Only after a crash between creating the VM and recording it; worth seeing in the log.
                     tracing::info!(object = %state.key, vm = %id, "adopted the VM carrying this machine's marker");

@@ -59,6 +59,9 @@ pub struct MachineState {
     /// The last successful action of a pass that ended to wait for its permit outside the pass (see [`pass`]), and
     /// what it observed before acting: the next pass's hot-loop guard compares against it.
     carried_success: Option<Box<(Observed, Action)>>,
+    /// The VM this actor created and has not recorded in spec.providerID yet (it is recorded once its disks are
+    /// copied): recording it then is not an adoption.
+    created_vm: Option<String>,
     mail: ActorMetrics,
     _alive: Alive,
 }
@@ -100,6 +103,7 @@ impl Actor for MachineActor {
             watched_vm: None,
             last_seen_vm_status: None,
             carried_success: None,
+            created_vm: None,
             _alive: mail.alive(),
             mail,
         })

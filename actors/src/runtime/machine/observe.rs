@@ -310,7 +310,7 @@ async fn find_vm(
     let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading the VM: {err}"));
     let by_name = || async {
         client
-            .find_vm_by_name(&observed.name)
+            .find_vm_by_name(&observed.vm_name())
             .await
             .map_err(engine_error)
             .map(|vm| vm.map(|vm| (vm, FoundBy::Name)))
@@ -333,7 +333,10 @@ async fn find_vm(
         return Ok(None);
     };
     let id = vm.id.clone().unwrap_or_default();
-    let status = vm.status.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
+    // A VM without `<status>` is ImageIllegal, never absent.
+    let status = capov_ovirt::model::VmStatus::of(vm.status.as_ref())
+        .as_str()
+        .to_string();
     let ownership = ownership(vm.description.as_deref().unwrap_or_default(), &observed.owner);
     let ours = match ownership {
         Ownership::Owned => true,
@@ -354,8 +357,10 @@ async fn find_vm(
         return Ok(Some(found));
     }
     // Disks matter before the first start (steps 3–4) and at deletion (non-system disks); the passes of a started
-    // VM (e.g. keeping its addresses current) spare the request.
-    if observed.deletion_requested || (!found.ever_started && status == "down") {
+    // VM (e.g. keeping its addresses current) spare the request, and so does a VM found by name outside deletion:
+    // its pass only records it in spec.providerID.
+    let before_first_start = found_by == FoundBy::ProviderId && !found.ever_started && status == "down";
+    if observed.deletion_requested || before_first_start {
         let inlined = vm.disk_attachments.map(|a| a.items).filter(|items| {
             items
                 .iter()

@@ -38,7 +38,8 @@ pub async fn observe_node(state: &MachineState, cluster: &capi::Cluster, vm_id: 
     let api = Api::<Node>::all(client);
     // Kubelets name their Node after the host name, which CAPOV sets to the VM name: one GET usually finds it,
     // without listing every Node of a large cluster for each machine.
-    match api.get_opt(&state.key.name).await {
+    let vm_name = crate::vm_name::for_object(&state.key.name);
+    match api.get_opt(&vm_name).await {
         Ok(Some(node)) => return found(node),
         Ok(None) => {}
         Err(err) => {
@@ -66,7 +67,7 @@ pub async fn observe_node(state: &MachineState, cluster: &capi::Cluster, vm_id: 
                 .as_ref()
                 .and_then(|s| s.node_info.as_ref())
                 .map(|info| info.system_uuid.as_str());
-            uuid.is_some_and(|uuid| uuid.eq_ignore_ascii_case(vm_id)) || node.name_any() == state.key.name
+            uuid.is_some_and(|uuid| uuid.eq_ignore_ascii_case(vm_id)) || node.name_any() == vm_name
         });
         match (node, next) {
             (Some(node), _) => return found(node),
