@@ -276,6 +276,7 @@ impl Leadership {
     async fn renewals(&self) -> Lost {
         loop {
             match self.manager.changed().await {
+                // Still ours: changed() only returns on a change, so this does not happen, but is harmless.
                 Ok(true) => continue,
                 Ok(false) => return Lost::Taken,
                 Err(err) => return Lost::RenewFailed(err.to_string()),
@@ -283,6 +284,7 @@ impl Leadership {
         }
     }
 
+    /// Gives the Lease up, so that a standby takes over at its next look instead of after expiry.
     pub async fn release(self) -> Result<(), String> {
         self.fence.close();
         self.manager.release().await.map_err(|err| err.to_string())

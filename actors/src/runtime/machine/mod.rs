@@ -477,7 +477,10 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
         Next::Backoff => state.watched_vm.clone(),
         _ => None,
     };
-    if watched != state.watched_vm
+    // A backoff re-registers the watch with the VM status this pass saw: a change the machine already knows of must
+    // not cut the backoff short (the hot-loop guard's backoff included), only a change after it.
+    let refresh = matches!(next, Next::Backoff) && watched.is_some();
+    if (watched != state.watched_vm || refresh)
         && let Some((_, provider)) = &state.subscribed_to
     {
         let message = match &watched {
