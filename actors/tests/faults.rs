@@ -172,18 +172,7 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
                 .items
                 .iter()
                 .filter(|m| !is_ready(m))
-                .map(|m| {
-                    let conditions: Vec<String> = m
-                        .status
-                        .iter()
-                        .flat_map(|s| s.conditions.iter())
-                        .filter(|c| c.status != ConditionStatus::True)
-                        .map(|c| format!("{} {} {:?}", c.type_, c.reason, c.message))
-                        .collect();
-                    let vm = m.spec.provider_id.as_deref().and_then(|id| id.strip_prefix("ovirt://"));
-                    let vm_status = vm.and_then(|id| control.vm(id)).map(|vm| vm.status);
-                    format!("{:?} vm {vm:?} {vm_status:?}: {conditions:?}", m.metadata.name)
-                })
+                .map(|m| describe(m, &control, false))
                 .collect();
             panic!(
                 "{ready} of {machines_wanted} Ready by the deadline (phase {outage_phase:?}); not Ready:\n{}",
@@ -255,21 +244,7 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
             break;
         }
         if Instant::now() >= deletion_deadline {
-            let left: Vec<String> = list
-                .items
-                .iter()
-                .map(|m| {
-                    let conditions: Vec<String> = m
-                        .status
-                        .iter()
-                        .flat_map(|s| s.conditions.iter())
-                        .map(|c| format!("{} {:?} {} {:?}", c.type_, c.status, c.reason, c.message))
-                        .collect();
-                    let vm = m.spec.provider_id.as_deref().and_then(|id| id.strip_prefix("ovirt://"));
-                    let vm_status = vm.and_then(|id| control.vm(id)).map(|vm| vm.status);
-                    format!("{:?} vm {vm:?} {vm_status:?}: {conditions:?}", m.metadata.name)
-                })
-                .collect();
+            let left: Vec<String> = list.items.iter().map(|m| describe(m, &control, true)).collect();
             panic!(
                 "{} machines not deleted by the deadline:\n{}",
                 left.len(),
@@ -300,6 +275,25 @@ enum OutagePhase {
     During(Instant),
     Bodies(Instant, usize),
     After,
+}
+
+/// A machine for a timeout message: name, VM and its engine status, and its conditions (all, or only those not
+/// True).
+fn describe(machine: &OVirtMachine, control: &capov_ovirt_sim::Control, all_conditions: bool) -> String {
+    let conditions: Vec<String> = machine
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .filter(|c| all_conditions || c.status != ConditionStatus::True)
+        .map(|c| format!("{} {:?} {} {:?}", c.type_, c.status, c.reason, c.message))
+        .collect();
+    let vm = machine
+        .spec
+        .provider_id
+        .as_deref()
+        .and_then(|id| id.strip_prefix("ovirt://"));
+    let vm_status = vm.and_then(|id| control.vm(id)).map(|vm| vm.status);
+    format!("{:?} vm {vm:?} {vm_status:?}: {conditions:?}", machine.metadata.name)
 }
 
 /// Engine reads of VMs (`GET /vms…`) received so far.

@@ -32,16 +32,7 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
     if is_paused(shared, cluster, &namespace) {
         let paused = ConditionUpdate::true_(types::PAUSED, reasons::PAUSED).with_message("reconciliation is paused");
         set_condition(&mut conditions, &paused, now, generation);
-        let status = json!({
-            "ready": observed.ready,
-            "initialization": observed.initialization,
-            "conditions": conditions,
-        });
-        let _ = mailbox::cast(
-            &shared.metrics,
-            &shared.status_writer,
-            StatusWriterMsg::Update { key, status },
-        );
+        send_status(shared, key, &observed, conditions);
         return Ok(());
     }
     let api: Api<OVirtCluster> = Api::namespaced(shared.client.clone(), &namespace);
@@ -60,16 +51,7 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
             message.clone(),
         );
         set_condition(&mut conditions, &failed, now, generation);
-        let status = json!({
-            "ready": observed.ready,
-            "initialization": observed.initialization,
-            "conditions": conditions,
-        });
-        let _ = mailbox::cast(
-            &shared.metrics,
-            &shared.status_writer,
-            StatusWriterMsg::Update { key, status },
-        );
+        send_status(shared, key, &observed, conditions);
         return Err(message);
     }
     let not_paused = ConditionUpdate::false_(types::PAUSED, reasons::NOT_PAUSED, Severity::Info, "");
@@ -91,6 +73,25 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
         StatusWriterMsg::Update { key, status },
     );
     Ok(())
+}
+
+/// Writes `conditions` and leaves ready/provisioned as they were observed.
+fn send_status(
+    shared: &Shared,
+    key: ObjectKey,
+    observed: &capov_crds::OVirtClusterStatus,
+    conditions: Vec<capov_crds::Condition>,
+) {
+    let status = json!({
+        "ready": observed.ready,
+        "initialization": observed.initialization,
+        "conditions": conditions,
+    });
+    let _ = mailbox::cast(
+        &shared.metrics,
+        &shared.status_writer,
+        StatusWriterMsg::Update { key, status },
+    );
 }
 
 fn is_paused(shared: &Shared, cluster: &OVirtCluster, namespace: &str) -> bool {
