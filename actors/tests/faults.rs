@@ -11,11 +11,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use capov_crds::{ConditionStatus, OVirtMachine, OVirtProvider};
-use capov_ovirt_sim::BodyFault;
+use capov_ovirt_sim::{BodyFault, SlowReplies};
 use futures::StreamExt;
 use kube::api::Api;
 use serde_json::json;
 use support::{World, condition, eventually, metric_sum};
+
+/// The engine client's request timeout in this suite: short, so that a latency spike beyond it costs seconds.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the latency spike lasts.
+const SPIKE: Duration = Duration::from_secs(20);
 
 fn from_env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -60,6 +65,7 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
         .start_operator_with(capov_actors::runtime::RuntimeSettings {
             ovirt_qps: 200,
             ovirt_burst: 200,
+            engine_request_timeout: REQUEST_TIMEOUT,
             ..world.settings()
         })
         .await;
@@ -71,9 +77,18 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
     })
     .await;
 
-    // Throughout the scale-up: one engine answer in five is a 503, and SSO tokens expire every 30 s.
+    // Throughout the scale-up: one engine answer in five is a 503, and SSO tokens expire every 30 s. While the
+    // first VMs are created, a latency spike: the engine carries out every POST at once and answers it only after
+    // the client gave up, so CAPOV does not know that its creates and starts happened.
     control.set_error_rate(0.2, 503);
     control.set_token_ttl(Some(Duration::from_secs(30)));
+    let spike_delay = REQUEST_TIMEOUT + Duration::from_secs(2);
+    control.set_slow_replies(Some(SlowReplies {
+        delay_ms: spike_delay.as_millis() as u64,
+        method: Some("POST".into()),
+        path_contains: Some("/vms".into()),
+    }));
+    let mut spike = Some(Instant::now());
     let names: Vec<String> = (0..machines_wanted).map(|i| format!("f-{i}")).collect();
     let started = Instant::now();
     futures::stream::iter(names.iter())
@@ -109,6 +124,30 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
             }
         }
         let ready = list.items.iter().filter(|m| is_ready(m)).count();
+        if let Some(since) = spike.filter(|since| since.elapsed() >= SPIKE) {
+            control.set_slow_replies(None);
+            let given_up = metric_sum(
+                &world.metrics,
+                "capov_engine_requests_total",
+                &[("method", "POST"), ("code", "error")],
+            );
+            findings.note(
+                &format!(
+                    "POST answers held {} s (the client's request timeout: {} s) for {} s from the first create",
+                    spike_delay.as_secs(),
+                    REQUEST_TIMEOUT.as_secs(),
+                    since.elapsed().as_secs()
+                ),
+                format!(
+                    "{given_up} POSTs given up by the client though the engine carried them out; {} VMs for {} \
+                     machine names by then",
+                    control.vm_count(),
+                    machines_wanted
+                ),
+            );
+            assert!(given_up > 0.0, "no POST outlived the client's request timeout");
+            spike = None;
+        }
         let requests = metric_sum(&world.metrics, "capov_engine_requests_total", &[]);
         match outage_phase {
             OutagePhase::Before if ready * 3 >= machines_wanted => {
@@ -164,7 +203,7 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
             }
             _ => {}
         }
-        if ready == machines_wanted && outage_phase == OutagePhase::After {
+        if ready == machines_wanted && outage_phase == OutagePhase::After && spike.is_none() {
             break;
         }
         if Instant::now() >= deadline {
@@ -266,7 +305,30 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
         ),
     );
     world.stop_operator().await;
+    // The operator runs in this process, beside the simulator and the test's own clients: the whole stays under
+    // the chart's memory limit, which a buffered 300 MB answer alone would break.
+    let peak = peak_rss_bytes().expect("VmHWM in /proc/self/status");
+    findings.note(
+        "peak RSS of the test process (operator, simulator and test clients)",
+        format!(
+            "{:.1} MiB (bound: {} MiB)",
+            peak as f64 / 1048576.0,
+            PEAK_RSS_BOUND >> 20
+        ),
+    );
+    assert!(peak <= PEAK_RSS_BOUND, "peak RSS {peak} bytes");
     println!("{}", findings.lines.join("\n"));
+}
+
+/// The chart's default memory limit.
+const PEAK_RSS_BOUND: u64 = 256 << 20;
+
+/// This process's peak resident set (`VmHWM`), in bytes.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

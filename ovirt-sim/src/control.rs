@@ -22,6 +22,8 @@ use crate::wire::Reply;
 pub struct FaultInjection {
     /// Added before every engine answer.
     pub latency_ms: u64,
+    /// Slow answers to work that was done; see [`SlowReplies`].
+    pub slow_replies: Option<SlowReplies>,
     /// Fraction (0..=1) of matching API requests answered with `error_status`.
     pub error_rate: f64,
     /// The next N matching API requests fail with `error_status` (deterministic; counts down).
@@ -51,6 +53,24 @@ pub struct FaultInjection {
     pub writes_without_effect: bool,
 }
 
+/// The engine carries out matching requests at once and holds their answers back for `delay_ms`: a client that
+/// gives up first does not know that its create, start or delete happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlowReplies {
+    pub delay_ms: u64,
+    /// Only this HTTP method (e.g. `POST`); None: every method.
+    pub method: Option<String>,
+    /// Only paths containing this text; None: every path.
+    pub path_contains: Option<String>,
+}
+
+impl SlowReplies {
+    pub(crate) fn matches(&self, method: &str, path: &str) -> bool {
+        self.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method))
+            && self.path_contains.as_deref().is_none_or(|p| path.contains(p))
+    }
+}
+
 /// A broken answer body, for clients that must refuse it with a typed error instead of misreading it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -71,6 +91,7 @@ impl Default for FaultInjection {
     fn default() -> Self {
         Self {
             latency_ms: 0,
+            slow_replies: None,
             error_rate: 0.0,
             fail_next: 0,
             error_status: 503,
@@ -138,6 +159,11 @@ impl Control {
 
     pub fn set_latency(&self, latency: Duration) {
         self.update_faults(|f| f.latency_ms = latency.as_millis() as u64);
+    }
+
+    /// See [`SlowReplies`]; None ends them.
+    pub fn set_slow_replies(&self, slow: Option<SlowReplies>) {
+        self.update_faults(|f| f.slow_replies = slow);
     }
 
     pub fn set_error_rate(&self, rate: f64, status: u16) {

@@ -24,7 +24,7 @@ mod state;
 pub mod tls;
 mod wire;
 
-pub use control::{BodyFault, Control, FaultInjection};
+pub use control::{BodyFault, Control, FaultInjection, SlowReplies};
 pub use engine::{EngineVersion, Timings, Transition};
 pub use inventory::{
     ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,

@@ -298,6 +298,11 @@ async fn respond(shared: Arc<Shared>, req: Incoming) -> Reply {
         seen.push_back(id.clone());
     }
     let reply = engine_reply(&shared, &req).await;
+    if let Some(slow) = shared.faults().slow_replies
+        && slow.matches(req.method.as_str(), &req.path)
+    {
+        tokio::time::sleep(Duration::from_millis(slow.delay_ms)).await;
+    }
     match correlation_id {
         Some(id) => reply.with_header("Correlation-Id", id),
         None => reply,

@@ -149,6 +149,9 @@ impl fmt::Debug for ClientConfig {
 }
 
 impl ClientConfig {
+    /// How long one request may take unless [`ClientConfig::with_timeouts`] says otherwise.
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
     /// Defaults: verify with system roots, 10 qps, burst 20, 10 s connect, 60 s per request.
     pub fn new(url: impl Into<String>, username: impl Into<String>, password: impl Into<Password>) -> Self {
         Self {
@@ -158,7 +161,7 @@ impl ClientConfig {
             qps: 10,
             burst: 20,
             connect_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_secs(60),
+            request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
             write_gate: None,
             instance: None,
         }

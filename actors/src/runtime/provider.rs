@@ -404,6 +404,7 @@ fn prepare(
             if let Some(instance) = &state.settings.instance {
                 config = config.with_instance(instance.clone());
             }
+            config.request_timeout = state.settings.engine_request_timeout;
             let observer = engine_request_observer(&state.metrics, &state.key.name, me);
             let client = Client::with_observer(config, observer)
                 .map_err(|err| ConnectionProblem::new(err.reason(), err.to_string()))?;

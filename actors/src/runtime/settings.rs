@@ -26,6 +26,8 @@ pub struct RuntimeSettings {
     pub engine_write_gate: Option<EngineWriteGate>,
     /// This replica's name in the engine client's User-Agent (the pod name).
     pub instance: Option<String>,
+    /// How long one engine request may take, answer included, before the client gives up on it.
+    pub engine_request_timeout: Duration,
 }
 
 /// The gate every engine client of the runtime consults before a write (see [`capov_ovirt::WriteGate`]).
@@ -53,6 +55,7 @@ impl Default for RuntimeSettings {
             management_cluster_id: String::new(),
             engine_write_gate: None,
             instance: None,
+            engine_request_timeout: capov_ovirt::ClientConfig::DEFAULT_REQUEST_TIMEOUT,
         }
     }
 }
