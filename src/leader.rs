@@ -1,8 +1,8 @@
 //! Leader election (`--leader-elect`): replicas compete for a `coordination.k8s.io/v1` Lease named
 //! `--leader-election-id` in the credentials namespace, through kube-lease-manager in its manual `changed()` mode.
-//! Only the holder runs the controllers. A leader that loses the Lease, or fails to renew it, stops its work and the
-//! process exits non-zero so that it restarts as a clean standby; on SIGTERM it stops its work and releases the
-//! Lease so that a standby takes over at once instead of waiting for the Lease to expire.
+//! Only the holder runs the controllers. A leader that loses the Lease, or fails to renew it, stops its work and
+//! stands by again in the same process (an API server restart must not restart the operator); on SIGTERM it stops
+//! its work and releases the Lease so that a standby takes over at once instead of waiting for the Lease to expire.
 //!
 //! Why `changed()` and not the crate's `watch()`: `watch()` hides API errors and keeps reporting leadership after
 //! the Lease expired; `changed()` returns `Ok(false)` on loss and `Err` on any failed renewal, both taken as loss.
@@ -139,6 +139,8 @@ pub struct Candidate {
     settings: ElectionSettings,
     /// kube-lease-manager's duration and grace, validated.
     duration_and_grace: (u64, u64),
+    /// Terms of leadership asked for so far (see [`Candidate::acquire`]).
+    terms: std::sync::atomic::AtomicU32,
 }
 
 /// Held leadership: keep [`Leadership::hold`] polled, or the Lease is not renewed.
@@ -170,6 +172,7 @@ impl Candidate {
             fence,
             settings,
             duration_and_grace,
+            terms: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
@@ -182,16 +185,29 @@ impl Candidate {
         &self.settings
     }
 
+    /// The settings of the next term: each term after the first holds the Lease under an identity of its own
+    /// (`<identity>-<term>`). Under its old identity, a replica whose Lease still names it would count as the holder
+    /// at once, without a write: no renewal would open the fence, and a Lease it lost must first be taken again.
+    fn next_term(&self) -> ElectionSettings {
+        let term = self.terms.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut settings = self.settings.clone();
+        if term > 0 {
+            settings.identity = format!("{}-{term}", settings.identity);
+        }
+        settings
+    }
+
     /// Waits (as a standby) until this replica holds the Lease. Never fails: API errors are logged and retried,
     /// since a standby does no work that they could harm.
     pub async fn acquire(&self) -> Leadership {
+        let settings = self.next_term();
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.settings.namespace);
         let mut delay = self.settings.retry_period;
         let mut seen_holder: Option<String> = None;
         loop {
             // A fresh manager per round: kube-lease-manager re-reads a Lease held by someone else only when that
             // holder's term ends, so a manager kept across a release would sleep through it.
-            let manager = match self.manager().await {
+            let manager = match self.manager(&settings).await {
                 Ok(manager) => manager,
                 Err(err) => {
                     tracing::warn!(lease = %self.settings.lease(), error = %err, "cannot read the leader-election Lease; retrying");
@@ -206,7 +222,7 @@ impl Candidate {
                         return Leadership {
                             manager,
                             fence: self.fence.clone(),
-                            settings: self.settings.clone(),
+                            settings: settings.clone(),
                         };
                     }
                     Ok(false) => {}
@@ -244,12 +260,15 @@ impl Candidate {
         }
     }
 
-    async fn manager(&self) -> Result<LeaseManager, kube_lease_manager::LeaseManagerError> {
+    async fn manager(
+        &self,
+        settings: &ElectionSettings,
+    ) -> Result<LeaseManager, kube_lease_manager::LeaseManagerError> {
         let (duration, grace) = self.duration_and_grace;
-        LeaseManagerBuilder::new(self.client.clone(), &self.settings.lease_name)
-            .with_namespace(&self.settings.namespace)
-            .with_identity(&self.settings.identity)
-            .with_field_manager(format!("capov-leader-{}", self.settings.identity))
+        LeaseManagerBuilder::new(self.client.clone(), &settings.lease_name)
+            .with_namespace(&settings.namespace)
+            .with_identity(&settings.identity)
+            .with_field_manager(format!("capov-leader-{}", settings.identity))
             .with_duration(duration)
             .with_grace(grace)
             .build()
@@ -300,7 +319,7 @@ impl Leadership {
 pub enum Ended {
     /// Shutdown asked for (as standby, or as leader after stopping the work and releasing the Lease).
     Shutdown,
-    /// Leadership lost while working: the work was stopped; exit non-zero.
+    /// Leadership lost and the work could not be stopped cleanly (or was lost while starting): exit non-zero.
     Lost,
     /// The work could not start: exit non-zero.
     StartFailed,
@@ -309,96 +328,107 @@ pub enum Ended {
 }
 
 /// The leader-elected life of the process: stand by until the Lease is ours, then `start` the work, hold the
-/// Lease while it runs, and `stop` it on `shutdown` (then release the Lease) or on loss (then exit). `start` also
-/// returns a future that resolves if the work stops by itself; the Lease is then released and the process exits
-/// non-zero, so that a standby takes over at once. `leader` is
-/// the `capov_leader` gauge.
+/// Lease while it runs, and `stop` it on `shutdown` (then release the Lease). On loss — the Lease taken, or the API
+/// server out of reach for longer than the renew deadline, as during its restart — the work is stopped and the
+/// replica stands by again, so that an API server restart does not restart the process; only when `stop` reports
+/// that the work did not stop in time does the run end with [`Ended::Lost`]. `start` also returns a future that
+/// resolves if the work stops by itself; the Lease is then released and the process exits non-zero, so that a
+/// standby takes over at once. `leader` is the `capov_leader` gauge.
 pub async fn run<W, Gone, Start, Stop>(
     candidate: Candidate,
     leader: IntGauge,
     shutdown: impl Future<Output = ()>,
-    start: Start,
-    stop: Stop,
+    mut start: Start,
+    mut stop: Stop,
 ) -> Ended
 where
-    Start: AsyncFnOnce() -> Result<(W, Gone), String>,
+    Start: AsyncFnMut() -> Result<(W, Gone), String>,
     Gone: Future<Output = ()>,
-    Stop: AsyncFnOnce(W),
+    Stop: AsyncFnMut(W) -> bool,
 {
     let lease = candidate.settings().lease();
     let identity = candidate.settings().identity.clone();
-    leader.set(0);
     tokio::pin!(shutdown);
-    tracing::info!(%lease, %identity, "waiting to become the leader");
-    let leadership = tokio::select! {
-        leadership = candidate.acquire() => leadership,
-        () = &mut shutdown => {
-            tracing::info!("shutting down (standby)");
-            return Ended::Shutdown;
-        }
-    };
-    leader.set(1);
-    tracing::info!(%lease, %identity, "became the leader; starting the controllers");
-
-    // The work starts while the Lease is renewed: starting may take longer than a renewal period.
-    let started = tokio::select! {
-        started = start() => started,
-        lost = leadership.hold() => {
-            leader.set(0);
-            tracing::error!(%lease, %identity, reason = %lost, "lost leadership before the controllers started; exiting");
-            return Ended::Lost;
-        }
-    };
-    let (work, gone) = match started {
-        Ok(started) => started,
-        Err(err) => {
-            tracing::error!(error = %err, "cannot start the controllers");
-            leader.set(0);
-            if let Err(err) = leadership.release().await {
-                tracing::warn!(error = %err, "cannot release the leader-election Lease");
-            }
-            return Ended::StartFailed;
-        }
-    };
-
-    let lost = tokio::select! {
-        lost = leadership.hold() => Some(lost),
-        () = &mut shutdown => None,
-        () = gone => {
-            leader.set(0);
-            tracing::error!(%lease, %identity, "the controllers stopped by themselves; releasing the Lease and exiting");
-            stop(work).await;
-            if let Err(err) = leadership.release().await {
-                tracing::warn!(%lease, error = %err, "cannot release the leader-election Lease; it expires by itself");
-            }
-            return Ended::WorkStopped;
-        }
-    };
-    if let Some(lost) = lost {
+    loop {
         leader.set(0);
-        tracing::error!(%lease, %identity, reason = %lost, "lost leadership; stopping all controllers and exiting");
-        stop(work).await;
-        return Ended::Lost;
-    }
+        tracing::info!(%lease, %identity, "waiting to become the leader");
+        let leadership = tokio::select! {
+            leadership = candidate.acquire() => leadership,
+            () = &mut shutdown => {
+                tracing::info!("shutting down (standby)");
+                return Ended::Shutdown;
+            }
+        };
+        leader.set(1);
+        let identity = leadership.settings().identity.clone();
+        tracing::info!(%lease, %identity, "became the leader; starting the controllers");
 
-    tracing::info!("shutting down");
-    // Renewals go on while the actors stop, so that the Lease is never left to expire with work still running.
-    tokio::select! {
-        () = stop(work) => {}
-        lost = leadership.hold() => {
+        // The work starts while the Lease is renewed: starting may take longer than a renewal period. A start cut
+        // short may have left actors behind, so that loss ends the process.
+        let started = tokio::select! {
+            started = start() => started,
+            lost = leadership.hold() => {
+                leader.set(0);
+                tracing::error!(%lease, %identity, reason = %lost, "lost leadership before the controllers started; exiting");
+                return Ended::Lost;
+            }
+        };
+        let (work, gone) = match started {
+            Ok(started) => started,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot start the controllers");
+                leader.set(0);
+                if let Err(err) = leadership.release().await {
+                    tracing::warn!(error = %err, "cannot release the leader-election Lease");
+                }
+                return Ended::StartFailed;
+            }
+        };
+        tokio::pin!(gone);
+
+        let lost = tokio::select! {
+            lost = leadership.hold() => Some(lost),
+            () = &mut shutdown => None,
+            () = &mut gone => {
+                leader.set(0);
+                tracing::error!(%lease, %identity, "the controllers stopped by themselves; releasing the Lease and exiting");
+                stop(work).await;
+                if let Err(err) = leadership.release().await {
+                    tracing::warn!(%lease, error = %err, "cannot release the leader-election Lease; it expires by itself");
+                }
+                return Ended::WorkStopped;
+            }
+        };
+        if let Some(lost) = lost {
             leader.set(0);
-            tracing::error!(%lease, %identity, reason = %lost, "lost leadership while shutting down; exiting");
+            tracing::error!(%lease, %identity, reason = %lost, "lost leadership; stopping all controllers");
+            if stop(work).await {
+                tracing::info!(%lease, %identity, "the controllers stopped; standing by again");
+                continue;
+            }
+            tracing::error!(%lease, %identity, "the controllers did not stop in time; exiting");
             return Ended::Lost;
         }
-    }
-    leader.set(0);
-    match leadership.release().await {
-        Ok(()) => tracing::info!(%lease, %identity, "released the leader-election Lease"),
-        Err(err) => {
-            tracing::warn!(%lease, error = %err, "cannot release the leader-election Lease; it expires by itself")
+
+        tracing::info!("shutting down");
+        // Renewals go on while the actors stop, so that the Lease is never left to expire with work still running.
+        tokio::select! {
+            _ = stop(work) => {}
+            lost = leadership.hold() => {
+                leader.set(0);
+                tracing::error!(%lease, %identity, reason = %lost, "lost leadership while shutting down; exiting");
+                return Ended::Lost;
+            }
         }
+        leader.set(0);
+        match leadership.release().await {
+            Ok(()) => tracing::info!(%lease, %identity, "released the leader-election Lease"),
+            Err(err) => {
+                tracing::warn!(%lease, error = %err, "cannot release the leader-election Lease; it expires by itself")
+            }
+        }
+        return Ended::Shutdown;
     }
-    Ended::Shutdown
 }
 
 #[cfg(test)]
@@ -475,6 +505,15 @@ mod tests {
         assert_eq!(config.connect_timeout, Some(LEASE_CONNECT_TIMEOUT));
         assert_eq!(config.read_timeout, Some(LEASE_IO_TIMEOUT));
         assert_eq!(config.write_timeout, Some(LEASE_IO_TIMEOUT));
+    }
+
+    #[tokio::test]
+    async fn each_term_after_the_first_holds_the_lease_under_an_identity_of_its_own() {
+        let config = kube::Config::new("https://127.0.0.1:6443".parse().expect("uri"));
+        let settings = ElectionSettings::new("ns", "lease", "pod-a_0a1b2c3d".into());
+        let candidate = Candidate::new(config, settings).expect("candidate");
+        let identities: Vec<String> = (0..3).map(|_| candidate.next_term().identity).collect();
+        assert_eq!(identities, ["pod-a_0a1b2c3d", "pod-a_0a1b2c3d-1", "pod-a_0a1b2c3d-2"]);
     }
 
     #[test]

@@ -182,8 +182,9 @@ async fn run_elected(
         engine_write_gate: Some(EngineWriteGate(candidate.fence())),
         ..settings
     };
+    // Called again for each term of leadership: fresh actors with the same clients and settings.
     let start = async || {
-        let supervisor = start_controllers(clients, settings, metrics.clone()).await?;
+        let supervisor = start_controllers(clients.clone(), settings.clone(), metrics.clone()).await?;
         let gone = capov_actors::runtime::stopped(supervisor.clone());
         Ok((supervisor, gone))
     };
@@ -220,12 +221,17 @@ async fn start_controllers(
         .map_err(|err| err.to_string())
 }
 
-async fn stop_controllers(supervisor: ActorRef<SupervisorMsg>) {
-    if let Err(err) = supervisor
+/// Stops every actor of the runtime; false when they did not all stop within [`STOP_TIMEOUT`].
+async fn stop_controllers(supervisor: ActorRef<SupervisorMsg>) -> bool {
+    match supervisor
         .stop_and_wait(Some("shutting down".into()), Some(STOP_TIMEOUT))
         .await
     {
-        tracing::warn!(error = %err, "the controllers did not stop in time");
+        Ok(()) => true,
+        Err(err) => {
+            tracing::warn!(error = %err, "the controllers did not stop in time");
+            false
+        }
     }
 }
 

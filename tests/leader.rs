@@ -2,178 +2,23 @@
 //! Lease names it, `capov_leader` is 1 only there, the standby is ready but runs no controllers). A SIGKILLed
 //! leader is replaced once its Lease expires, and the new leader finishes the machines it found half-done without
 //! duplicating a VM; a SIGTERMed leader releases the Lease so that the standby takes over at once; a leader whose
-//! Lease is taken exits non-zero. A leader cut off from the apiserver in the middle of a deletion wave stops
-//! writing to the engine before the standby takes over.
+//! Lease is taken stops its controllers and stands by again. A leader cut off from the apiserver in the middle of a
+//! deletion wave stops writing to the engine before the standby takes over.
+
+mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use capov::leader::{LEASE_DURATION, RENEW_INTERVAL, RETRY_PERIOD};
-use capov_crds::{ConditionStatus, OVirtMachine};
-use capov_harness::{ControlPlane, Options, objects};
-use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use capov_crds::OVirtMachine;
+use capov_harness::{ControlPlane, objects};
+use capov_ovirt_sim::Timings;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-
-const LEASE_NAME: &str = "capov-leader-test";
-
-/// One `manager` process with leader election, its ports and its log file.
-struct Manager {
-    name: &'static str,
-    child: Child,
-    health_port: u16,
-    metrics_port: u16,
-    log: PathBuf,
-}
-
-impl Manager {
-    /// `name` becomes `POD_NAME`, so the Lease's holder identity starts with it.
-    fn start(kubeconfig: &Path, namespace: &str, name: &'static str, dir: &Path) -> Manager {
-        Self::start_with(kubeconfig, namespace, name, dir, &[])
-    }
-
-    fn start_with(kubeconfig: &Path, namespace: &str, name: &'static str, dir: &Path, args: &[&str]) -> Manager {
-        let (health_port, metrics_port) = (capov_harness::free_port(), capov_harness::free_port());
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_manager"))
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg("--leader-elect")
-            .arg(format!("--leader-election-id={LEASE_NAME}"))
-            .arg(format!("--credentials-namespace={namespace}"))
-            .arg(format!("--namespace={namespace}"))
-            .arg(format!("--watch-filter={namespace}"))
-            .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
-            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
-            .arg("--metrics-secure=false")
-            .args(args)
-            .env_remove("HOSTNAME")
-            .env("POD_NAME", name)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .expect("start manager");
-        Manager {
-            name,
-            child,
-            health_port,
-            metrics_port,
-            log,
-        }
-    }
-
-    fn is_holder(&self, holder: Option<&str>) -> bool {
-        holder.is_some_and(|holder| holder.starts_with(&format!("{}_", self.name)))
-    }
-
-    /// The `capov_leader` gauge, once the metrics endpoint answers.
-    async fn leader_gauge(&self, http: &reqwest::Client) -> Option<i64> {
-        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
-        let text = http.get(url).send().await.ok()?.text().await.ok()?;
-        text.lines()
-            .find_map(|line| line.strip_prefix("capov_leader "))
-            .and_then(|value| value.trim().parse().ok())
-    }
-
-    async fn readyz(&self, http: &reqwest::Client) -> Option<u16> {
-        let url = format!("http://127.0.0.1:{}/readyz", self.health_port);
-        Some(http.get(url).send().await.ok()?.status().as_u16())
-    }
-
-    /// The JSON log lines written so far.
-    fn logs(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect()
-    }
-
-    fn messages(&self) -> Vec<String> {
-        self.logs()
-            .iter()
-            .filter_map(|line| line["message"].as_str().map(String::from))
-            .collect()
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn sigterm(&self) {
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("kill");
-        assert!(status.success());
-    }
-
-    fn sigkill(&mut self) {
-        self.child.kill().expect("SIGKILL");
-        let _ = self.child.wait();
-    }
-
-    async fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} still runs {timeout:?} later; log:\n{}",
-                self.name,
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-impl Drop for Manager {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .expect("HTTP client")
-}
-
-async fn holder(leases: &Api<Lease>) -> Option<String> {
-    let lease = leases.get_opt(LEASE_NAME).await.expect("read Lease")?;
-    lease.spec?.holder_identity.filter(|holder| !holder.is_empty())
-}
-
-/// Polls `check` until it returns Some, failing with `what` after `timeout`.
-async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+use support::{LEASE_NAME, Manager, engine, eventually, holder, http, is_ready, labels, vms_per_name};
 
 /// Starts two replicas at once and waits until one of them holds the Lease: returns (leader, standby).
 async fn elect(
@@ -231,81 +76,6 @@ async fn elect(
         "the Lease changed hands"
     );
     (leader, standby)
-}
-
-struct Engine {
-    sim: SimulatorHandle,
-    workload: ControlPlane,
-    provider: String,
-}
-
-/// An engine simulator whose VMs take seconds to create and boot (so that machines are caught half-done), a
-/// workload cluster, and the provider, Secret and CAPI Cluster of the namespace, as a user and CAPI core would
-/// create them.
-async fn engine(client: &kube::Client, namespace: &str) -> Engine {
-    let sim = Simulator::builder()
-        .timings(Timings {
-            image_locked_ms: 3000,
-            boot_ms: 3000,
-            ..Timings::fast()
-        })
-        .start()
-        .await
-        .expect("simulator");
-    let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
-    let provider = format!("{namespace}-engine");
-    objects::apply_secret(
-        client,
-        namespace,
-        "engine-credentials",
-        &[("username", "admin@internal"), ("password", "admin")],
-    )
-    .await
-    .expect("credentials");
-    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().expect("https simulator"));
-    let spec = json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}});
-    objects::apply_provider(
-        client,
-        &provider,
-        json!({"cluster.x-k8s.io/watch-filter": namespace}),
-        spec,
-    )
-    .await
-    .expect("provider");
-    let kubeconfig = workload.kubeconfig_yaml().expect("kubeconfig");
-    objects::apply_secret(client, namespace, "workload-kubeconfig", &[("value", &kubeconfig)])
-        .await
-        .expect("kubeconfig Secret");
-    objects::create_provisioned_cluster(client, namespace, "workload", labels(namespace))
-        .await
-        .expect("cluster");
-    Engine {
-        sim,
-        workload,
-        provider,
-    }
-}
-
-fn labels(namespace: &str) -> Value {
-    json!({"cluster.x-k8s.io/watch-filter": namespace, "cluster.x-k8s.io/cluster-name": "workload"})
-}
-
-fn is_ready(machine: &OVirtMachine) -> bool {
-    machine.status.as_ref().is_some_and(|status| {
-        status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == ConditionStatus::True)
-    })
-}
-
-/// How many VMs of each of `names` the engine has.
-fn vms_per_name(sim: &SimulatorHandle, names: &[String]) -> BTreeMap<String, usize> {
-    let vms = sim.control().vms();
-    names
-        .iter()
-        .map(|name| (name.clone(), vms.iter().filter(|vm| &vm.name == name).count()))
-        .collect()
 }
 
 #[tokio::test]
@@ -435,7 +205,7 @@ async fn a_killed_leader_is_replaced_and_its_half_done_machines_are_finished() {
 }
 
 #[tokio::test]
-async fn sigterm_hands_over_at_once_and_a_taken_lease_ends_the_leader() {
+async fn sigterm_hands_over_at_once_and_a_taken_lease_sends_the_leader_back_to_standby() {
     let plane = capov_harness::shared().await;
     let client = plane.client().await.expect("client");
     let namespace = plane.create_namespace(&client, "leader-term").await.expect("namespace");
@@ -472,20 +242,38 @@ async fn sigterm_hands_over_at_once_and_a_taken_lease_ends_the_leader() {
     })
     .await;
 
-    // Someone else takes the Lease: the leader notices at its next renewal, stops and exits non-zero, saying why
-    // in one error line.
-    let mut new_leader = standby;
+    // Someone else takes the Lease: the leader notices at its next renewal, says why in one error line, stops its
+    // controllers and stands by again in the same process (a leader may lose its Lease to an API server restart:
+    // that must not restart the operator).
+    let new_leader = standby;
     let intruder = json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 3600,
                                    "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now())}});
     leases
         .patch(LEASE_NAME, &PatchParams::default(), &Patch::Merge(&intruder))
         .await
         .expect("take the Lease");
-    let status = new_leader.wait_exit(RENEW_INTERVAL + Duration::from_secs(15)).await;
+    let standing_by = eventually(
+        RENEW_INTERVAL + Duration::from_secs(15),
+        "the former leader standing by for the intruder",
+        || async {
+            new_leader
+                .logs()
+                .into_iter()
+                .find(|line| line["message"] == "standing by: another replica leads" && line["leader"] == "intruder")
+        },
+    )
+    .await;
+    assert_eq!(standing_by["leader"], "intruder");
+    let mut new_leader = new_leader;
     assert!(
-        !status.success(),
-        "a leader without its Lease exited 0; log:\n{}",
+        new_leader.child.try_wait().expect("try_wait").is_none(),
+        "the former leader exited; log:\n{}",
         new_leader.log_text()
+    );
+    assert_eq!(
+        new_leader.leader_gauge(&http).await,
+        Some(0),
+        "capov_leader after the loss"
     );
     let errors: Vec<Value> = new_leader
         .logs()
@@ -493,16 +281,22 @@ async fn sigterm_hands_over_at_once_and_a_taken_lease_ends_the_leader() {
         .filter(|line| line["level"] == "ERROR")
         .collect();
     assert_eq!(errors.len(), 1, "one error line: {errors:?}");
-    assert_eq!(
-        errors[0]["message"],
-        "lost leadership; stopping all controllers and exiting"
-    );
+    assert_eq!(errors[0]["message"], "lost leadership; stopping all controllers");
     assert!(
         errors[0]["reason"]
             .as_str()
             .is_some_and(|r| r.contains("another replica")),
         "{}",
         errors[0]
+    );
+    let messages = new_leader.messages();
+    let stopped = messages
+        .iter()
+        .position(|m| m == "the controllers stopped; standing by again")
+        .expect("the controllers stopped before standing by");
+    assert!(
+        messages[stopped..].iter().any(|m| m == "waiting to become the leader"),
+        "{messages:?}"
     );
     assert_eq!(holder(&leases).await.as_deref(), Some("intruder"));
 }
@@ -545,7 +339,10 @@ async fn work_that_stops_by_itself_releases_the_lease_and_ends_non_zero() {
         };
         Ok(((), gone))
     };
-    let stop = async |()| stopped.store(true, Ordering::SeqCst);
+    let stop = async |()| {
+        stopped.store(true, Ordering::SeqCst);
+        true
+    };
     let ended = tokio::time::timeout(
         Duration::from_secs(30),
         capov::leader::run(candidate, gauge.clone(), std::future::pending(), start, stop),
@@ -717,12 +514,27 @@ async fn a_leader_cut_off_from_the_apiserver_stops_engine_writes_before_the_stan
         },
     )
     .await;
-    let status = a.wait_exit(Duration::from_secs(60)).await;
-    assert!(
-        !status.success(),
-        "the cut-off leader must exit non-zero; log:\n{}",
-        a.log_text()
-    );
+    // Cut off, replica A stops its controllers and stands by again; only if they do not stop in time does it exit,
+    // and then non-zero.
+    let gone_by = Instant::now() + Duration::from_secs(60);
+    let a_outcome = loop {
+        if a.messages()
+            .iter()
+            .any(|m| m == "the controllers stopped; standing by again")
+        {
+            break "stood by again".to_string();
+        }
+        if let Some(status) = a.child.try_wait().expect("try_wait") {
+            assert!(!status.success(), "the cut-off leader exited 0; log:\n{}", a.log_text());
+            break format!("exited {status} (its controllers did not stop in time)");
+        }
+        assert!(
+            Instant::now() < gone_by,
+            "replica A neither stood by again nor exited; log:\n{}",
+            a.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
 
     let writes = control.writes();
     let by = |replica: &str| {
@@ -773,7 +585,7 @@ async fn a_leader_cut_off_from_the_apiserver_stops_engine_writes_before_the_stan
     println!(
         "fencing: injected a cut between the leader and the apiserver {:.1} s into a deletion wave of {} machines; \
          found {} writes of the old leader, its last {} ms after the cut, {} ms before the new leader's first ({} \
-         writes), {} VMs deleted once each, 0 left",
+         writes), {} VMs deleted once each, 0 left; the old leader {a_outcome}",
         cut_into_wave.as_secs_f64(),
         names.len(),
         of_a.len(),

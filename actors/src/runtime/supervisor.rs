@@ -178,6 +178,9 @@ pub struct SupervisorArgs {
     pub metrics: Metrics,
 }
 
+/// How long the supervisor waits for its actors to finish their current message when it stops.
+const CHILDREN_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Actor for Supervisor {
     type Msg = SupervisorMsg;
     type State = SupervisorState;
@@ -237,12 +240,17 @@ impl Actor for Supervisor {
 
     async fn post_stop(
         &self,
-        _me: ActorRef<SupervisorMsg>,
+        me: ActorRef<SupervisorMsg>,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         for task in state.tasks.drain(..) {
             task.abort();
         }
+        // The runtime counts as stopped only once its actors are: a leader that lost its Lease starts a fresh
+        // runtime when it leads again, and must not have the old one still working beside it. Those that do not
+        // finish their message in time are killed when the supervisor exits.
+        me.stop_children_and_wait(Some("the runtime stops".into()), Some(CHILDREN_STOP_TIMEOUT))
+            .await;
         Ok(())
     }
 

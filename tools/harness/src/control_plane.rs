@@ -45,6 +45,8 @@ pub struct ControlPlane {
     url: String,
     ca_pem: String,
     kubeconfig: PathBuf,
+    /// How kube-apiserver was started, to start it again the same way.
+    apiserver: Option<(PathBuf, Vec<String>)>,
     dir: TempDir,
 }
 
@@ -84,6 +86,7 @@ impl ControlPlane {
             url,
             ca_pem: pki.ca_pem.clone(),
             kubeconfig,
+            apiserver: None,
             dir,
         };
 
@@ -102,34 +105,35 @@ impl ControlPlane {
         plane.spawn("etcd", etcd)?;
         plane.wait_ready("etcd", || etcd_healthy(etcd_port)).await?;
 
-        let mut apiserver = Command::new(binaries.join("kube-apiserver"));
-        apiserver
-            .arg(format!("--etcd-servers={etcd_url}"))
-            .arg("--bind-address=127.0.0.1")
-            .arg("--advertise-address=127.0.0.1")
-            .arg(format!("--secure-port={api_port}"))
-            .arg(format!("--cert-dir={}", plane.dir.path().display()))
-            .arg(format!("--tls-cert-file={}", pki.serving_cert.display()))
-            .arg(format!("--tls-private-key-file={}", pki.serving_key.display()))
-            .arg(format!("--client-ca-file={}", pki.ca_cert.display()))
-            .arg("--service-account-issuer=https://kubernetes.default.svc")
-            .arg(format!(
+        let apiserver_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            format!("--cert-dir={}", plane.dir.path().display()),
+            format!("--tls-cert-file={}", pki.serving_cert.display()),
+            format!("--tls-private-key-file={}", pki.serving_key.display()),
+            format!("--client-ca-file={}", pki.ca_cert.display()),
+            "--service-account-issuer=https://kubernetes.default.svc".into(),
+            format!(
                 "--service-account-key-file={}",
                 pki.service_account_public_key.display()
-            ))
-            .arg(format!(
+            ),
+            format!(
                 "--service-account-signing-key-file={}",
                 pki.service_account_key.display()
-            ))
-            .arg("--service-cluster-ip-range=10.0.0.0/24")
-            .arg("--authorization-mode=RBAC")
-            .arg("--disable-admission-plugins=ServiceAccount")
-            .arg("--allow-privileged=true")
-            .arg("--endpoint-reconciler-type=none")
-            .arg("--enable-priority-and-fairness=false")
-            .arg(format!("--token-auth-file={}", tokens.display()))
-            .arg("--v=1");
-        plane.spawn("kube-apiserver", apiserver)?;
+            ),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--authorization-mode=RBAC".into(),
+            "--disable-admission-plugins=ServiceAccount".into(),
+            "--allow-privileged=true".into(),
+            "--endpoint-reconciler-type=none".into(),
+            "--enable-priority-and-fairness=false".into(),
+            format!("--token-auth-file={}", tokens.display()),
+            "--v=1".into(),
+        ];
+        plane.apiserver = Some((binaries.join("kube-apiserver"), apiserver_args));
+        plane.spawn_apiserver()?;
         let client = plane.client().await?;
         plane.wait_ready("kube-apiserver", || apiserver_ready(&client)).await?;
 
@@ -172,9 +176,42 @@ impl ControlPlane {
         Ok(plane)
     }
 
+    fn spawn_apiserver(&mut self) -> Result<(), HarnessError> {
+        let (binary, args) = self
+            .apiserver
+            .clone()
+            .ok_or_else(|| HarnessError::Assets("kube-apiserver was never started".into()))?;
+        let mut apiserver = Command::new(binary);
+        apiserver.args(args);
+        self.spawn("kube-apiserver", apiserver)
+    }
+
+    /// Restarts kube-apiserver as a crash would: SIGKILL, `down` without any, then the same command on the same
+    /// port, certificates and etcd (whose data stays). Returns once it is ready again. Clients keep working with it:
+    /// the URL, CA and token do not change.
+    pub async fn restart_apiserver(&mut self, down: Duration) -> Result<(), HarnessError> {
+        let index = self
+            .processes
+            .iter()
+            .position(|p| p.name == "kube-apiserver")
+            .ok_or_else(|| HarnessError::Assets("no kube-apiserver runs".into()))?;
+        let mut old = self.processes.remove(index);
+        let _ = old.child.kill();
+        let _ = old.child.wait();
+        tokio::time::sleep(down).await;
+        self.spawn_apiserver()?;
+        let client = self.client().await?;
+        self.wait_ready("kube-apiserver", || apiserver_ready(&client)).await
+    }
+
     pub(crate) fn spawn(&mut self, name: &'static str, mut command: Command) -> Result<(), HarnessError> {
         let log = self.dir.path().join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).map_err(|err| HarnessError::io(&log, err))?;
+        // Appended to: a restarted process keeps the log of its earlier life.
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|err| HarnessError::io(&log, err))?;
         let stderr = file.try_clone().map_err(|err| HarnessError::io(&log, err))?;
         command.stdin(Stdio::null()).stdout(file).stderr(stderr);
         let child = launcher::spawn(command).map_err(|err| HarnessError::io(name, err))?;
