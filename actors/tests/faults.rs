@@ -107,23 +107,8 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
     let mut body_reads_at = 0;
     let deadline = Instant::now() + Duration::from_secs(180) + Duration::from_secs(5) * machines_wanted as u32 + outage;
     loop {
-        let list = machines.list(&Default::default()).await.expect("machines");
-        for machine in &list.items {
-            let name = machine.metadata.name.clone().unwrap_or_default();
-            let vm_id = machine
-                .spec
-                .provider_id
-                .as_deref()
-                .and_then(|id| id.strip_prefix("ovirt://"));
-            let up = vm_id.and_then(|id| control.vm(id)).is_some_and(|vm| vm.status == "up");
-            if let (Some(vm_id), true, false) = (vm_id, up, registered.contains(&name)) {
-                capov_harness::objects::register_node(&workload, &format!("{name}-node"), vm_id)
-                    .await
-                    .expect("node");
-                registered.insert(name);
-            }
-        }
-        let ready = list.items.iter().filter(|m| is_ready(m)).count();
+        let items = world.register_up_nodes(&workload, &mut registered).await;
+        let ready = items.iter().filter(|m| is_ready(m)).count();
         if let Some(since) = spike.filter(|since| since.elapsed() >= SPIKE) {
             control.set_slow_replies(None);
             let given_up = metric_sum(
@@ -207,8 +192,7 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
             break;
         }
         if Instant::now() >= deadline {
-            let stuck: Vec<String> = list
-                .items
+            let stuck: Vec<String> = items
                 .iter()
                 .filter(|m| !is_ready(m))
                 .map(|m| describe(m, &control, false))

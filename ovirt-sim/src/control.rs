@@ -79,6 +79,9 @@ pub enum BodyFault {
     /// whatever the size). `announce_length`: with a Content-Length header (else chunked, the length unknown until
     /// the end).
     Oversized { bytes: u64, announce_length: bool },
+    /// A 200 that sends `bytes` of its body and then nothing more, its connection left open: a read that can end
+    /// only at its deadline, holding what it got until then.
+    Stalled { bytes: u64 },
     /// A 200 with a well-formed XML document whose root element is `root` (e.g. `fault` for a `GET /vms`).
     ForeignRoot { root: String },
     /// A 200 HTML page, as a proxy or login portal in front of the engine answers.

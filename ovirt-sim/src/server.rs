@@ -184,9 +184,21 @@ fn faulty_body(fault: &BodyFault, reply: Reply) -> Reply {
                 status: 200,
                 headers,
                 body: Vec::new(),
-                streamed: Some(*bytes),
+                streamed: Some(crate::wire::Streamed {
+                    bytes: *bytes,
+                    then_stall: false,
+                }),
             }
         }
+        BodyFault::Stalled { bytes } => Reply {
+            status: 200,
+            headers: vec![("Content-Type", "application/xml;charset=UTF-8".into())],
+            body: Vec::new(),
+            streamed: Some(crate::wire::Streamed {
+                bytes: *bytes,
+                then_stall: true,
+            }),
+        },
         BodyFault::ForeignRoot { root } => xml(format!(
             "{}\n<{root}>\n    <detail>not what was asked for</detail>\n</{root}>\n",
             capov_ovirt::xml::XML_DECLARATION
@@ -210,9 +222,11 @@ fn faulty_body(fault: &BodyFault, reply: Reply) -> Reply {
 /// Chunks of an oversized answer: an XML-looking start, then filler, made one at a time as the connection takes
 /// them (hyper polls the body only when the socket can take more), each counted into `streamed`.
 fn oversized_stream(
-    total: u64,
+    body: crate::wire::Streamed,
     streamed: Arc<AtomicU64>,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + Sync + 'static {
+    use futures::StreamExt as _;
+    let total = body.bytes;
     const CHUNK: usize = 64 << 10;
     let filler = Bytes::from({
         let mut chunk = b"<vms>".to_vec();
@@ -220,11 +234,17 @@ fn oversized_stream(
         chunk
     });
     let chunks = total.div_ceil(CHUNK as u64);
-    futures::stream::iter((0..chunks).map(move |index| {
+    let made = futures::stream::iter((0..chunks).map(move |index| {
         let len = (total - index * CHUNK as u64).min(CHUNK as u64) as usize;
         streamed.fetch_add(len as u64, Ordering::Relaxed);
         Ok(filler.slice(..len))
-    }))
+    }));
+    // An Option of a stream is no stream; a stream of zero or one `pending` streams, flattened, is.
+    let stall = futures::stream::iter(
+        body.then_stall
+            .then(futures::stream::pending::<Result<Bytes, Infallible>>),
+    );
+    made.chain(stall.flatten())
 }
 
 /// One received request.
@@ -377,7 +397,7 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
 fn into_response(reply: Reply, streamed: &Arc<AtomicU64>) -> warp::reply::Response {
     use warp::Reply as _;
     let mut response = match reply.streamed {
-        Some(total) => warp::reply::stream(oversized_stream(total, streamed.clone())).into_response(),
+        Some(body) => warp::reply::stream(oversized_stream(body, streamed.clone())).into_response(),
         None => http::Response::new(Bytes::from(reply.body)).into_response(),
     };
     *response.status_mut() =

@@ -13,9 +13,17 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: Vec<u8>,
-    /// Instead of `body`, this many bytes of filler generated as the client reads them (an oversized answer that
-    /// the simulator never holds in memory).
-    pub streamed: Option<u64>,
+    /// Instead of `body`, filler generated as the client reads it (an oversized answer that the simulator never
+    /// holds in memory).
+    pub streamed: Option<Streamed>,
+}
+
+/// A body of filler made as the client reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Streamed {
+    pub bytes: u64,
+    /// After `bytes`, the connection stays open and nothing more comes: a read that ends only at its deadline.
+    pub then_stall: bool,
 }
 
 impl Reply {

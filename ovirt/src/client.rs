@@ -23,6 +23,52 @@ use crate::xml;
 /// read in chunks as they arrive and the read stops at this size ([`Error::BodyTooLarge`]).
 pub const MAX_BODY_BYTES: usize = 16 << 20;
 
+/// Most bytes of answer bodies held at once by all clients of the process together: two answers of the largest
+/// size. Without it, each concurrent read may hold [`MAX_BODY_BYTES`] (and a buffer being grown briefly holds one
+/// and a half times that): ten reconciles reading oversized answers at once measured 284 MiB.
+pub const MAX_BODY_BYTES_IN_FLIGHT: usize = 2 * MAX_BODY_BYTES;
+
+/// Bytes of answer bodies currently held by the reads of every client (their buffers' capacity).
+static BODY_BYTES_IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One read's share of [`BODY_BYTES_IN_FLIGHT`], given back when the read ends, however it ends.
+struct BodyReservation {
+    held: usize,
+}
+
+impl BodyReservation {
+    /// Grows the share to `bytes`; false (and unchanged) when the process-wide total would pass the limit.
+    fn grow_to(&mut self, bytes: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        let more = bytes.saturating_sub(self.held);
+        if more == 0 {
+            return true;
+        }
+        let before = BODY_BYTES_IN_FLIGHT.fetch_add(more, Ordering::AcqRel);
+        if before + more > MAX_BODY_BYTES_IN_FLIGHT {
+            BODY_BYTES_IN_FLIGHT.fetch_sub(more, Ordering::AcqRel);
+            return false;
+        }
+        self.held = bytes;
+        true
+    }
+}
+
+impl BodyReservation {
+    /// Gives back what is held beyond `bytes`.
+    fn shrink_to(&mut self, bytes: usize) {
+        let less = self.held.saturating_sub(bytes);
+        BODY_BYTES_IN_FLIGHT.fetch_sub(less, std::sync::atomic::Ordering::AcqRel);
+        self.held -= less;
+    }
+}
+
+impl Drop for BodyReservation {
+    fn drop(&mut self) {
+        BODY_BYTES_IN_FLIGHT.fetch_sub(self.held, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// Header carrying the caller's correlation id; the engine echoes it and tags jobs with it.
 pub const CORRELATION_ID_HEADER: &str = "Correlation-Id";
 
@@ -357,13 +403,28 @@ impl Client {
             {
                 return Err(too_large(&response));
             }
-            let mut body = Vec::new();
+            let mut body: Vec<u8> = Vec::new();
+            let mut reservation = BodyReservation { held: 0 };
             while let Some(chunk) = response.chunk().await.map_err(classify_transport)? {
-                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                let needed = body.len() + chunk.len();
+                if needed > MAX_BODY_BYTES {
                     // Dropping the response closes the connection: the rest is never read.
                     return Err(too_large(&response));
                 }
+                // The buffer doubles as it grows, and while it moves the old and the new one are both held: that
+                // is reserved before growing it, so the count stays an upper bound of what this read holds.
+                if needed > body.capacity() {
+                    let grown = needed.max(body.capacity() * 2).min(MAX_BODY_BYTES);
+                    if !reservation.grow_to(body.capacity() + grown) {
+                        return Err(Error::AnswersTooLarge {
+                            what: format!("{method} {}", response.url().path()),
+                            limit: MAX_BODY_BYTES_IN_FLIGHT,
+                        });
+                    }
+                    body.reserve_exact(grown - body.len());
+                }
                 body.extend_from_slice(&chunk);
+                reservation.shrink_to(body.capacity());
             }
             Ok::<_, Error>((status, body))
         }

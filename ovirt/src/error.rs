@@ -62,6 +62,13 @@ pub enum Error {
     /// reported (an engine returning far more than asked, or something in front of it) rather than retried quietly.
     #[error("the engine's answer to {what} exceeds {limit} bytes; reading stopped there")]
     BodyTooLarge { what: String, limit: usize },
+    /// The answers being read at once, across every client of the process, came to more than
+    /// [`crate::MAX_BODY_BYTES_IN_FLIGHT`]: this one was stopped so that several large answers together cannot come
+    /// near the operator's memory limit. Another try reads it when fewer large answers are in flight.
+    #[error(
+        "the engine's answer to {what} was stopped: the answers being read at once exceeded {limit} bytes together"
+    )]
+    AnswersTooLarge { what: String, limit: usize },
     /// A value the engine's search language cannot carry (see [`crate::search`]); nothing was sent.
     #[error(
         "{field} {value:?} contains {character:?}, which the engine's search refuses (no oVirt name holds any of \
@@ -122,7 +129,8 @@ impl Error {
             Error::UnexpectedStatus { .. }
             | Error::UnexpectedBody(_)
             | Error::UnexpectedRoot { .. }
-            | Error::BodyTooLarge { .. } => reason::UNEXPECTED_BODY,
+            | Error::BodyTooLarge { .. }
+            | Error::AnswersTooLarge { .. } => reason::UNEXPECTED_BODY,
             Error::UnsearchableValue { .. } => reason::UNSEARCHABLE_NAME,
             Error::WritesStopped(_) => reason::WRITES_STOPPED,
         }
@@ -147,6 +155,7 @@ impl Error {
             Error::UnexpectedBody(_) => "unexpected_body",
             Error::UnexpectedRoot { .. } => "unexpected_root",
             Error::BodyTooLarge { .. } => "body_too_large",
+            Error::AnswersTooLarge { .. } => "answers_too_large",
             Error::UnsearchableValue { .. } => "unsearchable_value",
             Error::WritesStopped(_) => "writes_stopped",
         }

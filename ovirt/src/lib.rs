@@ -27,7 +27,7 @@ pub mod model;
 pub mod search;
 pub mod xml;
 
-pub use client::{CORRELATION_ID_HEADER, Client, MAX_BODY_BYTES};
+pub use client::{CORRELATION_ID_HEADER, Client, MAX_BODY_BYTES, MAX_BODY_BYTES_IN_FLIGHT};
 pub use config::{ClientConfig, Credentials, Password, TlsMode, WriteGate};
 pub use error::{Error, Result, found, reason};
 pub use observe::{Outcome, RequestEvent, RequestObserver};

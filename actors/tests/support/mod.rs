@@ -250,6 +250,34 @@ impl World {
         .await;
     }
 
+    /// Plays the kubelets: registers the Node `<machine>-node` of every machine whose VM is up, once (`registered`
+    /// remembers which). Returns the machines as listed.
+    pub async fn register_up_nodes(
+        &self,
+        workload: &kube::Client,
+        registered: &mut std::collections::BTreeSet<String>,
+    ) -> Vec<OVirtMachine> {
+        let machines = Api::<OVirtMachine>::namespaced(self.client.clone(), &self.namespace);
+        let list = machines.list(&Default::default()).await.expect("machines");
+        let control = self.sim.control();
+        for machine in &list.items {
+            let name = machine.metadata.name.clone().unwrap_or_default();
+            let vm_id = machine
+                .spec
+                .provider_id
+                .as_deref()
+                .and_then(|id| id.strip_prefix("ovirt://"));
+            let up = vm_id.and_then(|id| control.vm(id)).is_some_and(|vm| vm.status == "up");
+            if let (Some(vm_id), true, false) = (vm_id, up, registered.contains(&name)) {
+                objects::register_node(workload, &format!("{name}-node"), vm_id)
+                    .await
+                    .expect("node");
+                registered.insert(name);
+            }
+        }
+        list.items
+    }
+
     /// Registers a Node in the workload cluster the way a kubelet of that VM would.
     pub async fn register_node(&self, name: &str, system_uuid: &str) {
         let client = self.workload.client().await.expect("workload client");

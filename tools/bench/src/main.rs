@@ -186,6 +186,7 @@ async fn run(args: Args) -> Result<bool, Error> {
         (false, _) | (_, 0) => None,
         (true, seconds) => {
             say(&format!("all Ready; measuring the steady state for {seconds} s"));
+            lock(&tracker).steady_changes = Some(BTreeMap::new());
             // A measurement window, not a wait for a condition.
             tokio::time::sleep(Duration::from_secs(seconds)).await;
             let after = control.counters();
@@ -247,6 +248,8 @@ struct Tracker {
     with_ip: HashSet<String>,
     last_status: HashMap<String, Value>,
     status_changes: u64,
+    /// Set for the steady-state window: what each status change in it changed, counted.
+    steady_changes: Option<BTreeMap<String, u64>>,
 }
 
 async fn track(
@@ -278,9 +281,12 @@ async fn track(
         let status = serde_json::to_value(&machine.status).unwrap_or_default();
         let mut tracker = lock(&tracker);
         // A relist replays unchanged objects; only a different status counts as a write.
-        let changed = tracker.last_status.get(&name).is_some_and(|last| *last != status);
-        if changed {
+        let changed = tracker.last_status.get(&name).filter(|last| **last != status).cloned();
+        if let Some(last) = changed {
             tracker.status_changes += 1;
+            if let Some(steady) = tracker.steady_changes.as_mut() {
+                *steady.entry(status_change(&last, &status)).or_default() += 1;
+            }
         }
         tracker.last_status.insert(name.clone(), status);
         let has_ip = machine
@@ -300,6 +306,58 @@ async fn track(
             tracker.ready_at.insert(name, started.elapsed());
         }
     }
+}
+
+/// What differs between two statuses of one machine, as a short key: the top-level fields that changed, and for
+/// conditions each one whose status or reason changed (`Ready True/Ready→False/VMDown`) or, if only their messages
+/// or times did, its type.
+fn status_change(old: &Value, new: &Value) -> String {
+    let mut parts = Vec::new();
+    let keys: std::collections::BTreeSet<&String> = old
+        .as_object()
+        .into_iter()
+        .chain(new.as_object())
+        .flat_map(|fields| fields.keys())
+        .collect();
+    for key in keys {
+        if key == "conditions" || old.get(key) == new.get(key) {
+            continue;
+        }
+        parts.push(key.clone());
+    }
+    let conditions = |status: &Value| -> BTreeMap<String, Value> {
+        status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| (c["type"].as_str().unwrap_or_default().to_string(), c.clone()))
+            .collect()
+    };
+    let (before, after) = (conditions(old), conditions(new));
+    let types: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let brief = |c: Option<&Value>| {
+        c.map(|c| {
+            format!(
+                "{}/{}",
+                c["status"].as_str().unwrap_or("?"),
+                c["reason"].as_str().unwrap_or("")
+            )
+        })
+        .unwrap_or_else(|| "absent".into())
+    };
+    for type_ in types {
+        let (b, a) = (before.get(type_), after.get(type_));
+        if b == a {
+            continue;
+        }
+        let (b_brief, a_brief) = (brief(b), brief(a));
+        if b_brief == a_brief {
+            parts.push(format!("{type_} (message or time only)"));
+        } else {
+            parts.push(format!("{type_} {b_brief}→{a_brief}"));
+        }
+    }
+    parts.join(", ")
 }
 
 fn is_ready(machine: &OVirtMachine) -> bool {
@@ -612,6 +670,10 @@ fn report(r: &Report) {
         endpoints.sort_by(|a, b| b.1.cmp(a.1));
         for (endpoint, count) in endpoints {
             println!("  {count:>8}  {:>6.2}/s  {endpoint}", per_second(*count));
+        }
+        println!("Status changes seen by the watch in that window, by what changed:");
+        for (change, count) in r.tracker.steady_changes.iter().flatten() {
+            println!("  {count:>8}  {change}");
         }
     }
 }

@@ -1,0 +1,119 @@
+//! Counts, not times: engine requests and status writes per machine from nothing to Ready, and what a steady state
+//! costs, for `CAPOV_COUNT_MACHINES` machines (default 200) on the real apiserver and the engine simulator with the
+//! production poll interval. It fails when a change makes a machine cost more requests or status writes than the
+//! bounds below (docs/benchmarks.md keeps the figures of the larger release-build runs).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use capov_actors::runtime::RuntimeSettings;
+use capov_crds::{ConditionStatus, OVirtMachine};
+use futures::StreamExt;
+use serde_json::json;
+use support::{World, condition, metric_sum};
+
+/// Engine requests per machine from nothing to Ready, SSO and the provider's own lookups included. Measured by this
+/// test (debug build, 200 machines): see the closing line; the bound leaves room for the spread of batched searches
+/// (they cover whatever VMs are in transition at that moment).
+const BOUND_REQUESTS_PER_MACHINE: f64 = 9.0;
+/// Status writes per machine from nothing to Ready (each a real change: unchanged statuses are not written).
+const BOUND_STATUS_WRITES_PER_MACHINE: f64 = 6.0;
+/// The steady-state window: long enough for every Ready VM to be in one of its provider's batched searches (once a
+/// minute) and for a sweep of the status writer.
+const STEADY_WINDOW: Duration = Duration::from_secs(75);
+
+fn is_ready(machine: &OVirtMachine) -> bool {
+    condition(machine, "Ready").is_some_and(|c| c.status == ConditionStatus::True)
+}
+
+fn status_writes(world: &World) -> f64 {
+    metric_sum(&world.metrics, "capov_status_writes_total", &[("result", "success")])
+}
+
+#[tokio::test]
+async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let machines_wanted: usize = std::env::var("CAPOV_COUNT_MACHINES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let mut world = World::new("counts").await;
+    let control = world.sim.control().clone();
+    world
+        .start_operator_with(RuntimeSettings {
+            ovirt_qps: 200,
+            ovirt_burst: 200,
+            // The production interval: the batched searches it paces are part of what a machine costs.
+            poll_interval: RuntimeSettings::default().poll_interval,
+            ..world.settings()
+        })
+        .await;
+    let names: Vec<String> = (0..machines_wanted).map(|i| format!("c-{i}")).collect();
+    futures::stream::iter(names.iter())
+        .for_each_concurrent(10, |name| {
+            world.create_machine(name, json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        })
+        .await;
+
+    let workload = world.workload.client().await.expect("workload client");
+    let mut registered = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(240) + Duration::from_secs(2) * machines_wanted as u32;
+    let started = Instant::now();
+    loop {
+        let items = world.register_up_nodes(&workload, &mut registered).await;
+        let ready = items.iter().filter(|m| is_ready(m)).count();
+        if ready == machines_wanted {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ready} of {machines_wanted} Ready by the deadline"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let to_ready = started.elapsed();
+    let requests = control.counter("total") as f64;
+    let writes = status_writes(&world);
+    let n = machines_wanted as f64;
+    let mut endpoints: Vec<(String, u64)> = control
+        .counters()
+        .into_iter()
+        .filter(|(key, _)| key != "total")
+        .collect();
+    endpoints.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+    for (endpoint, count) in &endpoints {
+        println!("counts | {endpoint} | {:.2} per machine", *count as f64 / n);
+    }
+
+    // The steady state: a measurement window (counts over it, whatever moment each request comes).
+    let requests_before = control.counter("total");
+    let writes_before = status_writes(&world);
+    tokio::time::sleep(STEADY_WINDOW).await;
+    let steady_requests = control.counter("total") - requests_before;
+    let steady_writes = status_writes(&world) - writes_before;
+    world.stop_operator().await;
+
+    println!(
+        "counts: {machines_wanted} machines Ready in {:.0} s with {:.2} engine requests and {:.2} status writes per \
+         machine (bounds {BOUND_REQUESTS_PER_MACHINE} and {BOUND_STATUS_WRITES_PER_MACHINE}); steady state over \
+         {} s: {steady_requests} engine requests ({:.2} per minute per 50 machines), {steady_writes} status writes",
+        to_ready.as_secs_f64(),
+        requests / n,
+        writes / n,
+        STEADY_WINDOW.as_secs(),
+        steady_requests as f64 / STEADY_WINDOW.as_secs_f64() * 60.0 / (n / 50.0),
+    );
+    assert!(
+        requests / n <= BOUND_REQUESTS_PER_MACHINE,
+        "{:.2} engine requests per machine",
+        requests / n
+    );
+    assert!(
+        writes / n <= BOUND_STATUS_WRITES_PER_MACHINE,
+        "{:.2} status writes per machine",
+        writes / n
+    );
+    assert_eq!(steady_writes, 0.0, "status writes in the steady state");
+}
