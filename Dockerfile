@@ -1,10 +1,11 @@
-# CAPOV's operator image: the static `manager`, Debian's CA bundle (system-CA trust for `spec.tls.cert: true`) and a
-# static busybox as `wget` (the troubleshooting command), nothing else; runs as the non-root user 65532.
+# CAPOV's operator image: the static `manager`, Debian's CA bundle (system-CA trust for `spec.tls.cert: true`) and
+# `wget` (the troubleshooting command) as a link to `manager`, which answers as `wget` by that name; nothing else.
+# Runs as the non-root user 65532.
 #
 # With internet access (BuildKit, Docker's default builder since 23.0):
 #   docker build -t capov-manager:0.1.0 .
-# Offline, from parts made on the machine (a static `manager` built with cargo, Debian's busybox-static and
-# ca-certificates packages): tools/image/build.sh, which runs
+# Offline, from parts made on the machine (a static `manager` built with cargo, Debian's ca-certificates package):
+# tools/image/build.sh, which runs
 #   docker build --build-arg SOURCE=machine -f Dockerfile target/image/context
 # Both build the same final stage below; only where `manager` and `parts` come from differs.
 ARG SOURCE=internet
@@ -18,11 +19,12 @@ RUN cargo build --release --locked --bin manager && cp target/release/manager /m
 
 FROM debian:bookworm-slim AS parts-internet
 RUN apt-get update \
- && apt-get install -y --no-install-recommends busybox-static ca-certificates \
+ && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/*
-# The bundle is the package's Mozilla set, never the builder's local additions; busybox answers as `wget` by its name.
+# The bundle is the package's Mozilla set, never the builder's local additions; `manager` answers as `wget` by its
+# name.
 RUN mkdir -p /parts/usr/bin /parts/etc/ssl/certs \
- && cp /bin/busybox /parts/usr/bin/wget \
+ && ln -s /manager /parts/usr/bin/wget \
  && cat /usr/share/ca-certificates/mozilla/*.crt > /parts/etc/ssl/certs/ca-certificates.crt
 
 # --- SOURCE=machine: the same parts, prepared by tools/image/build.sh in the build context ---

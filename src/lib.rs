@@ -9,6 +9,7 @@ pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod server;
+pub mod wget;
 
 pub use cli::{Config, LogFormat};
 pub use health::Readiness;

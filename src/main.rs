@@ -22,6 +22,11 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(7);
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
 fn main() -> ExitCode {
+    // `/usr/bin/wget` in the image is a link to `/manager` (the documents' troubleshooting command).
+    let mut args = std::env::args_os();
+    if capov::wget::invoked_as_wget(args.next().as_ref()) {
+        return capov::wget::main(args);
+    }
     // Declared first so that it drops last, after the runtime: the profile is written as the process ends.
     #[cfg(feature = "dhat-heap")]
     // Whole stacks: the frames that say which store or actor holds the bytes are deep below the allocation.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds CAPOV's image without internet access, from parts made on this (Debian) machine: a static musl `manager`
-# built by cargo, busybox (static) as `wget` and the CA bundle from Debian's packages. The final stage is the
+# built by cargo (also `wget`, through a link) and the CA bundle from Debian's package. The final stage is the
 # Dockerfile's, built with --build-arg SOURCE=machine; no base image is pulled.
 #
-# Installs what is missing (docker.io, busybox-static, ca-certificates, musl-tools, the rustup musl target) and
+# Installs what is missing (docker.io, ca-certificates, musl-tools, the rustup musl target) and
 # starts dockerd (storage driver vfs) when none answers. Root only for those installs.
 #
 # Usage: tools/image/build.sh [IMAGE]   (default capov-manager:<workspace version>)
@@ -23,7 +23,7 @@ mkdir -p "$out"
 # would need the buildx plugin for that.
 docker=/usr/bin/docker
 missing=()
-for package in docker.io busybox-static ca-certificates musl-tools; do
+for package in docker.io ca-certificates musl-tools; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
 done
 if ((${#missing[@]})); then
@@ -54,7 +54,7 @@ context=$out/context
 rm -rf "$context"
 mkdir -p "$context/parts/usr/bin" "$context/parts/etc/ssl/certs"
 cp "$target_dir/$target/release/manager" "$context/manager"
-cp /bin/busybox "$context/parts/usr/bin/wget"
+ln -s /manager "$context/parts/usr/bin/wget"
 # The package's Mozilla set only: CAs added locally to this machine's /etc/ssl/certs stay out of the image.
 cat /usr/share/ca-certificates/mozilla/*.crt >"$context/parts/etc/ssl/certs/ca-certificates.crt"
 
