@@ -13,7 +13,6 @@ use capov_actors::metrics::Metrics;
 use capov_actors::runtime::{self, RuntimeSettings};
 use capov_crds::{ConditionStatus, OVirtMachine};
 use capov_harness::objects;
-use kube::api::Api;
 use serde_json::{Value, json};
 use support::{World, condition, metric_sum, operator_clients};
 
