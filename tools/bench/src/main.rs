@@ -48,11 +48,23 @@ struct Args {
     /// while nothing changes (0 = skip).
     #[arg(long, default_value_t = 180)]
     steady_seconds: u64,
+    /// How many OVirtProviders the machines are spread over (round robin), each with its own connection and rate
+    /// limit (`--ovirt-qps` applies to each), all on the one simulated engine.
+    #[arg(long, default_value_t = 1)]
+    providers: usize,
 }
 
 const NAMESPACE: &str = "capov-bench";
 const CLUSTER: &str = "bench";
+/// The first provider's name; the others get a suffix (`bench-engine-2`, …).
 const PROVIDER: &str = "bench-engine";
+
+fn provider_name(index: usize) -> String {
+    match index {
+        0 => PROVIDER.to_string(),
+        n => format!("{PROVIDER}-{}", n + 1),
+    }
+}
 /// How many of our own API calls (creating objects, registering Nodes) run at once.
 const PARALLEL: usize = 16;
 
@@ -103,7 +115,10 @@ async fn run(args: Args) -> Result<bool, Error> {
     .await?;
     let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().unwrap_or_default());
     let spec = json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}});
-    objects::apply_provider(&client, PROVIDER, json!({}), spec).await?;
+    let providers: Vec<String> = (0..args.providers.max(1)).map(provider_name).collect();
+    for provider in &providers {
+        objects::apply_provider(&client, provider, json!({}), spec.clone()).await?;
+    }
     let kubeconfig = workload.kubeconfig_yaml()?;
     objects::apply_secret(
         &client,
@@ -119,8 +134,9 @@ async fn run(args: Args) -> Result<bool, Error> {
     futures::stream::iter(0..args.machines)
         .map(|index| {
             let (client, labels) = (client.clone(), labels.clone());
+            let provider = providers[index % providers.len()].clone();
             async move {
-                let spec = json!({"provider": PROVIDER, "ovirtcluster": "Default", "template": "rhcos-4.14",
+                let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "rhcos-4.14",
                                   "osdisksizegb": 40, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
                                   "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
                 let name = format!("worker-{index}");
@@ -584,8 +600,9 @@ fn report(r: &Report) {
     let total = r.counters.get("total").copied().unwrap_or(0);
     println!();
     println!(
-        "## {} machines, manager flags: {}",
+        "## {} machines over {} provider(s), manager flags: {}",
         r.args.machines,
+        r.args.providers.max(1),
         if r.args.manager_args.is_empty() {
             "(defaults)".to_string()
         } else {
