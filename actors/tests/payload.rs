@@ -50,7 +50,9 @@ runcmd:
   - 'kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && echo success > /run/cluster-api/bootstrap-success.complete'
 "#;
 
-/// An Ignition config as CABPK's ignition format writes it (spec 3), trimmed to a unit and a file.
+/// An Ignition spec 3 config (what RHCOS 4.6+ and Fedora CoreOS boot with), trimmed to a unit and a file. (CABPK's
+/// `format: ignition` emits spec 2.3.0 through the Container Linux Config transpiler; the upstream validator reads
+/// spec 3 only, so spec 2 is not validated here.)
 const IGNITION_WORKER: &str = r#"{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/kubeadm.sh","mode":448,"contents":{"source":"data:,kubeadm%20join%20--config%20%2Fetc%2Fkubeadm.yml"}}]},"systemd":{"units":[{"name":"kubeadm.service","enabled":true,"contents":"[Unit]\nDescription=kubeadm\n[Service]\nType=oneshot\nExecStart=/etc/kubeadm.sh\n[Install]\nWantedBy=multi-user.target\n"}]}}"#;
 
 /// A tool directory from the environment; panics with how to get it when it is missing.
