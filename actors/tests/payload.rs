@@ -162,7 +162,10 @@ async fn kubeadm_cloud_config_reaches_the_guest_as_cloud_init_reads_it() {
         "cloud-init's schema check refused the delivered user-data: {schema_out}"
     );
     assert!(schema_out.contains("Valid cloud-config"), "{schema_out}");
-    assert_eq!(view["cloud_init_version"], "22.4.2", "Debian 12's cloud-init");
+    // Debian 12's is 22.4.2; the checks hold for whichever version the machine's apt offers.
+    let version = view["cloud_init_version"].as_str().unwrap_or_default();
+    assert!(!version.is_empty(), "guest-view names cloud-init's version");
+    eprintln!("checked with cloud-init {version}");
     assert_eq!(
         view["local_hostname"],
         host_name.as_str(),
