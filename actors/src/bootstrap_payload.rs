@@ -207,22 +207,25 @@ fn render_host_name(template: &str, host_name: &str) -> Result<String, Refusal> 
     let mut rest = template.as_str();
     while let Some(start) = rest.find(['{']) {
         let after = &rest[start + 1..];
-        let line = template.len() - rest.len() + start;
-        let line_no = template[..line].matches('\n').count() + 2; // +1 for 1-based, +1 for the dropped header
+        // Counted only for a refusal: data full of braces (embedded JSON) must not cost a scan per brace.
+        let line_no = || {
+            let offset = template.len() - rest.len() + start;
+            template[..offset].matches('\n').count() + 2 // +1 for 1-based, +1 for the dropped header
+        };
         match after.chars().next() {
             Some('{') => {
                 let Some(end) = after[1..].find("}}") else {
-                    return Err(unrenderable(line_no, None));
+                    return Err(unrenderable(line_no(), None));
                 };
                 let expression = after[1..1 + end].trim();
                 if !HOST_NAME_VARIABLES.contains(&expression) {
-                    return Err(unrenderable(line_no, Some(expression)));
+                    return Err(unrenderable(line_no(), Some(expression)));
                 }
                 out.push_str(&rest[..start]);
                 out.push_str(host_name);
                 rest = &after[1 + end + 2..];
             }
-            Some('%') | Some('#') => return Err(unrenderable(line_no, None)),
+            Some('%') | Some('#') => return Err(unrenderable(line_no(), None)),
             _ => {
                 out.push_str(&rest[..=start]);
                 rest = after;
