@@ -153,7 +153,7 @@ async fn every_example_of_the_product_documents_is_accepted_as_written() {
         .await
         .expect("get");
     let settings = &machine.spec.settings;
-    assert_eq!(settings.template, "rhcos-4.14");
+    assert_eq!(settings.template, "ubuntu-22.04");
     assert_eq!(settings.cpu.as_ref().and_then(|c| c.cores), Some(4));
     assert_eq!(settings.memory.as_ref().and_then(|m| m.guaranteedmb), Some(4096));
     assert_eq!(settings.nics[0].vnicprofile, "ovirtmgmt");
@@ -202,7 +202,7 @@ async fn kubectl_get_prints_the_documented_columns() {
         &client,
         resource::<OVirtMachine>(),
         json!({"metadata": {"name": "m1", "labels": {"cluster.x-k8s.io/cluster-name": "workload"}},
-               "spec": {"provider": provider_name, "ovirtcluster": "Default", "template": "rhcos-4.14",
+               "spec": {"provider": provider_name, "ovirtcluster": "Default", "template": "ubuntu-22.04",
                         "providerID": "ovirt://1234"}}),
         Some(&namespace),
     )
@@ -255,7 +255,7 @@ async fn create_dynamic(client: &kube::Client, kind: ApiResource, value: Value, 
 }
 
 fn valid_machine_spec() -> Value {
-    json!({"provider": "p", "ovirtcluster": "Default", "template": "rhcos-4.14"})
+    json!({"provider": "p", "ovirtcluster": "Default", "template": "ubuntu-22.04"})
 }
 
 /// Merges `patch` into `base` (objects recursively; `null` removes a key).

@@ -83,7 +83,7 @@ async fn an_apiserver_restart_does_not_restart_the_operator_and_loses_nothing() 
     .await;
     let names: Vec<String> = (0..MACHINES).map(|i| format!("worker-{i}")).collect();
     for name in &names {
-        let spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "rhcos-4.14"});
+        let spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "ubuntu-22.04"});
         objects::create_machine(&client, &namespace, "workload", name, labels(&namespace), spec)
             .await
             .expect("machine");

@@ -216,7 +216,7 @@ impl World {
 }
 
 fn template_spec(provider: &str, disk_gb: u64) -> Value {
-    json!({"provider": provider, "ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": disk_gb,
+    json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04", "osdisksizegb": disk_gb,
            "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
            "nics": [{"vnicprofile": "ovirtmgmt"}]})
 }

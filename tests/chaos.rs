@@ -435,7 +435,7 @@ async fn create_machines(
     labels: Value,
 ) -> Result<(), capov_harness::HarnessError> {
     for index in 0..MACHINES {
-        let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "rhcos-4.14",
+        let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
                           "osdisksizegb": 30, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
                           "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
         let name = format!("worker-{index}");

@@ -91,7 +91,7 @@ async fn a_killed_leader_is_replaced_and_its_half_done_machines_are_finished() {
 
     let names: Vec<String> = (0..3).map(|i| format!("worker-{i}")).collect();
     for name in &names {
-        let spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "rhcos-4.14",
+        let spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
                           "osdisksizegb": 40, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
                           "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
         objects::create_machine(&client, &namespace, "workload", name, labels(&namespace), spec)
@@ -462,7 +462,7 @@ async fn a_leader_cut_off_from_the_apiserver_stops_engine_writes_before_the_stan
 
     let names: Vec<String> = (0..8).map(|i| format!("worker-{i}")).collect();
     for name in &names {
-        let spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "rhcos-4.14"});
+        let spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "ubuntu-22.04"});
         objects::create_machine(&client, &namespace, "workload", name, labels(&namespace), spec)
             .await
             .expect("machine");

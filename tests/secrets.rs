@@ -127,7 +127,7 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
         CLUSTER,
         MACHINE,
         labels.clone(),
-        json!({"provider": provider, "ovirtcluster": "Default", "template": "rhcos-4.14"}),
+        json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04"}),
         &bootstrap_data,
     )
     .await

@@ -11,8 +11,10 @@
 #   tools/build-go-tools.sh --node   -> the directory holding kubelet, kube-proxy and kube-scheduler (tools/node; the
 #                                       control plane's Kubernetes version), for a real node
 #   tools/build-go-tools.sh --containerd -> the directory holding containerd 2.x, its runc shim and ctr (tools/containerd)
+#   tools/build-go-tools.sh --ignition -> the directory holding ignition-validate, Ignition's own config validator
+#                                       (github.com/coreos/ignition/v2/validate; tools/ignition)
 #
-# KUBEBUILDER_ASSETS (envtest), CAPOV_HELM_DIR (helm) or CAPOV_CAPI_DIR (capi), when set to a directory that already holds the binaries,
+# KUBEBUILDER_ASSETS (envtest), CAPOV_HELM_DIR (helm), CAPOV_CAPI_DIR (capi) or CAPOV_IGNITION_DIR (ignition), when set to a directory that already holds the binaries,
 # is used as is. CAPOV_TOOLS_CACHE moves the cache (default: ~/.cache/capov-tools).
 set -euo pipefail
 
@@ -98,6 +100,14 @@ build_containerd() {  # build_containerd OUT_DIR
     github.com/containerd/containerd/v2/cmd/ctr
 }
 
+build_ignition() {  # build_ignition OUT_DIR
+  local out=$1 iver
+  iver=$(go list -m -f '{{.Version}}' github.com/coreos/ignition/v2)
+  log "building ignition-validate $iver"
+  go build -ldflags "-s -w -X github.com/coreos/ignition/v2/internal/version.Raw=$iver" -o "$out/ignition-validate" \
+    github.com/coreos/ignition/v2/validate
+}
+
 # cached MODULE OVERRIDE_DIR BINARY... : prints a directory holding the module's binaries, building them on a miss.
 cached() {
   local module=$1 override=$2 key out tmp start
@@ -133,6 +143,7 @@ case "${1:-}" in
   --capi) cached capi "${CAPOV_CAPI_DIR:-}" capi-manager clusterctl ;;
   --node) cached node "${CAPOV_NODE_DIR:-}" kubelet kube-proxy kube-scheduler ;;
   --containerd) cached containerd "${CAPOV_CONTAINERD_DIR:-}" containerd containerd-shim-runc-v2 ctr ;;
+  --ignition) cached ignition "${CAPOV_IGNITION_DIR:-}" ignition-validate ;;
   "") cached envtest "${KUBEBUILDER_ASSETS:-}" kube-apiserver kube-controller-manager kubectl etcd ;;
-  *) log "unknown argument $1 (use no argument, --helm, --capi, --node or --containerd)"; exit 2 ;;
+  *) log "unknown argument $1 (use no argument, --helm, --capi, --node, --containerd or --ignition)"; exit 2 ;;
 esac

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CAPOV's test suite: builds (once, cached by go.sum) the real Kubernetes control plane, helm and the Cluster API
-# core manager + clusterctl from Go modules, then runs formatting and lint checks and every Rust test, unit and
-# integration, against that control plane and the oVirt engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io,
+# core manager + clusterctl and Ignition's validator from Go modules, unpacks Debian's cloud-init (apt, cached), then
+# runs formatting and lint checks and every Rust test, unit and integration, against that control plane and the oVirt
+# engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io, apt
+# (Debian) with its package sources,
 # and, for the image (tests/image.rs, only with CAPOV_IMAGE_TESTS=1), root on Debian and rustup's musl target:
 # tools/image/build.sh installs docker.io and starts dockerd.
 set -euo pipefail
@@ -20,6 +22,14 @@ echo "using $CAPOV_HELM_DIR/helm"
 CAPOV_CAPI_DIR=$(tools/build-go-tools.sh --capi)
 export CAPOV_CAPI_DIR
 echo "using $CAPOV_CAPI_DIR (capi-manager, clusterctl)"
+CAPOV_IGNITION_DIR=$(tools/build-go-tools.sh --ignition)
+export CAPOV_IGNITION_DIR
+echo "using $CAPOV_IGNITION_DIR/ignition-validate"
+
+step "Debian's cloud-init, unpacked (tools/cloud-init/fetch.sh)"
+CAPOV_CLOUD_INIT_DIR=$(tools/cloud-init/fetch.sh)
+export CAPOV_CLOUD_INIT_DIR
+echo "using $CAPOV_CLOUD_INIT_DIR (cloud-init $(cat "$CAPOV_CLOUD_INIT_DIR/VERSION"))"
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

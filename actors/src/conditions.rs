@@ -60,6 +60,12 @@ pub mod reasons {
     // MachineCreated.
     pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
     pub const UNSUPPORTED_BOOTSTRAP_FORMAT: &str = "UnsupportedBootstrapFormat";
+    /// The template's OS type gets the other guest initialization from oVirt (cloud-init vs Ignition): the VM
+    /// would boot without its bootstrap data. No VM is created ([`crate::bootstrap_payload`]).
+    pub const BOOTSTRAP_FORMAT_MISMATCH: &str = "BootstrapFormatMismatch";
+    /// The bootstrap data has a form oVirt's rewrite would break (other jinja than the host name, user-data that is
+    /// not cloud-config, Ignition without a version); nothing was sent.
+    pub const UNSUPPORTED_BOOTSTRAP_DATA: &str = "UnsupportedBootstrapData";
     pub const INVALID_PROVIDER_ID: &str = "InvalidProviderID";
     pub const VM_NOT_FOUND: &str = "VMNotFound";
     pub const VM_NAME_CONFLICT: &str = "VMNameConflict";

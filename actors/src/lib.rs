@@ -3,6 +3,7 @@
 
 pub mod addresses;
 pub mod backoff;
+pub mod bootstrap_payload;
 pub mod conditions;
 pub mod disk_alias;
 pub mod feature_gates;

@@ -27,7 +27,7 @@ async fn disks_ready(world: &World, name: &str) -> String {
 }
 
 fn spec(extra: Value) -> Value {
-    let mut spec = json!({"ovirtcluster": "Default", "template": "rhcos-4.14"});
+    let mut spec = json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"});
     for (key, value) in extra.as_object().cloned().unwrap_or_default() {
         spec[key] = value;
     }
@@ -80,10 +80,10 @@ async fn a_non_system_disk_blocks_deletion_until_it_is_detached() {
 async fn disk_aliases_follow_every_combination_of_the_gates() {
     let mut world = World::new("aliases").await;
     let cases = [
-        ("keep-only", true, false, "rhcos-4.14_Disk1"),
-        ("keep-add", true, true, "rhcos-4.14_keep-add_Disk1"),
+        ("keep-only", true, false, "ubuntu-22.04_Disk1"),
+        ("keep-add", true, true, "ubuntu-22.04_keep-add_Disk1"),
         ("add-only", false, true, "add-only_Disk1"),
-        ("neither", false, false, "rhcos-4.14_Disk1"),
+        ("neither", false, false, "ubuntu-22.04_Disk1"),
     ];
     for (name, keep, add, expected) in cases {
         let gates = FeatureGates {
@@ -107,7 +107,7 @@ async fn clone_and_storage_domain_follow_machine_then_provider_then_gate() {
     let control = world.sim.control().clone();
     let data1 = control.id_of("storagedomain", "data1").expect("data1");
     let data2 = control.id_of("storagedomain", "data2").expect("data2");
-    let template = control.id_of("template", "rhcos-4.14").expect("template");
+    let template = control.id_of("template", "ubuntu-22.04").expect("template");
     let placement = |vm_id: &str| {
         let vm = control.vm(vm_id).expect("vm");
         let cloned = vm.template_id != template;

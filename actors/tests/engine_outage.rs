@@ -60,7 +60,7 @@ async fn outage_heals(outage: Outage, prefix: &str) {
     world
         .create_machine(
             "during-outage",
-            json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}),
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}),
         )
         .await;
     eventually(MINUTE, "provider EngineUnreachable", || async {

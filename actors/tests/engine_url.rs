@@ -47,7 +47,10 @@ async fn a_plain_http_engine_connects_and_every_connection_condition_says_it_is_
     }
 
     world
-        .create_machine("worker-0", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .create_machine(
+            "worker-0",
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}),
+        )
         .await;
     let vm_id = world.vm_id("worker-0").await;
     world.register_node("worker-0-node", &vm_id).await;

@@ -93,7 +93,7 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
     let started = Instant::now();
     futures::stream::iter(names.iter())
         .for_each_concurrent(10, |name| {
-            world.create_machine(name, json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+            world.create_machine(name, json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
         })
         .await;
 

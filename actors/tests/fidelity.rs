@@ -20,7 +20,7 @@ async fn a_machine_name_over_64_characters_gets_a_shortened_vm_name_and_its_node
     let name = "a-production-cluster-with-a-long-descriptive-name-md-0-7d9f8b6c5x-x2kq9";
     assert!(name.len() > 64);
     world
-        .create_machine(name, json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .create_machine(name, json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
         .await;
     let vm_id = world.vm_id(name).await;
     let vm = world.sim.control().vm(&vm_id).expect("the VM exists");
@@ -64,7 +64,7 @@ async fn a_name_the_engine_search_refuses_is_reported_and_never_sent() {
     world
         .create_machine(
             "worker-0",
-            json!({"ovirtcluster": "Default' or name='x", "template": "rhcos-4.14"}),
+            json!({"ovirtcluster": "Default' or name='x", "template": "ubuntu-22.04"}),
         )
         .await;
     let machine = world
@@ -97,7 +97,10 @@ async fn a_create_that_vanishes_after_it_was_accepted_is_created_again() {
     world.sim.control().fail_next_copies(1, 0);
     world.start_operator().await;
     world
-        .create_machine("worker-0", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .create_machine(
+            "worker-0",
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}),
+        )
         .await;
     let vm_id = world.vm_id("worker-0").await;
     let control = world.sim.control();
@@ -133,7 +136,10 @@ async fn a_vm_without_status_is_reported_as_image_illegal_and_never_replaced() {
     world.sim.control().fail_next_copies(0, 1);
     world.start_operator().await;
     world
-        .create_machine("worker-0", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .create_machine(
+            "worker-0",
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}),
+        )
         .await;
     let machine = world
         .wait_reason(Duration::from_secs(60), "worker-0", "MachineCreated", "VMImageIllegal")
@@ -166,7 +172,7 @@ async fn a_non_admin_engine_user_runs_the_lifecycle_and_refusals_are_permission_
     world
         .create_machine(
             "worker-0",
-            json!({"ovirtcluster": "Default", "template": "rhcos-4.14", "storagedomainname": "data1",
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04", "storagedomainname": "data1",
                    "osdisksizegb": 30, "nics": [{"vnicprofile": "ovirtmgmt"}]}),
         )
         .await;
@@ -198,7 +204,10 @@ async fn a_non_admin_engine_user_runs_the_lifecycle_and_refusals_are_permission_
         .control()
         .set_user_may_create_vms(support::NON_ADMIN_USER, false);
     world
-        .create_machine("worker-1", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .create_machine(
+            "worker-1",
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}),
+        )
         .await;
     let machine = world
         .wait_reason(

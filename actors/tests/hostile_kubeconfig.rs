@@ -220,7 +220,7 @@ impl World {
 }
 
 fn spec(provider: &str) -> Value {
-    json!({"ovirtcluster": "Default", "template": "rhcos-4.14", "provider": provider})
+    json!({"ovirtcluster": "Default", "template": "ubuntu-22.04", "provider": provider})
 }
 
 fn ca(world: &World) -> String {

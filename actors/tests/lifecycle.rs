@@ -28,7 +28,7 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     world
         .create_machine(
             "worker-0",
-            json!({"ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": 30,
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04", "osdisksizegb": 30,
                    "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096, "guaranteedmb": 2048},
                    "nics": [{"vnicprofile": "ovirtmgmt"}]}),
         )
@@ -354,7 +354,7 @@ async fn a_dead_status_writer_stops_the_runtime_and_a_restart_converges() {
         .find(|child| child.is_message_type_of::<StatusWriterMsg>() == Some(true))
         .expect("the status writer is a child of the supervisor");
     world
-        .create_machine("worker", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .create_machine("worker", json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
         .await;
     writer.stop(Some("killed by the test".into()));
     tokio::time::timeout(

@@ -223,7 +223,7 @@ async fn create_machine(world: &World, index: usize) {
             "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": name,
                                  "uid": created.metadata.uid, "controller": true, "blockOwnerDeletion": true}]
         },
-        "spec": {"provider": world.provider, "ovirtcluster": "Default", "template": "rhcos-4.14"}
+        "spec": {"provider": world.provider, "ovirtcluster": "Default", "template": "ubuntu-22.04"}
     });
     objects::apply(
         &world.client,

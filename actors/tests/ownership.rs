@@ -17,7 +17,7 @@ use support::{World, condition, eventually};
 const MINUTE: Duration = Duration::from_secs(60);
 
 fn base_spec() -> serde_json::Value {
-    json!({"ovirtcluster": "Default", "template": "rhcos-4.14"})
+    json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"})
 }
 
 /// The management cluster id CAPOV uses by default: the kube-system namespace's UID.
@@ -38,7 +38,7 @@ fn seed_vm(world: &World, name: &str, status: &str, description: &str) -> VmSnap
         .seed(&Inventory {
             vms: vec![VmSeed {
                 name: name.into(),
-                template: Some("rhcos-4.14".into()),
+                template: Some("ubuntu-22.04".into()),
                 status: status.into(),
                 description: description.into(),
                 ..VmSeed::default()

@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 const MINUTE: Duration = Duration::from_secs(60);
 
 fn base_spec() -> serde_json::Value {
-    json!({"ovirtcluster": "Default", "template": "rhcos-4.14"})
+    json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"})
 }
 
 /// A workload "apiserver" that accepts connections, completes TLS (so that the client's connect timeout is over and

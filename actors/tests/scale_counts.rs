@@ -55,7 +55,7 @@ async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
     let names: Vec<String> = (0..machines_wanted).map(|i| format!("c-{i}")).collect();
     futures::stream::iter(names.iter())
         .for_each_concurrent(10, |name| {
-            world.create_machine(name, json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+            world.create_machine(name, json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
         })
         .await;
 

@@ -63,7 +63,7 @@ async fn two_shards_split_the_machines_and_never_touch_each_others() {
             .expect("cluster");
         for i in 0..MACHINES_PER_SHARD {
             let name = format!("{shard}-m{i}");
-            let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "rhcos-4.14"});
+            let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04"});
             objects::create_machine(
                 &world.client,
                 &world.namespace,

@@ -15,7 +15,7 @@ use support::{World, condition, eventually};
 const MINUTE: Duration = Duration::from_secs(60);
 
 fn base_spec() -> serde_json::Value {
-    json!({"ovirtcluster": "Default", "template": "rhcos-4.14"})
+    json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"})
 }
 
 /// Engine requests the machines of this world made: those tagged with a machine's correlation id (`capov-<key>`),
@@ -243,7 +243,7 @@ async fn a_same_named_vm_without_capovs_marker_is_never_touched() {
     let mut world = World::new("foreign").await;
     let client = engine_client(&world);
     let template = client
-        .find_templates_by_name("rhcos-4.14", None)
+        .find_templates_by_name("ubuntu-22.04", None)
         .await
         .expect("templates")
         .remove(0);

@@ -205,23 +205,42 @@ pub fn default_inventory() -> Inventory {
             name: "ovirtmgmt".into(),
             network: "ovirtmgmt".into(),
         }],
-        templates: vec![TemplateSeed {
-            name: "rhcos-4.14".into(),
-            cluster: Some("Default".into()),
-            // Red Hat CoreOS boots with Ignition: a cloud-init request to a VM of this template delivers nothing.
-            os_type: "rhcos_x64".into(),
-            disks: vec![TemplateDiskSeed {
-                alias: "rhcos-4.14_Disk1".into(),
-                size_bytes: 20 * GIB,
-                storage_domains: vec!["data1".into()],
+        templates: vec![
+            TemplateSeed {
+                name: "rhcos-4.14".into(),
+                cluster: Some("Default".into()),
+                // Red Hat CoreOS boots with Ignition: a cloud-init request to a VM of this template delivers nothing.
+                os_type: "rhcos_x64".into(),
+                disks: vec![TemplateDiskSeed {
+                    alias: "rhcos-4.14_Disk1".into(),
+                    size_bytes: 20 * GIB,
+                    storage_domains: vec!["data1".into()],
+                    ..Default::default()
+                }],
+                nics: vec![TemplateNicSeed {
+                    name: "nic1".into(),
+                    vnic_profile: Some("ovirtmgmt".into()),
+                }],
                 ..Default::default()
-            }],
-            nics: vec![TemplateNicSeed {
-                name: "nic1".into(),
-                vnic_profile: Some("ovirtmgmt".into()),
-            }],
-            ..Default::default()
-        }],
+            },
+            TemplateSeed {
+                name: "ubuntu-22.04".into(),
+                cluster: Some("Default".into()),
+                // A kubeadm image (e.g. built by image-builder) that boots with cloud-init: oVirt's "Other Linux".
+                os_type: "other_linux".into(),
+                disks: vec![TemplateDiskSeed {
+                    alias: "ubuntu-22.04_Disk1".into(),
+                    size_bytes: 20 * GIB,
+                    storage_domains: vec!["data1".into()],
+                    ..Default::default()
+                }],
+                nics: vec![TemplateNicSeed {
+                    name: "nic1".into(),
+                    vnic_profile: Some("ovirtmgmt".into()),
+                }],
+                ..Default::default()
+            },
+        ],
         vms: Vec::new(),
     }
 }

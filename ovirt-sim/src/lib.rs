@@ -25,7 +25,7 @@ pub mod tls;
 mod wire;
 
 pub use control::{BodyFault, Control, FaultInjection, SlowReplies};
-pub use engine::{EngineVersion, Timings, Transition};
+pub use engine::{Delivered, EngineVersion, Timings, Transition};
 pub use inventory::{
     ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
     TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,

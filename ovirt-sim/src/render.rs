@@ -240,6 +240,9 @@ pub fn template(t: &TemplateRecord) -> Template {
         }),
         creation_time: Some(format_time(t.creation_time)),
         memory: Some(t.memory),
+        os: Some(OperatingSystem {
+            kind: Some(t.os_type.clone()),
+        }),
         kind: Some("server".into()),
         status: Some(TemplateStatus::parse(&t.status)),
         version: Some(TemplateVersion {

@@ -356,7 +356,7 @@ async fn a_start_delivers_only_what_the_os_type_uses_rewritten_as_the_engine_doe
     control
         .seed(&Inventory {
             templates: vec![TemplateSeed {
-                name: "ubuntu-22.04".into(),
+                name: "ubuntu-24.04".into(),
                 cluster: Some("Default".into()),
                 os_type: "ubuntu_22_04".into(),
                 disks: vec![capov_ovirt_sim::TemplateDiskSeed {
@@ -381,7 +381,7 @@ async fn a_start_delivers_only_what_the_os_type_uses_rewritten_as_the_engine_doe
     for (name, template, action) in [
         (
             "ci-on-ubuntu",
-            "ubuntu-22.04",
+            "ubuntu-24.04",
             "<action><use_cloud_init>true</use_cloud_init></action>",
         ),
         (
@@ -422,6 +422,9 @@ async fn a_start_delivers_only_what_the_os_type_uses_rewritten_as_the_engine_doe
     assert!(user_data.starts_with("#cloud-config\n"), "{user_data}");
     assert!(user_data.contains("ssh_pwauth: true"), "{user_data}");
     assert!(user_data.ends_with(script), "{user_data}");
+    // The config drive's meta-data names the host (cloud-init's `local-hostname`).
+    assert_eq!(ubuntu["delivered"]["meta_data"]["hostname"], "ci-on-ubuntu");
+    assert_eq!(ubuntu["delivered"]["meta_data"]["availability_zone"], "nova");
     let rhcos = payload(started[1].clone()).await;
     assert_eq!(
         rhcos["delivered"],
@@ -432,4 +435,13 @@ async fn a_start_delivers_only_what_the_os_type_uses_rewritten_as_the_engine_doe
         .send(reqwest::Method::GET, &format!("/vms/{}", started[1]), None)
         .await;
     assert!(doc.contains("<type>rhcos_x64</type>"), "{doc}");
+    // Templates show their OS type too (TemplateMapper), which is what a client can check before a create.
+    let (_, doc) = s
+        .send(reqwest::Method::GET, "/templates?search=name%3Drhcos-4.14", None)
+        .await;
+    assert!(doc.contains("<os><type>rhcos_x64</type></os>"), "{doc}");
+    let (_, doc) = s
+        .send(reqwest::Method::GET, "/templates?search=name%3Dubuntu-22.04", None)
+        .await;
+    assert!(doc.contains("<os><type>other_linux</type></os>"), "{doc}");
 }

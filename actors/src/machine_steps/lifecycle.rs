@@ -339,6 +339,13 @@ fn before_first_start(o: &Observed, vm: &ObservedVm, format: BootstrapFormat, mu
             );
         }
     }
+    // The engine starts a VM whose OS type does not take the format all the same, and the guest gets nothing.
+    if let Err(refusal) = crate::bootstrap_payload::check_vm_fits(format, &o.vm_name(), vm.os_type.as_deref()) {
+        return passed.wait(
+            Requeue::Backoff,
+            ConditionUpdate::false_(types::MACHINE_ON, refusal.reason, Severity::Error, refusal.message),
+        );
+    }
     passed.stop(
         Action::StartVm {
             use_ignition: format == BootstrapFormat::Ignition,

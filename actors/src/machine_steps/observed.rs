@@ -234,6 +234,8 @@ pub struct ObservedVm {
     pub found_by: FoundBy,
     /// The VM was started at least once (e.g. the engine reports a `start_time`, or we sent a start).
     pub ever_started: bool,
+    /// The VM's OS type (`<os><type>`), which decides what guest initialization a start delivers; None = not shown.
+    pub os_type: Option<String>,
     /// Read only when a step can need them: before the first start and at deletion; else empty.
     pub disks: Vec<VmDisk>,
     pub nics: Vec<VmNic>,

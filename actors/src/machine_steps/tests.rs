@@ -87,6 +87,7 @@ fn vm(status: &str, ever_started: bool) -> ObservedVm {
         ownership: Ownership::Owned,
         found_by: FoundBy::ProviderId,
         ever_started,
+        os_type: None,
         disks: vec![disk("d-boot", "rhcos-4.14_Disk1", true, 20)],
         nics: vec![VmNic {
             name: "nic1".into(),
@@ -875,9 +876,41 @@ fn prepared_vm_is_started_with_cloud_init() {
 fn ignition_bootstrap_starts_with_use_ignition() {
     let o = Observed {
         bootstrap: Bootstrap::Ready(BootstrapFormat::Ignition),
+        vm: Some(ObservedVm {
+            os_type: Some("rhcos_x64".into()),
+            ..vm("down", false)
+        }),
         ..with_vm("down", false)
     };
     assert_eq!(decide(&o).action, Action::StartVm { use_ignition: true });
+}
+
+#[test]
+fn a_vm_whose_os_type_does_not_take_the_bootstrap_format_is_not_started() {
+    for (format, os_type) in [
+        (BootstrapFormat::CloudConfig, "rhcos_x64"),
+        (BootstrapFormat::Ignition, "other_linux"),
+        (BootstrapFormat::Ignition, "other"),
+    ] {
+        let o = Observed {
+            bootstrap: Bootstrap::Ready(format),
+            vm: Some(ObservedVm {
+                os_type: Some(os_type.into()),
+                ..vm("down", false)
+            }),
+            ..with_vm("down", false)
+        };
+        let d = decide(&o);
+        assert_eq!(d.action, Action::Wait(Requeue::Backoff), "{format:?} on {os_type}");
+        let on = d.condition(types::MACHINE_ON).unwrap();
+        assert_eq!(on.reason, reasons::BOOTSTRAP_FORMAT_MISMATCH);
+        assert_eq!(on.state, State::False(Severity::Error));
+        assert!(
+            on.message.contains(os_type) && on.message.contains("not started"),
+            "{}",
+            on.message
+        );
+    }
 }
 
 #[test]

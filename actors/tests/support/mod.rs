@@ -179,6 +179,27 @@ impl World {
             .expect("machine");
     }
 
+    /// [`World::create_machine`] with this bootstrap data and `format` (`cloud-config` or `ignition`).
+    pub async fn create_machine_with_bootstrap(&self, name: &str, spec: Value, data: &str, format: &str) {
+        let mut spec = spec;
+        spec["provider"] = json!(self.provider);
+        let machine = objects::MachineSpec {
+            name,
+            labels: self.labels(),
+            spec,
+        };
+        objects::create_machine_with_bootstrap_format(
+            &self.client,
+            &self.namespace,
+            &self.cluster,
+            machine,
+            data,
+            format,
+        )
+        .await
+        .expect("machine");
+    }
+
     pub async fn machine(&self, name: &str) -> OVirtMachine {
         Api::<OVirtMachine>::namespaced(self.client.clone(), &self.namespace)
             .get(name)
@@ -211,7 +232,7 @@ impl World {
 
     /// Creates machine `name`, registers its Node and waits until it is Ready with an InternalIP; returns the VM id.
     pub async fn bring_to_ready(&self, name: &str) -> String {
-        self.create_machine(name, json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        self.create_machine(name, json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
             .await;
         let vm_id = self.vm_id(name).await;
         self.register_node(&format!("{name}-node"), &vm_id).await;

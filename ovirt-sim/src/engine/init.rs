@@ -43,8 +43,12 @@ pub const IGNITION_VERSION: &str = "2.3.0";
 pub struct Delivered {
     /// `cloud-init` or `ignition`.
     pub kind: String,
-    /// The user-data the guest reads, as the engine rewrote it.
+    /// The user-data the guest reads, as the engine rewrote it (`openstack/latest/user_data` of the config drive).
     pub user_data: String,
+    /// The config drive's `openstack/latest/meta_data.json`: the host name (`hostname`, `name`) and the keys the
+    /// engine always writes (`CloudInitHandler.storeHostname`/`storeExecutionParameters`; Ignition goes through the
+    /// same handler). cloud-init's ConfigDrive datasource makes `local-hostname` of `hostname`.
+    pub meta_data: serde_json::Value,
 }
 
 /// The payload a start asking for cloud-init (`use_cloud_init`) or Ignition (`use_ignition`) delivers to a VM of
@@ -61,13 +65,30 @@ pub fn deliver(
         InitType::CloudInit if use_cloud_init => Ok(Some(Delivered {
             kind: "cloud-init".into(),
             user_data: cloud_init_user_data(custom_script),
+            meta_data: meta_data(host_name),
         })),
         InitType::Ignition if use_ignition => Ok(Some(Delivered {
             kind: "ignition".into(),
             user_data: ignition_user_data(custom_script, host_name)?,
+            meta_data: meta_data(host_name),
         })),
         _ => Ok(None),
     }
+}
+
+/// A fresh instance id on every start, so that cloud-init processes the data again (the engine's comment).
+fn meta_data(host_name: Option<&str>) -> serde_json::Value {
+    let mut meta = serde_json::json!({
+        "uuid": crate::ids::new_id(),
+        "meta": {"dsmode": "local", "essential": "false", "role": "server"},
+        "launch_index": "0",
+        "availability_zone": "nova",
+    });
+    if let Some(name) = host_name.filter(|n| !n.is_empty()) {
+        meta["hostname"] = name.into();
+        meta["name"] = name.into();
+    }
+    meta
 }
 
 fn cloud_init_user_data(custom_script: Option<&str>) -> String {
@@ -162,6 +183,8 @@ mod tests {
         assert_eq!(json["ignition"]["version"], IGNITION_VERSION);
         assert_eq!(json["storage"]["files"][0]["path"], "/etc/hostname");
         assert_eq!(json["storage"]["files"][0]["contents"]["source"], "data:,m1");
+        assert_eq!(data.meta_data["hostname"], "m1");
+        assert_eq!(data.meta_data["name"], "m1");
         // A version and a hostname file of its own are kept.
         let own = r#"{"ignition":{"version":"3.1.0"},"storage":{"files":[{"path":"/etc/hostname"}]}}"#;
         let data = deliver("rhcos_x64", false, true, Some(own), Some("m1"))

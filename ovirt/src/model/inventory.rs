@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{Actions, Link, Ref, Version};
 use super::macros::{collection, string_enum};
-use super::vm::Cpu;
+use super::vm::{Cpu, OperatingSystem};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "cluster")]
@@ -224,6 +224,9 @@ pub struct Template {
     pub creation_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<u64>,
+    /// The OS type (`<os><type>`): decides which guest initialization the engine delivers (cloud-init, Ignition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<OperatingSystem>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

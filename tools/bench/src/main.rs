@@ -136,7 +136,7 @@ async fn run(args: Args) -> Result<bool, Error> {
             let (client, labels) = (client.clone(), labels.clone());
             let provider = providers[index % providers.len()].clone();
             async move {
-                let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "rhcos-4.14",
+                let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
                                   "osdisksizegb": 40, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
                                   "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
                 let name = format!("worker-{index}");

@@ -179,7 +179,7 @@ async fn create_objects(
         json!({"engine": sim.api_url(), "credentialsSecretName": "demo-engine-credentials", "tls": {"certs": ca}});
     objects::apply_provider(client, PROVIDER, json!({}), spec).await?;
     let kubeconfig = workload.kubeconfig_yaml()?;
-    let spec = json!({"provider": PROVIDER, "ovirtcluster": "Default", "template": "rhcos-4.14", "osdisksizegb": 40,
+    let spec = json!({"provider": PROVIDER, "ovirtcluster": "Default", "template": "ubuntu-22.04", "osdisksizegb": 40,
                       "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
                       "nics": [{"vnicprofile": "ovirtmgmt"}]});
     if capi_core {

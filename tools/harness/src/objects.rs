@@ -229,12 +229,33 @@ pub async fn create_machine_with_bootstrap(
     spec: Value,
     bootstrap_data: &str,
 ) -> Result<(), HarnessError> {
+    let machine = MachineSpec { name, labels, spec };
+    create_machine_with_bootstrap_format(client, namespace, cluster, machine, bootstrap_data, "cloud-config").await
+}
+
+/// A machine to create: its name, labels and OVirtMachine spec.
+pub struct MachineSpec<'a> {
+    pub name: &'a str,
+    pub labels: Value,
+    pub spec: Value,
+}
+
+/// [`create_machine_with_bootstrap`] with the bootstrap Secret's `format` (`cloud-config` or `ignition`).
+pub async fn create_machine_with_bootstrap_format(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    machine: MachineSpec<'_>,
+    bootstrap_data: &str,
+    format: &str,
+) -> Result<(), HarnessError> {
+    let MachineSpec { name, labels, spec } = machine;
     let bootstrap = format!("{name}-bootstrap");
     apply_secret(
         client,
         namespace,
         &bootstrap,
-        &[("value", bootstrap_data), ("format", "cloud-config")],
+        &[("value", bootstrap_data), ("format", format)],
     )
     .await?;
     let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &capi("Machine", "machines"));

@@ -7,6 +7,7 @@ use capov_ovirt::{Client, DiskPlacement};
 
 use super::MachineState;
 use super::execute::Failure;
+use crate::bootstrap_payload;
 use crate::conditions::reasons;
 use crate::machine_steps::CreateVmPlan;
 use crate::placement::{StorageDomainFact, TemplateDisk, plan_placement};
@@ -64,6 +65,14 @@ pub async fn create_vm(
             message,
         });
     }
+    // The engine delivers bootstrap data only to a VM whose OS type takes its format, and rewrites it on the way:
+    // refuse a mismatch and send the form the rewrite leaves intact (crate::bootstrap_payload).
+    let os_type = template.os.as_ref().and_then(|os| os.kind.as_deref());
+    bootstrap_payload::check_format_fits(plan.bootstrap_format, &plan.template, os_type)
+        .map_err(|refusal| Failure::error(refusal.reason, refusal.message))?;
+    let custom_script = bootstrap_payload::for_engine(plan.bootstrap_format, &bootstrap_data, &plan.name)
+        .map_err(|refusal| Failure::error(refusal.reason, refusal.message))?;
+    drop(bootstrap_data);
     let template_id = template.id.clone().unwrap_or_default();
     let domain_name = plan.placement.storage_domain_name.as_deref();
     let (domain, template_disks) = placement_facts(state, client, &template_id, &data_center_id, domain_name)
@@ -79,7 +88,7 @@ pub async fn create_vm(
         template: Some(Ref::id(template_id)),
         kind: Some(VmType::parse(plan.vm_type.as_ovirt())),
         initialization: Some(Initialization {
-            custom_script: Some(bootstrap_data),
+            custom_script: Some(custom_script),
             host_name: Some(plan.name.clone()),
         }),
         ..Vm::default()

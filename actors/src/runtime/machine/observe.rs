@@ -345,6 +345,7 @@ async fn find_vm(
     };
     let mut found = ObservedVm {
         ever_started: ever_started(state, &vm),
+        os_type: vm.os.as_ref().and_then(|os| os.kind.clone()),
         id: id.clone(),
         status: status.clone(),
         ownership,
