@@ -1274,6 +1274,25 @@ fn running_vm_is_force_stopped_before_deletion() {
     }
 }
 
+/// The engine refuses stop and remove in these states: no stop is sent, the machine backs off (the VM watch wakes it
+/// when the status changes) with a Warning that says what clears it.
+#[test]
+fn unknown_saving_or_restoring_vm_blocks_deletion_with_backoff() {
+    for (status, hint) in [
+        ("unknown", "lost contact"),
+        ("saving_state", "suspended or resumed"),
+        ("restoring_state", "suspended or resumed"),
+    ] {
+        let d = decide(&deleting(with_vm(status, true)));
+        assert_eq!(d.action, Action::Wait(Requeue::Backoff), "{status}");
+        let deleted = d.condition(types::MACHINE_DELETED).unwrap();
+        assert_eq!(deleted.reason, reasons::VM_STATE_BLOCKS_DELETION, "{status}");
+        assert_eq!(deleted.state, State::False(Severity::Warning), "{status}");
+        assert!(deleted.message.contains(status), "{}", deleted.message);
+        assert!(deleted.message.contains(hint), "{}", deleted.message);
+    }
+}
+
 #[test]
 fn vm_gone_after_delete_releases_the_machine() {
     let d = decide(&deleting(Observed { vm: None, ..running() }));

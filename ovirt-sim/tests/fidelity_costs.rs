@@ -1,0 +1,128 @@
+//! Issue #14 item 6, "costs and noise": the simulator behaves as a real engine does where it costs CAPOV time,
+//! memory or correctness — status rules for stop/remove, the SSO error shape, guest agents and their noisy
+//! interfaces, real-size documents and clone times. docs/simulator-fidelity.md names the engine source of each rule.
+
+use capov_ovirt_sim::{Simulator, SimulatorHandle};
+
+struct Session {
+    sim: SimulatorHandle,
+    http: reqwest::Client,
+    token: String,
+}
+
+impl Session {
+    async fn new() -> Self {
+        Self::on(Simulator::builder().plain_http().start().await.unwrap()).await
+    }
+
+    async fn on(sim: SimulatorHandle) -> Self {
+        let http = reqwest::Client::new();
+        let answer: serde_json::Value = http
+            .post(format!("{}/ovirt-engine/sso/oauth/token", sim.base_url()))
+            .header("Accept", "application/json")
+            .form(&[
+                ("grant_type", "password"),
+                ("scope", "ovirt-app-api"),
+                ("username", "admin@internal"),
+                ("password", "admin"),
+            ])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let token = answer["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no token: {answer}"))
+            .to_string();
+        Session { sim, http, token }
+    }
+
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<&str>) -> (u16, String) {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.sim.api_url()))
+            .bearer_auth(&self.token)
+            .header("Accept", "application/xml");
+        if let Some(body) = body {
+            request = request.header("Content-Type", "application/xml").body(body.to_string());
+        }
+        let response = request.send().await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    async fn get(&self, path: &str) -> (u16, String) {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: &str) -> (u16, String) {
+        self.send(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn delete(&self, path: &str) -> (u16, String) {
+        self.send(reqwest::Method::DELETE, path, None).await
+    }
+
+    fn vm(&self, name: &str, template: &str) -> String {
+        let control = self.sim.control();
+        control.seed_vms(name, 1, Some(template)).unwrap();
+        control.id_of("vm", &format!("{name}0")).unwrap()
+    }
+}
+
+const SAVING_RESTORING: &str = "VM is in saving/restoring state.\n-Please try again when the VM is either up or down.]";
+
+#[tokio::test]
+async fn stop_and_remove_are_refused_while_unknown_saving_or_restoring() {
+    let s = Session::new().await;
+    let id = s.vm("state-rules-", "rhcos-4.14");
+    let control = s.sim.control();
+    let force = "<action><force>true</force></action>";
+
+    control.set_vm_status(&id, "unknown").unwrap();
+    let (status, body) = s.post(&format!("/vms/{id}/stop"), force).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("<status>failed</status>"), "{body}");
+    assert!(body.contains("[Cannot stop VM. VM is not running.]"), "{body}");
+    let (status, body) = s.delete(&format!("/vms/{id}")).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("[Cannot remove VM. VM is running.]"), "{body}");
+
+    for state in ["saving_state", "restoring_state"] {
+        control.set_vm_status(&id, state).unwrap();
+        let (status, body) = s.post(&format!("/vms/{id}/stop"), force).await;
+        assert_eq!(status, 409, "{state}: {body}");
+        assert!(
+            body.contains(&format!("[Cannot stop VM. {SAVING_RESTORING}")),
+            "{state}: {body}"
+        );
+        let (status, body) = s.post(&format!("/vms/{id}/shutdown"), "<action/>").await;
+        assert_eq!(status, 409, "{state}: {body}");
+        assert!(
+            body.contains(&format!("[Cannot shutdown VM. {SAVING_RESTORING}")),
+            "{state}: {body}"
+        );
+        let (status, body) = s.delete(&format!("/vms/{id}")).await;
+        assert_eq!(status, 409, "{state}: {body}");
+        assert!(body.contains("[Cannot remove VM. VM is running.]"), "{state}: {body}");
+    }
+    let (_, body) = s.get(&format!("/vms/{id}")).await;
+    assert!(
+        body.contains("<status>restoring_state</status>"),
+        "refusals change nothing: {body}"
+    );
+
+    // Suspended and not-responding VMs can be stopped; once down the VM can be removed.
+    control.set_vm_status(&id, "not_responding").unwrap();
+    let (status, body) = s.post(&format!("/vms/{id}/stop"), force).await;
+    assert_eq!(status, 200, "{body}");
+    control.set_vm_status(&id, "suspended").unwrap();
+    let (status, body) = s.delete(&format!("/vms/{id}")).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("[Cannot remove VM that its state is not down."), "{body}");
+    let (status, body) = s.post(&format!("/vms/{id}/stop"), force).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = s.delete(&format!("/vms/{id}")).await;
+    assert_eq!(status, 200, "{body}");
+}
