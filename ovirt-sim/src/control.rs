@@ -78,7 +78,7 @@ impl Default for FaultInjection {
             path_contains: None,
             method: None,
             outage: false,
-            sso_error_style: SsoErrorStyle::Oauth,
+            sso_error_style: SsoErrorStyle::ByScope,
             body_fault: None,
             writes_without_effect: false,
             vanishing_creates: 0,

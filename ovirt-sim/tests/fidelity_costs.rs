@@ -126,3 +126,75 @@ async fn stop_and_remove_are_refused_while_unknown_saving_or_restoring() {
     let (status, body) = s.delete(&format!("/vms/{id}")).await;
     assert_eq!(status, 200, "{body}");
 }
+
+async fn token_answer(sim: &SimulatorHandle, form: &[(&str, &str)]) -> (u16, serde_json::Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/ovirt-engine/sso/oauth/token", sim.base_url()))
+        .header("Accept", "application/json")
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// `SsoService.sendJsonDataWithMessage`: for the REST API scope, errors are HTTP 400 `{"error_code", "error"}`.
+/// Codes and texts from `SsoConstants` and `AppMessages.properties`.
+#[tokio::test]
+async fn sso_errors_have_the_rest_api_shape_and_the_engines_texts() {
+    let sim = Simulator::builder().plain_http().start().await.unwrap();
+    let login = |user: &'static str, password: &'static str| {
+        [
+            ("grant_type", "password"),
+            ("scope", "ovirt-app-api"),
+            ("username", user),
+            ("password", password),
+        ]
+    };
+    let failed = "Unable to log in. Verify your login information or contact the system administrator..";
+    // A wrong password and an unknown user get the same answer (the internal profile does not tell them apart).
+    for (user, password) in [("admin@internal", "wrong"), ("nobody@internal", "admin")] {
+        let (status, body) = token_answer(&sim, &login(user, password)).await;
+        assert_eq!(status, 400, "{body}");
+        let name = user.trim_end_matches("@internal");
+        let expected = format!("Cannot authenticate user '{name}@internal': {failed}");
+        assert_eq!(
+            body,
+            serde_json::json!({"error_code": "access_denied", "error": expected})
+        );
+    }
+    // A user name without a profile, or with one the engine does not have.
+    let (_, body) = token_answer(&sim, &login("admin", "admin")).await;
+    assert_eq!(
+        body,
+        serde_json::json!({"error_code": "access_denied",
+            "error": "Cannot authenticate user 'admin@N/A': No valid profile found in credentials.."})
+    );
+    let (_, body) = token_answer(&sim, &login("admin@corp.example", "admin")).await;
+    assert_eq!(body["error_code"], "access_denied", "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("No valid profile found in credentials..")
+    );
+
+    let (status, body) = token_answer(
+        &sim,
+        &[("grant_type", "client_credentials"), ("scope", "ovirt-app-api")],
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body,
+        serde_json::json!({"error_code": "unsupported_grant_type",
+            "error": "The authorization grant type is not supported by the authorization server."})
+    );
+    let (_, body) = token_answer(&sim, &[("grant_type", "password"), ("scope", "ovirt-app-api")]).await;
+    assert_eq!(
+        body,
+        serde_json::json!({"error_code": "invalid_request", "error": "Missing parameter: 'username'"})
+    );
+    assert!(sim.control().issued_tokens().is_empty());
+}
