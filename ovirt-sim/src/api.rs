@@ -591,7 +591,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, call
             wire::object(
                 200,
                 &model::ReportedDevices {
-                    items: render::reported_devices(vm),
+                    items: render::reported_devices(vm, state.engine_version),
                 },
                 format,
             )
@@ -722,6 +722,6 @@ pub fn force_vm_status(state: &mut State, id: &str, status: &str) -> Result<(), 
     let vm = state.vms.get_mut(id).ok_or(EngineError::NotFound)?;
     vm.generation += 1;
     vm.status = VmStatus::parse(status);
-    vm.ips_reported = vm.status == VmStatus::Up;
+    vm.ips_reported = vm.status == VmStatus::Up && vm.guest_agent;
     Ok(())
 }

@@ -375,6 +375,18 @@ impl Control {
         self.shared.lock().vms.get(id).and_then(|vm| vm.delivered.clone())
     }
 
+    /// Adds an address the guest holds on its first NIC besides its own, as keepalived adds a VIP: the guest agent
+    /// reports it on that NIC's device (same MAC), after the VM's own address.
+    pub fn add_guest_address(&self, id: &str, address: &str) -> Result<(), String> {
+        let mut state = self.shared.lock();
+        let vm = state.vms.get_mut(id).ok_or_else(|| format!("no VM {id}"))?;
+        address
+            .parse::<std::net::IpAddr>()
+            .map_err(|_| format!("not an IP address: {address:?}"))?;
+        vm.guest_addresses.push(address.to_string());
+        Ok(())
+    }
+
     /// Forces a VM into a status (e.g. `not_responding`, `up`) without the usual transitions.
     pub fn set_vm_status(&self, id: &str, status: &str) -> Result<(), String> {
         crate::api::force_vm_status(&mut self.shared.lock(), id, status).map_err(|e| format!("{e:?}"))
@@ -444,6 +456,11 @@ struct StatusChange {
 }
 
 #[derive(Deserialize)]
+struct GuestAddress {
+    address: String,
+}
+
+#[derive(Deserialize)]
 struct VersionChange {
     version: EngineVersion,
 }
@@ -507,6 +524,10 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
         (&Method::POST, ["vms", id, "status"]) => {
             let change = body!(StatusChange);
             result(control.set_vm_status(id, &change.status).map(|()| json!({})))
+        }
+        (&Method::POST, ["vms", id, "guest-addresses"]) => {
+            let added = body!(GuestAddress);
+            result(control.add_guest_address(id, &added.address).map(|()| json!({})))
         }
         (&Method::POST, ["inventory"]) => {
             let inventory = body!(Inventory);

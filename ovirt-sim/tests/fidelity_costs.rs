@@ -198,3 +198,112 @@ async fn sso_errors_have_the_rest_api_shape_and_the_engines_texts() {
     );
     assert!(sim.control().issued_tokens().is_empty());
 }
+
+/// A template whose image runs no guest agent, and a VM of it that is up.
+fn seed_agentless(sim: &SimulatorHandle) -> String {
+    use capov_ovirt_sim::{Inventory, TemplateDiskSeed, TemplateNicSeed, TemplateSeed, VmSeed};
+    let control = sim.control();
+    control
+        .seed(&Inventory {
+            templates: vec![TemplateSeed {
+                name: "no-agent".into(),
+                cluster: Some("Default".into()),
+                guest_agent: false,
+                disks: vec![TemplateDiskSeed {
+                    alias: "no-agent_Disk1".into(),
+                    storage_domains: vec!["data1".into()],
+                    ..Default::default()
+                }],
+                nics: vec![TemplateNicSeed {
+                    name: "nic1".into(),
+                    vnic_profile: Some("ovirtmgmt".into()),
+                }],
+                ..Default::default()
+            }],
+            vms: vec![VmSeed {
+                name: "agentless".into(),
+                template: Some("no-agent".into()),
+                status: "up".into(),
+                ..Default::default()
+            }],
+            ..Inventory::default()
+        })
+        .unwrap();
+    control.id_of("vm", "agentless").unwrap()
+}
+
+fn device_names(body: &str) -> Vec<String> {
+    body.split("<reported_device ")
+        .skip(1)
+        .filter_map(|device| {
+            let start = device.find("<name>")? + "<name>".len();
+            let end = device[start..].find("</name>")?;
+            Some(device[start..start + end].to_string())
+        })
+        .collect()
+}
+
+/// Without a guest agent the engine knows nothing of the guest: no devices, no FQDN. With one, a Kubernetes node
+/// reports its CNI and container bridges too (engines before 4.5.0 show every interface whose name is not
+/// blacklisted; from 4.5.0 only those whose MAC is one of the VM's NICs), link-local IPv6 and VIPs on its own NIC.
+#[tokio::test]
+async fn guests_without_an_agent_report_nothing_and_nodes_report_noisy_interfaces() {
+    let s = Session::new().await;
+    let agentless = seed_agentless(&s.sim);
+    let (status, body) = s.get(&format!("/vms/{agentless}/reporteddevices")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(device_names(&body).is_empty(), "{body}");
+    let (_, body) = s.get(&format!("/vms/{agentless}?follow=reported_devices")).await;
+    assert!(
+        body.contains("<status>up</status>") && !body.contains("<fqdn>"),
+        "{body}"
+    );
+
+    let control = s.sim.control();
+    control
+        .seed(&capov_ovirt_sim::Inventory {
+            vms: vec![capov_ovirt_sim::VmSeed {
+                name: "node-0".into(),
+                template: Some("rhcos-4.14".into()),
+                status: "up".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .unwrap();
+    let node = control.id_of("vm", "node-0").unwrap();
+    control.add_guest_address(&node, "10.0.1.100").unwrap();
+    let (_, body) = s.get(&format!("/vms/{node}/reporteddevices")).await;
+    let names = device_names(&body);
+    for expected in [
+        "eth0",
+        "docker0",
+        "cni0",
+        "flannel.1",
+        "vxlan.calico",
+        "cali1a2b3c4d5e6",
+    ] {
+        assert!(names.iter().any(|n| n == expected), "{expected} in {names:?}");
+    }
+    // The engine's GuestNicNamesBlacklist: lo[0-9]*, Loopback.*, tun[0-9]*, veth[0-9a-f]*.
+    assert!(!names.iter().any(|n| n == "lo" || n.starts_with("veth")), "{names:?}");
+    let nic_mac = control.vm(&node).unwrap().nics[0].mac.clone();
+    let eth0 = body
+        .split("<reported_device ")
+        .find(|d| d.contains("<name>eth0</name>"))
+        .unwrap();
+    assert!(eth0.contains(&format!("<address>{nic_mac}</address>")), "{eth0}");
+    assert!(
+        eth0.contains("<address>10.0.1.100</address>"),
+        "the VIP on eth0: {eth0}"
+    );
+    assert!(eth0.contains("<address>fe80::"), "link-local IPv6: {eth0}");
+
+    control.set_engine_version(capov_ovirt_sim::EngineVersion::new(4, 5, 0));
+    let (_, body) = s.get(&format!("/vms/{node}/reporteddevices")).await;
+    assert_eq!(
+        device_names(&body),
+        vec!["eth0".to_string()],
+        "4.5 shows only the VM's NICs: {body}"
+    );
+}

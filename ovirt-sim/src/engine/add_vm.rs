@@ -255,6 +255,8 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         disk_ids,
         nics,
         generation: 1,
+        guest_agent: template.as_ref().is_none_or(|t| t.guest_agent),
+        guest_addresses: Vec::new(),
         ips_reported: false,
         address_index,
         removing: false,

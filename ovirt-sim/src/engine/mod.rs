@@ -339,8 +339,9 @@ pub fn apply(state: &mut State, scheduled: &Scheduled) {
                 vm.status = VmStatus::Up;
             }
         }
+        // Only an agent in the guest reports its devices; without one the engine never learns them.
         Transition::VmDevicesReported => {
-            if vm.status == VmStatus::Up {
+            if vm.status == VmStatus::Up && vm.guest_agent {
                 vm.ips_reported = true;
             }
         }
@@ -400,6 +401,21 @@ mod tests {
         settle(&mut state, scheduled);
         assert_eq!(state.vms[&added.vm_id].status, VmStatus::Up);
         assert!(state.vms[&added.vm_id].ips_reported);
+    }
+
+    #[test]
+    fn without_a_guest_agent_an_up_vm_never_reports_devices() {
+        let (mut state, cluster, template) = engine();
+        state.templates.get_mut(&template).unwrap().guest_agent = false;
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("quiet", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        let boot = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
+        settle(&mut state, boot);
+        let vm = &state.vms[&added.vm_id];
+        assert_eq!(vm.status, VmStatus::Up);
+        assert!(!vm.ips_reported);
+        assert!(crate::render::reported_devices(vm, EngineVersion::DEFAULT).is_empty());
     }
 
     #[test]
