@@ -307,3 +307,60 @@ async fn guests_without_an_agent_report_nothing_and_nodes_report_noisy_interface
         "4.5 shows only the VM's NICs: {body}"
     );
 }
+
+/// A VM document is as large as a real engine's (the 4.4.10 recording is 11 KB with its disks, NICs, CD-ROMs and
+/// snapshots inlined), and lists carry every VM's `<initialization>` with its bootstrap data: the engine has no
+/// parameter that leaves it out (`BackendVmsResource.mapCollection` loads every VM's VmInit for the `main` detail,
+/// and without `main` a list has no VMs at all).
+#[tokio::test]
+async fn vm_documents_are_real_size_and_lists_carry_the_bootstrap_data() {
+    let s = Session::new().await;
+    let script = format!(
+        "#cloud-config\nwrite_files:\n- path: /etc/x\n  content: {}\n",
+        "y".repeat(6000)
+    );
+    let escaped = script.replace('&', "&amp;").replace('<', "&lt;");
+    let add = format!(
+        "<vm><name>big-0</name><cluster><name>Default</name></cluster><template><name>rhcos-4.14</name></template>\
+         <initialization><custom_script>{escaped}</custom_script></initialization></vm>"
+    );
+    let (status, body) = s.post("/vms", &add).await;
+    assert_eq!(status, 202, "{body}");
+    s.vm("plain-", "rhcos-4.14");
+
+    let (status, plain) = s.get("/vms?search=name%3Dplain-0").await;
+    assert_eq!(status, 200);
+    assert!(plain.len() >= 6_000, "a VM without follows is {} bytes", plain.len());
+    for element in [
+        "<bios>",
+        "<display>",
+        "<migration>",
+        "<sso>",
+        "<cpu_profile ",
+        "<actions>",
+    ] {
+        assert!(plain.contains(element), "{element}");
+    }
+    let (_, listed) = s.get("/vms?search=name%3Dbig-0").await;
+    assert!(
+        listed.contains("<custom_script>#cloud-config"),
+        "lists carry the bootstrap data"
+    );
+    assert!(listed.len() >= plain.len() + script.len(), "{} bytes", listed.len());
+    for detail in ["all_content=true", "detail=-initialization"] {
+        let (_, again) = s.get(&format!("/vms?search=name%3Dbig-0&{detail}")).await;
+        assert!(again.contains("<custom_script>"), "{detail} does not leave it out");
+    }
+    // JSON: the same elements, scalars as strings.
+    let response = s
+        .http
+        .get(format!("{}/vms?search=name%3Dplain-0", s.sim.api_url()))
+        .bearer_auth(&s.token)
+        .header("Accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let json: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(json["vm"][0]["bios"]["boot_menu"]["enabled"], "false", "{json}");
+    assert_eq!(json["vm"][0]["migration_downtime"], "-1");
+}
