@@ -375,6 +375,11 @@ impl Control {
         self.shared.lock().vms.get(id).and_then(|vm| vm.delivered.clone())
     }
 
+    /// How many disk copies of cloned VMs are running now, over all storage domains.
+    pub fn disk_copies(&self) -> usize {
+        self.shared.lock().copies.values().map(|pool| pool.active()).sum()
+    }
+
     /// Adds an address the guest holds on its first NIC besides its own, as keepalived adds a VIP: the guest agent
     /// reports it on that NIC's device (same MAC), after the VM's own address.
     pub fn add_guest_address(&self, id: &str, address: &str) -> Result<(), String> {

@@ -96,7 +96,9 @@ impl Shared {
         tokio::spawn(async move {
             for item in items {
                 tokio::time::sleep_until(start + item.after).await;
-                engine::apply(&mut shared.lock(), &item);
+                let timings = shared.timings();
+                let more = engine::apply(&mut shared.lock(), &timings, &item);
+                shared.schedule(more);
             }
         });
     }

@@ -213,6 +213,8 @@ pub struct State {
     /// Transitions that tests hold back, so that they can wait for the state before them instead of racing a
     /// timer (e.g. `powering_up` while `VmUp` is held). Held ones wait in `held` until released.
     pub holds: Vec<crate::engine::Transition>,
+    /// Disk copies of cloned VMs running now, per storage domain (`engine::copies`).
+    pub copies: crate::engine::copies::CopyPools,
     pub held: Vec<crate::engine::Scheduled>,
 }
 

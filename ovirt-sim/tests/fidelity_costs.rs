@@ -364,3 +364,72 @@ async fn vm_documents_are_real_size_and_lists_carry_the_bootstrap_data() {
     assert_eq!(json["vm"][0]["bios"]["boot_menu"]["enabled"], "false", "{json}");
     assert_eq!(json["vm"][0]["migration_downtime"], "-1");
 }
+
+/// Clones copy their template's allocated bytes, sharing the storage domain's bandwidth; a thin VM copies nothing.
+/// (The sharing arithmetic is unit-tested in `engine::copies`.)
+#[tokio::test]
+async fn clones_copy_whole_images_sharing_the_storage_bandwidth() {
+    use capov_ovirt_sim::{Inventory, TemplateDiskSeed, TemplateNicSeed, TemplateSeed, Timings};
+    let sim = Simulator::builder()
+        .plain_http()
+        .timings(Timings {
+            // 64 MiB template disk, 8 MiB allocated: one copy alone takes 1 s, three at once 3 s.
+            storage_mib_per_second: 8,
+            ..Timings::fast()
+        })
+        .start()
+        .await
+        .unwrap();
+    sim.control()
+        .seed(&Inventory {
+            templates: vec![TemplateSeed {
+                name: "small".into(),
+                cluster: Some("Default".into()),
+                disks: vec![TemplateDiskSeed {
+                    alias: "small_Disk1".into(),
+                    size_bytes: 64 << 20,
+                    storage_domains: vec!["data1".into()],
+                    ..Default::default()
+                }],
+                nics: vec![TemplateNicSeed {
+                    name: "nic1".into(),
+                    vnic_profile: Some("ovirtmgmt".into()),
+                }],
+                ..Default::default()
+            }],
+            ..Inventory::default()
+        })
+        .unwrap();
+    let s = Session::on(sim).await;
+    let add = |name: &str| {
+        format!(
+            "<vm><name>{name}</name><cluster><name>Default</name></cluster><template><name>small</name></template></vm>"
+        )
+    };
+    for n in 0..3 {
+        let (status, body) = s.post("/vms?clone=true", &add(&format!("clone-{n}"))).await;
+        assert_eq!(status, 202, "{body}");
+    }
+    let (status, body) = s.post("/vms", &add("thin-0")).await;
+    assert_eq!(status, 202, "{body}");
+    let control = s.sim.control();
+    let status_of = |name: &str| {
+        let id = control.id_of("vm", name).unwrap();
+        control.vm(&id).map(|vm| vm.status).unwrap_or_default()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // The thin VM is ready while the three copies still run.
+    while status_of("thin-0") != "down" {
+        assert!(std::time::Instant::now() < deadline, "thin VM never ready");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(control.disk_copies(), 3);
+    for n in 0..3 {
+        assert_eq!(status_of(&format!("clone-{n}")), "image_locked");
+    }
+    while (0..3).any(|n| status_of(&format!("clone-{n}")) != "down") {
+        assert!(std::time::Instant::now() < deadline, "copies never ended");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(control.disk_copies(), 0);
+}
