@@ -195,6 +195,11 @@ impl Control {
 
     /// Bytes of [`BodyFault::Oversized`] answers generated so far: how much a client read (plus what the network
     /// buffers), since each chunk is made only when the connection takes it.
+    /// Bytes of all engine answer bodies so far (what clients downloaded).
+    pub fn response_bytes(&self) -> u64 {
+        self.shared.response_bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn streamed_bytes(&self) -> u64 {
         self.shared.streamed_bytes.load(std::sync::atomic::Ordering::Relaxed)
     }

@@ -36,6 +36,8 @@ pub struct Shared {
     pub(crate) correlation_ids: Mutex<std::collections::VecDeque<String>>,
     /// Bytes of oversized answers generated so far ([`crate::control::BodyFault::Oversized`]).
     pub(crate) streamed_bytes: Arc<AtomicU64>,
+    /// Bytes of every engine answer body (API and SSO), for benchmarks: what clients download.
+    pub(crate) response_bytes: AtomicU64,
     /// Every API write received (most recent [`REMEMBERED_WRITES`]), with who sent it: tests check that two
     /// replicas never wrote at once.
     pub(crate) writes: Mutex<std::collections::VecDeque<WriteRecord>>,
@@ -300,6 +302,9 @@ async fn respond(shared: Arc<Shared>, req: Incoming) -> Reply {
         seen.push_back(id.clone());
     }
     let reply = engine_reply(&shared, &req).await;
+    shared
+        .response_bytes
+        .fetch_add(reply.body.len() as u64, std::sync::atomic::Ordering::Relaxed);
     match correlation_id {
         Some(id) => reply.with_header("Correlation-Id", id),
         None => reply,
@@ -499,6 +504,7 @@ impl SimulatorBuilder {
             writes: Mutex::new(std::collections::VecDeque::new()),
             listening: tokio::sync::watch::channel(true).0,
             streamed_bytes: Arc::new(AtomicU64::new(0)),
+            response_bytes: AtomicU64::new(0),
         });
 
         let listener = TcpListener::bind(self.listen).await?;
