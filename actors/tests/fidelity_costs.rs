@@ -45,7 +45,7 @@ async fn deletion_waits_with_backoff_while_the_engine_refuses_stop_and_remove() 
         .await;
     let (_, message) = deleted_reason(&machine).unwrap();
     assert!(message.contains("unknown") && message.contains("host"), "{message}");
-    let severity = condition(&machine, "MachineDeleted").and_then(|c| c.severity.clone());
+    let severity = condition(&machine, "MachineDeleted").and_then(|c| c.severity);
     assert_eq!(severity, Some(capov_crds::Severity::Warning));
 
     // Retried, with backoff: at least two backed-off passes, and no stop or remove sent meanwhile.

@@ -172,7 +172,7 @@ impl Timings {
 
     /// [`Timings::storage_mib_per_second`] in bytes per second; None when unlimited.
     pub fn storage_bytes_per_second(&self) -> Option<f64> {
-        (self.storage_mib_per_second > 0).then(|| self.storage_mib_per_second as f64 * (1u64 << 20) as f64)
+        (self.storage_mib_per_second > 0).then_some(self.storage_mib_per_second as f64 * (1u64 << 20) as f64)
     }
 }
 
