@@ -40,7 +40,7 @@ const CLUSTER: &str = "sweep";
 const MACHINE: &str = "worker-0";
 const MINUTE: Duration = Duration::from_secs(60);
 /// What the engine's SSO says about a wrong password; it must reach the status for error texts to be swept.
-const ENGINE_REFUSAL: &str = "The username or password is incorrect";
+const ENGINE_REFUSAL: &str = "Unable to log in. Verify your login information";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_reaches_logs_events_statuses_or_metrics() {

@@ -9,9 +9,13 @@
 //! addresses (in NIC order). Consumers that take the first InternalIP then get the first NIC's IPv4 address, on
 //! dual-stack guests too. Within one NIC the engine's order is kept.
 //!
-//! Only devices whose MAC matches one of the VM's NICs count (guest-side bridges, CNI and VIP devices are
-//! skipped); the control-plane endpoint host is skipped wherever it shows up (a VIP may be reported on the
-//! control-plane node). Duplicates are dropped.
+//! Only devices whose MAC matches one of the VM's NICs count: engines before 4.5 pass on every interface the guest
+//! agent reports except `lo*`/`tun*`/`veth*` (docs/simulator-fidelity.md), so a Kubernetes node also shows
+//! `docker0`, `cni0`, `flannel.1`, `vxlan.calico` and `cali*` devices with MACs of their own, which are skipped. A
+//! bridge that takes the NIC's MAC (OVN-Kubernetes' `br-ex`) counts as that NIC. Addresses held on the node's own
+//! NIC besides its own (keepalived VIPs) share its MAC and are kept, after the node's own address in the guest's
+//! order — except the control-plane endpoint host, which is skipped wherever it shows up. Duplicates are dropped.
+//! Without a guest agent nothing is reported and the machine has only its InternalDNS address (MachineOn says why).
 
 use std::net::IpAddr;
 
@@ -260,6 +264,44 @@ mod tests {
         assert_eq!(
             ip_list(&machine_addresses("w", &nics, &devices, None)),
             vec!["10.0.1.1"]
+        );
+    }
+
+    /// What a Kubernetes node's guest agent reports through an engine before 4.5 (the simulator's default
+    /// noise): only the node's own NIC counts — its address and a VIP on it — not loopback, Docker, flannel, Calico
+    /// or link-local addresses; the control-plane endpoint VIP is dropped.
+    #[test]
+    fn a_noisy_kubernetes_guest_yields_only_its_own_nic_addresses() {
+        let nics = [nic("nic1", "56:6f:00:00:00:01")];
+        let devices = [
+            device("00:00:00:00:00:00", &["127.0.0.1", "::1"]),
+            device(
+                "56:6f:00:00:00:01",
+                &["10.0.1.11", "10.0.1.100", "10.0.1.200", "fe80::546f:ff:fe00:1"],
+            ),
+            device("02:42:ac:11:00:01", &["172.17.0.1", "fe80::42:acff:fe11:1"]),
+            device("0a:58:0a:f4:00:01", &["10.244.0.1", "fe80::858:aff:fef4:1"]),
+            device("9e:1f:3c:5d:00:01", &["10.244.0.0"]),
+            device("66:d1:ab:12:00:01", &["192.168.0.192"]),
+            device("ee:ee:ee:ee:ee:ee", &["fe80::ecee:eeff:feee:eeee"]),
+        ];
+        assert_eq!(
+            ip_list(&machine_addresses("cp-0", &nics, &devices, Some("10.0.1.100"))),
+            vec!["10.0.1.11", "10.0.1.200"]
+        );
+    }
+
+    /// OVN-Kubernetes moves the node address to a bridge (`br-ex`) that takes the NIC's MAC: it still counts.
+    #[test]
+    fn a_bridge_carrying_the_nics_mac_counts_as_the_nic() {
+        let nics = [nic("nic1", "56:6f:00:00:00:01")];
+        let devices = [
+            device("56:6f:00:00:00:01", &[]),
+            device("56:6f:00:00:00:01", &["10.0.1.11"]),
+        ];
+        assert_eq!(
+            ip_list(&machine_addresses("w", &nics, &devices, None)),
+            vec!["10.0.1.11"]
         );
     }
 

@@ -120,6 +120,8 @@ pub mod reasons {
     pub const VM_LOCKED: &str = "VMLocked";
     pub const VM_STOPPING: &str = "VMStopping";
     pub const VM_DELETING: &str = "VMDeleting";
+    /// The VM is `unknown`, `saving_state` or `restoring_state`: the engine refuses stop and remove until it leaves.
+    pub const VM_STATE_BLOCKS_DELETION: &str = "VMStateBlocksDeletion";
 }
 
 /// The message of a True CanConnectToOVirt with reason InsecureTransport.
@@ -359,6 +361,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::VM_LOCKED,
     reasons::VM_STOPPING,
     reasons::VM_DELETING,
+    reasons::VM_STATE_BLOCKS_DELETION,
 ];
 
 #[cfg(test)]

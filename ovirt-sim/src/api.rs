@@ -451,8 +451,21 @@ fn search_vms(shared: &Arc<Shared>, req: &Incoming, format: Format, caller: &Cal
         .into_iter()
         .map(|vm| render::vm(&state, vm, follow))
         .collect();
-    drop(state);
-    wire::object(200, &model::Vms { items }, format)
+    let reply = wire::object(200, &model::Vms { items }, format);
+    real_size(&state, reply, format)
+}
+
+/// A VM answer as large as a real engine's: the elements CAPOV's model does not carry added to every VM
+/// (`engine_only`).
+fn real_size(state: &State, reply: Reply, format: Format) -> Reply {
+    if !(200..300).contains(&reply.status) {
+        return reply;
+    }
+    let up = |id: &str| state.vms.get(id).is_some_and(|vm| vm.status == VmStatus::Up);
+    Reply {
+        body: crate::engine_only::add(reply.body, format, &up),
+        ..reply
+    }
 }
 
 fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, caller: &Caller) -> Reply {
@@ -463,7 +476,11 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, call
         (Method::GET, [id]) => {
             let state = shared.lock();
             state.vms.get(*id).map_or_else(not_found, |vm| {
-                wire::object(200, &render::vm(&state, vm, vm_follow(req)), format)
+                real_size(
+                    &state,
+                    wire::object(200, &render::vm(&state, vm, vm_follow(req)), format),
+                    format,
+                )
             })
         }
         (Method::PUT, [id]) => {
@@ -474,7 +491,11 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, call
             let mut state = shared.lock();
             match engine::update_vm(&mut state, id, &update) {
                 Ok(()) => match state.vms.get(*id) {
-                    Some(vm) => wire::object(200, &render::vm(&state, vm, vm_follow(req)), format),
+                    Some(vm) => real_size(
+                        &state,
+                        wire::object(200, &render::vm(&state, vm, vm_follow(req)), format),
+                        format,
+                    ),
                     None => not_found(),
                 },
                 Err(e) => wire::error(&e, format),
@@ -591,7 +612,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, call
             wire::object(
                 200,
                 &model::ReportedDevices {
-                    items: render::reported_devices(vm),
+                    items: render::reported_devices(vm, state.engine_version),
                 },
                 format,
             )
@@ -639,8 +660,12 @@ fn add_vm(shared: &Arc<Shared>, req: &Incoming, format: Format, caller: &Caller)
                 Some(vm) => {
                     let body = render::vm(&state, vm, VmFollow::default());
                     let location = body.href.clone().unwrap_or_default();
-                    wire::object(if added.accepted { 202 } else { 201 }, &body, format)
-                        .with_header("Location", location)
+                    real_size(
+                        &state,
+                        wire::object(if added.accepted { 202 } else { 201 }, &body, format),
+                        format,
+                    )
+                    .with_header("Location", location)
                 }
                 None => Reply::empty(500),
             };
@@ -722,6 +747,6 @@ pub fn force_vm_status(state: &mut State, id: &str, status: &str) -> Result<(), 
     let vm = state.vms.get_mut(id).ok_or(EngineError::NotFound)?;
     vm.generation += 1;
     vm.status = VmStatus::parse(status);
-    vm.ips_reported = vm.status == VmStatus::Up;
+    vm.ips_reported = vm.status == VmStatus::Up && vm.guest_agent;
     Ok(())
 }

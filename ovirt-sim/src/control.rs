@@ -102,7 +102,7 @@ impl Default for FaultInjection {
             path_contains: None,
             method: None,
             outage: false,
-            sso_error_style: SsoErrorStyle::Oauth,
+            sso_error_style: SsoErrorStyle::ByScope,
             body_fault: None,
             writes_without_effect: false,
             vanishing_creates: 0,
@@ -224,6 +224,11 @@ impl Control {
 
     /// Bytes of [`BodyFault::Oversized`] answers generated so far: how much a client read (plus what the network
     /// buffers), since each chunk is made only when the connection takes it.
+    /// Bytes of all engine answer bodies so far (what clients downloaded).
+    pub fn response_bytes(&self) -> u64 {
+        self.shared.response_bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn streamed_bytes(&self) -> u64 {
         self.shared.streamed_bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -404,6 +409,23 @@ impl Control {
         self.shared.lock().vms.get(id).and_then(|vm| vm.delivered.clone())
     }
 
+    /// How many disk copies of cloned VMs are running now, over all storage domains.
+    pub fn disk_copies(&self) -> usize {
+        self.shared.lock().copies.values().map(|pool| pool.active()).sum()
+    }
+
+    /// Adds an address the guest holds on its first NIC besides its own, as keepalived adds a VIP: the guest agent
+    /// reports it on that NIC's device (same MAC), after the VM's own address.
+    pub fn add_guest_address(&self, id: &str, address: &str) -> Result<(), String> {
+        let mut state = self.shared.lock();
+        let vm = state.vms.get_mut(id).ok_or_else(|| format!("no VM {id}"))?;
+        address
+            .parse::<std::net::IpAddr>()
+            .map_err(|_| format!("not an IP address: {address:?}"))?;
+        vm.guest_addresses.push(address.to_string());
+        Ok(())
+    }
+
     /// Forces a VM into a status (e.g. `not_responding`, `up`) without the usual transitions.
     pub fn set_vm_status(&self, id: &str, status: &str) -> Result<(), String> {
         crate::api::force_vm_status(&mut self.shared.lock(), id, status).map_err(|e| format!("{e:?}"))
@@ -473,6 +495,11 @@ struct StatusChange {
 }
 
 #[derive(Deserialize)]
+struct GuestAddress {
+    address: String,
+}
+
+#[derive(Deserialize)]
 struct VersionChange {
     version: EngineVersion,
 }
@@ -536,6 +563,10 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
         (&Method::POST, ["vms", id, "status"]) => {
             let change = body!(StatusChange);
             result(control.set_vm_status(id, &change.status).map(|()| json!({})))
+        }
+        (&Method::POST, ["vms", id, "guest-addresses"]) => {
+            let added = body!(GuestAddress);
+            result(control.add_guest_address(id, &added.address).map(|()| json!({})))
         }
         (&Method::POST, ["inventory"]) => {
             let inventory = body!(Inventory);

@@ -27,6 +27,29 @@ pub fn new_mac() -> String {
     )
 }
 
+/// A stable id derived from a name, shaped as a UUID (version 3 bits set). The engine derives reported-device ids
+/// from the interface name and MAC with `UUID.nameUUIDFromBytes` (MD5); a stable 128-bit FNV-1a hash serves the same
+/// purpose here: the same interface keeps its id across polls.
+pub fn name_based_id(name: &str) -> String {
+    let mut hash: u128 = 0x6c62272e07bb014262b821756295c58d;
+    for byte in name.bytes() {
+        hash ^= u128::from(byte);
+        hash = hash.wrapping_mul(0x0000000001000000000000000000013B);
+    }
+    let mut bytes = hash.to_be_bytes();
+    bytes[6] = (bytes[6] & 0x0f) | 0x30;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
 /// The n-th guest address in 10.0.0.0/8 (skipping .0 and .255 host parts).
 pub fn guest_ipv4(n: u64) -> String {
     let host = n % 65_000;

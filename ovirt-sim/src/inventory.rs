@@ -96,6 +96,9 @@ pub struct TemplateSeed {
     /// The engine's OS type (`other`, `rhcos_x64`, `rhel_8x64`, `windows_2019x64`, …): decides which
     /// initialization a start delivers (osinfo `vmInitType`).
     pub os_type: String,
+    /// Whether the template's image runs a guest agent (qemu-guest-agent): without one the engine never learns the
+    /// guest's interfaces, and VMs of the template report no devices, addresses or FQDN.
+    pub guest_agent: bool,
 }
 
 impl Default for TemplateSeed {
@@ -110,6 +113,7 @@ impl Default for TemplateSeed {
             disks: Vec::new(),
             nics: Vec::new(),
             os_type: "other".into(),
+            guest_agent: true,
         }
     }
 }
@@ -438,6 +442,7 @@ fn seed_template(state: &mut State, template: &TemplateSeed) -> Result<(), Strin
             nics,
             creation_time: now_millis(),
             os_type: template.os_type.clone(),
+            guest_agent: template.guest_agent,
         },
     );
     Ok(())
@@ -485,6 +490,7 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
     }
     let address_index = state.allocate_address();
     let status = VmStatus::parse(&seed.status);
+    let guest_agent = state.templates.get(&template_id).is_none_or(|t| t.guest_agent);
     state.insert_vm(VmRecord {
         id: id.clone(),
         name: seed.name.clone(),
@@ -498,7 +504,9 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
             .map_or_else(|| "other".to_string(), |t| t.os_type.clone()),
         delivered: None,
         original_template_id: template_id,
-        ips_reported: status == VmStatus::Up,
+        guest_agent,
+        guest_addresses: Vec::new(),
+        ips_reported: status == VmStatus::Up && guest_agent,
         status,
         kind: "server".into(),
         memory: 4 * GIB,

@@ -12,6 +12,7 @@
 mod api;
 mod control;
 mod engine;
+mod engine_only;
 mod ids;
 mod inventory;
 mod render;

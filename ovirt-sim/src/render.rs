@@ -337,38 +337,122 @@ pub fn nic(vm_id: &str, n: &NicRecord) -> Nic {
     }
 }
 
-/// What the guest agent reports: one device per plugged NIC with a private IPv4 and the
-/// link-local IPv6 real guests also show.
-pub fn reported_devices(vm: &VmRecord) -> Vec<ReportedDevice> {
+/// One interface of the guest, as its agent reports it.
+struct GuestInterface {
+    name: String,
+    mac: String,
+    ips: Vec<String>,
+}
+
+/// The interfaces of a Kubernetes node's guest, as its agent reports them: `lo`, one `ethN` per plugged NIC (its
+/// own IPv4, any extra address such as a keepalived VIP on the first, and the link-local IPv6 derived from the MAC),
+/// and what a container runtime and CNI add with MACs of their own: `docker0`, `cni0` and `flannel.1` (flannel),
+/// `vxlan.calico` and a `cali…` veth (Calico, whose veths all carry `ee:ee:ee:ee:ee:ee`), and a `veth…`.
+fn guest_interfaces(vm: &VmRecord) -> Vec<GuestInterface> {
+    let n = vm.address_index;
+    let pod_net = (n % 250) as u8;
+    let mut interfaces = vec![GuestInterface {
+        name: "lo".into(),
+        mac: "00:00:00:00:00:00".into(),
+        ips: vec!["127.0.0.1".into(), "::1".into()],
+    }];
+    for (index, nic) in vm.nics.iter().filter(|nic| nic.plugged).enumerate() {
+        let mut ips = vec![guest_ipv4(n.wrapping_mul(8).wrapping_add(index as u64))];
+        if index == 0 {
+            ips.extend(vm.guest_addresses.iter().cloned());
+        }
+        ips.push(link_local_ipv6(&nic.mac));
+        interfaces.push(GuestInterface {
+            name: format!("eth{index}"),
+            mac: nic.mac.clone(),
+            ips,
+        });
+    }
+    let own = |prefix: &str| format!("{prefix}:{:02x}:{:02x}", (n >> 8) & 0xff, n & 0xff);
+    for (name, mac, ips) in [
+        ("docker0", own("02:42:ac:11"), vec!["172.17.0.1".to_string()]),
+        ("cni0", own("0a:58:0a:f4"), vec![format!("10.244.{pod_net}.1")]),
+        ("flannel.1", own("9e:1f:3c:5d"), vec![format!("10.244.{pod_net}.0")]),
+        (
+            "vxlan.calico",
+            own("66:d1:ab:12"),
+            vec![format!("192.168.{pod_net}.192")],
+        ),
+        (
+            "cali1a2b3c4d5e6",
+            "ee:ee:ee:ee:ee:ee".to_string(),
+            vec!["fe80::ecee:eeff:feee:eeee".to_string()],
+        ),
+        (
+            "veth3f2a1b0c",
+            own("d6:4e:21:7a"),
+            vec![link_local_ipv6(&own("d6:4e:21:7a"))],
+        ),
+    ] {
+        let ips = ips.into_iter().chain(std::iter::once(link_local_ipv6(&mac))).collect();
+        interfaces.push(GuestInterface {
+            name: name.into(),
+            mac,
+            ips,
+        });
+    }
+    interfaces
+}
+
+/// The engine's default `GuestNicNamesBlacklist` (`packaging/dbscripts/upgrade/pre_upgrade/0000_config.sql`):
+/// `lo[0-9]*`, `Loopback.*`, `tun[0-9]*`, `veth[0-9a-f]*`, matched against the whole name.
+fn blacklisted(name: &str) -> bool {
+    let rest_matches = |prefix: &str, allowed: fn(char) -> bool| {
+        name.strip_prefix(prefix).is_some_and(|rest| rest.chars().all(allowed))
+    };
+    rest_matches("lo", |c| c.is_ascii_digit())
+        || name.starts_with("Loopback")
+        || rest_matches("tun", |c| c.is_ascii_digit())
+        || rest_matches("veth", |c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+}
+
+/// What the engine shows of the guest's interfaces (`VmAnalyzer.filterGuestAgentInterfaces`): never a blacklisted
+/// name; from 4.5.0 on (commit f9de6fb, "Filter IPs of NICs that don't have profile id") only interfaces whose MAC
+/// is one of the VM's NICs with a vNIC profile, before that every other interface too (CNI bridges, VXLAN devices,
+/// Docker's bridge). IPv6 zone indexes are stripped. Nothing without a guest agent, or before it reported.
+pub fn reported_devices(vm: &VmRecord, engine: crate::engine::EngineVersion) -> Vec<ReportedDevice> {
     if !vm.ips_reported {
         return Vec::new();
     }
-    vm.nics
-        .iter()
-        .filter(|n| n.plugged)
-        .enumerate()
-        .map(|(index, n)| {
-            let id = format!("{:0>8}-0000-4000-8000-{}", index, n.mac.replace(':', ""));
+    let filters_by_nic = engine >= crate::engine::EngineVersion::new(4, 5, 0);
+    guest_interfaces(vm)
+        .into_iter()
+        .filter(|interface| !blacklisted(&interface.name))
+        .filter(|interface| {
+            !filters_by_nic
+                || vm
+                    .nics
+                    .iter()
+                    .any(|nic| nic.mac == interface.mac && nic.vnic_profile_id.is_some())
+        })
+        .map(|interface| {
+            // `ReportedDeviceMapper.generateDeviceId`: a name-based id of the interface.
+            let id = crate::ids::name_based_id(&format!("{}{}", interface.name, interface.mac));
+            let (v4, v6): (Vec<_>, Vec<_>) = interface.ips.into_iter().partition(|ip| !ip.contains(':'));
             ReportedDevice {
                 href: Some(href(&format!("vms/{}/reporteddevices/{id}", vm.id))),
                 id: Some(id),
-                name: Some(format!("eth{index}")),
+                name: Some(interface.name),
                 description: Some("guest reported data".into()),
                 kind: Some("network".into()),
                 ips: Some(Ips {
-                    items: vec![
-                        Ip {
-                            address: Some(guest_ipv4(vm.address_index.wrapping_mul(8).wrapping_add(index as u64))),
-                            version: Some("v4".into()),
-                        },
-                        Ip {
-                            address: Some(link_local_ipv6(&n.mac)),
-                            version: Some("v6".into()),
-                        },
-                    ],
+                    items: v4
+                        .into_iter()
+                        .map(|address| (address, "v4"))
+                        .chain(v6.into_iter().map(|address| (address, "v6")))
+                        .map(|(address, version)| Ip {
+                            address: Some(address),
+                            version: Some(version.into()),
+                        })
+                        .collect(),
                 }),
                 mac: Some(Mac {
-                    address: Some(n.mac.clone()),
+                    address: Some(interface.mac),
                 }),
                 vm: Some(linked("vms", &vm.id)),
             }
@@ -392,9 +476,32 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
     Vm {
         href: Some(base.clone()),
         id: Some(v.id.clone()),
+        // The actions and links of a real 4.4 engine's VM (`shared/reference/ovirt-samples/vm.xml`).
         actions: actions(
             &base,
-            &["shutdown", "start", "stop", "suspend", "reboot", "migrate", "clone"],
+            &[
+                "detach",
+                "shutdown",
+                "start",
+                "stop",
+                "suspend",
+                "reset",
+                "ticket",
+                "migrate",
+                "reboot",
+                "commitsnapshot",
+                "clone",
+                "freezefilesystems",
+                "logon",
+                "maintenance",
+                "previewsnapshot",
+                "autopincpuandnumanodes",
+                "reordermacaddresses",
+                "thawfilesystems",
+                "undosnapshot",
+                "cancelmigration",
+                "export",
+            ],
         ),
         name: Some(v.name.clone()),
         description: Some(v.description.clone()),
@@ -404,11 +511,20 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
             &[
                 "graphicsconsoles",
                 "cdroms",
+                "watchdogs",
                 "diskattachments",
                 "snapshots",
+                "applications",
+                "hostdevices",
                 "reporteddevices",
+                "sessions",
+                "backups",
+                "checkpoints",
                 "nics",
+                "numanodes",
+                "katelloerrata",
                 "permissions",
+                "affinitylabels",
                 "tags",
                 "statistics",
             ],
@@ -459,7 +575,7 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
             items: v.nics.iter().map(|n| nic(&v.id, n)).collect(),
         }),
         reported_devices: follow.reported_devices.then(|| ReportedDevices {
-            items: reported_devices(v),
+            items: reported_devices(v, state.engine_version),
         }),
         original_template: Some(linked("templates", &v.original_template_id)),
         storage_domain: None,

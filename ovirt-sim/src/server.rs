@@ -36,6 +36,8 @@ pub struct Shared {
     pub(crate) correlation_ids: Mutex<std::collections::VecDeque<String>>,
     /// Bytes of oversized answers generated so far ([`crate::control::BodyFault::Oversized`]).
     pub(crate) streamed_bytes: Arc<AtomicU64>,
+    /// Bytes of every engine answer body (API and SSO), for benchmarks: what clients download.
+    pub(crate) response_bytes: AtomicU64,
     /// Every API write received (most recent [`REMEMBERED_WRITES`]), with who sent it: tests check that two
     /// replicas never wrote at once.
     pub(crate) writes: Mutex<std::collections::VecDeque<WriteRecord>>,
@@ -96,7 +98,9 @@ impl Shared {
         tokio::spawn(async move {
             for item in items {
                 tokio::time::sleep_until(start + item.after).await;
-                engine::apply(&mut shared.lock(), &item);
+                let timings = shared.timings();
+                let more = engine::apply(&mut shared.lock(), &timings, &item);
+                shared.schedule(more);
             }
         });
     }
@@ -318,6 +322,9 @@ async fn respond(shared: Arc<Shared>, req: Incoming) -> Reply {
         seen.push_back(id.clone());
     }
     let reply = engine_reply(&shared, &req).await;
+    shared
+        .response_bytes
+        .fetch_add(reply.body.len() as u64, std::sync::atomic::Ordering::Relaxed);
     if let Some(slow) = shared.faults().slow_replies
         && slow.matches(req.method.as_str(), &req.path)
     {
@@ -522,6 +529,7 @@ impl SimulatorBuilder {
             writes: Mutex::new(std::collections::VecDeque::new()),
             listening: tokio::sync::watch::channel(true).0,
             streamed_bytes: Arc::new(AtomicU64::new(0)),
+            response_bytes: AtomicU64::new(0),
         });
 
         let listener = TcpListener::bind(self.listen).await?;

@@ -11,15 +11,28 @@ use crate::wire::Reply;
 
 const GRANTED_SCOPE: &str = "ovirt-app-api ovirt-ext=token-info:authz-search ovirt-ext=token-info:public-authz-search ovirt-ext=token-info:validate ovirt-ext=token:password-access";
 
-/// Which of the SSO's two error shapes to answer with.
+/// Which of the SSO's two error shapes to answer with. The engine picks by the request's scope
+/// (`SsoService.sendJsonDataWithMessage`/`isRestApiScope`): `{"error_code": code, "error": message}` when the scope
+/// holds `ovirt-app-api` (and neither `ovirt-app-admin` nor `ovirt-app-portal`), as every REST API client's does,
+/// else the OAuth shape. Both are HTTP 400.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SsoErrorStyle {
-    /// `{"error": code, "error_description": message}`
+    /// As the engine: by the request's scope.
     #[default]
+    ByScope,
+    /// Always `{"error": code, "error_description": message}`.
     Oauth,
-    /// `{"error_code": code, "error": message}`
+    /// Always `{"error_code": code, "error": message}`.
     Session,
+}
+
+/// The REST API scope (`SsoConstants.OVIRT_APP_API_SCOPE`).
+const REST_API_SCOPE: &str = "ovirt-app-api";
+
+fn is_rest_api_scope(scope: Option<&str>) -> bool {
+    let scopes: Vec<&str> = scope.unwrap_or_default().split_whitespace().collect();
+    scopes.contains(&REST_API_SCOPE) && !scopes.contains(&"ovirt-app-admin") && !scopes.contains(&"ovirt-app-portal")
 }
 
 /// How many issued tokens [`crate::Control::issued_tokens`] remembers.
@@ -27,11 +40,18 @@ pub(crate) const REMEMBERED_ISSUED_TOKENS: usize = 1000;
 
 fn sso_error(style: SsoErrorStyle, code: &str, message: &str) -> Reply {
     let body = match style {
-        SsoErrorStyle::Oauth => json!({"error": code, "error_description": message}),
+        SsoErrorStyle::Oauth | SsoErrorStyle::ByScope => json!({"error": code, "error_description": message}),
         SsoErrorStyle::Session => json!({"error_code": code, "error": message}),
     };
     Reply::json(400, &body)
 }
+
+/// `AppMessages.properties` `USER_FAILED_TO_AUTHENTICATE`: what the internal profile's authn answers for a wrong
+/// password and for an unknown user alike (`AuthnMessageMapper`: CREDENTIALS_INVALID/INCORRECT).
+const USER_FAILED_TO_AUTHENTICATE: &str =
+    "Unable to log in. Verify your login information or contact the system administrator.";
+/// `NO_VALID_PROFILE_IN_CREDENTIALS`: a user name without `@profile`, or with a profile the engine does not have.
+const NO_VALID_PROFILE: &str = "No valid profile found in credentials.";
 
 fn new_token() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -42,24 +62,24 @@ fn new_token() -> String {
     token
 }
 
+/// `OAuthTokenServlet` for the password grant, with the engine's order of checks and its messages
+/// (`SsoConstants`, `AppMessages.properties`).
 pub fn token(shared: &Arc<Shared>, req: &Incoming) -> Reply {
-    let style = shared.faults().sso_error_style;
-    // The SSO insists on this exact Accept value.
-    if req.header("accept") != Some("application/json") {
-        return sso_error(style, "invalid_request", "Missing parameter: 'Accept Header'");
-    }
     let form = req.form();
     let field = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    match field("grant_type") {
-        Some("password") => {}
-        Some(other) => {
-            return sso_error(
-                style,
-                "unsupported_grant_type",
-                &format!("The grant type {other} is not supported."),
-            );
-        }
-        None => return sso_error(style, "invalid_request", "Missing parameter: 'grant_type'"),
+    let style = match shared.faults().sso_error_style {
+        SsoErrorStyle::ByScope if is_rest_api_scope(field("scope")) => SsoErrorStyle::Session,
+        SsoErrorStyle::ByScope => SsoErrorStyle::Oauth,
+        forced => forced,
+    };
+    // A missing grant_type reads as the literal "grant_type" (`getRequestParameter` with that default), which no
+    // case matches.
+    if field("grant_type") != Some("password") {
+        return sso_error(
+            style,
+            "unsupported_grant_type",
+            "The authorization grant type is not supported by the authorization server.",
+        );
     }
     let Some(username) = field("username") else {
         return sso_error(style, "invalid_request", "Missing parameter: 'username'");
@@ -67,14 +87,42 @@ pub fn token(shared: &Arc<Shared>, req: &Incoming) -> Reply {
     let Some(password) = field("password") else {
         return sso_error(style, "invalid_request", "Missing parameter: 'password'");
     };
-    let (user, domain) = username.split_once('@').unwrap_or((username, "internal"));
+    // `SsoService.translateUser`: the profile is what follows the last `@`.
+    let (user, profile) = match username.rsplit_once('@') {
+        Some((user, profile)) if !profile.is_empty() => (user, Some(profile)),
+        Some((user, _)) => (user, None),
+        None => (username, None),
+    };
     let mut state = shared.lock();
-    if state.users.get(username).map(String::as_str) != Some(password) {
-        return sso_error(
+    let known_profile = profile.is_some_and(|profile| {
+        profile == "internal"
+            || state
+                .users
+                .keys()
+                .any(|known| known.rsplit_once('@').is_some_and(|(_, p)| p == profile))
+    });
+    // `OAuthTokenServlet.issueTokenForPasswd` wraps every authentication failure in
+    // `CANNOT_AUTHENTICATE_USER_IN_DOMAIN` ("Cannot authenticate user '%1$s@%2$s': %3$s.", the profile N/A when
+    // absent) under the code `access_denied`.
+    let refused = |why: &str| {
+        sso_error(
             style,
             "access_denied",
-            &format!("Cannot authenticate user '{user}@{domain}': The username or password is incorrect.."),
-        );
+            &format!("Cannot authenticate user '{user}@{}': {why}.", profile.unwrap_or("N/A")),
+        )
+    };
+    if user.is_empty() {
+        return refused("No user name found in credentials.");
+    }
+    if !known_profile {
+        return refused(NO_VALID_PROFILE);
+    }
+    if state.users.get(username).map(String::as_str) != Some(password) {
+        return refused(USER_FAILED_TO_AUTHENTICATE);
+    }
+    // The SSO checks the Accept header only once the user is authenticated (`handleIssueTokenForPasswd`).
+    if req.header("accept") != Some("application/json") {
+        return sso_error(style, "invalid_request", "Missing parameter: 'Accept Header'");
     }
     let ttl = shared.token_ttl();
     // Clients that never log out would otherwise grow the map forever.

@@ -76,6 +76,8 @@ pub struct TemplateRecord {
     pub creation_time: i64,
     /// The engine's OS type (`other`, `rhcos_x64`, …).
     pub os_type: String,
+    /// Its image runs a guest agent ([`crate::inventory::TemplateSeed::guest_agent`]).
+    pub guest_agent: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -142,6 +144,11 @@ pub struct VmRecord {
     pub disk_ids: Vec<String>,
     pub nics: Vec<NicRecord>,
     pub generation: u64,
+    /// The guest runs an agent (from its template): without one nothing is ever reported.
+    pub guest_agent: bool,
+    /// Addresses the guest holds on its first NIC besides its own, e.g. a keepalived VIP
+    /// ([`crate::Control::add_guest_address`]).
+    pub guest_addresses: Vec<String>,
     /// The guest agent has reported its devices since the last start.
     pub ips_reported: bool,
     /// Index of the VM's guest addresses (stable over reboots).
@@ -206,6 +213,8 @@ pub struct State {
     /// Transitions that tests hold back, so that they can wait for the state before them instead of racing a
     /// timer (e.g. `powering_up` while `VmUp` is held). Held ones wait in `held` until released.
     pub holds: Vec<crate::engine::Transition>,
+    /// Disk copies of cloned VMs running now, per storage domain (`engine::copies`).
+    pub copies: crate::engine::copies::CopyPools,
     pub held: Vec<crate::engine::Scheduled>,
 }
 

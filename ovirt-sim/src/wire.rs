@@ -94,7 +94,7 @@ const DATE_KEYS: &[&str] = &["creation_time", "start_time", "stop_time", "time",
 
 /// Rewrites serde's JSON of a model into the engine's JSON: attribute markers dropped, every
 /// scalar a string, dates as numbers.
-fn engine_json(value: serde_json::Value, key: Option<&str>) -> serde_json::Value {
+pub(crate) fn engine_json(value: serde_json::Value, key: Option<&str>) -> serde_json::Value {
     use serde_json::Value;
     match value {
         Value::Object(map) => Value::Object(

@@ -399,44 +399,58 @@ async fn unauthenticated_requests_get_an_empty_401_and_correlation_ids_are_echoe
     assert_eq!(s.sim.control().correlation_ids(), vec!["op-42".to_string()]);
 }
 
+/// The SSO authenticates first and checks the Accept header after (`OAuthTokenServlet.handleIssueTokenForPasswd`);
+/// for the REST API scope its errors are `{"error_code", "error"}`, else the OAuth shape, always HTTP 400.
 #[tokio::test]
 async fn sso_rejects_a_wrong_accept_header_and_bad_passwords_with_400_json() {
     let s = Session::new().await;
     let token_url = format!("{}/ovirt-engine/sso/oauth/token", s.sim.base_url());
-    let form = [
-        ("grant_type", "password"),
-        ("scope", "ovirt-app-api"),
-        ("username", "admin@internal"),
-        ("password", "nope"),
-    ];
-    let response = s
-        .http
-        .post(&token_url)
-        .header("Accept", "application/json, */*")
-        .form(&form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 400);
-    let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body["error"], "invalid_request");
+    let login = |accept: &'static str, scope: &'static str, password: &'static str| {
+        let http = s.http.clone();
+        let token_url = token_url.clone();
+        async move {
+            let form = [
+                ("grant_type", "password"),
+                ("scope", scope),
+                ("username", "admin@internal"),
+                ("password", password),
+            ];
+            let response = http
+                .post(&token_url)
+                .header("Accept", accept)
+                .form(&form)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let body: serde_json::Value = response.json().await.unwrap();
+            (status, body)
+        }
+    };
 
-    let response = s
-        .http
-        .post(&token_url)
-        .header("Accept", "application/json")
-        .form(&form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 400);
-    let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body["error"], "access_denied");
-    assert!(
-        body["error_description"]
-            .as_str()
-            .unwrap()
-            .starts_with("Cannot authenticate user 'admin@internal'")
+    let (status, body) = login("application/json, */*", "ovirt-app-api", "admin").await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body,
+        serde_json::json!({"error_code": "invalid_request", "error": "Missing parameter: 'Accept Header'"})
+    );
+
+    // A wrong password is refused before the Accept header is looked at.
+    let refused = "Cannot authenticate user 'admin@internal': Unable to log in. Verify your login information or \
+                   contact the system administrator..";
+    let (status, body) = login("application/json, */*", "ovirt-app-api", "nope").await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body,
+        serde_json::json!({"error_code": "access_denied", "error": refused})
+    );
+
+    // Another scope: the OAuth shape.
+    let (status, body) = login("application/json", "openid", "nope").await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body,
+        serde_json::json!({"error": "access_denied", "error_description": refused})
     );
     // Refused logins issue nothing: the session's own token is the only one handed out, and stays listed.
     assert_eq!(s.sim.control().issued_tokens(), vec![s.token.clone()]);

@@ -230,8 +230,27 @@ async fn full_machine_flow_against_the_binary_over_https() {
         .await
         .unwrap();
     wait_status(&client, &id, VmStatus::Up).await;
+    // The guest also reports its container and CNI bridges (engine 4.4): only the devices of the VM's NICs count.
+    let macs: Vec<String> = client
+        .nics(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|nic| nic.mac.and_then(|mac| mac.address))
+        .collect();
     let devices = eventually("IPs", || async {
-        let devices = client.reported_devices(&id).await.ok()?;
+        let devices: Vec<_> = client
+            .reported_devices(&id)
+            .await
+            .ok()?
+            .into_iter()
+            .filter(|d| {
+                d.mac
+                    .as_ref()
+                    .and_then(|m| m.address.as_ref())
+                    .is_some_and(|mac| macs.contains(mac))
+            })
+            .collect();
         (devices.len() == 2).then_some(devices)
     })
     .await;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use reqwest::Method;
 
 use crate::client::{Call, Client};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::*;
 use crate::search;
 
@@ -241,19 +241,34 @@ impl Client {
     }
 
     /// Status of many VMs by id, one request per 50 ids. Ids the engine does not know are absent; a VM shown without
-    /// `<status>` is there as [`VmStatus::IMAGE_ILLEGAL`].
+    /// `<status>` is there as [`VmStatus::IMAGE_ILLEGAL`]. Only id and status are decoded
+    /// ([`crate::model::VmStatusEntry`]). A batch whose answer exceeds [`crate::MAX_BODY_BYTES`] (VMs carrying very
+    /// large bootstrap data) is asked again in halves, down to single VMs, so the read stays bounded and still
+    /// succeeds.
     pub async fn vm_statuses(&self, ids: &[&str]) -> Result<HashMap<String, VmStatus>> {
         let mut statuses = HashMap::with_capacity(ids.len());
-        for chunk in ids.chunks(SEARCH_BATCH) {
-            let Some(query) = search::any_of("id", chunk.iter().copied()) else {
+        let mut batches: Vec<&[&str]> = ids.chunks(SEARCH_BATCH).rev().collect();
+        while let Some(batch) = batches.pop() {
+            let Some(query) = search::any_of("id", batch.iter().copied()) else {
                 continue;
             };
-            for vm in self.search_vms(&query).await? {
-                if let Some(id) = vm.id
-                    && chunk.contains(&id.as_str())
-                {
-                    statuses.insert(id, VmStatus::of(vm.status.as_ref()));
+            let call = Call::new(Method::GET, "vms", &["vms"]).query("search", &query);
+            match self.fetch::<VmStatusEntries>(call).await {
+                Ok(found) => {
+                    for vm in found.items {
+                        if let Some(id) = vm.id
+                            && batch.contains(&id.as_str())
+                        {
+                            statuses.insert(id, VmStatus::of(vm.status.as_ref()));
+                        }
+                    }
                 }
+                Err(Error::BodyTooLarge { .. }) if batch.len() > 1 => {
+                    let (first, second) = batch.split_at(batch.len() / 2);
+                    batches.push(second);
+                    batches.push(first);
+                }
+                Err(err) => return Err(err),
             }
         }
         Ok(statuses)

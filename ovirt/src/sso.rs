@@ -90,6 +90,19 @@ mod tests {
         assert!(matches!(err, Error::AuthenticationFailed { ref code, .. } if code == "access_denied"));
     }
 
+    /// What the engine answers a REST API client (scope `ovirt-app-api`) for a wrong password or an unknown user
+    /// (`OAuthTokenServlet`, `AppMessages.properties`).
+    #[test]
+    fn session_shape_access_denied_is_authentication_failure_with_the_engines_text() {
+        let body = br#"{"error_code":"access_denied","error":"Cannot authenticate user 'a@internal': Unable to log in. Verify your login information or contact the system administrator.."}"#;
+        let err = parse_token_answer(400, body).unwrap_err();
+        assert!(
+            matches!(&err, Error::AuthenticationFailed { code, message }
+                if code == "access_denied" && message.contains("Unable to log in")),
+            "{err:?}"
+        );
+    }
+
     #[test]
     fn session_shape_invalid_grant_is_authentication_failure() {
         let body = br#"{"error_code":"invalid_grant","error":"The provided authorization grant has expired."}"#;

@@ -126,7 +126,8 @@ async fn token_is_reused_and_expired_token_causes_one_relogin() {
 async fn wrong_password_is_authentication_failed_in_both_sso_shapes() {
     let sim = simulator().await;
     let client = Client::new(config(&sim).clone_with_password("wrong")).unwrap();
-    for style in [SsoErrorStyle::Oauth, SsoErrorStyle::Session] {
+    // ByScope is the engine's (and the default): `{"error_code", "error"}` for the `ovirt-app-api` scope CAPOV asks for.
+    for style in [SsoErrorStyle::ByScope, SsoErrorStyle::Oauth, SsoErrorStyle::Session] {
         sim.control().set_sso_error_style(style);
         let err = client.api().await.unwrap_err();
         assert!(

@@ -501,6 +501,34 @@ async fn exact_name_lookup_never_matches_a_prefix() {
     assert_eq!(client.vms().await.unwrap().len(), 3);
 }
 
+/// Lists carry each VM's bootstrap data (the engine cannot leave it out): a batch whose answer exceeds the
+/// client's body limit is read again in halves instead of failing, and only ids and statuses are decoded.
+#[tokio::test]
+async fn a_status_batch_too_large_for_one_answer_is_read_in_halves() {
+    let (sim, client) = setup().await;
+    let script = format!("#cloud-config\n# {}\n", "x".repeat(6 << 20));
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let vm = Vm {
+            name: Some(format!("large-{n}")),
+            cluster: Some(Ref::name("Default")),
+            template: Some(Ref::name("rhcos-4.14")),
+            initialization: Some(Initialization {
+                custom_script: Some(script.clone()),
+                host_name: None,
+            }),
+            ..Vm::default()
+        };
+        ids.push(client.add_vm(&vm, false).await.unwrap().id.unwrap());
+    }
+    sim.control().reset_counters();
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let statuses = client.vm_statuses(&id_refs).await.unwrap();
+    assert_eq!(statuses.len(), 3, "{statuses:?}");
+    // 3 × 6 MiB exceeds the 16 MiB limit; then one VM, then the other two.
+    assert_eq!(sim.control().counter("GET /vms"), 3);
+}
+
 #[tokio::test]
 async fn batched_status_read_uses_one_request_per_fifty_vms() {
     let (sim, client) = setup().await;

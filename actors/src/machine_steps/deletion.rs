@@ -96,6 +96,17 @@ pub(super) fn decide(o: &Observed) -> Decision {
                     "waiting for the VM to be unlocked in oVirt",
                 ),
             ),
+            // The engine refuses both stop and remove in these states (`StopVmCommandBase`/`RemoveVmCommand`
+            // validate): a stop would come back 409 on every pass. Wait with backoff (the VM watch wakes the machine
+            // as soon as the status changes) and say what the user can do.
+            status @ ("unknown" | "saving_state" | "restoring_state") => (
+                Action::Wait(Requeue::Backoff),
+                deleted(
+                    reasons::VM_STATE_BLOCKS_DELETION,
+                    Severity::Warning,
+                    &blocked_by_state_message(status),
+                ),
+            ),
             _ => (
                 Action::StopVmForce { vm_id: vm.id.clone() },
                 deleted(
@@ -109,6 +120,25 @@ pub(super) fn decide(o: &Observed) -> Decision {
     let mut decision = Decision::new(action, vec![connected, condition]);
     decision.status.vm_status = Some(vm.status.clone());
     decision
+}
+
+/// Why the engine will not stop or remove the VM now, and what clears it.
+fn blocked_by_state_message(status: &str) -> String {
+    let (what, clears) = match status {
+        "unknown" => (
+            "its host lost contact with it",
+            "the engine sees the VM again (check the host in oVirt; fencing or confirming the host rebooted sets \
+             the VM down)",
+        ),
+        _ => (
+            "it is being suspended or resumed",
+            "the VM is up or down (resume or power it off in oVirt if it stays there)",
+        ),
+    };
+    format!(
+        "the VM is {status} in oVirt ({what}); the engine refuses to stop or delete it until {clears}; retrying \
+         with backoff"
+    )
 }
 
 /// The documents' message; when the system disks were never recorded, also how to release the VM.

@@ -495,10 +495,34 @@ fn started_vm(o: &Observed, vm: &ObservedVm, mut passed: Passed) -> Decision {
         o.control_plane_host.as_deref(),
     );
     let has_ip = addresses.iter().any(|a| a.type_ == crate::addresses::INTERNAL_IP);
+    let mut passed = passed;
+    if !has_ip && let Some(on) = passed.0.iter_mut().rev().find(|c| c.type_ == types::MACHINE_ON) {
+        // Still True (the VM is up, SPEC step 6), with what keeps the addresses empty and how to fix it.
+        on.message = no_address_message(vm.reported_devices.len());
+    }
     let mut decision = node_step(o, vm, passed, has_ip);
     decision.status.mark_provisioned = true;
     decision.status.addresses = Some(addresses);
     decision
+}
+
+/// Why an up VM has no InternalIP. Without a guest agent the engine learns nothing about the guest's interfaces;
+/// with one, only global-scope IPs on devices whose MAC is one of the VM's NICs count (crate::addresses).
+fn no_address_message(reported_devices: usize) -> String {
+    let why = if reported_devices == 0 {
+        "oVirt reports no network devices for it: the guest agent (qemu-guest-agent) is not running in the guest, \
+         or has not reported yet"
+            .to_string()
+    } else {
+        format!(
+            "none of the {reported_devices} network devices its guest agent reports has a usable address (only \
+             global-scope IPs on a device whose MAC is one of the VM's NICs count, not the control-plane endpoint)"
+        )
+    };
+    format!(
+        "the VM is up, but {why}; status.addresses holds only the VM name until an address is reported (checked \
+         again with backoff, at least every 5 minutes)"
+    )
 }
 
 /// Step 7: K8sProviderIDSetup.
@@ -527,7 +551,14 @@ fn node_step(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool) -> Dec
             setup(
                 reasons::WAITING_FOR_NODE,
                 Severity::Info,
-                format!("waiting for the Node of VM {:?}", o.vm_name()),
+                if has_ip {
+                    format!("waiting for the Node of VM {:?}", o.vm_name())
+                } else {
+                    format!(
+                        "waiting for the Node of VM {:?} (oVirt reports no IP address of the VM: see MachineOn)",
+                        o.vm_name()
+                    )
+                },
             ),
         ),
         NodeObservation::Found { name, provider_id } => match provider_id.as_deref().map(str::trim) {

@@ -1123,6 +1123,48 @@ fn done_without_ip_keeps_looking_with_backoff() {
     assert_eq!(decide(&o).action, Action::Done(Requeue::Backoff));
 }
 
+/// No guest agent: the VM is up (MachineOn stays True, SPEC step 6) and the message says why there is no address
+/// and what fixes it; the machine keeps looking with backoff instead of polling hard.
+#[test]
+fn up_without_reported_devices_says_the_guest_agent_is_missing() {
+    let mut o = running();
+    if let Some(vm) = o.vm.as_mut() {
+        vm.reported_devices.clear();
+    }
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Done(Requeue::Backoff));
+    let on = d.condition(types::MACHINE_ON).unwrap();
+    assert_eq!((on.state, on.reason), (State::True, reasons::VM_UP));
+    assert!(on.message.contains("qemu-guest-agent"), "{}", on.message);
+    let addresses = d.status.addresses.unwrap();
+    assert_eq!(addresses.len(), 1, "only the VM name: {addresses:?}");
+
+    // Devices, but nothing usable on them: the message names the rule instead.
+    if let Some(vm) = o.vm.as_mut() {
+        vm.reported_devices = vec![ReportedDevice {
+            mac: Some("0a:58:0a:f4:00:01".into()),
+            ips: vec!["10.244.0.1".into()],
+        }];
+    }
+    let d = decide(&o);
+    let on = d.condition(types::MACHINE_ON).unwrap();
+    assert!(on.message.contains("MAC is one of the VM's NICs"), "{}", on.message);
+
+    // Before the Node joined, WaitingForNode points at it too.
+    o.node = NodeObservation::NotFound;
+    let d = decide(&o);
+    let setup = d.condition(types::K8S_PROVIDER_ID_SETUP).unwrap();
+    assert_eq!(setup.reason, reasons::WAITING_FOR_NODE);
+    assert!(setup.message.contains("no IP address"), "{}", setup.message);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+}
+
+#[test]
+fn up_with_an_address_has_no_message_on_machine_on() {
+    let d = decide(&running());
+    assert_eq!(d.condition(types::MACHINE_ON).unwrap().message, "");
+}
+
 // ---- §2.1 deletion ----
 
 #[test]
@@ -1304,6 +1346,25 @@ fn running_vm_is_force_stopped_before_deletion() {
     ] {
         let d = decide(&deleting(with_vm(status, true)));
         assert_eq!(d.action, Action::StopVmForce { vm_id: VM_ID.into() }, "{status}");
+    }
+}
+
+/// The engine refuses stop and remove in these states: no stop is sent, the machine backs off (the VM watch wakes it
+/// when the status changes) with a Warning that says what clears it.
+#[test]
+fn unknown_saving_or_restoring_vm_blocks_deletion_with_backoff() {
+    for (status, hint) in [
+        ("unknown", "lost contact"),
+        ("saving_state", "suspended or resumed"),
+        ("restoring_state", "suspended or resumed"),
+    ] {
+        let d = decide(&deleting(with_vm(status, true)));
+        assert_eq!(d.action, Action::Wait(Requeue::Backoff), "{status}");
+        let deleted = d.condition(types::MACHINE_DELETED).unwrap();
+        assert_eq!(deleted.reason, reasons::VM_STATE_BLOCKS_DELETION, "{status}");
+        assert_eq!(deleted.state, State::False(Severity::Warning), "{status}");
+        assert!(deleted.message.contains(status), "{}", deleted.message);
+        assert!(deleted.message.contains(hint), "{}", deleted.message);
     }
 }
 

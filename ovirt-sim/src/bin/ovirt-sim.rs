@@ -53,6 +53,10 @@ struct Args {
     /// Guest shutdown time (powering_down → down), in milliseconds.
     #[arg(long, default_value_t = 1000)]
     shutdown_ms: u64,
+    /// Bandwidth of each storage domain for the disk copies of cloned VMs, in MiB/s, shared by the copies running
+    /// at once (0 = unlimited: a clone takes twice --image-locked-ms).
+    #[arg(long, default_value_t = 1024)]
+    storage_mib_per_second: u64,
     /// The engine release to play, e.g. 4.3.10 (request elements such as use_ignition exist from 4.4.0).
     #[arg(long, default_value = "4.4.10")]
     engine_version: capov_ovirt_sim::EngineVersion,
@@ -77,6 +81,7 @@ async fn main() {
         ip_report_delay_ms: args.ip_delay_ms,
         disk_operation_ms: args.disk_op_ms,
         shutdown_ms: args.shutdown_ms,
+        storage_mib_per_second: args.storage_mib_per_second,
     });
     builder = builder.engine_version(args.engine_version);
     if args.plain_http {

@@ -255,6 +255,8 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         disk_ids,
         nics,
         generation: 1,
+        guest_agent: template.as_ref().is_none_or(|t| t.guest_agent),
+        guest_addresses: Vec::new(),
         ips_reported: false,
         address_index,
         removing: false,
@@ -262,16 +264,18 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         copy_outcome: CopyOutcome::Succeeds,
         created_by: None,
     });
-    // Cloning copies whole images: it takes longer than a thin snapshot.
-    let lock_ms = if clone {
-        timings.image_locked_ms.saturating_mul(2)
-    } else {
-        timings.image_locked_ms
-    };
-    let scheduled = if accepted {
-        vec![later(lock_ms, &vm_id, 1, Transition::VmImagesReady)]
-    } else {
-        Vec::new()
+    // Cloning copies whole images (`engine::copies`, sharing the storage domain's bandwidth when one is set); a thin
+    // VM only gets a layer over the template's image.
+    let scheduled = match (accepted, clone, timings.storage_bytes_per_second()) {
+        (false, _, _) => Vec::new(),
+        (true, true, Some(_)) => vec![later(timings.image_locked_ms, &vm_id, 1, Transition::VmCopyStarts)],
+        (true, true, None) => vec![later(
+            timings.image_locked_ms.saturating_mul(2),
+            &vm_id,
+            1,
+            Transition::VmImagesReady,
+        )],
+        (true, false, _) => vec![later(timings.image_locked_ms, &vm_id, 1, Transition::VmImagesReady)],
     };
     Ok(Added {
         vm_id,

@@ -93,11 +93,39 @@ pub fn stop_vm(state: &mut State, id: &str) -> EngineResult<()> {
             "Cannot stop VM: VM is locked. Please try again in a few minutes.",
         ));
     }
-    if !is_running(&vm.status) {
-        return Err(action_failed(409, "Cannot stop VM. VM is not running."));
+    if let Some(refused) = refuse_power_off("stop", &vm.status) {
+        return Err(refused);
     }
     power_off(vm);
     Ok(())
+}
+
+/// The status rule of `StopVmCommandBase.validate` (stop and shutdown): the engine powers off a VM that is running
+/// (`VMStatus.isRunning`: up, powering up/down, wait for launch, reboot, migrating), paused, not responding or
+/// suspended. `saving_state`/`restoring_state` are refused with their own message (`ACTION_TYPE_FAILED_VM_IS_SAVING_
+/// RESTORING`); every other status — also `unknown`, when the host lost contact with the VM — is "not running".
+/// The messages are `AppErrors.properties`' with `${action}` and `${type}` filled in; the `\n` is the file's.
+fn refuse_power_off(action: &str, status: &VmStatus) -> Option<EngineError> {
+    let engine_running = matches!(
+        status,
+        VmStatus::Up
+            | VmStatus::PoweringDown
+            | VmStatus::PoweringUp
+            | VmStatus::Migrating
+            | VmStatus::WaitForLaunch
+            | VmStatus::RebootInProgress
+    );
+    if engine_running || matches!(status, VmStatus::Paused | VmStatus::NotResponding | VmStatus::Suspended) {
+        return None;
+    }
+    let message = if matches!(status, VmStatus::SavingState | VmStatus::RestoringState) {
+        format!(
+            "Cannot {action} VM. VM is in saving/restoring state.\n-Please try again when the VM is either up or down."
+        )
+    } else {
+        format!("Cannot {action} VM. VM is not running.")
+    };
+    Some(action_failed(409, &message))
 }
 
 pub(super) fn power_off(vm: &mut VmRecord) {
@@ -116,8 +144,8 @@ pub fn shutdown_vm(state: &mut State, timings: &Timings, id: &str) -> EngineResu
             "Cannot shutdown VM: VM is locked. Please try again in a few minutes.",
         ));
     }
-    if !is_running(&vm.status) {
-        return Err(action_failed(409, "Cannot shutdown VM. VM is not running."));
+    if let Some(refused) = refuse_power_off("shutdown", &vm.status) {
+        return Err(refused);
     }
     if vm.status != VmStatus::Up {
         power_off(vm);
@@ -143,6 +171,14 @@ pub fn remove_vm(state: &mut State, timings: &Timings, id: &str) -> EngineResult
             .any(|d| d.status == DiskStatus::Locked)
     };
     let vm = vm_mut(state, id)?;
+    // `RemoveVmCommand.validate`: only unassigned, down, image_illegal and image_locked pass the status switch;
+    // suspended has its own message, every other status (also unknown, saving_state, restoring_state) is "running".
+    if vm.status == VmStatus::Suspended {
+        return Err(operation_failed(
+            409,
+            "Cannot remove VM that its state is not down.\n-Please stop the VM first.",
+        ));
+    }
     if is_running(&vm.status) {
         return Err(operation_failed(409, "Cannot remove VM. VM is running."));
     }

@@ -180,6 +180,21 @@ pub struct Vm {
 
 collection!(Vms, "vms", "vm", Vm);
 
+/// A VM as a status poll reads it: id and status only. The engine sends every VM of a list whole, its
+/// `<initialization><custom_script>` (the bootstrap data) included, and offers no way to leave it out
+/// (docs/simulator-fidelity.md); decoding into this type skips everything else, so the poll never allocates or
+/// keeps the bootstrap data.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "vm")]
+pub struct VmStatusEntry {
+    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<VmStatus>,
+}
+
+collection!(VmStatusEntries, "vms", "vm", VmStatusEntry);
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "nic")]
 pub struct Nic {

@@ -38,9 +38,17 @@ struct Args {
     /// An extra flag for the manager, e.g. `--manager-arg=--ovirt-qps=50`; repeatable.
     #[arg(long = "manager-arg", allow_hyphen_values = true)]
     manager_args: Vec<String>,
-    /// Engine timings: `realistic` (2 s disk creation, 3 s boot, 2 s until IPs, 1 s disk operations) or `fast`.
+    /// Engine timings: `realistic` (2 s disk creation, 3 s boot, 2 s until IPs, 1 s disk operations, clones
+    /// copying at 1 GiB/s per storage domain shared by the copies running at once) or `fast`.
     #[arg(long, default_value = "realistic")]
     timings: String,
+    /// Create the machines with `diskclone: true`: every VM copies the template's whole image (2.5 GiB allocated)
+    /// while it is image_locked, all of them sharing the storage bandwidth.
+    #[arg(long)]
+    disk_clone: bool,
+    /// Overrides the storage bandwidth of the timings, in MiB/s per storage domain (0 = unlimited).
+    #[arg(long)]
+    storage_mib_per_second: Option<u64>,
     /// Give up after this many seconds (the report is printed anyway).
     #[arg(long, default_value_t = 7200)]
     timeout: u64,
@@ -85,11 +93,15 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<bool, Error> {
-    let timings = match args.timings.as_str() {
+    let mut timings = match args.timings.as_str() {
         "realistic" => Timings::realistic(),
         "fast" => Timings::fast(),
         other => return Err(format!("--timings {other:?}: use realistic or fast").into()),
     };
+    if let Some(bandwidth) = args.storage_mib_per_second {
+        timings.storage_mib_per_second = bandwidth;
+    }
+    let disk_clone = args.disk_clone;
     say("starting the management cluster (etcd + kube-apiserver, CAPOV and CAPI CRDs) and the workload cluster");
     let plane = ControlPlane::start(Options {
         controller_manager: false,
@@ -138,7 +150,8 @@ async fn run(args: Args) -> Result<bool, Error> {
             async move {
                 let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
                                   "osdisksizegb": 40, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
-                                  "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
+                                  "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}],
+                                  "diskclone": disk_clone});
                 let name = format!("worker-{index}");
                 objects::create_machine(&client, NAMESPACE, CLUSTER, &name, labels, spec).await
             }
@@ -197,6 +210,7 @@ async fn run(args: Args) -> Result<bool, Error> {
     };
     let elapsed = t0.elapsed();
     let counters = control.counters();
+    let response_bytes = control.response_bytes();
     let writes_after = status_write_requests(&client).await?;
     let steady = match (all_ready, args.steady_seconds) {
         (false, _) | (_, 0) => None,
@@ -238,6 +252,8 @@ async fn run(args: Args) -> Result<bool, Error> {
         elapsed,
         tracker: &tracker,
         counters: &counters,
+        response_bytes,
+        timings,
         write_requests: writes_after.delta(&writes_before),
         peak_rss_kib,
         peak_at: rss.peak_at,
@@ -569,6 +585,9 @@ struct Report<'a> {
     elapsed: Duration,
     tracker: &'a Tracker,
     counters: &'a BTreeMap<String, u64>,
+    /// Bytes of the engine's answers until all were Ready (what the operator downloaded).
+    response_bytes: u64,
+    timings: Timings,
     write_requests: WriteRequests,
     peak_rss_kib: Option<u64>,
     /// When the sampled peak was first reached: seconds since the start, Ready machines, engine requests so far.
@@ -637,7 +656,25 @@ fn report(r: &Report) {
         "| machines with an InternalIP at the end | {} |",
         r.tracker.with_ip.len()
     );
+    println!(
+        "| engine timings | {} (clone copies: {}{}) |",
+        r.args.timings,
+        if r.args.disk_clone {
+            "every VM, "
+        } else {
+            "none, thin VMs; "
+        },
+        match r.timings.storage_mib_per_second {
+            0 => "storage unlimited".to_string(),
+            mib => format!("{mib} MiB/s per storage domain, shared"),
+        }
+    );
     println!("| engine requests | {total} ({:.1} per machine) |", total as f64 / n);
+    println!(
+        "| engine answer bytes | {:.1} MiB ({:.1} KiB per machine) |",
+        r.response_bytes as f64 / f64::from(1 << 20),
+        r.response_bytes as f64 / 1024.0 / n
+    );
     println!(
         "| status changes seen by a watch | {} ({:.1} per machine) |",
         r.tracker.status_changes,

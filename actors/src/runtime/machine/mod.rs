@@ -56,6 +56,10 @@ pub struct MachineState {
     subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
     watched_vm: Option<VmWatch>,
     last_seen_vm_status: Option<String>,
+    /// The watched VM and status (hashed) when the last transition guard timer was set, and how many guards in a
+    /// row were set with nothing changed: the guard's delay grows with them ([`guard_delay`]).
+    guard_key: Option<u64>,
+    quiet_guards: u8,
     /// The last successful action of a pass that ended to wait for its permit outside the pass (see [`pass`]), and
     /// what it observed before acting: the next pass's hot-loop guard compares against it.
     carried_success: Option<Box<(Observed, Action)>>,
@@ -102,6 +106,8 @@ impl Actor for MachineActor {
             subscribed_to: None,
             watched_vm: None,
             last_seen_vm_status: None,
+            guard_key: None,
+            quiet_guards: 0,
             carried_success: None,
             created_vm: None,
             _alive: mail.alive(),
@@ -504,12 +510,39 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
         }) => crate::backoff::jittered(settings.sync_period, fastrand::f64()),
         Next::Backoff => state.backoff.next_delay(),
         Next::After(delay) => *delay,
-        // The poll answers; this timer only guards against a lost answer.
+        // The poll answers; this timer only guards against a lost answer. A VM `image_locked` for long (a clone's
+        // disk copy takes minutes) must not cost a full pass every 30 s: while neither the VM nor its status
+        // changes, each guard waits twice as long as the one before, up to 5 minutes. The end of the copy changes
+        // the status, which the poll reports at once. Other waits keep 30 s: a disk job, for one, ends without the
+        // VM's status changing, so only this timer notices it.
+        Next::WatchVm(VmWatch {
+            cadence: Cadence::EveryPoll,
+            vm_id,
+        }) => {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            (vm_id, &state.last_seen_vm_status).hash(&mut hasher);
+            let key = hasher.finish();
+            let copying = state.last_seen_vm_status.as_deref() == Some("image_locked");
+            state.quiet_guards = if copying && state.guard_key == Some(key) {
+                state.quiet_guards.saturating_add(1)
+            } else {
+                0
+            };
+            state.guard_key = Some(key);
+            guard_delay(settings.poll_interval, state.quiet_guards)
+        }
+    };
+    if !matches!(
+        next,
         Next::WatchVm(VmWatch {
             cadence: Cadence::EveryPoll,
             ..
-        }) => settings.poll_interval * 6,
-    };
+        })
+    ) {
+        state.guard_key = None;
+        state.quiet_guards = 0;
+    }
     if !matches!(next, Next::Backoff) {
         state.backoff.reset();
     }
@@ -518,9 +551,29 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
     }));
 }
 
+/// The guard timer of a machine whose VM is in a transition: 6 poll intervals, doubled for each guard in a row set
+/// with nothing changed, at most [`crate::backoff::MAX_BACKOFF`].
+fn guard_delay(poll_interval: Duration, quiet_guards: u8) -> Duration {
+    let first = poll_interval * 6;
+    first
+        .checked_mul(1u32 << quiet_guards.min(16))
+        .unwrap_or(crate::backoff::MAX_BACKOFF)
+        .min(crate::backoff::MAX_BACKOFF.max(first))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_transition_guard_grows_while_nothing_changes() {
+        let poll = Duration::from_secs(5);
+        let delays: Vec<u64> = (0..6).map(|n| guard_delay(poll, n).as_secs()).collect();
+        assert_eq!(delays, vec![30, 60, 120, 240, 300, 300]);
+        assert_eq!(guard_delay(poll, u8::MAX).as_secs(), 300);
+        // A test's short poll interval keeps its short first guard.
+        assert_eq!(guard_delay(Duration::from_millis(200), 0), Duration::from_millis(1200));
+    }
 
     fn machine(uid: &str, resource_version: &str) -> OVirtMachine {
         serde_json::from_value(serde_json::json!({
