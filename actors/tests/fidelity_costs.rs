@@ -21,7 +21,10 @@ async fn deletion_waits_with_backoff_while_the_engine_refuses_stop_and_remove() 
     let mut world = World::new("blocked-delete").await;
     world.start_operator().await;
     world
-        .create_machine("worker-0", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .create_machine(
+            "worker-0",
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}),
+        )
         .await;
     let vm_id = world.vm_id("worker-0").await;
     world
@@ -122,7 +125,7 @@ async fn a_noisy_guest_gets_only_its_own_nic_addresses() {
     let mut world = World::new("noisy-guest").await;
     world.start_operator().await;
     world
-        .create_machine("cp-0", json!({"ovirtcluster": "Default", "template": "rhcos-4.14"}))
+        .create_machine("cp-0", json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
         .await;
     let vm_id = world.vm_id("cp-0").await;
     let control = world.sim.control();
@@ -156,7 +159,7 @@ async fn without_a_guest_agent_the_machine_says_why_it_has_no_address_and_backs_
             templates: vec![TemplateSeed {
                 name: "no-agent".into(),
                 cluster: Some("Default".into()),
-                os_type: "rhcos_x64".into(),
+                os_type: "other_linux".into(),
                 guest_agent: false,
                 disks: vec![TemplateDiskSeed {
                     alias: "no-agent_Disk1".into(),
