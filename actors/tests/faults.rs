@@ -103,7 +103,7 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
     // The test plays each VM's kubelet; along the way, an outage as refused connections and malformed answers.
     let workload = world.workload.client().await.expect("workload client");
     let mut registered = BTreeSet::new();
-    let mut outage_phase = OutagePhase::Before;
+    let mut outage_phase = OutagePhase::Spike;
     let mut saw_unreachable = false;
     let mut requests_at_outage = 0.0;
     let mut ready_at_outage = 0;
@@ -142,35 +142,10 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
         }
         let requests = metric_sum(&world.metrics, "capov_engine_requests_total", &[]);
         match outage_phase {
-            OutagePhase::Before if ready * 3 >= machines_wanted => {
-                control.set_refusing_connections(true);
-                requests_at_outage = requests;
-                ready_at_outage = ready;
-                outage_phase = OutagePhase::During(Instant::now());
-            }
-            OutagePhase::During(since) => {
-                if let Ok(provider) = providers.get(&world.provider).await {
-                    saw_unreachable |=
-                        provider_reason(&provider).is_some_and(|(_, reason)| reason == "EngineUnreachable");
-                }
-                if since.elapsed() >= outage {
-                    control.set_refusing_connections(false);
-                    let rate = (requests - requests_at_outage) / since.elapsed().as_secs_f64();
-                    findings.note(
-                        &format!("engine host down {}s (refused connections)", outage.as_secs()),
-                        format!(
-                            "began with {ready_at_outage} of {machines_wanted} Ready; provider EngineUnreachable: \
-                             {saw_unreachable}; {rate:.2} engine requests/s during it"
-                        ),
-                    );
-                    assert!(
-                        saw_unreachable,
-                        "the provider never showed EngineUnreachable during the outage"
-                    );
-                    assert!(rate <= 5.0, "{rate:.2} requests/s against a down engine");
-                    body_reads_at = vm_reads(&control);
-                    outage_phase = OutagePhase::Bodies(Instant::now(), 0);
-                }
+            // Malformed answers right after the spike, while many machines still read their VMs.
+            OutagePhase::Spike if spike.is_none() => {
+                body_reads_at = vm_reads(&control);
+                outage_phase = OutagePhase::Bodies(Instant::now(), 0);
             }
             // Each malformed answer stays until at least one request got it, and at least 3 s.
             OutagePhase::Bodies(since, step)
@@ -190,8 +165,37 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
                 control.set_body_fault(faults[step].clone(), Some("GET"), Some("/vms"));
                 outage_phase = match faults[step] {
                     Some(_) => OutagePhase::Bodies(Instant::now(), step + 1),
-                    None => OutagePhase::After,
+                    None => OutagePhase::BeforeOutage,
                 };
+            }
+            OutagePhase::BeforeOutage if ready * 3 >= machines_wanted => {
+                control.set_refusing_connections(true);
+                requests_at_outage = requests;
+                ready_at_outage = ready;
+                outage_phase = OutagePhase::Outage(Instant::now());
+            }
+            OutagePhase::Outage(since) => {
+                if let Ok(provider) = providers.get(&world.provider).await {
+                    saw_unreachable |=
+                        provider_reason(&provider).is_some_and(|(_, reason)| reason == "EngineUnreachable");
+                }
+                if since.elapsed() >= outage {
+                    control.set_refusing_connections(false);
+                    let rate = (requests - requests_at_outage) / since.elapsed().as_secs_f64();
+                    findings.note(
+                        &format!("engine host down {}s (refused connections)", outage.as_secs()),
+                        format!(
+                            "began with {ready_at_outage} of {machines_wanted} Ready; provider EngineUnreachable: \
+                             {saw_unreachable}; {rate:.2} engine requests/s during it"
+                        ),
+                    );
+                    assert!(
+                        saw_unreachable,
+                        "the provider never showed EngineUnreachable during the outage"
+                    );
+                    assert!(rate <= 5.0, "{rate:.2} requests/s against a down engine");
+                    outage_phase = OutagePhase::After;
+                }
             }
             _ => {}
         }
@@ -216,8 +220,8 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
     assert_eq!(duplicates, 0, "{per_name:?}");
     assert_eq!(control.vm_count(), machines_wanted);
     findings.note(
-        "scale-up with 20 % 503s, tokens expiring every 30 s, then malformed GET /vms answers (HTML, truncated, \
-         foreign root, 300 MB), each for 3 s and at least one request",
+        "scale-up with 20 % 503s and tokens expiring every 30 s; after the spike, malformed GET /vms answers (HTML, \
+         truncated, foreign root, 300 MB), each for 3 s and at least one request",
         format!(
             "{machines_wanted} of {machines_wanted} Ready in {:.0} s; 0 duplicate VMs; the simulator generated {} MB \
              for 300 MB answers, each cut by the client at 16 MiB",
@@ -325,9 +329,13 @@ fn peak_rss_bytes() -> Option<u64> {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum OutagePhase {
-    Before,
-    During(Instant),
+    /// The latency spike of the first 20 s.
+    Spike,
+    /// Malformed answers, one after the other (since when the current one is served, its index).
     Bodies(Instant, usize),
+    /// Waiting until a third of the machines are Ready.
+    BeforeOutage,
+    Outage(Instant),
     After,
 }
 
