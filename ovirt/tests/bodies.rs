@@ -17,22 +17,6 @@ async fn setup() -> (capov_ovirt_sim::SimulatorHandle, capov_ovirt::Client) {
     (sim, client)
 }
 
-/// The process's peak resident set (VmHWM), in bytes. Linux only, as the project is; a missing figure fails the test
-/// rather than skipping the memory assertion.
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status (Linux)");
-    let line = status
-        .lines()
-        .find(|line| line.starts_with("VmHWM:"))
-        .expect("VmHWM in /proc/self/status");
-    let kib: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|value| value.parse().ok())
-        .expect("VmHWM value in kB");
-    kib * 1024
-}
-
 #[tokio::test]
 async fn an_oversized_streamed_answer_is_refused_at_the_cap_and_never_held_whole() {
     let (sim, client) = setup().await;
@@ -70,7 +54,7 @@ async fn an_oversized_streamed_answer_is_refused_at_the_cap_and_never_held_whole
         "{streamed} bytes were made for a client that should stop at {MAX_BODY_BYTES}"
     );
     // Neither side held the answer: the whole test process never came near 300 MB.
-    let peak = peak_rss();
+    let peak = common::peak_rss();
     assert!(peak < 200 << 20, "peak resident memory {peak} bytes");
 
     // The connection was dropped, not poisoned: the next call gets a real answer.

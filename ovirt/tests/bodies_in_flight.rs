@@ -13,20 +13,6 @@ const READS: usize = 12;
 /// What the simulator sends of each answer before it stalls.
 const HELD: u64 = 6 << 20;
 
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status (Linux)");
-    let line = status
-        .lines()
-        .find(|line| line.starts_with("VmHWM:"))
-        .expect("VmHWM in /proc/self/status");
-    let kib: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|value| value.parse().ok())
-        .expect("VmHWM value in kB");
-    kib * 1024
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_answers_read_at_once_stay_within_the_process_budget() {
     let sim = common::simulator().await;
@@ -60,7 +46,7 @@ async fn oversized_answers_read_at_once_stay_within_the_process_budget() {
     }
     // Each read holds a buffer of 8 MiB for its 6 MiB (buffers double): four fill the 32 MiB budget, so at least
     // eight of the twelve are stopped. Without the budget all twelve would hold theirs until the deadline, 96 MiB.
-    let peak = peak_rss();
+    let peak = common::peak_rss();
     println!(
         "{READS} answers stalled after {} MiB at once: {stopped_by_budget} stopped by the \
          {MAX_BODY_BYTES_IN_FLIGHT}-byte budget, {timed_out} ended at their deadline; peak RSS {:.1} MiB",

@@ -75,3 +75,19 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The process's peak resident set (VmHWM), in bytes. Linux only, as the project is; a missing figure fails the test
+/// rather than skipping the memory assertion.
+pub fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status (Linux)");
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmHWM:"))
+        .expect("VmHWM in /proc/self/status");
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|value| value.parse().ok())
+        .expect("VmHWM value in kB");
+    kib * 1024
+}
