@@ -32,7 +32,7 @@ pub struct VmNic {
 }
 
 /// One device the guest agent reports, with its addresses as the engine gives them.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ReportedDevice {
     pub mac: Option<String>,
     pub ips: Vec<String>,

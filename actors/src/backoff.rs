@@ -96,6 +96,11 @@ impl Backoff {
     pub fn reset(&mut self) {
         self.next = self.initial;
     }
+
+    /// The nominal delay the next [`Backoff::next_delay`] will jitter.
+    pub fn upcoming(&self) -> Duration {
+        self.next
+    }
 }
 
 #[cfg(test)]

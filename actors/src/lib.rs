@@ -15,4 +15,5 @@ pub mod placement;
 pub mod runtime;
 pub mod tenancy;
 pub mod vm_name;
+pub mod vm_snapshot;
 pub mod workload_kubeconfig;

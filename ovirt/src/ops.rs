@@ -49,6 +49,16 @@ impl DiskPlacement {
     }
 }
 
+/// What an observation of a VM inlines: its NICs and what the guest agent reports, and with `disks` its disk
+/// attachments with their disks: one request instead of three or four.
+pub fn facts_follow(disks: bool) -> &'static str {
+    if disks {
+        "disk_attachments.disk,nics,reported_devices"
+    } else {
+        "nics,reported_devices"
+    }
+}
+
 fn exact_name<T>(items: Vec<T>, name: &str, name_of: impl Fn(&T) -> Option<&str>) -> Vec<T> {
     items.into_iter().filter(|item| name_of(item) == Some(name)).collect()
 }
@@ -211,16 +221,9 @@ impl Client {
             .await
     }
 
-    /// The VM with its NICs and what the guest agent reports inlined (`?follow=nics,reported_devices`), and with
-    /// `disks` also its disk attachments with their disks (`disk_attachments.disk`): one request instead of three
-    /// or four.
+    /// The whole VM with what [`Client::vm_facts`] inlines ([`facts_follow`]).
     pub async fn vm_with_devices(&self, id: &str, disks: bool) -> Result<Vm> {
-        let follow = if disks {
-            "disk_attachments.disk,nics,reported_devices"
-        } else {
-            "nics,reported_devices"
-        };
-        self.vm_with(id, follow).await
+        self.vm_with(id, facts_follow(disks)).await
     }
 
     /// The VM named exactly `name` (never `worker-1` for `worker`).
@@ -242,24 +245,67 @@ impl Client {
 
     /// Status of many VMs by id, one request per 50 ids. Ids the engine does not know are absent; a VM shown without
     /// `<status>` is there as [`VmStatus::IMAGE_ILLEGAL`]. Only id and status are decoded
-    /// ([`crate::model::VmStatusEntry`]). A batch whose answer exceeds [`crate::MAX_BODY_BYTES`] (VMs carrying very
-    /// large bootstrap data) is asked again in halves, down to single VMs, so the read stays bounded and still
-    /// succeeds.
+    /// ([`crate::model::VmStatusEntry`]).
     pub async fn vm_statuses(&self, ids: &[&str]) -> Result<HashMap<String, VmStatus>> {
-        let mut statuses = HashMap::with_capacity(ids.len());
+        let found = self
+            .batched_by_id::<VmStatusEntries, _>(ids, None, |vm| vm.id.clone())
+            .await?;
+        Ok(found
+            .into_iter()
+            .map(|(id, vm)| (id, VmStatus::of(vm.status.as_ref())))
+            .collect())
+    }
+
+    /// One VM as CAPOV observes it (`GET /vms/{id}?follow=…`, see [`facts_follow`]), bootstrap data skipped.
+    pub async fn vm_facts(&self, id: &str, disks: bool) -> Result<VmFacts> {
+        self.fetch(Call::new(Method::GET, "vms", &["vms", id]).query("follow", facts_follow(disks)))
+            .await
+    }
+
+    /// Many VMs as CAPOV observes them, one search per 50 ids with the same `follow` as [`Client::vm_facts`]: the
+    /// provider's batched poll, which hands each machine what a read of its own VM would have shown. Ids the engine
+    /// does not know are absent.
+    pub async fn vms_facts(&self, ids: &[&str], disks: bool) -> Result<HashMap<String, VmFacts>> {
+        self.batched_by_id::<VmFactsList, _>(ids, Some(facts_follow(disks)), |vm| vm.id.clone())
+            .await
+    }
+
+    /// The VM named exactly `name`, as CAPOV observes it (without inlined devices).
+    pub async fn find_vm_facts_by_name(&self, name: &str) -> Result<Option<VmFacts>> {
+        let call = Call::new(Method::GET, "vms", &["vms"]).query("search", &search::name_is(name)?);
+        let found = self.fetch::<VmFactsList>(call).await?.items;
+        Ok(exact_name(found, name, |v| v.name.as_deref()).into_iter().next())
+    }
+
+    /// `GET /vms?search=id=… or …` per 50 ids. A batch whose answer exceeds [`crate::MAX_BODY_BYTES`] (VMs carrying
+    /// very large bootstrap data) is asked again in halves, down to single VMs, so the read stays bounded and still
+    /// succeeds.
+    async fn batched_by_id<L, T>(
+        &self,
+        ids: &[&str],
+        follow: Option<&str>,
+        id_of: impl Fn(&T) -> Option<String>,
+    ) -> Result<HashMap<String, T>>
+    where
+        L: crate::xml::Root + serde::de::DeserializeOwned + Into<Vec<T>>,
+    {
+        let mut found = HashMap::with_capacity(ids.len());
         let mut batches: Vec<&[&str]> = ids.chunks(SEARCH_BATCH).rev().collect();
         while let Some(batch) = batches.pop() {
             let Some(query) = search::any_of("id", batch.iter().copied()) else {
                 continue;
             };
-            let call = Call::new(Method::GET, "vms", &["vms"]).query("search", &query);
-            match self.fetch::<VmStatusEntries>(call).await {
-                Ok(found) => {
-                    for vm in found.items {
-                        if let Some(id) = vm.id
+            let mut call = Call::new(Method::GET, "vms", &["vms"]).query("search", &query);
+            if let Some(follow) = follow {
+                call = call.query("follow", follow);
+            }
+            match self.fetch::<L>(call).await {
+                Ok(list) => {
+                    for vm in list.into() {
+                        if let Some(id) = id_of(&vm)
                             && batch.contains(&id.as_str())
                         {
-                            statuses.insert(id, VmStatus::of(vm.status.as_ref()));
+                            found.insert(id, vm);
                         }
                     }
                 }
@@ -271,7 +317,7 @@ impl Client {
                 Err(err) => return Err(err),
             }
         }
-        Ok(statuses)
+        Ok(found)
     }
 
     /// VMs by exact name, one request per 50 names: name → VM (with id and status).

@@ -142,6 +142,24 @@ impl Action {
     }
 }
 
+impl Action {
+    /// Whether this action changes a VM in the engine: what was seen of the VM before it no longer holds, and the
+    /// next pass reads it again or waits for the poll to show the change.
+    pub fn writes_engine(&self) -> bool {
+        matches!(
+            self,
+            Action::CreateVm(_)
+                | Action::UpgradeMarker { .. }
+                | Action::ResizeDisk { .. }
+                | Action::RenameDiskAlias { .. }
+                | Action::SyncNics(_)
+                | Action::StartVm { .. }
+                | Action::StopVmForce { .. }
+                | Action::DeleteVm { .. }
+        )
+    }
+}
+
 impl Decision {
     pub fn new(action: Action, conditions: Vec<ConditionUpdate>) -> Self {
         Decision {

@@ -252,7 +252,7 @@ pub enum FoundBy {
 }
 
 /// One attached disk.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct VmDisk {
     pub attachment_id: String,
     pub disk_id: String,

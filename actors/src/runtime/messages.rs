@@ -1,10 +1,13 @@
 //! Messages between the runtime's actors.
 
+use std::sync::Arc;
+
 use capov_crds::OVirtMachine;
 
 pub use crate::machine_steps::ProviderDefaults;
 
 use super::connection::ConnectionProblem;
+use crate::vm_snapshot::VmSnapshot;
 
 /// What a provider actor knows about its engine connection.
 #[derive(Clone, Debug)]
@@ -32,8 +35,11 @@ pub enum MachineMsg {
     Poke,
     /// The provider's connection changed (new credentials, spec, or connectivity).
     ConnectionChanged,
-    /// The provider's batched poll saw this VM (`None`: the VM no longer exists).
-    VmObserved { vm_id: String, status: Option<String> },
+    /// The provider's batched poll saw this VM changed (`None`: the VM no longer exists).
+    VmObserved {
+        vm_id: String,
+        snapshot: Option<Arc<VmSnapshot>>,
+    },
     /// Time for the next reconcile.
     Tick,
 }

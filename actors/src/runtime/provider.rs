@@ -28,6 +28,7 @@ use super::messages::{Connection, MachineMsg, ProviderDefaults};
 use super::settings::RuntimeSettings;
 use super::status_writer::StatusWriterMsg;
 use crate::metrics::{Metrics, kind, result};
+use crate::vm_snapshot::VmSnapshot;
 
 /// How often a working connection is checked again (one `GET /api`).
 pub const RECHECK_INTERVAL: Duration = Duration::from_secs(30);
@@ -54,18 +55,19 @@ pub enum ProviderMsg {
     },
     Unsubscribe(ObjectKey),
     GetConnection(RpcReplyPort<Connection>),
-    /// Report `vm_id` to `machine` once its status differs from `seen` (None: never seen), then stop watching it.
+    /// Report `vm_id` to `machine` once its fingerprint ([`VmSnapshot::fingerprint`]) differs from `seen` (None:
+    /// never seen, or not found), then stop watching it.
     WatchVm {
         machine: ObjectKey,
         watch: VmWatch,
-        seen: Option<String>,
+        seen: Option<u64>,
     },
     UnwatchVm(ObjectKey),
     Poll,
-    /// The poll task's result: the statuses found for `searched` (machine, VM id), or None when it failed.
+    /// The poll task's result: the VMs found for `searched` (machine, VM id), or None when it failed.
     Polled {
         searched: Vec<(ObjectKey, String)>,
-        statuses: Option<HashMap<String, String>>,
+        found: Option<HashMap<String, Arc<VmSnapshot>>>,
     },
 }
 
@@ -87,7 +89,7 @@ pub enum Cadence {
 /// What the provider holds per watched machine.
 struct Watched {
     watch: VmWatch,
-    seen: Option<String>,
+    seen: Option<u64>,
 }
 
 impl Mail for ProviderMsg {
@@ -254,10 +256,10 @@ impl Actor for ProviderActor {
                 state.watched.remove(&machine);
             }
             ProviderMsg::Poll => poll(&me, state),
-            ProviderMsg::Polled { searched, statuses } => {
+            ProviderMsg::Polled { searched, found } => {
                 state.poll_in_flight = false;
-                if let Some(statuses) = statuses {
-                    report_polled(state, &searched, &statuses);
+                if let Some(found) = found {
+                    report_polled(state, &searched, &found);
                 }
             }
         }
@@ -507,11 +509,13 @@ fn warn_insecure_transport(state: &mut ProviderState, plain_http: bool) {
     let _ = mailbox::cast(&state.metrics, &state.status_writer, event);
 }
 
-/// One search for the status of every VM due this poll (those in a transition each time, those of Ready machines
-/// every STEADY_POLL_EVERY-th), run as a task; a VM whose status changed is reported to its machine and no longer
-/// watched ([`report_polled`]). Machines whose VM changed but whose pass has not run yet (waiting for a permit or the
-/// rate limiter, as in a large batch) thus cost no more polling, and a Ready machine costs its share of one search a
-/// minute instead of its own reads. A tick while the previous search still runs is skipped.
+/// One search for every VM due this poll (those in a transition each time, those of Ready machines every
+/// STEADY_POLL_EVERY-th), run as a task. It reads what a machine's own read would (`follow` of NICs, reported
+/// devices and, for VMs in a transition, whole disks), so a VM that changed is handed to its machine as a snapshot and
+/// its pass decides without reading the VM again ([`report_polled`]); the watch then ends until the pass registers
+/// again. Machines whose VM changed but whose pass has not run yet (waiting for a permit or the rate limiter, as in a
+/// large batch) thus cost no more polling, and a Ready machine costs its share of one search a minute instead of its
+/// own reads. A tick while the previous search still runs is skipped.
 fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     let Connection::Ready { client, .. } = &state.connection else {
         return;
@@ -521,28 +525,41 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     }
     state.polls = state.polls.wrapping_add(1);
     let steady_due = state.polls.is_multiple_of(crate::backoff::STEADY_POLL_EVERY);
-    let searched: Vec<(ObjectKey, String)> = state
+    let searched: Vec<(ObjectKey, String, Cadence)> = state
         .watched
         .iter()
         .filter(|(_, w)| steady_due || w.watch.cadence == Cadence::EveryPoll)
-        .map(|(machine, w)| (machine.clone(), w.watch.vm_id.clone()))
+        .map(|(machine, w)| (machine.clone(), w.watch.vm_id.clone(), w.watch.cadence))
         .collect();
     if searched.is_empty() {
         return;
     }
-    let mut ids: Vec<String> = searched.iter().map(|(_, id)| id.clone()).collect();
-    ids.sort_unstable();
-    ids.dedup();
+    // Disks matter to VMs in a transition (before the first start, at deletion); Ready VMs are searched without.
+    let ids_of = |cadence: Cadence| {
+        let mut ids: Vec<String> = searched
+            .iter()
+            .filter(|(_, _, c)| *c == cadence)
+            .map(|(_, id, _)| id.clone())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    };
+    let (moving, steady) = (ids_of(Cadence::EveryPoll), ids_of(Cadence::Steady));
+    let searched: Vec<(ObjectKey, String)> = searched.into_iter().map(|(m, id, _)| (m, id)).collect();
     state.poll_in_flight = true;
     let client = client.with_correlation_id("capov-status-poll");
     let (me, metrics, provider) = (me.clone(), state.metrics.clone(), state.key.clone());
     tokio::spawn(async move {
-        let mut statuses = HashMap::new();
+        let mut found = HashMap::new();
         let mut failed = false;
-        for chunk in ids.chunks(50) {
-            let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
-            match client.vm_statuses(&chunk).await {
-                Ok(found) => statuses.extend(found.into_iter().map(|(id, s)| (id, s.as_str().to_string()))),
+        for (ids, disks) in [(moving, true), (steady, false)] {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            match client.vms_facts(&ids, disks).await {
+                Ok(facts) => found.extend(facts.into_values().filter_map(|facts| {
+                    let snapshot = VmSnapshot::from_facts(facts)?;
+                    Some((snapshot.id.clone(), Arc::new(snapshot)))
+                })),
                 Err(err) => {
                     tracing::debug!(%provider, error = %err, "status poll failed");
                     failed = true;
@@ -550,14 +567,18 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
                 }
             }
         }
-        let statuses = (!failed).then_some(statuses);
-        let _ = mailbox::cast(&metrics, &me, ProviderMsg::Polled { searched, statuses });
+        let found = (!failed).then_some(found);
+        let _ = mailbox::cast(&metrics, &me, ProviderMsg::Polled { searched, found });
     });
 }
 
-/// Reports each searched VM whose status differs from what its machine saw, and stops watching it; watches that
+/// Hands each searched VM that differs from what its machine saw to the machine, and stops watching it; watches that
 /// changed while the search ran (another VM, or removed) are left alone.
-fn report_polled(state: &mut ProviderState, searched: &[(ObjectKey, String)], statuses: &HashMap<String, String>) {
+fn report_polled(
+    state: &mut ProviderState,
+    searched: &[(ObjectKey, String)],
+    found: &HashMap<String, Arc<VmSnapshot>>,
+) {
     for (machine, vm_id) in searched {
         let Some(watched) = state.watched.get(machine) else {
             continue;
@@ -565,15 +586,15 @@ fn report_polled(state: &mut ProviderState, searched: &[(ObjectKey, String)], st
         if watched.watch.vm_id != *vm_id {
             continue;
         }
-        let status = statuses.get(vm_id).cloned();
-        if status == watched.seen {
+        let snapshot = found.get(vm_id).cloned();
+        if snapshot.as_ref().map(|s| s.fingerprint()) == watched.seen {
             continue;
         }
         state.watched.remove(machine);
         if let Some(actor) = state.subscribers.get(machine) {
             let observed = MachineMsg::VmObserved {
                 vm_id: vm_id.clone(),
-                status,
+                snapshot,
             };
             let _ = mailbox::cast(&state.metrics, actor, observed);
         }

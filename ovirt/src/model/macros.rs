@@ -71,6 +71,12 @@ macro_rules! collection {
                 Self { items }
             }
         }
+
+        impl From<$name> for Vec<$item> {
+            fn from(list: $name) -> Self {
+                list.items
+            }
+        }
     };
 }
 

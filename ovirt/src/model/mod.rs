@@ -25,6 +25,7 @@ macros::roots!(
     VnicProfile = "vnic_profile",
     Template = "template",
     Vm = "vm",
+    VmFacts = "vm",
     Disk = "disk",
     DiskAttachment = "disk_attachment",
     Nic = "nic",

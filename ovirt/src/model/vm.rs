@@ -195,6 +195,34 @@ pub struct VmStatusEntry {
 
 collection!(VmStatusEntries, "vms", "vm", VmStatusEntry);
 
+/// A VM as CAPOV observes it: what its decisions read, and the devices a `follow` inlined. Like [`VmStatusEntry`]
+/// it skips everything else, the bootstrap data (`<initialization>`) included, whether the VM is read alone or in a
+/// batched search.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "vm")]
+pub struct VmFacts {
+    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<OperatingSystem>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<VmStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_attachments: Option<DiskAttachments>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nics: Option<Nics>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_devices: Option<ReportedDevices>,
+}
+
+collection!(VmFactsList, "vms", "vm", VmFacts);
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "nic")]
 pub struct Nic {

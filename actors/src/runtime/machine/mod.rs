@@ -27,6 +27,7 @@ use super::provider::{Cadence, ProviderMsg, VmWatch};
 use super::status_writer::StatusWriterMsg;
 use super::supervisor::Shared;
 use crate::metrics::{kind, result};
+use crate::vm_snapshot::VmSnapshot;
 
 impl Mail for MachineMsg {
     const KIND: &'static str = kind::MACHINE;
@@ -56,6 +57,11 @@ pub struct MachineState {
     subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
     watched_vm: Option<VmWatch>,
     last_seen_vm_status: Option<String>,
+    /// The VM as last seen (by this actor's read or delivered by the provider's poll) and its fingerprint. While the
+    /// VM is watched the poll delivers every change, so a pass decides from this instead of reading the VM again;
+    /// any engine write on the VM, or the end of the watch, drops it.
+    vm_snapshot: Option<Arc<VmSnapshot>>,
+    last_seen_fingerprint: Option<u64>,
     /// The watched VM and status (hashed) when the last transition guard timer was set, and how many guards in a
     /// row were set with nothing changed: the guard's delay grows with them ([`guard_delay`]).
     guard_key: Option<u64>,
@@ -79,8 +85,11 @@ pub enum Next {
     Backoff,
     /// Check again after this long.
     After(Duration),
-    /// The provider's batched poll reports the VM's status when it changes: each poll while the VM is in a
-    /// transition, every minute once the machine is Ready (which then resyncs only once per sync period).
+    /// Go on at once in a new pass (after waiting for a permit), from where this one stopped: what it saw of the VM
+    /// and the VM's watch stay as they are.
+    Resume,
+    /// The provider's batched poll hands over the VM when it changes: each poll while the VM is in a transition,
+    /// every minute once the machine is Ready (which then resyncs only once per sync period, from what it holds).
     WatchVm(VmWatch),
 }
 
@@ -106,6 +115,8 @@ impl Actor for MachineActor {
             subscribed_to: None,
             watched_vm: None,
             last_seen_vm_status: None,
+            vm_snapshot: None,
+            last_seen_fingerprint: None,
             guard_key: None,
             quiet_guards: 0,
             carried_success: None,
@@ -154,12 +165,13 @@ impl Actor for MachineActor {
                 state.backoff.reset();
                 queue_pass(&me, state);
             }
-            MachineMsg::VmObserved { vm_id, status } => {
-                // The provider reports a watched VM once, when its status differs from the one this machine had
-                // seen, and stops watching it; the pass registers again (in a transition, or Ready).
+            MachineMsg::VmObserved { vm_id, snapshot } => {
+                // The provider reports a watched VM once, when it differs from what this machine had seen, and stops
+                // watching it; the pass decides from the delivered snapshot and registers again.
                 if state.watched_vm.as_ref().is_some_and(|w| w.vm_id == vm_id) {
                     state.watched_vm = None;
-                    state.last_seen_vm_status = status;
+                    state.last_seen_vm_status = snapshot.as_ref().map(|s| s.status.clone());
+                    state.vm_snapshot = snapshot;
                     queue_pass(&me, state);
                 }
             }
@@ -269,7 +281,7 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: super
             // waits for its permit in `run_pass`, before its future exists, and starts from the same observation
             // the loop would have made here.
             state.carried_success = last_success.take().map(Box::new);
-            next = Next::After(Duration::ZERO);
+            next = Next::Resume;
             resumes = true;
             break;
         }
@@ -336,6 +348,9 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: super
             decision.action,
         )
         .await;
+        if acted.writes_engine() {
+            state.vm_snapshot = None;
+        }
         if !after_success.is_empty() && !matches!(executed, execute::Executed::Failed { .. }) {
             apply(state, &after_success, StatusChange::default());
         }
@@ -380,7 +395,7 @@ fn record_pass(state: &MachineState, next: &Next, started: Instant) {
         Next::Backoff => result::ERROR,
         Next::Idle => result::SUCCESS,
         Next::WatchVm(watch) if watch.cadence == Cadence::Steady => result::SUCCESS,
-        Next::After(_) | Next::WatchVm(_) => result::REQUEUE,
+        Next::After(_) | Next::Resume | Next::WatchVm(_) => result::REQUEUE,
     };
     let metrics = &state.shared.metrics;
     metrics
@@ -458,7 +473,7 @@ fn to_next(state: &MachineState, requeue: Requeue, vm_id: Option<String>) -> Nex
             .as_deref()
             .and_then(parse_provider_id)
             .map(String::from);
-        match vm_id.clone().or(provider_id) {
+        match vm_id.clone().or(provider_id).or_else(|| state.created_vm.clone()) {
             Some(vm_id) => Next::WatchVm(VmWatch { vm_id, cadence }),
             None => otherwise,
         }
@@ -473,14 +488,29 @@ fn to_next(state: &MachineState, requeue: Requeue, vm_id: Option<String>) -> Nex
 }
 
 fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
+    let poll_interval = state.shared.settings.poll_interval;
     if let Some(timer) = state.timer.take() {
         timer.abort();
     }
     let watched = match &next {
         Next::WatchVm(watch) => Some(watch.clone()),
+        Next::Resume => state.watched_vm.clone(),
         // A pass that failed (an engine hiccup) keeps its VM watched: the provider's batched poll wakes the machine
-        // as soon as the VM changes, instead of the machine waiting out a backoff that grew during the hiccup.
-        Next::Backoff => state.watched_vm.clone(),
+        // as soon as the VM changes, instead of the machine waiting out a backoff that grew during the hiccup. A
+        // pass that waits with backoff for something outside the engine (the Node, an address) has its VM watched
+        // too, so that its retries decide from what they hold instead of reading the VM each time: at each poll
+        // while the retries come faster than the steady search, then with the steady search.
+        Next::Backoff => state.watched_vm.clone().or_else(|| {
+            let steady_every = poll_interval * crate::backoff::STEADY_POLL_EVERY as u32;
+            state.vm_snapshot.as_ref().map(|vm| VmWatch {
+                vm_id: vm.id.clone(),
+                cadence: if state.backoff.upcoming() < steady_every {
+                    Cadence::EveryPoll
+                } else {
+                    Cadence::Steady
+                },
+            })
+        }),
         _ => None,
     };
     // A backoff re-registers the watch with the VM status this pass saw: a change the machine already knows of must
@@ -493,11 +523,16 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
             Some(watch) => ProviderMsg::WatchVm {
                 machine: state.key.clone(),
                 watch: watch.clone(),
-                seen: state.last_seen_vm_status.clone(),
+                seen: state.last_seen_fingerprint,
             },
             None => ProviderMsg::UnwatchVm(state.key.clone()),
         };
         let _ = mailbox::cast(&state.shared.metrics, provider, message);
+    }
+    // Unwatched, the VM can change unseen: the next pass reads it (a pass that resumes at once goes on from what
+    // this one saw).
+    if watched.is_none() && next != Next::Resume {
+        state.vm_snapshot = None;
     }
     state.watched_vm = watched;
     let settings = &state.shared.settings;
@@ -510,6 +545,7 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
         }) => crate::backoff::jittered(settings.sync_period, fastrand::f64()),
         Next::Backoff => state.backoff.next_delay(),
         Next::After(delay) => *delay,
+        Next::Resume => Duration::ZERO,
         // The poll answers; this timer only guards against a lost answer. A VM `image_locked` for long (a clone's
         // disk copy takes minutes) must not cost a full pass every 30 s: while neither the VM nor its status
         // changes, each guard waits twice as long as the one before, up to 5 minutes. The end of the copy changes

@@ -10,7 +10,6 @@ use capov_crds::labels::{
     SYSTEM_DISKS_ANNOTATION,
 };
 use capov_ovirt::Client;
-use capov_ovirt::model::Vm;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -31,6 +30,7 @@ use crate::runtime::lookups::key;
 use crate::runtime::mailbox;
 use crate::runtime::messages::{Connection, MachineMsg};
 use crate::runtime::provider::ProviderMsg;
+use crate::vm_snapshot::VmSnapshot;
 
 /// The engine connection found while observing, for the executor.
 pub struct Engine {
@@ -250,6 +250,7 @@ async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Resu
         };
         let _ = mailbox::cast(&state.shared.metrics, &provider, subscribe);
         state.watched_vm = None;
+        state.vm_snapshot = None;
         state.subscribed_to = Some((provider_name.clone(), provider.clone()));
     }
     // Checked after subscribing (which costs the engine nothing), so that a provider whose access list changes
@@ -301,59 +302,72 @@ async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Resu
 }
 
 /// The VM: by the providerID's id when set, else by exact name. During deletion a VM whose id is not found is
-/// also looked for by name, so that "gone" is confirmed both ways before the finalizer goes.
+/// also looked for by name, so that "gone" is confirmed both ways before the finalizer goes. What the provider's poll
+/// delivered (or an earlier read saw) while the VM stayed watched is used instead of a read: the poll reports every
+/// change of it.
 async fn find_vm(
-    state: &MachineState,
+    state: &mut MachineState,
     client: &Client,
     observed: &Observed,
 ) -> Result<Option<ObservedVm>, ObserveError> {
     let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading the VM: {err}"));
+    let held = state.vm_snapshot.clone();
     let by_name = || async {
-        client
-            .find_vm_by_name(&observed.vm_name())
-            .await
-            .map_err(engine_error)
-            .map(|vm| vm.map(|vm| (vm, FoundBy::Name)))
+        let vm_name = observed.vm_name();
+        // The VM this actor created, as the poll showed it, is the one the name search would find.
+        if let Some(snapshot) = held
+            .as_ref()
+            .filter(|s| state.created_vm.as_deref() == Some(s.id.as_str()) && s.name == vm_name)
+        {
+            return Ok(Some((snapshot.clone(), FoundBy::Name)));
+        }
+        let found = client.find_vm_facts_by_name(&vm_name).await.map_err(engine_error)?;
+        Ok::<_, ObserveError>(
+            found
+                .and_then(VmSnapshot::from_facts)
+                .map(|s| (Arc::new(s), FoundBy::Name)),
+        )
     };
     let found = match observed.provider_id.as_deref() {
         Some(provider_id) => match parse_provider_id(provider_id) {
             None => return Ok(None),
-            // NICs, reported devices and (until the machine is provisioned, or when deleting) the disks inlined:
-            // one engine request per pass.
-            Some(id) => match client.vm_with_devices(id, needs_disks(state, observed)).await {
-                Ok(vm) => Some((vm, FoundBy::ProviderId)),
-                Err(err) if err.is_not_found() && observed.deletion_requested => by_name().await?,
-                Err(err) if err.is_not_found() => None,
-                Err(err) => return Err(engine_error(err)),
+            Some(id) => match held.as_ref().filter(|s| s.id == id) {
+                Some(snapshot) => Some((snapshot.clone(), FoundBy::ProviderId)),
+                // NICs, reported devices and (until the machine is provisioned, or when deleting) the disks
+                // inlined: one engine request per pass.
+                None => match client.vm_facts(id, needs_disks(state, observed)).await {
+                    Ok(facts) => VmSnapshot::from_facts(facts).map(|s| (Arc::new(s), FoundBy::ProviderId)),
+                    Err(err) if err.is_not_found() && observed.deletion_requested => by_name().await?,
+                    Err(err) if err.is_not_found() => None,
+                    Err(err) => return Err(engine_error(err)),
+                },
             },
         },
         None => by_name().await?,
     };
+    state.last_seen_fingerprint = found.as_ref().map(|(snapshot, _)| snapshot.fingerprint());
+    state.vm_snapshot = found.as_ref().map(|(snapshot, _)| snapshot.clone());
     let Some((vm, found_by)) = found else {
         return Ok(None);
     };
-    let id = vm.id.clone().unwrap_or_default();
-    // A VM without `<status>` is ImageIllegal, never absent.
-    let status = capov_ovirt::model::VmStatus::of(vm.status.as_ref())
-        .as_str()
-        .to_string();
-    let ownership = ownership(vm.description.as_deref().unwrap_or_default(), &observed.owner);
+    let ownership = ownership(&vm.description, &observed.owner);
     let ours = match ownership {
         Ownership::Owned => true,
         Ownership::Legacy => found_by == FoundBy::ProviderId,
         Ownership::NotOwned(_) => false,
     };
     let mut found = ObservedVm {
-        ever_started: ever_started(state, &vm),
-        os_type: vm.os.as_ref().and_then(|os| os.kind.clone()),
-        id: id.clone(),
-        status: status.clone(),
+        ever_started: started_by_status(state.status.ready, &state.status.conditions) || vm.started,
+        os_type: vm.os_type.clone(),
+        id: vm.id.clone(),
+        status: vm.status.clone(),
         ownership,
         found_by,
         disks: Vec::new(),
         nics: Vec::new(),
         reported_devices: Vec::new(),
     };
+    let status = vm.status.as_str();
     if !ours || status == "image_locked" {
         return Ok(Some(found));
     }
@@ -362,66 +376,72 @@ async fn find_vm(
     // its pass only records it in spec.providerID.
     let before_first_start = found_by == FoundBy::ProviderId && !found.ever_started && status == "down";
     if observed.deletion_requested || before_first_start {
-        let inlined = vm.disk_attachments.map(|a| a.items).filter(|items| {
-            items
-                .iter()
-                .all(|a| a.disk.as_ref().is_some_and(|d| d.provisioned_size.is_some()))
-        });
-        let attachments = match inlined {
-            Some(attachments) => attachments,
+        found.disks = match &vm.disks {
+            Some(disks) => disks.clone(),
             // Found by name, or an engine that did not inline whole disks.
-            None => match client.disk_attachments_with_disks(&id).await {
-                Ok(attachments) => attachments,
+            None => match client.disk_attachments_with_disks(&vm.id).await {
+                Ok(attachments) => attachments
+                    .into_iter()
+                    .filter_map(|a| {
+                        let disk = a.disk?;
+                        Some(VmDisk {
+                            attachment_id: a.id.unwrap_or_default(),
+                            disk_id: disk.id?,
+                            alias: disk.alias.unwrap_or_default(),
+                            bootable: a.bootable == Some(true),
+                            provisioned_size: disk.provisioned_size.unwrap_or(0),
+                            status: disk
+                                .status
+                                .map(|s| s.as_str().to_string())
+                                .unwrap_or_else(|| "ok".into()),
+                        })
+                    })
+                    .collect(),
                 Err(err) if err.is_not_found() => return Ok(None),
                 Err(err) => return Err(engine_error(err)),
             },
         };
-        found.disks = attachments
-            .into_iter()
-            .filter_map(|a| {
-                let disk = a.disk?;
-                Some(VmDisk {
-                    attachment_id: a.id.unwrap_or_default(),
-                    disk_id: disk.id?,
-                    alias: disk.alias.unwrap_or_default(),
-                    bootable: a.bootable == Some(true),
-                    provisioned_size: disk.provisioned_size.unwrap_or(0),
-                    status: disk
-                        .status
-                        .map(|s| s.as_str().to_string())
-                        .unwrap_or_else(|| "ok".into()),
-                })
-            })
-            .collect();
     }
-    if matches!(status.as_str(), "up" | "migrating") {
-        let nics = match vm.nics {
-            Some(inlined) => inlined.items,
-            None => client.nics(&id).await.map_err(engine_error)?,
-        };
-        found.nics = nics
-            .into_iter()
-            .filter_map(|n| {
-                Some(VmNic {
-                    name: n.name.unwrap_or_default(),
-                    mac: n.mac?.address?,
+    if matches!(status, "up" | "migrating") {
+        found.nics = match &vm.nics {
+            Some(nics) => nics
+                .iter()
+                .filter_map(|n| {
+                    Some(VmNic {
+                        name: n.name.clone(),
+                        mac: n.mac.clone()?,
+                    })
                 })
-            })
-            .collect();
-        let devices = match vm.reported_devices {
-            Some(inlined) => inlined.items,
-            None => client.reported_devices(&id).await.map_err(engine_error)?,
+                .collect(),
+            None => client
+                .nics(&vm.id)
+                .await
+                .map_err(engine_error)?
+                .into_iter()
+                .filter_map(|n| {
+                    Some(VmNic {
+                        name: n.name.unwrap_or_default(),
+                        mac: n.mac?.address?,
+                    })
+                })
+                .collect(),
         };
-        found.reported_devices = devices
-            .into_iter()
-            .map(|d| ReportedDevice {
-                mac: d.mac.and_then(|m| m.address),
-                ips: d
-                    .ips
-                    .map(|ips| ips.items.into_iter().filter_map(|ip| ip.address).collect())
-                    .unwrap_or_default(),
-            })
-            .collect();
+        found.reported_devices = match &vm.reported_devices {
+            Some(devices) => devices.clone(),
+            None => client
+                .reported_devices(&vm.id)
+                .await
+                .map_err(engine_error)?
+                .into_iter()
+                .map(|d| ReportedDevice {
+                    mac: d.mac.and_then(|m| m.address),
+                    ips: d
+                        .ips
+                        .map(|ips| ips.items.into_iter().filter_map(|ip| ip.address).collect())
+                        .unwrap_or_default(),
+                })
+                .collect(),
+        };
     }
     Ok(Some(found))
 }
@@ -431,13 +451,9 @@ fn needs_disks(state: &MachineState, observed: &Observed) -> bool {
     observed.deletion_requested || !state.status.ready
 }
 
-/// CAPOV starts a VM once: it was started if the machine was ever up, the engine reports a start time, or CAPOV
-/// wrote MachineOn after the engine accepted the start. MachineOn `EngineError` is a start the engine refused
-/// (e.g. a 503): the VM never ran and is started again.
-fn ever_started(state: &MachineState, vm: &Vm) -> bool {
-    started_by_status(state.status.ready, &state.status.conditions) || vm.start_time.is_some()
-}
-
+/// CAPOV starts a VM once: it was started if the machine was ever up, the engine reports a start time (checked by
+/// the caller), or CAPOV wrote MachineOn after the engine accepted the start. MachineOn `EngineError` is a start
+/// the engine refused (e.g. a 503): the VM never ran and is started again.
 pub(crate) fn started_by_status(ready: bool, conditions: &[capov_crds::Condition]) -> bool {
     ready
         || conditions
@@ -445,8 +461,8 @@ pub(crate) fn started_by_status(ready: bool, conditions: &[capov_crds::Condition
             .any(|c| c.type_ == types::MACHINE_ON && c.reason != reasons::ENGINE_ERROR)
 }
 
-/// Step 5 compares the NICs only right before the first start, and reading them costs four engine requests, so a
-/// pass reads them only when the decision taken without them (`observed.nics` left InSync) is to start the VM:
+/// Step 5 compares the NICs only right before the first start, and looking them up costs up to four engine requests,
+/// so a pass looks at them only when the decision taken without them (`observed.nics` left InSync) is to start the VM:
 /// exactly when step 5 is reached. None = not needed (no VM, or spec.nics empty: the template's NICs are kept).
 pub async fn nics_before_start(
     state: &MachineState,
@@ -504,17 +520,33 @@ async fn nic_assessment(
             })
         })
         .collect();
-    let current: Vec<CurrentNic> = client
-        .nics(vm_id)
-        .await
-        .map_err(engine_error)?
-        .into_iter()
-        .map(|n| CurrentNic {
-            id: n.id.unwrap_or_default(),
-            name: n.name.unwrap_or_default(),
-            vnic_profile_id: n.vnic_profile.and_then(|p| p.id),
-        })
-        .collect();
+    // What this pass observed inlined the NICs (`follow=nics`) unless an engine did not.
+    let held = state
+        .vm_snapshot
+        .as_ref()
+        .filter(|s| s.id == vm_id)
+        .and_then(|s| s.nics.as_ref());
+    let current: Vec<CurrentNic> = match held {
+        Some(nics) => nics
+            .iter()
+            .map(|n| CurrentNic {
+                id: n.id.clone(),
+                name: n.name.clone(),
+                vnic_profile_id: n.vnic_profile_id.clone(),
+            })
+            .collect(),
+        None => client
+            .nics(vm_id)
+            .await
+            .map_err(engine_error)?
+            .into_iter()
+            .map(|n| CurrentNic {
+                id: n.id.unwrap_or_default(),
+                name: n.name.unwrap_or_default(),
+                vnic_profile_id: n.vnic_profile.and_then(|p| p.id),
+            })
+            .collect(),
+    };
     Ok(assess_nics(&observed.settings.nics, &current, &profiles))
 }
 

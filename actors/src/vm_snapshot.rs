@@ -1,0 +1,206 @@
+//! A VM as one engine answer showed it, reduced to what a machine's decisions read. The provider's batched poll and
+//! a machine's own read both make one from the same [`VmFacts`], so that a machine can decide from what the poll
+//! delivered instead of reading its VM again, and the poll can tell "changed" from "the same" by a fingerprint.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use capov_ovirt::model::{VmFacts, VmStatus};
+
+use crate::addresses::ReportedDevice;
+use crate::machine_steps::VmDisk;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VmSnapshot {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// The engine's `vm_status`; a VM shown without `<status>` is `image_illegal`.
+    pub status: String,
+    pub os_type: Option<String>,
+    /// The engine reports a start time: the VM ran at least once.
+    pub started: bool,
+    /// Present when the answer inlined every attachment with its whole disk (`follow=disk_attachments.disk`).
+    pub disks: Option<Vec<VmDisk>>,
+    /// Present when the answer inlined the NICs (`follow=nics`).
+    pub nics: Option<Vec<SnapshotNic>>,
+    /// Present when the answer inlined what the guest agent reports (`follow=reported_devices`).
+    pub reported_devices: Option<Vec<ReportedDevice>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SnapshotNic {
+    pub id: String,
+    pub name: String,
+    pub mac: Option<String>,
+    pub vnic_profile_id: Option<String>,
+}
+
+impl VmSnapshot {
+    /// None for an answer without an id (nothing a machine could match it to).
+    pub fn from_facts(facts: VmFacts) -> Option<VmSnapshot> {
+        let status = VmStatus::of(facts.status.as_ref()).as_str().to_string();
+        let disks = facts.disk_attachments.and_then(|attachments| {
+            attachments
+                .items
+                .into_iter()
+                .map(|attachment| {
+                    let disk = attachment.disk?;
+                    Some(VmDisk {
+                        attachment_id: attachment.id.unwrap_or_default(),
+                        disk_id: disk.id?,
+                        alias: disk.alias.unwrap_or_default(),
+                        bootable: attachment.bootable == Some(true),
+                        provisioned_size: disk.provisioned_size?,
+                        status: disk
+                            .status
+                            .map(|s| s.as_str().to_string())
+                            .unwrap_or_else(|| "ok".into()),
+                    })
+                })
+                // An attachment without its whole disk: the engine did not inline disks, so there are none to use.
+                .collect::<Option<Vec<_>>>()
+        });
+        let nics = facts.nics.map(|nics| {
+            nics.items
+                .into_iter()
+                .map(|nic| SnapshotNic {
+                    id: nic.id.unwrap_or_default(),
+                    name: nic.name.unwrap_or_default(),
+                    mac: nic.mac.and_then(|m| m.address),
+                    vnic_profile_id: nic.vnic_profile.and_then(|p| p.id),
+                })
+                .collect()
+        });
+        let reported_devices = facts.reported_devices.map(|devices| {
+            devices
+                .items
+                .into_iter()
+                .map(|device| ReportedDevice {
+                    mac: device.mac.and_then(|m| m.address),
+                    ips: device
+                        .ips
+                        .map(|ips| ips.items.into_iter().filter_map(|ip| ip.address).collect())
+                        .unwrap_or_default(),
+                })
+                .collect()
+        });
+        Some(VmSnapshot {
+            id: facts.id?,
+            name: facts.name.unwrap_or_default(),
+            description: facts.description.unwrap_or_default(),
+            status,
+            os_type: facts.os.and_then(|os| os.kind),
+            started: facts.start_time.is_some(),
+            disks,
+            nics,
+            reported_devices,
+        })
+    }
+
+    /// Equal for two answers a machine would decide the same on. The provider reports a watched VM to its machine
+    /// when this differs from the one the machine last saw.
+    pub fn fingerprint(&self) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        self.hash(&mut hasher);
+        hasher.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capov_ovirt::model::*;
+
+    fn facts(status: &str) -> VmFacts {
+        VmFacts {
+            id: Some("vm-1".into()),
+            name: Some("worker-1".into()),
+            description: Some("capov marker".into()),
+            status: Some(VmStatus::parse(status)),
+            nics: Some(Nics {
+                items: vec![Nic {
+                    id: Some("nic-1".into()),
+                    name: Some("nic1".into()),
+                    mac: Some(Mac {
+                        address: Some("56:6f:00:00:00:01".into()),
+                    }),
+                    ..Nic::default()
+                }],
+            }),
+            reported_devices: Some(ReportedDevices { items: vec![] }),
+            ..VmFacts::default()
+        }
+    }
+
+    #[test]
+    fn the_fingerprint_follows_what_decisions_read() {
+        let down = VmSnapshot::from_facts(facts("down")).expect("snapshot");
+        assert_eq!(
+            down.fingerprint(),
+            VmSnapshot::from_facts(facts("down")).expect("snapshot").fingerprint()
+        );
+        let up = VmSnapshot::from_facts(facts("up")).expect("snapshot");
+        assert_ne!(down.fingerprint(), up.fingerprint());
+        let mut with_ip = facts("up");
+        with_ip.reported_devices = Some(ReportedDevices {
+            items: vec![capov_ovirt::model::ReportedDevice {
+                mac: Some(Mac {
+                    address: Some("56:6f:00:00:00:01".into()),
+                }),
+                ips: Some(Ips {
+                    items: vec![Ip {
+                        address: Some("10.0.0.5".into()),
+                        ..Ip::default()
+                    }],
+                }),
+                ..capov_ovirt::model::ReportedDevice::default()
+            }],
+        });
+        let with_ip = VmSnapshot::from_facts(with_ip).expect("snapshot");
+        assert_ne!(
+            up.fingerprint(),
+            with_ip.fingerprint(),
+            "an address the guest reports is a change"
+        );
+    }
+
+    #[test]
+    fn a_vm_without_status_is_image_illegal_and_without_id_is_nothing() {
+        let mut illegal = facts("down");
+        illegal.status = None;
+        assert_eq!(
+            VmSnapshot::from_facts(illegal).expect("snapshot").status,
+            "image_illegal"
+        );
+        let mut anonymous = facts("down");
+        anonymous.id = None;
+        assert!(VmSnapshot::from_facts(anonymous).is_none());
+    }
+
+    #[test]
+    fn disks_count_only_when_every_attachment_came_with_its_whole_disk() {
+        let attachment = |size: Option<u64>| DiskAttachment {
+            id: Some("att-1".into()),
+            bootable: Some(true),
+            disk: Some(Disk {
+                id: Some("disk-1".into()),
+                provisioned_size: size,
+                ..Disk::default()
+            }),
+            ..DiskAttachment::default()
+        };
+        let mut whole = facts("down");
+        whole.disk_attachments = Some(DiskAttachments {
+            items: vec![attachment(Some(10 << 30))],
+        });
+        let disks = VmSnapshot::from_facts(whole).expect("snapshot").disks.expect("disks");
+        assert_eq!(disks[0].provisioned_size, 10 << 30);
+        assert_eq!(disks[0].status, "ok");
+        let mut refs_only = facts("down");
+        refs_only.disk_attachments = Some(DiskAttachments {
+            items: vec![attachment(Some(1)), attachment(None)],
+        });
+        assert_eq!(VmSnapshot::from_facts(refs_only).expect("snapshot").disks, None);
+        assert_eq!(VmSnapshot::from_facts(facts("down")).expect("snapshot").disks, None);
+    }
+}
