@@ -60,6 +60,13 @@ struct Args {
     /// limit (`--ovirt-qps` applies to each), all on the one simulated engine.
     #[arg(long, default_value_t = 1)]
     providers: usize,
+    /// Once all are Ready (and after the steady window), stop the operator as Kubernetes stops a pod and start a
+    /// new one: report how long until every machine's actor is live again, and the engine writes, engine requests
+    /// and status writes over `--restart-seconds` from the new start.
+    #[arg(long)]
+    restart: bool,
+    #[arg(long, default_value_t = 120)]
+    restart_seconds: u64,
 }
 
 const NAMESPACE: &str = "capov-bench";
@@ -173,7 +180,7 @@ async fn run(args: Args) -> Result<bool, Error> {
     let log_path = std::env::temp_dir().join("capov-bench-manager.log");
     let t0 = Instant::now();
     *lock(&start) = Some(t0);
-    let mut manager = Manager(start_manager(&args, plane.kubeconfig_path(), &log_path)?);
+    let mut manager = Manager(start_manager(&args, plane.kubeconfig_path(), &log_path, None)?);
     let pid = manager.0.id();
     say(&format!("operator started (pid {pid}, log {})", log_path.display()));
     let kubelets = tokio::spawn(play_kubelets(workload.client().await?, control.clone()));
@@ -242,6 +249,10 @@ async fn run(args: Args) -> Result<bool, Error> {
     say(&format!("RSS every second: {}", rss_path.display()));
     let cpu = proc_cpu_seconds(pid);
     manager.stop();
+    let restart = match (all_ready, args.restart) {
+        (true, true) => Some(restart_operator(&args, &plane, &client, &control, &tracker).await?),
+        _ => None,
+    };
     kubelets.abort();
     watch.abort();
 
@@ -260,6 +271,7 @@ async fn run(args: Args) -> Result<bool, Error> {
         cpu,
         log_levels: log_levels(&log_path),
         steady: steady.as_ref(),
+        restart: restart.as_ref(),
     });
     Ok(all_ready)
 }
@@ -440,13 +452,21 @@ async fn status_write_requests(client: &kube::Client) -> Result<WriteRequests, E
     Ok(counts)
 }
 
-fn start_manager(args: &Args, kubeconfig: &Path, log: &Path) -> Result<Child, Error> {
+/// `metrics_port`: serve plain-HTTP `/metrics` on 127.0.0.1 at that port (else none).
+fn start_manager(args: &Args, kubeconfig: &Path, log: &Path, metrics_port: Option<u16>) -> Result<Child, Error> {
     let log_file = std::fs::File::create(log)?;
+    let metrics = match metrics_port {
+        Some(port) => vec![
+            format!("--metrics-bind-address=127.0.0.1:{port}"),
+            "--metrics-secure=false".to_string(),
+        ],
+        None => vec!["--metrics-bind-address=0".to_string()],
+    };
     let child = std::process::Command::new(&args.manager)
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg(format!("--namespace={NAMESPACE}"))
         .arg(format!("--credentials-namespace={NAMESPACE}"))
-        .arg("--metrics-bind-address=0")
+        .args(metrics)
         .arg("--health-probe-bind-address=0")
         .args(&args.manager_args)
         .stdin(Stdio::null())
@@ -596,6 +616,86 @@ struct Report<'a> {
     /// Warnings and errors in the operator's (JSON) log.
     log_levels: (usize, usize),
     steady: Option<&'a Steady>,
+    restart: Option<&'a Restart>,
+}
+
+/// What a restart of the operator with every machine Ready cost.
+struct Restart {
+    /// From the new process's start until `capov_actors_live{kind="machine"}` reached the machine count.
+    all_live_after: Option<Duration>,
+    seconds: u64,
+    /// Engine requests by endpoint over the window; the writes are the non-GET ones.
+    requests: BTreeMap<String, u64>,
+    status_writes: u64,
+    status_changes: BTreeMap<String, u64>,
+    peak_rss_kib: Option<u64>,
+}
+
+/// Stops nothing (the first operator is already stopped); starts a new operator with metrics on a free local port,
+/// waits (at most the window) until every machine's actor is live, and counts what the window cost.
+async fn restart_operator(
+    args: &Args,
+    plane: &ControlPlane,
+    client: &kube::Client,
+    control: &Control,
+    tracker: &Arc<Mutex<Tracker>>,
+) -> Result<Restart, Error> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let before = control.counters();
+    let writes_before = status_write_requests(client).await?;
+    // The steady window's changes stay for its own report; the restart's are counted apart.
+    let steady_changes = lock(tracker).steady_changes.replace(BTreeMap::new());
+    let log_path = std::env::temp_dir().join("capov-bench-manager-restart.log");
+    let started = Instant::now();
+    let mut manager = Manager(start_manager(args, plane.kubeconfig_path(), &log_path, Some(port))?);
+    say(&format!("operator restarted (log {})", log_path.display()));
+    let window = Duration::from_secs(args.restart_seconds);
+    let mut all_live_after = None;
+    while started.elapsed() < window {
+        if all_live_after.is_none() && live_machine_actors(port).await.is_some_and(|live| live >= args.machines) {
+            all_live_after = Some(started.elapsed());
+            say(&format!("all {} machine actors live after {:.1} s", args.machines, started.elapsed().as_secs_f64()));
+        }
+        if let Ok(Some(status)) = manager.0.try_wait() {
+            return Err(format!("the restarted operator exited ({status}); see {}", log_path.display()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let after = control.counters();
+    let writes = status_write_requests(client).await?;
+    let peak_rss_kib = proc_status_kib(manager.0.id(), "VmHWM:");
+    manager.stop();
+    let status_changes = std::mem::replace(&mut lock(tracker).steady_changes, steady_changes).unwrap_or_default();
+    Ok(Restart {
+        all_live_after,
+        seconds: args.restart_seconds,
+        requests: after
+            .iter()
+            .map(|(key, count)| (key.clone(), count.saturating_sub(before.get(key).copied().unwrap_or(0))))
+            .filter(|(_, delta)| *delta > 0)
+            .collect(),
+        status_writes: writes.delta(&writes_before).status,
+        status_changes,
+        peak_rss_kib,
+    })
+}
+
+/// `capov_actors_live{kind="machine"}` from the operator's plain-HTTP metrics; None while it does not answer.
+async fn live_machine_actors(port: u16) -> Option<usize> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    let request = format!("GET /metrics HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut body = String::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut body))
+        .await
+        .ok()?
+        .ok()?;
+    body.lines()
+        .find(|line| line.starts_with("capov_actors_live{") && line.contains("kind=\"machine\""))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse::<f64>().ok())
+        .map(|value| value as usize)
 }
 
 /// Engine requests and status writes while every machine is Ready and nothing changes.
@@ -727,6 +827,34 @@ fn report(r: &Report) {
         }
         println!("Status changes seen by the watch in that window, by what changed:");
         for (change, count) in r.tracker.steady_changes.iter().flatten() {
+            println!("  {count:>8}  {change}");
+        }
+    }
+    if let Some(restart) = r.restart {
+        let total = restart.requests.get("total").copied().unwrap_or(0);
+        let writes: u64 = restart
+            .requests
+            .iter()
+            .filter(|(k, _)| *k != "total" && !k.starts_with("GET "))
+            .map(|(_, count)| count)
+            .sum();
+        println!();
+        println!(
+            "Restart with all Ready: every machine actor live after {}; over {} s from the start: {writes} engine \
+             writes, {total} engine requests, {} status writes, peak RSS {}",
+            restart.all_live_after.map(secs).unwrap_or_else(|| "never (in the window)".into()),
+            restart.seconds,
+            restart.status_writes,
+            restart
+                .peak_rss_kib
+                .map(|kib| format!("{:.1} MiB", kib as f64 / 1024.0))
+                .unwrap_or_else(|| "unknown".into()),
+        );
+        for (endpoint, count) in restart.requests.iter().filter(|(k, _)| *k != "total") {
+            println!("  {count:>8}  {endpoint}");
+        }
+        println!("Status changes seen by the watch in that window, by what changed:");
+        for (change, count) in &restart.status_changes {
             println!("  {count:>8}  {change}");
         }
     }
