@@ -98,12 +98,42 @@ impl VmSnapshot {
     }
 
     /// Equal for two answers a machine would decide the same on. The provider reports a watched VM to its machine
-    /// when this differs from the one the machine last saw.
-    pub fn fingerprint(&self) -> u64 {
+    /// when this differs from the one the machine last saw. `with_disks`: whether the disks count, which they can
+    /// only when both answers inlined them (the searches of Ready VMs do not).
+    pub fn fingerprint(&self, with_disks: bool) -> u64 {
         let mut hasher = DefaultHasher::new();
-        self.hash(&mut hasher);
+        let VmSnapshot {
+            id,
+            name,
+            description,
+            status,
+            os_type,
+            started,
+            disks,
+            nics,
+            reported_devices,
+        } = self;
+        (id, name, description, status, os_type, started, nics, reported_devices).hash(&mut hasher);
+        if with_disks {
+            disks.hash(&mut hasher);
+        }
         hasher.finish()
     }
+
+    /// Both fingerprints, for a watch of either cadence.
+    pub fn fingerprints(&self) -> Fingerprints {
+        Fingerprints {
+            with_disks: self.fingerprint(true),
+            without_disks: self.fingerprint(false),
+        }
+    }
+}
+
+/// What a machine last saw of its VM, as the provider's searches of either kind compare it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fingerprints {
+    pub with_disks: u64,
+    pub without_disks: u64,
 }
 
 #[cfg(test)]
@@ -136,11 +166,12 @@ mod tests {
     fn the_fingerprint_follows_what_decisions_read() {
         let down = VmSnapshot::from_facts(facts("down")).expect("snapshot");
         assert_eq!(
-            down.fingerprint(),
-            VmSnapshot::from_facts(facts("down")).expect("snapshot").fingerprint()
+            down.fingerprints(),
+            VmSnapshot::from_facts(facts("down")).expect("snapshot").fingerprints()
         );
         let up = VmSnapshot::from_facts(facts("up")).expect("snapshot");
-        assert_ne!(down.fingerprint(), up.fingerprint());
+        assert_ne!(down.fingerprint(true), up.fingerprint(true));
+        assert_ne!(down.fingerprint(false), up.fingerprint(false));
         let mut with_ip = facts("up");
         with_ip.reported_devices = Some(ReportedDevices {
             items: vec![capov_ovirt::model::ReportedDevice {
@@ -158,8 +189,8 @@ mod tests {
         });
         let with_ip = VmSnapshot::from_facts(with_ip).expect("snapshot");
         assert_ne!(
-            up.fingerprint(),
-            with_ip.fingerprint(),
+            up.fingerprint(false),
+            with_ip.fingerprint(false),
             "an address the guest reports is a change"
         );
     }
@@ -202,5 +233,27 @@ mod tests {
         });
         assert_eq!(VmSnapshot::from_facts(refs_only).expect("snapshot").disks, None);
         assert_eq!(VmSnapshot::from_facts(facts("down")).expect("snapshot").disks, None);
+    }
+
+    #[test]
+    fn disks_change_the_fingerprint_only_where_both_answers_carry_them() {
+        let mut with_disks = VmSnapshot::from_facts(facts("down")).expect("snapshot");
+        let without_disks = with_disks.clone();
+        with_disks.disks = Some(vec![VmDisk {
+            attachment_id: "a".into(),
+            disk_id: "d".into(),
+            alias: "x".into(),
+            bootable: true,
+            provisioned_size: 1,
+            status: "locked".into(),
+        }]);
+        // A search of Ready VMs (no disks) sees the same VM as a read that inlined them.
+        assert_eq!(with_disks.fingerprint(false), without_disks.fingerprint(false));
+        // A disk that unlocks is a change to a machine waiting on it.
+        let mut unlocked = with_disks.clone();
+        if let Some(disks) = unlocked.disks.as_mut() {
+            disks[0].status = "ok".into();
+        }
+        assert_ne!(with_disks.fingerprint(true), unlocked.fingerprint(true));
     }
 }

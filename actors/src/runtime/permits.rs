@@ -12,7 +12,8 @@ use tokio::sync::oneshot;
 /// Which queue a pass waits in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Priority {
-    /// The machine has a VM (spec.providerID is set): it is part way through creation, running, or being deleted.
+    /// The machine has a VM (spec.providerID is set, or its actor created one): it is part way through creation,
+    /// running, or being deleted.
     HasVm,
     /// The machine has no VM yet.
     New,

@@ -28,7 +28,7 @@ use super::messages::{Connection, MachineMsg, ProviderDefaults};
 use super::settings::RuntimeSettings;
 use super::status_writer::StatusWriterMsg;
 use crate::metrics::{Metrics, kind, result};
-use crate::vm_snapshot::VmSnapshot;
+use crate::vm_snapshot::{Fingerprints, VmSnapshot};
 
 /// How often a working connection is checked again (one `GET /api`).
 pub const RECHECK_INTERVAL: Duration = Duration::from_secs(30);
@@ -60,7 +60,7 @@ pub enum ProviderMsg {
     WatchVm {
         machine: ObjectKey,
         watch: VmWatch,
-        seen: Option<u64>,
+        seen: Option<Fingerprints>,
     },
     UnwatchVm(ObjectKey),
     Poll,
@@ -89,7 +89,7 @@ pub enum Cadence {
 /// What the provider holds per watched machine.
 struct Watched {
     watch: VmWatch,
-    seen: Option<u64>,
+    seen: Option<Fingerprints>,
 }
 
 impl Mail for ProviderMsg {
@@ -587,7 +587,10 @@ fn report_polled(
             continue;
         }
         let snapshot = found.get(vm_id).cloned();
-        if snapshot.as_ref().map(|s| s.fingerprint()) == watched.seen {
+        // Searches of VMs in a transition inline their disks, those of Ready VMs do not.
+        let with_disks = watched.watch.cadence == Cadence::EveryPoll;
+        let fingerprint = |f: &Fingerprints| if with_disks { f.with_disks } else { f.without_disks };
+        if snapshot.as_ref().map(|s| s.fingerprint(with_disks)) == watched.seen.as_ref().map(fingerprint) {
             continue;
         }
         state.watched.remove(machine);

@@ -82,6 +82,11 @@ impl<K: Hash + Eq + Clone, S> WriteQueue<K, S> {
         }
     }
 
+    /// Whether a status of `key` waits to be written (queued or failed).
+    pub fn holds(&self, key: &K) -> bool {
+        self.pending.contains_key(key) || self.failed.contains_key(key)
+    }
+
     /// The object is gone.
     pub fn forget(&mut self, key: &K) {
         self.pending.remove(key);

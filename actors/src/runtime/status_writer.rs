@@ -49,6 +49,12 @@ pub enum StatusWriterMsg {
         reason: String,
         note: String,
     },
+    /// The object already carries this status (as the watch showed it when its actor started): an update to the same
+    /// status needs no write. Ignored once this writer wrote or holds a status of the object, which is newer.
+    Seen {
+        key: ObjectKey,
+        status: Value,
+    },
     /// The object is gone: forget what was written.
     Forget(ObjectKey),
     Flush,
@@ -131,6 +137,13 @@ impl Actor for StatusWriter {
                         .inc();
                 }
                 queue_flush(&me, state);
+            }
+            StatusWriterMsg::Seen { key, status } => {
+                // After a restart the writer knows nothing it wrote: without this, every machine's first pass would
+                // write back the status its object already has.
+                if !state.written.contains_key(&key) && !state.queue.holds(&key) {
+                    state.written.insert(key, fingerprint(&status));
+                }
             }
             StatusWriterMsg::Flush => {
                 state.flush_queued = false;

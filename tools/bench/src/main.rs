@@ -652,9 +652,17 @@ async fn restart_operator(
     let window = Duration::from_secs(args.restart_seconds);
     let mut all_live_after = None;
     while started.elapsed() < window {
-        if all_live_after.is_none() && live_machine_actors(port).await.is_some_and(|live| live >= args.machines) {
+        if all_live_after.is_none()
+            && live_machine_actors(port)
+                .await
+                .is_some_and(|live| live >= args.machines)
+        {
             all_live_after = Some(started.elapsed());
-            say(&format!("all {} machine actors live after {:.1} s", args.machines, started.elapsed().as_secs_f64()));
+            say(&format!(
+                "all {} machine actors live after {:.1} s",
+                args.machines,
+                started.elapsed().as_secs_f64()
+            ));
         }
         if let Ok(Some(status)) = manager.0.try_wait() {
             return Err(format!("the restarted operator exited ({status}); see {}", log_path.display()).into());
@@ -842,7 +850,10 @@ fn report(r: &Report) {
         println!(
             "Restart with all Ready: every machine actor live after {}; over {} s from the start: {writes} engine \
              writes, {total} engine requests, {} status writes, peak RSS {}",
-            restart.all_live_after.map(secs).unwrap_or_else(|| "never (in the window)".into()),
+            restart
+                .all_live_after
+                .map(secs)
+                .unwrap_or_else(|| "never (in the window)".into()),
             restart.seconds,
             restart.status_writes,
             restart

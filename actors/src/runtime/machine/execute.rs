@@ -214,7 +214,9 @@ pub async fn execute(
                 return Executed::Requeue(Requeue::Backoff);
             };
             match client.resize_disk_attachment(&vm_id, &attachment_id, size_bytes).await {
-                Ok(_) => Executed::Requeue(Requeue::After(state.shared.settings.poll_interval)),
+                // The poll shows the new size and the disk's lock ending (its search inlines the disks of VMs in a
+                // transition); a resize that changed nothing is read again by the watch's guard timer.
+                Ok(_) => Executed::Requeue(Requeue::PollVm),
                 Err(err) => Executed::Failed {
                     type_: types::MACHINE_DISK_RESIZED,
                     failure: Failure::engine(&err),

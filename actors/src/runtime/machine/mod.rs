@@ -27,7 +27,7 @@ use super::provider::{Cadence, ProviderMsg, VmWatch};
 use super::status_writer::StatusWriterMsg;
 use super::supervisor::Shared;
 use crate::metrics::{kind, result};
-use crate::vm_snapshot::VmSnapshot;
+use crate::vm_snapshot::{Fingerprints, VmSnapshot};
 
 impl Mail for MachineMsg {
     const KIND: &'static str = kind::MACHINE;
@@ -61,7 +61,10 @@ pub struct MachineState {
     /// VM is watched the poll delivers every change, so a pass decides from this instead of reading the VM again;
     /// any engine write on the VM, or the end of the watch, drops it.
     vm_snapshot: Option<Arc<VmSnapshot>>,
-    last_seen_fingerprint: Option<u64>,
+    /// When `vm_snapshot` was read or delivered: between a delivery (which ends the watch) and the pass, what it
+    /// shows is trusted only while it is about as fresh as a watched one.
+    vm_snapshot_at: Option<Instant>,
+    last_seen_fingerprint: Option<Fingerprints>,
     /// The watched VM and status (hashed) when the last transition guard timer was set, and how many guards in a
     /// row were set with nothing changed: the guard's delay grows with them ([`guard_delay`]).
     guard_key: Option<u64>,
@@ -101,6 +104,15 @@ impl Actor for MachineActor {
     async fn pre_start(&self, me: ActorRef<MachineMsg>, args: MachineArgs) -> Result<MachineState, ActorProcessingErr> {
         let key = ObjectKey::machine(&args.object.namespace().unwrap_or_default(), &args.object.name_any());
         let status = args.object.status.clone().unwrap_or_default();
+        if let Some(seen) = &args.object.status
+            && let Ok(status) = serde_json::to_value(seen)
+        {
+            let seen = StatusWriterMsg::Seen {
+                key: key.clone(),
+                status,
+            };
+            let _ = mailbox::cast(&args.shared.metrics, &args.shared.status_writer, seen);
+        }
         mailbox::cast(&args.shared.metrics, &me, MachineMsg::Tick)?;
         let mail = ActorMetrics::of::<MachineMsg>(&args.shared.metrics);
         Ok(MachineState {
@@ -116,6 +128,7 @@ impl Actor for MachineActor {
             watched_vm: None,
             last_seen_vm_status: None,
             vm_snapshot: None,
+            vm_snapshot_at: None,
             last_seen_fingerprint: None,
             guard_key: None,
             quiet_guards: 0,
@@ -171,7 +184,9 @@ impl Actor for MachineActor {
                 if state.watched_vm.as_ref().is_some_and(|w| w.vm_id == vm_id) {
                     state.watched_vm = None;
                     state.last_seen_vm_status = snapshot.as_ref().map(|s| s.status.clone());
+                    state.last_seen_fingerprint = snapshot.as_ref().map(|s| s.fingerprints());
                     state.vm_snapshot = snapshot;
+                    state.vm_snapshot_at = Some(Instant::now());
                     queue_pass(&me, state);
                 }
             }
@@ -249,9 +264,10 @@ const MAX_ACTIONS_PER_PASS: usize = 12;
 
 /// Waits for a permit, then runs the pass.
 async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
-    let priority = match state.object.spec.provider_id {
-        Some(_) => Priority::HasVm,
-        None => Priority::New,
+    // A VM this actor created counts before it is recorded in spec.providerID (once its disks are copied).
+    let priority = match (&state.object.spec.provider_id, &state.created_vm) {
+        (None, None) => Priority::New,
+        _ => Priority::HasVm,
     };
     let permit = state.shared.permits.acquire(priority).await;
     // A pass's future holds the futures of every engine and API request it awaits, about 18 KB. Inline, it would be

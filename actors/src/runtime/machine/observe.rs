@@ -311,7 +311,15 @@ async fn find_vm(
     observed: &Observed,
 ) -> Result<Option<ObservedVm>, ObserveError> {
     let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading the VM: {err}"));
-    let held = state.vm_snapshot.clone();
+    // Watched, the VM's changes are delivered; unwatched (its change delivered, its pass waiting for a permit), what
+    // was delivered counts only while it is as fresh as a watched one would be.
+    let fresh = state
+        .vm_snapshot_at
+        .is_some_and(|at| at.elapsed() <= state.shared.settings.poll_interval * 2);
+    let held = state
+        .vm_snapshot
+        .clone()
+        .filter(|_| state.watched_vm.is_some() || fresh);
     let by_name = || async {
         let vm_name = observed.vm_name();
         // The VM this actor created, as the poll showed it, is the one the name search would find.
@@ -345,8 +353,9 @@ async fn find_vm(
         },
         None => by_name().await?,
     };
-    state.last_seen_fingerprint = found.as_ref().map(|(snapshot, _)| snapshot.fingerprint());
+    state.last_seen_fingerprint = found.as_ref().map(|(snapshot, _)| snapshot.fingerprints());
     state.vm_snapshot = found.as_ref().map(|(snapshot, _)| snapshot.clone());
+    state.vm_snapshot_at = Some(Instant::now());
     let Some((vm, found_by)) = found else {
         return Ok(None);
     };
