@@ -1,0 +1,394 @@
+//! The operator as users run it: its image (`tools/image/build.sh`, built offline) imported into a real node
+//! (containerd, kubelet and kube-proxy from `tools/node/up.sh`) joined to the harness's kube-apiserver, and installed
+//! by Helm from `chart/capov-crds` and `chart/capov`. The pod runs under the chart's ServiceAccount with the token
+//! the apiserver's admission mounts (no other credentials), reaches the apiserver through the `kubernetes` Service
+//! (kube-proxy's iptables rules), becomes Ready on `/readyz` and takes the leader Lease.
+//!
+//! Needs root (apt installs, containerd, iptables, mounts) and a Docker engine (the script installs and starts one),
+//! so it is ignored by plain `cargo test`; `tools/test.sh` runs it with `CAPOV_NODE_TESTS=1`. Prints the image size,
+//! the node's start time and the pod's start time.
+
+mod support;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use capov_crds::OVirtMachine;
+use capov_harness::{ControlPlane, Node, Options, objects, routable_address};
+use capov_ovirt_sim::Simulator;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::json;
+use support::{eventually, is_ready};
+
+const NAMESPACE: &str = "capov-system";
+const SERVICE_ACCOUNT: &str = "capov-controller-manager";
+/// The chart's default Lease name (`--leader-election-id` is not passed).
+const LEASE: &str = "capov-controller-manager";
+const POD_SELECTOR: &str = "control-plane=controller-manager";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A command with the variables cargo sets for a test removed: they would reach the cargo build a script starts and,
+/// as ring's build script watches several of them, rebuild the release tree on every switch between test and shell.
+fn without_cargo_env(mut command: Command) -> Command {
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo = name == "CARGO" || name == "OUT_DIR" || name.starts_with("CARGO_");
+        if set_by_cargo && name != "CARGO_HOME" && name != "CARGO_TARGET_DIR" {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
+}
+
+fn run(mut command: Command) -> String {
+    let output = command.output().unwrap_or_else(|err| panic!("{command:?}: {err}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({}):\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The image as `tools/image/build.sh` builds it (its default reference, `capov-manager:<version>`).
+fn build_image() -> String {
+    let began = Instant::now();
+    let stdout = run(without_cargo_env(Command::new(root().join("tools/image/build.sh"))));
+    let image = stdout
+        .lines()
+        .last()
+        .expect("the script prints the image")
+        .trim()
+        .to_string();
+    let size: u64 = run({
+        let mut command = Command::new("/usr/bin/docker");
+        command.args(["image", "inspect", "--format", "{{.Size}}", &image]);
+        command
+    })
+    .trim()
+    .parse()
+    .expect("image size");
+    println!(
+        "image {image}: {size} bytes ({:.1} MiB), built in {:.0}s",
+        size as f64 / 1048576.0,
+        began.elapsed().as_secs_f64()
+    );
+    image
+}
+
+/// Helm (`CAPOV_HELM_DIR/helm`, else built once by the tools script) against `plane`.
+fn helm(plane: &ControlPlane) -> Command {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("CAPOV_HELM_DIR").map(PathBuf::from)
+            && dir.join("helm").exists()
+        {
+            return dir;
+        }
+        let mut command = Command::new("bash");
+        command.arg(root().join("tools/build-go-tools.sh")).arg("--helm");
+        PathBuf::from(run(command).trim())
+    });
+    let mut command = Command::new(dir.join("helm"));
+    let home = std::env::temp_dir().join(format!("capov-helm-home-{}", std::process::id()));
+    command
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .arg(format!("--kubeconfig={}", plane.kubeconfig_path().display()))
+        .current_dir(root());
+    command
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// What to look at when the pod does not come up: its status, the namespace's events and the node's logs.
+async fn diagnosis(client: &kube::Client, node: &Node) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let statuses = match pods.list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .map(|pod| format!("{:?}: {:?}", pod.metadata.name, pod.status))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Err(err) => format!("cannot list pods: {err}"),
+    };
+    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
+    let events = match events.list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .map(|event| format!("{:?} {:?}: {:?}", event.type_, event.reason, event.message))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Err(err) => format!("cannot list events: {err}"),
+    };
+    format!(
+        "pods:\n{statuses}\nevents:\n{events}\nkubelet:\n{}\nkube-proxy:\n{}",
+        node.log_tail("kubelet"),
+        node.log_tail("kube-proxy")
+    )
+}
+
+/// The pod's operator brings a machine to Ready against an engine simulator listening on the node's address (a
+/// certificate naming it, its CA in the provider's `tls.certs`), the workload cluster being this same apiserver by
+/// its routable address (the `<cluster>-kubeconfig` Secret); the test plays the VM's kubelet registering its Node.
+async fn machine_becomes_ready_against_an_engine_on_the_node_address(
+    plane: &ControlPlane,
+    client: &kube::Client,
+    address: IpAddr,
+) {
+    let sim = Simulator::builder()
+        .listen(SocketAddr::new(address, 0))
+        .tls_name(&address.to_string())
+        .start()
+        .await
+        .expect("simulator on the node address");
+    let namespace = plane.create_namespace(client, "tenant").await.expect("namespace");
+    // The operator reads engine credentials from its own namespace (the chart's POD_NAMESPACE).
+    objects::apply_secret(
+        client,
+        NAMESPACE,
+        "engine-credentials",
+        &[("username", "admin@internal"), ("password", "admin")],
+    )
+    .await
+    .expect("credentials");
+    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().expect("https simulator"));
+    let provider = format!("{namespace}-engine");
+    let spec = json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}});
+    objects::apply_provider(client, &provider, json!({}), spec)
+        .await
+        .expect("provider");
+    let kubeconfig = plane.kubeconfig_yaml().expect("kubeconfig");
+    objects::apply_secret(client, &namespace, "workload-kubeconfig", &[("value", &kubeconfig)])
+        .await
+        .expect("kubeconfig Secret");
+    let labels = json!({"cluster.x-k8s.io/cluster-name": "workload"});
+    objects::create_provisioned_cluster(client, &namespace, "workload", labels.clone())
+        .await
+        .expect("cluster");
+    let name = "worker-0";
+    let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
+                      "osdisksizegb": 40, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
+                      "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
+    let began = Instant::now();
+    objects::create_machine(client, &namespace, "workload", name, labels, spec)
+        .await
+        .expect("machine");
+
+    let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), &namespace);
+    let mut registered = false;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let machine = machines.get(name).await.expect("machine");
+        if is_ready(&machine) {
+            break;
+        }
+        let vm_id = machine
+            .spec
+            .provider_id
+            .as_deref()
+            .and_then(|id| id.strip_prefix("ovirt://"));
+        let up = sim.control().vm_by_name(name).is_some_and(|vm| vm.status == "up");
+        if let (Some(vm_id), true, false) = (vm_id, up, registered) {
+            objects::register_node(client, name, vm_id).await.expect("node");
+            registered = true;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the machine was not Ready within 180s: {:?}\nVMs: {:?}",
+            machine.status,
+            sim.control().vms()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    println!(
+        "machine {namespace}/{name} Ready against the engine at {} in {:.1}s",
+        sim.api_url(),
+        began.elapsed().as_secs_f64()
+    );
+    assert_eq!(sim.control().vm_count(), 1, "{:?}", sim.control().vms());
+
+    // Deleted while the operator runs: it removes the VM and then its finalizer, so nothing is left stuck for the
+    // uninstall.
+    machines
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete the machine");
+    eventually(
+        Duration::from_secs(120),
+        "the machine and its VM to be gone",
+        || async {
+            let gone = machines.get_opt(name).await.ok()?.is_none();
+            (gone && sim.control().vm_count() == 0).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and a Docker engine, starts a real node on this machine: tools/test.sh runs it with \
+            CAPOV_NODE_TESTS=1"]
+async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
+    let image = build_image();
+    let (repository, tag) = image.rsplit_once(':').expect("image reference has a tag");
+
+    let began = Instant::now();
+    let address = routable_address().expect("routable address");
+    let plane = ControlPlane::start_for_node(
+        Options {
+            capi_crds: true,
+            ..Options::default()
+        },
+        address,
+    )
+    .await
+    .expect("control plane for a node");
+    println!(
+        "control plane on {} in {:.1}s",
+        plane.url(),
+        began.elapsed().as_secs_f64()
+    );
+    let began = Instant::now();
+    let node = Node::start(&plane, "capov-node").await.expect("node");
+    println!("node {} Ready in {:.1}s", node.name(), began.elapsed().as_secs_f64());
+    let began = Instant::now();
+    node.import_image(&image).expect("image import");
+    println!("image imported into the node in {:.1}s", began.elapsed().as_secs_f64());
+    let client = plane.client().await.expect("client");
+
+    let mut install_crds = helm(&plane);
+    install_crds.args(["install", "capov-crds", "chart/capov-crds"]);
+    run(install_crds);
+    let mut install = helm(&plane);
+    // `Never`: the pod can only run the image imported above; nothing is pulled.
+    install.args([
+        "install",
+        "capov",
+        "chart/capov",
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+        "--set",
+        &format!("manager.image={repository},manager.tag={tag},manager.pullPolicy=Never"),
+    ]);
+    let installed = Instant::now();
+    run(install);
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let selector = ListParams::default().labels(POD_SELECTOR);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let pod = loop {
+        let list = pods.list(&selector).await.expect("list pods");
+        if let Some(pod) = list.items.into_iter().find(pod_ready) {
+            break pod;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "the operator pod was not Ready within 300s of helm install\n{}",
+                diagnosis(&client, &node).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let pod_name = pod.metadata.name.clone().expect("pod name");
+    println!(
+        "pod {pod_name} Ready (readiness probe GET /readyz) {:.1}s after helm install",
+        installed.elapsed().as_secs_f64()
+    );
+
+    let spec = pod.spec.as_ref().expect("pod spec");
+    assert_eq!(spec.service_account_name.as_deref(), Some(SERVICE_ACCOUNT));
+    assert_eq!(
+        spec.node_name.as_deref(),
+        Some(node.name()),
+        "scheduled onto the real node"
+    );
+    // The only credential in the pod is the service-account token the admission plugin projects.
+    let volumes = spec.volumes.as_deref().unwrap_or_default();
+    assert!(
+        volumes.iter().any(|volume| volume.name.starts_with("kube-api-access-")
+            && volume.projected.as_ref().is_some_and(|projected| {
+                projected
+                    .sources
+                    .iter()
+                    .flatten()
+                    .any(|source| source.service_account_token.is_some())
+            })),
+        "no projected service-account token in {volumes:?}"
+    );
+    assert!(
+        volumes
+            .iter()
+            .all(|volume| volume.secret.is_none() && volume.host_path.is_none()),
+        "the pod mounts more than its token: {volumes:?}"
+    );
+    let container = &spec.containers[0];
+    assert_eq!(container.image.as_deref(), Some(image.as_str()));
+    assert!(
+        container
+            .env
+            .iter()
+            .flatten()
+            .all(|env| env.value_from.as_ref().is_none_or(|from| from.secret_key_ref.is_none())),
+        "the container takes a Secret through its environment: {:?}",
+        container.env
+    );
+    let status = pod.status.as_ref().expect("pod status");
+    let container_status = &status.container_statuses.as_ref().expect("container statuses")[0];
+    assert!(container_status.ready, "container not ready: {container_status:?}");
+    assert_eq!(
+        container_status.restart_count, 0,
+        "the manager restarted: {container_status:?}"
+    );
+
+    // The Lease, taken through the `kubernetes` Service with that token: the pod knows no other way to the apiserver.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let holder = eventually(Duration::from_secs(60), "the pod to hold the Lease", || async {
+        let lease = leases.get_opt(LEASE).await.ok().flatten()?;
+        lease
+            .spec?
+            .holder_identity
+            .filter(|holder| holder.starts_with(&pod_name))
+    })
+    .await;
+    println!("Lease {NAMESPACE}/{LEASE} held by {holder}");
+
+    machine_becomes_ready_against_an_engine_on_the_node_address(&plane, &client, address).await;
+
+    let mut uninstall = helm(&plane);
+    uninstall.args([
+        "uninstall",
+        "capov",
+        "--namespace",
+        NAMESPACE,
+        "--wait",
+        "--timeout=120s",
+    ]);
+    run(uninstall);
+    eventually(Duration::from_secs(120), "the operator pods to be gone", || async {
+        let list = pods.list(&selector).await.ok()?;
+        list.items.is_empty().then_some(())
+    })
+    .await;
+    drop(node);
+    drop(plane);
+}
