@@ -20,9 +20,11 @@ use base64::Engine as _;
 use capov_crds::OVirtMachine;
 use capov_harness::{ControlPlane, Node, Options, objects, routable_address};
 use capov_ovirt_sim::Simulator;
+use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, DeleteParams, ListParams};
+use k8s_openapi::api::core::v1::{Event, Pod, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use support::{eventually, is_ready};
 
@@ -145,6 +147,108 @@ async fn diagnosis(client: &kube::Client, node: &Node) -> String {
         node.log_tail("kubelet"),
         node.log_tail("kube-proxy")
     )
+}
+
+/// A token for a new ServiceAccount `name` in the operator's namespace, bound to `cluster_role` when given.
+async fn service_account_token(client: &kube::Client, name: &str, cluster_role: Option<&str>) -> String {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
+    let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}})).expect("account");
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("ServiceAccount");
+    if let Some(role) = cluster_role {
+        let binding: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": format!("{name}-{role}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
+        }))
+        .expect("binding");
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("ClusterRoleBinding");
+    }
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 600}})).expect("request");
+    let answer: TokenRequest = accounts
+        .create_subresource("token", name, &PostParams::default(), &request)
+        .await
+        .expect("TokenRequest");
+    answer
+        .status
+        .and_then(|status| status.token)
+        .expect("token in the TokenRequest's status")
+}
+
+/// `/metrics` through `capov-metrics-service` (its ClusterIP, routed by kube-proxy's rules on this machine, which is
+/// the node): 200 with the operator's metrics for a token bound to `capov-metrics-reader`, 403 for a token without
+/// that role, 401 without a token.
+async fn metrics_answer_through_the_service_to_a_bound_token_only(client: &kube::Client) {
+    let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
+    let service = services.get("capov-metrics-service").await.expect("metrics Service");
+    let cluster_ip = service
+        .spec
+        .and_then(|spec| spec.cluster_ip)
+        .expect("the Service has a ClusterIP");
+    let url = format!("https://{cluster_ip}:8443/metrics");
+    let reader = service_account_token(client, "scraper", Some("capov-metrics-reader")).await;
+    let stranger = service_account_token(client, "stranger", None).await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // The operator's metrics certificate is self-signed (the chart's ServiceMonitor skips verification too).
+    let http = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("HTTP client");
+    let status = |token: Option<String>| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let mut request = http.get(&url);
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.ok()?;
+            let code = response.status().as_u16();
+            Some((code, response.text().await.unwrap_or_default()))
+        }
+    };
+    // The endpoints follow the pod's readiness; kube-proxy writes the rules a moment later.
+    let (code, body) = eventually(Duration::from_secs(60), "/metrics through the Service", || {
+        let status = status.clone();
+        let reader = reader.clone();
+        async move { status(Some(reader)).await.filter(|(code, _)| *code == 200) }
+    })
+    .await;
+    assert_eq!(code, 200);
+    assert!(body.contains("capov_leader"), "no capov_leader in /metrics:\n{body}");
+    assert_eq!(status(Some(stranger)).await.map(|(code, _)| code), Some(403));
+    assert_eq!(status(None).await.map(|(code, _)| code), Some(401));
+    println!("/metrics via {url}: 200 for capov-metrics-reader, 403 without the role, 401 without a token");
+}
+
+/// The product documents' §4.1 commands, with kubectl against this cluster.
+fn the_documents_kubectl_commands_work(plane: &ControlPlane) {
+    let kubectl = |args: &[&str]| {
+        let mut command = plane.kubectl().expect("kubectl");
+        command.args(args);
+        run(command)
+    };
+    let pods = kubectl(&["get", "pods", "-n", NAMESPACE]);
+    assert!(
+        pods.contains("capov-controller-manager-") && pods.contains("Running"),
+        "{pods}"
+    );
+    let described = kubectl(&["describe", "pod", "-n", NAMESPACE, "-l", POD_SELECTOR]);
+    assert!(
+        described.contains(&format!("Service Account:  {SERVICE_ACCOUNT}")),
+        "{described}"
+    );
+    // Through the apiserver to the kubelet (its client certificate) and the container's log.
+    let logs = kubectl(&["logs", "-n", NAMESPACE, "deployment/capov-controller-manager"]);
+    let gates: Vec<&str> = logs.lines().filter(|line| line.contains("feature gates")).collect();
+    assert_eq!(gates.len(), 1, "one `feature gates` line expected in the log:\n{logs}");
+    println!("kubectl logs … | grep \"feature gates\": {}", gates[0]);
 }
 
 /// The pod's operator brings a machine to Ready against an engine simulator listening on the node's address (a
@@ -372,6 +476,8 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
     .await;
     println!("Lease {NAMESPACE}/{LEASE} held by {holder}");
 
+    metrics_answer_through_the_service_to_a_bound_token_only(&client).await;
+    the_documents_kubectl_commands_work(&plane);
     machine_becomes_ready_against_an_engine_on_the_node_address(&plane, &client, address).await;
 
     let mut uninstall = helm(&plane);
