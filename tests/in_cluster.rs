@@ -2,7 +2,10 @@
 //! (containerd, kubelet and kube-proxy from `tools/node/up.sh`) joined to the harness's kube-apiserver, and installed
 //! by Helm from `chart/capov-crds` and `chart/capov`. The pod runs under the chart's ServiceAccount with the token
 //! the apiserver's admission mounts (no other credentials), reaches the apiserver through the `kubernetes` Service
-//! (kube-proxy's iptables rules), becomes Ready on `/readyz` and takes the leader Lease.
+//! (kube-proxy's iptables rules), becomes Ready on `/readyz` and takes the leader Lease; `/metrics` answers through
+//! `capov-metrics-service` to a token bound to `capov-metrics-reader` only; the documents' kubectl commands work; a
+//! machine becomes Ready against an engine simulator on the node's address; `helm upgrade` (new feature gates, two
+//! replicas) hands the Lease to a new pod, and on to another when that one is deleted; `helm uninstall` removes it.
 //!
 //! Needs root (apt installs, containerd, iptables, mounts) and a Docker engine (the script installs and starts one),
 //! so it is ignored by plain `cargo test`; `tools/test.sh` runs it with `CAPOV_NODE_TESTS=1`. Prints the image size,
@@ -184,7 +187,11 @@ async fn service_account_token(client: &kube::Client, name: &str, cluster_role: 
 /// `/metrics` through `capov-metrics-service` (its ClusterIP, routed by kube-proxy's rules on this machine, which is
 /// the node): 200 with the operator's metrics for a token bound to `capov-metrics-reader`, 403 for a token without
 /// that role, 401 without a token.
-async fn metrics_answer_through_the_service_to_a_bound_token_only(client: &kube::Client) {
+async fn metrics_answer_through_the_service_to_a_bound_token_only(
+    plane: &ControlPlane,
+    node: &Node,
+    client: &kube::Client,
+) {
     let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
     let service = services.get("capov-metrics-service").await.expect("metrics Service");
     let cluster_ip = service
@@ -208,22 +215,37 @@ async fn metrics_answer_through_the_service_to_a_bound_token_only(client: &kube:
             if let Some(token) = token {
                 request = request.bearer_auth(token);
             }
-            let response = request.send().await.ok()?;
+            let response = request.send().await.map_err(|err| format!("{err:?}"))?;
             let code = response.status().as_u16();
-            Some((code, response.text().await.unwrap_or_default()))
+            Ok::<_, String>((code, response.text().await.unwrap_or_default()))
         }
     };
     // The endpoints follow the pod's readiness; kube-proxy writes the rules a moment later.
-    let (code, body) = eventually(Duration::from_secs(60), "/metrics through the Service", || {
-        let status = status.clone();
-        let reader = reader.clone();
-        async move { status(Some(reader)).await.filter(|(code, _)| *code == 200) }
-    })
-    .await;
-    assert_eq!(code, 200);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let body = loop {
+        let outcome = status(Some(reader.clone())).await;
+        match outcome {
+            Ok((200, body)) => break body,
+            _ if Instant::now() > deadline => {
+                let slices = plane
+                    .kubectl()
+                    .map(|mut command| {
+                        command.args(["get", "endpointslices", "-n", NAMESPACE, "-o", "wide"]);
+                        run(command)
+                    })
+                    .unwrap_or_default();
+                panic!(
+                    "/metrics through the Service never answered 200 within 90s; last: {outcome:?}\n\
+                     endpoint slices:\n{slices}\nkube-proxy:\n{}",
+                    node.log_tail("kube-proxy")
+                );
+            }
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    };
     assert!(body.contains("capov_leader"), "no capov_leader in /metrics:\n{body}");
-    assert_eq!(status(Some(stranger)).await.map(|(code, _)| code), Some(403));
-    assert_eq!(status(None).await.map(|(code, _)| code), Some(401));
+    assert_eq!(status(Some(stranger)).await.map(|(code, _)| code), Ok(403));
+    assert_eq!(status(None).await.map(|(code, _)| code), Ok(401));
     println!("/metrics via {url}: 200 for capov-metrics-reader, 403 without the role, 401 without a token");
 }
 
@@ -249,6 +271,107 @@ fn the_documents_kubectl_commands_work(plane: &ControlPlane) {
     let gates: Vec<&str> = logs.lines().filter(|line| line.contains("feature gates")).collect();
     assert_eq!(gates.len(), 1, "one `feature gates` line expected in the log:\n{logs}");
     println!("kubectl logs … | grep \"feature gates\": {}", gates[0]);
+}
+
+/// The Lease's holder identity, when held.
+async fn lease_holder(leases: &Api<Lease>) -> Option<String> {
+    let lease = leases.get_opt(LEASE).await.ok().flatten()?;
+    lease.spec?.holder_identity.filter(|holder| !holder.is_empty())
+}
+
+/// `helm upgrade` with a changed `featureGates` and two replicas: the Deployment replaces the pod, a pod of the new
+/// template takes the Lease and logs the new gates, the other stands by; when the leader's pod is deleted, another
+/// live pod (the standby or the ReplicaSet's replacement) takes the Lease.
+async fn upgrade_hands_over_to_new_pods_and_the_lease_survives_a_deleted_leader(
+    plane: &ControlPlane,
+    client: &kube::Client,
+    image_values: &str,
+) {
+    let mut upgrade = helm(plane);
+    upgrade.args([
+        "upgrade",
+        "capov",
+        "chart/capov",
+        "--namespace",
+        NAMESPACE,
+        "--set",
+        image_values,
+        "--set",
+        "replicas=2,featureGates.disk-add-vm-name=true",
+    ]);
+    let upgraded = Instant::now();
+    run(upgrade);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let selector = ListParams::default().labels(POD_SELECTOR);
+    let new_gates = "--feature-gates=disk-add-vm-name=true";
+    let is_new = |pod: &Pod| {
+        pod.spec
+            .as_ref()
+            .is_some_and(|spec| spec.containers[0].args.iter().flatten().any(|arg| arg == new_gates))
+    };
+    // Two Ready pods of the new template and no old one left, one of them holding the Lease.
+    let (leader, standby) = eventually(
+        Duration::from_secs(180),
+        "two new pods Ready, one holding the Lease",
+        || async {
+            let list = pods.list(&selector).await.ok()?.items;
+            let live: Vec<&Pod> = list
+                .iter()
+                .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+                .collect();
+            let all_new_and_ready = live.len() == 2 && live.iter().all(|pod| is_new(pod) && pod_ready(pod));
+            if !all_new_and_ready || list.len() != 2 {
+                return None;
+            }
+            let holder = lease_holder(&leases).await?;
+            let names: Vec<String> = live.iter().filter_map(|pod| pod.metadata.name.clone()).collect();
+            let leader = names.iter().find(|name| holder.starts_with(name.as_str()))?.clone();
+            let standby = names.into_iter().find(|name| *name != leader)?;
+            Some((leader, standby))
+        },
+    )
+    .await;
+    println!(
+        "helm upgrade: {leader} (new gates) holds the Lease, {standby} stands by, {:.1}s after the upgrade",
+        upgraded.elapsed().as_secs_f64()
+    );
+    let mut logs = plane.kubectl().expect("kubectl");
+    logs.args(["logs", "-n", NAMESPACE, &leader]);
+    let logs = run(logs);
+    assert!(
+        logs.contains("feature gates: disk-add-vm-name=true"),
+        "the new leader did not log the new gates:\n{logs}"
+    );
+
+    pods.delete(&leader, &DeleteParams::default())
+        .await
+        .expect("delete the leader's pod");
+    let deleted = Instant::now();
+    // The ReplicaSet replaces the deleted pod at once, so the standby and the replacement race for the Lease the
+    // old leader releases: either may win, the deleted pod must not keep it.
+    let holder = eventually(Duration::from_secs(90), "another pod to take the Lease", || async {
+        let holder = lease_holder(&leases).await?;
+        if holder.starts_with(&leader) {
+            return None;
+        }
+        let list = pods.list(&selector).await.ok()?.items;
+        list.iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .filter_map(|pod| pod.metadata.name.as_deref())
+            .any(|name| holder.starts_with(name))
+            .then_some(holder)
+    })
+    .await;
+    let taker = if holder.starts_with(&standby) {
+        "the standby"
+    } else {
+        "the replacement pod"
+    };
+    println!(
+        "leader pod deleted: {taker} took the Lease ({holder}) {:.1}s later",
+        deleted.elapsed().as_secs_f64()
+    );
 }
 
 /// The pod's operator brings a machine to Ready against an engine simulator listening on the node's address (a
@@ -384,6 +507,7 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
     run(install_crds);
     let mut install = helm(&plane);
     // `Never`: the pod can only run the image imported above; nothing is pulled.
+    let image_values = format!("manager.image={repository},manager.tag={tag},manager.pullPolicy=Never");
     install.args([
         "install",
         "capov",
@@ -392,7 +516,7 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
         NAMESPACE,
         "--create-namespace",
         "--set",
-        &format!("manager.image={repository},manager.tag={tag},manager.pullPolicy=Never"),
+        &image_values,
     ]);
     let installed = Instant::now();
     run(install);
@@ -467,18 +591,17 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
     // The Lease, taken through the `kubernetes` Service with that token: the pod knows no other way to the apiserver.
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
     let holder = eventually(Duration::from_secs(60), "the pod to hold the Lease", || async {
-        let lease = leases.get_opt(LEASE).await.ok().flatten()?;
-        lease
-            .spec?
-            .holder_identity
+        lease_holder(&leases)
+            .await
             .filter(|holder| holder.starts_with(&pod_name))
     })
     .await;
     println!("Lease {NAMESPACE}/{LEASE} held by {holder}");
 
-    metrics_answer_through_the_service_to_a_bound_token_only(&client).await;
+    metrics_answer_through_the_service_to_a_bound_token_only(&plane, &node, &client).await;
     the_documents_kubectl_commands_work(&plane);
     machine_becomes_ready_against_an_engine_on_the_node_address(&plane, &client, address).await;
+    upgrade_hands_over_to_new_pods_and_the_lease_survives_a_deleted_leader(&plane, &client, &image_values).await;
 
     let mut uninstall = helm(&plane);
     uninstall.args([
