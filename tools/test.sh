@@ -5,7 +5,8 @@
 # engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io, apt
 # (Debian) with its package sources,
 # and, for the image (tests/image.rs, only with CAPOV_IMAGE_TESTS=1), root on Debian and rustup's musl target:
-# tools/image/build.sh installs docker.io and starts dockerd.
+# tools/image/build.sh installs docker.io and starts dockerd; for the in-cluster e2e on a real node
+# (tests/in_cluster.rs, only with CAPOV_NODE_TESTS=1) also root for containerd, kubelet, kube-proxy and iptables.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -74,6 +75,20 @@ if [[ "${CAPOV_IMAGE_TESTS:-}" == 1 ]]; then
   tools/image/build.sh
   echo "image built in $(( $(date +%s) - image_started ))s"
   cargo test --locked --test image -- --ignored 2>&1 | tee -a "$results"
+fi
+
+# The in-cluster e2e (tests/in_cluster.rs) starts a real node on this machine: root, apt (runc, CNI plugins,
+# iptables), the Docker engine and the image's release build, containerd and kubelet from Go modules (cached by
+# go.sum hash; cold about 4 + 2 CPU-minutes, docs/node.md). Opt-in like the image tests.
+if [[ "${CAPOV_NODE_TESTS:-}" == 1 ]]; then
+  step "in-cluster e2e on a real node (tools/node/up.sh: containerd, kubelet, kube-proxy; chart + image)"
+  node_started=$(date +%s)
+  CAPOV_NODE_DIR=$(tools/build-go-tools.sh --node)
+  export CAPOV_NODE_DIR
+  echo "using $CAPOV_NODE_DIR (kubelet, kube-proxy, kube-scheduler), $(tools/build-go-tools.sh --containerd)"
+  echo "node binaries ready in $(( $(date +%s) - node_started ))s"
+  cargo test --locked --test in_cluster -- --ignored --nocapture 2>&1 | tee -a "$results"
+  echo "in-cluster e2e done in $(( $(date +%s) - node_started ))s"
 fi
 
 step "demo (headless: exits 0 once three machines are Ready)"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Starts a real Kubernetes node on this machine, joined to the apiserver of KUBECONFIG: containerd 2.x with Debian's
-# runc and CNI plugins (a bridge network), a locally made pause image, and kubelet. Binaries from
+# runc and CNI plugins (a bridge network), a locally made pause image, kubelet, and kube-proxy (iptables mode) so that
+# pods reach Services (the apiserver through `kubernetes`). KUBECONFIG's CA also verifies the apiserver's client
+# certificate towards kubelet (`kubectl logs`). Binaries from
 # tools/build-go-tools.sh --node / --containerd (cached by go.sum hash). Images reach the node by import only
 # (tools/node/up.sh imports the pause image; `ctr -n k8s.io images import` others); nothing is pulled.
 #
 # Usage: tools/node/up.sh KUBECONFIG STATE_DIR [NODE_NAME]
-#   Leaves containerd and kubelet running (their PIDs in STATE_DIR/*.pid, logs in STATE_DIR/*.log) and prints the
+#   Leaves containerd, kubelet and kube-proxy running (their PIDs in STATE_DIR/*.pid, logs in STATE_DIR/*.log) and prints the
 #   containerd socket last on stdout. tools/node/down.sh STATE_DIR stops them.
 #
 # This machine kind runs cgroup v1 (hybrid): kubelet 1.36 starts there only with failCgroupV1: false.
@@ -44,6 +46,9 @@ state = "$state/containerd/state"
     sandbox = "capov.invalid/pause:local"
 
 [plugins."io.containerd.cri.v1.runtime"]
+  # Without CAP_SYS_RESOURCE (this machine kind's root) runc cannot lower a pod's OOM score below containerd's own
+  # (kubelet asks -998 for sandboxes): clamp it instead of failing every sandbox.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -100,6 +105,7 @@ failSwapOn: false
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
+  x509: {clientCAFile: $state/pki/ca.crt}
 authorization:
   mode: Webhook
 # A shared CI disk: evict on nothing the test makes.
@@ -107,11 +113,22 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 imageGCHighThresholdPercent: 100
 serializeImagePulls: false
 YAML
+sed -n 's/^ *certificate-authority-data: *//p' "$kubeconfig" | head -n1 | base64 -d >"$state/pki/ca.crt"
 if ! [[ -f $state/kubelet.pid ]] || ! kill -0 "$(cat "$state/kubelet.pid")" 2>/dev/null; then
   say "starting kubelet ($("$node_bin/kubelet" --version))"
   setsid nohup "$node_bin/kubelet" --config="$state/kubelet.yaml" --kubeconfig="$kubeconfig" \
     --root-dir="$state/kubelet" --cert-dir="$state/pki" --hostname-override="$node" \
     >"$state/kubelet.log" 2>&1 </dev/null &
   echo $! >"$state/kubelet.pid"
+fi
+if ! [[ -f $state/kube-proxy.pid ]] || ! kill -0 "$(cat "$state/kube-proxy.pid")" 2>/dev/null; then
+  say "starting kube-proxy (iptables)"
+  # The conntrack settings at 0 leave the kernel's as they are (read-only in some containers).
+  setsid nohup "$node_bin/kube-proxy" --kubeconfig="$kubeconfig" --hostname-override="$node" \
+    --proxy-mode=iptables --cluster-cidr=10.88.0.0/16 --conntrack-max-per-core=0 \
+    --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
+    --metrics-bind-address=127.0.0.1:10249 --healthz-bind-address=127.0.0.1:10256 --v=1 \
+    >"$state/kube-proxy.log" 2>&1 </dev/null &
+  echo $! >"$state/kube-proxy.pid"
 fi
 echo "$sock"

@@ -59,3 +59,21 @@ pub(crate) fn has_all(dir: &Path, needed: &[&str]) -> bool {
 pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+const NODE_NEEDED: [&str; 3] = ["kubelet", "kube-proxy", "kube-scheduler"];
+
+/// The directory holding kubelet, kube-proxy and kube-scheduler: `CAPOV_NODE_DIR` when it holds them, else the cache
+/// that `tools/build-go-tools.sh --node` fills (building them on first use).
+pub fn node_binaries_dir() -> Result<PathBuf, HarnessError> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("CAPOV_NODE_DIR").map(PathBuf::from)
+            && has_all(&dir, &NODE_NEEDED)
+        {
+            return Ok(dir);
+        }
+        built_by_script(Some("--node"), &NODE_NEEDED)
+    })
+    .clone()
+    .map_err(HarnessError::Assets)
+}

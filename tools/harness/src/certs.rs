@@ -1,5 +1,8 @@
-//! The control plane's PKI: a CA, the apiserver's serving certificate for 127.0.0.1/localhost, and the key that
-//! signs service-account tokens.
+//! The control plane's PKI: a CA, the apiserver's serving certificate for 127.0.0.1/localhost (and, for a control
+//! plane that a node joins, its routable address and the `kubernetes` Service IP), the apiserver's client
+//! certificate towards kubelets, and the key that signs service-account tokens.
+
+use std::net::IpAddr;
 
 use std::path::{Path, PathBuf};
 
@@ -16,10 +19,15 @@ pub struct Pki {
     pub serving_key: PathBuf,
     pub service_account_key: PathBuf,
     pub service_account_public_key: PathBuf,
+    /// The apiserver's client certificate and key for calls to kubelets (`kubectl logs`, `exec`): group
+    /// `system:masters`, so a kubelet's webhook authorization lets it through.
+    pub kubelet_client_cert: PathBuf,
+    pub kubelet_client_key: PathBuf,
     pub ca_pem: String,
 }
 
-pub fn write(dir: &Path) -> Result<Pki, HarnessError> {
+/// Writes the PKI into `dir`. `extra_ips` are further addresses the serving certificate names.
+pub fn write(dir: &Path, extra_ips: &[IpAddr]) -> Result<Pki, HarnessError> {
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.distinguished_name.push(DnType::CommonName, "capov-test-ca");
@@ -33,18 +41,31 @@ pub fn write(dir: &Path) -> Result<Pki, HarnessError> {
     let issuer = Issuer::new(ca_params, &ca_key);
 
     let serving_key = KeyPair::generate()?;
-    let mut serving_params = CertificateParams::new(vec![
+    let mut names = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),
         "kubernetes".to_string(),
         "kubernetes.default".to_string(),
         "kubernetes.default.svc".to_string(),
-    ])?;
+    ];
+    names.extend(extra_ips.iter().map(IpAddr::to_string));
+    let mut serving_params = CertificateParams::new(names)?;
     serving_params
         .distinguished_name
         .push(DnType::CommonName, "kube-apiserver");
     serving_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let serving_cert = serving_params.signed_by(&serving_key, &issuer)?;
+
+    let client_key = KeyPair::generate()?;
+    let mut client_params = CertificateParams::new(Vec::<String>::new())?;
+    client_params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver-kubelet-client");
+    client_params
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
+    client_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let client_cert = client_params.signed_by(&client_key, &issuer)?;
 
     let service_account_key = KeyPair::generate()?;
 
@@ -54,6 +75,8 @@ pub fn write(dir: &Path) -> Result<Pki, HarnessError> {
         serving_key: dir.join("apiserver.key"),
         service_account_key: dir.join("sa.key"),
         service_account_public_key: dir.join("sa.pub"),
+        kubelet_client_cert: dir.join("kubelet-client.crt"),
+        kubelet_client_key: dir.join("kubelet-client.key"),
         ca_pem: ca_cert.pem(),
     };
     write_file(&pki.ca_cert, &pki.ca_pem)?;
@@ -61,6 +84,8 @@ pub fn write(dir: &Path) -> Result<Pki, HarnessError> {
     write_file(&pki.serving_key, &serving_key.serialize_pem())?;
     write_file(&pki.service_account_key, &service_account_key.serialize_pem())?;
     write_file(&pki.service_account_public_key, &service_account_key.public_key_pem())?;
+    write_file(&pki.kubelet_client_cert, &client_cert.pem())?;
+    write_file(&pki.kubelet_client_key, &client_key.serialize_pem())?;
     Ok(pki)
 }
 

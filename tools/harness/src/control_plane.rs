@@ -1,5 +1,6 @@
 //! Starting, using and stopping one etcd + kube-apiserver (+ kube-controller-manager).
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,6 +17,13 @@ use crate::{HarnessError, assets, crds, free_port, launcher};
 
 const START_ATTEMPTS: usize = 3;
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// The first address of `--service-cluster-ip-range`: the `kubernetes` Service's.
+const SERVICE_IP: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+/// Controllers a node's pods need besides the ones every control plane runs: Deployments, Services' endpoints,
+/// the `kube-root-ca.crt` ConfigMap that service-account volumes project, and the node taints.
+const NODE_CONTROLLERS: &str = ",deployment-controller,replicaset-controller,endpointslice-controller,\
+                                root-ca-certificate-publisher-controller,node-lifecycle-controller,\
+                                pod-garbage-collector-controller";
 
 /// What to start besides etcd and kube-apiserver.
 #[derive(Clone, Copy, Debug, Default)]
@@ -57,7 +65,7 @@ impl ControlPlane {
         let binaries = assets::binaries_dir()?;
         let mut last_error = None;
         for _ in 0..START_ATTEMPTS {
-            match Self::start_once(&binaries, options).await {
+            match Self::start_once(&binaries, options, None).await {
                 Ok(plane) => return Ok(plane),
                 Err(err) => last_error = Some(err),
             }
@@ -65,14 +73,44 @@ impl ControlPlane {
         Err(last_error.unwrap_or_else(|| HarnessError::Assets("no start attempt was made".into())))
     }
 
-    async fn start_once(binaries: &Path, options: Options) -> Result<ControlPlane, HarnessError> {
+    /// Starts a control plane that a real node can join (see [`crate::Node`]): kube-apiserver listens on `address`
+    /// (routable from the node's pods), advertises it as the `kubernetes` Service's endpoint and names it and the
+    /// Service IP `10.0.0.1` in its certificate; the `ServiceAccount` admission plugin mounts tokens into pods;
+    /// kube-controller-manager also runs the controllers behind Deployments, Services and node taints, and
+    /// kube-scheduler places pods. `options.controller_manager` is implied.
+    pub async fn start_for_node(options: Options, address: IpAddr) -> Result<ControlPlane, HarnessError> {
+        let binaries = assets::binaries_dir()?;
+        let options = Options {
+            controller_manager: true,
+            ..options
+        };
+        let mut last_error = None;
+        for _ in 0..START_ATTEMPTS {
+            match Self::start_once(&binaries, options, Some(address)).await {
+                Ok(plane) => return Ok(plane),
+                Err(err) => last_error = Some(err),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| HarnessError::Assets("no start attempt was made".into())))
+    }
+
+    async fn start_once(
+        binaries: &Path,
+        options: Options,
+        node_address: Option<IpAddr>,
+    ) -> Result<ControlPlane, HarnessError> {
         let dir = tempfile::Builder::new()
             .prefix("capov-controlplane-")
             .tempdir()
             .map_err(|err| HarnessError::io(std::env::temp_dir(), err))?;
-        let pki = certs::write(dir.path())?;
+        let extra_ips: Vec<IpAddr> = match node_address {
+            Some(address) => vec![address, SERVICE_IP],
+            None => Vec::new(),
+        };
+        let pki = certs::write(dir.path(), &extra_ips)?;
         let (etcd_port, peer_port, api_port) = (free_port(), free_port(), free_port());
-        let url = format!("https://127.0.0.1:{api_port}");
+        let bind = node_address.map_or_else(|| "127.0.0.1".to_string(), |address| address.to_string());
+        let url = format!("https://{}:{api_port}", url_host(&bind));
         let token = format!("capov-admin-{}", std::process::id());
         let tokens = dir.path().join("tokens.csv");
         write_file(&tokens, &format!("{token},admin,admin-uid,\"system:masters\"\n"))?;
@@ -105,10 +143,10 @@ impl ControlPlane {
         plane.spawn("etcd", etcd)?;
         plane.wait_ready("etcd", || etcd_healthy(etcd_port)).await?;
 
-        let apiserver_args = vec![
+        let mut apiserver_args = vec![
             format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
+            format!("--bind-address={bind}"),
+            format!("--advertise-address={bind}"),
             format!("--secure-port={api_port}"),
             format!("--cert-dir={}", plane.dir.path().display()),
             format!("--tls-cert-file={}", pki.serving_cert.display()),
@@ -125,13 +163,27 @@ impl ControlPlane {
             ),
             "--service-cluster-ip-range=10.0.0.0/24".into(),
             "--authorization-mode=RBAC".into(),
-            "--disable-admission-plugins=ServiceAccount".into(),
             "--allow-privileged=true".into(),
-            "--endpoint-reconciler-type=none".into(),
             "--enable-priority-and-fairness=false".into(),
             format!("--token-auth-file={}", tokens.display()),
             "--v=1".into(),
         ];
+        if node_address.is_some() {
+            // Pods reach the apiserver through the `kubernetes` Service, whose endpoint the apiserver keeps, with a
+            // service-account token the admission plugin mounts; `kubectl logs` goes to the kubelet with the
+            // apiserver's client certificate.
+            apiserver_args.extend([
+                "--endpoint-reconciler-type=lease".into(),
+                format!("--kubelet-client-certificate={}", pki.kubelet_client_cert.display()),
+                format!("--kubelet-client-key={}", pki.kubelet_client_key.display()),
+                "--kubelet-preferred-address-types=InternalIP,Hostname".into(),
+            ]);
+        } else {
+            apiserver_args.extend([
+                "--disable-admission-plugins=ServiceAccount".into(),
+                "--endpoint-reconciler-type=none".into(),
+            ]);
+        }
         plane.apiserver = Some((binaries.join("kube-apiserver"), apiserver_args));
         plane.spawn_apiserver()?;
         let client = plane.client().await?;
@@ -141,10 +193,11 @@ impl ControlPlane {
             let mut kcm = Command::new(binaries.join("kube-controller-manager"));
             kcm.arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
                 .arg("--leader-elect=false")
-                .arg(
+                .arg(format!(
                     "--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,\
-                     serviceaccount-token-controller",
-                )
+                     serviceaccount-token-controller{}",
+                    if node_address.is_some() { NODE_CONTROLLERS } else { "" }
+                ))
                 .arg(format!(
                     "--service-account-private-key-file={}",
                     pki.service_account_key.display()
@@ -163,6 +216,19 @@ impl ControlPlane {
                     matches!(accounts.get_opt("default").await, Ok(Some(_)))
                 })
                 .await?;
+        }
+        if node_address.is_some() {
+            let scheduler_binary = assets::node_binaries_dir()?.join("kube-scheduler");
+            let mut scheduler = Command::new(scheduler_binary);
+            scheduler
+                .arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
+                .arg(format!("--authentication-kubeconfig={}", plane.kubeconfig.display()))
+                .arg(format!("--authorization-kubeconfig={}", plane.kubeconfig.display()))
+                .arg("--leader-elect=false")
+                .arg("--bind-address=127.0.0.1")
+                .arg("--secure-port=0")
+                .arg("--v=1");
+            plane.spawn("kube-scheduler", scheduler)?;
         }
         if options.crds {
             crds::install_crds(&client).await?;
@@ -396,6 +462,15 @@ fn cleanup_at_exit(pids: Vec<u32>, dir: PathBuf) {
         unsafe {
             libc::atexit(run);
         }
+    }
+}
+
+/// `host` as it goes into a URL (IPv6 in brackets).
+fn url_host(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
     }
 }
 
