@@ -61,8 +61,8 @@ pub struct MachineState {
     /// VM is watched the poll delivers every change, so a pass decides from this instead of reading the VM again;
     /// any engine write on the VM, or the end of the watch, drops it.
     vm_snapshot: Option<Arc<VmSnapshot>>,
-    /// When `vm_snapshot` was read or delivered: between a delivery (which ends the watch) and the pass, what it
-    /// shows is trusted only while it is about as fresh as a watched one.
+    /// When `vm_snapshot` was read or delivered: while the VM is not watched, what it shows is trusted only while it
+    /// is about as fresh as a watched one.
     vm_snapshot_at: Option<Instant>,
     last_seen_fingerprint: Option<Fingerprints>,
     /// The watched VM and status (hashed) when the last transition guard timer was set, and how many guards in a

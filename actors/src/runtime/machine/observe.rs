@@ -311,8 +311,8 @@ async fn find_vm(
     observed: &Observed,
 ) -> Result<Option<ObservedVm>, ObserveError> {
     let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading the VM: {err}"));
-    // Watched, the VM's changes are delivered; unwatched (its change delivered, its pass waiting for a permit), what
-    // was delivered counts only while it is as fresh as a watched one would be.
+    // Watched, the VM's changes are delivered; unwatched, what was seen counts only while it is as fresh as a watched
+    // one would be.
     let fresh = state
         .vm_snapshot_at
         .is_some_and(|at| at.elapsed() <= state.shared.settings.poll_interval * 2);
