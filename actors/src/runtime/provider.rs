@@ -555,10 +555,12 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
         for (ids, disks) in [(moving, true), (steady, false)] {
             let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
             match client.vms_facts(&ids, disks).await {
-                Ok(facts) => found.extend(facts.into_values().filter_map(|facts| {
-                    let snapshot = VmSnapshot::from_facts(facts)?;
-                    Some((snapshot.id.clone(), Arc::new(snapshot)))
-                })),
+                Ok(facts) => {
+                    // A VM in both lists (two machines naming one VM) keeps the answer with disks, which serves both.
+                    for snapshot in facts.into_values().filter_map(VmSnapshot::from_facts) {
+                        found.entry(snapshot.id.clone()).or_insert_with(|| Arc::new(snapshot));
+                    }
+                }
                 Err(err) => {
                     tracing::debug!(%provider, error = %err, "status poll failed");
                     failed = true;
