@@ -64,10 +64,11 @@ pub enum ProviderMsg {
     },
     UnwatchVm(ObjectKey),
     Poll,
-    /// The poll task's result: the VMs found for `searched` (machine, VM id), or None when it failed.
+    /// The poll task's result for `searched` (machine, VM id): the VMs that differ from what their watches last
+    /// reported (None inside: not found), or None when the search failed.
     Polled {
         searched: Vec<(ObjectKey, String)>,
-        found: Option<HashMap<String, Arc<VmSnapshot>>>,
+        changed: Option<HashMap<String, Option<Arc<VmSnapshot>>>>,
     },
 }
 
@@ -256,10 +257,10 @@ impl Actor for ProviderActor {
                 state.watched.remove(&machine);
             }
             ProviderMsg::Poll => poll(&me, state),
-            ProviderMsg::Polled { searched, found } => {
+            ProviderMsg::Polled { searched, changed } => {
                 state.poll_in_flight = false;
-                if let Some(found) = found {
-                    report_polled(state, &searched, &found);
+                if let Some(changed) = changed {
+                    report_polled(state, &searched, &changed);
                 }
             }
         }
@@ -524,63 +525,88 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     }
     state.polls = state.polls.wrapping_add(1);
     let steady_due = state.polls.is_multiple_of(crate::backoff::STEADY_POLL_EVERY);
-    let searched: Vec<(ObjectKey, String, Cadence)> = state
-        .watched
-        .iter()
-        .filter(|(_, w)| steady_due || w.watch.cadence == Cadence::EveryPoll)
-        .map(|(machine, w)| (machine.clone(), w.watch.vm_id.clone(), w.watch.cadence))
-        .collect();
+    // What each due watch last reported, by VM: the task keeps only the VMs that differ from it, so that a search
+    // of thousands of VMs never holds more than one batch of answers at once.
+    let mut seen_by_vm: HashMap<String, Vec<(Cadence, Option<Fingerprints>)>> = HashMap::new();
+    let mut searched: Vec<(ObjectKey, String)> = Vec::new();
+    for (machine, watched) in &state.watched {
+        if steady_due || watched.watch.cadence == Cadence::EveryPoll {
+            searched.push((machine.clone(), watched.watch.vm_id.clone()));
+            seen_by_vm
+                .entry(watched.watch.vm_id.clone())
+                .or_default()
+                .push((watched.watch.cadence, watched.seen));
+        }
+    }
     if searched.is_empty() {
         return;
     }
-    // Disks matter to VMs in a transition (before the first start, at deletion); Ready VMs are searched without.
-    let ids_of = |cadence: Cadence| {
-        let mut ids: Vec<String> = searched
-            .iter()
-            .filter(|(_, _, c)| *c == cadence)
-            .map(|(_, id, _)| id.clone())
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
-    };
-    let (moving, steady) = (ids_of(Cadence::EveryPoll), ids_of(Cadence::Steady));
-    let searched: Vec<(ObjectKey, String)> = searched.into_iter().map(|(m, id, _)| (m, id)).collect();
+    // Disks matter to VMs in a transition (before the first start, at deletion); Ready VMs are searched without. A VM
+    // watched both ways (two machines naming one VM) is searched with disks, which serves both.
+    let (mut moving, mut steady): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    for (vm_id, watches) in &seen_by_vm {
+        if watches.iter().any(|(cadence, _)| *cadence == Cadence::EveryPoll) {
+            moving.push(vm_id.clone());
+        } else {
+            steady.push(vm_id.clone());
+        }
+    }
     state.poll_in_flight = true;
     let client = client.with_correlation_id("capov-status-poll");
     let (me, metrics, provider) = (me.clone(), state.metrics.clone(), state.key.clone());
     tokio::spawn(async move {
-        let mut found = HashMap::new();
+        let mut changed = HashMap::new();
         let mut failed = false;
-        for (ids, disks) in [(moving, true), (steady, false)] {
-            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-            match client.vms_facts(&ids, disks).await {
-                Ok(facts) => {
-                    // A VM in both lists (two machines naming one VM) keeps the answer with disks, which serves both.
-                    for snapshot in facts.into_values().filter_map(VmSnapshot::from_facts) {
-                        found.entry(snapshot.id.clone()).or_insert_with(|| Arc::new(snapshot));
+        'lists: for (ids, disks) in [(moving, true), (steady, false)] {
+            for batch in ids.chunks(SEARCH_BATCH) {
+                let batch: Vec<&str> = batch.iter().map(String::as_str).collect();
+                let mut found = match client.vms_facts(&batch, disks).await {
+                    Ok(found) => found,
+                    Err(err) => {
+                        tracing::debug!(%provider, error = %err, "status poll failed");
+                        failed = true;
+                        break 'lists;
                     }
-                }
-                Err(err) => {
-                    tracing::debug!(%provider, error = %err, "status poll failed");
-                    failed = true;
-                    break;
+                };
+                for vm_id in batch {
+                    let snapshot = found.remove(vm_id).and_then(VmSnapshot::from_facts);
+                    let watches = seen_by_vm.get(vm_id).map(Vec::as_slice).unwrap_or_default();
+                    if differs_from_any(snapshot.as_ref(), watches) {
+                        changed.insert(vm_id.to_string(), snapshot.map(Arc::new));
+                    }
                 }
             }
         }
-        let found = (!failed).then_some(found);
-        let _ = mailbox::cast(&metrics, &me, ProviderMsg::Polled { searched, found });
+        let changed = (!failed).then_some(changed);
+        let _ = mailbox::cast(&metrics, &me, ProviderMsg::Polled { searched, changed });
     });
+}
+
+/// How many VMs one search asks for (the client halves a batch whose answer is too large).
+const SEARCH_BATCH: usize = 50;
+
+/// Whether a watch would report `snapshot` (None: not found): it differs from what the watch last reported.
+fn differs(snapshot: Option<&VmSnapshot>, cadence: Cadence, seen: Option<&Fingerprints>) -> bool {
+    // Searches of VMs in a transition inline their disks, those of Ready VMs do not.
+    let with_disks = cadence == Cadence::EveryPoll;
+    let pick = |f: &Fingerprints| if with_disks { f.with_disks } else { f.without_disks };
+    snapshot.map(|s| s.fingerprint(with_disks)) != seen.map(pick)
+}
+
+fn differs_from_any(snapshot: Option<&VmSnapshot>, watches: &[(Cadence, Option<Fingerprints>)]) -> bool {
+    watches
+        .iter()
+        .any(|(cadence, seen)| differs(snapshot, *cadence, seen.as_ref()))
 }
 
 /// Hands each searched VM that differs from what its machine saw to the machine, and keeps watching it: a machine
 /// waiting for a reconcile permit (in a large batch, for minutes) gets every later change too, so that its pass can
 /// decide from what it holds instead of reading the VM. Watches that changed while the search ran (another VM, or
-/// removed) are left alone.
+/// removed) are left alone; one whose `seen` changed meanwhile is compared again.
 fn report_polled(
     state: &mut ProviderState,
     searched: &[(ObjectKey, String)],
-    found: &HashMap<String, Arc<VmSnapshot>>,
+    changed: &HashMap<String, Option<Arc<VmSnapshot>>>,
 ) {
     for (machine, vm_id) in searched {
         let Some(watched) = state.watched.get_mut(machine) else {
@@ -589,18 +615,17 @@ fn report_polled(
         if watched.watch.vm_id != *vm_id {
             continue;
         }
-        let snapshot = found.get(vm_id).cloned();
-        // Searches of VMs in a transition inline their disks, those of Ready VMs do not.
-        let with_disks = watched.watch.cadence == Cadence::EveryPoll;
-        let fingerprint = |f: &Fingerprints| if with_disks { f.with_disks } else { f.without_disks };
-        if snapshot.as_ref().map(|s| s.fingerprint(with_disks)) == watched.seen.as_ref().map(fingerprint) {
+        let Some(snapshot) = changed.get(vm_id) else {
+            continue;
+        };
+        if !differs(snapshot.as_deref(), watched.watch.cadence, watched.seen.as_ref()) {
             continue;
         }
         watched.seen = snapshot.as_ref().map(|s| s.fingerprints());
         if let Some(actor) = state.subscribers.get(machine) {
             let observed = MachineMsg::VmObserved {
                 vm_id: vm_id.clone(),
-                snapshot,
+                snapshot: snapshot.clone(),
             };
             let _ = mailbox::cast(&state.metrics, actor, observed);
         }
@@ -645,4 +670,53 @@ fn engine_request_observer(
                 .observe(event.rate_limit_wait.as_secs_f64());
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(status: &str, with_disk: bool) -> VmSnapshot {
+        VmSnapshot {
+            id: "vm-1".into(),
+            name: "worker".into(),
+            description: "marker".into(),
+            status: status.into(),
+            os_type: None,
+            started: false,
+            disks: with_disk.then(|| {
+                vec![crate::machine_steps::VmDisk {
+                    attachment_id: "a".into(),
+                    disk_id: "d".into(),
+                    alias: "x".into(),
+                    bootable: true,
+                    provisioned_size: 1,
+                    status: "ok".into(),
+                }]
+            }),
+            nics: None,
+            reported_devices: None,
+        }
+    }
+
+    #[test]
+    fn a_watch_reports_what_differs_from_what_it_last_reported() {
+        let down = snapshot("down", true);
+        let seen = Some(down.fingerprints());
+        assert!(!differs(Some(&down), Cadence::EveryPoll, seen.as_ref()));
+        assert!(differs(Some(&snapshot("up", true)), Cadence::EveryPoll, seen.as_ref()));
+        assert!(differs(None, Cadence::EveryPoll, seen.as_ref()), "a VM that is gone");
+        assert!(!differs(None, Cadence::EveryPoll, None), "still not there");
+        assert!(differs(Some(&down), Cadence::EveryPoll, None), "first seen");
+    }
+
+    #[test]
+    fn a_steady_search_without_disks_matches_what_was_seen_with_them() {
+        let seen = Some(snapshot("up", true).fingerprints());
+        assert!(!differs(Some(&snapshot("up", false)), Cadence::Steady, seen.as_ref()));
+        assert!(differs(Some(&snapshot("up", false)), Cadence::EveryPoll, seen.as_ref()));
+        let watches = [(Cadence::Steady, seen), (Cadence::EveryPoll, seen)];
+        assert!(!differs_from_any(Some(&snapshot("up", true)), &watches));
+        assert!(differs_from_any(Some(&snapshot("down", true)), &watches));
+    }
 }
