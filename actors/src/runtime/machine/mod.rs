@@ -64,6 +64,8 @@ pub struct MachineState {
     /// When `vm_snapshot` was read or delivered: while the VM is not watched, what it shows is trusted only while it
     /// is about as fresh as a watched one.
     vm_snapshot_at: Option<Instant>,
+    /// When what this pass's observation took from `vm_snapshot` was seen; None when it read the VM itself.
+    observed_snapshot_at: Option<Instant>,
     last_seen_fingerprint: Option<Fingerprints>,
     /// The watched VM and status (hashed) when the last transition guard timer was set, and how many guards in a
     /// row were set with nothing changed: the guard's delay grows with them ([`guard_delay`]).
@@ -129,6 +131,7 @@ impl Actor for MachineActor {
             last_seen_vm_status: None,
             vm_snapshot: None,
             vm_snapshot_at: None,
+            observed_snapshot_at: None,
             last_seen_fingerprint: None,
             guard_key: None,
             quiet_guards: 0,
@@ -332,6 +335,15 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: super
             };
             decision = decide(&observation.observed);
         }
+        // An engine write is decided on what was seen of the VM within two poll intervals: a Ready machine's
+        // snapshot can be a minute old (deletion of a VM that went `unknown`, a disk attached since).
+        let seen_long_ago = state
+            .observed_snapshot_at
+            .is_some_and(|at| at.elapsed() > state.shared.settings.poll_interval * 2);
+        if decision.action.writes_engine() && seen_long_ago {
+            state.vm_snapshot = None;
+            continue;
+        }
         if let Some((before, acted)) = &last_success
             && without_effect(before, acted, &observation.observed, &decision.action)
         {
@@ -515,17 +527,19 @@ fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
         // pass that waits with backoff for something outside the engine (the Node, an address) has its VM watched
         // too, so that its retries decide from what they hold instead of reading the VM each time: at each poll
         // while the retries come faster than the steady search, then with the steady search.
-        Next::Backoff => state.watched_vm.clone().or_else(|| {
+        Next::Backoff => {
             let steady_every = poll_interval * crate::backoff::STEADY_POLL_EVERY as u32;
-            state.vm_snapshot.as_ref().map(|vm| VmWatch {
-                vm_id: vm.id.clone(),
+            let vm_id = (state.watched_vm.as_ref().map(|w| w.vm_id.clone()))
+                .or_else(|| state.vm_snapshot.as_ref().map(|vm| vm.id.clone()));
+            vm_id.map(|vm_id| VmWatch {
+                vm_id,
                 cadence: if state.backoff.upcoming() < steady_every {
                     Cadence::EveryPoll
                 } else {
                     Cadence::Steady
                 },
             })
-        }),
+        }
         _ => None,
     };
     // A backoff re-registers the watch with the VM status this pass saw: a change the machine already knows of must

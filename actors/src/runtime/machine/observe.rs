@@ -353,9 +353,15 @@ async fn find_vm(
         },
         None => by_name().await?,
     };
+    // Whether this observation is what was held (and since when), for the pass's check before an engine write; a
+    // fresh read is held from now on.
+    let from_held = matches!((&found, &held), (Some((snapshot, _)), Some(held)) if Arc::ptr_eq(snapshot, held));
+    state.observed_snapshot_at = if from_held { state.vm_snapshot_at } else { None };
+    if !from_held {
+        state.vm_snapshot_at = Some(Instant::now());
+    }
     state.last_seen_fingerprint = found.as_ref().map(|(snapshot, _)| snapshot.fingerprints());
     state.vm_snapshot = found.as_ref().map(|(snapshot, _)| snapshot.clone());
-    state.vm_snapshot_at = Some(Instant::now());
     let Some((vm, found_by)) = found else {
         return Ok(None);
     };
