@@ -9,10 +9,15 @@ use crate::cli::LogFormat;
 /// Crates whose debug output is wire-level noise; they stay at info under `--debug` unless `RUST_LOG` names them.
 const QUIET_AT_DEBUG: &[&str] = &["hyper", "hyper_util", "h2", "rustls", "tower", "tokio_util", "warp"];
 
+/// ractor opens an info-level span for each actor's whole life: with one actor per OVirtMachine that is 10,000 spans
+/// (about 0.7 KB each in the subscriber) for a name and a number CAPOV's log lines do not need (each names its
+/// object). Its warnings and errors still show.
+const ACTOR_SPANS_OFF: &str = "ractor=warn";
+
 /// The filter for `debug`, refined by `rust_log` (the value of `RUST_LOG`, if any). Directives in `rust_log` win.
 pub fn filter(debug: bool, rust_log: Option<&str>) -> EnvFilter {
     let level = if debug { LevelFilter::DEBUG } else { LevelFilter::INFO };
-    let mut directives = vec![level.to_string()];
+    let mut directives = vec![level.to_string(), ACTOR_SPANS_OFF.to_string()];
     if debug {
         directives.extend(QUIET_AT_DEBUG.iter().map(|krate| format!("{krate}=info")));
     }
@@ -57,5 +62,22 @@ mod tests {
         assert!(refined.contains("capov=trace"), "{refined}");
         let quiet = filter(true, Some("hyper=debug")).to_string();
         assert!(quiet.contains("hyper=debug"), "{quiet}");
+    }
+
+    #[test]
+    fn actor_spans_are_off_unless_rust_log_asks_for_them() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let actor_span_enabled = |filter: EnvFilter| {
+            let subscriber = tracing_subscriber::registry().with(filter);
+            tracing::subscriber::with_default(subscriber, || {
+                let own = tracing::info_span!(target: "capov_actors::runtime", "pass");
+                let actor = tracing::info_span!(target: "ractor::actor", "Actor");
+                assert!(!own.is_disabled(), "CAPOV's own info spans stay on");
+                !actor.is_disabled()
+            })
+        };
+        assert!(!actor_span_enabled(filter(false, None)));
+        assert!(!actor_span_enabled(filter(true, None)));
+        assert!(actor_span_enabled(filter(false, Some("ractor=info"))));
     }
 }

@@ -24,9 +24,19 @@ pub fn crd<K: kube::Resource>(object: &mut K) {
     strip_managed_fields(object.meta_mut());
 }
 
+/// An OVirtMachine from a watch event. Its lists are decoded by doubling (five conditions take room for eight) and
+/// the object lives as long as its machine: they are cut to their length.
+pub fn machine(machine: &mut capov_crds::OVirtMachine) {
+    crd(machine);
+    if let Some(status) = machine.status.as_mut() {
+        status.conditions.shrink_to_fit();
+        status.addresses.shrink_to_fit();
+    }
+}
+
 /// An OVirtMachine a write returned, becoming the machine actor's object.
 pub fn own(mut machine: capov_crds::OVirtMachine) -> std::sync::Arc<capov_crds::OVirtMachine> {
-    crd(&mut machine);
+    self::machine(&mut machine);
     std::sync::Arc::new(machine)
 }
 

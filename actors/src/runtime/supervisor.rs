@@ -480,7 +480,7 @@ fn spawn_watches(
     tasks.push(forward(
         me,
         &shared.metrics,
-        watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()).modify(slim::crd),
+        watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()).modify(slim::machine),
         SupervisorMsg::Machine,
     ));
 
