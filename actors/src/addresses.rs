@@ -105,7 +105,7 @@ fn is_global_scope(ip: &IpAddr) -> bool {
 }
 
 /// MACs compare case-insensitively, and `-` and `:` separators count as the same.
-fn same_mac(a: &str, b: &str) -> bool {
+pub fn same_mac(a: &str, b: &str) -> bool {
     let normal = |m: &str| m.trim().to_ascii_lowercase().replace('-', ":");
     !a.trim().is_empty() && normal(a) == normal(b)
 }

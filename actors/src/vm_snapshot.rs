@@ -78,12 +78,17 @@ impl VmSnapshot {
             let devices = devices
                 .items
                 .into_iter()
-                .map(|device| ReportedDevice {
-                    mac: device.mac.and_then(|m| m.address),
-                    ips: device
-                        .ips
-                        .map(|ips| tight(ips.items.into_iter().filter_map(|ip| ip.address).collect()))
-                        .unwrap_or_default(),
+                .map(|device| {
+                    let mac = device.mac.and_then(|m| m.address);
+                    let ips = if on_a_vm_nic(mac.as_deref(), nics.as_deref()) {
+                        device
+                            .ips
+                            .map(|ips| tight(ips.items.into_iter().filter_map(|ip| ip.address).collect()))
+                            .unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    };
+                    ReportedDevice { mac, ips }
                 })
                 .collect();
             tight(devices)
@@ -131,6 +136,24 @@ impl VmSnapshot {
             without_disks: self.fingerprint(false),
         }
     }
+}
+
+/// Whether a guest device's addresses can count for the machine: its MAC is one of the VM's NICs
+/// ([`crate::addresses`] reads no other device's). A Kubernetes node reports half a dozen more (`docker0`, `cni0`,
+/// `flannel.1`, `cali…`), whose addresses every Ready machine would otherwise hold, and whose changes would count
+/// as changes of the VM. Without the NICs in the answer nothing can be told apart and every device keeps its own.
+/// The devices themselves stay: how many the guest agent reports is part of what a machine says.
+fn on_a_vm_nic(mac: Option<&str>, nics: Option<&[SnapshotNic]>) -> bool {
+    let Some(nics) = nics else {
+        return true;
+    };
+    mac.is_some_and(|mac| {
+        nics.iter().any(|nic| {
+            nic.mac
+                .as_deref()
+                .is_some_and(|own| crate::addresses::same_mac(mac, own))
+        })
+    })
 }
 
 /// A collected list at its length. `Vec::into_iter().map(..).collect()` reuses the decoded list's buffer, sized for
@@ -307,5 +330,64 @@ mod tests {
         let devices = snapshot.reported_devices.as_ref().expect("devices");
         assert_eq!((devices.len(), devices.capacity()), (1, 1));
         assert_eq!((devices[0].ips.len(), devices[0].ips.capacity()), (2, 2));
+    }
+
+    #[test]
+    fn only_devices_on_a_vm_nic_keep_their_addresses() {
+        let device = |mac: &str, ip: &str| capov_ovirt::model::ReportedDevice {
+            mac: Some(Mac {
+                address: Some(mac.into()),
+            }),
+            ips: Some(Ips {
+                items: vec![Ip {
+                    address: Some(ip.into()),
+                    ..Ip::default()
+                }],
+            }),
+            ..capov_ovirt::model::ReportedDevice::default()
+        };
+        let mut node = facts("up");
+        node.reported_devices = Some(ReportedDevices {
+            items: vec![
+                device("56-6F-00-00-00-01", "10.0.0.5"),
+                device("ee:ee:ee:ee:ee:ee", "10.244.1.1"),
+            ],
+        });
+        let kept = VmSnapshot::from_facts(node.clone()).expect("snapshot");
+        let devices = kept.reported_devices.as_ref().expect("devices");
+        assert_eq!(devices.len(), 2, "the guest agent reported two devices");
+        assert_eq!(
+            devices[0].ips,
+            vec!["10.0.0.5".to_string()],
+            "the NIC's own device, MAC case and separator aside"
+        );
+        assert!(devices[1].ips.is_empty(), "a CNI device's address is not held");
+        // A CNI address that changes is no change of the VM; one on the NIC is.
+        let mut churned = node.clone();
+        churned.reported_devices = Some(ReportedDevices {
+            items: vec![
+                device("56-6F-00-00-00-01", "10.0.0.5"),
+                device("ee:ee:ee:ee:ee:ee", "10.244.9.9"),
+            ],
+        });
+        let churned = VmSnapshot::from_facts(churned).expect("snapshot");
+        assert_eq!(kept.fingerprint(false), churned.fingerprint(false));
+        let mut moved = node.clone();
+        moved.reported_devices = Some(ReportedDevices {
+            items: vec![
+                device("56-6F-00-00-00-01", "10.0.0.6"),
+                device("ee:ee:ee:ee:ee:ee", "10.244.1.1"),
+            ],
+        });
+        let moved = VmSnapshot::from_facts(moved).expect("snapshot");
+        assert_ne!(kept.fingerprint(false), moved.fingerprint(false));
+        // Without the NICs in the answer every device keeps its addresses.
+        let mut without_nics = node;
+        without_nics.nics = None;
+        let all = VmSnapshot::from_facts(without_nics).expect("snapshot");
+        assert_eq!(
+            all.reported_devices.expect("devices")[1].ips,
+            vec!["10.244.1.1".to_string()]
+        );
     }
 }
