@@ -34,10 +34,42 @@ pub fn machine(machine: &mut capov_crds::OVirtMachine) {
     }
 }
 
-/// An OVirtMachine a write returned, becoming the machine actor's object.
+/// An OVirtMachine a write returned, becoming the machine actor's object (its status as [`held_status`] keeps it).
 pub fn own(mut machine: capov_crds::OVirtMachine) -> std::sync::Arc<capov_crds::OVirtMachine> {
     self::machine(&mut machine);
+    machine.status = machine.status.as_ref().map(held_status);
     std::sync::Arc::new(machine)
+}
+
+/// An OVirtMachine as the supervisor and its machine actor hold it, and its whole status apart. The status is CAPOV's
+/// own: the actor keeps it as it last sent it, so the object needs only what the actor reads of the server's copy
+/// ([`held_status`]); a whole second copy of every machine's conditions and addresses was about 2 KB a machine. The
+/// whole status serves once, when the actor starts (what the server already has is not written again).
+pub fn split_status(
+    mut machine: capov_crds::OVirtMachine,
+) -> (
+    std::sync::Arc<capov_crds::OVirtMachine>,
+    Option<capov_crds::OVirtMachineStatus>,
+) {
+    let whole = machine.status.take();
+    machine.status = whole.as_ref().map(held_status);
+    (std::sync::Arc::new(machine), whole)
+}
+
+/// What a machine actor reads of the server's status after it started: the failure fields and CanConnectToOVirt, to
+/// notice a user clearing a failure (`adopt_user_status_changes`).
+pub fn held_status(status: &capov_crds::OVirtMachineStatus) -> capov_crds::OVirtMachineStatus {
+    capov_crds::OVirtMachineStatus {
+        failure_reason: status.failure_reason.clone(),
+        failure_message: status.failure_message.clone(),
+        conditions: status
+            .conditions
+            .iter()
+            .filter(|c| c.type_ == crate::conditions::types::CAN_CONNECT_TO_OVIRT)
+            .cloned()
+            .collect(),
+        ..capov_crds::OVirtMachineStatus::default()
+    }
 }
 
 /// A Namespace: its name and labels (for `spec.allowedNamespaces.selector`), and what identifies the version.
@@ -142,5 +174,35 @@ mod tests {
             Some("a")
         );
         assert!(ns.metadata.annotations.is_none() && ns.metadata.managed_fields.is_none() && ns.spec.is_none());
+    }
+
+    #[test]
+    fn a_machine_is_held_with_the_status_fields_its_actor_reads_and_the_whole_status_apart() {
+        let machine: capov_crds::OVirtMachine = serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+            "metadata": {"name": "m", "namespace": "ns", "managedFields": [{"manager": "capov"}]},
+            "spec": {"provider": "p", "ovirtcluster": "Default", "template": "t"},
+            "status": {
+                "ready": true,
+                "failureReason": "CreateError", "failureMessage": "the template is gone",
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.5"}],
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "Ready", "lastTransitionTime": "2026-12-04T10:00:00Z"},
+                    {"type": "CanConnectToOVirt", "status": "True", "reason": "Connected",
+                     "lastTransitionTime": "2026-12-04T10:00:00Z"}
+                ]
+            }
+        }))
+        .expect("machine");
+        let (held, whole) = split_status(machine.clone());
+        assert_eq!(whole, machine.status, "the whole status, as the server had it");
+        let status = held.status.as_ref().expect("held status");
+        assert_eq!(status.failure_reason.as_deref(), Some("CreateError"));
+        assert_eq!(status.failure_message.as_deref(), Some("the template is gone"));
+        let kept: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(kept, ["CanConnectToOVirt"]);
+        assert!(status.addresses.is_empty() && !status.ready);
+        assert_eq!(held.spec, machine.spec);
+        assert_eq!(held.metadata.name.as_deref(), Some("m"));
     }
 }

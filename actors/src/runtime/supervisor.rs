@@ -345,8 +345,11 @@ impl Actor for Supervisor {
                 if let Some(child) = state.machines.get(&key)
                     && child.actor.is_none()
                 {
+                    // Only what the supervisor holds of the status is left: the restarted actor writes its status
+                    // once more, even when nothing changed.
                     let object = child.latest.clone();
-                    spawn_machine(&me, state, key, object).await;
+                    let status = object.status.clone();
+                    spawn_machine(&me, state, key, object, status).await;
                 }
             }
         }
@@ -828,7 +831,7 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
             if let Some(seen) = &mut state.relisting_machines {
                 seen.insert(key.clone());
             }
-            let machine = Arc::new(machine);
+            let (machine, status) = slim::split_status(machine);
             match state.machines.get_mut(&key) {
                 Some(child) => {
                     child.latest = machine.clone();
@@ -836,7 +839,7 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
                         let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::ObjectChanged(machine));
                     }
                 }
-                None => spawn_machine(me, state, key, machine).await,
+                None => spawn_machine(me, state, key, machine, status).await,
             }
         }
         Event::Delete(machine) => {
@@ -880,9 +883,11 @@ async fn spawn_machine(
     state: &mut SupervisorState,
     key: ObjectKey,
     object: Arc<OVirtMachine>,
+    status: Option<capov_crds::OVirtMachineStatus>,
 ) {
     let args = MachineArgs {
         object: object.clone(),
+        status,
         shared: state.shared.clone(),
     };
     let restarts = state.machines.get(&key).map(|child| child.restarts).unwrap_or(0);

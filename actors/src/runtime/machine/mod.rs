@@ -34,7 +34,10 @@ impl Mail for MachineMsg {
 }
 
 pub struct MachineArgs {
+    /// The object with only the part of its status the actor reads later (`slim::split_status`).
     pub object: Arc<OVirtMachine>,
+    /// The object's whole status when the actor starts.
+    pub status: Option<OVirtMachineStatus>,
     pub shared: Arc<Shared>,
 }
 
@@ -105,8 +108,7 @@ impl Actor for MachineActor {
 
     async fn pre_start(&self, me: ActorRef<MachineMsg>, args: MachineArgs) -> Result<MachineState, ActorProcessingErr> {
         let key = ObjectKey::machine(&args.object.namespace().unwrap_or_default(), &args.object.name_any());
-        let status = args.object.status.clone().unwrap_or_default();
-        if let Some(seen) = &args.object.status
+        if let Some(seen) = &args.status
             && let Ok(status) = serde_json::to_value(seen)
         {
             let seen = StatusWriterMsg::Seen {
@@ -121,7 +123,7 @@ impl Actor for MachineActor {
             key,
             object: args.object,
             shared: args.shared,
-            status,
+            status: args.status.unwrap_or_default(),
             missing_since: None,
             backoff: crate::backoff::Backoff::steps(),
             pass_queued: true,
@@ -305,8 +307,12 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: super
         }
         let mut observation = match observe::observe(me, state).await {
             Ok(observation) => observation,
-            Err(observe::ObserveError(message)) => {
-                tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
+            Err(observe::ObserveError { message, expected }) => {
+                if expected {
+                    tracing::debug!(object = %state.key, %message, "cannot observe yet; retrying");
+                } else {
+                    tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
+                }
                 next = Next::Backoff;
                 break;
             }
@@ -319,7 +325,7 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: super
                     observation.observed.nics = nics;
                     decision = decide(&observation.observed);
                 }
-                Some(Err(observe::ObserveError(message))) => {
+                Some(Err(observe::ObserveError { message, .. })) => {
                     tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
                     next = Next::Backoff;
                     break;

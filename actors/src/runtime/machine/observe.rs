@@ -45,7 +45,21 @@ pub struct Observation {
 }
 
 /// Why observing stopped early: the actor should look again after a backoff.
-pub struct ObserveError(pub String);
+pub struct ObserveError {
+    pub message: String,
+    /// A wait that is part of every start (the provider's first connection): not worth a warning. With thousands of
+    /// machines each start would otherwise log hundreds of them.
+    pub expected: bool,
+}
+
+impl ObserveError {
+    pub fn new(message: impl Into<String>) -> ObserveError {
+        ObserveError {
+            message: message.into(),
+            expected: false,
+        }
+    }
+}
 
 pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Observation, ObserveError> {
     let object = state.object.clone();
@@ -212,7 +226,7 @@ pub async fn bootstrap_secret(
     let secret = secrets
         .get_opt(&secret_name)
         .await
-        .map_err(|err| ObserveError(format!("bootstrap Secret: {err}")))?;
+        .map_err(|err| ObserveError::new(format!("bootstrap Secret: {err}")))?;
     let Some(data) = secret.and_then(|s| s.data) else {
         return Ok(None);
     };
@@ -283,7 +297,10 @@ async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Resu
                 engine,
             )))
         }
-        Ok(Connection::Pending) => Err(ObserveError("the provider is still connecting".into())),
+        Ok(Connection::Pending) => Err(ObserveError {
+            message: "the provider is still connecting".into(),
+            expected: true,
+        }),
         Ok(Connection::Failed { problem, since }) => {
             let failure =
                 ConnectionFailure::from_reason(problem.reason).unwrap_or(ConnectionFailure::EngineUnreachable);
@@ -297,7 +314,7 @@ async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Resu
                 persisted_for,
             }))
         }
-        Err(err) => Err(ObserveError(format!("the provider actor did not answer: {err}"))),
+        Err(err) => Err(ObserveError::new(format!("the provider actor did not answer: {err}"))),
     }
 }
 
@@ -310,7 +327,7 @@ async fn find_vm(
     client: &Client,
     observed: &Observed,
 ) -> Result<Option<ObservedVm>, ObserveError> {
-    let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading the VM: {err}"));
+    let engine_error = |err: capov_ovirt::Error| ObserveError::new(format!("reading the VM: {err}"));
     // Watched, the VM's changes are delivered; unwatched, what was seen counts only while it is as fresh as a watched
     // one would be.
     let fresh = state
@@ -500,7 +517,7 @@ async fn nic_assessment(
     observed: &Observed,
     vm_id: &str,
 ) -> Result<NicAssessment, ObserveError> {
-    let engine_error = |err: capov_ovirt::Error| ObserveError(format!("reading NICs and vNIC profiles: {err}"));
+    let engine_error = |err: capov_ovirt::Error| ObserveError::new(format!("reading NICs and vNIC profiles: {err}"));
     let (lookups, provider) = (&state.shared.lookups, observed.settings.provider.as_str());
     let cluster_name = &observed.settings.ovirtcluster;
     let cluster = lookups
