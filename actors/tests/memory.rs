@@ -34,17 +34,17 @@ use support::{World, condition};
 const MACHINES: usize = 1000;
 
 /// The bound on the operator's heap per machine, in bytes. Measured by this test (debug build, 2 vCPUs): 16,162 and
-/// 15,922 bytes per machine on 2026-12-03; MEASURED_2026_12_04 after the round that dropped ractor's message spans
-/// (3.1 KB less in each actor's mailbox blocks, see docs/benchmarks.md) and the second copy of each status. What is
-/// left: ractor's two channels (about 3 KB: tokio allocates a first block of 32 slots for each), the OVirtMachine
-/// shared by the actor and the supervisor, the actor's status and state, the Event recorder's series entries, the
-/// provider's subscription, the status writer's fingerprint, the CAPI Machine in its store, a timer task, and the
-/// operator's fixed overhead spread over 1,000. The bound is about 1.4 times the latest figure: room for the
-/// run-to-run spread (1.5 % between runs: connection buffers, Events still in their series window) and small
-/// additions. Every cut the profiles found would pass it again: `managedFields` kept on the OVirtMachines (about
-/// 15 KB each), an 18 KB pass future inside every idle actor, kube's Event cache (about 1 KB per Event, several Events
-/// per machine); before them the same kind of run measured 100,799 bytes per
-/// machine (this test on commit d716a11; docs/benchmarks.md, "Where the memory goes").
+/// 15,922 bytes per machine on 2026-12-03; 14,532 and 15,034 on 2026-12-04, once ractor's messages no longer carry
+/// a tracing span (1.3 KB less in each actor's mailbox block, docs/benchmarks.md). What is left: ractor's two
+/// channels (about 4 KB: tokio allocates a first block of 32 slots for each), the OVirtMachine shared by the actor
+/// and the supervisor, the actor's status and state, the Event recorder's series entries, the provider's
+/// subscription, the status writer's fingerprint, the CAPI Machine in its store, a timer task, and the operator's
+/// fixed overhead spread over 1,000. The bound is about 1.3 times the latest figure: room for the run-to-run spread
+/// (3 % between the last two runs: connection buffers, Events still in their series window) and small additions.
+/// Every cut the profiles found would pass it again: `managedFields` kept on the OVirtMachines (about 15 KB each), an
+/// 18 KB pass future inside every idle actor, kube's Event cache (about 1 KB per Event, several Events per machine);
+/// before them the same kind of run measured 100,799 bytes per machine (this test on commit d716a11;
+/// docs/benchmarks.md, "Where the memory goes").
 const BOUND_BYTES_PER_MACHINE: i64 = 20_000;
 
 /// Bytes currently allocated by counted threads.
