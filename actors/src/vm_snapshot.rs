@@ -346,14 +346,15 @@ mod tests {
             }),
             ..capov_ovirt::model::ReportedDevice::default()
         };
-        let mut node = facts("up");
-        node.reported_devices = Some(ReportedDevices {
-            items: vec![
-                device("56-6F-00-00-00-01", "10.0.0.5"),
-                device("ee:ee:ee:ee:ee:ee", "10.244.1.1"),
-            ],
-        });
-        let kept = VmSnapshot::from_facts(node.clone()).expect("snapshot");
+        // The node's own NIC (another MAC spelling than the NIC's) and a CNI device, with their addresses.
+        let node = |nic_ip: &str, cni_ip: &str| {
+            let mut node = facts("up");
+            node.reported_devices = Some(ReportedDevices {
+                items: vec![device("56-6F-00-00-00-01", nic_ip), device("ee:ee:ee:ee:ee:ee", cni_ip)],
+            });
+            node
+        };
+        let kept = VmSnapshot::from_facts(node("10.0.0.5", "10.244.1.1")).expect("snapshot");
         let devices = kept.reported_devices.as_ref().expect("devices");
         assert_eq!(devices.len(), 2, "the guest agent reported two devices");
         assert_eq!(
@@ -363,26 +364,12 @@ mod tests {
         );
         assert!(devices[1].ips.is_empty(), "a CNI device's address is not held");
         // A CNI address that changes is no change of the VM; one on the NIC is.
-        let mut churned = node.clone();
-        churned.reported_devices = Some(ReportedDevices {
-            items: vec![
-                device("56-6F-00-00-00-01", "10.0.0.5"),
-                device("ee:ee:ee:ee:ee:ee", "10.244.9.9"),
-            ],
-        });
-        let churned = VmSnapshot::from_facts(churned).expect("snapshot");
+        let churned = VmSnapshot::from_facts(node("10.0.0.5", "10.244.9.9")).expect("snapshot");
         assert_eq!(kept.fingerprint(false), churned.fingerprint(false));
-        let mut moved = node.clone();
-        moved.reported_devices = Some(ReportedDevices {
-            items: vec![
-                device("56-6F-00-00-00-01", "10.0.0.6"),
-                device("ee:ee:ee:ee:ee:ee", "10.244.1.1"),
-            ],
-        });
-        let moved = VmSnapshot::from_facts(moved).expect("snapshot");
+        let moved = VmSnapshot::from_facts(node("10.0.0.6", "10.244.1.1")).expect("snapshot");
         assert_ne!(kept.fingerprint(false), moved.fingerprint(false));
         // Without the NICs in the answer every device keeps its addresses.
-        let mut without_nics = node;
+        let mut without_nics = node("10.0.0.5", "10.244.1.1");
         without_nics.nics = None;
         let all = VmSnapshot::from_facts(without_nics).expect("snapshot");
         assert_eq!(

@@ -36,7 +36,7 @@ pub fn machine(machine: &mut capov_crds::OVirtMachine) {
 
 /// An OVirtMachine a write returned, becoming the machine actor's object (its status as [`held_status`] keeps it).
 pub fn own(mut machine: capov_crds::OVirtMachine) -> std::sync::Arc<capov_crds::OVirtMachine> {
-    self::machine(&mut machine);
+    crd(&mut machine);
     machine.status = machine.status.as_ref().map(held_status);
     std::sync::Arc::new(machine)
 }
@@ -62,11 +62,13 @@ pub fn held_status(status: &capov_crds::OVirtMachineStatus) -> capov_crds::OVirt
     capov_crds::OVirtMachineStatus {
         failure_reason: status.failure_reason.clone(),
         failure_message: status.failure_message.clone(),
+        // At most one condition of a type: collected from an Option, the list is exactly as long as what it holds.
         conditions: status
             .conditions
             .iter()
-            .filter(|c| c.type_ == crate::conditions::types::CAN_CONNECT_TO_OVIRT)
+            .find(|c| c.type_ == crate::conditions::types::CAN_CONNECT_TO_OVIRT)
             .cloned()
+            .into_iter()
             .collect(),
         ..capov_crds::OVirtMachineStatus::default()
     }
