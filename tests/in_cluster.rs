@@ -13,19 +13,19 @@
 
 mod support;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use capov_crds::OVirtMachine;
+use capov_crds::labels::MACHINE_FINALIZER;
 use capov_harness::{ControlPlane, Node, Options, objects, routable_address};
-use capov_ovirt_sim::Simulator;
+use capov_ovirt_sim::{Simulator, SimulatorHandle};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
@@ -36,6 +36,8 @@ const SERVICE_ACCOUNT: &str = "capov-controller-manager";
 /// The chart's default Lease name (`--leader-election-id` is not passed).
 const LEASE: &str = "capov-controller-manager";
 const POD_SELECTOR: &str = "control-plane=controller-manager";
+/// Where the image keeps its CA bundle (the Dockerfile's `SSL_CERT_FILE`).
+const IMAGE_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -184,6 +186,63 @@ async fn service_account_token(client: &kube::Client, name: &str, cluster_role: 
         .expect("token in the TokenRequest's status")
 }
 
+/// Why `/metrics` does not answer through the Service: the same request straight to each endpoint pod (which tells
+/// the pod's server from kube-proxy's routing), the EndpointSlices, kube-proxy's NAT rules for the Service and its log.
+async fn service_diagnosis<F, Fut>(
+    plane: &ControlPlane,
+    node: &Node,
+    client: &kube::Client,
+    status: &F,
+    token: &str,
+) -> String
+where
+    F: Fn(String, Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<(u16, String), String>>,
+{
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut direct = String::new();
+    for pod in pods
+        .list(&ListParams::default().labels(POD_SELECTOR))
+        .await
+        .map(|list| list.items)
+        .unwrap_or_default()
+    {
+        let ip = pod.status.and_then(|status| status.pod_ip).unwrap_or_default();
+        let answer = status(format!("https://{ip}:8443/metrics"), Some(token.to_string()))
+            .await
+            .map(|(code, _)| code);
+        direct.push_str(&format!("{:?} at {ip}: {answer:?}\n", pod.metadata.name));
+    }
+    let kubectl = |args: &[&str]| {
+        plane
+            .kubectl()
+            .map(|mut command| {
+                command.args(args);
+                command
+                    .output()
+                    .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+                    .unwrap_or_else(|err| err.to_string())
+            })
+            .unwrap_or_else(|err| err.to_string())
+    };
+    let slices = kubectl(&["get", "endpointslices", "-n", NAMESPACE, "-o", "wide"]);
+    let rules = Command::new("iptables-save")
+        .args(["-t", "nat"])
+        .output()
+        .map(|output| {
+            String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .filter(|line| line.contains("capov-metrics"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_else(|err| err.to_string());
+    format!(
+        "straight to the pods:\n{direct}endpoint slices:\n{slices}\nNAT rules:\n{rules}\nkube-proxy:\n{}",
+        node.log_tail("kube-proxy")
+    )
+}
+
 /// `/metrics` through `capov-metrics-service` (its ClusterIP, routed by kube-proxy's rules on this machine, which is
 /// the node): 200 with the operator's metrics for a token bound to `capov-metrics-reader`, 403 for a token without
 /// that role, 401 without a token.
@@ -202,14 +261,17 @@ async fn metrics_answer_through_the_service_to_a_bound_token_only(
     let reader = service_account_token(client, "scraper", Some("capov-metrics-reader")).await;
     let stranger = service_account_token(client, "stranger", None).await;
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // The operator's metrics certificate is self-signed (the chart's ServiceMonitor skips verification too).
+    // The operator's metrics certificate is self-signed (the chart's ServiceMonitor skips verification too). No
+    // pooled connections: every attempt opens its own, so one opened before kube-proxy's rules existed (or to an
+    // endpoint since gone) cannot stand for the Service.
     let http = reqwest::Client::builder()
         .danger_accept_invalid_certs(true)
+        .pool_max_idle_per_host(0)
         .timeout(Duration::from_secs(5))
         .build()
         .expect("HTTP client");
-    let status = |token: Option<String>| {
-        let (http, url) = (http.clone(), url.clone());
+    let status = |url: String, token: Option<String>| {
+        let http = http.clone();
         async move {
             let mut request = http.get(&url);
             if let Some(token) = token {
@@ -221,31 +283,31 @@ async fn metrics_answer_through_the_service_to_a_bound_token_only(
         }
     };
     // The endpoints follow the pod's readiness; kube-proxy writes the rules a moment later.
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(180);
+    let mut attempts = 0;
     let body = loop {
-        let outcome = status(Some(reader.clone())).await;
+        attempts += 1;
+        let outcome = status(url.clone(), Some(reader.clone())).await;
         match outcome {
             Ok((200, body)) => break body,
             _ if Instant::now() > deadline => {
-                let slices = plane
-                    .kubectl()
-                    .map(|mut command| {
-                        command.args(["get", "endpointslices", "-n", NAMESPACE, "-o", "wide"]);
-                        run(command)
-                    })
-                    .unwrap_or_default();
                 panic!(
-                    "/metrics through the Service never answered 200 within 90s; last: {outcome:?}\n\
-                     endpoint slices:\n{slices}\nkube-proxy:\n{}",
-                    node.log_tail("kube-proxy")
+                    "/metrics through the Service never answered 200 within 180s ({attempts} attempts); last: \
+                     {outcome:?}\n{}",
+                    service_diagnosis(plane, node, client, &status, &reader).await
                 );
             }
             _ => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     };
+    println!(
+        "/metrics through the Service answered after {attempts} attempt(s), {:.1}s",
+        began.elapsed().as_secs_f64()
+    );
     assert!(body.contains("capov_leader"), "no capov_leader in /metrics:\n{body}");
-    assert_eq!(status(Some(stranger)).await.map(|(code, _)| code), Ok(403));
-    assert_eq!(status(None).await.map(|(code, _)| code), Ok(401));
+    assert_eq!(status(url.clone(), Some(stranger)).await.map(|(code, _)| code), Ok(403));
+    assert_eq!(status(url.clone(), None).await.map(|(code, _)| code), Ok(401));
     println!("/metrics via {url}: 200 for capov-metrics-reader, 403 without the role, 401 without a token");
 }
 
@@ -374,22 +436,165 @@ async fn upgrade_hands_over_to_new_pods_and_the_lease_survives_a_deleted_leader(
     );
 }
 
-/// The pod's operator brings a machine to Ready against an engine simulator listening on the node's address (a
-/// certificate naming it, its CA in the provider's `tls.certs`), the workload cluster being this same apiserver by
-/// its routable address (the `<cluster>-kubeconfig` Secret); the test plays the VM's kubelet registering its Node.
-async fn machine_becomes_ready_against_an_engine_on_the_node_address(
-    plane: &ControlPlane,
-    client: &kube::Client,
-    address: IpAddr,
-) {
-    let sim = Simulator::builder()
-        .listen(SocketAddr::new(address, 0))
-        .tls_name(&address.to_string())
-        .start()
-        .await
-        .expect("simulator on the node address");
-    let namespace = plane.create_namespace(client, "tenant").await.expect("namespace");
-    // The operator reads engine credentials from its own namespace (the chart's POD_NAMESPACE).
+/// The product image with the engine simulator's CA appended to its own CA bundle: what a user with a private CA
+/// builds (`FROM` the image, one file replaced), so that `spec.tls.cert: true` (system-CA trust) verifies the engine.
+fn image_trusting(image: &str, ca_pem: &str) -> String {
+    let docker = |args: &[&str]| {
+        let mut command = Command::new("/usr/bin/docker");
+        command.args(args);
+        run(command)
+    };
+    let dir = tempfile::tempdir().expect("build context");
+    let container = docker(&["create", image]).trim().to_string();
+    let bundle = dir.path().join("ca-certificates.crt");
+    let copied = Command::new("/usr/bin/docker")
+        .args(["cp", &format!("{container}:{IMAGE_CA_BUNDLE}")])
+        .arg(&bundle)
+        .output();
+    docker(&["rm", &container]);
+    let copied = copied.expect("docker cp");
+    assert!(
+        copied.status.success(),
+        "the image has no {IMAGE_CA_BUNDLE}: {copied:?}"
+    );
+    let mut pem = std::fs::read_to_string(&bundle).expect("the image's bundle");
+    let public_cas = pem.matches("BEGIN CERTIFICATE").count();
+    assert!(public_cas > 100, "the image's bundle holds {public_cas} CAs");
+    pem.push_str(ca_pem);
+    std::fs::write(&bundle, pem).expect("bundle");
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        format!("FROM {image}\nCOPY ca-certificates.crt {IMAGE_CA_BUNDLE}\n"),
+    )
+    .expect("Dockerfile");
+    let trusting = format!("{image}-engine-ca");
+    let mut build = Command::new("/usr/bin/docker");
+    build
+        .env("DOCKER_BUILDKIT", "1")
+        .args(["build", "-t", &trusting])
+        .arg(dir.path());
+    run(build);
+    println!("{trusting}: {image} with the engine's CA appended to its {public_cas} CAs in {IMAGE_CA_BUNDLE}");
+    trusting
+}
+
+/// A tenant's machines built by the pod's operator against the engine simulator on the node's address, through an
+/// OVirtProvider that trusts the engine by the system CA bundle only (`tls.cert: true`, no `certs`). The workload
+/// cluster is this same apiserver by its routable address (the `<cluster>-kubeconfig` Secret); the test plays each
+/// VM's kubelet registering its Node.
+struct Tenant {
+    sim: SimulatorHandle,
+    namespace: String,
+    machines: Api<OVirtMachine>,
+}
+
+impl Tenant {
+    async fn create(plane: &ControlPlane, client: &kube::Client, sim: SimulatorHandle) -> Tenant {
+        let namespace = plane.create_namespace(client, "tenant").await.expect("namespace");
+        engine_credentials(client).await;
+        let provider = format!("{namespace}-engine");
+        let spec = json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials",
+                          "tls": {"cert": true}});
+        objects::apply_provider(client, &provider, json!({}), spec)
+            .await
+            .expect("provider");
+        let kubeconfig = plane.kubeconfig_yaml().expect("kubeconfig");
+        objects::apply_secret(client, &namespace, "workload-kubeconfig", &[("value", &kubeconfig)])
+            .await
+            .expect("kubeconfig Secret");
+        objects::create_provisioned_cluster(client, &namespace, "workload", Tenant::labels())
+            .await
+            .expect("cluster");
+        let machines = Api::namespaced(client.clone(), &namespace);
+        Tenant {
+            sim,
+            namespace,
+            machines,
+        }
+    }
+
+    fn labels() -> serde_json::Value {
+        json!({"cluster.x-k8s.io/cluster-name": "workload"})
+    }
+
+    async fn create_machines(&self, client: &kube::Client, names: &[&str]) {
+        let provider = format!("{}-engine", self.namespace);
+        let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
+                          "osdisksizegb": 40, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
+                          "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
+        for name in names {
+            objects::create_machine(
+                client,
+                &self.namespace,
+                "workload",
+                name,
+                Tenant::labels(),
+                spec.clone(),
+            )
+            .await
+            .expect("machine");
+        }
+    }
+
+    /// Waits until every one of `names` is Ready, registering each VM's Node once the VM is up.
+    async fn wait_ready(&self, client: &kube::Client, names: &[&str]) {
+        let mut registered = std::collections::BTreeSet::new();
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let mut ready = 0;
+            for name in names {
+                let machine = self.machines.get(name).await.expect("machine");
+                if is_ready(&machine) {
+                    ready += 1;
+                    continue;
+                }
+                let vm_id = machine
+                    .spec
+                    .provider_id
+                    .as_deref()
+                    .and_then(|id| id.strip_prefix("ovirt://"));
+                let up = self.sim.control().vm_by_name(name).is_some_and(|vm| vm.status == "up");
+                if let (Some(vm_id), true) = (vm_id, up)
+                    && registered.insert(name.to_string())
+                {
+                    objects::register_node(client, name, vm_id).await.expect("node");
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{name} was not Ready within 180s: {:?}\nVMs: {:?}",
+                    machine.status,
+                    self.sim.control().vms()
+                );
+            }
+            if ready == names.len() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Deletes `name` and waits until the operator has removed its VM and then its finalizer.
+    async fn delete_machine(&self, name: &str) {
+        let vms_before = self.sim.control().vm_count();
+        self.machines
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete the machine");
+        eventually(
+            Duration::from_secs(120),
+            "the machine and its VM to be gone",
+            || async {
+                let gone = self.machines.get_opt(name).await.ok()?.is_none();
+                let vm_gone = self.sim.control().vm_by_name(name).is_none();
+                (gone && vm_gone && self.sim.control().vm_count() + 1 == vms_before).then_some(())
+            },
+        )
+        .await;
+    }
+}
+
+/// The engine credentials in the operator's namespace (the chart's POD_NAMESPACE, where it reads them).
+async fn engine_credentials(client: &kube::Client) {
     objects::apply_secret(
         client,
         NAMESPACE,
@@ -398,77 +603,127 @@ async fn machine_becomes_ready_against_an_engine_on_the_node_address(
     )
     .await
     .expect("credentials");
-    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().expect("https simulator"));
-    let provider = format!("{namespace}-engine");
-    let spec = json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}});
-    objects::apply_provider(client, &provider, json!({}), spec)
-        .await
-        .expect("provider");
-    let kubeconfig = plane.kubeconfig_yaml().expect("kubeconfig");
-    objects::apply_secret(client, &namespace, "workload-kubeconfig", &[("value", &kubeconfig)])
-        .await
-        .expect("kubeconfig Secret");
-    let labels = json!({"cluster.x-k8s.io/cluster-name": "workload"});
-    objects::create_provisioned_cluster(client, &namespace, "workload", labels.clone())
-        .await
-        .expect("cluster");
-    let name = "worker-0";
-    let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
-                      "osdisksizegb": 40, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
-                      "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
-    let began = Instant::now();
-    objects::create_machine(client, &namespace, "workload", name, labels, spec)
-        .await
-        .expect("machine");
+}
 
-    let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), &namespace);
-    let mut registered = false;
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let machine = machines.get(name).await.expect("machine");
-        if is_ready(&machine) {
-            break;
+/// `helm install` of chart/capov with `image_values`; returns the first Ready operator pod.
+async fn install_operator(plane: &ControlPlane, node: &Node, client: &kube::Client, image_values: &str) -> Pod {
+    let mut install = helm(plane);
+    install.args([
+        "install",
+        "capov",
+        "chart/capov",
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+        "--set",
+        image_values,
+    ]);
+    let installed = Instant::now();
+    run(install);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let selector = ListParams::default().labels(POD_SELECTOR);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let pod = loop {
+        let list = pods.list(&selector).await.expect("list pods");
+        if let Some(pod) = list.items.into_iter().find(pod_ready) {
+            break pod;
         }
-        let vm_id = machine
-            .spec
-            .provider_id
-            .as_deref()
-            .and_then(|id| id.strip_prefix("ovirt://"));
-        let up = sim.control().vm_by_name(name).is_some_and(|vm| vm.status == "up");
-        if let (Some(vm_id), true, false) = (vm_id, up, registered) {
-            objects::register_node(client, name, vm_id).await.expect("node");
-            registered = true;
+        if Instant::now() > deadline {
+            panic!(
+                "the operator pod was not Ready within 300s of helm install\n{}",
+                diagnosis(client, node).await
+            );
         }
-        assert!(
-            Instant::now() < deadline,
-            "the machine was not Ready within 180s: {:?}\nVMs: {:?}",
-            machine.status,
-            sim.control().vms()
-        );
         tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    };
     println!(
-        "machine {namespace}/{name} Ready against the engine at {} in {:.1}s",
-        sim.api_url(),
-        began.elapsed().as_secs_f64()
+        "pod {} Ready (readiness probe GET /readyz) {:.1}s after helm install",
+        pod.metadata.name.as_deref().unwrap_or_default(),
+        installed.elapsed().as_secs_f64()
     );
-    assert_eq!(sim.control().vm_count(), 1, "{:?}", sim.control().vms());
+    pod
+}
 
-    // Deleted while the operator runs: it removes the VM and then its finalizer, so nothing is left stuck for the
-    // uninstall.
-    machines
-        .delete(name, &DeleteParams::default())
+/// `helm uninstall` while a machine still exists: the pods go, the machine keeps its VM and its finalizer without
+/// being marked for deletion (removing the operator deletes no VM), and the operator's namespace deletes without
+/// anything left stuck in it. Installed again, the operator takes the machine over and finishes its deletion.
+async fn uninstall_with_a_machine_present_leaves_nothing_stuck(
+    plane: &ControlPlane,
+    node: &Node,
+    client: &kube::Client,
+    tenant: &Tenant,
+    machine: &str,
+    image_values: &str,
+) {
+    let mut uninstall = helm(plane);
+    uninstall.args([
+        "uninstall",
+        "capov",
+        "--namespace",
+        NAMESPACE,
+        "--wait",
+        "--timeout=120s",
+    ]);
+    run(uninstall);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let selector = ListParams::default().labels(POD_SELECTOR);
+    eventually(Duration::from_secs(120), "the operator pods to be gone", || async {
+        let list = pods.list(&selector).await.ok()?;
+        list.items.is_empty().then_some(())
+    })
+    .await;
+    let kept = tenant
+        .machines
+        .get(machine)
         .await
-        .expect("delete the machine");
+        .expect("the machine outlives the operator");
+    assert!(kept.metadata.deletion_timestamp.is_none(), "{:?}", kept.metadata);
+    assert!(
+        kept.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == MACHINE_FINALIZER),
+        "the machine lost its finalizer: {:?}",
+        kept.metadata.finalizers
+    );
+    assert!(
+        tenant.sim.control().vm_by_name(machine).is_some(),
+        "uninstalling the operator deleted the VM"
+    );
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .delete(NAMESPACE, &DeleteParams::default())
+        .await
+        .expect("delete the operator's namespace");
+    let deleted = Instant::now();
     eventually(
         Duration::from_secs(120),
-        "the machine and its VM to be gone",
-        || async {
-            let gone = machines.get_opt(name).await.ok()?.is_none();
-            (gone && sim.control().vm_count() == 0).then_some(())
-        },
+        "the operator's namespace to be gone",
+        || async { namespaces.get_opt(NAMESPACE).await.ok()?.is_none().then_some(()) },
     )
     .await;
+    println!(
+        "helm uninstall with {machine} present: pods gone, machine and VM kept with the finalizer, namespace {NAMESPACE} \
+         deleted in {:.1}s",
+        deleted.elapsed().as_secs_f64()
+    );
+
+    // The namespace and the engine credentials first, so the new operator connects at its first attempt.
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).expect("namespace");
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("create the operator's namespace again");
+    engine_credentials(client).await;
+    install_operator(plane, node, client, image_values).await;
+    let began = Instant::now();
+    tenant.delete_machine(machine).await;
+    println!(
+        "installed again: the new operator deleted {machine} (VM, then finalizer) in {:.1}s",
+        began.elapsed().as_secs_f64()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -476,7 +731,6 @@ async fn machine_becomes_ready_against_an_engine_on_the_node_address(
             CAPOV_NODE_TESTS=1"]
 async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
     let image = build_image();
-    let (repository, tag) = image.rsplit_once(':').expect("image reference has a tag");
 
     let began = Instant::now();
     let address = routable_address().expect("routable address");
@@ -497,51 +751,29 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
     let began = Instant::now();
     let node = Node::start(&plane, "capov-node").await.expect("node");
     println!("node {} Ready in {:.1}s", node.name(), began.elapsed().as_secs_f64());
+    let client = plane.client().await.expect("client");
+
+    // The engine the pod's operator talks to, on the node's address, with a certificate from its own CA; the pod
+    // runs the product image with that CA added to the image's bundle (system-CA trust, `tls.cert: true`).
+    let sim = Simulator::builder()
+        .listen(SocketAddr::new(address, 0))
+        .tls_name(&address.to_string())
+        .start()
+        .await
+        .expect("simulator on the node address");
+    let image = image_trusting(&image, sim.ca_pem().expect("https simulator"));
+    let (repository, tag) = image.rsplit_once(':').expect("image reference has a tag");
     let began = Instant::now();
     node.import_image(&image).expect("image import");
     println!("image imported into the node in {:.1}s", began.elapsed().as_secs_f64());
-    let client = plane.client().await.expect("client");
 
     let mut install_crds = helm(&plane);
     install_crds.args(["install", "capov-crds", "chart/capov-crds"]);
     run(install_crds);
-    let mut install = helm(&plane);
     // `Never`: the pod can only run the image imported above; nothing is pulled.
     let image_values = format!("manager.image={repository},manager.tag={tag},manager.pullPolicy=Never");
-    install.args([
-        "install",
-        "capov",
-        "chart/capov",
-        "--namespace",
-        NAMESPACE,
-        "--create-namespace",
-        "--set",
-        &image_values,
-    ]);
-    let installed = Instant::now();
-    run(install);
-
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let selector = ListParams::default().labels(POD_SELECTOR);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let pod = loop {
-        let list = pods.list(&selector).await.expect("list pods");
-        if let Some(pod) = list.items.into_iter().find(pod_ready) {
-            break pod;
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "the operator pod was not Ready within 300s of helm install\n{}",
-                diagnosis(&client, &node).await
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let pod = install_operator(&plane, &node, &client, &image_values).await;
     let pod_name = pod.metadata.name.clone().expect("pod name");
-    println!(
-        "pod {pod_name} Ready (readiness probe GET /readyz) {:.1}s after helm install",
-        installed.elapsed().as_secs_f64()
-    );
 
     let spec = pod.spec.as_ref().expect("pod spec");
     assert_eq!(spec.service_account_name.as_deref(), Some(SERVICE_ACCOUNT));
@@ -600,8 +832,25 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
 
     metrics_answer_through_the_service_to_a_bound_token_only(&plane, &node, &client).await;
     the_documents_kubectl_commands_work(&plane);
-    machine_becomes_ready_against_an_engine_on_the_node_address(&plane, &client, address).await;
+    let tenant = Tenant::create(&plane, &client, sim).await;
+    let began = Instant::now();
+    tenant.create_machines(&client, &["worker-0", "worker-1"]).await;
+    tenant.wait_ready(&client, &["worker-0", "worker-1"]).await;
+    println!(
+        "machines worker-0 and worker-1 in {} Ready against the engine at {} (trusted by the image's CA bundle) in \
+         {:.1}s",
+        tenant.namespace,
+        tenant.sim.api_url(),
+        began.elapsed().as_secs_f64()
+    );
+    assert_eq!(tenant.sim.control().vm_count(), 2, "{:?}", tenant.sim.control().vms());
+    // Deleted while the operator runs: it removes the VM and then the finalizer.
+    tenant.delete_machine("worker-0").await;
+
     upgrade_hands_over_to_new_pods_and_the_lease_survives_a_deleted_leader(&plane, &client, &image_values).await;
+    tenant.wait_ready(&client, &["worker-1"]).await;
+    uninstall_with_a_machine_present_leaves_nothing_stuck(&plane, &node, &client, &tenant, "worker-1", &image_values)
+        .await;
 
     let mut uninstall = helm(&plane);
     uninstall.args([
@@ -613,11 +862,6 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
         "--timeout=120s",
     ]);
     run(uninstall);
-    eventually(Duration::from_secs(120), "the operator pods to be gone", || async {
-        let list = pods.list(&selector).await.ok()?;
-        list.items.is_empty().then_some(())
-    })
-    .await;
     drop(node);
     drop(plane);
 }

@@ -4,16 +4,23 @@
 //! MachineDeployment of OVirtMachineTemplate-based workers (three machines in all); and shows their progress until
 //! all are Ready. A second local apiserver plays the workload cluster, and the demo plays each VM's kubelet
 //! registering its Node. On a `--kubeconfig` cluster without CAPI core the demo creates the Machines itself.
+//!
+//! Two modes, and the demo says which it runs: with `--image` the operator runs as users run it, a pod from that
+//! image installed by Helm on a real node joined to the demo's control plane ([`pod`]); without, `--manager` runs as
+//! a process on this machine with the admin kubeconfig.
+
+mod pod;
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use capov_crds::{ConditionStatus, OVirtMachine};
-use capov_harness::{ControlPlane, Options, objects};
+use capov_harness::{ControlPlane, Options, objects, routable_address};
 use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
 use clap::Parser;
 use k8s_openapi::api::core::v1::Namespace;
@@ -24,9 +31,13 @@ use serde_json::json;
 /// Shows CAPOV bringing machines to Ready on a local control plane and the oVirt engine simulator.
 #[derive(Parser)]
 struct Args {
-    /// The `manager` binary to run (tools/demo.sh builds it).
-    #[arg(long)]
-    manager: PathBuf,
+    /// The `manager` binary to run as a process (tools/demo.sh builds it); ignored with `--image`.
+    #[arg(long, required_unless_present = "image")]
+    manager: Option<PathBuf>,
+    /// Run the operator as a pod from this (local) image, installed by Helm on a real node started here; needs root
+    /// (tools/demo.sh chooses this whenever the node can be started).
+    #[arg(long, conflicts_with = "kubeconfig")]
+    image: Option<String>,
     /// Use this cluster instead of starting a local apiserver (also from KUBECONFIG).
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
@@ -61,8 +72,41 @@ async fn main() -> ExitCode {
 
 type Error = Box<dyn std::error::Error>;
 
+/// How the operator runs in this demo.
+enum Operator {
+    Process { child: Child, log: PathBuf },
+    Pod { _node: capov_harness::Node },
+}
+
+impl Operator {
+    fn stop(&mut self) {
+        // The pod goes with the node when the node is dropped.
+        if let Operator::Process { child, .. } = self {
+            stop(child);
+        }
+    }
+
+    fn where_to_look(&self) -> String {
+        match self {
+            Operator::Process { log, .. } => format!("the operator's log is {}", log.display()),
+            Operator::Pod { .. } => format!("kubectl logs -n {} deployment/capov-controller-manager", pod::NAMESPACE),
+        }
+    }
+}
+
 async fn run(args: Args) -> Result<ExitCode, Error> {
-    let (_local, kubeconfig, capi_core) = match &args.kubeconfig {
+    match (&args.image, &args.kubeconfig) {
+        (Some(image), _) => say(&format!(
+            "mode: pod — the operator runs as a pod from the image {image}, installed by Helm on a real node"
+        )),
+        (None, Some(_)) => say("mode: process — the operator runs on this machine against the given cluster"),
+        (None, None) => say(
+            "mode: process — the operator runs on this machine with the admin kubeconfig (tools/demo.sh runs it as a \
+             pod when it can start a node: as root)",
+        ),
+    }
+    let in_cluster = args.image.is_some();
+    let (local, kubeconfig, capi_core) = match &args.kubeconfig {
         Some(path) => {
             let client = client_from(path).await?;
             say("installing CAPOV's CRDs (chart/capov-crds) and Cluster API's CRDs");
@@ -76,32 +120,55 @@ async fn run(args: Args) -> Result<ExitCode, Error> {
         }
         None => {
             say("starting the management cluster (etcd + kube-apiserver + Cluster API core manager)");
-            let plane = ControlPlane::start(Options {
+            let options = Options {
                 controller_manager: true,
-                crds: true,
+                // In-cluster, Helm installs CAPOV's CRDs (chart/capov-crds).
+                crds: !in_cluster,
                 capi_crds: true,
                 capi_manager: true,
-            })
-            .await?;
+            };
+            let plane = if in_cluster {
+                ControlPlane::start_for_node(options, routable_address()?).await?
+            } else {
+                ControlPlane::start(options).await?
+            };
             let path = plane.kubeconfig_path().to_path_buf();
             (Some(plane), path, true)
         }
     };
     let client = client_from(&kubeconfig).await?;
+    // A pod reaches neither loopback apiserver nor loopback engine: in-cluster, both listen on the node's address.
     say("starting the workload cluster (a second apiserver for the machines' Nodes)");
-    let workload = ControlPlane::start(Options::default()).await?;
+    let workload = if in_cluster {
+        ControlPlane::start_for_node(Options::default(), routable_address()?).await?
+    } else {
+        ControlPlane::start(Options::default()).await?
+    };
     say("starting the oVirt engine simulator (HTTPS)");
-    let sim = Simulator::builder().timings(Timings::realistic()).start().await?;
+    let mut sim = Simulator::builder().timings(Timings::realistic());
+    if in_cluster {
+        let address = routable_address()?;
+        sim = sim.listen(SocketAddr::new(address, 0)).tls_name(&address.to_string());
+    }
+    let sim = sim.start().await?;
     say(&format!("engine API at {}", sim.api_url()));
 
+    let mut operator = match (&args.image, &local) {
+        (Some(image), Some(plane)) => Operator::Pod {
+            _node: pod::install(plane, image).await?,
+        },
+        _ => {
+            let manager = args.manager.as_deref().ok_or("--manager or --image is needed")?;
+            let log = std::env::temp_dir().join("capov-demo-manager.log");
+            let child = start_manager(manager, &kubeconfig, &log)?;
+            say(&format!("operator running (logs: {})", log.display()));
+            Operator::Process { child, log }
+        }
+    };
     for namespace in [NAMESPACE, CREDENTIALS_NAMESPACE] {
         ensure_namespace(&client, namespace).await?;
     }
     create_objects(&client, &sim, &workload, args.machines, capi_core).await?;
-
-    let log_path = std::env::temp_dir().join("capov-demo-manager.log");
-    let mut manager = start_manager(&args.manager, &kubeconfig, &log_path)?;
-    say(&format!("operator running (logs: {})", log_path.display()));
 
     let outcome = watch(&client, &workload, &sim, &args).await;
     match outcome {
@@ -109,6 +176,13 @@ async fn run(args: Args) -> Result<ExitCode, Error> {
             println!("\nAll {} machines are Ready.", args.machines);
             println!("\nLook around:");
             println!("  export KUBECONFIG={}", kubeconfig.display());
+            if in_cluster {
+                println!("  kubectl get pods -n {}", pod::NAMESPACE);
+                println!(
+                    "  kubectl logs -n {} deployment/capov-controller-manager",
+                    pod::NAMESPACE
+                );
+            }
             println!("  kubectl get capovp,capovc -A");
             if capi_core {
                 println!("  kubectl get clusters,machinedeployments,machines -n {NAMESPACE}");
@@ -118,17 +192,17 @@ async fn run(args: Args) -> Result<ExitCode, Error> {
             println!("  kubectl describe capovm -n {NAMESPACE} {first}");
             println!("  curl -sk {}/sim/vms    # the engine's VMs", sim.base_url());
             if args.headless {
-                stop(&mut manager);
+                operator.stop();
                 return Ok(ExitCode::SUCCESS);
             }
             println!("\nStop the demo with Ctrl-C (everything it started is removed).");
             let _ = tokio::signal::ctrl_c().await;
-            stop(&mut manager);
+            operator.stop();
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => {
-            stop(&mut manager);
-            eprintln!("demo: {err}; the operator's log is {}", log_path.display());
+            operator.stop();
+            eprintln!("demo: {err}; {}", operator.where_to_look());
             Ok(ExitCode::FAILURE)
         }
     }
@@ -183,7 +257,7 @@ async fn create_objects(
                       "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
                       "nics": [{"vnicprofile": "ovirtmgmt"}]});
     if capi_core {
-        let endpoint = ("127.0.0.1", workload.api_port());
+        let endpoint = (api_host(workload), workload.api_port());
         objects::create_capi_managed_cluster(client, NAMESPACE, CLUSTER, endpoint, &kubeconfig).await?;
         // Without a control-plane provider, CAPI counts the control plane initialized once a Machine labelled as
         // control plane has its Node.
@@ -237,6 +311,13 @@ async fn create_objects(
         .await?;
     }
     Ok(())
+}
+
+/// The host of the workload apiserver's URL: loopback, or the node's address in-cluster.
+fn api_host(plane: &ControlPlane) -> &str {
+    let url = plane.url();
+    let authority = url.strip_prefix("https://").unwrap_or(url);
+    authority.rsplit_once(':').map_or(authority, |(host, _)| host)
 }
 
 fn start_manager(manager: &Path, kubeconfig: &Path, log: &Path) -> Result<Child, Error> {
