@@ -41,7 +41,7 @@ FROM parts-${SOURCE} AS parts
 FROM scratch
 COPY --from=parts /parts/ /
 COPY --from=manager /manager /manager
-# The engine client reads the system CAs from SSL_CERT_FILE; mount a bundle there to trust a private CA.
+# The engine client reads the system CAs from SSL_CERT_FILE; README.md "The image" shows how to add a private CA.
 ENV PATH=/usr/bin \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 USER 65532:65532

@@ -620,6 +620,11 @@ async fn install_operator(plane: &ControlPlane, node: &Node, client: &kube::Clie
     ]);
     let installed = Instant::now();
     run(install);
+    wait_for_ready_pod(client, node, installed, "helm install").await
+}
+
+/// The first Ready operator pod, waited for since `since` (when `what` installed it).
+async fn wait_for_ready_pod(client: &kube::Client, node: &Node, since: Instant, what: &str) -> Pod {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let selector = ListParams::default().labels(POD_SELECTOR);
     let deadline = Instant::now() + Duration::from_secs(300);
@@ -630,18 +635,78 @@ async fn install_operator(plane: &ControlPlane, node: &Node, client: &kube::Clie
         }
         if Instant::now() > deadline {
             panic!(
-                "the operator pod was not Ready within 300s of helm install\n{}",
+                "the operator pod was not Ready within 300s of {what}\n{}",
                 diagnosis(client, node).await
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     println!(
-        "pod {} Ready (readiness probe GET /readyz) {:.1}s after helm install",
+        "pod {} Ready (readiness probe GET /readyz) {:.1}s after {what}",
         pod.metadata.name.as_deref().unwrap_or_default(),
-        installed.elapsed().as_secs_f64()
+        since.elapsed().as_secs_f64()
     );
     pod
+}
+
+/// The operator pod runs `image` on the node as `capov-controller-manager`, with the projected service-account token
+/// as its only credential, Ready without a restart, and takes the leader Lease through the `kubernetes` Service with
+/// that token (the pod knows no other way to the apiserver).
+async fn runs_under_its_service_account_only_and_leads(client: &kube::Client, node: &Node, pod: &Pod, image: &str) {
+    let pod_name = pod.metadata.name.clone().expect("pod name");
+    let spec = pod.spec.as_ref().expect("pod spec");
+    assert_eq!(spec.service_account_name.as_deref(), Some(SERVICE_ACCOUNT));
+    assert_eq!(
+        spec.node_name.as_deref(),
+        Some(node.name()),
+        "scheduled onto the real node"
+    );
+    // The only credential in the pod is the service-account token the admission plugin projects.
+    let volumes = spec.volumes.as_deref().unwrap_or_default();
+    assert!(
+        volumes.iter().any(|volume| volume.name.starts_with("kube-api-access-")
+            && volume.projected.as_ref().is_some_and(|projected| {
+                projected
+                    .sources
+                    .iter()
+                    .flatten()
+                    .any(|source| source.service_account_token.is_some())
+            })),
+        "no projected service-account token in {volumes:?}"
+    );
+    assert!(
+        volumes
+            .iter()
+            .all(|volume| volume.secret.is_none() && volume.host_path.is_none()),
+        "the pod mounts more than its token: {volumes:?}"
+    );
+    let container = &spec.containers[0];
+    assert_eq!(container.image.as_deref(), Some(image));
+    assert!(
+        container
+            .env
+            .iter()
+            .flatten()
+            .all(|env| env.value_from.as_ref().is_none_or(|from| from.secret_key_ref.is_none())),
+        "the container takes a Secret through its environment: {:?}",
+        container.env
+    );
+    let status = pod.status.as_ref().expect("pod status");
+    let container_status = &status.container_statuses.as_ref().expect("container statuses")[0];
+    assert!(container_status.ready, "container not ready: {container_status:?}");
+    assert_eq!(
+        container_status.restart_count, 0,
+        "the manager restarted: {container_status:?}"
+    );
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let holder = eventually(Duration::from_secs(60), "the pod to hold the Lease", || async {
+        lease_holder(&leases)
+            .await
+            .filter(|holder| holder.starts_with(&pod_name))
+    })
+    .await;
+    println!("Lease {NAMESPACE}/{LEASE} held by {holder}");
 }
 
 /// `helm uninstall` while a machine still exists: the pods go, the machine keeps its VM and its finalizer without
@@ -726,46 +791,79 @@ async fn uninstall_with_a_machine_present_leaves_nothing_stuck(
     );
 }
 
+/// One node per machine (fixed ports, one bridge): the tests of this file take turns.
+static NODE_SLOT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// What both in-cluster tests start from: a control plane with CAPI's CRDs, a node joined to it, an engine simulator
+/// on the node's address (a certificate from the simulator's own CA, naming that address), and the product image
+/// with that CA in its bundle, imported into the node.
+struct Lab {
+    plane: ControlPlane,
+    node: Node,
+    client: kube::Client,
+    sim: SimulatorHandle,
+    image: String,
+}
+
+impl Lab {
+    async fn start() -> Lab {
+        static PRODUCT_IMAGE: OnceLock<String> = OnceLock::new();
+        let image = PRODUCT_IMAGE.get_or_init(build_image).clone();
+        let began = Instant::now();
+        let address = routable_address().expect("routable address");
+        let plane = ControlPlane::start_for_node(
+            Options {
+                capi_crds: true,
+                ..Options::default()
+            },
+            address,
+        )
+        .await
+        .expect("control plane for a node");
+        println!(
+            "control plane on {} in {:.1}s",
+            plane.url(),
+            began.elapsed().as_secs_f64()
+        );
+        let began = Instant::now();
+        let node = Node::start(&plane, "capov-node").await.expect("node");
+        println!("node {} Ready in {:.1}s", node.name(), began.elapsed().as_secs_f64());
+        let client = plane.client().await.expect("client");
+        let sim = Simulator::builder()
+            .listen(SocketAddr::new(address, 0))
+            .tls_name(&address.to_string())
+            .start()
+            .await
+            .expect("simulator on the node address");
+        // The pod runs the product image with the engine's CA added to the image's bundle (system-CA trust,
+        // `tls.cert: true`).
+        let image = image_trusting(&image, sim.ca_pem().expect("https simulator"));
+        let began = Instant::now();
+        node.import_image(&image).expect("image import");
+        println!("image imported into the node in {:.1}s", began.elapsed().as_secs_f64());
+        Lab {
+            plane,
+            node,
+            client,
+            sim,
+            image,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and a Docker engine, starts a real node on this machine: tools/test.sh runs it with \
             CAPOV_NODE_TESTS=1"]
 async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
-    let image = build_image();
-
-    let began = Instant::now();
-    let address = routable_address().expect("routable address");
-    let plane = ControlPlane::start_for_node(
-        Options {
-            capi_crds: true,
-            ..Options::default()
-        },
-        address,
-    )
-    .await
-    .expect("control plane for a node");
-    println!(
-        "control plane on {} in {:.1}s",
-        plane.url(),
-        began.elapsed().as_secs_f64()
-    );
-    let began = Instant::now();
-    let node = Node::start(&plane, "capov-node").await.expect("node");
-    println!("node {} Ready in {:.1}s", node.name(), began.elapsed().as_secs_f64());
-    let client = plane.client().await.expect("client");
-
-    // The engine the pod's operator talks to, on the node's address, with a certificate from its own CA; the pod
-    // runs the product image with that CA added to the image's bundle (system-CA trust, `tls.cert: true`).
-    let sim = Simulator::builder()
-        .listen(SocketAddr::new(address, 0))
-        .tls_name(&address.to_string())
-        .start()
-        .await
-        .expect("simulator on the node address");
-    let image = image_trusting(&image, sim.ca_pem().expect("https simulator"));
+    let _one_node_at_a_time = NODE_SLOT.lock().await;
+    let Lab {
+        plane,
+        node,
+        client,
+        sim,
+        image,
+    } = Lab::start().await;
     let (repository, tag) = image.rsplit_once(':').expect("image reference has a tag");
-    let began = Instant::now();
-    node.import_image(&image).expect("image import");
-    println!("image imported into the node in {:.1}s", began.elapsed().as_secs_f64());
 
     let mut install_crds = helm(&plane);
     install_crds.args(["install", "capov-crds", "chart/capov-crds"]);
@@ -773,62 +871,8 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
     // `Never`: the pod can only run the image imported above; nothing is pulled.
     let image_values = format!("manager.image={repository},manager.tag={tag},manager.pullPolicy=Never");
     let pod = install_operator(&plane, &node, &client, &image_values).await;
-    let pod_name = pod.metadata.name.clone().expect("pod name");
 
-    let spec = pod.spec.as_ref().expect("pod spec");
-    assert_eq!(spec.service_account_name.as_deref(), Some(SERVICE_ACCOUNT));
-    assert_eq!(
-        spec.node_name.as_deref(),
-        Some(node.name()),
-        "scheduled onto the real node"
-    );
-    // The only credential in the pod is the service-account token the admission plugin projects.
-    let volumes = spec.volumes.as_deref().unwrap_or_default();
-    assert!(
-        volumes.iter().any(|volume| volume.name.starts_with("kube-api-access-")
-            && volume.projected.as_ref().is_some_and(|projected| {
-                projected
-                    .sources
-                    .iter()
-                    .flatten()
-                    .any(|source| source.service_account_token.is_some())
-            })),
-        "no projected service-account token in {volumes:?}"
-    );
-    assert!(
-        volumes
-            .iter()
-            .all(|volume| volume.secret.is_none() && volume.host_path.is_none()),
-        "the pod mounts more than its token: {volumes:?}"
-    );
-    let container = &spec.containers[0];
-    assert_eq!(container.image.as_deref(), Some(image.as_str()));
-    assert!(
-        container
-            .env
-            .iter()
-            .flatten()
-            .all(|env| env.value_from.as_ref().is_none_or(|from| from.secret_key_ref.is_none())),
-        "the container takes a Secret through its environment: {:?}",
-        container.env
-    );
-    let status = pod.status.as_ref().expect("pod status");
-    let container_status = &status.container_statuses.as_ref().expect("container statuses")[0];
-    assert!(container_status.ready, "container not ready: {container_status:?}");
-    assert_eq!(
-        container_status.restart_count, 0,
-        "the manager restarted: {container_status:?}"
-    );
-
-    // The Lease, taken through the `kubernetes` Service with that token: the pod knows no other way to the apiserver.
-    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
-    let holder = eventually(Duration::from_secs(60), "the pod to hold the Lease", || async {
-        lease_holder(&leases)
-            .await
-            .filter(|holder| holder.starts_with(&pod_name))
-    })
-    .await;
-    println!("Lease {NAMESPACE}/{LEASE} held by {holder}");
+    runs_under_its_service_account_only_and_leads(&client, &node, &pod, &image).await;
 
     metrics_answer_through_the_service_to_a_bound_token_only(&plane, &node, &client).await;
     the_documents_kubectl_commands_work(&plane);
@@ -862,6 +906,253 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
         "--timeout=120s",
     ]);
     run(uninstall);
+    drop(node);
+    drop(plane);
+}
+
+/// The Cluster API module the tools build (`tools/capi`): its directory in the Go module cache and its version.
+fn capi_module() -> (PathBuf, String) {
+    let go = |args: &[&str]| {
+        let mut command = Command::new("go");
+        command.args(args).current_dir(root().join("tools/capi"));
+        run(command).trim().to_string()
+    };
+    go(&["mod", "download", "sigs.k8s.io/cluster-api"]);
+    let dir = go(&["list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api"]);
+    let version = go(&["list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/cluster-api"]);
+    (PathBuf::from(dir), version)
+}
+
+/// The clusterctl binary: `CAPOV_CAPI_DIR/clusterctl` when set, else built (once, cached) by the tools script.
+fn clusterctl_binary() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CAPOV_CAPI_DIR").map(PathBuf::from)
+        && dir.join("clusterctl").exists()
+    {
+        return dir.join("clusterctl");
+    }
+    let mut command = Command::new("bash");
+    command.arg(root().join("tools/build-go-tools.sh")).arg("--capi");
+    PathBuf::from(run(command).trim()).join("clusterctl")
+}
+
+/// cert-manager's API as clusterctl probes it before installing a provider (it creates a test Issuer and
+/// Certificate and skips installing cert-manager when that works). CAPOV itself needs no cert-manager, so its two
+/// kinds stand in for it; nothing here issues certificates.
+const CERT_MANAGER_API: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: issuers.cert-manager.io}
+spec:
+  group: cert-manager.io
+  scope: Namespaced
+  names: {kind: Issuer, listKind: IssuerList, plural: issuers, singular: issuer}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: certificates.cert-manager.io}
+spec:
+  group: cert-manager.io
+  scope: Namespaced
+  names: {kind: Certificate, listKind: CertificateList, plural: certificates, singular: certificate}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#;
+
+/// A management cluster whose Cluster API core clusterctl already knows: the core's CRDs (the harness installs
+/// them), clusterctl's inventory CRD from the same module with the core provider recorded in it, and cert-manager's
+/// API. Returns a clusterctl configuration naming local repositories: the core's, made from its module (its
+/// `metadata.yaml` and the components `kustomize` renders from `core/config/default`, as its release does), and
+/// CAPOV's committed `release/`, with the image pointed at `image`.
+fn management_cluster_for_clusterctl(plane: &ControlPlane, dir: &Path, image: &str) -> PathBuf {
+    let (module, version) = capi_module();
+    let apply = |manifest: &str| {
+        let file = dir.join("manifest.yaml");
+        std::fs::write(&file, manifest).expect("manifest");
+        let mut command = plane.kubectl().expect("kubectl");
+        command.args(["apply", "-f"]).arg(&file);
+        run(command);
+    };
+    let inventory_crd = module.join("cmd/clusterctl/config/manifest/clusterctl-api.yaml");
+    apply(&std::fs::read_to_string(&inventory_crd).expect("clusterctl's inventory CRD"));
+    apply(CERT_MANAGER_API);
+    let mut established = plane.kubectl().expect("kubectl");
+    established.args([
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/providers.clusterctl.cluster.x-k8s.io",
+        "crd/issuers.cert-manager.io",
+        "crd/certificates.cert-manager.io",
+    ]);
+    run(established);
+    apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: capi-system}}\n---\n\
+         apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3\nkind: Provider\n\
+         metadata:\n  name: cluster-api\n  namespace: capi-system\n  labels:\n    clusterctl.cluster.x-k8s.io: \"\"\n    \
+         cluster.x-k8s.io/provider: cluster-api\n\
+         providerName: cluster-api\ntype: CoreProvider\nversion: {version}\n"
+    ));
+
+    let core = dir.join("repo/cluster-api").join(&version);
+    std::fs::create_dir_all(&core).expect("core repository");
+    std::fs::copy(module.join("metadata.yaml"), core.join("metadata.yaml")).expect("core metadata");
+    let mut kustomize = plane.kubectl().expect("kubectl");
+    kustomize.arg("kustomize").arg(module.join("core/config/default"));
+    std::fs::write(core.join("core-components.yaml"), run(kustomize)).expect("core components");
+
+    let (repository, tag) = image.rsplit_once(':').expect("image reference has a tag");
+    let release = root().join("release/infrastructure-ovirt/v0.1.0/infrastructure-components.yaml");
+    let config = dir.join("clusterctl.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "providers:\n  - name: cluster-api\n    type: CoreProvider\n    url: file://{}\n  \
+             - name: ovirt\n    type: InfrastructureProvider\n    url: file://{}\n\
+             images:\n  infrastructure-ovirt:\n    repository: {}\n    tag: {tag}\n",
+            core.join("core-components.yaml").display(),
+            release.display(),
+            repository
+                .rsplit_once('/')
+                .map_or("docker.io/library", |(registry, _)| registry),
+        ),
+    )
+    .expect("clusterctl config");
+    config
+}
+
+/// clusterctl with `args`, offline, returning what it printed: only the variables given, an empty HOME, no version check, and proxies that
+/// refuse, so that anything it would fetch from the internet fails at once; the apiserver (on `plane`'s routable
+/// address) is excepted from the proxy.
+fn clusterctl(plane: &ControlPlane, dir: &Path, config: &Path, args: &[&str]) -> String {
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let host = plane
+        .url()
+        .trim_start_matches("https://")
+        .rsplit_once(':')
+        .map_or("", |(host, _)| host)
+        .to_string();
+    let mut command = Command::new(clusterctl_binary());
+    command
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .arg("--kubeconfig")
+        .arg(plane.kubeconfig_path())
+        .env_clear()
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
+        .env("HTTPS_PROXY", "http://127.0.0.1:1")
+        .env("HTTP_PROXY", "http://127.0.0.1:1")
+        .env("NO_PROXY", host)
+        .current_dir(dir);
+    let output = command.output().expect("run clusterctl");
+    // clusterctl reports on stderr.
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "clusterctl {args:?} failed ({}):\n{said}",
+        output.status
+    );
+    said
+}
+
+/// The providers in clusterctl's inventory, as `namespace/name version` lines.
+fn inventory(plane: &ControlPlane) -> String {
+    let mut command = plane.kubectl().expect("kubectl");
+    command.args([
+        "get",
+        "providers.clusterctl.cluster.x-k8s.io",
+        "-A",
+        "-o",
+        "custom-columns=NAME:.metadata.namespace,PROVIDER:.metadata.name,VERSION:.version",
+        "--no-headers",
+    ]);
+    run(command)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and a Docker engine, starts a real node on this machine: tools/test.sh runs it"]
+async fn clusterctl_init_runs_the_release_on_a_real_node() {
+    let _one_node_at_a_time = NODE_SLOT.lock().await;
+    let Lab {
+        plane,
+        node,
+        client,
+        sim,
+        image,
+    } = Lab::start().await;
+    let dir = tempfile::tempdir().expect("clusterctl directory");
+    let config = management_cluster_for_clusterctl(&plane, dir.path(), &image);
+
+    let began = Instant::now();
+    let output = clusterctl(
+        &plane,
+        dir.path(),
+        &config,
+        &["init", "--infrastructure", "ovirt:v0.1.0"],
+    );
+    println!(
+        "clusterctl init --infrastructure ovirt:v0.1.0 in {:.1}s:\n{}",
+        began.elapsed().as_secs_f64(),
+        output.trim_end()
+    );
+    assert!(
+        output.contains(
+            "Installing provider=\"infrastructure-ovirt\" version=\"v0.1.0\" targetNamespace=\"capov-system\""
+        ),
+        "{output}"
+    );
+    assert!(!output.contains("Installing provider=\"cluster-api\""), "{output}");
+    let installed = inventory(&plane);
+    assert!(
+        installed
+            .lines()
+            .any(|line| line.split_whitespace().collect::<Vec<_>>()
+                == ["capov-system", "infrastructure-ovirt", "v0.1.0"]),
+        "clusterctl's inventory lacks CAPOV:\n{installed}"
+    );
+    let pod = wait_for_ready_pod(&client, &node, began, "clusterctl init").await;
+    // clusterctl's `images:` setting wrote the full reference of the image imported into the node.
+    runs_under_its_service_account_only_and_leads(&client, &node, &pod, &format!("docker.io/library/{image}")).await;
+
+    let tenant = Tenant::create(&plane, &client, sim).await;
+    let began = Instant::now();
+    tenant.create_machines(&client, &["worker-0"]).await;
+    tenant.wait_ready(&client, &["worker-0"]).await;
+    println!(
+        "machine worker-0 Ready under the clusterctl-installed operator in {:.1}s",
+        began.elapsed().as_secs_f64()
+    );
+    tenant.delete_machine("worker-0").await;
+
+    clusterctl(&plane, dir.path(), &config, &["delete", "--infrastructure", "ovirt"]);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let selector = ListParams::default().labels(POD_SELECTOR);
+    eventually(Duration::from_secs(120), "the operator pods to be gone", || async {
+        let list = pods.list(&selector).await.ok()?;
+        list.items.is_empty().then_some(())
+    })
+    .await;
+    let left = inventory(&plane);
+    assert!(
+        !left.contains("infrastructure-ovirt"),
+        "still in the inventory:\n{left}"
+    );
+    println!("clusterctl delete --infrastructure ovirt: pods and inventory entry gone");
     drop(node);
     drop(plane);
 }
