@@ -335,6 +335,48 @@ fn the_documents_kubectl_commands_work(plane: &ControlPlane) {
     println!("kubectl logs … | grep \"feature gates\": {}", gates[0]);
 }
 
+/// The documents' troubleshooting commands in the operator's pod (`kubectl exec`, through the kubelet): `wget` as
+/// written reaches the engine, whose own 401 answers without a login; the same without `--no-check-certificate`
+/// verifies the engine through the image's CA bundle; `manager check-engine` passes every step with the pod's
+/// service account.
+fn the_documents_troubleshooting_commands_work_in_the_pod(plane: &ControlPlane, tenant: &Tenant) {
+    let exec = |args: &[&str]| {
+        let mut command = plane.kubectl().expect("kubectl");
+        command
+            .args(["exec", "-n", NAMESPACE, "deployment/capov-controller-manager", "--"])
+            .args(args);
+        let output = command.output().expect("kubectl exec");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let api = tenant.sim.api_url();
+    for args in [
+        vec!["wget", "-qO-", api.as_str(), "--no-check-certificate"],
+        vec!["wget", "-qO-", api.as_str()],
+    ] {
+        let (code, _, stderr) = exec(&args);
+        assert!(
+            stderr.contains("wget: server returned error: HTTP/1.1 401 Unauthorized"),
+            "kubectl exec … {args:?} (exit {code:?}):\n{stderr}"
+        );
+    }
+    let provider = tenant.provider();
+    let (code, stdout, stderr) = exec(&["/manager", "check-engine", &provider]);
+    assert_eq!(code, Some(0), "check-engine {provider}:\n{stdout}{stderr}");
+    let verdicts: Vec<&str> = stdout.lines().filter_map(|line| line.split_whitespace().next()).collect();
+    assert!(
+        !verdicts.is_empty() && verdicts.iter().all(|verdict| *verdict == "OK"),
+        "check-engine {provider}:\n{stdout}"
+    );
+    println!(
+        "in the pod: wget reaches the engine (401 from it, also with the certificate checked); check-engine:\n{}",
+        stdout.trim_end()
+    );
+}
+
 /// The Lease's holder identity, when held.
 async fn lease_holder(leases: &Api<Lease>) -> Option<String> {
     let lease = leases.get_opt(LEASE).await.ok().flatten()?;
@@ -513,13 +555,16 @@ impl Tenant {
         }
     }
 
+    fn provider(&self) -> String {
+        format!("{}-engine", self.namespace)
+    }
+
     fn labels() -> serde_json::Value {
         json!({"cluster.x-k8s.io/cluster-name": "workload"})
     }
 
     async fn create_machines(&self, client: &kube::Client, names: &[&str]) {
-        let provider = format!("{}-engine", self.namespace);
-        let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
+        let spec = json!({"provider": self.provider(), "ovirtcluster": "Default", "template": "ubuntu-22.04",
                           "osdisksizegb": 40, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
                           "memory": {"sizemb": 4096}, "nics": [{"vnicprofile": "ovirtmgmt"}]});
         for name in names {
@@ -888,6 +933,7 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
         began.elapsed().as_secs_f64()
     );
     assert_eq!(tenant.sim.control().vm_count(), 2, "{:?}", tenant.sim.control().vms());
+    the_documents_troubleshooting_commands_work_in_the_pod(&plane, &tenant);
     // Deleted while the operator runs: it removes the VM and then the finalizer.
     tenant.delete_machine("worker-0").await;
 
