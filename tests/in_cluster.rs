@@ -366,7 +366,10 @@ fn the_documents_troubleshooting_commands_work_in_the_pod(plane: &ControlPlane, 
     let provider = tenant.provider();
     let (code, stdout, stderr) = exec(&["/manager", "check-engine", &provider]);
     assert_eq!(code, Some(0), "check-engine {provider}:\n{stdout}{stderr}");
-    let verdicts: Vec<&str> = stdout.lines().filter_map(|line| line.split_whitespace().next()).collect();
+    let verdicts: Vec<&str> = stdout
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
     assert!(
         !verdicts.is_empty() && verdicts.iter().all(|verdict| *verdict == "OK"),
         "check-engine {provider}:\n{stdout}"
