@@ -1,15 +1,18 @@
-//! The operator as users run it: its image (`tools/image/build.sh`, built offline) imported into a real node
-//! (containerd, kubelet and kube-proxy from `tools/node/up.sh`) joined to the harness's kube-apiserver, and installed
-//! by Helm from `chart/capov-crds` and `chart/capov`. The pod runs under the chart's ServiceAccount with the token
-//! the apiserver's admission mounts (no other credentials), reaches the apiserver through the `kubernetes` Service
-//! (kube-proxy's iptables rules), becomes Ready on `/readyz` and takes the leader Lease; `/metrics` answers through
-//! `capov-metrics-service` to a token bound to `capov-metrics-reader` only; the documents' kubectl commands work; a
-//! machine becomes Ready against an engine simulator on the node's address; `helm upgrade` (new feature gates, two
-//! replicas) hands the Lease to a new pod, and on to another when that one is deleted; `helm uninstall` removes it.
+//! The operator as users run it: its image (`tools/image/build.sh`, built offline, with the engine's CA added to
+//! its bundle) imported into a real node (containerd, kubelet and kube-proxy from `tools/node/up.sh`) joined to the
+//! harness's kube-apiserver, installed by Helm from `chart/capov-crds` and `chart/capov`, or by `clusterctl init`
+//! from `release/`. The pod runs under its ServiceAccount with the token the apiserver's admission mounts (no other
+//! credentials), reaches the apiserver through the `kubernetes` Service (kube-proxy's iptables rules), becomes Ready
+//! on `/readyz` and takes the leader Lease; `/metrics` answers through `capov-metrics-service` to a token bound to
+//! `capov-metrics-reader` only; the documents' kubectl and troubleshooting commands work; machines become Ready
+//! against an engine simulator on the node's address, trusted through the image's CA bundle (`tls.cert: true`);
+//! `helm upgrade` (new feature gates, two replicas) hands the Lease to a new pod, and on to another when that one is
+//! deleted; `helm uninstall` with a machine present leaves its VM and nothing stuck; `clusterctl delete` removes
+//! the provider.
 //!
 //! Needs root (apt installs, containerd, iptables, mounts) and a Docker engine (the script installs and starts one),
-//! so it is ignored by plain `cargo test`; `tools/test.sh` runs it with `CAPOV_NODE_TESTS=1`. Prints the image size,
-//! the node's start time and the pod's start time.
+//! so it is ignored by plain `cargo test`; `tools/test.sh` runs it (as root, unless `CAPOV_NODE_TESTS=0`). Prints
+//! the image size, the node's start time and the pod's start time.
 
 mod support;
 
@@ -900,8 +903,7 @@ impl Lab {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root and a Docker engine, starts a real node on this machine: tools/test.sh runs it with \
-            CAPOV_NODE_TESTS=1"]
+#[ignore = "needs root and a Docker engine, starts a real node on this machine: tools/test.sh runs it"]
 async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
     let _one_node_at_a_time = NODE_SLOT.lock().await;
     let Lab {
