@@ -4,9 +4,7 @@
 //! whose RBAC the API server enforces for the chart's service account.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use capov_crds::{OVirtMachine, OVirtProvider};
@@ -17,35 +15,9 @@ use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The helm binary: `CAPOV_HELM_DIR/helm` when set, else built (once, cached) by the tools script.
+/// Helm, kept away from the user's own configuration and caches ([`capov_harness::helm`]).
 fn helm() -> Command {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let output = Command::new("bash")
-            .arg(root().join("tools/build-go-tools.sh"))
-            .arg("--helm")
-            .output()
-            .expect("run tools/build-go-tools.sh --helm");
-        assert!(
-            output.status.success(),
-            "tools/build-go-tools.sh --helm: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-    });
-    let mut command = Command::new(dir.join("helm"));
-    // Keep helm away from the user's own configuration and caches.
-    let home = std::env::temp_dir().join(format!("capov-helm-home-{}", std::process::id()));
-    command
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .current_dir(root());
-    command
+    capov_harness::helm().unwrap_or_else(|err| panic!("{err}"))
 }
 
 fn run(mut command: Command) -> Result<String, String> {

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::sync::OnceLock;
 
 use capov_harness::ControlPlane;
@@ -26,24 +26,6 @@ fn artifacts() -> &'static [Artifact] {
     ARTIFACTS.get_or_init(|| {
         let helm = capov_release::helm_dir(&root()).unwrap_or_else(|err| panic!("{err}"));
         capov_release::artifacts(&root(), &helm.join("helm")).unwrap_or_else(|err| panic!("{err}"))
-    })
-}
-
-/// The clusterctl binary: `CAPOV_CAPI_DIR/clusterctl` when set, else built (once, cached) by the tools script.
-fn clusterctl_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let output = Command::new("bash")
-            .arg(root().join("tools/build-go-tools.sh"))
-            .arg("--capi")
-            .output()
-            .expect("run tools/build-go-tools.sh --capi");
-        assert!(
-            output.status.success(),
-            "tools/build-go-tools.sh --capi: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()).join("clusterctl")
     })
 }
 
@@ -72,24 +54,14 @@ impl Clusterctl {
         Clusterctl { dir, release }
     }
 
-    /// Runs clusterctl with `args` and only the variables in `env`: the environment is cleared so that a
-    /// KUBECONFIG or OVIRT_* of the caller's shell cannot change the result. The version check is off (it would
-    /// only warn, after a minute of retries), and the proxy variables point at a closed port, so anything else that
-    /// tries GitHub or the Go proxy (e.g. a provider not found locally) fails at once instead of quietly depending
-    /// on the network.
+    /// Runs clusterctl offline ([`capov_harness::offline_clusterctl`]) with `args` and only the variables in `env`.
     fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
-        let home = self.dir.path().join("home");
-        let mut command = Command::new(clusterctl_binary());
+        let mut command =
+            capov_harness::offline_clusterctl(&self.dir.path().join("home")).unwrap_or_else(|err| panic!("{err}"));
         command
             .args(args)
             .arg("--config")
             .arg(self.dir.path().join("clusterctl.yaml"))
-            .env_clear()
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join(".config"))
-            .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
-            .env("HTTPS_PROXY", "http://127.0.0.1:1")
-            .env("HTTP_PROXY", "http://127.0.0.1:1")
             .envs(env.iter().copied())
             .current_dir(self.dir.path());
         let output = command.output().expect("run clusterctl");

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use capov_crds::OVirtMachine;
 use capov_crds::labels::MACHINE_FINALIZER;
-use capov_harness::{ControlPlane, Node, Options, objects, routable_address};
+use capov_harness::{
+    CapiModule, ControlPlane, Node, Options, capi_module, objects, offline_clusterctl, routable_address,
+};
 use capov_ovirt_sim::{Simulator, SimulatorHandle};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -97,35 +99,9 @@ fn build_image() -> String {
     image
 }
 
-/// Helm (`CAPOV_HELM_DIR/helm`, else built once by the tools script) against `plane`.
+/// Helm against `plane`.
 fn helm(plane: &ControlPlane) -> Command {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        if let Some(dir) = std::env::var_os("CAPOV_HELM_DIR").map(PathBuf::from)
-            && dir.join("helm").exists()
-        {
-            return dir;
-        }
-        let mut command = Command::new("bash");
-        command.arg(root().join("tools/build-go-tools.sh")).arg("--helm");
-        PathBuf::from(run(command).trim())
-    });
-    let mut command = Command::new(dir.join("helm"));
-    let home = std::env::temp_dir().join(format!("capov-helm-home-{}", std::process::id()));
-    command
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .arg(format!("--kubeconfig={}", plane.kubeconfig_path().display()))
-        .current_dir(root());
-    command
-}
-
-fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    plane.helm().unwrap_or_else(|err| panic!("{err}"))
 }
 
 /// What to look at when the pod does not come up: its status, the namespace's events and the node's logs.
@@ -430,7 +406,7 @@ async fn upgrade_hands_over_to_new_pods_and_the_lease_survives_a_deleted_leader(
                 .iter()
                 .filter(|pod| pod.metadata.deletion_timestamp.is_none())
                 .collect();
-            let all_new_and_ready = live.len() == 2 && live.iter().all(|pod| is_new(pod) && pod_ready(pod));
+            let all_new_and_ready = live.len() == 2 && live.iter().all(|pod| is_new(pod) && objects::pod_ready(pod));
             if !all_new_and_ready || list.len() != 2 {
                 return None;
             }
@@ -681,7 +657,7 @@ async fn wait_for_ready_pod(client: &kube::Client, node: &Node, since: Instant, 
     let deadline = Instant::now() + Duration::from_secs(300);
     let pod = loop {
         let list = pods.list(&selector).await.expect("list pods");
-        if let Some(pod) = list.items.into_iter().find(pod_ready) {
+        if let Some(pod) = list.items.into_iter().find(objects::pod_ready) {
             break pod;
         }
         if Instant::now() > deadline {
@@ -961,61 +937,24 @@ async fn the_chart_runs_the_image_on_a_real_node_under_its_service_account() {
     drop(plane);
 }
 
-/// The Cluster API module the tools build (`tools/capi`): its directory in the Go module cache and its version.
-fn capi_module() -> (PathBuf, String) {
-    let go = |args: &[&str]| {
-        let mut command = Command::new("go");
-        command.args(args).current_dir(root().join("tools/capi"));
-        run(command).trim().to_string()
-    };
-    go(&["mod", "download", "sigs.k8s.io/cluster-api"]);
-    let dir = go(&["list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api"]);
-    let version = go(&["list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/cluster-api"]);
-    (PathBuf::from(dir), version)
-}
-
-/// The clusterctl binary: `CAPOV_CAPI_DIR/clusterctl` when set, else built (once, cached) by the tools script.
-fn clusterctl_binary() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CAPOV_CAPI_DIR").map(PathBuf::from)
-        && dir.join("clusterctl").exists()
-    {
-        return dir.join("clusterctl");
-    }
-    let mut command = Command::new("bash");
-    command.arg(root().join("tools/build-go-tools.sh")).arg("--capi");
-    PathBuf::from(run(command).trim()).join("clusterctl")
-}
-
 /// cert-manager's API as clusterctl probes it before installing a provider (it creates a test Issuer and
 /// Certificate and skips installing cert-manager when that works). CAPOV itself needs no cert-manager, so its two
-/// kinds stand in for it; nothing here issues certificates.
-const CERT_MANAGER_API: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: issuers.cert-manager.io}
-spec:
-  group: cert-manager.io
-  scope: Namespaced
-  names: {kind: Issuer, listKind: IssuerList, plural: issuers, singular: issuer}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: certificates.cert-manager.io}
-spec:
-  group: cert-manager.io
-  scope: Namespaced
-  names: {kind: Certificate, listKind: CertificateList, plural: certificates, singular: certificate}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-"#;
+/// kinds stand in for it, with open schemas; nothing here issues certificates.
+fn cert_manager_api() -> String {
+    ["Issuer", "Certificate"]
+        .map(|kind| {
+            let singular = kind.to_lowercase();
+            format!(
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+                 metadata: {{name: {singular}s.cert-manager.io}}\n\
+                 spec:\n  group: cert-manager.io\n  scope: Namespaced\n  \
+                 names: {{kind: {kind}, listKind: {kind}List, plural: {singular}s, singular: {singular}}}\n  \
+                 versions:\n  - name: v1\n    served: true\n    storage: true\n    \
+                 schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n"
+            )
+        })
+        .join("---\n")
+}
 
 /// A management cluster whose Cluster API core clusterctl already knows: the core's CRDs (the harness installs
 /// them), clusterctl's inventory CRD from the same module with the core provider recorded in it, and cert-manager's
@@ -1023,7 +962,7 @@ spec:
 /// `metadata.yaml` and the components `kustomize` renders from `core/config/default`, as its release does), and
 /// CAPOV's committed `release/`, with the image pointed at `image`.
 fn management_cluster_for_clusterctl(plane: &ControlPlane, dir: &Path, image: &str) -> PathBuf {
-    let (module, version) = capi_module();
+    let CapiModule { dir: module, version } = capi_module().unwrap_or_else(|err| panic!("{err}"));
     let apply = |manifest: &str| {
         let file = dir.join("manifest.yaml");
         std::fs::write(&file, manifest).expect("manifest");
@@ -1033,7 +972,7 @@ fn management_cluster_for_clusterctl(plane: &ControlPlane, dir: &Path, image: &s
     };
     let inventory_crd = module.join("cmd/clusterctl/config/manifest/clusterctl-api.yaml");
     apply(&std::fs::read_to_string(&inventory_crd).expect("clusterctl's inventory CRD"));
-    apply(CERT_MANAGER_API);
+    apply(&cert_manager_api());
     let mut established = plane.kubectl().expect("kubectl");
     established.args([
         "wait",
@@ -1079,9 +1018,8 @@ fn management_cluster_for_clusterctl(plane: &ControlPlane, dir: &Path, image: &s
     config
 }
 
-/// clusterctl with `args`, offline, returning what it printed: only the variables given, an empty HOME, no version check, and proxies that
-/// refuse, so that anything it would fetch from the internet fails at once; the apiserver (on `plane`'s routable
-/// address) is excepted from the proxy.
+/// clusterctl with `args`, offline ([`offline_clusterctl`]), against `plane` (whose routable address is excepted
+/// from the refusing proxy); returns what it printed.
 fn clusterctl(plane: &ControlPlane, dir: &Path, config: &Path, args: &[&str]) -> String {
     let home = dir.join("home");
     std::fs::create_dir_all(&home).expect("home");
@@ -1091,19 +1029,13 @@ fn clusterctl(plane: &ControlPlane, dir: &Path, config: &Path, args: &[&str]) ->
         .rsplit_once(':')
         .map_or("", |(host, _)| host)
         .to_string();
-    let mut command = Command::new(clusterctl_binary());
+    let mut command = offline_clusterctl(&home).unwrap_or_else(|err| panic!("{err}"));
     command
         .args(args)
         .arg("--config")
         .arg(config)
         .arg("--kubeconfig")
         .arg(plane.kubeconfig_path())
-        .env_clear()
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
-        .env("HTTPS_PROXY", "http://127.0.0.1:1")
-        .env("HTTP_PROXY", "http://127.0.0.1:1")
         .env("NO_PROXY", host)
         .current_dir(dir);
     let output = command.output().expect("run clusterctl");

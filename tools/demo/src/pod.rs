@@ -3,11 +3,9 @@
 //! `chart/capov` installed by Helm. The operator pod then reaches the apiserver through the `kubernetes` Service
 //! under the chart's ServiceAccount, like in a user's cluster.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use capov_harness::{ControlPlane, Node};
+use capov_harness::{ControlPlane, Node, objects};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
@@ -62,7 +60,7 @@ async fn wait_for_ready_pod(plane: &ControlPlane, node: &Node) -> Result<String,
         if let Some(name) = list
             .items
             .iter()
-            .find(|pod| ready(pod))
+            .find(|pod| objects::pod_ready(pod))
             .and_then(|pod| pod.metadata.name.clone())
         {
             return Ok(name);
@@ -90,28 +88,9 @@ async fn wait_for_ready_pod(plane: &ControlPlane, node: &Node) -> Result<String,
     }
 }
 
-fn ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// Helm from `CAPOV_HELM_DIR` (tools/demo.sh builds it), with its own configuration and cache, against `plane`.
+/// Helm against `plane` (its binary from `CAPOV_HELM_DIR`, which tools/demo.sh sets).
 fn helm(plane: &ControlPlane, args: &[&str]) -> Result<(), Error> {
-    let dir = std::env::var_os("CAPOV_HELM_DIR")
-        .map(PathBuf::from)
-        .ok_or("CAPOV_HELM_DIR is not set (tools/demo.sh sets it)")?;
-    let home = std::env::temp_dir().join(format!("capov-demo-helm-{}", std::process::id()));
-    let output = Command::new(dir.join("helm"))
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .arg(format!("--kubeconfig={}", plane.kubeconfig_path().display()))
-        .args(args)
-        .current_dir(repo_root())
-        .output()
-        .map_err(|err| format!("cannot run {}: {err}", dir.join("helm").display()))?;
+    let output = plane.helm()?.args(args).output()?;
     if !output.status.success() {
         return Err(format!(
             "helm {} failed: {}",
@@ -121,9 +100,4 @@ fn helm(plane: &ControlPlane, args: &[&str]) -> Result<(), Error> {
         .into());
     }
     Ok(())
-}
-
-fn repo_root() -> &'static Path {
-    // tools/demo → the repository.
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }

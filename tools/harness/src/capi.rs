@@ -47,35 +47,70 @@ pub fn clusterctl() -> Result<PathBuf, HarnessError> {
     Ok(capi_tools_dir()?.join("clusterctl"))
 }
 
+/// The Cluster API module `tools/capi` pins, as the Go module cache holds it.
+#[derive(Clone, Debug)]
+pub struct CapiModule {
+    /// Its source tree (read-only in the module cache).
+    pub dir: PathBuf,
+    /// Its version, e.g. `v1.14.2`.
+    pub version: String,
+}
+
+/// The Cluster API module of `tools/capi` (downloaded on first use).
+pub fn capi_module() -> Result<CapiModule, HarnessError> {
+    static MODULE: OnceLock<Result<CapiModule, String>> = OnceLock::new();
+    MODULE
+        .get_or_init(|| {
+            let module_dir = assets::repo_root().join("tools/capi");
+            let output = Command::new("go")
+                .args(["mod", "download", "-json", "sigs.k8s.io/cluster-api"])
+                .current_dir(&module_dir)
+                .env("GOWORK", "off")
+                .env("GOTOOLCHAIN", "local")
+                .env("GOFLAGS", "-modcacherw")
+                .env(
+                    "GOPROXY",
+                    std::env::var("GOPROXY_OVERRIDE").unwrap_or_else(|_| "https://proxy.golang.org,off".into()),
+                )
+                .output()
+                .map_err(|err| format!("cannot run go in {}: {err}", module_dir.display()))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "go mod download failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                ));
+            }
+            let info: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|err| err.to_string())?;
+            let dir = info["Dir"].as_str().ok_or("go mod download printed no Dir")?;
+            let version = info["Version"].as_str().ok_or("go mod download printed no Version")?;
+            Ok(CapiModule {
+                dir: PathBuf::from(dir),
+                version: version.to_string(),
+            })
+        })
+        .clone()
+        .map_err(HarnessError::Assets)
+}
+
 /// The directory of CAPI core's CRD manifests in the Go module cache (downloaded on first use).
 pub fn capi_crd_dir() -> Result<PathBuf, HarnessError> {
-    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let module_dir = assets::repo_root().join("tools/capi");
-        let output = Command::new("go")
-            .args(["mod", "download", "-json", "sigs.k8s.io/cluster-api"])
-            .current_dir(&module_dir)
-            .env("GOWORK", "off")
-            .env("GOTOOLCHAIN", "local")
-            .env("GOFLAGS", "-modcacherw")
-            .env(
-                "GOPROXY",
-                std::env::var("GOPROXY_OVERRIDE").unwrap_or_else(|_| "https://proxy.golang.org,off".into()),
-            )
-            .output()
-            .map_err(|err| format!("cannot run go in {}: {err}", module_dir.display()))?;
-        if !output.status.success() {
-            return Err(format!(
-                "go mod download failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        let info: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|err| err.to_string())?;
-        let dir = info["Dir"].as_str().ok_or("go mod download printed no Dir")?;
-        Ok(PathBuf::from(dir).join("core/config/crd/bases"))
-    })
-    .clone()
-    .map_err(HarnessError::Assets)
+    Ok(capi_module()?.dir.join("core/config/crd/bases"))
+}
+
+/// `clusterctl`, offline and on its own: the environment cleared (a KUBECONFIG or OVIRT_* of the caller's shell
+/// cannot change the result), `home` as its HOME, no version check (it would only warn, after a minute of retries),
+/// and proxies at a closed port, so that anything that tries GitHub or the Go proxy fails at once instead of quietly
+/// depending on the network. Loopback is never proxied; give another apiserver address in NO_PROXY.
+pub fn offline_clusterctl(home: &Path) -> Result<Command, HarnessError> {
+    let mut command = Command::new(clusterctl()?);
+    command
+        .env_clear()
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
+        .env("HTTPS_PROXY", "http://127.0.0.1:1")
+        .env("HTTP_PROXY", "http://127.0.0.1:1");
+    Ok(command)
 }
 
 /// Installs CAPI core's CRDs and waits until they are Established.

@@ -396,6 +396,13 @@ impl ControlPlane {
         Ok(command)
     }
 
+    /// `helm` pointed at this control plane (see [`crate::helm`]).
+    pub fn helm(&self) -> Result<Command, HarnessError> {
+        let mut command = crate::helm()?;
+        command.arg(format!("--kubeconfig={}", self.kubeconfig.display()));
+        Ok(command)
+    }
+
     /// Log file of one of the processes (`etcd`, `kube-apiserver`, `kube-controller-manager`).
     pub fn log_path(&self, process: &str) -> Option<&Path> {
         self.processes

@@ -12,15 +12,19 @@ mod certs;
 mod control_plane;
 mod crds;
 mod error;
+mod helm;
 mod launcher;
 mod node;
 pub mod objects;
 mod ports;
 
 pub use assets::{binaries_dir, node_binaries_dir};
-pub use capi::{capi_crd_dir, capi_tools_dir, clusterctl, install_capi_crds};
+pub use capi::{
+    CapiModule, capi_crd_dir, capi_module, capi_tools_dir, clusterctl, install_capi_crds, offline_clusterctl,
+};
 pub use control_plane::{ControlPlane, Options, shared};
 pub use crds::{crd_chart_dir, install_crds};
 pub use error::HarnessError;
+pub use helm::helm;
 pub use node::{Node, routable_address};
 pub use ports::free_port;

@@ -331,3 +331,11 @@ fn rfc3339_now() -> String {
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
+
+/// Whether the kubelet reports `pod` Ready (its readiness probe passed).
+pub fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
