@@ -101,8 +101,8 @@ async fn run(args: Args) -> Result<ExitCode, Error> {
         )),
         (None, Some(_)) => say("mode: process — the operator runs on this machine against the given cluster"),
         (None, None) => say(
-            "mode: process — the operator runs on this machine with the admin kubeconfig (tools/demo.sh runs it as a \
-             pod when it can start a node: as root)",
+            "mode: process — the operator runs on this machine with the admin kubeconfig (as root, tools/demo.sh runs \
+             it as a pod unless given --mode process)",
         ),
     }
     let in_cluster = args.image.is_some();
