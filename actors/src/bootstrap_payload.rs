@@ -22,7 +22,13 @@
 //! jinja variables CAPOV knows.
 
 use crate::conditions::reasons;
-use crate::machine_steps::BootstrapFormat;
+
+/// How the bootstrap data reaches the guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BootstrapFormat {
+    CloudConfig,
+    Ignition,
+}
 
 /// The guest initialization an OS type gets from the engine (osinfo `vmInitType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use capov_crds::{CpuTopology, MachineAddress, Memory, VmType};
 
-use super::observed::BootstrapFormat;
+use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::ConditionUpdate;
 use crate::nics::NicChange;
 use crate::placement::PlacementChoice;

@@ -8,8 +8,8 @@ use capov_crds::Severity;
 use capov_crds::labels::SYSTEM_DISKS_ANNOTATION;
 
 use super::decision::{Action, Decision, Requeue};
-use super::lifecycle::engine_changed;
 use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection};
+use super::recorded_engine::engine_changed;
 use crate::backoff::NON_SYSTEM_DISK_RETRY;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::identity::Ownership;

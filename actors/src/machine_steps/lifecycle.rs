@@ -5,16 +5,15 @@ use capov_crds::Severity;
 use capov_ovirt::model::VmStatus;
 
 use super::decision::{Action, CreateVmPlan, Decision, Requeue};
-use super::observed::{
-    Bootstrap, BootstrapFormat, FailureState, NodeObservation, Observed, ObservedVm, ProviderConnection,
-};
+use super::observed::{Bootstrap, FailureState, NodeObservation, Observed, ObservedVm, ProviderConnection};
+use super::recorded_engine::engine_changed;
 use crate::addresses::machine_addresses;
+use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{ConditionUpdate, FAILURE_ENGINE_CONNECTION_CRITICAL, connected, reasons, types};
 use crate::disk_alias::{DiskAliasFact, alias_changes};
 use crate::identity::{Ownership, format_provider_id, parse_provider_id};
 use crate::nics::NicAssessment;
 use crate::placement::choose_placement;
-use capov_crds::labels::ENGINE_ANNOTATION;
 
 /// VM states that only a started VM can be in.
 const STARTED_STATES: &[&str] = &[
@@ -235,24 +234,6 @@ fn find_own_vm<'o>(
         ),
     };
     Err(Box::new(decision))
-}
-
-/// A message when the VM of spec.providerID was recorded on another engine (or with another engine user) than the
-/// provider's connection now reaches: there, "not found" would not mean "gone".
-pub(super) fn engine_changed(o: &Observed, provider_id: &str) -> Option<String> {
-    let (recorded, current) = (o.recorded_engine.as_deref()?, o.current_engine.as_ref()?);
-    if current.matches_annotation(recorded) {
-        return None;
-    }
-    Some(format!(
-        "the VM {provider_id} was created as {recorded}, but OVirtProvider {:?} now connects as {}; CAPOV neither \
-         changes nor forgets a VM it may not see. Point the OVirtProvider back to that engine and user; if it is the \
-         same engine under a new address or a user that sees the VM, set the annotation {ENGINE_ANNOTATION} of this \
-         OVirtMachine to {:?}",
-        o.settings.provider,
-        current.annotation(),
-        current.annotation(),
-    ))
 }
 
 fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan {

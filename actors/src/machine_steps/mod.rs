@@ -9,15 +9,18 @@ mod decision;
 mod deletion;
 mod lifecycle;
 mod observed;
+mod recorded_engine;
 
 #[cfg(test)]
 mod tests;
 
 pub use decision::{Action, CreateVmPlan, Decision, Requeue, StatusChange};
 pub use observed::{
-    Bootstrap, BootstrapFormat, ConnectionFailure, FailureState, FoundBy, NodeObservation, Observed, ObservedVm,
-    ProviderConnection, ProviderDefaults, VmDisk,
+    Bootstrap, ConnectionFailure, FailureState, FoundBy, NodeObservation, Observed, ObservedVm, ProviderConnection,
+    ProviderDefaults, VmDisk,
 };
+// Defined with the payload it shapes; re-exported here, where the lifecycle's observation names it.
+pub use crate::bootstrap_payload::BootstrapFormat;
 
 use crate::conditions::{ConditionUpdate, reasons, types};
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use capov_crds::MachineSettings;
 
 use crate::addresses::{ReportedDevice, VmNic};
+use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::reasons;
 use crate::feature_gates::FeatureGates;
 use crate::identity::{EngineIdentity, OwnerIdentity, Ownership};
@@ -77,13 +78,6 @@ pub enum Bootstrap {
     Ready(BootstrapFormat),
     /// The Secret's `format` key holds something we cannot pass to the VM.
     Unsupported(String),
-}
-
-/// How the bootstrap data reaches the guest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BootstrapFormat {
-    CloudConfig,
-    Ignition,
 }
 
 impl Bootstrap {
