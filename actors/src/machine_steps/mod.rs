@@ -1,6 +1,6 @@
 //! The OVirtMachine lifecycle as a pure function (SPEC §2): [`decide`] takes what the machine actor observed and
 //! returns the one next action with the conditions to report. The actor executes the action and asks again, so
-//! each step of the SPEC is one branch here and one executor there.
+//! each step of the SPEC is one module here (run in order by `lifecycle`) and one executor there.
 //!
 //! Order of checks: pause (also during deletion) → deletion (never blocked by the waits of step 1) → owner
 //! Machine, Cluster, infrastructure → finalizer → failureReason → connection → steps 3–7.
@@ -9,7 +9,18 @@ mod decision;
 mod deletion;
 mod lifecycle;
 mod observed;
+mod passed;
 mod recorded_engine;
+
+// The steps lifecycle runs, one module each; in SPEC order: preconditions, connection, creation, disks, network,
+// power, node.
+mod connection;
+mod creation;
+mod disks;
+mod network;
+mod node;
+mod power;
+mod preconditions;
 
 #[cfg(test)]
 mod tests;

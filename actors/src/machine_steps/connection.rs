@@ -1,0 +1,36 @@
+//! SPEC §2 step 2, `CanConnectToOVirt`: the provider actor holds a working connection. A failure that persists sets
+//! failureReason on a machine not yet provisioned (§2.4, [`super::observed::ConnectionFailure::critical_after`]).
+
+use capov_crds::Severity;
+
+use super::decision::{Action, Decision, Requeue};
+use super::observed::{Observed, ProviderConnection};
+use super::passed::Passed;
+use crate::conditions::{ConditionUpdate, FAILURE_ENGINE_CONNECTION_CRITICAL, connected, types};
+
+/// Ok = connected: the passed steps start with CanConnectToOVirt True. Err = the decision that waits or fails.
+pub(super) fn check(o: &Observed) -> Result<Passed, Box<Decision>> {
+    if let ProviderConnection::Failed {
+        failure,
+        message,
+        persisted_for,
+    } = &o.connection
+    {
+        let critical = !o.provisioned && failure.critical_after().is_some_and(|after| *persisted_for >= after);
+        let severity = if critical { Severity::Error } else { failure.severity() };
+        let condition = ConditionUpdate::false_(types::CAN_CONNECT_TO_OVIRT, failure.reason(), severity, message);
+        let action = if critical {
+            Action::SetFailure {
+                reason: FAILURE_ENGINE_CONNECTION_CRITICAL,
+                message: format!("{}: {message}", failure.reason()),
+            }
+        } else {
+            Action::Wait(Requeue::Backoff)
+        };
+        return Err(Box::new(Decision::new(action, vec![condition])));
+    }
+    Ok(Passed(vec![connected(
+        types::CAN_CONNECT_TO_OVIRT,
+        o.connection.insecure_transport(),
+    )]))
+}

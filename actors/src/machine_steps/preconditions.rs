@@ -1,0 +1,26 @@
+//! SPEC §2 step 1, preconditions (no condition): the owner Machine, its Cluster and the Cluster's infrastructure,
+//! then the finalizer. Also the gate of §2.4: a machine with failureReason set runs no creation steps. None of this
+//! blocks deletion, which [`super::decide`] routes elsewhere first.
+
+use super::decision::{Action, Decision, Requeue};
+use super::observed::{FailureState, Observed};
+
+/// Err = the decision that waits for a precondition or fulfils it; Ok = the steps may run.
+pub(super) fn check(o: &Observed) -> Result<(), Box<Decision>> {
+    if !o.owner_machine_found || !o.cluster_found || !o.cluster_infrastructure_provisioned {
+        return Err(Box::new(Decision::new(Action::Wait(Requeue::OnChange), vec![])));
+    }
+    if !o.has_finalizer {
+        return Err(Box::new(Decision::new(Action::AddFinalizer, vec![])));
+    }
+    // SPEC §2.4: a failed machine runs no creation steps until the failure is cleared or the spec changes.
+    match o.failure {
+        FailureState::Set {
+            spec_changed_since: true,
+        } => Err(Box::new(Decision::new(Action::ClearFailure, vec![]))),
+        FailureState::Set {
+            spec_changed_since: false,
+        } => Err(Box::new(Decision::new(Action::Wait(Requeue::OnChange), vec![]))),
+        FailureState::Clear => Ok(()),
+    }
+}
