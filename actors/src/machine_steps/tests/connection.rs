@@ -1,0 +1,181 @@
+//! Step 2, CanConnectToOVirt, and the critical connection errors of §2.4 ([`crate::machine_steps::connection`]),
+//! including plain-http engines and engine URLs with userinfo.
+
+use std::time::Duration;
+
+use capov_crds::Severity;
+
+use super::fixtures::{deleting, failed, ready_to_create, running, state_of, with_vm};
+use crate::conditions::{State, reasons, types};
+use crate::machine_steps::{Action, ConnectionFailure, Observed, ProviderConnection, Requeue, decide};
+
+#[test]
+fn transient_connection_failure_waits_with_backoff() {
+    let o = Observed {
+        connection: failed(ConnectionFailure::EngineUnreachable, Duration::from_secs(3600)),
+        ..ready_to_create()
+    };
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+        Some((State::False(Severity::Warning), reasons::ENGINE_UNREACHABLE))
+    );
+}
+
+#[test]
+fn authentication_tls_and_ca_failures_are_critical_at_once() {
+    for failure in [
+        ConnectionFailure::AuthenticationFailed,
+        ConnectionFailure::TlsVerificationFailed,
+        ConnectionFailure::InvalidCaBundle,
+    ] {
+        let d = decide(&Observed {
+            connection: failed(failure, Duration::ZERO),
+            ..ready_to_create()
+        });
+        match &d.action {
+            Action::SetFailure { reason, message } => {
+                assert_eq!(*reason, "OVirtEngineConnectionCritical");
+                assert!(message.starts_with(failure.reason()), "{message}");
+            }
+            other => panic!("{failure:?}: {other:?}"),
+        }
+        assert_eq!(
+            state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+            Some((State::False(Severity::Error), failure.reason()))
+        );
+    }
+}
+
+#[test]
+fn missing_provider_or_credentials_become_critical_after_ten_minutes() {
+    for failure in [
+        ConnectionFailure::ProviderNotFound,
+        ConnectionFailure::CredentialsNotFound,
+    ] {
+        let early = decide(&Observed {
+            connection: failed(failure, Duration::from_secs(599)),
+            ..ready_to_create()
+        });
+        assert_eq!(early.action, Action::Wait(Requeue::Backoff), "{failure:?}");
+        assert_eq!(
+            state_of(&early, types::CAN_CONNECT_TO_OVIRT),
+            Some((State::False(Severity::Warning), failure.reason()))
+        );
+        let late = decide(&Observed {
+            connection: failed(failure, Duration::from_secs(600)),
+            ..ready_to_create()
+        });
+        assert!(matches!(late.action, Action::SetFailure { .. }), "{failure:?}");
+    }
+}
+
+#[test]
+fn other_permanent_connection_errors_are_not_failure_reasons() {
+    for failure in [
+        ConnectionFailure::CredentialsInvalid,
+        ConnectionFailure::PermissionDenied,
+    ] {
+        let d = decide(&Observed {
+            connection: failed(failure, Duration::from_secs(86400)),
+            ..ready_to_create()
+        });
+        assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+        assert_eq!(
+            state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+            Some((State::False(Severity::Error), failure.reason()))
+        );
+    }
+}
+
+#[test]
+fn provisioned_machines_never_get_a_failure_reason() {
+    let o = Observed {
+        connection: failed(ConnectionFailure::AuthenticationFailed, Duration::ZERO),
+        ..running()
+    };
+    assert_eq!(decide(&o).action, Action::Wait(Requeue::Backoff));
+}
+
+#[test]
+fn connection_failure_during_deletion_is_never_critical() {
+    let o = Observed {
+        connection: failed(ConnectionFailure::AuthenticationFailed, Duration::ZERO),
+        ..deleting(with_vm("up", true))
+    };
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+}
+
+#[test]
+fn an_engine_url_with_userinfo_is_an_error_that_never_fails_the_machine() {
+    let d = decide(&Observed {
+        connection: failed(ConnectionFailure::InvalidEngineUrl, Duration::from_secs(86400)),
+        ..ready_to_create()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+        Some((State::False(Severity::Error), reasons::INVALID_ENGINE_URL))
+    );
+}
+
+#[test]
+fn connection_failure_reasons_round_trip() {
+    for failure in ConnectionFailure::ALL {
+        assert_eq!(ConnectionFailure::from_reason(failure.reason()), Some(failure));
+    }
+    assert_eq!(ConnectionFailure::from_reason("Connected"), None);
+}
+
+fn over_plain_http(o: Observed) -> Observed {
+    Observed {
+        connection: ProviderConnection::Ready {
+            insecure_transport: true,
+        },
+        ..o
+    }
+}
+
+#[test]
+fn plain_http_connection_is_true_with_reason_insecure_transport() {
+    for (what, o) in [
+        ("create", ready_to_create()),
+        ("running", running()),
+        ("deleting", deleting(running())),
+        ("deleting, VM gone", deleting(Observed { vm: None, ..running() })),
+    ] {
+        let d = decide(&over_plain_http(o));
+        let condition = d.condition(types::CAN_CONNECT_TO_OVIRT).expect(what);
+        assert_eq!(
+            (condition.state, condition.reason),
+            (State::True, reasons::INSECURE_TRANSPORT),
+            "{what}"
+        );
+        assert!(
+            condition.message.contains("unencrypted"),
+            "{what}: {}",
+            condition.message
+        );
+    }
+    let https = decide(&running());
+    assert_eq!(
+        state_of(&https, types::CAN_CONNECT_TO_OVIRT),
+        Some((State::True, reasons::CONNECTED))
+    );
+}
+
+#[test]
+fn plain_http_changes_nothing_but_the_reason_and_leaves_the_machine_ready() {
+    let secure = decide(&running());
+    let insecure = decide(&over_plain_http(running()));
+    assert_eq!(insecure.action, secure.action);
+    let mut conditions = Vec::new();
+    let now = k8s_openapi::jiff::Timestamp::from_second(1).expect("time");
+    for update in &insecure.conditions {
+        crate::conditions::set_condition(&mut conditions, update, now, Some(1));
+    }
+    let ready = crate::conditions::ready_summary(&conditions, crate::conditions::MACHINE_READY_INPUTS);
+    assert_eq!((ready.state, ready.reason), (State::True, reasons::READY));
+}

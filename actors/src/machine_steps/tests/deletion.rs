@@ -1,0 +1,226 @@
+//! §2.1, deletion ([`crate::machine_steps::deletion`]).
+
+use std::time::Duration;
+
+use capov_crds::Severity;
+use capov_ovirt::model::VmStatus;
+
+use super::fixtures::{VM_ID, deleting, disk, ready_to_create, running, state_of, vm, with_vm};
+use crate::conditions::{State, reasons, types};
+use crate::identity::{NotOwned, Ownership};
+use crate::machine_steps::{
+    Action, ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection, Requeue, decide,
+};
+
+#[test]
+fn deletion_without_finalizer_does_nothing() {
+    let d = decide(&Observed {
+        has_finalizer: false,
+        ..deleting(running())
+    });
+    assert_eq!(d.action, Action::Done(Requeue::OnChange));
+}
+
+#[test]
+fn deletion_with_no_vm_removes_the_finalizer() {
+    let d = decide(&deleting(ready_to_create()));
+    assert_eq!(d.action, Action::RemoveFinalizer { left_alone: None });
+}
+
+#[test]
+fn deletion_leaves_a_same_named_vm_without_marker_alone() {
+    let foreign = ObservedVm {
+        ownership: Ownership::NotOwned(NotOwned::NoMarker),
+        found_by: FoundBy::Name,
+        ..vm("up", true)
+    };
+    let d = decide(&deleting(Observed {
+        vm: Some(foreign),
+        ..ready_to_create()
+    }));
+    assert!(
+        matches!(&d.action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains("no CAPOV marker")),
+        "{:?}",
+        d.action
+    );
+}
+
+#[test]
+fn deletion_never_touches_a_vm_named_by_provider_id_that_is_not_this_objects() {
+    for why in [
+        NotOwned::NoMarker,
+        NotOwned::OtherManagementCluster,
+        NotOwned::EarlierObject,
+    ] {
+        let mut o = deleting(running());
+        if let Some(vm) = o.vm.as_mut() {
+            vm.ownership = Ownership::NotOwned(why);
+        }
+        let d = decide(&o);
+        assert!(
+            matches!(&d.action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains(why.explain())),
+            "{why:?}: {:?}",
+            d.action
+        );
+    }
+}
+
+#[test]
+fn deletion_deletes_a_recorded_vm_with_a_legacy_marker_but_not_one_found_by_name() {
+    let mut o = deleting(with_vm("down", true));
+    if let Some(vm) = o.vm.as_mut() {
+        vm.ownership = Ownership::Legacy;
+    }
+    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    if let Some(vm) = o.vm.as_mut() {
+        vm.found_by = FoundBy::Name;
+    }
+    assert!(matches!(
+        decide(&o).action,
+        Action::RemoveFinalizer { left_alone: Some(_) }
+    ));
+}
+
+#[test]
+fn deletion_of_a_machine_refused_by_its_provider_releases_it_unless_it_recorded_a_vm() {
+    let refused = ProviderConnection::Failed {
+        failure: ConnectionFailure::NamespaceNotAllowed,
+        message: "not allowed".into(),
+        persisted_for: Duration::ZERO,
+    };
+    let never_had_a_vm = deleting(Observed {
+        connection: refused.clone(),
+        ..ready_to_create()
+    });
+    assert_eq!(
+        decide(&never_had_a_vm).action,
+        Action::RemoveFinalizer { left_alone: None }
+    );
+    let had_one = deleting(Observed {
+        connection: refused,
+        ..running()
+    });
+    let d = decide(&had_one);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+        Some((State::False(Severity::Error), reasons::NAMESPACE_NOT_ALLOWED))
+    );
+}
+
+#[test]
+fn deletion_by_name_with_marker_deletes_our_vm() {
+    let d = decide(&deleting(Observed {
+        vm: Some(vm("down", false)),
+        ..ready_to_create()
+    }));
+    assert_eq!(d.action, Action::DeleteVm { vm_id: VM_ID.into() });
+}
+
+#[test]
+fn non_system_disk_blocks_deletion_and_retries_every_minute() {
+    let mut o = deleting(running());
+    if let Some(vm) = o.vm.as_mut() {
+        vm.disks.push(disk("csi-1", "pvc-123", false, 5));
+    }
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::After(Duration::from_secs(60))));
+    let deleted = d.condition(types::MACHINE_DELETED).unwrap();
+    assert_eq!(deleted.reason, "VMHasNonSystemDisk");
+    assert_eq!(deleted.message, "VM has non system disk, cannot delete");
+    assert!(matches!(deleted.state, State::False(_)));
+}
+
+#[test]
+fn without_annotation_a_started_vm_counts_only_its_bootable_disk_as_system() {
+    let mut o = Observed {
+        system_disks: None,
+        ..deleting(running())
+    };
+    assert_eq!(decide(&o).action, Action::StopVmForce { vm_id: VM_ID.into() });
+    if let Some(vm) = o.vm.as_mut() {
+        vm.disks.push(disk("csi-1", "pvc-123", false, 5));
+    }
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::After(Duration::from_secs(60))));
+    let deleted = d.condition(types::MACHINE_DELETED).unwrap();
+    assert_eq!(deleted.reason, reasons::VM_HAS_NON_SYSTEM_DISK);
+    assert!(deleted.message.starts_with("VM has non system disk, cannot delete"));
+    assert!(deleted.message.contains("system-disks"), "{}", deleted.message);
+}
+
+#[test]
+fn without_annotation_a_never_started_vm_counts_all_disks_as_system() {
+    let mut o = Observed {
+        system_disks: None,
+        ..deleting(with_vm("down", false))
+    };
+    if let Some(vm) = o.vm.as_mut() {
+        vm.disks.push(disk("d2", "extra", false, 5));
+    }
+    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+}
+
+#[test]
+fn down_or_unassigned_vm_is_deleted_without_stopping() {
+    for status in ["down", "unassigned"] {
+        let d = decide(&deleting(with_vm(status, true)));
+        assert_eq!(d.action, Action::DeleteVm { vm_id: VM_ID.into() }, "{status}");
+    }
+}
+
+#[test]
+fn image_locked_vm_waits_before_deletion() {
+    let d = decide(&deleting(with_vm("image_locked", false)));
+    assert_eq!(d.action, Action::Wait(Requeue::PollVm));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DELETED),
+        Some((State::False(Severity::Info), reasons::VM_LOCKED))
+    );
+}
+
+#[test]
+fn running_vm_is_force_stopped_before_deletion() {
+    for status in [
+        "up",
+        "powering_up",
+        "paused",
+        "not_responding",
+        "powering_down",
+        "suspended",
+    ] {
+        let d = decide(&deleting(with_vm(status, true)));
+        assert_eq!(d.action, Action::StopVmForce { vm_id: VM_ID.into() }, "{status}");
+    }
+}
+
+/// The engine refuses stop and remove in these states: no stop is sent, the machine backs off (the VM watch wakes it
+/// when the status changes) with a Warning that says what clears it.
+#[test]
+fn unknown_saving_or_restoring_vm_blocks_deletion_with_backoff() {
+    for (status, hint) in [
+        ("unknown", "lost contact"),
+        ("saving_state", "suspended or resumed"),
+        ("restoring_state", "suspended or resumed"),
+    ] {
+        let d = decide(&deleting(with_vm(status, true)));
+        assert_eq!(d.action, Action::Wait(Requeue::Backoff), "{status}");
+        let deleted = d.condition(types::MACHINE_DELETED).unwrap();
+        assert_eq!(deleted.reason, reasons::VM_STATE_BLOCKS_DELETION, "{status}");
+        assert_eq!(deleted.state, State::False(Severity::Warning), "{status}");
+        assert!(deleted.message.contains(status), "{}", deleted.message);
+        assert!(deleted.message.contains(hint), "{}", deleted.message);
+    }
+}
+
+#[test]
+fn a_vm_without_status_is_deleted_without_a_stop() {
+    let d = decide(&deleting(with_vm(VmStatus::IMAGE_ILLEGAL, false)));
+    assert_eq!(d.action, Action::DeleteVm { vm_id: VM_ID.into() });
+}
+
+#[test]
+fn vm_gone_after_delete_releases_the_machine() {
+    let d = decide(&deleting(Observed { vm: None, ..running() }));
+    assert_eq!(d.action, Action::RemoveFinalizer { left_alone: None });
+}

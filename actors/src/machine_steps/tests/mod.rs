@@ -1,0 +1,18 @@
+//! One test per branch of SPEC §2, named after the behaviour: one file per step, as in the decision code, plus
+//! deletion, the pause check, what the actor reads off an action, the hot-loop guard and the whole way through; all
+//! start from the shared fixtures.
+
+mod fixtures;
+
+mod actions;
+mod connection;
+mod creation;
+mod deletion;
+mod disks;
+mod hot_loop;
+mod lifecycle;
+mod network;
+mod node;
+mod pause;
+mod power;
+mod preconditions;

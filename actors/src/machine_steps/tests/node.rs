@@ -1,0 +1,120 @@
+//! Step 7, K8sProviderIDSetup, and reading the Node only when this step needs it ([`crate::machine_steps::node`]).
+
+use capov_crds::Severity;
+
+use super::fixtures::{VM_ID, running, state_of, with_vm};
+use crate::conditions::{State, reasons, types};
+use crate::machine_steps::{Action, NodeObservation, Observed, Requeue, decide};
+
+#[test]
+fn node_not_registered_yet_waits_for_node() {
+    let d = decide(&Observed {
+        node: NodeObservation::NotFound,
+        ..running()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::K8S_PROVIDER_ID_SETUP),
+        Some((State::False(Severity::Info), reasons::WAITING_FOR_NODE))
+    );
+    assert!(
+        d.status.mark_provisioned,
+        "the VM is up even though the Node is not there yet"
+    );
+}
+
+#[test]
+fn unreachable_workload_cluster_is_a_warning() {
+    let d = decide(&Observed {
+        node: NodeObservation::Unreachable {
+            message: "timeout".into(),
+        },
+        ..running()
+    });
+    assert_eq!(
+        state_of(&d, types::K8S_PROVIDER_ID_SETUP),
+        Some((State::False(Severity::Warning), reasons::WORKLOAD_CLUSTER_UNREACHABLE))
+    );
+}
+
+#[test]
+fn rejected_workload_kubeconfig_is_an_error_retried_with_backoff() {
+    let message = "the workload kubeconfig in Secret default/workload-kubeconfig (key value) was rejected and nothing \
+                   was sent to its server: users[0] \"admin\": field \"tokenFile\" is not allowed: put the token \
+                   itself in \"token\"";
+    let d = decide(&Observed {
+        node: NodeObservation::Rejected {
+            message: message.into(),
+        },
+        ..running()
+    });
+    // Secrets are not watched: only a timed retry sees the fixed kubeconfig.
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    let setup = d.condition(types::K8S_PROVIDER_ID_SETUP).expect("K8sProviderIDSetup");
+    assert_eq!(
+        (setup.state, setup.reason),
+        (State::False(Severity::Error), reasons::WORKLOAD_KUBECONFIG_REJECTED)
+    );
+    assert_eq!(setup.message, message, "the message names the field and the fix");
+    assert_eq!(state_of(&d, types::MACHINE_ON), Some((State::True, reasons::VM_UP)));
+    assert!(d.status.mark_provisioned, "the VM is up whatever the kubeconfig says");
+}
+
+#[test]
+fn node_without_provider_id_gets_ours() {
+    let node = NodeObservation::Found {
+        name: "worker-abc123".into(),
+        provider_id: None,
+    };
+    assert_eq!(
+        decide(&Observed { node, ..running() }).action,
+        Action::SetNodeProviderId {
+            node_name: "worker-abc123".into(),
+            provider_id: format!("ovirt://{VM_ID}")
+        }
+    );
+}
+
+#[test]
+fn node_with_another_provider_id_is_a_mismatch_error() {
+    let node = NodeObservation::Found {
+        name: "worker-abc123".into(),
+        provider_id: Some("ovirt://other".into()),
+    };
+    let d = decide(&Observed { node, ..running() });
+    assert_eq!(
+        state_of(&d, types::K8S_PROVIDER_ID_SETUP),
+        Some((State::False(Severity::Error), reasons::PROVIDER_ID_MISMATCH))
+    );
+}
+
+#[test]
+fn done_without_ip_keeps_looking_with_backoff() {
+    let mut o = running();
+    if let Some(vm) = o.vm.as_mut() {
+        vm.reported_devices.clear();
+    }
+    assert_eq!(decide(&o).action, Action::Done(Requeue::Backoff));
+}
+
+#[test]
+fn reaching_step_7_without_the_node_asks_for_it() {
+    let d = decide(&Observed {
+        node: NodeObservation::NotRead,
+        ..running()
+    });
+    assert_eq!(d.action, Action::ReadNode);
+    assert!(!d.action.needs_permit(), "workload I/O never holds a reconcile permit");
+    // Steps 1–6 are passed all the same: the decision taken after the read only adds step 7.
+    assert_eq!(state_of(&d, types::MACHINE_ON), Some((State::True, reasons::VM_UP)));
+}
+
+#[test]
+fn an_unread_node_is_not_asked_for_before_step_7() {
+    // A VM still powering up stops at step 6: no workload call in that pass.
+    let d = decide(&Observed {
+        node: NodeObservation::NotRead,
+        ..with_vm("powering_up", true)
+    });
+    assert_ne!(d.action, Action::ReadNode);
+}
