@@ -9,11 +9,11 @@ use http::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::engine::{self, EngineVersion, Timings, Transition};
+use crate::engine::{self, Timings};
 use crate::inventory::{Inventory, VmSeed};
 use crate::server::{Incoming, Shared};
 use crate::sso::SsoErrorStyle;
-use crate::state::VmSnapshot;
+use crate::state::{Delivered, EngineVersion, Transition, VmSnapshot};
 use crate::wire::Reply;
 
 /// Misbehaviour to inject into engine traffic (`/ovirt-engine/...`; the control API is exempt).
@@ -405,7 +405,7 @@ impl Control {
 
     /// What the VM's last start handed the guest (kind and user-data as the engine rewrote it); None when the start
     /// asked for an initialization its OS type does not use, or before any start.
-    pub fn delivered_payload(&self, id: &str) -> Option<crate::engine::Delivered> {
+    pub fn delivered_payload(&self, id: &str) -> Option<Delivered> {
         self.shared.lock().vms.get(id).and_then(|vm| vm.delivered.clone())
     }
 

@@ -26,11 +26,11 @@ pub mod tls;
 mod wire;
 
 pub use control::{BodyFault, Control, FaultInjection, SlowReplies};
-pub use engine::{Delivered, EngineVersion, Timings, Transition};
+pub use engine::Timings;
 pub use inventory::{
     ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
     TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
 };
 pub use server::{Simulator, SimulatorBuilder, SimulatorHandle, WriteRecord};
 pub use sso::SsoErrorStyle;
-pub use state::{DiskSnapshot, NicSnapshot, VmSnapshot};
+pub use state::{Delivered, DiskSnapshot, EngineVersion, NicSnapshot, Transition, VmSnapshot};

@@ -17,9 +17,9 @@ use tokio::sync::oneshot;
 use warp::Filter;
 
 use crate::control::{BodyFault, Control, FaultInjection};
-use crate::engine::{self, Scheduled, Timings};
+use crate::engine::{self, Timings};
 use crate::inventory::{self, Inventory};
-use crate::state::State;
+use crate::state::{EngineVersion, Scheduled, State};
 use crate::wire::{Format, Reply};
 use crate::{api, control, sso};
 
@@ -426,7 +426,7 @@ pub struct SimulatorBuilder {
     timings: Timings,
     token_ttl: Option<Duration>,
     tls_names: Vec<String>,
-    engine_version: crate::engine::EngineVersion,
+    engine_version: EngineVersion,
     non_admin_users: Vec<String>,
 }
 
@@ -445,7 +445,7 @@ impl Simulator {
             timings: Timings::fast(),
             token_ttl: None,
             tls_names: Vec::new(),
-            engine_version: crate::engine::EngineVersion::DEFAULT,
+            engine_version: EngineVersion::DEFAULT,
             non_admin_users: Vec::new(),
         }
     }
@@ -492,7 +492,7 @@ impl SimulatorBuilder {
     }
 
     /// The engine release to play (default 4.4.10): gates request elements such as `use_ignition` (from 4.4.0).
-    pub fn engine_version(mut self, version: crate::engine::EngineVersion) -> Self {
+    pub fn engine_version(mut self, version: EngineVersion) -> Self {
         self.engine_version = version;
         self
     }

@@ -264,7 +264,7 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         copy_outcome: CopyOutcome::Succeeds,
         created_by: None,
     });
-    // Cloning copies whole images (`engine::copies`, sharing the storage domain's bandwidth when one is set); a thin
+    // Cloning copies whole images (`state::copies`, sharing the storage domain's bandwidth when one is set); a thin
     // VM only gets a layer over the template's image.
     let scheduled = match (accepted, clone, timings.storage_bytes_per_second()) {
         (false, _, _) => Vec::new(),
