@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use http::Method;
 
-use crate::engine::{self, EngineError};
+use crate::engine;
 use crate::render::{self, VmFollow};
+use crate::request::Incoming;
 use crate::schema;
 use crate::search;
-use crate::server::{Incoming, Shared};
+use crate::shared::Shared;
 use crate::state::State;
 use crate::wire::{self, Format, Reply};
 
@@ -740,13 +741,4 @@ fn apply_disk_update<T: serde::Serialize>(
         }
         Err(e) => wire::error(&e, format),
     }
-}
-
-/// Used by the control interface to force a state (e.g. `not_responding`) for tests.
-pub fn force_vm_status(state: &mut State, id: &str, status: &str) -> Result<(), EngineError> {
-    let vm = state.vms.get_mut(id).ok_or(EngineError::NotFound)?;
-    vm.generation += 1;
-    vm.status = VmStatus::parse(status);
-    vm.ips_reported = vm.status == VmStatus::Up && vm.guest_agent;
-    Ok(())
 }

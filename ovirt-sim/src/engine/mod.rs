@@ -11,7 +11,7 @@ pub use add_vm::add_vm;
 pub use disks::{attach_extra_disk, detach_disk, update_disk};
 pub use nics::{add_nic, remove_nic, update_nic};
 use power::power_off;
-pub use power::{remove_vm, shutdown_vm, start_vm, stop_vm};
+pub use power::{force_vm_status, remove_vm, shutdown_vm, start_vm, stop_vm};
 
 use std::time::Duration;
 
