@@ -544,97 +544,8 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, call
             }
         }
         (Method::POST, [id, verb @ ("start" | "stop" | "shutdown")]) => vm_action(shared, req, id, verb, format),
-        (Method::GET, [id, "diskattachments"]) => {
-            let state = shared.lock();
-            let Some(vm) = state.vms.get(*id) else {
-                return not_found();
-            };
-            let inline = req
-                .param("follow")
-                .is_some_and(|f| f.split(',').any(|f| f.trim() == "disk"));
-            let items = vm
-                .disk_ids
-                .iter()
-                .filter_map(|d| state.disks.get(d))
-                .map(|d| render::disk_attachment(d, "vms", id, inline))
-                .collect();
-            wire::object(200, &model::DiskAttachments { items }, format)
-        }
-        (Method::GET, [id, "diskattachments", disk_id]) => {
-            let state = shared.lock();
-            match state.vms.get(*id) {
-                Some(vm) if vm.disk_ids.iter().any(|d| d == disk_id) => match state.disks.get(*disk_id) {
-                    Some(d) => wire::object(200, &render::disk_attachment(d, "vms", id, false), format),
-                    None => not_found(),
-                },
-                _ => not_found(),
-            }
-        }
-        (Method::PUT, [id, "diskattachments", disk_id]) => {
-            let attached = shared
-                .lock()
-                .vms
-                .get(*id)
-                .is_some_and(|vm| vm.disk_ids.iter().any(|d| d == disk_id));
-            if !attached {
-                return not_found();
-            }
-            let attachment: model::DiskAttachment = match decode(shared, req, format, &ATTACHMENT_UPDATE, None) {
-                Ok(a) => a,
-                Err(reply) => return reply,
-            };
-            let disk = attachment.disk.unwrap_or_default();
-            apply_disk_update(shared, disk_id, &disk, format, |state, _| {
-                Some(render::disk_attachment(state.disks.get(*disk_id)?, "vms", id, false))
-            })
-        }
-        (Method::DELETE, [id, "diskattachments", disk_id]) => {
-            let remove = req.bool_param("detach_only") == Some(false);
-            match engine::detach_disk(&mut shared.lock(), id, disk_id, remove) {
-                Ok(()) => wire::action_complete(&model::Action::default(), None, format),
-                Err(e) => wire::error(&e, format),
-            }
-        }
-        (Method::GET, [id, "nics"]) => {
-            let state = shared.lock();
-            let Some(vm) = state.vms.get(*id) else {
-                return not_found();
-            };
-            wire::object(
-                200,
-                &model::Nics {
-                    items: vm.nics.iter().map(|n| render::nic(id, n)).collect(),
-                },
-                format,
-            )
-        }
-        (Method::POST, [id, "nics"]) => {
-            let nic: model::Nic = match decode(shared, req, format, &NIC_ADD, None) {
-                Ok(n) => n,
-                Err(reply) => return reply,
-            };
-            let mut state = shared.lock();
-            match engine::add_nic(&mut state, id, &nic) {
-                Ok(nic_id) => nic_reply(&state, id, &nic_id, 201, format),
-                Err(e) => wire::error(&e, format),
-            }
-        }
-        (Method::GET, [id, "nics", nic_id]) => nic_reply(&shared.lock(), id, nic_id, 200, format),
-        (Method::PUT, [id, "nics", nic_id]) => {
-            let nic: model::Nic = match decode(shared, req, format, &NIC_UPDATE, None) {
-                Ok(n) => n,
-                Err(reply) => return reply,
-            };
-            let mut state = shared.lock();
-            match engine::update_nic(&mut state, id, nic_id, &nic) {
-                Ok(()) => nic_reply(&state, id, nic_id, 200, format),
-                Err(e) => wire::error(&e, format),
-            }
-        }
-        (Method::DELETE, [id, "nics", nic_id]) => match engine::remove_nic(&mut shared.lock(), id, nic_id) {
-            Ok(()) => wire::action_complete(&model::Action::default(), None, format),
-            Err(e) => wire::error(&e, format),
-        },
+        (_, [id, "diskattachments", rest @ ..]) => vm_disk_attachments(shared, req, id, rest, format),
+        (_, [id, "nics", rest @ ..]) => vm_nics(shared, req, id, rest, format),
         (Method::GET, [id, "reporteddevices"]) => {
             let state = shared.lock();
             let Some(vm) = state.vms.get(*id) else {
@@ -649,6 +560,113 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, call
             )
         }
         (Method::GET, _) => not_found(),
+        _ => Reply::empty(405),
+    }
+}
+
+/// `/vms/{id}/diskattachments[/{disk_id}]`; `rest` is what follows `diskattachments`.
+fn vm_disk_attachments(shared: &Arc<Shared>, req: &Incoming, id: &str, rest: &[&str], format: Format) -> Reply {
+    match (&req.method, rest) {
+        (&Method::GET, []) => {
+            let state = shared.lock();
+            let Some(vm) = state.vms.get(id) else {
+                return not_found();
+            };
+            let inline = req
+                .param("follow")
+                .is_some_and(|f| f.split(',').any(|f| f.trim() == "disk"));
+            let items = vm
+                .disk_ids
+                .iter()
+                .filter_map(|d| state.disks.get(d))
+                .map(|d| render::disk_attachment(d, "vms", id, inline))
+                .collect();
+            wire::object(200, &model::DiskAttachments { items }, format)
+        }
+        (&Method::GET, [disk_id]) => {
+            let state = shared.lock();
+            match state.vms.get(id) {
+                Some(vm) if vm.disk_ids.iter().any(|d| d == disk_id) => match state.disks.get(*disk_id) {
+                    Some(d) => wire::object(200, &render::disk_attachment(d, "vms", id, false), format),
+                    None => not_found(),
+                },
+                _ => not_found(),
+            }
+        }
+        (&Method::PUT, [disk_id]) => {
+            let attached = shared
+                .lock()
+                .vms
+                .get(id)
+                .is_some_and(|vm| vm.disk_ids.iter().any(|d| d == disk_id));
+            if !attached {
+                return not_found();
+            }
+            let attachment: model::DiskAttachment = match decode(shared, req, format, &ATTACHMENT_UPDATE, None) {
+                Ok(a) => a,
+                Err(reply) => return reply,
+            };
+            let disk = attachment.disk.unwrap_or_default();
+            apply_disk_update(shared, disk_id, &disk, format, |state, _| {
+                Some(render::disk_attachment(state.disks.get(*disk_id)?, "vms", id, false))
+            })
+        }
+        (&Method::DELETE, [disk_id]) => {
+            let remove = req.bool_param("detach_only") == Some(false);
+            match engine::detach_disk(&mut shared.lock(), id, disk_id, remove) {
+                Ok(()) => wire::action_complete(&model::Action::default(), None, format),
+                Err(e) => wire::error(&e, format),
+            }
+        }
+        (&Method::GET, _) => not_found(),
+        _ => Reply::empty(405),
+    }
+}
+
+/// `/vms/{id}/nics[/{nic_id}]`; `rest` is what follows `nics`.
+fn vm_nics(shared: &Arc<Shared>, req: &Incoming, id: &str, rest: &[&str], format: Format) -> Reply {
+    match (&req.method, rest) {
+        (&Method::GET, []) => {
+            let state = shared.lock();
+            let Some(vm) = state.vms.get(id) else {
+                return not_found();
+            };
+            wire::object(
+                200,
+                &model::Nics {
+                    items: vm.nics.iter().map(|n| render::nic(id, n)).collect(),
+                },
+                format,
+            )
+        }
+        (&Method::POST, []) => {
+            let nic: model::Nic = match decode(shared, req, format, &NIC_ADD, None) {
+                Ok(n) => n,
+                Err(reply) => return reply,
+            };
+            let mut state = shared.lock();
+            match engine::add_nic(&mut state, id, &nic) {
+                Ok(nic_id) => nic_reply(&state, id, &nic_id, 201, format),
+                Err(e) => wire::error(&e, format),
+            }
+        }
+        (&Method::GET, [nic_id]) => nic_reply(&shared.lock(), id, nic_id, 200, format),
+        (&Method::PUT, [nic_id]) => {
+            let nic: model::Nic = match decode(shared, req, format, &NIC_UPDATE, None) {
+                Ok(n) => n,
+                Err(reply) => return reply,
+            };
+            let mut state = shared.lock();
+            match engine::update_nic(&mut state, id, nic_id, &nic) {
+                Ok(()) => nic_reply(&state, id, nic_id, 200, format),
+                Err(e) => wire::error(&e, format),
+            }
+        }
+        (&Method::DELETE, [nic_id]) => match engine::remove_nic(&mut shared.lock(), id, nic_id) {
+            Ok(()) => wire::action_complete(&model::Action::default(), None, format),
+            Err(e) => wire::error(&e, format),
+        },
+        (&Method::GET, _) => not_found(),
         _ => Reply::empty(405),
     }
 }
