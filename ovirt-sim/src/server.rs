@@ -154,15 +154,13 @@ impl SimulatorBuilder {
         self
     }
 
-    pub async fn start(self) -> std::io::Result<SimulatorHandle> {
-        // Processes embedding the simulator talk HTTPS too: make ring the process default.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let io_err = |e: String| std::io::Error::other(e);
+    /// The engine state to start with: the inventory seeded, the users added (`admin@internal` when none was).
+    fn initial_state(&self) -> Result<State, String> {
         let mut state = State {
             engine_version: self.engine_version,
             ..State::default()
         };
-        inventory::seed(&mut state, &self.inventory).map_err(io_err)?;
+        inventory::seed(&mut state, &self.inventory)?;
         if self.users.is_empty() {
             state.users.insert("admin@internal".into(), "admin".into());
         }
@@ -170,46 +168,34 @@ impl SimulatorBuilder {
         for (name, password) in &self.users {
             state.users.insert(name.clone(), password.clone());
         }
+        Ok(state)
+    }
+
+    /// For HTTPS, the acceptor with a certificate for `addr` and the extra names, and the PEM of the CA that signed
+    /// it; neither for plain HTTP.
+    fn tls_acceptor(&self, addr: SocketAddr) -> std::io::Result<(Option<tokio_rustls::TlsAcceptor>, Option<String>)> {
+        if !self.tls {
+            return Ok((None, None));
+        }
+        let mut names = self.tls_names.clone();
+        names.push(addr.ip().to_string());
+        let generated = crate::tls::generate(&names).map_err(std::io::Error::other)?;
+        Ok((
+            Some(tokio_rustls::TlsAcceptor::from(generated.server_config)),
+            Some(generated.ca_pem),
+        ))
+    }
+
+    pub async fn start(self) -> std::io::Result<SimulatorHandle> {
+        // Processes embedding the simulator talk HTTPS too: make ring the process default.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let state = self.initial_state().map_err(std::io::Error::other)?;
         let shared = Arc::new(Shared::new(state, self.timings, self.token_ttl));
 
         let listener = TcpListener::bind(self.listen).await?;
         let addr = listener.local_addr()?;
-        let (acceptor, ca_pem) = if self.tls {
-            let mut names = self.tls_names.clone();
-            names.push(addr.ip().to_string());
-            let generated = crate::tls::generate(&names).map_err(io_err)?;
-            (
-                Some(tokio_rustls::TlsAcceptor::from(generated.server_config)),
-                Some(generated.ca_pem),
-            )
-        } else {
-            (None, None)
-        };
-
-        let filter_shared = shared.clone();
-        let filter = warp::method()
-            .and(warp::path::full())
-            .and(warp::query::raw().or(warp::any().map(String::new)).unify())
-            .and(warp::header::headers_cloned())
-            .and(warp::body::bytes())
-            .and_then(
-                move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body: Bytes| {
-                    let shared = filter_shared.clone();
-                    async move {
-                        let query = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
-                        let request = Incoming {
-                            method,
-                            path: path.as_str().to_string(),
-                            query,
-                            headers,
-                            body,
-                        };
-                        let streamed = shared.streamed_bytes.clone();
-                        Ok::<_, Infallible>(into_response(respond(shared, request).await, &streamed))
-                    }
-                },
-            );
-        let service = warp::service(filter);
+        let (acceptor, ca_pem) = self.tls_acceptor(addr)?;
+        let service = warp::service(request_filter(shared.clone()));
 
         let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
         let mut listening = shared.listening.subscribe();
@@ -263,22 +249,55 @@ impl SimulatorBuilder {
             }
         });
 
-        let scheme = if self.tls { "https" } else { "http" };
-        let host = if addr.ip().is_unspecified() {
-            "127.0.0.1".to_string()
-        } else {
-            addr.ip().to_string()
-        };
-        let host = if host.contains(':') { format!("[{host}]") } else { host };
         Ok(SimulatorHandle {
             addr,
-            base_url: format!("{scheme}://{host}:{}", addr.port()),
+            base_url: base_url(self.tls, addr),
             ca_pem,
             control: Control { shared },
             stop: Some(stop_tx),
             task,
         })
     }
+}
+
+/// Every request, whatever its method and path, as an [`Incoming`] handed to [`respond`].
+fn request_filter(
+    shared: Arc<Shared>,
+) -> impl Filter<Extract = (warp::reply::Response,), Error = warp::Rejection> + Clone + Send + Sync + 'static {
+    warp::method()
+        .and(warp::path::full())
+        .and(warp::query::raw().or(warp::any().map(String::new)).unify())
+        .and(warp::header::headers_cloned())
+        .and(warp::body::bytes())
+        .and_then(
+            move |method: Method, path: warp::path::FullPath, query: String, headers: HeaderMap, body: Bytes| {
+                let shared = shared.clone();
+                async move {
+                    let query = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+                    let request = Incoming {
+                        method,
+                        path: path.as_str().to_string(),
+                        query,
+                        headers,
+                        body,
+                    };
+                    let streamed = shared.streamed_bytes.clone();
+                    Ok::<_, Infallible>(into_response(respond(shared, request).await, &streamed))
+                }
+            },
+        )
+}
+
+/// `https://127.0.0.1:PORT` (`http` for plain HTTP; loopback for an unspecified address; IPv6 in brackets).
+fn base_url(tls: bool, addr: SocketAddr) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let host = if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    };
+    let host = if host.contains(':') { format!("[{host}]") } else { host };
+    format!("{scheme}://{host}:{}", addr.port())
 }
 
 /// Opens the simulator's port again after an outage (the same address, so that clients find it where it was).
