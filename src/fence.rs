@@ -1,8 +1,8 @@
 //! The leader's fence: engine writes are allowed only for [`RENEW_DEADLINE`] after the last renewal of the
-//! leader-election Lease that the API server accepted. The Lease stays valid for [`super::leader::LEASE_DURATION`]
-//! after that renewal, so a leader cut off from the API server stops writing to the engine at least
-//! [`FENCE_MARGIN`] before another replica may take the Lease: two leaders never write to one engine at once, however
-//! long stopping the old one's actors takes.
+//! leader-election Lease that the API server accepted. The Lease stays valid for
+//! [`crate::lease_timing::LEASE_DURATION`] after that renewal, so a leader cut off from the API server stops writing
+//! to the engine at least [`FENCE_MARGIN`] before another replica may take the Lease: two leaders never write to one
+//! engine at once, however long stopping the old one's actors takes.
 //!
 //! The renewal time is taken when the renewal request is sent, which is not earlier than the `renewTime` the
 //! replica writes into the Lease (kube-lease-manager reads its clock before sending). The margin covers what the
@@ -17,15 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 
-use crate::leader::LEASE_DURATION;
-
-/// How long after an accepted renewal engine writes stay allowed.
-pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
-/// What is left of the Lease when the fence closes.
-pub const FENCE_MARGIN: Duration = LEASE_DURATION.saturating_sub(RENEW_DEADLINE);
-
-// By construction: the fence closes well inside the Lease.
-const _: () = assert!(RENEW_DEADLINE.as_secs() + 5 <= LEASE_DURATION.as_secs());
+pub use crate::lease_timing::{FENCE_MARGIN, RENEW_DEADLINE};
 
 /// Open while the Lease was renewed within [`RENEW_DEADLINE`]; closed before the first renewal.
 #[derive(Debug)]
@@ -153,11 +145,6 @@ where
 mod tests {
     use super::*;
     use capov_ovirt::WriteGate;
-
-    #[test]
-    fn the_fence_closes_at_least_five_seconds_before_the_lease_expires() {
-        assert!(FENCE_MARGIN >= Duration::from_secs(5), "{FENCE_MARGIN:?}");
-    }
 
     #[tokio::test(start_paused = true)]
     async fn closed_until_renewed_open_for_the_deadline_after_the_sending() {

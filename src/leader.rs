@@ -17,16 +17,10 @@ use kube::Api;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use prometheus::IntGauge;
 
-use crate::fence::{LeaseFence, RENEW_DEADLINE, RenewalLayer};
+use crate::fence::{LeaseFence, RenewalLayer};
+use crate::lease_timing::RENEW_DEADLINE;
+pub use crate::lease_timing::{LEASE_DURATION, RENEW_INTERVAL, RETRY_PERIOD};
 
-/// How long a Lease stays valid after its last renewal; a standby takes over a SIGKILLed leader after this long
-/// (controller-runtime's default as well).
-pub const LEASE_DURATION: Duration = Duration::from_secs(15);
-/// How often the leader renews. The 10 s left after a failed renewal are the time it has to stop its work before
-/// anyone else may take the Lease.
-pub const RENEW_INTERVAL: Duration = Duration::from_secs(5);
-/// How often a standby looks whether the Lease was released (controller-runtime's retry period).
-pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
 /// Per-request timeouts of the Lease client: a renewal that hangs must fail well inside the 10 s between the
 /// renewal and the expiry, not after kube's default of several minutes.
 const LEASE_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod fence;
 pub mod health;
 pub mod leader;
+pub mod lease_timing;
 pub mod logging;
 pub mod metrics;
 pub mod server;

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use http::Method;
 
-use crate::engine::{self, EngineError};
+use crate::engine;
 use crate::render::{self, VmFollow};
+use crate::request::Incoming;
 use crate::schema;
 use crate::search;
-use crate::server::{Incoming, Shared};
+use crate::shared::Shared;
 use crate::state::State;
 use crate::wire::{self, Format, Reply};
 
@@ -155,154 +156,40 @@ fn vm_visible(shared: &Arc<Shared>, id: &str, caller: &Caller) -> bool {
     shared.lock().vms.get(id).is_none_or(|vm| caller.sees(vm))
 }
 
+/// The `GET`s of everything but VMs; a search that does not parse fails any of them.
 fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Reply {
     let query = match query_of(req) {
         Ok(q) => q,
         Err(e) => return bad_search(&e, format),
     };
-    let follow_disk = req
-        .param("follow")
-        .is_some_and(|f| f.split(',').any(|f| f.trim() == "disk"));
     match path {
-        ["clusters"] => {
-            let items = state
-                .clusters
-                .values()
-                .filter(|c| {
-                    query.matches(|f| match f {
-                        "name" => Some(vec![c.name.clone()]),
-                        "id" => Some(vec![c.id.clone()]),
-                        "datacenter" => state
-                            .data_centers
-                            .get(&c.data_center_id)
-                            .map(|dc| vec![dc.name.clone()]),
-                        _ => None,
-                    })
-                })
-                .map(render::cluster)
-                .collect();
-            wire::object(
-                200,
-                &model::Clusters {
-                    items: limit(items, req),
-                },
-                format,
-            )
-        }
+        ["clusters"] => list_clusters(state, &query, req, format),
         ["clusters", id] => state
             .clusters
             .get(*id)
             .map_or_else(not_found, |c| wire::object(200, &render::cluster(c), format)),
-        ["datacenters"] => {
-            let items = state
-                .data_centers
-                .values()
-                .filter(|dc| {
-                    query.matches(|f| match f {
-                        "name" => Some(vec![dc.name.clone()]),
-                        "id" => Some(vec![dc.id.clone()]),
-                        _ => None,
-                    })
-                })
-                .map(render::data_center)
-                .collect();
-            wire::object(
-                200,
-                &model::DataCenters {
-                    items: limit(items, req),
-                },
-                format,
-            )
-        }
+        ["datacenters"] => list_data_centers(state, &query, req, format),
         ["datacenters", id] => state
             .data_centers
             .get(*id)
             .map_or_else(not_found, |dc| wire::object(200, &render::data_center(dc), format)),
-        ["datacenters", dc, "storagedomains"] => {
-            if !state.data_centers.contains_key(*dc) {
-                return not_found();
-            }
-            let items = state
-                .storage_domains
-                .values()
-                .filter(|sd| sd.data_center_id.as_deref() == Some(*dc))
-                .map(|sd| render::storage_domain(sd, true))
-                .collect();
-            wire::object(200, &model::StorageDomains { items }, format)
-        }
+        ["datacenters", dc, "storagedomains"] => attached_storage_domains(state, dc, format),
         ["datacenters", dc, "storagedomains", id] => match state.storage_domains.get(*id) {
             Some(sd) if sd.data_center_id.as_deref() == Some(*dc) => {
                 wire::object(200, &render::storage_domain(sd, true), format)
             }
             _ => not_found(),
         },
-        ["storagedomains"] => {
-            let items = state
-                .storage_domains
-                .values()
-                .filter(|sd| {
-                    query.matches(|f| match f {
-                        "name" => Some(vec![sd.name.clone()]),
-                        "id" => Some(vec![sd.id.clone()]),
-                        "type" => Some(vec![sd.kind.clone()]),
-                        "datacenter" => sd
-                            .data_center_id
-                            .as_ref()
-                            .and_then(|dc| state.data_centers.get(dc))
-                            .map(|dc| vec![dc.name.clone()]),
-                        _ => None,
-                    })
-                })
-                .map(|sd| render::storage_domain(sd, false))
-                .collect();
-            wire::object(
-                200,
-                &model::StorageDomains {
-                    items: limit(items, req),
-                },
-                format,
-            )
-        }
+        ["storagedomains"] => list_storage_domains(state, &query, req, format),
         ["storagedomains", id] => state.storage_domains.get(*id).map_or_else(not_found, |sd| {
             wire::object(200, &render::storage_domain(sd, false), format)
         }),
-        ["networks"] => {
-            let items = state
-                .networks
-                .values()
-                .filter(|n| {
-                    query.matches(|f| match f {
-                        "name" => Some(vec![n.name.clone()]),
-                        "id" => Some(vec![n.id.clone()]),
-                        _ => None,
-                    })
-                })
-                .map(render::network)
-                .collect();
-            wire::object(
-                200,
-                &model::Networks {
-                    items: limit(items, req),
-                },
-                format,
-            )
-        }
+        ["networks"] => list_networks(state, &query, req, format),
         ["networks", id] => state
             .networks
             .get(*id)
             .map_or_else(not_found, |n| wire::object(200, &render::network(n), format)),
-        ["networks", id, "vnicprofiles"] => {
-            if !state.networks.contains_key(*id) {
-                return not_found();
-            }
-            let items = state
-                .vnic_profiles
-                .values()
-                .filter(|p| p.network_id == *id)
-                .map(render::vnic_profile)
-                .collect();
-            wire::object(200, &model::VnicProfiles { items }, format)
-        }
+        ["networks", id, "vnicprofiles"] => network_vnic_profiles(state, id, format),
         // The engine offers no search on vNIC profiles: `search` is ignored.
         ["vnicprofiles"] => {
             let items = state.vnic_profiles.values().map(render::vnic_profile).collect();
@@ -318,83 +205,227 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
             .vnic_profiles
             .get(*id)
             .map_or_else(not_found, |p| wire::object(200, &render::vnic_profile(p), format)),
-        ["templates"] => {
-            let items = state
-                .templates
-                .values()
-                .filter(|t| {
-                    query.matches(|f| match f {
-                        "name" => Some(vec![t.name.clone()]),
-                        "id" => Some(vec![t.id.clone()]),
-                        "status" => Some(vec![t.status.clone()]),
-                        "version_number" => Some(vec![t.version_number.to_string()]),
-                        "cluster" => t
-                            .cluster_id
-                            .as_ref()
-                            .and_then(|c| state.clusters.get(c))
-                            .map(|c| vec![c.name.clone()]),
-                        "datacenter" => t
-                            .cluster_id
-                            .as_ref()
-                            .and_then(|c| state.clusters.get(c))
-                            .and_then(|c| state.data_centers.get(&c.data_center_id))
-                            .map(|dc| vec![dc.name.clone()]),
-                        _ => None,
-                    })
-                })
-                .map(render::template)
-                .collect();
-            wire::object(
-                200,
-                &model::Templates {
-                    items: limit(items, req),
-                },
-                format,
-            )
-        }
+        ["templates"] => list_templates(state, &query, req, format),
         ["templates", id] => state
             .templates
             .get(*id)
             .map_or_else(not_found, |t| wire::object(200, &render::template(t), format)),
-        ["templates", id, "diskattachments"] => match state.templates.get(*id) {
-            Some(t) => {
-                let items = t
-                    .disk_ids
-                    .iter()
-                    .filter_map(|d| state.disks.get(d))
-                    .map(|d| render::disk_attachment(d, "templates", id, follow_disk))
-                    .collect();
-                wire::object(200, &model::DiskAttachments { items }, format)
-            }
-            None => not_found(),
-        },
-        ["disks"] => {
-            let items: Vec<_> = state
-                .disks
-                .values()
-                .filter(|d| {
-                    query.matches(|f| match f {
-                        "name" | "alias" => Some(vec![d.alias.clone()]),
-                        "id" => Some(vec![d.id.clone()]),
-                        "status" => Some(vec![d.status.to_string()]),
-                        _ => None,
-                    })
-                })
-                .map(render::disk)
-                .collect();
-            wire::object(
-                200,
-                &model::Disks {
-                    items: limit(items, req),
-                },
-                format,
-            )
-        }
+        ["templates", id, "diskattachments"] => template_disk_attachments(state, req, id, format),
+        ["disks"] => list_disks(state, &query, req, format),
         ["disks", id] => state
             .disks
             .get(*id)
             .map_or_else(not_found, |d| wire::object(200, &render::disk(d), format)),
         _ => not_found(),
+    }
+}
+
+/// `GET /clusters[?search=…]`.
+fn list_clusters(state: &State, query: &search::Query, req: &Incoming, format: Format) -> Reply {
+    let items = state
+        .clusters
+        .values()
+        .filter(|c| {
+            query.matches(|f| match f {
+                "name" => Some(vec![c.name.clone()]),
+                "id" => Some(vec![c.id.clone()]),
+                "datacenter" => state
+                    .data_centers
+                    .get(&c.data_center_id)
+                    .map(|dc| vec![dc.name.clone()]),
+                _ => None,
+            })
+        })
+        .map(render::cluster)
+        .collect();
+    wire::object(
+        200,
+        &model::Clusters {
+            items: limit(items, req),
+        },
+        format,
+    )
+}
+
+/// `GET /datacenters[?search=…]`.
+fn list_data_centers(state: &State, query: &search::Query, req: &Incoming, format: Format) -> Reply {
+    let items = state
+        .data_centers
+        .values()
+        .filter(|dc| {
+            query.matches(|f| match f {
+                "name" => Some(vec![dc.name.clone()]),
+                "id" => Some(vec![dc.id.clone()]),
+                _ => None,
+            })
+        })
+        .map(render::data_center)
+        .collect();
+    wire::object(
+        200,
+        &model::DataCenters {
+            items: limit(items, req),
+        },
+        format,
+    )
+}
+
+/// `GET /datacenters/{dc}/storagedomains`.
+fn attached_storage_domains(state: &State, dc: &str, format: Format) -> Reply {
+    if !state.data_centers.contains_key(dc) {
+        return not_found();
+    }
+    let items = state
+        .storage_domains
+        .values()
+        .filter(|sd| sd.data_center_id.as_deref() == Some(dc))
+        .map(|sd| render::storage_domain(sd, true))
+        .collect();
+    wire::object(200, &model::StorageDomains { items }, format)
+}
+
+/// `GET /storagedomains[?search=…]`.
+fn list_storage_domains(state: &State, query: &search::Query, req: &Incoming, format: Format) -> Reply {
+    let items = state
+        .storage_domains
+        .values()
+        .filter(|sd| {
+            query.matches(|f| match f {
+                "name" => Some(vec![sd.name.clone()]),
+                "id" => Some(vec![sd.id.clone()]),
+                "type" => Some(vec![sd.kind.clone()]),
+                "datacenter" => sd
+                    .data_center_id
+                    .as_ref()
+                    .and_then(|dc| state.data_centers.get(dc))
+                    .map(|dc| vec![dc.name.clone()]),
+                _ => None,
+            })
+        })
+        .map(|sd| render::storage_domain(sd, false))
+        .collect();
+    wire::object(
+        200,
+        &model::StorageDomains {
+            items: limit(items, req),
+        },
+        format,
+    )
+}
+
+/// `GET /networks[?search=…]`.
+fn list_networks(state: &State, query: &search::Query, req: &Incoming, format: Format) -> Reply {
+    let items = state
+        .networks
+        .values()
+        .filter(|n| {
+            query.matches(|f| match f {
+                "name" => Some(vec![n.name.clone()]),
+                "id" => Some(vec![n.id.clone()]),
+                _ => None,
+            })
+        })
+        .map(render::network)
+        .collect();
+    wire::object(
+        200,
+        &model::Networks {
+            items: limit(items, req),
+        },
+        format,
+    )
+}
+
+/// `GET /networks/{id}/vnicprofiles`.
+fn network_vnic_profiles(state: &State, id: &str, format: Format) -> Reply {
+    if !state.networks.contains_key(id) {
+        return not_found();
+    }
+    let items = state
+        .vnic_profiles
+        .values()
+        .filter(|p| p.network_id == id)
+        .map(render::vnic_profile)
+        .collect();
+    wire::object(200, &model::VnicProfiles { items }, format)
+}
+
+/// `GET /templates[?search=…]`.
+fn list_templates(state: &State, query: &search::Query, req: &Incoming, format: Format) -> Reply {
+    let items = state
+        .templates
+        .values()
+        .filter(|t| {
+            query.matches(|f| match f {
+                "name" => Some(vec![t.name.clone()]),
+                "id" => Some(vec![t.id.clone()]),
+                "status" => Some(vec![t.status.clone()]),
+                "version_number" => Some(vec![t.version_number.to_string()]),
+                "cluster" => t
+                    .cluster_id
+                    .as_ref()
+                    .and_then(|c| state.clusters.get(c))
+                    .map(|c| vec![c.name.clone()]),
+                "datacenter" => t
+                    .cluster_id
+                    .as_ref()
+                    .and_then(|c| state.clusters.get(c))
+                    .and_then(|c| state.data_centers.get(&c.data_center_id))
+                    .map(|dc| vec![dc.name.clone()]),
+                _ => None,
+            })
+        })
+        .map(render::template)
+        .collect();
+    wire::object(
+        200,
+        &model::Templates {
+            items: limit(items, req),
+        },
+        format,
+    )
+}
+
+/// `GET /disks[?search=…]`.
+fn list_disks(state: &State, query: &search::Query, req: &Incoming, format: Format) -> Reply {
+    let items: Vec<_> = state
+        .disks
+        .values()
+        .filter(|d| {
+            query.matches(|f| match f {
+                "name" | "alias" => Some(vec![d.alias.clone()]),
+                "id" => Some(vec![d.id.clone()]),
+                "status" => Some(vec![d.status.to_string()]),
+                _ => None,
+            })
+        })
+        .map(render::disk)
+        .collect();
+    wire::object(
+        200,
+        &model::Disks {
+            items: limit(items, req),
+        },
+        format,
+    )
+}
+
+/// `GET /templates/{id}/diskattachments[?follow=disk]`.
+fn template_disk_attachments(state: &State, req: &Incoming, id: &str, format: Format) -> Reply {
+    let follow_disk = req
+        .param("follow")
+        .is_some_and(|f| f.split(',').any(|f| f.trim() == "disk"));
+    match state.templates.get(id) {
+        Some(t) => {
+            let items = t
+                .disk_ids
+                .iter()
+                .filter_map(|d| state.disks.get(d))
+                .map(|d| render::disk_attachment(d, "templates", id, follow_disk))
+                .collect();
+            wire::object(200, &model::DiskAttachments { items }, format)
+        }
+        None => not_found(),
     }
 }
 
@@ -513,97 +544,8 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, call
             }
         }
         (Method::POST, [id, verb @ ("start" | "stop" | "shutdown")]) => vm_action(shared, req, id, verb, format),
-        (Method::GET, [id, "diskattachments"]) => {
-            let state = shared.lock();
-            let Some(vm) = state.vms.get(*id) else {
-                return not_found();
-            };
-            let inline = req
-                .param("follow")
-                .is_some_and(|f| f.split(',').any(|f| f.trim() == "disk"));
-            let items = vm
-                .disk_ids
-                .iter()
-                .filter_map(|d| state.disks.get(d))
-                .map(|d| render::disk_attachment(d, "vms", id, inline))
-                .collect();
-            wire::object(200, &model::DiskAttachments { items }, format)
-        }
-        (Method::GET, [id, "diskattachments", disk_id]) => {
-            let state = shared.lock();
-            match state.vms.get(*id) {
-                Some(vm) if vm.disk_ids.iter().any(|d| d == disk_id) => match state.disks.get(*disk_id) {
-                    Some(d) => wire::object(200, &render::disk_attachment(d, "vms", id, false), format),
-                    None => not_found(),
-                },
-                _ => not_found(),
-            }
-        }
-        (Method::PUT, [id, "diskattachments", disk_id]) => {
-            let attached = shared
-                .lock()
-                .vms
-                .get(*id)
-                .is_some_and(|vm| vm.disk_ids.iter().any(|d| d == disk_id));
-            if !attached {
-                return not_found();
-            }
-            let attachment: model::DiskAttachment = match decode(shared, req, format, &ATTACHMENT_UPDATE, None) {
-                Ok(a) => a,
-                Err(reply) => return reply,
-            };
-            let disk = attachment.disk.unwrap_or_default();
-            apply_disk_update(shared, disk_id, &disk, format, |state, _| {
-                Some(render::disk_attachment(state.disks.get(*disk_id)?, "vms", id, false))
-            })
-        }
-        (Method::DELETE, [id, "diskattachments", disk_id]) => {
-            let remove = req.bool_param("detach_only") == Some(false);
-            match engine::detach_disk(&mut shared.lock(), id, disk_id, remove) {
-                Ok(()) => wire::action_complete(&model::Action::default(), None, format),
-                Err(e) => wire::error(&e, format),
-            }
-        }
-        (Method::GET, [id, "nics"]) => {
-            let state = shared.lock();
-            let Some(vm) = state.vms.get(*id) else {
-                return not_found();
-            };
-            wire::object(
-                200,
-                &model::Nics {
-                    items: vm.nics.iter().map(|n| render::nic(id, n)).collect(),
-                },
-                format,
-            )
-        }
-        (Method::POST, [id, "nics"]) => {
-            let nic: model::Nic = match decode(shared, req, format, &NIC_ADD, None) {
-                Ok(n) => n,
-                Err(reply) => return reply,
-            };
-            let mut state = shared.lock();
-            match engine::add_nic(&mut state, id, &nic) {
-                Ok(nic_id) => nic_reply(&state, id, &nic_id, 201, format),
-                Err(e) => wire::error(&e, format),
-            }
-        }
-        (Method::GET, [id, "nics", nic_id]) => nic_reply(&shared.lock(), id, nic_id, 200, format),
-        (Method::PUT, [id, "nics", nic_id]) => {
-            let nic: model::Nic = match decode(shared, req, format, &NIC_UPDATE, None) {
-                Ok(n) => n,
-                Err(reply) => return reply,
-            };
-            let mut state = shared.lock();
-            match engine::update_nic(&mut state, id, nic_id, &nic) {
-                Ok(()) => nic_reply(&state, id, nic_id, 200, format),
-                Err(e) => wire::error(&e, format),
-            }
-        }
-        (Method::DELETE, [id, "nics", nic_id]) => match engine::remove_nic(&mut shared.lock(), id, nic_id) {
-            Ok(()) => wire::action_complete(&model::Action::default(), None, format),
-            Err(e) => wire::error(&e, format),
-        },
+        (_, [id, "diskattachments", rest @ ..]) => vm_disk_attachments(shared, req, id, rest, format),
+        (_, [id, "nics", rest @ ..]) => vm_nics(shared, req, id, rest, format),
         (Method::GET, [id, "reporteddevices"]) => {
             let state = shared.lock();
             let Some(vm) = state.vms.get(*id) else {
@@ -618,6 +560,113 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, call
             )
         }
         (Method::GET, _) => not_found(),
+        _ => Reply::empty(405),
+    }
+}
+
+/// `/vms/{id}/diskattachments[/{disk_id}]`; `rest` is what follows `diskattachments`.
+fn vm_disk_attachments(shared: &Arc<Shared>, req: &Incoming, id: &str, rest: &[&str], format: Format) -> Reply {
+    match (&req.method, rest) {
+        (&Method::GET, []) => {
+            let state = shared.lock();
+            let Some(vm) = state.vms.get(id) else {
+                return not_found();
+            };
+            let inline = req
+                .param("follow")
+                .is_some_and(|f| f.split(',').any(|f| f.trim() == "disk"));
+            let items = vm
+                .disk_ids
+                .iter()
+                .filter_map(|d| state.disks.get(d))
+                .map(|d| render::disk_attachment(d, "vms", id, inline))
+                .collect();
+            wire::object(200, &model::DiskAttachments { items }, format)
+        }
+        (&Method::GET, [disk_id]) => {
+            let state = shared.lock();
+            match state.vms.get(id) {
+                Some(vm) if vm.disk_ids.iter().any(|d| d == disk_id) => match state.disks.get(*disk_id) {
+                    Some(d) => wire::object(200, &render::disk_attachment(d, "vms", id, false), format),
+                    None => not_found(),
+                },
+                _ => not_found(),
+            }
+        }
+        (&Method::PUT, [disk_id]) => {
+            let attached = shared
+                .lock()
+                .vms
+                .get(id)
+                .is_some_and(|vm| vm.disk_ids.iter().any(|d| d == disk_id));
+            if !attached {
+                return not_found();
+            }
+            let attachment: model::DiskAttachment = match decode(shared, req, format, &ATTACHMENT_UPDATE, None) {
+                Ok(a) => a,
+                Err(reply) => return reply,
+            };
+            let disk = attachment.disk.unwrap_or_default();
+            apply_disk_update(shared, disk_id, &disk, format, |state, _| {
+                Some(render::disk_attachment(state.disks.get(*disk_id)?, "vms", id, false))
+            })
+        }
+        (&Method::DELETE, [disk_id]) => {
+            let remove = req.bool_param("detach_only") == Some(false);
+            match engine::detach_disk(&mut shared.lock(), id, disk_id, remove) {
+                Ok(()) => wire::action_complete(&model::Action::default(), None, format),
+                Err(e) => wire::error(&e, format),
+            }
+        }
+        (&Method::GET, _) => not_found(),
+        _ => Reply::empty(405),
+    }
+}
+
+/// `/vms/{id}/nics[/{nic_id}]`; `rest` is what follows `nics`.
+fn vm_nics(shared: &Arc<Shared>, req: &Incoming, id: &str, rest: &[&str], format: Format) -> Reply {
+    match (&req.method, rest) {
+        (&Method::GET, []) => {
+            let state = shared.lock();
+            let Some(vm) = state.vms.get(id) else {
+                return not_found();
+            };
+            wire::object(
+                200,
+                &model::Nics {
+                    items: vm.nics.iter().map(|n| render::nic(id, n)).collect(),
+                },
+                format,
+            )
+        }
+        (&Method::POST, []) => {
+            let nic: model::Nic = match decode(shared, req, format, &NIC_ADD, None) {
+                Ok(n) => n,
+                Err(reply) => return reply,
+            };
+            let mut state = shared.lock();
+            match engine::add_nic(&mut state, id, &nic) {
+                Ok(nic_id) => nic_reply(&state, id, &nic_id, 201, format),
+                Err(e) => wire::error(&e, format),
+            }
+        }
+        (&Method::GET, [nic_id]) => nic_reply(&shared.lock(), id, nic_id, 200, format),
+        (&Method::PUT, [nic_id]) => {
+            let nic: model::Nic = match decode(shared, req, format, &NIC_UPDATE, None) {
+                Ok(n) => n,
+                Err(reply) => return reply,
+            };
+            let mut state = shared.lock();
+            match engine::update_nic(&mut state, id, nic_id, &nic) {
+                Ok(()) => nic_reply(&state, id, nic_id, 200, format),
+                Err(e) => wire::error(&e, format),
+            }
+        }
+        (&Method::DELETE, [nic_id]) => match engine::remove_nic(&mut shared.lock(), id, nic_id) {
+            Ok(()) => wire::action_complete(&model::Action::default(), None, format),
+            Err(e) => wire::error(&e, format),
+        },
+        (&Method::GET, _) => not_found(),
         _ => Reply::empty(405),
     }
 }
@@ -740,13 +789,4 @@ fn apply_disk_update<T: serde::Serialize>(
         }
         Err(e) => wire::error(&e, format),
     }
-}
-
-/// Used by the control interface to force a state (e.g. `not_responding`) for tests.
-pub fn force_vm_status(state: &mut State, id: &str, status: &str) -> Result<(), EngineError> {
-    let vm = state.vms.get_mut(id).ok_or(EngineError::NotFound)?;
-    vm.generation += 1;
-    vm.status = VmStatus::parse(status);
-    vm.ips_reported = vm.status == VmStatus::Up && vm.guest_agent;
-    Ok(())
 }

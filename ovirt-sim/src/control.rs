@@ -6,110 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
-use crate::engine::{self, EngineVersion, Timings, Transition};
+use crate::engine::{self, Timings};
+use crate::faults::{BodyFault, FaultInjection, SlowReplies, SsoErrorStyle};
 use crate::inventory::{Inventory, VmSeed};
-use crate::server::{Incoming, Shared};
-use crate::sso::SsoErrorStyle;
-use crate::state::VmSnapshot;
+use crate::request::Incoming;
+use crate::shared::{REJECTED_BODY, Shared, WriteRecord};
+use crate::state::{Delivered, EngineVersion, Transition, VmSnapshot};
 use crate::wire::Reply;
-
-/// Misbehaviour to inject into engine traffic (`/ovirt-engine/...`; the control API is exempt).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct FaultInjection {
-    /// Added before every engine answer.
-    pub latency_ms: u64,
-    /// Slow answers to work that was done; see [`SlowReplies`].
-    pub slow_replies: Option<SlowReplies>,
-    /// Fraction (0..=1) of matching API requests answered with `error_status`.
-    pub error_rate: f64,
-    /// The next N matching API requests fail with `error_status` (deterministic; counts down).
-    pub fail_next: u32,
-    pub error_status: u16,
-    /// Body of injected errors: a fault with reason `Operation Failed` and this detail (wrapped
-    /// in `[...]` as the engine does); empty body when None.
-    pub error_detail: Option<String>,
-    /// Injected errors only hit request paths containing this text…
-    pub path_contains: Option<String>,
-    /// …and only this HTTP method (e.g. `POST`).
-    pub method: Option<String>,
-    /// Every engine request, SSO included, gets 503 (an engine behind a proxy that is down).
-    pub outage: bool,
-    pub sso_error_style: SsoErrorStyle,
-    /// Replaces the answer to matching API requests (`path_contains` and `method` apply as for injected errors),
-    /// whatever it would have been; see [`BodyFault`].
-    pub body_fault: Option<BodyFault>,
-    /// The next N accepted `POST /vms` (202) fail in their disk copy, and the engine then deletes the VM: it is 404
-    /// once `image_locked` would have ended.
-    pub vanishing_creates: u32,
-    /// The next N accepted `POST /vms` fail in their disk copy and leave the VM `ImageIllegal` (no `<status>`).
-    pub illegal_creates: u32,
-    /// Matching write requests (`PUT`, `POST`, `DELETE`; `path_contains` and `method` apply) are answered as if
-    /// they had been carried out, without changing anything: the answer is that of a `GET` of the same path (an
-    /// engine that accepts an update and drops it).
-    pub writes_without_effect: bool,
-}
-
-/// The engine carries out matching requests at once and holds their answers back for `delay_ms`: a client that
-/// gives up first does not know that its create, start or delete happened.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SlowReplies {
-    pub delay_ms: u64,
-    /// Only this HTTP method (e.g. `POST`); None: every method.
-    pub method: Option<String>,
-    /// Only paths containing this text; None: every path.
-    pub path_contains: Option<String>,
-}
-
-impl SlowReplies {
-    pub(crate) fn matches(&self, method: &str, path: &str) -> bool {
-        self.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method))
-            && self.path_contains.as_deref().is_none_or(|p| path.contains(p))
-    }
-}
-
-/// A broken answer body, for clients that must refuse it with a typed error instead of misreading it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum BodyFault {
-    /// A 200 whose body is `bytes` long, generated in chunks as the client reads it (the simulator holds one chunk,
-    /// whatever the size). `announce_length`: with a Content-Length header (else chunked, the length unknown until
-    /// the end).
-    Oversized { bytes: u64, announce_length: bool },
-    /// A 200 that sends `bytes` of its body and then nothing more, its connection left open: a read that can end
-    /// only at its deadline, holding what it got until then.
-    Stalled { bytes: u64 },
-    /// A 200 with a well-formed XML document whose root element is `root` (e.g. `fault` for a `GET /vms`).
-    ForeignRoot { root: String },
-    /// A 200 HTML page, as a proxy or login portal in front of the engine answers.
-    Html,
-    /// The real answer with its body cut in the middle.
-    Truncated,
-}
-
-impl Default for FaultInjection {
-    fn default() -> Self {
-        Self {
-            latency_ms: 0,
-            slow_replies: None,
-            error_rate: 0.0,
-            fail_next: 0,
-            error_status: 503,
-            error_detail: None,
-            path_contains: None,
-            method: None,
-            outage: false,
-            sso_error_style: SsoErrorStyle::ByScope,
-            body_fault: None,
-            writes_without_effect: false,
-            vanishing_creates: 0,
-            illegal_creates: 0,
-        }
-    }
-}
 
 /// In-process handle on a running simulator's control interface. Cheap to clone.
 #[derive(Clone)]
@@ -327,7 +233,7 @@ impl Control {
     }
 
     /// The API writes received (oldest first), with the User-Agent of each.
-    pub fn writes(&self) -> Vec<crate::server::WriteRecord> {
+    pub fn writes(&self) -> Vec<WriteRecord> {
         self.shared
             .writes
             .lock()
@@ -371,7 +277,7 @@ impl Control {
     pub fn rejected_bodies(&self) -> BTreeMap<String, u64> {
         self.counters()
             .into_iter()
-            .filter_map(|(k, v)| k.strip_prefix(crate::server::REJECTED_BODY).map(|u| (u.to_string(), v)))
+            .filter_map(|(k, v)| k.strip_prefix(REJECTED_BODY).map(|u| (u.to_string(), v)))
             .collect()
     }
 
@@ -405,7 +311,7 @@ impl Control {
 
     /// What the VM's last start handed the guest (kind and user-data as the engine rewrote it); None when the start
     /// asked for an initialization its OS type does not use, or before any start.
-    pub fn delivered_payload(&self, id: &str) -> Option<crate::engine::Delivered> {
+    pub fn delivered_payload(&self, id: &str) -> Option<Delivered> {
         self.shared.lock().vms.get(id).and_then(|vm| vm.delivered.clone())
     }
 
@@ -428,7 +334,7 @@ impl Control {
 
     /// Forces a VM into a status (e.g. `not_responding`, `up`) without the usual transitions.
     pub fn set_vm_status(&self, id: &str, status: &str) -> Result<(), String> {
-        crate::api::force_vm_status(&mut self.shared.lock(), id, status).map_err(|e| format!("{e:?}"))
+        engine::force_vm_status(&mut self.shared.lock(), id, status).map_err(|e| format!("{e:?}"))
     }
 
     /// Id of a named object, for tests: kinds `cluster`, `datacenter`, `storagedomain`,

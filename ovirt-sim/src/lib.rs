@@ -13,24 +13,29 @@ mod api;
 mod control;
 mod engine;
 mod engine_only;
+mod faults;
 mod ids;
 mod inventory;
 mod render;
+mod request;
+mod routes;
 mod schema;
 mod search;
 mod server;
+mod shared;
 mod sso;
 mod state;
 /// The throw-away CA and server certificate, also for tests that stand up TLS peers of their own.
 pub mod tls;
 mod wire;
 
-pub use control::{BodyFault, Control, FaultInjection, SlowReplies};
-pub use engine::{Delivered, EngineVersion, Timings, Transition};
+pub use control::Control;
+pub use engine::Timings;
+pub use faults::{BodyFault, FaultInjection, SlowReplies, SsoErrorStyle};
 pub use inventory::{
     ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
     TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
 };
-pub use server::{Simulator, SimulatorBuilder, SimulatorHandle, WriteRecord};
-pub use sso::SsoErrorStyle;
-pub use state::{DiskSnapshot, NicSnapshot, VmSnapshot};
+pub use server::{Simulator, SimulatorBuilder, SimulatorHandle};
+pub use shared::WriteRecord;
+pub use state::{Delivered, DiskSnapshot, EngineVersion, NicSnapshot, Transition, VmSnapshot};

@@ -415,11 +415,11 @@ fn blacklisted(name: &str) -> bool {
 /// name; from 4.5.0 on (commit f9de6fb, "Filter IPs of NICs that don't have profile id") only interfaces whose MAC
 /// is one of the VM's NICs with a vNIC profile, before that every other interface too (CNI bridges, VXLAN devices,
 /// Docker's bridge). IPv6 zone indexes are stripped. Nothing without a guest agent, or before it reported.
-pub fn reported_devices(vm: &VmRecord, engine: crate::engine::EngineVersion) -> Vec<ReportedDevice> {
+pub fn reported_devices(vm: &VmRecord, engine: EngineVersion) -> Vec<ReportedDevice> {
     if !vm.ips_reported {
         return Vec::new();
     }
-    let filters_by_nic = engine >= crate::engine::EngineVersion::new(4, 5, 0);
+    let filters_by_nic = engine >= EngineVersion::new(4, 5, 0);
     guest_interfaces(vm)
         .into_iter()
         .filter(|interface| !blacklisted(&interface.name))

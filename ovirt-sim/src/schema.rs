@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::engine::EngineVersion;
+use crate::state::EngineVersion;
 
 const MODEL_JSON: &str = include_str!("../model/ovirt-api-model-derived.json");
 

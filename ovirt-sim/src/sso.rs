@@ -5,27 +5,13 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use crate::server::{Incoming, Shared};
+use crate::faults::SsoErrorStyle;
+use crate::request::Incoming;
+use crate::shared::Shared;
 use crate::state::TokenRecord;
 use crate::wire::Reply;
 
 const GRANTED_SCOPE: &str = "ovirt-app-api ovirt-ext=token-info:authz-search ovirt-ext=token-info:public-authz-search ovirt-ext=token-info:validate ovirt-ext=token:password-access";
-
-/// Which of the SSO's two error shapes to answer with. The engine picks by the request's scope
-/// (`SsoService.sendJsonDataWithMessage`/`isRestApiScope`): `{"error_code": code, "error": message}` when the scope
-/// holds `ovirt-app-api` (and neither `ovirt-app-admin` nor `ovirt-app-portal`), as every REST API client's does,
-/// else the OAuth shape. Both are HTTP 400.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SsoErrorStyle {
-    /// As the engine: by the request's scope.
-    #[default]
-    ByScope,
-    /// Always `{"error": code, "error_description": message}`.
-    Oauth,
-    /// Always `{"error_code": code, "error": message}`.
-    Session,
-}
 
 /// The REST API scope (`SsoConstants.OVIRT_APP_API_SCOPE`).
 const REST_API_SCOPE: &str = "ovirt-app-api";

@@ -33,54 +33,9 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         .cluster_by_ref(cluster_ref.id.as_deref(), cluster_ref.name.as_deref())
         .ok_or_else(|| operation_failed(400, "Cannot add VM. The relevant Cluster doesn't exist."))?
         .clone();
-    let blank_requested = template_ref.id.as_deref() == Some(BLANK_TEMPLATE_ID)
-        || template_ref
-            .name
-            .as_deref()
-            .is_some_and(|n| n.eq_ignore_ascii_case("blank"));
-    let template = if blank_requested {
-        None
-    } else {
-        Some(
-            state
-                .template_by_ref(template_ref.id.as_deref(), template_ref.name.as_deref())
-                .ok_or_else(|| operation_failed(400, "Cannot add VM. The relevant Template doesn't exist."))?
-                .clone(),
-        )
-    };
-    // `AddVmCommand.validate`: the name's length (`MaxVmNameLength`, 64, in UTF-16 units as Java counts), then
-    // uniqueness within the cluster's data center (`isVmWithSameNameExists(vm, storagePoolId)`).
-    if name.encode_utf16().count() > VM_NAME_LIMIT {
-        return Err(operation_failed(400, "Cannot add VM. The given name is too long."));
-    }
-    if request
-        .description
-        .as_ref()
-        .is_some_and(|d| d.chars().count() > DESCRIPTION_LIMIT)
-    {
-        return Err(operation_failed(
-            400,
-            "Cannot add VM. The given description is too long.",
-        ));
-    }
-    if state.vm_name_taken_in(&name, &cluster.data_center_id) {
-        return Err(operation_failed(
-            409,
-            "Cannot add VM. The VM name is already in use, please choose a unique name and try again.",
-        ));
-    }
-    let memory = request
-        .memory
-        .or(template.as_ref().map(|t| t.memory))
-        .unwrap_or(1 << 30);
-    let policy = request.memory_policy.clone().unwrap_or_default();
-    let guaranteed = policy.guaranteed.unwrap_or(memory);
-    if guaranteed > memory {
-        return Err(operation_failed(
-            400,
-            "Cannot add VM. Physical Memory Guaranteed cannot exceed Memory Size.",
-        ));
-    }
+    let template = requested_template(state, template_ref)?;
+    check_name_and_description(state, &name, request, &cluster.data_center_id)?;
+    let sizing = Sizing::of(request, template.as_ref())?;
     if let Some(template) = &template
         && template.status == "locked"
     {
@@ -90,119 +45,15 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         ));
     }
 
-    // Disk placement: one entry per template disk overridden by `disk_attachments`.
     let vm_id = new_id();
-    let requested = request
-        .disk_attachments
-        .as_ref()
-        .map(|d| d.items.as_slice())
-        .unwrap_or_default();
-    let default_sd = request.storage_domain.as_ref().and_then(|r| r.id.clone());
-    let mut new_disks = Vec::new();
-    if let Some(template) = &template {
-        for attachment in requested {
-            let disk_id = attachment
-                .disk
-                .as_ref()
-                .and_then(|d| d.id.as_deref())
-                .unwrap_or_default();
-            if !template.disk_ids.iter().any(|id| id == disk_id) {
-                return Err(EngineError::NotFound);
-            }
-        }
-        for template_disk_id in &template.disk_ids {
-            let Some(source) = state.disks.get(template_disk_id).cloned() else {
-                continue;
-            };
-            let overrides = requested
-                .iter()
-                .filter_map(|a| a.disk.as_ref())
-                .find(|d| d.id.as_deref() == Some(template_disk_id.as_str()));
-            let target_sd = overrides
-                .and_then(|d| d.storage_domains.as_ref())
-                .and_then(|sds| sds.items.first())
-                .and_then(|r| r.id.clone())
-                .or_else(|| if clone { None } else { default_sd.clone() });
-            let storage_domain_id = match target_sd {
-                Some(sd_id) => {
-                    let usable = state.storage_domains.get(&sd_id).is_some_and(|sd| {
-                        sd.kind == "data"
-                            && sd.status == "active"
-                            && sd.data_center_id.as_ref() == Some(&cluster.data_center_id)
-                    });
-                    if !usable {
-                        return Err(operation_failed(
-                            400,
-                            "Cannot add VM. One or more provided storage domains are either not in active status or of an illegal type for the requested operation.",
-                        ));
-                    }
-                    // A thin copy needs the template image on the same domain; a clone does not.
-                    if !clone && !source.storage_domain_ids.contains(&sd_id) {
-                        return Err(operation_failed(
-                            400,
-                            "Cannot add VM. The selected Storage Domain does not contain the VM Template.",
-                        ));
-                    }
-                    sd_id
-                }
-                None => source.storage_domain_ids.first().cloned().unwrap_or_default(),
-            };
-            let format = overrides.and_then(|d| d.format.clone());
-            if !clone && format.as_deref() == Some("raw") {
-                return Err(operation_failed(
-                    400,
-                    "Cannot add VM. Thin provisioned template disks can not be defined as Raw.",
-                ));
-            }
-            let format = format.unwrap_or_else(|| if clone { source.format.clone() } else { "cow".into() });
-            let sparse = overrides.and_then(|d| d.sparse).unwrap_or(source.sparse);
-            new_disks.push(DiskRecord {
-                id: new_id(),
-                alias: overrides.and_then(|d| d.alias.clone()).unwrap_or(source.alias.clone()),
-                description: String::new(),
-                provisioned_size: source.provisioned_size,
-                actual_size: if clone { source.actual_size } else { 1 << 20 },
-                status: DiskStatus::Locked,
-                format,
-                sparse,
-                storage_domain_ids: vec![storage_domain_id],
-                image_id: new_id(),
-                vm_id: Some(vm_id.clone()),
-                bootable: source.bootable,
-                interface: source.interface.clone(),
-                active: true,
-                generation: 1,
-                pending_size: None,
-            });
-        }
-    }
-
-    let topology = request
-        .cpu
-        .as_ref()
-        .and_then(|c| c.topology.clone())
-        .unwrap_or_default();
+    let new_disks = match &template {
+        Some(template) => place_disks(state, request, template, &cluster.data_center_id, clone, &vm_id)?,
+        None => Vec::new(),
+    };
     let template_id = template
         .as_ref()
         .map(|t| t.id.clone())
         .unwrap_or_else(|| BLANK_TEMPLATE_ID.to_string());
-    let nics = template
-        .as_ref()
-        .map(|t| {
-            t.nics
-                .iter()
-                .map(|n| NicRecord {
-                    id: new_id(),
-                    name: n.name.clone(),
-                    interface: "virtio".into(),
-                    mac: new_mac(),
-                    vnic_profile_id: n.vnic_profile_id.clone(),
-                    linked: true,
-                    plugged: true,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
     let accepted = !new_disks.is_empty();
     let address_index = state.allocate_address();
     let disk_ids: Vec<String> = new_disks.iter().map(|d| d.id.clone()).collect();
@@ -240,12 +91,12 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
             .as_ref()
             .map(|k| k.to_string())
             .unwrap_or_else(|| "server".into()),
-        memory,
-        guaranteed,
-        ballooning: policy.ballooning.unwrap_or(true),
-        sockets: topology.sockets.or(template.as_ref().map(|t| t.sockets)).unwrap_or(1),
-        cores: topology.cores.or(template.as_ref().map(|t| t.cores)).unwrap_or(1),
-        threads: topology.threads.or(template.as_ref().map(|t| t.threads)).unwrap_or(1),
+        memory: sizing.memory,
+        guaranteed: sizing.guaranteed,
+        ballooning: sizing.ballooning,
+        sockets: sizing.sockets,
+        cores: sizing.cores,
+        threads: sizing.threads,
         affinity: request.placement_policy.as_ref().and_then(|p| p.affinity.clone()),
         custom_script: initialization.custom_script,
         host_name: initialization.host_name,
@@ -253,7 +104,7 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         start_time: None,
         stop_time: None,
         disk_ids,
-        nics,
+        nics: template_nics(template.as_ref()),
         generation: 1,
         guest_agent: template.as_ref().is_none_or(|t| t.guest_agent),
         guest_addresses: Vec::new(),
@@ -264,22 +115,247 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         copy_outcome: CopyOutcome::Succeeds,
         created_by: None,
     });
-    // Cloning copies whole images (`engine::copies`, sharing the storage domain's bandwidth when one is set); a thin
-    // VM only gets a layer over the template's image.
-    let scheduled = match (accepted, clone, timings.storage_bytes_per_second()) {
-        (false, _, _) => Vec::new(),
-        (true, true, Some(_)) => vec![later(timings.image_locked_ms, &vm_id, 1, Transition::VmCopyStarts)],
-        (true, true, None) => vec![later(
-            timings.image_locked_ms.saturating_mul(2),
-            &vm_id,
-            1,
-            Transition::VmImagesReady,
-        )],
-        (true, false, _) => vec![later(timings.image_locked_ms, &vm_id, 1, Transition::VmImagesReady)],
-    };
+    let scheduled = image_timers(timings, &vm_id, accepted, clone);
     Ok(Added {
         vm_id,
         accepted,
         scheduled,
     })
+}
+
+/// The template the add names; None for Blank (its id, or its name in any case).
+fn requested_template(state: &State, template_ref: &model::Ref) -> EngineResult<Option<TemplateRecord>> {
+    let blank_requested = template_ref.id.as_deref() == Some(BLANK_TEMPLATE_ID)
+        || template_ref
+            .name
+            .as_deref()
+            .is_some_and(|n| n.eq_ignore_ascii_case("blank"));
+    if blank_requested {
+        return Ok(None);
+    }
+    state
+        .template_by_ref(template_ref.id.as_deref(), template_ref.name.as_deref())
+        .cloned()
+        .map(Some)
+        .ok_or_else(|| operation_failed(400, "Cannot add VM. The relevant Template doesn't exist."))
+}
+
+/// `AddVmCommand.validate`: the name's length (`MaxVmNameLength`, 64, in UTF-16 units as Java counts), the
+/// description's, then the name's uniqueness within the cluster's data center (`isVmWithSameNameExists(vm,
+/// storagePoolId)`).
+fn check_name_and_description(
+    state: &State,
+    name: &str,
+    request: &model::Vm,
+    data_center_id: &str,
+) -> EngineResult<()> {
+    if name.encode_utf16().count() > VM_NAME_LIMIT {
+        return Err(operation_failed(400, "Cannot add VM. The given name is too long."));
+    }
+    if request
+        .description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > DESCRIPTION_LIMIT)
+    {
+        return Err(operation_failed(
+            400,
+            "Cannot add VM. The given description is too long.",
+        ));
+    }
+    if state.vm_name_taken_in(name, data_center_id) {
+        return Err(operation_failed(
+            409,
+            "Cannot add VM. The VM name is already in use, please choose a unique name and try again.",
+        ));
+    }
+    Ok(())
+}
+
+/// The new VM's memory and CPUs: the request's, else its template's, else the engine's defaults.
+struct Sizing {
+    memory: u64,
+    guaranteed: u64,
+    ballooning: bool,
+    sockets: u32,
+    cores: u32,
+    threads: u32,
+}
+
+impl Sizing {
+    /// Refused, as by the engine, when the guaranteed memory exceeds the memory.
+    fn of(request: &model::Vm, template: Option<&TemplateRecord>) -> EngineResult<Sizing> {
+        let memory = request.memory.or(template.map(|t| t.memory)).unwrap_or(1 << 30);
+        let policy = request.memory_policy.clone().unwrap_or_default();
+        let guaranteed = policy.guaranteed.unwrap_or(memory);
+        if guaranteed > memory {
+            return Err(operation_failed(
+                400,
+                "Cannot add VM. Physical Memory Guaranteed cannot exceed Memory Size.",
+            ));
+        }
+        let topology = request
+            .cpu
+            .as_ref()
+            .and_then(|c| c.topology.clone())
+            .unwrap_or_default();
+        Ok(Sizing {
+            memory,
+            guaranteed,
+            ballooning: policy.ballooning.unwrap_or(true),
+            sockets: topology.sockets.or(template.map(|t| t.sockets)).unwrap_or(1),
+            cores: topology.cores.or(template.map(|t| t.cores)).unwrap_or(1),
+            threads: topology.threads.or(template.map(|t| t.threads)).unwrap_or(1),
+        })
+    }
+}
+
+/// Disk placement: one new disk per template disk, as `disk_attachments` override it (naming only the template's
+/// disks).
+fn place_disks(
+    state: &State,
+    request: &model::Vm,
+    template: &TemplateRecord,
+    data_center_id: &str,
+    clone: bool,
+    vm_id: &str,
+) -> EngineResult<Vec<DiskRecord>> {
+    let requested = request
+        .disk_attachments
+        .as_ref()
+        .map(|d| d.items.as_slice())
+        .unwrap_or_default();
+    let default_sd = request.storage_domain.as_ref().and_then(|r| r.id.clone());
+    for attachment in requested {
+        let disk_id = attachment
+            .disk
+            .as_ref()
+            .and_then(|d| d.id.as_deref())
+            .unwrap_or_default();
+        if !template.disk_ids.iter().any(|id| id == disk_id) {
+            return Err(EngineError::NotFound);
+        }
+    }
+    let mut new_disks = Vec::new();
+    for template_disk_id in &template.disk_ids {
+        let Some(source) = state.disks.get(template_disk_id).cloned() else {
+            continue;
+        };
+        let overrides = requested
+            .iter()
+            .filter_map(|a| a.disk.as_ref())
+            .find(|d| d.id.as_deref() == Some(template_disk_id.as_str()));
+        let target_sd = overrides
+            .and_then(|d| d.storage_domains.as_ref())
+            .and_then(|sds| sds.items.first())
+            .and_then(|r| r.id.clone())
+            .or_else(|| if clone { None } else { default_sd.clone() });
+        let storage_domain_id = match target_sd {
+            Some(sd_id) => check_target_domain(state, &source, sd_id, data_center_id, clone)?,
+            None => source.storage_domain_ids.first().cloned().unwrap_or_default(),
+        };
+        new_disks.push(copied_disk(source, overrides, storage_domain_id, vm_id, clone)?);
+    }
+    Ok(new_disks)
+}
+
+/// `sd_id`, when a disk copied from `source` may go there: an active data domain of the VM's data center, holding
+/// the template's image unless the VM is a clone.
+fn check_target_domain(
+    state: &State,
+    source: &DiskRecord,
+    sd_id: String,
+    data_center_id: &str,
+    clone: bool,
+) -> EngineResult<String> {
+    let usable = state.storage_domains.get(&sd_id).is_some_and(|sd| {
+        sd.kind == "data" && sd.status == "active" && sd.data_center_id.as_deref() == Some(data_center_id)
+    });
+    if !usable {
+        return Err(operation_failed(
+            400,
+            "Cannot add VM. One or more provided storage domains are either not in active status or of an illegal type for the requested operation.",
+        ));
+    }
+    // A thin copy needs the template image on the same domain; a clone does not.
+    if !clone && !source.storage_domain_ids.contains(&sd_id) {
+        return Err(operation_failed(
+            400,
+            "Cannot add VM. The selected Storage Domain does not contain the VM Template.",
+        ));
+    }
+    Ok(sd_id)
+}
+
+/// The VM's disk made from the template disk `source` on `storage_domain_id`: a whole copy for a clone, else a thin
+/// `cow` layer (which cannot be raw).
+fn copied_disk(
+    source: DiskRecord,
+    overrides: Option<&model::Disk>,
+    storage_domain_id: String,
+    vm_id: &str,
+    clone: bool,
+) -> EngineResult<DiskRecord> {
+    let format = overrides.and_then(|d| d.format.clone());
+    if !clone && format.as_deref() == Some("raw") {
+        return Err(operation_failed(
+            400,
+            "Cannot add VM. Thin provisioned template disks can not be defined as Raw.",
+        ));
+    }
+    let format = format.unwrap_or_else(|| if clone { source.format.clone() } else { "cow".into() });
+    let sparse = overrides.and_then(|d| d.sparse).unwrap_or(source.sparse);
+    Ok(DiskRecord {
+        id: new_id(),
+        alias: overrides.and_then(|d| d.alias.clone()).unwrap_or(source.alias.clone()),
+        description: String::new(),
+        provisioned_size: source.provisioned_size,
+        actual_size: if clone { source.actual_size } else { 1 << 20 },
+        status: DiskStatus::Locked,
+        format,
+        sparse,
+        storage_domain_ids: vec![storage_domain_id],
+        image_id: new_id(),
+        vm_id: Some(vm_id.to_string()),
+        bootable: source.bootable,
+        interface: source.interface.clone(),
+        active: true,
+        generation: 1,
+        pending_size: None,
+    })
+}
+
+/// The template's NICs, each with a new id and MAC address.
+fn template_nics(template: Option<&TemplateRecord>) -> Vec<NicRecord> {
+    template
+        .map(|t| {
+            t.nics
+                .iter()
+                .map(|n| NicRecord {
+                    id: new_id(),
+                    name: n.name.clone(),
+                    interface: "virtio".into(),
+                    mac: new_mac(),
+                    vnic_profile_id: n.vnic_profile_id.clone(),
+                    linked: true,
+                    plugged: true,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// When the disks of an accepted add are ready. Cloning copies whole images (`state::copies`, sharing the storage
+/// domain's bandwidth when one is set); a thin VM only gets a layer over the template's image.
+fn image_timers(timings: &Timings, vm_id: &str, accepted: bool, clone: bool) -> Vec<Scheduled> {
+    match (accepted, clone, timings.storage_bytes_per_second()) {
+        (false, _, _) => Vec::new(),
+        (true, true, Some(_)) => vec![later(timings.image_locked_ms, vm_id, 1, Transition::VmCopyStarts)],
+        (true, true, None) => vec![later(
+            timings.image_locked_ms.saturating_mul(2),
+            vm_id,
+            1,
+            Transition::VmImagesReady,
+        )],
+        (true, false, _) => vec![later(timings.image_locked_ms, vm_id, 1, Transition::VmImagesReady)],
+    }
 }

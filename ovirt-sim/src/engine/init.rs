@@ -14,7 +14,7 @@
 //!   `{"filesystem":"root","path":"/etc/hostname","mode":420,"contents":{"source":"data:,NAME"}}` appended to
 //!   `storage.files`. A script that is not a JSON object makes the engine fail building the payload.
 
-use serde::Serialize;
+use crate::state::Delivered;
 
 /// The initialization an OS type supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,19 +37,6 @@ pub fn init_type(os_type: &str) -> InitType {
 
 /// The Ignition spec version osinfo gives `rhcos_x64`.
 pub const IGNITION_VERSION: &str = "2.3.0";
-
-/// What a start delivered to the guest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Delivered {
-    /// `cloud-init` or `ignition`.
-    pub kind: String,
-    /// The user-data the guest reads, as the engine rewrote it (`openstack/latest/user_data` of the config drive).
-    pub user_data: String,
-    /// The config drive's `openstack/latest/meta_data.json`: the host name (`hostname`, `name`) and the keys the
-    /// engine always writes (`CloudInitHandler.storeHostname`/`storeExecutionParameters`; Ignition goes through the
-    /// same handler). cloud-init's ConfigDrive datasource makes `local-hostname` of `hostname`.
-    pub meta_data: serde_json::Value,
-}
 
 /// The payload a start asking for cloud-init (`use_cloud_init`) or Ignition (`use_ignition`) delivers to a VM of
 /// `os_type`, or None when the OS does not use what was asked. `Err` when the engine cannot build it (Ignition

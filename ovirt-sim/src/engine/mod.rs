@@ -2,7 +2,6 @@
 //! timers. Operations return the delayed transitions they start; the server schedules them.
 
 mod add_vm;
-pub mod copies;
 mod disks;
 pub mod init;
 mod nics;
@@ -12,15 +11,15 @@ pub use add_vm::add_vm;
 pub use disks::{attach_extra_disk, detach_disk, update_disk};
 pub use nics::{add_nic, remove_nic, update_nic};
 use power::power_off;
-pub use power::{remove_vm, shutdown_vm, start_vm, stop_vm};
+pub use power::{force_vm_status, remove_vm, shutdown_vm, start_vm, stop_vm};
 
 use std::time::Duration;
 
 use capov_ovirt::model::{DiskStatus, VmStatus};
 use serde::{Deserialize, Serialize};
 
+use crate::state::copies;
 use crate::state::*;
-pub use init::Delivered;
 
 /// How an operation failed, in the engine's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,67 +62,6 @@ pub(super) fn incomplete(what: &str) -> EngineError {
     }
 }
 
-/// The engine release the simulator plays (`product_info`, and which request elements exist).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EngineVersion {
-    pub major: u32,
-    pub minor: u32,
-    pub build: u32,
-}
-
-impl EngineVersion {
-    pub const fn new(major: u32, minor: u32, build: u32) -> Self {
-        Self { major, minor, build }
-    }
-
-    /// The default: the release of the real-engine recordings in `shared/reference/ovirt-samples` (4.4.10).
-    pub const DEFAULT: EngineVersion = EngineVersion::new(4, 4, 10);
-}
-
-impl Default for EngineVersion {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
-impl std::str::FromStr for EngineVersion {
-    type Err = String;
-
-    /// `4.4.10` (or `4.4`; a fourth part, as in `4.4.10.7`, is ignored).
-    fn from_str(text: &str) -> Result<Self, String> {
-        let parts: Vec<&str> = text.trim().split('.').collect();
-        let number = |i: usize| -> Result<u32, String> {
-            parts.get(i).map_or(Ok(0), |p| {
-                p.parse().map_err(|_| format!("invalid engine version {text:?}"))
-            })
-        };
-        if parts.len() < 2 || parts.len() > 4 {
-            return Err(format!(
-                "invalid engine version {text:?} (expected MAJOR.MINOR[.BUILD])"
-            ));
-        }
-        Ok(Self::new(number(0)?, number(1)?, number(2)?))
-    }
-}
-
-impl std::fmt::Display for EngineVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.build)
-    }
-}
-
-impl Serialize for EngineVersion {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
-    }
-}
-
-impl<'de> Deserialize<'de> for EngineVersion {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
-    }
-}
-
 /// Durations of the engine's asynchronous work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -139,7 +77,7 @@ pub struct Timings {
     /// `powering_down` → `down` on shutdown.
     pub shutdown_ms: u64,
     /// Bandwidth of each storage domain for the disk copies of cloned VMs, in MiB/s, shared evenly by the copies
-    /// running at once (`engine::copies`); 0 = unlimited (a clone then takes twice `image_locked_ms`).
+    /// running at once (`state::copies`); 0 = unlimited (a clone then takes twice `image_locked_ms`).
     pub storage_mib_per_second: u64,
 }
 
@@ -179,40 +117,6 @@ impl Timings {
 impl Default for Timings {
     fn default() -> Self {
         Self::fast()
-    }
-}
-
-/// A state change that happens later, if the object's generation has not moved on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Scheduled {
-    pub after: Duration,
-    pub target: String,
-    pub generation: u64,
-    pub transition: Transition,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transition {
-    VmImagesReady,
-    VmPoweringUp,
-    VmUp,
-    VmDevicesReported,
-    VmPoweredDown,
-    VmRemoved,
-    DiskJobDone,
-    /// A cloned VM's disk copy joins its storage domain's pool (after `image_locked_ms`).
-    VmCopyStarts,
-    /// A storage domain's copy pool: the copy that ends first is done (`target` is the domain, `generation` the
-    /// pool's epoch).
-    CopyProgress,
-}
-
-pub(super) fn later(ms: u64, target: &str, generation: u64, transition: Transition) -> Scheduled {
-    Scheduled {
-        after: Duration::from_millis(ms),
-        target: target.to_string(),
-        generation,
-        transition,
     }
 }
 

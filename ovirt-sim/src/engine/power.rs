@@ -1,4 +1,5 @@
-//! Start, stop, shutdown and removal with the engine's status rules and 409 texts.
+//! Start, stop, shutdown and removal with the engine's status rules and 409 texts, and the status the control
+//! interface forces.
 
 use capov_ovirt::model::{self, DiskStatus, VmStatus};
 
@@ -204,4 +205,13 @@ pub fn remove_vm(state: &mut State, timings: &Timings, id: &str) -> EngineResult
         generation,
         Transition::VmRemoved,
     )])
+}
+
+/// Used by the control interface to force a state (e.g. `not_responding`) for tests.
+pub fn force_vm_status(state: &mut State, id: &str, status: &str) -> Result<(), EngineError> {
+    let vm = state.vms.get_mut(id).ok_or(EngineError::NotFound)?;
+    vm.generation += 1;
+    vm.status = VmStatus::parse(status);
+    vm.ips_reported = vm.status == VmStatus::Up && vm.guest_agent;
+    Ok(())
 }

@@ -14,7 +14,6 @@ use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::control_plane::ControlPlane;
 use crate::{HarnessError, assets, certs, crds, free_port};
 
 /// What `tools/build-go-tools.sh --capi` provides.
@@ -118,37 +117,70 @@ pub async fn install_capi_crds(client: &kube::Client) -> Result<Vec<String>, Har
     crds::apply_manifests(client, &capi_crd_dir()?).await
 }
 
-/// Starts the CAPI core manager against `plane` (whose CAPI CRDs are installed), waits until it is ready, then
-/// points the apiserver at its webhooks: the admission webhooks of `webhook.yaml` and the conversion webhook of
-/// every multi-version CAPI CRD, all at `https://127.0.0.1:<port>` with a CA made for it. Only after the manager
-/// is ready, since the webhooks fail closed.
-pub(crate) async fn start_manager(plane: &mut ControlPlane, client: &kube::Client) -> Result<(), HarnessError> {
-    let tools = capi_tools_dir()?;
-    let cert_dir = plane.dir().join("capi-webhook");
-    let ca_pem = certs::write_serving_pair(&cert_dir, "capi-webhook")?;
-    let (webhook_port, health_port) = (free_port(), free_port());
-    let mut manager = Command::new(tools.join("capi-manager"));
-    manager
-        .arg(format!("--kubeconfig={}", plane.kubeconfig_path().display()))
-        .arg("--leader-elect=false")
-        .arg(format!("--webhook-port={webhook_port}"))
-        .arg(format!("--webhook-cert-dir={}", cert_dir.display()))
-        .arg(format!("--health-addr=127.0.0.1:{health_port}"))
-        .arg("--diagnostics-address=0")
-        // The storage-version migration is for upgrades; on a fresh apiserver it only races the CRD patches below.
-        .arg("--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields")
-        // Short resyncs: tests wait on CAPI's reactions.
-        .arg("--sync-period=30s")
-        .arg("--v=2");
-    plane.add_ports(&[webhook_port, health_port]);
-    plane.spawn("capi-manager", manager)?;
-    plane
-        .wait_ready("capi-manager", || http_ok(health_port, "/readyz"))
-        .await?;
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&ca_pem);
-    let base = format!("https://127.0.0.1:{webhook_port}");
-    register_admission_webhooks(client, &tools.join("capi-config/webhook.yaml"), &base, &ca_bundle).await?;
-    register_conversion_webhook(client, &tools.join("capi-config/crd"), &base, &ca_bundle).await
+/// The CAPI core manager, run the way CAPI's own envtest runs it: what it needs (a serving certificate, two ports),
+/// its command line, its readiness, and its webhooks registered with the apiserver. The control plane that runs it
+/// spawns it and waits for it.
+pub(crate) struct CapiManager {
+    tools: PathBuf,
+    cert_dir: PathBuf,
+    ca_pem: String,
+    webhook_port: u16,
+    health_port: u16,
+}
+
+impl CapiManager {
+    /// Writes its webhook serving certificate and CA under `dir` and picks its ports.
+    pub(crate) fn prepare(dir: &Path) -> Result<CapiManager, HarnessError> {
+        let tools = capi_tools_dir()?;
+        let cert_dir = dir.join("capi-webhook");
+        let ca_pem = certs::write_serving_pair(&cert_dir, "capi-webhook")?;
+        let (webhook_port, health_port) = (free_port(), free_port());
+        Ok(CapiManager {
+            tools,
+            cert_dir,
+            ca_pem,
+            webhook_port,
+            health_port,
+        })
+    }
+
+    /// The ports it listens on.
+    pub(crate) fn ports(&self) -> [u16; 2] {
+        [self.webhook_port, self.health_port]
+    }
+
+    /// The manager against the apiserver of `kubeconfig` (whose CAPI CRDs are installed).
+    pub(crate) fn command(&self, kubeconfig: &Path) -> Command {
+        let mut manager = Command::new(self.tools.join("capi-manager"));
+        manager
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--leader-elect=false")
+            .arg(format!("--webhook-port={}", self.webhook_port))
+            .arg(format!("--webhook-cert-dir={}", self.cert_dir.display()))
+            .arg(format!("--health-addr=127.0.0.1:{}", self.health_port))
+            .arg("--diagnostics-address=0")
+            // The storage-version migration is for upgrades; on a fresh apiserver it only races the CRD patches below.
+            .arg("--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields")
+            // Short resyncs: tests wait on CAPI's reactions.
+            .arg("--sync-period=30s")
+            .arg("--v=2");
+        manager
+    }
+
+    /// Whether it answers ready.
+    pub(crate) async fn ready(&self) -> bool {
+        http_ok(self.health_port, "/readyz").await
+    }
+
+    /// Points the apiserver at its webhooks: the admission webhooks of `webhook.yaml` and the conversion webhook of
+    /// every multi-version CAPI CRD, all at `https://127.0.0.1:<port>` with the CA made for it. Only once it is ready,
+    /// since the webhooks fail closed.
+    pub(crate) async fn register_webhooks(&self, client: &kube::Client) -> Result<(), HarnessError> {
+        let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
+        let base = format!("https://127.0.0.1:{}", self.webhook_port);
+        register_admission_webhooks(client, &self.tools.join("capi-config/webhook.yaml"), &base, &ca_bundle).await?;
+        register_conversion_webhook(client, &self.tools.join("capi-config/crd"), &base, &ca_bundle).await
+    }
 }
 
 async fn register_admission_webhooks(

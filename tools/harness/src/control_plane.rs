@@ -12,6 +12,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::capi::{self, CapiManager};
 use crate::certs::{self, write_file};
 use crate::{HarnessError, assets, crds, free_port, launcher};
 
@@ -234,10 +235,10 @@ impl ControlPlane {
             crds::install_crds(&client).await?;
         }
         if options.capi_crds || options.capi_manager {
-            crate::capi::install_capi_crds(&client).await?;
+            capi::install_capi_crds(&client).await?;
         }
         if options.capi_manager {
-            crate::capi::start_manager(&mut plane, &client).await?;
+            plane.start_capi_manager(&client).await?;
         }
         Ok(plane)
     }
@@ -270,7 +271,17 @@ impl ControlPlane {
         self.wait_ready("kube-apiserver", || apiserver_ready(&client)).await
     }
 
-    pub(crate) fn spawn(&mut self, name: &'static str, mut command: Command) -> Result<(), HarnessError> {
+    /// Starts the CAPI core manager against this plane (whose CAPI CRDs are installed), waits until it is ready, then
+    /// points the apiserver at its webhooks.
+    async fn start_capi_manager(&mut self, client: &kube::Client) -> Result<(), HarnessError> {
+        let manager = CapiManager::prepare(self.dir.path())?;
+        self.ports.extend_from_slice(&manager.ports());
+        self.spawn("capi-manager", manager.command(&self.kubeconfig))?;
+        self.wait_ready("capi-manager", || manager.ready()).await?;
+        manager.register_webhooks(client).await
+    }
+
+    fn spawn(&mut self, name: &'static str, mut command: Command) -> Result<(), HarnessError> {
         let log = self.dir.path().join(format!("{name}.log"));
         // Appended to: a restarted process keeps the log of its earlier life.
         let file = std::fs::OpenOptions::new()
@@ -286,7 +297,7 @@ impl ControlPlane {
     }
 
     /// Polls `ready` until it holds, failing early when the process named `name` exits.
-    pub(crate) async fn wait_ready<F, Fut>(&mut self, name: &'static str, mut ready: F) -> Result<(), HarnessError>
+    async fn wait_ready<F, Fut>(&mut self, name: &'static str, mut ready: F) -> Result<(), HarnessError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
@@ -315,14 +326,6 @@ impl ControlPlane {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    }
-
-    pub(crate) fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    pub(crate) fn add_ports(&mut self, ports: &[u16]) {
-        self.ports.extend_from_slice(ports);
     }
 
     /// The apiserver's URL, e.g. `https://127.0.0.1:43121`.

@@ -1,10 +1,20 @@
-//! The simulator's inventory: plain records indexed for O(1)/O(log n) access.
+//! The simulator's inventory: plain records indexed for O(1)/O(log n) access, with the engine's types they hold
+//! (the release played, the work finishing later, the disk copies running). The engine's behaviour (`engine`)
+//! works on them; nothing here depends on it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
 use capov_ovirt::model::{DiskStatus, VmStatus};
 use serde::Serialize;
+
+pub mod copies;
+mod schedule;
+mod version;
+
+pub use copies::CopyPools;
+pub use schedule::{Scheduled, Transition, later};
+pub use version::EngineVersion;
 
 #[derive(Debug, Clone)]
 pub struct DataCenterRecord {
@@ -125,7 +135,7 @@ pub struct VmRecord {
     /// The engine's OS type, from the template unless the add named one.
     pub os_type: String,
     /// What the last start handed the guest: the initialization kind and the payload as the engine rewrote it.
-    pub delivered: Option<crate::engine::Delivered>,
+    pub delivered: Option<Delivered>,
     pub status: VmStatus,
     pub kind: String,
     pub memory: u64,
@@ -162,6 +172,19 @@ pub struct VmRecord {
     /// The user whose `POST /vms` made it: the engine grants the creator `UserVmManager` on the new VM, which is
     /// what lets a filtered caller see it. None for seeded VMs.
     pub created_by: Option<String>,
+}
+
+/// What a start delivered to the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Delivered {
+    /// `cloud-init` or `ignition`.
+    pub kind: String,
+    /// The user-data the guest reads, as the engine rewrote it (`openstack/latest/user_data` of the config drive).
+    pub user_data: String,
+    /// The config drive's `openstack/latest/meta_data.json`: the host name (`hostname`, `name`) and the keys the
+    /// engine always writes (`CloudInitHandler.storeHostname`/`storeExecutionParameters`; Ignition goes through the
+    /// same handler). cloud-init's ConfigDrive datasource makes `local-hostname` of `hostname`.
+    pub meta_data: serde_json::Value,
 }
 
 /// How the disk copy of an accepted `POST /vms` ends.
@@ -209,13 +232,13 @@ pub struct State {
     pub cannot_create_vms: BTreeSet<String>,
     pub next_address: u64,
     /// The release played: `product_info` and which request elements exist.
-    pub engine_version: crate::engine::EngineVersion,
+    pub engine_version: EngineVersion,
     /// Transitions that tests hold back, so that they can wait for the state before them instead of racing a
     /// timer (e.g. `powering_up` while `VmUp` is held). Held ones wait in `held` until released.
-    pub holds: Vec<crate::engine::Transition>,
-    /// Disk copies of cloned VMs running now, per storage domain (`engine::copies`).
-    pub copies: crate::engine::copies::CopyPools,
-    pub held: Vec<crate::engine::Scheduled>,
+    pub holds: Vec<Transition>,
+    /// Disk copies of cloned VMs running now, per storage domain ([`copies`]).
+    pub copies: CopyPools,
+    pub held: Vec<Scheduled>,
 }
 
 impl State {

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use super::{Scheduled, Transition, later};
+use super::schedule::{Scheduled, Transition, later};
 
 /// The active copies of one storage domain.
 #[derive(Debug, Clone, Default)]
