@@ -25,7 +25,7 @@ use super::messages::MachineMsg;
 use super::permits::Priority;
 use super::provider::{Cadence, ProviderMsg, VmWatch};
 use super::status_writer::StatusWriterMsg;
-use super::supervisor::Shared;
+use super::shared::Shared;
 use crate::metrics::{kind, result};
 use crate::vm_snapshot::{Fingerprints, VmSnapshot};
 
