@@ -5,8 +5,8 @@ use capov_crds::Severity;
 use capov_ovirt::model::{Cpu, CpuTopology, DiskAttachments, Initialization, MemoryPolicy, Ref, Vm, VmType};
 use capov_ovirt::{Client, DiskPlacement};
 
-use super::MachineState;
 use super::execute::Failure;
+use super::state::MachineState;
 use crate::bootstrap_payload;
 use crate::conditions::reasons;
 use crate::machine_steps::CreateVmPlan;

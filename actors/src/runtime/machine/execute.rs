@@ -9,7 +9,8 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::observe::{Engine, bootstrap_secret};
-use super::{MachineState, create, workload};
+use super::state::MachineState;
+use super::{create, workload};
 use crate::conditions::{FAILURE_ENGINE_CONNECTION_CRITICAL, reasons, types};
 use crate::identity::format_provider_id;
 use crate::machine_steps::{Action, Observed, Requeue};

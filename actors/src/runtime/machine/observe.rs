@@ -16,7 +16,7 @@ use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use ractor::ActorRef;
 
-use super::MachineState;
+use super::state::MachineState;
 use crate::addresses::{ReportedDevice, VmNic};
 use crate::conditions::{reasons, types};
 use crate::identity::{EngineIdentity, OwnerIdentity, Ownership, ownership, parse_provider_id};
