@@ -2,12 +2,12 @@
 //! pass at a time (bursts of messages collapse into one pass), takes a permit of `--max-concurrent-reconciles` for
 //! each pass, hands the resulting status to the status writer, and schedules its next pass.
 //!
-//! The actor's messages are handled here; a pass is `pass`, what it reads is `observe`, what it does is `execute`,
-//! and what follows it is `schedule`.
+//! The actor's messages are handled here; a pass is `pass`, what it reads is `observe`, what it does is `execute`
+//! (with `outcome`), and what follows it is `schedule`.
 
-mod create;
 mod execute;
 mod observe;
+mod outcome;
 mod pass;
 mod schedule;
 mod state;

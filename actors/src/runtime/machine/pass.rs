@@ -7,8 +7,9 @@ use capov_crds::{Initialization, Severity};
 use kube::Resource;
 use ractor::ActorRef;
 
-use super::execute::{Executed, execute};
+use super::execute::execute;
 use super::observe::{self, Observation, ObserveError};
+use super::outcome::Executed;
 use super::schedule::{Next, schedule, to_next};
 use super::state::MachineState;
 use super::workload;
