@@ -12,9 +12,31 @@ use super::capi;
 use super::finalizers;
 use super::keys::ObjectKey;
 use super::mailbox;
+use super::shared::Shared;
 use super::status_writer::StatusWriterMsg;
-use super::supervisor::Shared;
 use crate::conditions::{ConditionUpdate, reasons, set_condition, types};
+use crate::metrics::{kind, result};
+
+/// [`reconcile`] for a watch event, counted in `capov_reconciles_total` and `capov_reconcile_duration_seconds`.
+pub async fn reconcile_counted(shared: &Shared, cluster: &OVirtCluster) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let outcome = reconcile(shared, cluster).await;
+    let label = if outcome.is_ok() {
+        result::SUCCESS
+    } else {
+        result::ERROR
+    };
+    let metrics = &shared.metrics;
+    metrics
+        .reconciles_total
+        .with_label_values(&[kind::CLUSTER, label])
+        .inc();
+    metrics
+        .reconcile_duration_seconds
+        .with_label_values(&[kind::CLUSTER])
+        .observe(started.elapsed().as_secs_f64());
+    outcome
+}
 
 /// Reconciles one OVirtCluster. An error is a finalizer write that failed: the caller retries with backoff.
 pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), String> {

@@ -2,11 +2,14 @@
 
 use std::sync::Arc;
 
-use capov_crds::OVirtMachine;
+use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::watcher::Event;
 
 pub use crate::machine_steps::ProviderDefaults;
 
 use super::connection::ConnectionProblem;
+use super::keys::ObjectKey;
 use crate::vm_snapshot::VmSnapshot;
 
 /// What a provider actor knows about its engine connection.
@@ -42,4 +45,37 @@ pub enum MachineMsg {
     },
     /// Time for the next reconcile.
     Tick,
+}
+
+/// Messages the supervisor handles: the events of its watches, and its own timers.
+pub enum SupervisorMsg {
+    Provider(Event<OVirtProvider>),
+    Secret(Event<Secret>),
+    Cluster(Event<OVirtCluster>),
+    Machine(Event<OVirtMachine>),
+    /// A CAPI Cluster or a Namespace changed: every machine of the namespace looks again. With `machine`, a CAPI
+    /// Machine changed: only the OVirtMachine it names (spec.infrastructureRef) looks again; it is the only one that
+    /// reads it, and waking the whole namespace for each Machine event costs N² messages while N Machines are listed.
+    CapiChanged {
+        namespace: String,
+        machine: Option<String>,
+    },
+    /// A CAPI store has (re)listed its objects: every machine looks again. Listed objects reach the store only
+    /// when the list is complete, so a machine woken by one of them earlier may not have found it.
+    CapiListed,
+    Restart(ObjectKey),
+    /// Time to try a failed finalizer write again.
+    RetryFinalizer(FinalizerOwner),
+    /// A watch has listed everything once.
+    Synced(&'static str),
+    /// Whether every watch has listed everything once (readiness).
+    IsSynced(ractor::RpcReplyPort<bool>),
+}
+
+/// An object whose finalizer CAPOV must add or remove. A failed write is retried with jittered backoff until it
+/// succeeds or the object is gone: no later watch event may come to trigger it again (`provider_finalizers`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FinalizerOwner {
+    Cluster { namespace: String, name: String },
+    Provider(String),
 }

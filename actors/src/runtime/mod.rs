@@ -1,5 +1,6 @@
-//! The actor runtime: a supervisor with its watches, one provider actor per OVirtProvider, one machine actor per
-//! OVirtMachine, and the status writer. Pure decisions live beside it in the crate; this module does the I/O.
+//! The actor runtime: a supervisor with its watches (`watches`), one provider actor per OVirtProvider, one machine
+//! actor per OVirtMachine, and the status writer; what they share is `shared`. Pure decisions live beside it in the
+//! crate; this module does the I/O.
 
 mod capi;
 mod cluster;
@@ -15,15 +16,20 @@ pub mod mailbox;
 pub mod messages;
 mod permits;
 mod provider;
+mod provider_finalizers;
+mod relisting;
 pub mod settings;
+mod shared;
 mod slim;
 mod status_queue;
 pub mod status_writer;
 mod supervisor;
+mod watches;
 
 pub use kube_clients::KubeClients;
+pub use messages::SupervisorMsg;
 pub use settings::{EngineWriteGate, RuntimeSettings};
-pub use supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
+pub use supervisor::{Supervisor, SupervisorArgs};
 
 use ractor::{Actor, ActorRef};
 

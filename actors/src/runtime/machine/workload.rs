@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use super::MachineState;
+use super::state::MachineState;
 use crate::machine_steps::NodeObservation;
 use crate::runtime::capi;
 use crate::workload_kubeconfig;

@@ -2,16 +2,18 @@
 //! cluster's data center) and the disk placement, then send the create request.
 
 use capov_crds::Severity;
-use capov_ovirt::model::{Cpu, CpuTopology, DiskAttachments, Initialization, MemoryPolicy, Ref, Vm, VmType};
+use capov_ovirt::model::{
+    Cluster, Cpu, CpuTopology, DiskAttachments, Initialization, MemoryPolicy, Ref, Template, Vm, VmType,
+};
 use capov_ovirt::{Client, DiskPlacement};
 
-use super::MachineState;
-use super::execute::Failure;
 use crate::bootstrap_payload;
 use crate::conditions::reasons;
 use crate::machine_steps::CreateVmPlan;
 use crate::placement::{StorageDomainFact, TemplateDisk, plan_placement};
 use crate::runtime::lookups::key;
+use crate::runtime::machine::outcome::Failure;
+use crate::runtime::machine::state::MachineState;
 
 const MIB: u64 = 1 << 20;
 
@@ -23,48 +25,14 @@ pub async fn create_vm(
     plan: &CreateVmPlan,
     bootstrap_data: String,
 ) -> Result<String, Failure> {
-    let lookups = &state.shared.lookups;
-    let provider = state.object.spec.settings.provider.as_str();
-    let cluster_key = key(provider, &format!("cluster/{}", plan.ovirt_cluster));
-    let cluster = match lookups
-        .get(cluster_key, || client.find_cluster_by_name(&plan.ovirt_cluster))
-        .await
-    {
-        Ok(Some(cluster)) => cluster,
-        Ok(None) => {
-            let message = format!(
-                "cluster {:?} not found in oVirt: fix spec.ovirtcluster",
-                plan.ovirt_cluster
-            );
-            return Err(Failure::error(reasons::CLUSTER_NOT_FOUND, message));
-        }
-        Err(err) => return Err(Failure::engine(&err)),
-    };
+    let cluster = ovirt_cluster(state, client, plan).await?;
     let cluster_id = cluster.id.clone().unwrap_or_default();
     let data_center_id = cluster
         .data_center
         .as_ref()
         .and_then(|dc| dc.id.clone())
         .unwrap_or_default();
-    let template = match newest_template(state, client, &plan.template, &data_center_id).await {
-        Ok(Some(template)) => template,
-        Ok(None) => {
-            let message = format!(
-                "template {:?} not found in the data center of oVirt cluster {:?}: fix spec.template",
-                plan.template, plan.ovirt_cluster
-            );
-            return Err(Failure::error(reasons::TEMPLATE_NOT_FOUND, message));
-        }
-        Err(err) => return Err(Failure::engine(&err)),
-    };
-    if template.status.as_ref().is_some_and(|s| s.as_str() == "locked") {
-        let message = format!("template {:?} is locked in oVirt", plan.template);
-        return Err(Failure {
-            reason: reasons::TEMPLATE_NOT_READY,
-            severity: Severity::Info,
-            message,
-        });
-    }
+    let template = usable_template(state, client, plan, &data_center_id).await?;
     // The engine delivers bootstrap data only to a VM whose OS type takes its format, and rewrites it on the way:
     // refuse a mismatch and send the form the rewrite leaves intact (crate::bootstrap_payload).
     let os_type = template.os.as_ref().and_then(|os| os.kind.as_deref());
@@ -75,12 +43,9 @@ pub async fn create_vm(
     drop(bootstrap_data);
     let template_id = template.id.clone().unwrap_or_default();
     let domain_name = plan.placement.storage_domain_name.as_deref();
-    let (domain, template_disks) = placement_facts(state, client, &template_id, &data_center_id, domain_name)
-        .await
-        .map_err(|err| Failure::engine(&err))?;
+    let (domain, template_disks) = placement_facts(state, client, &template_id, &data_center_id, domain_name).await?;
     let placement = plan_placement(&plan.placement, domain.as_ref(), &template_disks)
         .map_err(|problem| Failure::error(problem.reason(), problem.message()))?;
-
     let mut vm = Vm {
         name: Some(plan.name.clone()),
         description: Some(plan.description.clone()),
@@ -93,6 +58,58 @@ pub async fn create_vm(
         }),
         ..Vm::default()
     };
+    set_cpu_and_memory(&mut vm, plan)?;
+    if !placement.disk_attachments.is_empty() {
+        vm.disk_attachments = Some(disk_attachments(&placement.disk_attachments));
+    }
+    send(state, client, &vm, placement.clone).await
+}
+
+/// The oVirt cluster `spec.ovirtcluster` names.
+async fn ovirt_cluster(state: &MachineState, client: &Client, plan: &CreateVmPlan) -> Result<Cluster, Failure> {
+    let provider = state.object.spec.settings.provider.as_str();
+    let cluster_key = key(provider, &format!("cluster/{}", plan.ovirt_cluster));
+    let found = state
+        .shared
+        .lookups
+        .get(cluster_key, || client.find_cluster_by_name(&plan.ovirt_cluster))
+        .await?;
+    found.ok_or_else(|| {
+        let message = format!(
+            "cluster {:?} not found in oVirt: fix spec.ovirtcluster",
+            plan.ovirt_cluster
+        );
+        Failure::error(reasons::CLUSTER_NOT_FOUND, message)
+    })
+}
+
+/// The newest version of `spec.template` in the data center, unless it is locked.
+async fn usable_template(
+    state: &MachineState,
+    client: &Client,
+    plan: &CreateVmPlan,
+    data_center_id: &str,
+) -> Result<Template, Failure> {
+    let Some(template) = newest_template(state, client, &plan.template, data_center_id).await? else {
+        let message = format!(
+            "template {:?} not found in the data center of oVirt cluster {:?}: fix spec.template",
+            plan.template, plan.ovirt_cluster
+        );
+        return Err(Failure::error(reasons::TEMPLATE_NOT_FOUND, message));
+    };
+    if template.status.as_ref().is_some_and(|s| s.as_str() == "locked") {
+        let message = format!("template {:?} is locked in oVirt", plan.template);
+        return Err(Failure {
+            reason: reasons::TEMPLATE_NOT_READY,
+            severity: Severity::Info,
+            message,
+        });
+    }
+    Ok(template)
+}
+
+/// The CPU topology and memory of `spec.cpu` and `spec.memory`, when set.
+fn set_cpu_and_memory(vm: &mut Vm, plan: &CreateVmPlan) -> Result<(), Failure> {
     if let Some(cpu) = &plan.cpu {
         let positive = |value: Option<i32>| value.and_then(|v| u32::try_from(v).ok());
         vm.cpu = Some(Cpu {
@@ -122,26 +139,32 @@ pub async fn create_vm(
             });
         }
     }
-    if !placement.disk_attachments.is_empty() {
-        let items = placement
-            .disk_attachments
-            .iter()
-            .map(|disk| {
-                DiskPlacement {
-                    template_disk_id: disk.template_disk_id.clone(),
-                    storage_domain_id: Some(disk.storage_domain_id.clone()),
-                    format: disk.format_cow.then(|| "cow".to_string()),
-                    ..DiskPlacement::default()
-                }
-                .to_attachment()
-            })
-            .collect();
-        vm.disk_attachments = Some(DiskAttachments { items });
-    }
-    match client.add_vm(&vm, placement.clone).await {
+    Ok(())
+}
+
+/// Where each template disk goes, as the create request's disk attachments.
+fn disk_attachments(placed: &[crate::placement::DiskPlacement]) -> DiskAttachments {
+    let items = placed
+        .iter()
+        .map(|disk| {
+            DiskPlacement {
+                template_disk_id: disk.template_disk_id.clone(),
+                storage_domain_id: Some(disk.storage_domain_id.clone()),
+                format: disk.format_cow.then(|| "cow".to_string()),
+                ..DiskPlacement::default()
+            }
+            .to_attachment()
+        })
+        .collect();
+    DiskAttachments { items }
+}
+
+/// Sends the create request (as a clone of the template when `clone`).
+async fn send(state: &MachineState, client: &Client, vm: &Vm, clone: bool) -> Result<String, Failure> {
+    match client.add_vm(vm, clone).await {
         Ok(created) => match created.id.filter(|id| !id.is_empty()) {
             Some(id) => {
-                tracing::info!(object = %state.key, vm = %id, clone = placement.clone, "VM created");
+                tracing::info!(object = %state.key, vm = %id, clone, "VM created");
                 Ok(id)
             }
             // The VM may exist: the next pass finds it by name and marker instead of recording `ovirt://`.
@@ -166,7 +189,7 @@ async fn newest_template(
     client: &Client,
     name: &str,
     data_center_id: &str,
-) -> capov_ovirt::Result<Option<capov_ovirt::model::Template>> {
+) -> capov_ovirt::Result<Option<Template>> {
     let (lookups, provider) = (&state.shared.lookups, state.object.spec.settings.provider.as_str());
     let templates = lookups
         .get(key(provider, &format!("templates/{name}")), || {
@@ -174,7 +197,7 @@ async fn newest_template(
         })
         .await?;
     let clusters = lookups.get(key(provider, "clusters"), || client.clusters()).await?;
-    let in_data_center = |template: &capov_ovirt::model::Template| {
+    let in_data_center = |template: &Template| {
         let Some(cluster_id) = template.cluster.as_ref().and_then(|c| c.id.as_deref()) else {
             return true;
         };

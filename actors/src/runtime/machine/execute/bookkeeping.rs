@@ -1,0 +1,170 @@
+//! What the actions record on the OVirtMachine itself: its finalizer, failureReason, spec.providerID, the engine,
+//! owner and system-disk annotations, and (through the engine) the upgrade of a VM's legacy ownership marker.
+
+use capov_crds::OVirtMachine;
+use capov_crds::labels::{ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
+use capov_ovirt::Client;
+use kube::Resource;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::conditions::{FAILURE_ENGINE_CONNECTION_CRITICAL, reasons, types};
+use crate::identity::format_provider_id;
+use crate::machine_steps::{Observed, Requeue};
+use crate::runtime::finalizers;
+use crate::runtime::machine::outcome::{Executed, Failure};
+use crate::runtime::machine::state::MachineState;
+use crate::runtime::mailbox;
+use crate::runtime::slim;
+use crate::runtime::status_writer::StatusWriterMsg;
+
+pub async fn add_finalizer(state: &mut MachineState) -> Executed {
+    match finalizers::ensure(&machines(state), &*state.object, MACHINE_FINALIZER).await {
+        Ok(written) => {
+            // The next observation must see the finalizer: deciding again on the old object would add it again with
+            // a stale resourceVersion, fail, and back off for 5 s.
+            if let Some(updated) = written {
+                state.object = slim::own(updated);
+            }
+            Executed::Continue
+        }
+        Err(err) => kube_failure(state, "adding the finalizer", err),
+    }
+}
+
+/// Releases the OVirtMachine, after a Warning Event when a VM that is not this machine's was left alone.
+pub async fn remove_finalizer(state: &mut MachineState, left_alone: Option<String>) -> Executed {
+    if let Some(note) = left_alone {
+        tracing::warn!(object = %state.key, "{note}");
+        let event = StatusWriterMsg::Event {
+            reference: state.object.object_ref(&()),
+            warning: true,
+            reason: reasons::VM_LEFT_ALONE.into(),
+            note,
+        };
+        let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
+    }
+    match finalizers::remove(&machines(state), &*state.object, MACHINE_FINALIZER).await {
+        Ok(written) => {
+            if let Some(updated) = written {
+                state.object = slim::own(updated);
+            }
+            Executed::Requeue(Requeue::OnChange)
+        }
+        Err(err) => kube_failure(state, "removing the finalizer", err),
+    }
+}
+
+pub fn set_failure(state: &mut MachineState, reason: &'static str, message: String) -> Executed {
+    debug_assert_eq!(reason, FAILURE_ENGINE_CONNECTION_CRITICAL);
+    state.status.failure_reason = Some(reason.to_string());
+    state.status.failure_message = Some(format!(
+        "{message}. Fix the OVirtProvider, then clear status.failureReason (kubectl patch with --subresource=status)"
+    ));
+    Executed::Requeue(Requeue::OnChange)
+}
+
+pub fn clear_failure(state: &mut MachineState) -> Executed {
+    state.status.failure_reason = None;
+    state.status.failure_message = None;
+    Executed::Continue
+}
+
+/// Writes `spec.providerID` at once after the engine answered; until it is written nothing else happens to the VM.
+/// The same patch records the engine the VM lives on and the UID its marker names.
+pub async fn write_provider_id(state: &mut MachineState, observed: &Observed, provider_id: &str) -> Executed {
+    let vm_id = provider_id.trim_start_matches("ovirt://");
+    if vm_id.is_empty() {
+        // Never lock `ovirt://` in: spec.providerID is write-once.
+        return Executed::Failed {
+            type_: types::MACHINE_CREATED,
+            failure: Failure::error(
+                reasons::CREATE_FAILED,
+                "the engine accepted the VM but its answer carried no VM id; the VM will be found by name and marker",
+            ),
+        };
+    }
+    let patch = json!({
+        "metadata": {"annotations": owner_annotations(observed)},
+        "spec": {"providerID": format_provider_id(vm_id)},
+    });
+    match patch_machine(state, &patch, "writing spec.providerID").await {
+        Executed::Continue => {}
+        // The next pass finds the VM by name and marker and writes the providerID then.
+        backoff => return backoff,
+    }
+    if state.created_vm.take().is_some_and(|created| created == vm_id) {
+        tracing::info!(object = %state.key, vm = %vm_id, "recorded the VM this run created, its disks copied");
+    } else {
+        // Only after a crash between creating the VM and recording it; worth seeing in the log.
+        tracing::info!(object = %state.key, vm = %vm_id, "adopted the VM carrying this machine's marker");
+    }
+    Executed::Continue
+}
+
+pub async fn record_engine(state: &mut MachineState, engine: &str) -> Executed {
+    let patch = json!({"metadata": {"annotations": {ENGINE_ANNOTATION: engine}}});
+    patch_machine(state, &patch, "recording the VM's engine").await
+}
+
+/// Rewrites the VM's legacy marker with this machine's UID, then records that UID (and the engine) on the machine.
+pub async fn upgrade_marker(
+    state: &mut MachineState,
+    observed: &Observed,
+    client: &Client,
+    vm_id: &str,
+    description: &str,
+) -> capov_ovirt::Result<Executed> {
+    client.update_vm_description(vm_id, description).await?;
+    tracing::info!(object = %state.key, vm = %vm_id, "rewrote the VM's legacy ownership marker with this machine's UID");
+    let event = StatusWriterMsg::Event {
+        reference: state.object.object_ref(&()),
+        warning: false,
+        reason: reasons::VM_MARKER_UPGRADED.into(),
+        note: "the VM's ownership marker now names this OVirtMachine's UID and management cluster".into(),
+    };
+    let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
+    let patch = json!({"metadata": {"annotations": owner_annotations(observed)}});
+    Ok(patch_machine(state, &patch, "recording the VM's owner").await)
+}
+
+pub async fn record_system_disks(state: &mut MachineState, disk_ids: &[String]) -> Executed {
+    let patch = json!({"metadata": {"annotations": {SYSTEM_DISKS_ANNOTATION: disk_ids.join(",")}}});
+    patch_machine(state, &patch, "recording the system disks").await
+}
+
+/// The UID the VM's marker names and, with a working connection, the engine the VM lives on.
+fn owner_annotations(observed: &Observed) -> serde_json::Map<String, serde_json::Value> {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(OWNER_UID_ANNOTATION.into(), json!(observed.owner.uid));
+    if let Some(engine) = &observed.current_engine {
+        annotations.insert(ENGINE_ANNOTATION.into(), json!(engine.annotation()));
+    }
+    annotations
+}
+
+fn machines(state: &MachineState) -> Api<OVirtMachine> {
+    Api::namespaced(
+        state.shared.client.clone(),
+        &state.key.namespace.clone().unwrap_or_default(),
+    )
+}
+
+/// Merge-patches the OVirtMachine; what follows goes on from the object as written.
+async fn patch_machine(state: &mut MachineState, patch: &serde_json::Value, what: &str) -> Executed {
+    match machines(state)
+        .patch(&state.key.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(updated) => {
+            state.object = slim::own(updated);
+            Executed::Continue
+        }
+        Err(err) => kube_failure(state, what, err),
+    }
+}
+
+fn kube_failure(state: &MachineState, what: &str, err: kube::Error) -> Executed {
+    tracing::warn!(object = %state.key, error = %err, "{what} failed; retrying");
+    Executed::Requeue(Requeue::Backoff)
+}

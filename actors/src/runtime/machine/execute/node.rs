@@ -1,0 +1,33 @@
+//! The workload cluster's Node of the VM: setting its spec.providerID (SPEC §2 step 7).
+
+use capov_crds::Severity;
+
+use crate::conditions::{reasons, types};
+use crate::machine_steps::Requeue;
+use crate::runtime::capi;
+use crate::runtime::machine::outcome::{Executed, Failure};
+use crate::runtime::machine::state::MachineState;
+use crate::runtime::machine::workload;
+
+/// Sets the Node's providerID; backs off while the machine's Cluster is not known.
+pub async fn set_provider_id(
+    state: &MachineState,
+    cluster: Option<&capi::Cluster>,
+    node_name: &str,
+    provider_id: &str,
+) -> Executed {
+    let Some(cluster) = cluster else {
+        return Executed::Requeue(Requeue::Backoff);
+    };
+    match workload::set_node_provider_id(state, cluster, node_name, provider_id).await {
+        Ok(()) => Executed::Continue,
+        Err(message) => Executed::Failed {
+            type_: types::K8S_PROVIDER_ID_SETUP,
+            failure: Failure {
+                reason: reasons::WORKLOAD_CLUSTER_UNREACHABLE,
+                severity: Severity::Warning,
+                message,
+            },
+        },
+    }
+}

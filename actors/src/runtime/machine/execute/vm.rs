@@ -1,0 +1,75 @@
+//! The VM itself: creating, starting, stopping and deleting it.
+
+use capov_ovirt::{Client, StartOptions};
+
+use super::create::create_vm;
+use crate::conditions::reasons;
+use crate::machine_steps::{CreateVmPlan, Requeue};
+use crate::runtime::machine::observe::{bootstrap_secret, owner_machine};
+use crate::runtime::machine::outcome::{Executed, Failure};
+use crate::runtime::machine::state::MachineState;
+
+/// Creates the VM with the Machine's bootstrap data; backs off while that cannot be read.
+pub async fn create(state: &mut MachineState, client: &Client, plan: &CreateVmPlan) -> Result<Executed, Failure> {
+    let data = match owner_machine(state) {
+        Some(machine) => bootstrap_secret(state, &machine)
+            .await
+            .ok()
+            .flatten()
+            .map(|(data, _)| data),
+        None => None,
+    };
+    let Some(data) = data else {
+        return Ok(Executed::Requeue(Requeue::Backoff));
+    };
+    let id = create_vm(state, client, plan, data).await.map_err(create_failure)?;
+    // spec.providerID is write-once (CAPI copies it to the Machine), and an accepted create can still vanish: the
+    // engine deletes the VM when its disk copy fails. So it is recorded only once the VM has left image_locked; until
+    // then the passes find the VM by name and marker, and a VM that vanished is simply created again.
+    tracing::info!(object = %state.key, vm = %id, "the engine accepted the VM; waiting for its disks");
+    state.created_vm = Some(id);
+    Ok(Executed::Requeue(Requeue::PollVm))
+}
+
+/// Create failures keep their own reasons; bare engine errors on create are CreateFailed.
+fn create_failure(failure: Failure) -> Failure {
+    if failure.reason == reasons::ENGINE_ERROR {
+        Failure {
+            reason: reasons::CREATE_FAILED,
+            ..failure
+        }
+    } else {
+        failure
+    }
+}
+
+/// Starts the VM with its bootstrap data as Ignition or cloud-init; a VM already running counts as started.
+pub async fn start(client: &Client, vm_id: &str, use_ignition: bool) -> capov_ovirt::Result<Executed> {
+    let options = StartOptions {
+        use_cloud_init: !use_ignition,
+        use_ignition,
+    };
+    match client.start_vm(vm_id, options).await {
+        Ok(()) => Ok(Executed::Requeue(Requeue::PollVm)),
+        Err(err) if err.is_vm_running() => Ok(Executed::Requeue(Requeue::PollVm)),
+        Err(err) => Err(err),
+    }
+}
+
+/// Powers the VM off before its deletion; a VM not running, or gone, needs no stop.
+pub async fn stop_force(client: &Client, vm_id: &str) -> capov_ovirt::Result<Executed> {
+    match client.stop_vm(vm_id, true).await {
+        Ok(()) => Ok(Executed::Requeue(Requeue::PollVm)),
+        Err(err) if err.is_vm_not_running() || err.is_not_found() => Ok(Executed::Continue),
+        Err(err) => Err(err),
+    }
+}
+
+/// Deletes the VM; a VM already gone needs no delete.
+pub async fn delete(client: &Client, vm_id: &str) -> capov_ovirt::Result<Executed> {
+    match client.remove_vm(vm_id).await {
+        Ok(()) => Ok(Executed::Requeue(Requeue::PollVm)),
+        Err(err) if err.is_not_found() => Ok(Executed::Continue),
+        Err(err) => Err(err),
+    }
+}

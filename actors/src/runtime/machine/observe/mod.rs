@@ -1,0 +1,221 @@
+//! Gathering what `machine_steps::decide` looks at: the stores (CAPI Machine and Cluster), the bootstrap Secret,
+//! the provider actor's connection (`provider`), the engine (the VM, its disks, NICs, reported devices: `vm`; the
+//! vNIC profiles: `nics`) and the workload cluster's Node (`super::workload`). Only what the current step can need
+//! is read from the engine.
+
+mod nics;
+mod observation;
+mod provider;
+mod vm;
+
+use std::sync::Arc;
+
+use capov_crds::labels::{
+    CLUSTER_NAME_LABEL, ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION, PAUSED_ANNOTATION,
+    SYSTEM_DISKS_ANNOTATION,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
+use ractor::ActorRef;
+
+pub use self::nics::nics_before_start;
+pub use self::observation::{Engine, Observation, ObserveError};
+use self::provider::connection;
+use self::vm::find_vm;
+use super::state::MachineState;
+use crate::conditions::types;
+use crate::identity::OwnerIdentity;
+use crate::machine_steps::{Bootstrap, FailureState, NodeObservation, Observed, ProviderConnection, ProviderDefaults};
+use crate::nics::NicAssessment;
+use crate::runtime::capi;
+use crate::runtime::messages::MachineMsg;
+
+pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Observation, ObserveError> {
+    let machine = owner_machine(state);
+    let cluster = owner_cluster(state, machine.as_deref());
+    let mut observed = from_objects(state, machine.is_some(), cluster.as_deref());
+    if observed.paused {
+        return Ok(Observation {
+            observed,
+            engine: None,
+            cluster,
+        });
+    }
+    if let Some(machine) = &machine {
+        observed.bootstrap = bootstrap(state, machine).await?;
+    }
+    let engine = match connection(me, state).await? {
+        Ok((client, defaults, engine)) => {
+            observed.provider_defaults = defaults;
+            observed.current_engine = Some(engine);
+            observed.connection = ProviderConnection::Ready {
+                insecure_transport: client.plain_http(),
+            };
+            Engine { client }
+        }
+        Err(failed) => {
+            observed.connection = failed;
+            return Ok(Observation {
+                observed,
+                engine: None,
+                cluster,
+            });
+        }
+    };
+    // On another engine (or as another user) than the VM was recorded with, a lookup proves nothing: the decision
+    // reports EngineChanged without one.
+    let engine_changed = matches!(
+        (&observed.recorded_engine, &observed.current_engine, &observed.provider_id),
+        (Some(recorded), Some(current), Some(_)) if !current.matches_annotation(recorded)
+    );
+    if !engine_changed {
+        observed.vm = find_vm(state, &engine.client, &observed).await?;
+    }
+    // The NICs are not read here (see `nics_before_start`), nor the workload cluster's Node: a decision that
+    // reaches step 7 asks for it (Action::ReadNode) and the pass reads it without its reconcile permit.
+    if observed
+        .vm
+        .as_ref()
+        .is_some_and(|vm| matches!(vm.status.as_str(), "up" | "migrating"))
+        && !observed.deletion_requested
+        && cluster.is_some()
+    {
+        observed.node = NodeObservation::NotRead;
+    }
+    Ok(Observation {
+        observed,
+        engine: Some(engine),
+        cluster,
+    })
+}
+
+/// What the OVirtMachine, the CAPI objects in the stores and this actor's own status show, before anything is read:
+/// no bootstrap data, a ready connection, no VM and no Node until the pass looks.
+fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi::Cluster>) -> Observed {
+    let object = &state.object;
+    let annotations = object.annotations();
+    Observed {
+        namespace: state.key.namespace.clone().unwrap_or_default(),
+        name: state.key.name.clone(),
+        owner: owner_identity(state),
+        paused: annotations.contains_key(PAUSED_ANNOTATION) || cluster.is_some_and(capi::cluster_paused),
+        deletion_requested: object.metadata.deletion_timestamp.is_some(),
+        has_finalizer: object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
+        owner_machine_found: machine_found,
+        cluster_found: cluster.is_some(),
+        cluster_infrastructure_provisioned: cluster.is_some_and(capi::cluster_infrastructure_provisioned),
+        bootstrap: Bootstrap::NotReady,
+        connection: ProviderConnection::Ready {
+            insecure_transport: false,
+        },
+        provider_id: object.spec.provider_id.clone(),
+        failure: failure_state(state),
+        provisioned: state.status.ready,
+        vm: None,
+        recorded_engine: annotations.get(ENGINE_ANNOTATION).cloned(),
+        current_engine: None,
+        system_disks: annotations.get(SYSTEM_DISKS_ANNOTATION).map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|id| !id.is_empty())
+                .map(String::from)
+                .collect()
+        }),
+        settings: object.spec.settings.clone(),
+        provider_defaults: ProviderDefaults::default(),
+        gates: state.shared.settings.gates,
+        nics: NicAssessment::InSync,
+        node: NodeObservation::NotFound,
+        control_plane_host: cluster.and_then(capi::cluster_control_plane_host),
+    }
+}
+
+/// Whose VM this machine may change: this object's UID, the UID the owner-UID annotation recorded when that differs,
+/// and the management cluster.
+fn owner_identity(state: &MachineState) -> OwnerIdentity {
+    let object = &state.object;
+    let uid = object.metadata.uid.clone().unwrap_or_default();
+    OwnerIdentity {
+        namespace: state.key.namespace.clone().unwrap_or_default(),
+        name: state.key.name.clone(),
+        previous_uid: object
+            .annotations()
+            .get(OWNER_UID_ANNOTATION)
+            .filter(|previous| **previous != uid)
+            .cloned(),
+        uid,
+        management_cluster: state.shared.settings.management_cluster_id.clone(),
+    }
+}
+
+/// Whether failureReason is set, and if so whether the spec changed since CAPOV set it.
+fn failure_state(state: &MachineState) -> FailureState {
+    if state.status.failure_reason.is_none() {
+        return FailureState::Clear;
+    }
+    let recorded_at = state
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == types::CAN_CONNECT_TO_OVIRT)
+        .and_then(|c| c.observed_generation);
+    FailureState::Set {
+        spec_changed_since: state.object.metadata.generation > recorded_at,
+    }
+}
+
+pub(super) fn owner_machine(state: &MachineState) -> Option<Arc<capi::Machine>> {
+    let owner = state
+        .object
+        .owner_references()
+        .iter()
+        .find(|owner| owner.kind == "Machine" && owner.api_version.starts_with("cluster.x-k8s.io/"))?;
+    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let reference = ObjectRef::new(&owner.name).within(&namespace);
+    state.shared.capi_machines.get(&reference)
+}
+
+fn owner_cluster(state: &MachineState, machine: Option<&capi::Machine>) -> Option<Arc<capi::Cluster>> {
+    let name = state
+        .object
+        .labels()
+        .get(CLUSTER_NAME_LABEL)
+        .cloned()
+        .or_else(|| machine.and_then(capi::machine_cluster_name))?;
+    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let reference = ObjectRef::new(&name).within(&namespace);
+    state.shared.capi_clusters.get(&reference)
+}
+
+async fn bootstrap(state: &MachineState, machine: &capi::Machine) -> Result<Bootstrap, ObserveError> {
+    Ok(match bootstrap_secret(state, machine).await? {
+        None => Bootstrap::NotReady,
+        Some((_, format)) => Bootstrap::from_format_key(format.as_deref()),
+    })
+}
+
+/// The bootstrap data and its `format` key; None while the bootstrap provider has not written them.
+pub async fn bootstrap_secret(
+    state: &MachineState,
+    machine: &capi::Machine,
+) -> Result<Option<(String, Option<String>)>, ObserveError> {
+    let Some(secret_name) = capi::machine_bootstrap_secret(machine) else {
+        return Ok(None);
+    };
+    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
+    let secret = secrets
+        .get_opt(&secret_name)
+        .await
+        .map_err(|err| ObserveError::new(format!("bootstrap Secret: {err}")))?;
+    let Some(data) = secret.and_then(|s| s.data) else {
+        return Ok(None);
+    };
+    let Some(value) = data.get("value") else {
+        return Ok(None);
+    };
+    let format = data.get("format").map(|f| String::from_utf8_lossy(&f.0).into_owned());
+    Ok(Some((String::from_utf8_lossy(&value.0).into_owned(), format)))
+}

@@ -1,0 +1,270 @@
+//! The VM as `decide` sees it: found by providerID or name (or taken from what the provider's poll delivered), with
+//! its disks, NICs and reported devices when the step needs them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use capov_ovirt::Client;
+
+use super::observation::ObserveError;
+use crate::addresses::{ReportedDevice, VmNic};
+use crate::conditions::{reasons, types};
+use crate::identity::{Ownership, ownership, parse_provider_id};
+use crate::machine_steps::{FoundBy, Observed, ObservedVm, VmDisk};
+use crate::runtime::machine::state::MachineState;
+use crate::vm_snapshot::VmSnapshot;
+
+/// A VM as found, and how.
+type Found = (Arc<VmSnapshot>, FoundBy);
+
+/// The VM: by the providerID's id when set, else by exact name. During deletion a VM whose id is not found is
+/// also looked for by name, so that "gone" is confirmed both ways before the finalizer goes. What the provider's poll
+/// delivered (or an earlier read saw) while the VM stayed watched is used instead of a read: the poll reports every
+/// change of it.
+pub async fn find_vm(
+    state: &mut MachineState,
+    client: &Client,
+    observed: &Observed,
+) -> Result<Option<ObservedVm>, ObserveError> {
+    let held = held_snapshot(state);
+    let found = match observed.provider_id.as_deref().map(parse_provider_id) {
+        // A providerID without a VM id: nothing to look up, and what is held stays as it is.
+        Some(None) => return Ok(None),
+        Some(Some(id)) => find_by_id(state, client, observed, id, held.as_ref()).await?,
+        None => find_by_name(state, client, observed, held.as_ref()).await?,
+    };
+    hold_snapshot(state, found.as_ref(), held.as_ref());
+    let Some((vm, found_by)) = found else {
+        return Ok(None);
+    };
+    observed_vm(state, client, observed, &vm, found_by).await
+}
+
+/// What is held of the VM, when it may stand in for a read. Watched, the VM's changes are delivered; unwatched, what
+/// was seen counts only while it is as fresh as a watched one would be.
+fn held_snapshot(state: &MachineState) -> Option<Arc<VmSnapshot>> {
+    let fresh = state
+        .vm_snapshot_at
+        .is_some_and(|at| at.elapsed() <= state.shared.settings.poll_interval * 2);
+    state
+        .vm_snapshot
+        .clone()
+        .filter(|_| state.watched_vm.is_some() || fresh)
+}
+
+async fn find_by_id(
+    state: &MachineState,
+    client: &Client,
+    observed: &Observed,
+    id: &str,
+    held: Option<&Arc<VmSnapshot>>,
+) -> Result<Option<Found>, ObserveError> {
+    if let Some(snapshot) = held.filter(|s| s.id == id) {
+        return Ok(Some((snapshot.clone(), FoundBy::ProviderId)));
+    }
+    // NICs, reported devices and (until the machine is provisioned, or when deleting) the disks inlined: one engine
+    // request per pass.
+    match client.vm_facts(id, needs_disks(state, observed)).await {
+        Ok(facts) => Ok(VmSnapshot::from_facts(facts).map(|s| (Arc::new(s), FoundBy::ProviderId))),
+        Err(err) if err.is_not_found() && observed.deletion_requested => {
+            find_by_name(state, client, observed, held).await
+        }
+        Err(err) if err.is_not_found() => Ok(None),
+        Err(err) => Err(vm_read_error(err)),
+    }
+}
+
+async fn find_by_name(
+    state: &MachineState,
+    client: &Client,
+    observed: &Observed,
+    held: Option<&Arc<VmSnapshot>>,
+) -> Result<Option<Found>, ObserveError> {
+    let vm_name = observed.vm_name();
+    // The VM this actor created, as the poll showed it, is the one the name search would find.
+    if let Some(snapshot) = held.filter(|s| state.created_vm.as_deref() == Some(s.id.as_str()) && s.name == vm_name) {
+        return Ok(Some((snapshot.clone(), FoundBy::Name)));
+    }
+    let found = client.find_vm_facts_by_name(&vm_name).await.map_err(vm_read_error)?;
+    Ok(found
+        .and_then(VmSnapshot::from_facts)
+        .map(|s| (Arc::new(s), FoundBy::Name)))
+}
+
+/// Remembers what was found. Whether this observation is what was held (and since when) matters for the pass's
+/// check before an engine write; a fresh read is held from now on.
+fn hold_snapshot(state: &mut MachineState, found: Option<&Found>, held: Option<&Arc<VmSnapshot>>) {
+    let from_held = matches!((found, held), (Some((snapshot, _)), Some(held)) if Arc::ptr_eq(snapshot, held));
+    state.observed_snapshot_at = if from_held { state.vm_snapshot_at } else { None };
+    if !from_held {
+        state.vm_snapshot_at = Some(Instant::now());
+    }
+    state.last_seen_fingerprint = found.map(|(snapshot, _)| snapshot.fingerprints());
+    state.vm_snapshot = found.map(|(snapshot, _)| snapshot.clone());
+}
+
+/// The found VM as `decide` sees it: with its disks, NICs and reported devices when the step needs them and the
+/// VM is this machine's. None: the VM went away meanwhile.
+async fn observed_vm(
+    state: &MachineState,
+    client: &Client,
+    observed: &Observed,
+    vm: &VmSnapshot,
+    found_by: FoundBy,
+) -> Result<Option<ObservedVm>, ObserveError> {
+    let ownership = ownership(&vm.description, &observed.owner);
+    let ours = match ownership {
+        Ownership::Owned => true,
+        Ownership::Legacy => found_by == FoundBy::ProviderId,
+        Ownership::NotOwned(_) => false,
+    };
+    let mut found = ObservedVm {
+        ever_started: started_by_status(state.status.ready, &state.status.conditions) || vm.started,
+        os_type: vm.os_type.clone(),
+        id: vm.id.clone(),
+        status: vm.status.clone(),
+        ownership,
+        found_by,
+        disks: Vec::new(),
+        nics: Vec::new(),
+        reported_devices: Vec::new(),
+    };
+    let status = vm.status.as_str();
+    if !ours || status == "image_locked" {
+        return Ok(Some(found));
+    }
+    // Disks matter before the first start (steps 3–4) and at deletion (non-system disks); the passes of a started
+    // VM (e.g. keeping its addresses current) spare the request, and so does a VM found by name outside deletion:
+    // its pass only records it in spec.providerID.
+    let before_first_start = found_by == FoundBy::ProviderId && !found.ever_started && status == "down";
+    if observed.deletion_requested || before_first_start {
+        found.disks = match vm_disks(client, vm).await? {
+            Some(disks) => disks,
+            None => return Ok(None),
+        };
+    }
+    if matches!(status, "up" | "migrating") {
+        found.nics = vm_nics(client, vm).await?;
+        found.reported_devices = reported_devices(client, vm).await?;
+    }
+    Ok(Some(found))
+}
+
+/// The VM's disks, inlined in the snapshot or read; None when the VM is not found.
+async fn vm_disks(client: &Client, vm: &VmSnapshot) -> Result<Option<Vec<VmDisk>>, ObserveError> {
+    if let Some(disks) = &vm.disks {
+        return Ok(Some(disks.clone()));
+    }
+    // Found by name, or an engine that did not inline whole disks.
+    match client.disk_attachments_with_disks(&vm.id).await {
+        Ok(attachments) => Ok(Some(
+            attachments
+                .into_iter()
+                .filter_map(|a| {
+                    let disk = a.disk?;
+                    Some(VmDisk {
+                        attachment_id: a.id.unwrap_or_default(),
+                        disk_id: disk.id?,
+                        alias: disk.alias.unwrap_or_default(),
+                        bootable: a.bootable == Some(true),
+                        provisioned_size: disk.provisioned_size.unwrap_or(0),
+                        status: disk
+                            .status
+                            .map(|s| s.as_str().to_string())
+                            .unwrap_or_else(|| "ok".into()),
+                    })
+                })
+                .collect(),
+        )),
+        Err(err) if err.is_not_found() => Ok(None),
+        Err(err) => Err(vm_read_error(err)),
+    }
+}
+
+/// The VM's NICs with a MAC address, inlined in the snapshot or read.
+async fn vm_nics(client: &Client, vm: &VmSnapshot) -> Result<Vec<VmNic>, ObserveError> {
+    if let Some(nics) = &vm.nics {
+        return Ok(nics
+            .iter()
+            .filter_map(|n| {
+                Some(VmNic {
+                    name: n.name.clone(),
+                    mac: n.mac.clone()?,
+                })
+            })
+            .collect());
+    }
+    Ok(client
+        .nics(&vm.id)
+        .await
+        .map_err(vm_read_error)?
+        .into_iter()
+        .filter_map(|n| {
+            Some(VmNic {
+                name: n.name.unwrap_or_default(),
+                mac: n.mac?.address?,
+            })
+        })
+        .collect())
+}
+
+/// The devices the guest agent reports (MACs and IPs), inlined in the snapshot or read.
+async fn reported_devices(client: &Client, vm: &VmSnapshot) -> Result<Vec<ReportedDevice>, ObserveError> {
+    if let Some(devices) = &vm.reported_devices {
+        return Ok(devices.clone());
+    }
+    Ok(client
+        .reported_devices(&vm.id)
+        .await
+        .map_err(vm_read_error)?
+        .into_iter()
+        .map(|d| ReportedDevice {
+            mac: d.mac.and_then(|m| m.address),
+            ips: d
+                .ips
+                .map(|ips| ips.items.into_iter().filter_map(|ip| ip.address).collect())
+                .unwrap_or_default(),
+        })
+        .collect())
+}
+
+fn vm_read_error(err: capov_ovirt::Error) -> ObserveError {
+    ObserveError::new(format!("reading the VM: {err}"))
+}
+
+/// Whether this pass may look at the VM's disks: steps 3–4 before the machine is provisioned, and deletion.
+fn needs_disks(state: &MachineState, observed: &Observed) -> bool {
+    observed.deletion_requested || !state.status.ready
+}
+
+/// CAPOV starts a VM once: it was started if the machine was ever up, the engine reports a start time (checked by
+/// the caller), or CAPOV wrote MachineOn after the engine accepted the start. MachineOn `EngineError` is a start
+/// the engine refused (e.g. a 503): the VM never ran and is started again.
+pub(crate) fn started_by_status(ready: bool, conditions: &[capov_crds::Condition]) -> bool {
+    ready
+        || conditions
+            .iter()
+            .any(|c| c.type_ == types::MACHINE_ON && c.reason != reasons::ENGINE_ERROR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capov_crds::Condition;
+
+    fn machine_on(reason: &str) -> Condition {
+        serde_json::from_value(serde_json::json!({
+            "type": "MachineOn", "status": "False", "reason": reason, "lastTransitionTime": "2026-12-03T00:00:00Z"
+        }))
+        .expect("condition")
+    }
+
+    #[test]
+    fn a_refused_start_is_not_a_started_vm() {
+        assert!(!started_by_status(false, &[]));
+        assert!(!started_by_status(false, &[machine_on(reasons::ENGINE_ERROR)]));
+        assert!(started_by_status(false, &[machine_on(reasons::VM_POWERING_UP)]));
+        assert!(started_by_status(false, &[machine_on(reasons::VM_DOWN)]));
+        assert!(started_by_status(true, &[]));
+    }
+}

@@ -1,0 +1,289 @@
+//! One reconcile pass of a machine: observe, decide, act — again at once after an action that succeeded — then
+//! report the status and schedule the next pass.
+
+use std::time::{Duration, Instant};
+
+use capov_crds::{Initialization, Severity};
+use kube::Resource;
+use ractor::ActorRef;
+
+use super::execute::execute;
+use super::observe::{self, Observation, ObserveError};
+use super::outcome::Executed;
+use super::schedule::{Next, schedule, to_next};
+use super::state::MachineState;
+use super::workload;
+use crate::conditions::{ConditionUpdate, MACHINE_READY_INPUTS, State, ready_summary, set_condition, types};
+use crate::machine_steps::{Action, Decision, NodeObservation, Observed, StatusChange, decide, without_effect};
+use crate::metrics::{kind, result};
+use crate::runtime::mailbox;
+use crate::runtime::messages::MachineMsg;
+use crate::runtime::permits::{Permit, Priority};
+use crate::runtime::provider::Cadence;
+use crate::runtime::status_writer::StatusWriterMsg;
+
+/// How many actions one pass may take before it hands its permit back.
+const MAX_ACTIONS_PER_PASS: usize = 12;
+
+/// Waits for a permit, then runs the pass.
+pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
+    // A VM this actor created counts before it is recorded in spec.providerID (once its disks are copied).
+    let priority = match (&state.object.spec.provider_id, &state.created_vm) {
+        (None, None) => Priority::New,
+        _ => Priority::HasVm,
+    };
+    let permit = state.shared.permits.acquire(priority).await;
+    // A pass's future holds the futures of every engine and API request it awaits, about 18 KB. Inline, it would be
+    // part of `handle`'s future, which ractor allocates once per actor for the actor's whole life (its processing
+    // loop): 18 KB for each idle machine. Boxed after the permit, it exists only for the passes that run.
+    Box::pin(pass(me, state, permit)).await;
+}
+
+/// Observe, decide, act — again at once after an action that succeeded — then report and schedule.
+///
+/// The reconcile permit is held for engine and management-cluster work only. Workload-cluster calls (reading the
+/// Node, setting its providerID) run with the permit released: a tenant's workload apiserver that is slow or hung
+/// must not take a permit from every other machine for as long as its requests last. The permit is taken again
+/// before the next step that needs it.
+async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: Permit) {
+    let mut permit = Some(permit);
+    let started = Instant::now();
+    let mut next = Next::After(Duration::ZERO);
+    // The observation and action of the last action that reported success, for the hot-loop guard.
+    let mut last_success: Option<(Observed, Action)> = state.carried_success.take().map(|carried| *carried);
+    for _ in 0..MAX_ACTIONS_PER_PASS {
+        if permit.is_none() {
+            // A workload step released the permit and the next step needs it again. Waiting for it here would keep
+            // this boxed pass (about 18 KB, and the observation) alive for as long as the queue takes: in a large
+            // batch thousands of machines between their Node step and the next pass wait at once. The next pass
+            // waits for its permit in `run_pass`, before its future exists, and starts from the same observation
+            // the loop would have made here.
+            state.carried_success = last_success.take().map(Box::new);
+            next = Next::Resume;
+            break;
+        }
+        if let Some(end) = step(me, state, &mut permit, &mut last_success).await {
+            next = end;
+            break;
+        }
+    }
+    drop(permit);
+    record_pass(state, &next, started);
+    // A pass that ended only to wait for its permit is continued by the next one, which reports the status: an
+    // intermediate status written meanwhile would be one more write per machine.
+    if next != Next::Resume {
+        let status = serde_json::to_value(&state.status).unwrap_or_default();
+        let update = StatusWriterMsg::Update {
+            key: state.key.clone(),
+            status,
+        };
+        let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, update);
+    }
+    schedule(me, state, next);
+}
+
+/// One step of a pass: observes, decides and carries out the action, unless the action would repeat one that
+/// changed nothing. Returns what follows the pass when it ends here; None: the pass goes on with the next step.
+async fn step(
+    me: &ActorRef<MachineMsg>,
+    state: &mut MachineState,
+    permit: &mut Option<Permit>,
+    last_success: &mut Option<(Observed, Action)>,
+) -> Option<Next> {
+    let (observation, decision) = match observe_and_decide(me, state, permit).await {
+        Ok(decided) => decided,
+        Err(next) => return Some(next),
+    };
+    // An engine write is decided on what was seen of the VM within two poll intervals: a Ready machine's
+    // snapshot can be a minute old (deletion of a VM that went `unknown`, a disk attached since).
+    let seen_long_ago = state
+        .observed_snapshot_at
+        .is_some_and(|at| at.elapsed() > state.shared.settings.poll_interval * 2);
+    if decision.action.writes_engine() && seen_long_ago {
+        state.vm_snapshot = None;
+        return None;
+    }
+    if let Some((before, acted)) = last_success.as_ref()
+        && without_effect(before, acted, &observation.observed, &decision.action)
+    {
+        tracing::warn!(
+            object = %state.key,
+            action = ?acted,
+            "the action reported success but nothing it should change did; backing off instead of repeating it"
+        );
+        return Some(Next::Backoff);
+    }
+    if permit.is_none() && decision.action.needs_permit() {
+        *permit = Some(state.shared.permits.acquire(Priority::HasVm).await);
+    }
+    act(state, observation, decision, last_success).await
+}
+
+/// Observes and decides. The NICs and the workload cluster's Node are looked at only when the decision taken without
+/// them needs them; the Node is read without the permit (see [`pass`]). An observation that failed ends the pass
+/// with a backoff.
+async fn observe_and_decide(
+    me: &ActorRef<MachineMsg>,
+    state: &mut MachineState,
+    permit: &mut Option<Permit>,
+) -> Result<(Observation, Decision), Next> {
+    let mut observation = match observe::observe(me, state).await {
+        Ok(observation) => observation,
+        Err(ObserveError { message, expected }) => {
+            if expected {
+                tracing::debug!(object = %state.key, %message, "cannot observe yet; retrying");
+            } else {
+                tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
+            }
+            return Err(Next::Backoff);
+        }
+    };
+    let mut decision = decide(&observation.observed);
+    if matches!(decision.action, Action::StartVm { .. }) {
+        match observe::nics_before_start(state, observation.engine.as_ref(), &observation.observed).await {
+            None => {}
+            Some(Ok(nics)) => {
+                observation.observed.nics = nics;
+                decision = decide(&observation.observed);
+            }
+            Some(Err(ObserveError { message, .. })) => {
+                tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
+                return Err(Next::Backoff);
+            }
+        }
+    }
+    if decision.action == Action::ReadNode {
+        // Workload I/O: without the permit.
+        *permit = None;
+        observation.observed.node = match (&observation.cluster, &observation.observed.vm) {
+            (Some(cluster), Some(vm)) => workload::observe_node(state, cluster, &vm.id).await,
+            _ => NodeObservation::NotFound,
+        };
+        decision = decide(&observation.observed);
+    }
+    Ok((observation, decision))
+}
+
+/// Reports the decision's conditions and carries out its action. An action that succeeded is kept in `last_success`
+/// with what it was decided on, for the next step's hot-loop guard.
+async fn act(
+    state: &mut MachineState,
+    observation: Observation,
+    decision: Decision,
+    last_success: &mut Option<(Observed, Action)>,
+) -> Option<Next> {
+    // What a start will show (MachineOn powering up) is only true once the engine accepted the start: a start
+    // that fails must leave no sign of a started VM, or the next pass would take the VM, still down, for one
+    // that was shut down after it ran, and never start it.
+    let (now, after_success): (Vec<_>, Vec<_>) = decision
+        .conditions
+        .into_iter()
+        .partition(|update| !(matches!(decision.action, Action::StartVm { .. }) && update.type_ == types::MACHINE_ON));
+    apply(state, &now, decision.status);
+    let vm_id = observation.observed.vm.as_ref().map(|vm| vm.id.clone());
+    let acted = decision.action.clone();
+    let executed = execute(
+        state,
+        &observation.observed,
+        observation.engine.as_ref(),
+        observation.cluster.as_deref(),
+        decision.action,
+    )
+    .await;
+    if acted.writes_engine() {
+        state.vm_snapshot = None;
+    }
+    if !after_success.is_empty() && !matches!(executed, Executed::Failed { .. }) {
+        apply(state, &after_success, StatusChange::default());
+    }
+    match executed {
+        Executed::Continue => {
+            *last_success = Some((observation.observed, acted));
+            None
+        }
+        Executed::Requeue(requeue) => Some(to_next(state, requeue, vm_id)),
+        Executed::Failed { type_, failure } => {
+            if !failure.is_retry_only() {
+                let update = ConditionUpdate::false_(type_, failure.reason, failure.severity, failure.message);
+                apply(state, &[update], StatusChange::default());
+            }
+            Some(Next::Backoff)
+        }
+    }
+}
+
+/// `capov_reconciles_total` / `capov_reconcile_duration_seconds` for one pass.
+fn record_pass(state: &MachineState, next: &Next, started: Instant) {
+    let outcome = match next {
+        _ if state.status.failure_reason.is_some() => result::TERMINAL,
+        Next::Backoff => result::ERROR,
+        Next::Idle => result::SUCCESS,
+        Next::WatchVm(watch) if watch.cadence == Cadence::Steady => result::SUCCESS,
+        Next::After(_) | Next::Resume | Next::WatchVm(_) => result::REQUEUE,
+    };
+    let metrics = &state.shared.metrics;
+    metrics
+        .reconciles_total
+        .with_label_values(&[kind::MACHINE, outcome])
+        .inc();
+    metrics
+        .reconcile_duration_seconds
+        .with_label_values(&[kind::MACHINE])
+        .observe(started.elapsed().as_secs_f64());
+}
+
+/// Writes a decision's conditions and status fields, recomputes Ready, and records an Event for each condition
+/// whose status or reason changed.
+fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: StatusChange) {
+    let now = crate::runtime::now();
+    let generation = state.object.metadata.generation;
+    for update in conditions {
+        let before = state
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == update.type_)
+            .map(|c| (c.status, c.reason.clone()));
+        set_condition(&mut state.status.conditions, update, now, generation);
+        let after = state
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == update.type_)
+            .map(|c| (c.status, c.reason.clone()));
+        if before != after && update.type_ != types::PAUSED {
+            record_event(state, update);
+        }
+    }
+    if change.mark_provisioned {
+        state.status.ready = true;
+        state.status.initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
+    }
+    if let Some(addresses) = change.addresses {
+        state.status.addresses = addresses;
+    }
+    if let Some(vm_status) = change.vm_status {
+        state.last_seen_vm_status = Some(vm_status.clone());
+        state.status.vm_status = Some(vm_status);
+    }
+    let ready = ready_summary(&state.status.conditions, MACHINE_READY_INPUTS);
+    set_condition(&mut state.status.conditions, &ready, now, generation);
+}
+
+fn record_event(state: &MachineState, update: &ConditionUpdate) {
+    let warning = matches!(update.state, State::False(Severity::Warning | Severity::Error));
+    let note = if update.message.is_empty() {
+        format!("{}: {}", update.type_, update.reason)
+    } else {
+        update.message.clone()
+    };
+    let event = StatusWriterMsg::Event {
+        reference: state.object.object_ref(&()),
+        warning,
+        reason: update.reason.to_string(),
+        note,
+    };
+    let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
+}

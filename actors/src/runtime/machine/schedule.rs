@@ -1,0 +1,196 @@
+//! What follows a pass: which VM the provider's batched poll watches for the machine, and when the next pass runs.
+
+use std::time::Duration;
+
+use ractor::ActorRef;
+
+use super::state::MachineState;
+use crate::identity::parse_provider_id;
+use crate::machine_steps::Requeue;
+use crate::runtime::mailbox;
+use crate::runtime::messages::MachineMsg;
+use crate::runtime::provider::{Cadence, ProviderMsg, VmWatch};
+
+/// What a pass asks for next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing to do until something changes (a watch event, a provider message) or the sync period passes.
+    Idle,
+    /// Retry after a failure: backoff 5 s doubling to 5 min.
+    Backoff,
+    /// Check again after this long.
+    After(Duration),
+    /// Go on at once in a new pass (after waiting for a permit), from where this one stopped: what it saw of the VM
+    /// and the VM's watch stay as they are.
+    Resume,
+    /// The provider's batched poll hands over the VM when it changes: each poll while the VM is in a transition,
+    /// every minute once the machine is Ready (which then resyncs only once per sync period, from what it holds).
+    WatchVm(VmWatch),
+}
+
+/// What an action's `Requeue` means for this machine: a wait for the VM becomes a watch of it, when its id is known.
+pub fn to_next(state: &MachineState, requeue: Requeue, vm_id: Option<String>) -> Next {
+    let watch = |cadence, otherwise| {
+        let provider_id = state
+            .object
+            .spec
+            .provider_id
+            .as_deref()
+            .and_then(parse_provider_id)
+            .map(String::from);
+        match vm_id.clone().or(provider_id).or_else(|| state.created_vm.clone()) {
+            Some(vm_id) => Next::WatchVm(VmWatch { vm_id, cadence }),
+            None => otherwise,
+        }
+    };
+    match requeue {
+        Requeue::OnChange => Next::Idle,
+        Requeue::Backoff => Next::Backoff,
+        Requeue::After(delay) => Next::After(delay),
+        Requeue::PollVm => watch(Cadence::EveryPoll, Next::After(state.shared.settings.poll_interval)),
+        Requeue::Steady => watch(Cadence::Steady, Next::Idle),
+    }
+}
+
+/// Tells the provider which VM to watch for this machine and sets the timer of the next pass.
+pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
+    if let Some(timer) = state.timer.take() {
+        timer.abort();
+    }
+    let watched = vm_to_watch(state, &next);
+    update_vm_watch(state, &next, watched);
+    let delay = delay_until_next_pass(state, &next);
+    if !matches!(
+        next,
+        Next::WatchVm(VmWatch {
+            cadence: Cadence::EveryPoll,
+            ..
+        })
+    ) {
+        state.guard_key = None;
+        state.quiet_guards = 0;
+    }
+    if !matches!(next, Next::Backoff) {
+        state.backoff.reset();
+    }
+    state.timer = Some(mailbox::cast_after(&state.shared.metrics, delay, me.clone(), || {
+        MachineMsg::Tick
+    }));
+}
+
+/// The VM the provider's poll should watch for the machine until its next pass; None: none.
+fn vm_to_watch(state: &MachineState, next: &Next) -> Option<VmWatch> {
+    match next {
+        Next::WatchVm(watch) => Some(watch.clone()),
+        Next::Resume => state.watched_vm.clone(),
+        // A pass that failed (an engine hiccup) keeps its VM watched: the provider's batched poll wakes the machine
+        // as soon as the VM changes, instead of the machine waiting out a backoff that grew during the hiccup. A
+        // pass that waits with backoff for something outside the engine (the Node, an address) has its VM watched
+        // too, so that its retries decide from what they hold instead of reading the VM each time: at each poll
+        // while the retries come faster than the steady search, then with the steady search.
+        Next::Backoff => {
+            let steady_every = state.shared.settings.poll_interval * crate::backoff::STEADY_POLL_EVERY as u32;
+            let vm_id = (state.watched_vm.as_ref().map(|w| w.vm_id.clone()))
+                .or_else(|| state.vm_snapshot.as_ref().map(|vm| vm.id.clone()));
+            vm_id.map(|vm_id| VmWatch {
+                vm_id,
+                cadence: if state.backoff.upcoming() < steady_every {
+                    Cadence::EveryPoll
+                } else {
+                    Cadence::Steady
+                },
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Registers `watched` with the provider when it changed (or the pass backs off), and forgets what was seen of a VM
+/// that is no longer watched.
+fn update_vm_watch(state: &mut MachineState, next: &Next, watched: Option<VmWatch>) {
+    // A backoff re-registers the watch with the VM status this pass saw: a change the machine already knows of must
+    // not cut the backoff short (the hot-loop guard's backoff included), only a change after it.
+    let refresh = matches!(next, Next::Backoff) && watched.is_some();
+    if (watched != state.watched_vm || refresh)
+        && let Some((_, provider)) = &state.subscribed_to
+    {
+        let message = match &watched {
+            Some(watch) => ProviderMsg::WatchVm {
+                machine: state.key.clone(),
+                watch: watch.clone(),
+                seen: state.last_seen_fingerprint,
+            },
+            None => ProviderMsg::UnwatchVm(state.key.clone()),
+        };
+        let _ = mailbox::cast(&state.shared.metrics, provider, message);
+    }
+    // Unwatched, the VM can change unseen: the next pass reads it (a pass that resumes at once goes on from what
+    // this one saw).
+    if watched.is_none() && *next != Next::Resume {
+        state.vm_snapshot = None;
+    }
+    state.watched_vm = watched;
+}
+
+fn delay_until_next_pass(state: &mut MachineState, next: &Next) -> Duration {
+    match next {
+        // For a Ready machine the poll answers a status change; this resync refreshes the addresses.
+        Next::Idle
+        | Next::WatchVm(VmWatch {
+            cadence: Cadence::Steady,
+            ..
+        }) => crate::backoff::jittered(state.shared.settings.sync_period, fastrand::f64()),
+        Next::Backoff => state.backoff.next_delay(),
+        Next::After(delay) => *delay,
+        Next::Resume => Duration::ZERO,
+        Next::WatchVm(VmWatch {
+            cadence: Cadence::EveryPoll,
+            vm_id,
+        }) => transition_guard(state, vm_id),
+    }
+}
+
+/// The poll answers; this timer only guards against a lost answer. A VM `image_locked` for long (a clone's disk copy
+/// takes minutes) must not cost a full pass every 30 s: while neither the VM nor its status changes, each guard waits
+/// twice as long as the one before, up to 5 minutes. The end of the copy changes the status, which the poll reports
+/// at once. Other waits keep 30 s: a disk job, for one, ends without the VM's status changing, so only this timer
+/// notices it.
+fn transition_guard(state: &mut MachineState, vm_id: &str) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (vm_id, &state.last_seen_vm_status).hash(&mut hasher);
+    let key = hasher.finish();
+    let copying = state.last_seen_vm_status.as_deref() == Some("image_locked");
+    state.quiet_guards = if copying && state.guard_key == Some(key) {
+        state.quiet_guards.saturating_add(1)
+    } else {
+        0
+    };
+    state.guard_key = Some(key);
+    guard_delay(state.shared.settings.poll_interval, state.quiet_guards)
+}
+
+/// The guard timer of a machine whose VM is in a transition: 6 poll intervals, doubled for each guard in a row set
+/// with nothing changed, at most [`crate::backoff::MAX_BACKOFF`].
+fn guard_delay(poll_interval: Duration, quiet_guards: u8) -> Duration {
+    let first = poll_interval * 6;
+    first
+        .checked_mul(1u32 << quiet_guards.min(16))
+        .unwrap_or(crate::backoff::MAX_BACKOFF)
+        .min(crate::backoff::MAX_BACKOFF.max(first))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_transition_guard_grows_while_nothing_changes() {
+        let poll = Duration::from_secs(5);
+        let delays: Vec<u64> = (0..6).map(|n| guard_delay(poll, n).as_secs()).collect();
+        assert_eq!(delays, vec![30, 60, 120, 240, 300, 300]);
+        assert_eq!(guard_delay(poll, u8::MAX).as_secs(), 300);
+        // A test's short poll interval keeps its short first guard.
+        assert_eq!(guard_delay(Duration::from_millis(200), 0), Duration::from_millis(1200));
+    }
+}

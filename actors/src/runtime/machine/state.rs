@@ -1,0 +1,91 @@
+//! What a machine actor holds between messages and passes.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use capov_crds::{OVirtMachine, OVirtMachineStatus};
+use ractor::ActorRef;
+
+use crate::machine_steps::{Action, Observed};
+use crate::runtime::keys::ObjectKey;
+use crate::runtime::mailbox::{ActorMetrics, Alive};
+use crate::runtime::messages::MachineMsg;
+use crate::runtime::provider::{ProviderMsg, VmWatch};
+use crate::runtime::shared::Shared;
+use crate::vm_snapshot::{Fingerprints, VmSnapshot};
+
+pub struct MachineState {
+    pub(super) key: ObjectKey,
+    /// The object as last seen by the watch (shared with the supervisor) or as returned by this actor's own write;
+    /// without managedFields (`slim`).
+    pub(super) object: Arc<OVirtMachine>,
+    pub(super) shared: Arc<Shared>,
+    /// The status CAPOV owns, as last sent to the status writer.
+    pub(super) status: OVirtMachineStatus,
+    /// Since when the machine has waited for a missing provider or credentials (SPEC §2.4: critical after 10 min).
+    pub(super) missing_since: Option<std::time::Instant>,
+    /// 5 s doubling to 5 min, each wait jittered (crate::backoff).
+    pub(super) backoff: crate::backoff::Backoff,
+    pub(super) pass_queued: bool,
+    pub(super) timer: Option<tokio::task::JoinHandle<()>>,
+    pub(super) subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
+    pub(super) watched_vm: Option<VmWatch>,
+    pub(super) last_seen_vm_status: Option<String>,
+    /// The VM as last seen (by this actor's read or delivered by the provider's poll) and its fingerprint. While the
+    /// VM is watched the poll delivers every change, so a pass decides from this instead of reading the VM again;
+    /// any engine write on the VM, or the end of the watch, drops it.
+    pub(super) vm_snapshot: Option<Arc<VmSnapshot>>,
+    /// When `vm_snapshot` was read or delivered: while the VM is not watched, what it shows is trusted only while it
+    /// is about as fresh as a watched one.
+    pub(super) vm_snapshot_at: Option<Instant>,
+    /// When what this pass's observation took from `vm_snapshot` was seen; None when it read the VM itself.
+    pub(super) observed_snapshot_at: Option<Instant>,
+    pub(super) last_seen_fingerprint: Option<Fingerprints>,
+    /// The watched VM and status (hashed) when the last transition guard timer was set, and how many guards in a
+    /// row were set with nothing changed: the guard's delay grows with them (`schedule::guard_delay`).
+    pub(super) guard_key: Option<u64>,
+    pub(super) quiet_guards: u8,
+    /// The last successful action of a pass that ended to wait for its permit outside the pass (see `pass::pass`),
+    /// and what it observed before acting: the next pass's hot-loop guard compares against it.
+    pub(super) carried_success: Option<Box<(Observed, Action)>>,
+    /// The VM this actor created and has not recorded in spec.providerID yet (it is recorded once its disks are
+    /// copied): recording it then is not an adoption.
+    pub(super) created_vm: Option<String>,
+    pub(super) mail: ActorMetrics,
+    _alive: Alive,
+}
+
+impl MachineState {
+    /// A machine actor's state when it starts: a pass is queued, nothing is watched or held yet.
+    pub(super) fn new(
+        key: ObjectKey,
+        object: Arc<OVirtMachine>,
+        status: OVirtMachineStatus,
+        shared: Arc<Shared>,
+    ) -> MachineState {
+        let mail = ActorMetrics::of::<MachineMsg>(&shared.metrics);
+        MachineState {
+            key,
+            object,
+            shared,
+            status,
+            missing_since: None,
+            backoff: crate::backoff::Backoff::steps(),
+            pass_queued: true,
+            timer: None,
+            subscribed_to: None,
+            watched_vm: None,
+            last_seen_vm_status: None,
+            vm_snapshot: None,
+            vm_snapshot_at: None,
+            observed_snapshot_at: None,
+            last_seen_fingerprint: None,
+            guard_key: None,
+            quiet_guards: 0,
+            carried_success: None,
+            created_vm: None,
+            _alive: mail.alive(),
+            mail,
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The finalizers the supervisor writes itself: an OVirtProvider's, added at once and removed, once the provider is
+//! being deleted, when no OVirtMachine uses it any more; and an OVirtCluster's (`cluster::reconcile`). No later watch
+//! event may come to trigger a failed write again, so each one is retried with a jittered, growing delay until it
+//! succeeds or its object is gone.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capov_crds::labels::PROVIDER_FINALIZER;
+use capov_crds::{OVirtCluster, OVirtProvider};
+use kube::ResourceExt;
+use kube::api::Api;
+use ractor::ActorRef;
+
+use super::cluster;
+use super::finalizers;
+use super::mailbox;
+use super::messages::{FinalizerOwner, SupervisorMsg};
+use super::shared::Shared;
+
+/// First retry of a failed finalizer write; doubling up to [`MAX_FINALIZER_RETRY`], jittered.
+const FINALIZER_RETRY: Duration = Duration::from_secs(1);
+const MAX_FINALIZER_RETRY: Duration = Duration::from_secs(60);
+
+struct FinalizerRetry {
+    backoff: crate::backoff::Backoff,
+    scheduled: bool,
+}
+
+/// The supervisor's finalizer writes, and the retries of those that failed. `in_use` tells whether an OVirtMachine
+/// uses the provider of a name.
+pub struct ProviderFinalizers {
+    me: ActorRef<SupervisorMsg>,
+    shared: Arc<Shared>,
+    retries: HashMap<FinalizerOwner, FinalizerRetry>,
+}
+
+impl ProviderFinalizers {
+    pub fn new(me: ActorRef<SupervisorMsg>, shared: Arc<Shared>) -> ProviderFinalizers {
+        ProviderFinalizers {
+            me,
+            shared,
+            retries: HashMap::new(),
+        }
+    }
+
+    /// Adds the provider's finalizer, or removes it when the provider is being deleted and no longer in use.
+    pub async fn sync(&mut self, provider: &OVirtProvider, in_use: impl Fn(&str) -> bool) {
+        let outcome = sync_provider_finalizer(&self.shared.client, provider, in_use).await;
+        self.note(FinalizerOwner::Provider(provider.name_any()), outcome);
+    }
+
+    /// Releases each of `providers` that is being deleted and no longer in use.
+    pub async fn release_deleting<'p>(
+        &mut self,
+        providers: impl Iterator<Item = &'p OVirtProvider>,
+        in_use: impl Fn(&str) -> bool,
+    ) {
+        let deleting: Vec<&OVirtProvider> = providers
+            .filter(|provider| provider.metadata.deletion_timestamp.is_some())
+            .collect();
+        for provider in deleting {
+            self.sync(provider, &in_use).await;
+        }
+    }
+
+    /// Notes how a finalizer write went: a failure is retried after a jittered, growing delay (one retry queued per
+    /// object at a time), a success ends the retries.
+    pub fn note(&mut self, owner: FinalizerOwner, outcome: Result<(), String>) {
+        let Err(message) = outcome else {
+            self.retries.remove(&owner);
+            return;
+        };
+        let retry = self.retries.entry(owner.clone()).or_insert_with(|| FinalizerRetry {
+            backoff: crate::backoff::Backoff::new(FINALIZER_RETRY, MAX_FINALIZER_RETRY),
+            scheduled: false,
+        });
+        tracing::warn!(object = ?owner, error = %message, retry_in = ?retry.backoff.nominal(), "finalizer write failed");
+        if !retry.scheduled {
+            retry.scheduled = true;
+            let delay = retry.backoff.next_delay();
+            mailbox::cast_after(&self.shared.metrics, delay, self.me.clone(), move || {
+                SupervisorMsg::RetryFinalizer(owner)
+            });
+        }
+    }
+
+    /// Tries a failed finalizer write again on the object as it is now; nothing to do once it is gone.
+    pub async fn retry(&mut self, owner: FinalizerOwner, in_use: impl Fn(&str) -> bool) {
+        match self.retries.get_mut(&owner) {
+            Some(retry) => retry.scheduled = false,
+            None => return,
+        }
+        let client = self.shared.client.clone();
+        let outcome = match &owner {
+            FinalizerOwner::Cluster { namespace, name } => {
+                match Api::<OVirtCluster>::namespaced(client, namespace).get_opt(name).await {
+                    Ok(Some(cluster)) => cluster::reconcile(&self.shared, &cluster).await,
+                    Ok(None) => Ok(()),
+                    Err(err) => Err(format!("cannot read OVirtCluster {namespace}/{name}: {err}")),
+                }
+            }
+            FinalizerOwner::Provider(name) => match Api::<OVirtProvider>::all(client.clone()).get_opt(name).await {
+                Ok(Some(provider)) => sync_provider_finalizer(&client, &provider, in_use).await,
+                Ok(None) => Ok(()),
+                Err(err) => Err(format!("cannot read OVirtProvider {name}: {err}")),
+            },
+        };
+        self.note(owner, outcome);
+    }
+}
+
+/// Adds the provider's finalizer, or, while it is being deleted, removes it once no OVirtMachine references it.
+async fn sync_provider_finalizer(
+    client: &kube::Client,
+    provider: &OVirtProvider,
+    in_use: impl Fn(&str) -> bool,
+) -> Result<(), String> {
+    let api: Api<OVirtProvider> = Api::all(client.clone());
+    if provider.metadata.deletion_timestamp.is_none() {
+        return finalizers::ensure(&api, provider, PROVIDER_FINALIZER)
+            .await
+            .map(|_| ())
+            .map_err(|err| format!("cannot add the finalizer {PROVIDER_FINALIZER}: {err}"));
+    }
+    if in_use(&provider.name_any()) {
+        return Ok(());
+    }
+    finalizers::remove(&api, provider, PROVIDER_FINALIZER)
+        .await
+        .map(|_| ())
+        .map_err(|err| format!("cannot remove the finalizer {PROVIDER_FINALIZER}: {err}"))
+}

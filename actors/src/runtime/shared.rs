@@ -1,0 +1,104 @@
+//! What every actor of the runtime shares: the Kubernetes clients, metrics and settings, the status writer, the
+//! reconcile permits, the stores the watches fill, the provider actors, and the caches of workload clients and
+//! engine lookups. The supervisor builds it once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{self, Store};
+use ractor::ActorRef;
+
+use super::capi;
+use super::lookups::{LOOKUP_TTL, Lookups};
+use super::permits::ReconcilePermits;
+use super::provider::ProviderMsg;
+use super::settings::RuntimeSettings;
+use super::status_writer::StatusWriterMsg;
+use crate::metrics::Metrics;
+
+/// What every actor of the runtime shares.
+pub struct Shared {
+    /// Every request but the watches (deadlines: `kube_clients`).
+    pub client: kube::Client,
+    /// The watches only: they may stay silent for minutes, which the request client's read timeout would cut.
+    pub watch_client: kube::Client,
+    pub metrics: Metrics,
+    pub settings: RuntimeSettings,
+    pub status_writer: ActorRef<StatusWriterMsg>,
+    /// `--max-concurrent-reconciles` permits, taken by a machine actor for each reconcile.
+    pub permits: Arc<ReconcilePermits>,
+    /// CAPI Machines and Clusters, holding only the fields CAPOV reads (`capi.rs`).
+    pub capi_machines: Store<capi::Machine>,
+    pub capi_clusters: Store<capi::Cluster>,
+    /// The namespaces machines live in (for the labels `spec.allowedNamespaces.selector` of providers matches).
+    pub namespaces: Store<Namespace>,
+    pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
+    /// Each provider's `spec.allowedNamespaces`, as last seen by the supervisor.
+    pub provider_access: RwLock<HashMap<String, Option<capov_crds::AllowedNamespaces>>>,
+    pub workload_clients: Mutex<WorkloadClients>,
+    /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
+    pub lookups: Lookups,
+}
+
+/// The stores the watches fill (`watches::StoreWriters`), as the actors read them.
+pub struct Stores {
+    pub capi_machines: Store<capi::Machine>,
+    pub capi_clusters: Store<capi::Cluster>,
+    pub namespaces: Store<Namespace>,
+}
+
+/// Workload cluster clients by (namespace, kubeconfig Secret name), with the kubeconfig each was built from.
+pub type WorkloadClients = HashMap<(String, String), (Vec<u8>, kube::Client)>;
+
+impl Shared {
+    /// What the actors share when the runtime starts: no provider actor yet, nothing cached.
+    pub fn new(
+        client: kube::Client,
+        watch_client: kube::Client,
+        metrics: Metrics,
+        settings: RuntimeSettings,
+        status_writer: ActorRef<StatusWriterMsg>,
+        stores: Stores,
+    ) -> Shared {
+        Shared {
+            client,
+            watch_client,
+            metrics,
+            permits: ReconcilePermits::new(settings.max_concurrent_reconciles.max(1)),
+            settings,
+            status_writer,
+            capi_machines: stores.capi_machines,
+            capi_clusters: stores.capi_clusters,
+            namespaces: stores.namespaces,
+            providers: RwLock::new(HashMap::new()),
+            provider_access: RwLock::new(HashMap::new()),
+            workload_clients: Mutex::new(HashMap::new()),
+            lookups: Lookups::new(LOOKUP_TTL),
+        }
+    }
+
+    pub fn provider(&self, name: &str) -> Option<ActorRef<ProviderMsg>> {
+        self.providers
+            .read()
+            .ok()
+            .and_then(|providers| providers.get(name).cloned())
+    }
+
+    /// Whether a machine in `namespace` may use provider `name` (its `spec.allowedNamespaces`).
+    pub fn namespace_allowed(&self, name: &str, namespace: &str) -> bool {
+        let access = self
+            .provider_access
+            .read()
+            .ok()
+            .and_then(|access| access.get(name).cloned());
+        let Some(allowed) = access.flatten() else {
+            return true;
+        };
+        let labels = self
+            .namespaces
+            .get(&reflector::ObjectRef::new(namespace))
+            .map(|ns| ns.metadata.labels.clone().unwrap_or_default());
+        crate::tenancy::namespace_allowed(Some(&allowed), namespace, labels.as_ref())
+    }
+}
