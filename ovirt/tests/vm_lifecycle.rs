@@ -5,7 +5,8 @@ mod common;
 
 use capov_ovirt::model::*;
 use capov_ovirt::{Client, DiskPlacement, Error, StartOptions};
-use common::{eventually, setup, setup_observable};
+use capov_testkit::eventually;
+use common::{WAIT, setup, setup_observable};
 
 const GIB: u64 = 1 << 30;
 
@@ -90,8 +91,13 @@ fn new_vm(name: &str, inv: &Inventory, target_sd: Option<&str>, clone: bool) -> 
 }
 
 async fn wait_status(client: &Client, id: &str, status: VmStatus) {
-    eventually(&format!("VM {id} {status}"), || async {
-        (client.vm(id).await.ok()?.status? == status).then_some(())
+    eventually(WAIT, format!("VM {id} {status}"), || async {
+        let seen = client.vm(id).await.map_err(|err| err.to_string())?.status;
+        if seen.as_ref() == Some(&status) {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
     })
     .await
 }
@@ -241,7 +247,7 @@ async fn disk_resize_locks_then_grows_and_shrinking_is_refused() {
         .await
         .unwrap_err();
     assert!(err.is_locked(), "second resize while locked: {err:?}");
-    let disk = eventually("disk ok", || async {
+    let disk = eventually(WAIT, "disk ok", || async {
         let disk = client.disk(&disk_id).await.ok()?;
         (disk.status == Some(DiskStatus::Ok)).then_some(disk)
     })
@@ -260,7 +266,7 @@ async fn disk_resize_locks_then_grows_and_shrinking_is_refused() {
 
     // Resize through /disks too (engines ≥ 4.4).
     client.resize_disk(&disk_id, 41 * GIB).await.unwrap();
-    eventually("second resize", || async {
+    eventually(WAIT, "second resize", || async {
         (client.disk(&disk_id).await.ok()?.provisioned_size == Some(41 * GIB)).then_some(())
     })
     .await;
@@ -404,7 +410,7 @@ async fn power_actions_follow_engine_status_rules() {
     assert_eq!(err.detail(), Some("Cannot remove VM. VM is running."));
 
     wait_status(&client, &id, VmStatus::Up).await;
-    let devices = eventually("reported IPs", || async {
+    let devices = eventually(WAIT, "reported IPs", || async {
         let devices = client.reported_devices(&id).await.ok()?;
         (!devices.is_empty()).then_some(devices)
     })
@@ -443,7 +449,7 @@ async fn power_actions_follow_engine_status_rules() {
     assert_eq!(client.vm(&id).await.unwrap().status, Some(VmStatus::Down));
 
     client.remove_vm(&id).await.unwrap();
-    eventually("VM gone", || async {
+    eventually(WAIT, "VM gone", || async {
         client.vm(&id).await.err().filter(Error::is_not_found)
     })
     .await;
