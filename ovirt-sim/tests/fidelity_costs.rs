@@ -362,12 +362,15 @@ async fn clones_copy_whole_images_sharing_the_storage_bandwidth() {
         }
     };
     // The thin VM is ready while the three copies still run.
-    eventually(Duration::from_secs(30), "the thin VM ready", async || down("thin-0")).await;
+    eventually(Duration::from_secs(30), "the thin VM ready", || async {
+        down("thin-0")
+    })
+    .await;
     assert_eq!(control.disk_copies(), 3);
     for n in 0..3 {
         assert_eq!(status_of(&format!("clone-{n}")), "image_locked");
     }
-    eventually(Duration::from_secs(30), "the copies to end", async || {
+    eventually(Duration::from_secs(30), "the copies to end", || async {
         (0..3).try_for_each(|n| down(&format!("clone-{n}")))
     })
     .await;

@@ -3,6 +3,7 @@
 //! probe asking an API server stays cheap over minutes.
 
 use std::fmt::{self, Display};
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 const FIRST_PAUSE: Duration = Duration::from_millis(10);
@@ -46,9 +47,14 @@ impl Display for TimedOut {
 }
 
 /// Looks with `probe` until it observes the awaited value, or `timeout` has passed. For code that must return an
-/// error rather than fail a test (the harness), or that gathers its diagnosis asynchronously; tests use
+/// error rather than fail a test (the harness), or whose diagnosis of a timeout needs awaiting; tests use
 /// [`eventually`].
-pub async fn until<T, O: Observation<T>>(timeout: Duration, mut probe: impl AsyncFnMut() -> O) -> Result<T, TimedOut> {
+pub async fn until<T, O, F, Fut>(timeout: Duration, mut probe: F) -> Result<T, TimedOut>
+where
+    O: Observation<T>,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = O>,
+{
     let started = Instant::now();
     let mut pause = FIRST_PAUSE;
     let mut looks = 0;
@@ -76,14 +82,15 @@ pub async fn until<T, O: Observation<T>>(timeout: Duration, mut probe: impl Asyn
 /// awaited and the last state seen. `what` is formatted only then, so it may carry a diagnosis taken at that moment
 /// (the tail of a process's log).
 ///
-/// The probe may hold mutable state across its awaits (`async || { seen.insert(..); .. }`). Inside a spawned task,
-/// its future must own what it uses (`move || { let api = api.clone(); async move { .. } }`): the compiler cannot
-/// yet prove a future that borrows from an async closure `Send`.
-pub async fn eventually<T, O: Observation<T>>(
-    timeout: Duration,
-    what: impl Display,
-    probe: impl AsyncFnMut() -> O,
-) -> T {
+/// The probe is a closure returning a future (`|| async { .. }`), not an async closure: a future borrowing from an
+/// async closure cannot yet be proven `Send`, and waits run in spawned tasks too. What a probe keeps from one look
+/// to the next it holds in a `Cell` or a `Mutex`.
+pub async fn eventually<T, O, F, Fut>(timeout: Duration, what: impl Display, probe: F) -> T
+where
+    O: Observation<T>,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = O>,
+{
     match until(timeout, probe).await {
         Ok(value) => value,
         Err(timed_out) => panic!("timed out waiting for {what}: {timed_out}"),
@@ -92,28 +99,33 @@ pub async fn eventually<T, O: Observation<T>>(
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
     use super::*;
 
     #[tokio::test]
     async fn returns_the_first_value_observed() {
-        let mut looks = 0;
-        let value = eventually(Duration::from_secs(5), "the third look", async || {
-            looks += 1;
-            (looks == 3).then_some(looks * 10)
+        let looks = Cell::new(0);
+        let value = eventually(Duration::from_secs(5), "the third look", || async {
+            looks.set(looks.get() + 1);
+            (looks.get() == 3).then_some(looks.get() * 10)
         })
         .await;
-        assert_eq!((value, looks), (30, 3));
+        assert_eq!((value, looks.get()), (30, 3));
     }
 
     #[tokio::test]
     async fn a_timeout_reports_the_last_state_seen() {
-        let mut looks = 0;
-        let timed_out = until(Duration::from_millis(50), async || {
-            looks += 1;
-            Err::<(), _>(format!("look {looks}"))
+        let looks = Cell::new(0);
+        let timed_out = until(Duration::from_millis(50), || async {
+            looks.set(looks.get() + 1);
+            Err::<(), _>(format!("look {}", looks.get()))
         })
         .await
         .expect_err("never done");
+        let looks = looks.get();
         assert!(timed_out.waited >= Duration::from_millis(50), "{timed_out}");
         assert_eq!(timed_out.looks, looks);
         assert_eq!(timed_out.last_seen, Some(format!("look {looks}")));
@@ -123,7 +135,7 @@ mod tests {
     #[tokio::test]
     #[should_panic(expected = "timed out waiting for a value: still pending after")]
     async fn eventually_fails_the_test_naming_what_it_waited_for() {
-        eventually(Duration::from_millis(20), "a value", async || None::<()>).await;
+        eventually(Duration::from_millis(20), "a value", || async { None::<()> }).await;
     }
 
     #[tokio::test]
@@ -134,6 +146,21 @@ mod tests {
                 panic!("formatted although the wait succeeded")
             }
         }
-        eventually(Duration::from_secs(1), Diagnosis, async || Some(())).await;
+        eventually(Duration::from_secs(1), Diagnosis, || async { Some(()) }).await;
+    }
+
+    #[tokio::test]
+    async fn a_wait_borrowing_what_its_task_owns_runs_in_a_spawned_task() {
+        let answers = Arc::new(AtomicU32::new(0));
+        let seen = tokio::spawn(async move {
+            eventually(Duration::from_secs(5), "the second answer", || async {
+                let answer = answers.fetch_add(1, Ordering::SeqCst);
+                (answer == 1).then_some(answer)
+            })
+            .await
+        })
+        .await
+        .expect("the task");
+        assert_eq!(seen, 1);
     }
 }
