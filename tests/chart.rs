@@ -3,12 +3,12 @@
 //! API server, with and without the Prometheus Operator's ServiceMonitor CRD; with `watchNamespace`, a real install
 //! whose RBAC the API server enforces for the chart's service account.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use capov_crds::{OVirtMachine, OVirtProvider};
 use capov_harness::{ControlPlane, Options};
+use capov_testkit::eventually;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
@@ -84,39 +84,6 @@ fn args(container: &Value) -> Vec<&str> {
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect()
-}
-
-/// `kubectl apply --server-side --dry-run=server` of `yaml` through `plane`. `--force-conflicts`: the shared control
-/// plane already holds the CRDs (applied by the harness's field manager); a dry run changes nothing either way.
-fn dry_run_apply(plane: &ControlPlane, yaml: &str) -> Result<String, String> {
-    let mut command = plane.kubectl().expect("kubectl");
-    command
-        .args([
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            "--force-conflicts",
-            "--field-manager=capov-chart-test",
-            "-f",
-            "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("spawn kubectl");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(yaml.as_bytes())
-        .expect("write manifests");
-    let output = child.wait_with_output().expect("kubectl");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    if output.status.success() {
-        Ok(stdout)
-    } else {
-        Err(format!("{stdout}{}", String::from_utf8_lossy(&output.stderr)))
-    }
 }
 
 #[test]
@@ -575,14 +542,18 @@ async fn rendered_charts_pass_a_server_side_dry_run() {
     let namespace = plane.create_namespace(&client, "chart").await.expect("namespace");
 
     let crds = template("chart/capov-crds", &namespace, &[]).unwrap();
-    let output = dry_run_apply(plane, &crds).unwrap_or_else(|err| panic!("capov-crds: {err}"));
+    let output = plane
+        .dry_run_apply(&crds)
+        .unwrap_or_else(|err| panic!("capov-crds: {err}"));
     assert!(
         output.contains("ovirtmachines.infrastructure.cluster.x-k8s.io"),
         "{output}"
     );
 
     let rendered = template("chart/capov", &namespace, &["--set", "featureGates.disk-clone=true"]).unwrap();
-    let output = dry_run_apply(plane, &rendered).unwrap_or_else(|err| panic!("capov: {err}"));
+    let output = plane
+        .dry_run_apply(&rendered)
+        .unwrap_or_else(|err| panic!("capov: {err}"));
     for object in [
         "deployment.apps/capov-controller-manager",
         "service/capov-metrics-service",
@@ -618,19 +589,23 @@ async fn service_monitor_applies_where_the_crd_exists() {
     crds.create(&PostParams::default(), &crd)
         .await
         .expect("ServiceMonitor CRD");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let crd = crds.get("servicemonitors.monitoring.coreos.com").await.expect("CRD");
-        let established = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-        if established
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True")
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "ServiceMonitor CRD never established");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "the ServiceMonitor CRD Established",
+        || async {
+            let crd = crds.get("servicemonitors.monitoring.coreos.com").await.expect("CRD");
+            let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+            if conditions
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+            {
+                Ok(())
+            } else {
+                Err(format!("{conditions:?}"))
+            }
+        },
+    )
+    .await;
     let namespace = plane
         .create_namespace(&client, "chart-monitor")
         .await
@@ -643,7 +618,9 @@ async fn service_monitor_applies_where_the_crd_exists() {
     )
     .unwrap();
     assert!(rendered.contains("kind: ServiceMonitor"));
-    let output = dry_run_apply(&plane, &rendered).unwrap_or_else(|err| panic!("capov: {err}"));
+    let output = plane
+        .dry_run_apply(&rendered)
+        .unwrap_or_else(|err| panic!("capov: {err}"));
     assert!(
         output.contains("servicemonitor.monitoring.coreos.com/capov-metrics-monitor"),
         "{output}"
@@ -681,16 +658,17 @@ where
     R: FnMut() -> F,
     F: Future<Output = Result<T, kube::Error>>,
 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match request().await {
-            Ok(value) => return value,
-            Err(err) if is_forbidden(&err) && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually(Duration::from_secs(30), format!("RBAC to allow {what}"), || {
+        let answer = request();
+        async move {
+            match answer.await {
+                Err(err) if is_forbidden(&err) => Err(err.to_string()),
+                Err(err) => panic!("{what}: {err}"),
+                Ok(value) => Ok(value),
             }
-            Err(err) => panic!("{what}: {err}"),
         }
-    }
+    })
+    .await
 }
 
 fn assert_forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) {

@@ -5,9 +5,7 @@
 //! and that the committed `release/` directory is what the generator writes.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::OnceLock;
 
 use capov_harness::ControlPlane;
@@ -700,39 +698,6 @@ fn ovirt_provider_yaml_renders_the_connection() {
     );
 }
 
-/// `kubectl apply --server-side --dry-run=server` of `yaml` through `plane`. `--force-conflicts`: the shared
-/// control plane already holds CAPOV's CRDs (applied by the harness's field manager); a dry run changes nothing.
-fn dry_run_apply(plane: &ControlPlane, yaml: &str) -> Result<String, String> {
-    let mut command = plane.kubectl().expect("kubectl");
-    command
-        .args([
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            "--force-conflicts",
-            "--field-manager=capov-clusterctl-test",
-            "-f",
-            "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("spawn kubectl");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(yaml.as_bytes())
-        .expect("write manifests");
-    let output = child.wait_with_output().expect("kubectl");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    if output.status.success() {
-        Ok(stdout)
-    } else {
-        Err(format!("{stdout}{}", String::from_utf8_lossy(&output.stderr)))
-    }
-}
-
 /// Installs the kubeadm control-plane and bootstrap CRDs of the CAPI module that tools/capi pins (the harness
 /// installs only CAPI core's), so the default flavor's KubeadmControlPlane and KubeadmConfigTemplate validate.
 fn install_kubeadm_crds(plane: &ControlPlane) {
@@ -795,7 +760,9 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
             &[],
         )
         .unwrap_or_else(|err| panic!("{err}"));
-    let output = dry_run_apply(plane, &components).unwrap_or_else(|err| panic!("components: {err}"));
+    let output = plane
+        .dry_run_apply(&components)
+        .unwrap_or_else(|err| panic!("components: {err}"));
     for object in [
         format!("namespace/{namespace}"),
         "customresourcedefinition.apiextensions.k8s.io/ovirtproviders.infrastructure.cluster.x-k8s.io".into(),
@@ -825,7 +792,9 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
             ],
         )
         .unwrap_or_else(|err| panic!("{err}"));
-    let output = dry_run_apply(plane, &connection).unwrap_or_else(|err| panic!("ovirt-provider.yaml: {err}"));
+    let output = plane
+        .dry_run_apply(&connection)
+        .unwrap_or_else(|err| panic!("ovirt-provider.yaml: {err}"));
     for object in [
         format!("secret/{provider_name}-capov-provider-secret"),
         format!("ovirtprovider.infrastructure.cluster.x-k8s.io/{provider_name}"),
@@ -859,7 +828,9 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
         }
         let cluster = clusterctl.run(&args, &env).unwrap_or_else(|err| panic!("{err}"));
         let expected = parse_documents(&cluster).len();
-        let output = dry_run_apply(plane, &cluster).unwrap_or_else(|err| panic!("flavor {flavor:?}: {err}"));
+        let output = plane
+            .dry_run_apply(&cluster)
+            .unwrap_or_else(|err| panic!("flavor {flavor:?}: {err}"));
         let applied = output
             .lines()
             .filter(|line| line.contains("serverside-applied (server dry run)"))

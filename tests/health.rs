@@ -2,11 +2,12 @@
 //! 503 until the caches are marked synced, 200 afterwards, and 503 again once the API server is gone.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capov::cli::ListenAddress;
 use capov::{Readiness, health};
 use capov_harness::{ControlPlane, Options};
+use capov_testkit::eventually;
 
 fn loopback() -> ListenAddress {
     ListenAddress {
@@ -48,19 +49,18 @@ async fn healthz_is_ok_and_readyz_follows_sync_and_the_api_server() {
 
     // The API server goes away: /readyz turns 503 (after its few seconds of caching); /healthz stays 200.
     drop(plane);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, body) = get(&client, &format!("{base}/readyz")).await;
-        if status == 503 {
-            assert!(body.contains("API server"), "{body}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "/readyz still {status} with the API server gone"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let body = eventually(
+        Duration::from_secs(30),
+        "/readyz 503 with the API server gone",
+        || async {
+            match get(&client, &format!("{base}/readyz")).await {
+                (503, body) => Ok(body),
+                (status, _) => Err(status),
+            }
+        },
+    )
+    .await;
+    assert!(body.contains("API server"), "{body}");
     assert_eq!(get(&client, &format!("{base}/healthz")).await.0, 200);
 
     readiness.set_synced(false);
@@ -108,18 +108,20 @@ async fn manager_process_serves_probes_and_metrics_and_stops_on_sigterm() {
         .build()
         .expect("client");
     let healthz = format!("http://127.0.0.1:{health_port}/healthz");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.get(&healthz).send().await.is_err() {
-        assert!(Instant::now() < deadline, "manager never served /healthz");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(Duration::from_secs(30), "the manager to serve /healthz", || async {
+        client.get(&healthz).send().await.map(drop)
+    })
+    .await;
     assert_eq!(get(&client, &healthz).await, (200, "ok".into()));
     // Ready once the controllers' watches have listed everything.
     let readyz = format!("http://127.0.0.1:{health_port}/readyz");
-    while get(&client, &readyz).await.0 != 200 {
-        assert!(Instant::now() < deadline, "manager never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(Duration::from_secs(30), "the manager ready", || async {
+        match get(&client, &readyz).await {
+            (200, _) => Ok(()),
+            (status, body) => Err(format!("{status} {body}")),
+        }
+    })
+    .await;
     let metrics = format!("https://127.0.0.1:{metrics_port}/metrics");
     assert_eq!(get(&client, &metrics).await.0, 401);
 

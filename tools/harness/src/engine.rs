@@ -1,9 +1,13 @@
 //! An engine simulator and the OVirtProvider that points CAPOV at it, set up as a user does: the Secret with the
 //! engine credentials, and the provider reading it and trusting the simulator's CA.
 
+use std::collections::BTreeSet;
+use std::time::Duration;
+
 use base64::Engine as _;
-use capov_ovirt_sim::{SimulatorBuilder, SimulatorHandle};
+use capov_ovirt_sim::{Control, SimulatorBuilder, SimulatorHandle};
 use serde_json::{Value, json};
+use tokio::task::JoinHandle;
 
 use crate::HarnessError;
 use crate::objects;
@@ -102,4 +106,23 @@ impl Engine {
             sim,
         })
     }
+}
+
+/// Plays the kubelet of every VM of the engine `control` drives, until aborted: once a VM is up, registers its Node
+/// in the `workload` cluster, named like the VM, its systemUUID the VM id.
+pub fn play_kubelets(control: Control, workload: kube::Client) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut registered = BTreeSet::new();
+        loop {
+            for vm in control.vms() {
+                if vm.status == "up"
+                    && !registered.contains(&vm.id)
+                    && objects::register_node(&workload, &vm.name, &vm.id).await.is_ok()
+                {
+                    registered.insert(vm.id);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
 }

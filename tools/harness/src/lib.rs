@@ -31,7 +31,7 @@ pub use capi::{
 };
 pub use control_plane::{ControlPlane, Options, shared};
 pub use crds::{crd_chart_dir, install_crds};
-pub use engine::{ADMIN_PASSWORD, ADMIN_USER, CREDENTIALS_SECRET, Engine, ProviderSpec, trusting};
+pub use engine::{ADMIN_PASSWORD, ADMIN_USER, CREDENTIALS_SECRET, Engine, ProviderSpec, play_kubelets, trusting};
 pub use error::HarnessError;
 pub use helm::helm;
 pub use node::{Node, routable_address};

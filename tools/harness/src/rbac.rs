@@ -1,5 +1,5 @@
 //! Service accounts as the tests use them to call the API server or the metrics endpoint: a token of a new account,
-//! a ClusterRole bound to it, and a wait until the authorizer applies the binding.
+//! ClusterRoles bound to it, and a wait until the authorizer applies a binding.
 
 use std::time::Duration;
 
@@ -63,9 +63,13 @@ pub fn metrics_reader_rules() -> Vec<PolicyRule> {
     }]
 }
 
-pub async fn create_cluster_role(
+/// A ClusterRole `name` with `rules`, bound to the service account `namespace/account` by the ClusterRoleBinding
+/// `name`.
+pub async fn grant(
     client: &kube::Client,
     name: &str,
+    namespace: &str,
+    account: &str,
     rules: Vec<PolicyRule>,
 ) -> Result<(), HarnessError> {
     let role = ClusterRole {
@@ -77,7 +81,7 @@ pub async fn create_cluster_role(
         .create(&PostParams::default(), &role)
         .await
         .map_err(kube_error)?;
-    Ok(())
+    bind_cluster_role(client, name, name, namespace, account).await
 }
 
 /// Binds the ClusterRole `role` to the service account `namespace/account`, by the ClusterRoleBinding `binding`.
