@@ -17,7 +17,7 @@ use capov_testkit::eventually;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::json;
-use support::{Manager, engine, holder, http, is_ready, labels, register_up_nodes, vms_per_name};
+use support::{Manager, engine, holder, http, is_ready, labels, register_up_nodes, vms_per_name, wait_all_deleted};
 
 const MACHINES: usize = 8;
 
@@ -136,15 +136,7 @@ async fn an_apiserver_restart_does_not_restart_the_operator_and_loses_nothing() 
     for name in &names {
         machines.delete(name, &Default::default()).await.expect("delete");
     }
-    eventually(
-        Duration::from_secs(180),
-        "every machine deleted and every VM removed",
-        || async {
-            let list = machines.list(&Default::default()).await.ok()?;
-            (list.items.is_empty() && control.vm_count() == 0).then_some(())
-        },
-    )
-    .await;
+    wait_all_deleted(&machines, &engine.sim, Duration::from_secs(180)).await;
     assert!(
         manager.child.try_wait().expect("try_wait").is_none(),
         "the manager exited; log:\n{}",

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use capov_harness::{ProviderSpec, free_port};
 use capov_ovirt_sim::{Simulator, SimulatorHandle};
-use capov_testkit::TextOutput;
+use capov_testkit::{TextOutput, without_cargo_env};
 use serde_json::{Value, json};
 
 /// The Docker client of Debian's docker.io, which the build script installs.
@@ -32,16 +32,9 @@ fn image() -> &'static str {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/image/build.sh");
         let mut command = Command::new(&script);
         command.arg("capov-manager:image-test");
-        // The variables cargo sets for a test would reach the script's own cargo build and, as ring's build script
-        // watches several of them, rebuild the release tree on every switch between the test and a shell.
-        for (name, _) in std::env::vars_os() {
-            let name = name.to_string_lossy();
-            let set_by_cargo = name == "CARGO" || name == "OUT_DIR" || name.starts_with("CARGO_");
-            if set_by_cargo && name != "CARGO_HOME" && name != "CARGO_TARGET_DIR" {
-                command.env_remove(name.as_ref());
-            }
-        }
-        let output = command.output().expect("run tools/image/build.sh");
+        let output = without_cargo_env(&mut command)
+            .output()
+            .expect("run tools/image/build.sh");
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
             output.status.success(),

@@ -30,7 +30,7 @@ use capov_harness::{
     CapiModule, ControlPlane, Node, Options, capi_module, objects, offline_clusterctl, rbac, routable_address,
 };
 use capov_ovirt_sim::{Simulator, SimulatorHandle};
-use capov_testkit::{eventually, until};
+use capov_testkit::{eventually, stdout_of, until, without_cargo_env};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -49,35 +49,16 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A command with the variables cargo sets for a test removed: they would reach the cargo build a script starts and,
-/// as ring's build script watches several of them, rebuild the release tree on every switch between test and shell.
-fn without_cargo_env(mut command: Command) -> Command {
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        let set_by_cargo = name == "CARGO" || name == "OUT_DIR" || name.starts_with("CARGO_");
-        if set_by_cargo && name != "CARGO_HOME" && name != "CARGO_TARGET_DIR" {
-            command.env_remove(name.as_ref());
-        }
-    }
-    command
-}
-
 fn run(mut command: Command) -> String {
-    let output = command.output().unwrap_or_else(|err| panic!("{command:?}: {err}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    stdout_of(&mut command).unwrap_or_else(|err| panic!("{err}"))
 }
 
 /// The image as `tools/image/build.sh` builds it (its default reference, `capov-manager:<version>`).
 fn build_image() -> String {
     let began = Instant::now();
-    let stdout = run(without_cargo_env(Command::new(root().join("tools/image/build.sh"))));
+    let mut build = Command::new(root().join("tools/image/build.sh"));
+    without_cargo_env(&mut build);
+    let stdout = run(build);
     let image = stdout
         .lines()
         .last()

@@ -20,7 +20,9 @@ use capov_testkit::eventually;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::{LEASE_NAME, Manager, engine, holder, http, is_ready, labels, register_up_nodes, vms_per_name};
+use support::{
+    LEASE_NAME, Manager, engine, holder, http, is_ready, labels, register_up_nodes, vms_per_name, wait_all_deleted,
+};
 
 /// Starts two replicas at once and waits until one of them holds the Lease: returns (leader, standby).
 async fn elect(
@@ -488,15 +490,7 @@ async fn a_leader_cut_off_from_the_apiserver_stops_engine_writes_before_the_stan
     .expect("ms");
 
     // Replica B takes over and finishes: every machine gone, every VM removed.
-    eventually(
-        Duration::from_secs(240),
-        "every machine deleted and every VM removed",
-        || async {
-            let list = machines.list(&Default::default()).await.ok()?;
-            (list.items.is_empty() && control.vm_count() == 0).then_some(())
-        },
-    )
-    .await;
+    wait_all_deleted(&machines, &engine.sim, Duration::from_secs(240)).await;
     // Cut off, replica A stops its controllers and stands by again; only if they do not stop in time does it exit,
     // and then non-zero.
     let waiting = a.with_log("replica A to stand by again or exit");

@@ -10,6 +10,7 @@ use capov::Metrics;
 use capov::cli::ListenAddress;
 use capov::metrics::{self, MetricsServerOptions};
 use capov_harness::{ControlPlane, rbac};
+use capov_testkit::http;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
@@ -33,16 +34,6 @@ fn https_insecure() -> reqwest::Client {
         .expect("HTTPS client")
 }
 
-async fn scrape(client: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, String) {
-    let mut request = client.get(url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.unwrap_or_else(|err| panic!("GET {url}: {err:?}"));
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("body"))
-}
-
 /// A kube client that authenticates with `token` against `plane`.
 async fn client_with_token(plane: &ControlPlane, server: &str, token: &str) -> kube::Client {
     let ca = base64::engine::general_purpose::STANDARD.encode(plane.ca_pem());
@@ -63,24 +54,12 @@ async fn scrapes_need_an_authenticated_and_authorized_token() {
     let plane = capov_harness::shared().await;
     let admin = plane.client().await.expect("client");
     let namespace = plane.create_namespace(&admin, "metrics").await.expect("namespace");
-    let reader_token = rbac::service_account_token(&admin, &namespace, "scraper")
+    let reader_token = rbac::metrics_reader_token(&admin, &namespace, "scraper")
         .await
-        .expect("token");
+        .expect("reader token");
     let nobody_token = rbac::service_account_token(&admin, &namespace, "nobody")
         .await
         .expect("token");
-    rbac::grant(
-        &admin,
-        &format!("{namespace}-reader"),
-        &namespace,
-        "scraper",
-        rbac::metrics_reader_rules(),
-    )
-    .await
-    .expect("grant");
-    rbac::wait_allowed(&admin, &namespace, "scraper", "/metrics")
-        .await
-        .expect("the scraper allowed");
 
     let metrics = Metrics::new();
     metrics.init_kind("machine");
@@ -97,8 +76,8 @@ async fn scrapes_need_an_authenticated_and_authorized_token() {
     let response = client.get(&url).send().await.expect("request");
     assert_eq!(response.status().as_u16(), 401);
     assert_eq!(response.headers()["www-authenticate"], "Bearer");
-    assert_eq!(scrape(&client, &url, Some("not-a-token")).await.0, 401);
-    assert_eq!(scrape(&client, &url, Some(&nobody_token)).await.0, 403);
+    assert_eq!(http::get(&client, &url, Some("not-a-token")).await.0, 401);
+    assert_eq!(http::get(&client, &url, Some(&nobody_token)).await.0, 403);
 
     let response = client
         .get(&url)
@@ -132,13 +111,13 @@ async fn scrapes_need_an_authenticated_and_authorized_token() {
 
     // The rule names /metrics only: another path is forbidden even for the reader.
     let other = format!("https://127.0.0.1:{}/debug", server.local_addr().port());
-    assert_eq!(scrape(&client, &other, Some(&reader_token)).await.0, 403);
+    assert_eq!(http::get(&client, &other, Some(&reader_token)).await.0, 403);
     // A second scrape is answered from the decision cache and still sees fresh values.
     metrics
         .reconciles_total
         .with_label_values(&["machine", "success"])
         .inc();
-    let (status, body) = scrape(&client, &url, Some(&reader_token)).await;
+    let (status, body) = http::get(&client, &url, Some(&reader_token)).await;
     assert_eq!(status, 200);
     assert!(body.contains("capov_reconciles_total{kind=\"machine\",result=\"success\"} 2"));
     server.shutdown().await;
@@ -154,9 +133,9 @@ async fn certificate_from_cert_dir_and_least_privilege_reviews() {
     let operator_token = rbac::service_account_token(&admin, &namespace, "operator")
         .await
         .expect("token");
-    let reader_token = rbac::service_account_token(&admin, &namespace, "scraper")
+    let reader_token = rbac::metrics_reader_token(&admin, &namespace, "scraper")
         .await
-        .expect("token");
+        .expect("reader token");
     let review_rules = vec![
         PolicyRule {
             api_groups: Some(vec!["authentication.k8s.io".into()]),
@@ -180,18 +159,6 @@ async fn certificate_from_cert_dir_and_least_privilege_reviews() {
     )
     .await
     .expect("grant");
-    rbac::grant(
-        &admin,
-        &format!("{namespace}-reader"),
-        &namespace,
-        "scraper",
-        rbac::metrics_reader_rules(),
-    )
-    .await
-    .expect("grant");
-    rbac::wait_allowed(&admin, &namespace, "scraper", "/metrics")
-        .await
-        .expect("the scraper allowed");
     let operator = client_with_token(plane, plane.url(), &operator_token).await;
 
     let dir = tempfile::tempdir().expect("temp dir");
@@ -211,10 +178,10 @@ async fn certificate_from_cert_dir_and_least_privilege_reviews() {
         .build()
         .expect("client");
     let url = format!("https://localhost:{}/metrics", server.local_addr().port());
-    let (status, body) = scrape(&client, &url, Some(&reader_token)).await;
+    let (status, body) = http::get(&client, &url, Some(&reader_token)).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("capov_build_info"));
-    assert_eq!(scrape(&client, &url, None).await.0, 401);
+    assert_eq!(http::get(&client, &url, None).await.0, 401);
 
     // Rotation (as cert-manager does it): new files, picked up at the next handshake.
     let rotated = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
@@ -237,7 +204,7 @@ async fn certificate_from_cert_dir_and_least_privilege_reviews() {
         .timeout(Duration::from_secs(20))
         .build()
         .expect("client");
-    let (status, body) = scrape(&trusting_rotated, &url, Some(&reader_token)).await;
+    let (status, body) = http::get(&trusting_rotated, &url, Some(&reader_token)).await;
     assert_eq!(status, 200, "{body}");
     let trusting_old = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).expect("root"))
@@ -263,10 +230,10 @@ async fn api_errors_answer_500_and_are_not_cached() {
         .expect("serve");
     let url = format!("https://127.0.0.1:{}/metrics", server.local_addr().port());
     let https = https_insecure();
-    assert_eq!(scrape(&https, &url, Some("some-token")).await.0, 500);
-    assert_eq!(scrape(&https, &url, Some("some-token")).await.0, 500);
+    assert_eq!(http::get(&https, &url, Some("some-token")).await.0, 500);
+    assert_eq!(http::get(&https, &url, Some("some-token")).await.0, 500);
     // Without a token there is nothing to ask the API server: 401.
-    assert_eq!(scrape(&https, &url, None).await.0, 401);
+    assert_eq!(http::get(&https, &url, None).await.0, 401);
     server.shutdown().await;
 }
 
@@ -280,9 +247,9 @@ async fn insecure_mode_serves_plain_http_without_authentication() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{}", server.local_addr().port());
-    let (status, body) = scrape(&client, &format!("{base}/metrics"), None).await;
+    let (status, body) = http::get(&client, &format!("{base}/metrics"), None).await;
     assert_eq!(status, 200);
     assert!(body.contains("capov_build_info"));
-    assert_eq!(scrape(&client, &format!("{base}/other"), None).await.0, 404);
+    assert_eq!(http::get(&client, &format!("{base}/other"), None).await.0, 404);
     server.shutdown().await;
 }

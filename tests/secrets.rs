@@ -28,7 +28,7 @@ use base64::Engine as _;
 use capov_crds::{ConditionStatus, OVirtCluster, OVirtMachine, OVirtProvider};
 use capov_harness::{ADMIN_USER, CREDENTIALS_SECRET, ControlPlane, Engine, Options, free_port, objects, rbac, shared};
 use capov_ovirt_sim::{Simulator, Timings};
-use capov_testkit::{WithLog, eventually};
+use capov_testkit::{WithLog, eventually, http};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Event, Node, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -89,22 +89,9 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
     // Every status version the operator writes, watched from before it starts.
     let statuses = StatusRecorder::start(&client, &namespace, &provider);
     // A reader of /metrics, as the chart's capov-metrics-reader ClusterRole grants it.
-    let scraper_token = rbac::service_account_token(&client, &namespace, "scraper")
+    let scraper_token = rbac::metrics_reader_token(&client, &namespace, "scraper")
         .await
-        .expect("scraper token");
-    let reader_role = format!("{namespace}-metrics-reader");
-    rbac::grant(
-        &client,
-        &reader_role,
-        &namespace,
-        "scraper",
-        rbac::metrics_reader_rules(),
-    )
-    .await
-    .expect("the metrics reader role");
-    rbac::wait_allowed(&client, &namespace, "scraper", "/metrics")
-        .await
-        .expect("the scraper allowed");
+        .expect("the scraper's token");
 
     let metrics_port = free_port();
     let mut operator = Operator::start(plane.kubeconfig_path(), &namespace, metrics_port);
@@ -209,8 +196,8 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
         .build()
         .expect("HTTPS client");
     let metrics_url = format!("https://127.0.0.1:{metrics_port}/metrics");
-    assert_eq!(scrape(&https, &metrics_url, None).await.0, 401);
-    assert_eq!(scrape(&https, &metrics_url, Some(&bogus_scrape_token)).await.0, 401);
+    assert_eq!(http::get(&https, &metrics_url, None).await.0, 401);
+    assert_eq!(http::get(&https, &metrics_url, Some(&bogus_scrape_token)).await.0, 401);
     let mut metrics_text = scrape_as_reader(&https, &metrics_url, &scraper_token, &operator).await;
 
     // 4. Deletion, after the engine forgot the session: the first request with the old token gets 401 and the
@@ -431,18 +418,8 @@ fn kubeconfig_with_token(server: &str, ca_pem: &str, token: &str) -> String {
     )
 }
 
-async fn scrape(client: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, String) {
-    let mut request = client.get(url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.unwrap_or_else(|err| panic!("GET {url}: {err:?}"));
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("body"))
-}
-
 async fn scrape_as_reader(client: &reqwest::Client, url: &str, token: &str, operator: &Operator) -> String {
-    let (status, body) = scrape(client, url, Some(token)).await;
+    let (status, body) = http::get(client, url, Some(token)).await;
     assert_eq!(status, 200, "{}", operator.with_log(&body));
     body
 }

@@ -16,7 +16,6 @@ use capov_ovirt_sim::{BodyFault, SlowReplies};
 use capov_testkit::eventually;
 use futures::StreamExt;
 use kube::api::Api;
-use serde_json::json;
 use support::{World, condition, metric_sum};
 
 /// The engine client's request timeout in this suite: short, so that a latency spike beyond it costs seconds.
@@ -96,11 +95,7 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
     let mut spike = Some(Instant::now());
     let names: Vec<String> = (0..machines_wanted).map(|i| format!("f-{i}")).collect();
     let started = Instant::now();
-    futures::stream::iter(names.iter())
-        .for_each_concurrent(10, |name| {
-            world.create_machine(name, json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
-        })
-        .await;
+    world.create_machines(&names).await;
 
     // The test plays each VM's kubelet; along the way, an outage as refused connections and malformed answers.
     let workload = world.workload.client().await.expect("workload client");

@@ -12,8 +12,6 @@ use std::time::{Duration, Instant};
 use capov_actors::runtime::RuntimeSettings;
 use capov_crds::{ConditionStatus, OVirtMachine};
 use capov_testkit::eventually;
-use futures::StreamExt;
-use serde_json::json;
 use support::{World, condition, metric_sum};
 
 /// Engine requests per machine from nothing to Ready, SSO and the provider's own lookups included: issue #16's
@@ -57,11 +55,7 @@ async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
         })
         .await;
     let names: Vec<String> = (0..machines_wanted).map(|i| format!("c-{i}")).collect();
-    futures::stream::iter(names.iter())
-        .for_each_concurrent(10, |name| {
-            world.create_machine(name, json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
-        })
-        .await;
+    world.create_machines(&names).await;
 
     let workload = world.workload.client().await.expect("workload client");
     let registered = Mutex::new(BTreeSet::new());

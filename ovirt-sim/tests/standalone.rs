@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use capov_ovirt::model::*;
 use capov_ovirt::{Client, ClientConfig, DiskPlacement, Error, StartOptions, TlsMode};
-use capov_testkit::eventually;
+use capov_testkit::{eventually, wait_vm_status};
 
 const GIB: u64 = 1 << 30;
 
@@ -68,18 +68,6 @@ fn spawn(extra: &[&str]) -> Running {
 
 /// How long the binary's VMs may take for what a test waits on (its timings are a few hundred ms).
 const WAIT: Duration = Duration::from_secs(15);
-
-async fn wait_status(client: &Client, id: &str, status: VmStatus) {
-    eventually(WAIT, format!("VM {id} {status}"), || async {
-        let seen = client.vm(id).await.map_err(|err| err.to_string())?.status;
-        if seen.as_ref() == Some(&status) {
-            Ok(())
-        } else {
-            Err(format!("{seen:?}"))
-        }
-    })
-    .await
-}
 
 #[tokio::test]
 async fn full_machine_flow_against_the_binary_over_https() {
@@ -162,7 +150,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
     let vm = client.add_vm(&request, false).await.unwrap();
     assert_eq!(vm.status, Some(VmStatus::ImageLocked));
     let id = vm.id.unwrap();
-    wait_status(&client, &id, VmStatus::Down).await;
+    wait_vm_status(&client, &id, VmStatus::Down, WAIT).await;
 
     // Resize the bootable disk and rename its alias.
     let attachment = client.disk_attachments(&id).await.unwrap().remove(0);
@@ -223,7 +211,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
         )
         .await
         .unwrap();
-    wait_status(&client, &id, VmStatus::Up).await;
+    wait_vm_status(&client, &id, VmStatus::Up, WAIT).await;
     // The guest also reports its container and CNI bridges (engine 4.4): only the devices of the VM's NICs count.
     let macs: Vec<String> = client
         .nics(&id)
@@ -261,7 +249,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
 
     // Stop, delete, gone.
     client.stop_vm(&id, true).await.unwrap();
-    wait_status(&client, &id, VmStatus::Down).await;
+    wait_vm_status(&client, &id, VmStatus::Down, WAIT).await;
     client.remove_vm(&id).await.unwrap();
     eventually(WAIT, "VM gone", || async {
         client.vm(&id).await.err().filter(Error::is_not_found)

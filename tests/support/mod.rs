@@ -12,7 +12,7 @@ use std::time::Duration;
 use capov_crds::{ConditionStatus, OVirtMachine};
 use capov_harness::{ControlPlane, Options, objects};
 use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
-use capov_testkit::WithLog;
+use capov_testkit::{WithLog, eventually};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::Value;
@@ -229,4 +229,21 @@ pub async fn register_up_nodes(
         }
     }
     Some(list.items)
+}
+
+/// Waits until no machine of `machines` is left and the engine holds no VM.
+pub async fn wait_all_deleted(machines: &Api<OVirtMachine>, sim: &SimulatorHandle, timeout: Duration) {
+    eventually(timeout, "every machine deleted and every VM removed", || async {
+        let left = machines
+            .list(&Default::default())
+            .await
+            .map_err(|err| err.to_string())?;
+        let vms = sim.control().vm_count();
+        if left.items.is_empty() && vms == 0 {
+            Ok(())
+        } else {
+            Err(format!("{} machines and {vms} VMs left", left.items.len()))
+        }
+    })
+    .await
 }

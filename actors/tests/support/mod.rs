@@ -15,6 +15,7 @@ use capov_crds::OVirtMachine;
 use capov_harness::{ADMIN_PASSWORD, ADMIN_USER, ControlPlane, Engine, Options, objects, shared};
 use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
 use capov_testkit::eventually;
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use ractor::ActorRef;
@@ -172,6 +173,16 @@ impl World {
         objects::create_machine(&self.client, &self.namespace, &self.cluster, name, self.labels(), spec)
             .await
             .expect("machine");
+    }
+
+    /// Machines `names`, each of the default template in cluster Default, created ten at a time as CAPI core does
+    /// when scaling up.
+    pub async fn create_machines(&self, names: &[String]) {
+        futures::stream::iter(names)
+            .for_each_concurrent(10, |name| {
+                self.create_machine(name, json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
+            })
+            .await;
     }
 
     /// [`World::create_machine`] with this bootstrap data and `format` (`cloud-config` or `ignition`).

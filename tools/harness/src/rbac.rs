@@ -54,8 +54,22 @@ pub async fn service_account_token(client: &kube::Client, namespace: &str, name:
         .ok_or_else(|| HarnessError::Kube(format!("no token in the TokenRequest of {namespace}/{name}")))
 }
 
+/// A new service account `namespace/account` allowed to GET `/metrics` by a ClusterRole of its own with the rule of
+/// the chart's `capov-metrics-reader`: its token, once the authorizer applies the binding.
+pub async fn metrics_reader_token(
+    client: &kube::Client,
+    namespace: &str,
+    account: &str,
+) -> Result<String, HarnessError> {
+    let token = service_account_token(client, namespace, account).await?;
+    let role = format!("{namespace}-{account}-metrics-reader");
+    grant(client, &role, namespace, account, metrics_reader_rules()).await?;
+    wait_allowed(client, namespace, account, "/metrics").await?;
+    Ok(token)
+}
+
 /// The rule of the chart's `capov-metrics-reader` ClusterRole: GET on `/metrics`.
-pub fn metrics_reader_rules() -> Vec<PolicyRule> {
+fn metrics_reader_rules() -> Vec<PolicyRule> {
     vec![PolicyRule {
         non_resource_urls: Some(vec!["/metrics".into()]),
         verbs: vec!["get".into()],

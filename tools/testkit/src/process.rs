@@ -2,11 +2,40 @@
 
 use std::fmt::{self, Display};
 use std::path::PathBuf;
-use std::process::{Child, ExitStatus, Output};
+use std::process::{Child, Command, ExitStatus, Output};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::{TimedOut, until};
+
+/// Removes from `command`'s environment the variables cargo sets for a test, for a script that runs a cargo or go
+/// build: they would change what that build rebuilds (ring's build script watches several of them, so the release
+/// tree would be rebuilt on every switch between a test and a shell). Cargo's home and target directory stay.
+pub fn without_cargo_env(command: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo = name == "CARGO" || name == "OUT_DIR" || name.starts_with("CARGO_");
+        if set_by_cargo && name != "CARGO_HOME" && name != "CARGO_TARGET_DIR" {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
+}
+
+/// Runs `command`: what it printed to stdout, or, when it fails, its exit status and everything it printed.
+pub fn stdout_of(command: &mut Command) -> Result<String, String> {
+    let output = command.output().map_err(|err| format!("{command:?}: {err}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "{command:?} failed ({}):\n{stdout}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
 
 /// A finished process's exit code and output, as text.
 #[derive(Debug)]
@@ -85,6 +114,35 @@ mod tests {
         assert!(timed_out.is_err(), "{timed_out:?}");
         slow.kill().expect("the child is still the caller's");
         slow.wait().expect("reaped");
+    }
+
+    #[test]
+    fn a_script_gets_no_variable_cargo_set_for_the_test_but_cargo_home() {
+        // SAFETY: std's own reads of the environment (a Command's spawn among them) take the lock set_var takes, and
+        // nothing in these tests reads it through C.
+        unsafe {
+            std::env::set_var("CARGO_TESTKIT_PROBE", "1");
+            std::env::set_var("CARGO_HOME", "/cargo-home");
+        }
+        let mut command = Command::new("env");
+        let output = without_cargo_env(&mut command).output().expect("env");
+        let seen = String::from_utf8_lossy(&output.stdout);
+        let names: Vec<&str> = seen.lines().filter_map(|line| line.split('=').next()).collect();
+        assert!(!names.contains(&"CARGO_TESTKIT_PROBE"), "{names:?}");
+        assert!(names.contains(&"CARGO_HOME"), "{names:?}");
+    }
+
+    #[test]
+    fn a_command_gives_its_stdout_or_all_it_printed_when_it_fails() {
+        assert_eq!(
+            stdout_of(Command::new("sh").args(["-c", "echo out; echo err >&2"])),
+            Ok("out\n".into())
+        );
+        let failed = stdout_of(Command::new("sh").args(["-c", "echo out; echo err >&2; exit 2"])).expect_err("exit 2");
+        assert!(
+            failed.contains("exit status: 2") && failed.ends_with("out\nerr\n"),
+            "{failed}"
+        );
     }
 
     #[test]
