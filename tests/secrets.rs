@@ -56,7 +56,7 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
     let plane = shared().await;
     let client = plane.client().await.expect("client");
     let namespace = plane.create_namespace(&client, "sweep").await.expect("namespace");
-    // The engine, and the provider with the wrong password first.
+    // The engine knows the right password; the provider's Secret holds a wrong one first.
     let simulator = Simulator::builder().timings(Timings::fast());
     let engine = Engine::start_as(&client, &namespace, simulator, ADMIN_USER, &wrong_password)
         .await

@@ -1,6 +1,7 @@
 //! What CAPOV's test binaries share without needing Kubernetes (the harness adds what does): waiting until the
-//! system under test reaches a state, the processes a test starts, an SSO session on the engine simulator, the
-//! engine samples the client and the simulator are checked against, and reading rendered YAML manifests.
+//! system under test reaches a state, the processes a test starts and the HTTP servers it asks, an SSO session on
+//! the engine simulator, the engine samples the client and the simulator are checked against, and reading rendered
+//! YAML manifests.
 
 mod engine;
 pub mod http;
