@@ -3,9 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::Duration;
 
 use capov_crds::{OVirtCluster, OVirtMachine, OVirtMachineTemplate, OVirtProvider};
 use capov_harness::{ControlPlane, shared};
+use capov_testkit::eventually;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -657,23 +659,16 @@ async fn deprecated_user_and_pass_draw_a_warning_but_a_credentials_secret_does_n
     .expect("write");
 
     // The policy binding takes a moment to be picked up by the admission plugin: wait for the first warning.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let warning = loop {
+    let warning = eventually(Duration::from_secs(30), "a deprecation warning", || async {
         let output = kubectl(plane, &["apply", "-f", legacy.to_str().expect("path")]);
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         assert!(
             output.status.success(),
             "deprecated fields must still be accepted: {stderr}"
         );
-        if stderr.contains("Warning") {
-            break stderr;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no deprecation warning within 30s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    };
+        stderr.contains("Warning").then_some(stderr)
+    })
+    .await;
     assert!(warning.contains("spec.user and spec.pass are deprecated"), "{warning}");
     assert!(warning.contains("set spec.credentialsSecretName"), "{warning}");
 

@@ -5,51 +5,24 @@
 
 mod support;
 
-use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use capov::fence::RENEW_DEADLINE;
 use capov::leader::LEASE_DURATION;
 use capov_crds::OVirtMachine;
 use capov_harness::{ControlPlane, Options, objects};
+use capov_testkit::eventually;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::json;
-use support::{Manager, engine, eventually, holder, http, is_ready, labels, vms_per_name};
+use support::{Manager, engine, holder, http, is_ready, labels, register_up_nodes, vms_per_name, wait_all_deleted};
 
 const MACHINES: usize = 8;
 
 fn now_ms() -> u64 {
     u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_millis()).expect("ms")
-}
-
-/// Plays each VM's kubelet: registers the Node of every machine whose VM is up. Tolerates an apiserver that is
-/// away (the kubelet would retry too).
-async fn register_nodes(
-    machines: &Api<OVirtMachine>,
-    workload: &kube::Client,
-    sim: &capov_ovirt_sim::SimulatorHandle,
-    registered: &RefCell<BTreeSet<String>>,
-) -> Option<Vec<OVirtMachine>> {
-    let list = machines.list(&Default::default()).await.ok()?;
-    for machine in &list.items {
-        let name = machine.metadata.name.clone().unwrap_or_default();
-        let vm_id = machine
-            .spec
-            .provider_id
-            .as_deref()
-            .and_then(|id| id.strip_prefix("ovirt://"));
-        let up = vm_id
-            .and_then(|id| sim.control().vm(id))
-            .is_some_and(|vm| vm.status == "up");
-        let known = registered.borrow().contains(&name);
-        if let (Some(vm_id), true, false) = (vm_id, up, known) {
-            objects::register_node(workload, &name, vm_id).await.expect("node");
-            registered.borrow_mut().insert(name);
-        }
-    }
-    Some(list.items)
 }
 
 #[tokio::test]
@@ -90,9 +63,9 @@ async fn an_apiserver_restart_does_not_restart_the_operator_and_loses_nothing() 
     }
 
     // Mid-run: some VMs exist, not every machine is Ready.
-    let registered = RefCell::new(BTreeSet::new());
+    let registered = Mutex::new(BTreeSet::new());
     let ready_before = eventually(Duration::from_secs(120), "the scale-up under way", || async {
-        let list = register_nodes(&machines, &workload, &engine.sim, &registered).await?;
+        let list = register_up_nodes(&machines, &workload, &engine.sim, &registered).await?;
         let ready = list.iter().filter(|m| is_ready(m)).count();
         (control.vm_count() > 0 && ready >= 1).then_some(ready)
     })
@@ -119,7 +92,7 @@ async fn an_apiserver_restart_does_not_restart_the_operator_and_loses_nothing() 
         Duration::from_secs(240),
         "every machine Ready after the restart",
         || async {
-            let list = register_nodes(&machines, &workload, &engine.sim, &registered).await?;
+            let list = register_up_nodes(&machines, &workload, &engine.sim, &registered).await?;
             (list.len() == MACHINES && list.iter().all(is_ready)).then(|| killed.elapsed())
         },
     )
@@ -163,15 +136,7 @@ async fn an_apiserver_restart_does_not_restart_the_operator_and_loses_nothing() 
     for name in &names {
         machines.delete(name, &Default::default()).await.expect("delete");
     }
-    eventually(
-        Duration::from_secs(180),
-        "every machine deleted and every VM removed",
-        || async {
-            let list = machines.list(&Default::default()).await.ok()?;
-            (list.items.is_empty() && control.vm_count() == 0).then_some(())
-        },
-    )
-    .await;
+    wait_all_deleted(&machines, &engine.sim, Duration::from_secs(180)).await;
     assert!(
         manager.child.try_wait().expect("try_wait").is_none(),
         "the manager exited; log:\n{}",

@@ -7,15 +7,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use capov_harness::{ControlPlane, Options, objects};
-use capov_ovirt_sim::{Control, Simulator, SimulatorHandle, Timings};
+use capov_harness::{ControlPlane, Engine, Options, objects, play_kubelets};
+use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use capov_testkit::eventually;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 const CLUSTER: &str = "capi-e2e";
-const PROVIDER_SECRET: &str = "engine-credentials";
 const BOOTSTRAP_SECRET: &str = "worker-bootstrap";
 const DEPLOYMENT: &str = "workers";
 /// A control-plane Machine of its own (no control-plane provider): CAPI counts the control plane initialized once
@@ -68,23 +67,12 @@ impl World {
         let plane = management().await;
         let client = plane.client().await.expect("client");
         let namespace = plane.create_namespace(&client, prefix).await.expect("namespace");
-        let sim = Simulator::builder()
-            .timings(Timings::fast())
-            .start()
+        let engine = Engine::start(&client, &namespace, Simulator::builder().timings(Timings::fast()))
             .await
-            .expect("simulator");
+            .expect("engine");
+        let (sim, provider) = (engine.sim, engine.provider);
         let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
 
-        let provider = format!("{namespace}-engine");
-        let credentials = [("username", "admin@internal"), ("password", "admin")];
-        objects::apply_secret(&client, &namespace, PROVIDER_SECRET, &credentials)
-            .await
-            .expect("credentials");
-        let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().unwrap_or_default());
-        let spec = json!({"engine": sim.api_url(), "credentialsSecretName": PROVIDER_SECRET, "tls": {"certs": ca}});
-        objects::apply_provider(&client, &provider, json!({}), spec)
-            .await
-            .expect("provider");
         objects::apply_secret(
             &client,
             &namespace,
@@ -181,22 +169,35 @@ impl World {
     }
 
     /// When exactly `count` Machines exist, all Running with a providerID that names an existing VM and a nodeRef,
-    /// and the engine holds exactly their VMs: the VM id of each Machine.
-    async fn settled(&self, count: usize) -> Option<BTreeMap<String, String>> {
+    /// and the engine holds exactly their VMs: the VM id of each Machine. Else what is not so yet.
+    async fn settled(&self, count: usize) -> Result<BTreeMap<String, String>, String> {
         let workers = ListParams::default().labels(&format!("cluster.x-k8s.io/deployment-name={DEPLOYMENT}"));
-        let list = self.api("Machine", "machines").list(&workers).await.ok()?;
+        let list = self
+            .api("Machine", "machines")
+            .list(&workers)
+            .await
+            .map_err(|err| err.to_string())?;
         let mut vms = BTreeMap::new();
         for machine in &list.items {
+            let name = machine.metadata.name.clone().unwrap_or_default();
             let phase = machine.data["status"]["phase"].as_str();
             let node = machine.data["status"]["nodeRef"]["name"].as_str();
             let vm_id = machine.data["spec"]["providerID"]
                 .as_str()
-                .and_then(|id| id.strip_prefix("ovirt://"))?;
-            if phase != Some("Running") || node.is_none() || machine.metadata.deletion_timestamp.is_some() {
-                return None;
+                .and_then(|id| id.strip_prefix("ovirt://"));
+            let deleting = machine.metadata.deletion_timestamp.is_some();
+            let vm_id = match vm_id {
+                Some(vm_id) if phase == Some("Running") && node.is_some() && !deleting => vm_id,
+                _ => {
+                    return Err(format!(
+                        "{name}: {phase:?}, VM {vm_id:?}, Node {node:?}, deleting {deleting}"
+                    ));
+                }
+            };
+            if self.sim.control().vm(vm_id).is_none() {
+                return Err(format!("{name}: VM {vm_id} is not in the engine"));
             }
-            self.sim.control().vm(vm_id)?;
-            vms.insert(machine.metadata.name.clone()?, vm_id.to_string());
+            vms.insert(name, vm_id.to_string());
         }
         let engine: BTreeSet<String> = self
             .sim
@@ -207,7 +208,15 @@ impl World {
             .map(|vm| vm.id)
             .collect();
         let owned: BTreeSet<String> = vms.values().cloned().collect();
-        (list.items.len() == count && engine == owned).then_some(vms)
+        if list.items.len() != count {
+            return Err(format!("{} Machines: {vms:?}", list.items.len()));
+        }
+        if engine != owned {
+            return Err(format!(
+                "worker VMs in the engine {engine:?}, of the Machines {owned:?}"
+            ));
+        }
+        Ok(vms)
     }
 
     async fn settle(&self, count: usize, what: &str) -> BTreeMap<String, String> {
@@ -240,42 +249,6 @@ fn start_operator(plane: &ControlPlane, namespace: &str) -> Child {
         .stderr(file)
         .spawn()
         .expect("start the manager")
-}
-
-/// Each VM that is up gets its Node, as its kubelet would register it.
-fn play_kubelets(engine: Control, workload: kube::Client) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut registered = BTreeSet::new();
-        loop {
-            for vm in engine.vms() {
-                if vm.status == "up"
-                    && !registered.contains(&vm.id)
-                    && objects::register_node(&workload, &vm.name, &vm.id).await.is_ok()
-                {
-                    registered.insert(vm.id);
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    })
-}
-
-async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 #[tokio::test]
@@ -353,11 +326,15 @@ async fn a_machine_deployment_scales_rolls_out_and_goes_with_its_cluster() {
         .expect("rollout");
     let rolled = eventually(Duration::from_secs(240), "the rollout", || async {
         let vms = world.settled(1).await;
-        if vms.is_none() {
+        if vms.is_err() {
             world.dump_once_after(Duration::from_secs(120));
         }
         let vms = vms?;
-        (vms.keys().collect::<Vec<_>>() != one.keys().collect::<Vec<_>>()).then_some(vms)
+        if vms.keys().eq(one.keys()) {
+            Err(format!("still the machine before the rollout: {vms:?}"))
+        } else {
+            Ok(vms)
+        }
     })
     .await;
     let (_, new_vm) = rolled.iter().next().expect("one machine");

@@ -8,15 +8,14 @@
 //! timing still varies from run to run).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use capov_crds::{ConditionStatus, OVirtCluster, OVirtMachine, OVirtProvider};
-use capov_harness::{ControlPlane, Options, objects, shared};
+use capov_harness::{ControlPlane, Engine, Options, objects, play_kubelets, shared};
 use capov_ovirt_sim::{Control, Simulator, Timings};
+use capov_testkit::{WithLog, eventually};
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{Value, json};
 
@@ -44,42 +43,14 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
     let plane = shared().await;
     let client = plane.client().await.expect("client");
     let namespace = plane.create_namespace(&client, "chaos").await.expect("namespace");
-    let sim = Simulator::builder()
-        .timings(Timings::fast())
-        .start()
+    let engine = Engine::start(&client, &namespace, Simulator::builder().timings(Timings::fast()))
         .await
-        .expect("simulator");
-    let control = sim.control().clone();
+        .expect("engine");
+    let (control, provider) = (engine.sim.control().clone(), engine.provider.clone());
     let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
-    let provider = format!("{namespace}-engine");
-    let labels = json!({"cluster.x-k8s.io/watch-filter": namespace, "cluster.x-k8s.io/cluster-name": CLUSTER});
-    objects::apply_secret(
-        &client,
-        &namespace,
-        "engine-credentials",
-        &[("username", "admin@internal"), ("password", "admin")],
-    )
-    .await
-    .expect("credentials");
-    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().expect("https simulator"));
-    objects::apply_provider(
-        &client,
-        &provider,
-        json!({"cluster.x-k8s.io/watch-filter": namespace}),
-        json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}}),
-    )
-    .await
-    .expect("provider");
+    let labels = objects::cluster_labels(&namespace, CLUSTER);
     let kubeconfig = workload.kubeconfig_yaml().expect("workload kubeconfig");
-    objects::apply_secret(
-        &client,
-        &namespace,
-        &format!("{CLUSTER}-kubeconfig"),
-        &[("value", &kubeconfig)],
-    )
-    .await
-    .expect("kubeconfig Secret");
-    objects::create_provisioned_cluster(&client, &namespace, CLUSTER, labels.clone())
+    objects::create_workload_cluster(&client, &namespace, CLUSTER, labels.clone(), &kubeconfig)
         .await
         .expect("cluster");
 
@@ -92,10 +63,7 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
         provider.clone(),
         labels,
     ));
-    let kubelets = tokio::spawn(play_kubelets(
-        workload.client().await.expect("workload client"),
-        control.clone(),
-    ));
+    let kubelets = play_kubelets(control.clone(), workload.client().await.expect("workload client"));
     let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), &namespace);
 
     // Creation under fire. A "targeted" kill waits for the engine to create a VM and kills at once, before the
@@ -130,17 +98,23 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
     creator.await.expect("creator task").expect("create machines");
 
     // The last operator brings everything to Ready.
-    let ready = eventually(Duration::from_secs(150), || async {
-        let list = machines.list(&ListParams::default()).await.ok()?;
-        (list.items.len() == MACHINES && list.items.iter().all(is_ready)).then_some(list.items)
-    })
-    .await
-    .unwrap_or_else(|| {
-        panic!(
-            "seed {seed}: not all machines Ready after 150 s\n{}",
-            operator.diagnostics()
-        )
-    });
+    let ready = eventually(
+        Duration::from_secs(150),
+        operator.with_log(format!("seed {seed}: all machines Ready")),
+        || async {
+            let list = machines
+                .list(&ListParams::default())
+                .await
+                .map_err(|err| err.to_string())?;
+            let ready = list.items.iter().filter(|machine| is_ready(machine)).count();
+            if list.items.len() == MACHINES && ready == MACHINES {
+                Ok(list.items)
+            } else {
+                Err(format!("{ready} of {} machines Ready", list.items.len()))
+            }
+        },
+    )
+    .await;
     println!(
         "all {MACHINES} machines Ready at {:.1}s",
         started.elapsed().as_secs_f64()
@@ -233,18 +207,23 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
         );
         operator.start();
     }
-    eventually(Duration::from_secs(90), || async {
-        let left = machines.list(&ListParams::default()).await.ok()?;
-        (left.items.is_empty() && control.vm_count() == 0).then_some(())
-    })
-    .await
-    .unwrap_or_else(|| {
-        panic!(
-            "seed {seed}: machines or VMs left after deletion ({} VMs)\n{}",
-            control.vm_count(),
-            operator.diagnostics()
-        )
-    });
+    eventually(
+        Duration::from_secs(90),
+        operator.with_log(format!("seed {seed}: every machine and VM deleted")),
+        || async {
+            let left = machines
+                .list(&ListParams::default())
+                .await
+                .map_err(|err| err.to_string())?;
+            let vms = control.vm_count();
+            if left.items.is_empty() && vms == 0 {
+                Ok(())
+            } else {
+                Err(format!("{} machines and {vms} VMs left", left.items.len()))
+            }
+        },
+    )
+    .await;
     // The cluster and the provider (released once no machine uses it) go too: no finalizer is left anywhere.
     let clusters: Api<OVirtCluster> = Api::namespaced(client.clone(), &namespace);
     clusters
@@ -256,18 +235,18 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
         .delete(&provider, &DeleteParams::default())
         .await
         .expect("delete the OVirtProvider");
-    eventually(Duration::from_secs(60), || async {
-        let cluster_gone = clusters.get_opt(CLUSTER).await.ok()?.is_none();
-        let provider_gone = providers.get_opt(&provider).await.ok()?.is_none();
-        (cluster_gone && provider_gone).then_some(())
-    })
-    .await
-    .unwrap_or_else(|| {
-        panic!(
-            "seed {seed}: the OVirtCluster or OVirtProvider kept its finalizer\n{}",
-            operator.diagnostics()
-        )
-    });
+    eventually(
+        Duration::from_secs(60),
+        operator.with_log(format!(
+            "seed {seed}: the OVirtCluster and OVirtProvider gone (no finalizer kept)"
+        )),
+        || async {
+            let cluster_gone = clusters.get_opt(CLUSTER).await.ok()?.is_none();
+            let provider_gone = providers.get_opt(&provider).await.ok()?.is_none();
+            (cluster_gone && provider_gone).then_some(())
+        },
+    )
+    .await;
     assert_eq!(control.vm_count(), 0, "seed {seed}");
     println!(
         "everything deleted at {:.1}s after {} operator starts",
@@ -384,13 +363,12 @@ impl Operator {
         }
     }
 
-    /// The tail of the current run's log, for a failure message.
-    fn diagnostics(&self) -> String {
-        let path = self.log_path(self.starts.saturating_sub(1));
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
-        format!("logs of all runs in {}; last lines:\n{tail}", self.logs.display())
+    /// `what` a failure message says, with the end of the current run's log (read only when shown).
+    fn with_log(&self, what: String) -> WithLog {
+        WithLog::new(
+            format!("{what} (logs of all runs in {})", self.logs.display()),
+            self.log_path(self.starts.saturating_sub(1)),
+        )
     }
 
     /// For each log message of interest, the machines it was logged for, over every run so far.
@@ -445,22 +423,6 @@ async fn create_machines(
     Ok(())
 }
 
-/// Each VM's kubelet: once the VM is up, it registers a Node named like the VM whose systemUUID is the VM id.
-async fn play_kubelets(workload: kube::Client, control: Control) {
-    let mut registered = BTreeSet::new();
-    loop {
-        for vm in control.vms() {
-            if vm.status == "up"
-                && !registered.contains(&vm.id)
-                && objects::register_node(&workload, &vm.name, &vm.id).await.is_ok()
-            {
-                registered.insert(vm.id);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
 /// Watches the engine from a blocking thread and SIGKILLs `pid` as soon as a VM more than now exists. False when no
 /// VM was created within `timeout` (the operator is then still alive).
 async fn kill_at_next_vm_creation(control: Control, pid: u32, timeout: Duration) -> bool {
@@ -505,22 +467,4 @@ fn is_ready(machine: &OVirtMachine) -> bool {
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == ConditionStatus::True)
     })
-}
-
-/// Polls `check` every 250 ms until it returns Some; None after `timeout`.
-async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return Some(value);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }

@@ -3,12 +3,12 @@
 //! API server, with and without the Prometheus Operator's ServiceMonitor CRD; with `watchNamespace`, a real install
 //! whose RBAC the API server enforces for the chart's service account.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use capov_crds::{OVirtMachine, OVirtProvider};
 use capov_harness::{ControlPlane, Options};
+use capov_testkit::{eventually, manifests, stdout_of};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
@@ -20,56 +20,17 @@ fn helm() -> Command {
     capov_harness::helm().unwrap_or_else(|err| panic!("{err}"))
 }
 
-fn run(mut command: Command) -> Result<String, String> {
-    let output = command.output().expect("run command");
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(format!(
-            "{command:?} failed ({}):\n{}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
-}
-
 /// `helm template` of `chart` into `namespace` with extra arguments; the rendered YAML.
 fn template(chart: &str, namespace: &str, args: &[&str]) -> Result<String, String> {
     let mut command = helm();
     command
         .args(["template", "capov", chart, "--namespace", namespace])
         .args(args);
-    run(command)
-}
-
-fn parse_documents(yaml: &str) -> Vec<Value> {
-    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("rendered YAML parses");
-    documents.into_iter().filter(|document| !document.is_null()).collect()
-}
-
-fn find<'a>(documents: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    documents
-        .iter()
-        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name} rendered"))
-}
-
-fn kinds(documents: &[Value]) -> Vec<String> {
-    documents
-        .iter()
-        .map(|d| {
-            format!(
-                "{}/{}",
-                d["kind"].as_str().unwrap_or(""),
-                d["metadata"]["name"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
+    stdout_of(&mut command)
 }
 
 fn manager_container(documents: &[Value]) -> &Value {
-    let deployment = find(documents, "Deployment", "capov-controller-manager");
+    let deployment = manifests::find(documents, "Deployment", "capov-controller-manager");
     let containers = deployment["spec"]["template"]["spec"]["containers"]
         .as_array()
         .expect("containers");
@@ -86,53 +47,20 @@ fn args(container: &Value) -> Vec<&str> {
         .collect()
 }
 
-/// `kubectl apply --server-side --dry-run=server` of `yaml` through `plane`. `--force-conflicts`: the shared control
-/// plane already holds the CRDs (applied by the harness's field manager); a dry run changes nothing either way.
-fn dry_run_apply(plane: &ControlPlane, yaml: &str) -> Result<String, String> {
-    let mut command = plane.kubectl().expect("kubectl");
-    command
-        .args([
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            "--force-conflicts",
-            "--field-manager=capov-chart-test",
-            "-f",
-            "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("spawn kubectl");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(yaml.as_bytes())
-        .expect("write manifests");
-    let output = child.wait_with_output().expect("kubectl");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    if output.status.success() {
-        Ok(stdout)
-    } else {
-        Err(format!("{stdout}{}", String::from_utf8_lossy(&output.stderr)))
-    }
-}
-
 #[test]
 fn both_charts_lint_cleanly() {
     for chart in ["chart/capov", "chart/capov-crds"] {
         let mut command = helm();
         command.args(["lint", "--strict", chart]);
-        let output = run(command).unwrap_or_else(|err| panic!("{err}"));
+        let output = stdout_of(&mut command).unwrap_or_else(|err| panic!("{err}"));
         assert!(output.contains("0 chart(s) failed"), "{output}");
     }
 }
 
 #[test]
 fn default_render_matches_the_spec() {
-    let documents = parse_documents(&template("chart/capov", "capov-system", &[]).unwrap());
-    let mut rendered = kinds(&documents);
+    let documents = manifests::documents(&template("chart/capov", "capov-system", &[]).unwrap());
+    let mut rendered = manifests::kinds_and_names(&documents);
     rendered.sort();
     assert_eq!(
         rendered,
@@ -157,7 +85,7 @@ fn default_render_matches_the_spec() {
         }
     }
 
-    let deployment = find(&documents, "Deployment", "capov-controller-manager");
+    let deployment = manifests::find(&documents, "Deployment", "capov-controller-manager");
     let pod = &deployment["spec"]["template"];
     assert_eq!(pod["metadata"]["labels"]["control-plane"], "controller-manager");
     assert_eq!(
@@ -216,7 +144,7 @@ fn default_render_matches_the_spec() {
         ])
     );
 
-    let service = find(&documents, "Service", "capov-metrics-service");
+    let service = manifests::find(&documents, "Service", "capov-metrics-service");
     assert_eq!(
         service["spec"]["selector"],
         json!({"control-plane": "controller-manager"})
@@ -226,7 +154,7 @@ fn default_render_matches_the_spec() {
         json!([{"name": "https", "port": 8443, "protocol": "TCP", "targetPort": 8443}])
     );
 
-    let reader = find(&documents, "ClusterRole", "capov-metrics-reader");
+    let reader = manifests::find(&documents, "ClusterRole", "capov-metrics-reader");
     assert_eq!(
         reader["rules"],
         json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
@@ -235,7 +163,10 @@ fn default_render_matches_the_spec() {
 
 /// The rules of one rendered Role or ClusterRole.
 fn rules(documents: &[Value], kind: &str, name: &str) -> Vec<Value> {
-    find(documents, kind, name)["rules"].as_array().unwrap().clone()
+    manifests::find(documents, kind, name)["rules"]
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 /// The verbs `rules` grant on `resource` of the API group `group`.
@@ -261,7 +192,7 @@ fn verbs_on(rules: &[Value], group: &str, resource: &str) -> Vec<String> {
 /// Least privilege: what the manager may do with Secrets, Leases and reviews.
 #[test]
 fn rbac_is_least_privilege() {
-    let documents = parse_documents(&template("chart/capov", "capov-system", &[]).unwrap());
+    let documents = manifests::documents(&template("chart/capov", "capov-system", &[]).unwrap());
     let cluster = rules(&documents, "ClusterRole", "capov-manager-role");
     let namespaced = rules(&documents, "Role", "capov-manager-role");
     // Cluster-wide: Secrets by name only (bootstrap data, workload kubeconfigs); no list/watch of every Secret.
@@ -353,9 +284,9 @@ fn is_watched(group: &str, resource: &str) -> bool {
 /// narrow to stays cluster-wide.
 #[test]
 fn watch_namespace_moves_the_namespaced_rules_into_a_role_there() {
-    let default = parse_documents(&template("chart/capov", "capov-system", &[]).unwrap());
+    let default = manifests::documents(&template("chart/capov", "capov-system", &[]).unwrap());
     let documents =
-        parse_documents(&template("chart/capov", "capov-system", &["--set", "watchNamespace=tenant-a"]).unwrap());
+        manifests::documents(&template("chart/capov", "capov-system", &["--set", "watchNamespace=tenant-a"]).unwrap());
 
     assert_eq!(
         args(manager_container(&documents)),
@@ -385,7 +316,7 @@ fn watch_namespace_moves_the_namespaced_rules_into_a_role_there() {
 
     // Each rule of the default ClusterRole is either in the watched namespace's Role or still cluster-wide (the
     // OVirtProviders, Events and the reviews of /metrics), with the same verbs.
-    let watch_role = find(&documents, "Role", "capov-manager-watch-role");
+    let watch_role = manifests::find(&documents, "Role", "capov-manager-watch-role");
     assert_eq!(watch_role["metadata"]["namespace"], "tenant-a");
     let watched = rules(&documents, "Role", "capov-manager-watch-role");
     let cluster = rules(&documents, "ClusterRole", "capov-manager-role");
@@ -408,7 +339,7 @@ fn watch_namespace_moves_the_namespaced_rules_into_a_role_there() {
     );
     assert_eq!(verbs_on(&watched, "", "secrets"), ["get"]);
 
-    let binding = find(&documents, "RoleBinding", "capov-manager-watch-rolebinding");
+    let binding = manifests::find(&documents, "RoleBinding", "capov-manager-watch-rolebinding");
     assert_eq!(binding["metadata"]["namespace"], "tenant-a");
     assert_eq!(
         binding["roleRef"],
@@ -420,8 +351,8 @@ fn watch_namespace_moves_the_namespaced_rules_into_a_role_there() {
     );
     // The credentials namespace's Role (credential Secrets, the Lease) is the same either way.
     assert_eq!(
-        find(&documents, "Role", "capov-manager-role"),
-        find(&default, "Role", "capov-manager-role")
+        manifests::find(&documents, "Role", "capov-manager-role"),
+        manifests::find(&default, "Role", "capov-manager-role")
     );
 
     // A second --namespace in extraArgs would stop the manager at start: the chart refuses it.
@@ -462,7 +393,7 @@ extraArgs: [\"--debug=true\", \"--sync-period=5m\"]
     let file = tempfile::NamedTempFile::new().expect("values file");
     std::fs::write(file.path(), values).expect("write values");
     let documents =
-        parse_documents(&template("chart/capov", "capov-system", &["-f", file.path().to_str().unwrap()]).unwrap());
+        manifests::documents(&template("chart/capov", "capov-system", &["-f", file.path().to_str().unwrap()]).unwrap());
     let container = manager_container(&documents);
     assert_eq!(
         args(container),
@@ -476,7 +407,7 @@ extraArgs: [\"--debug=true\", \"--sync-period=5m\"]
     );
     assert_eq!(container["image"], "registry.example.com/capov/manager:2.14.0");
     assert_eq!(container["resources"]["limits"]["memory"], "512Mi");
-    let pod = &find(&documents, "Deployment", "capov-controller-manager")["spec"];
+    let pod = &manifests::find(&documents, "Deployment", "capov-controller-manager")["spec"];
     assert_eq!(pod["replicas"], 2);
     assert_eq!(
         pod["template"]["spec"]["nodeSelector"],
@@ -485,7 +416,7 @@ extraArgs: [\"--debug=true\", \"--sync-period=5m\"]
     assert_eq!(pod["template"]["spec"]["tolerations"][0]["effect"], "NoSchedule");
 
     // The documents' SSP form: --set of single gates.
-    let single = parse_documents(
+    let single = manifests::documents(
         &template(
             "chart/capov",
             "capov-system",
@@ -499,7 +430,7 @@ extraArgs: [\"--debug=true\", \"--sync-period=5m\"]
 #[test]
 fn service_monitor_follows_enabled_and_the_cluster_capabilities() {
     let monitor = |args: &[&str]| -> Option<Value> {
-        let documents = parse_documents(&template("chart/capov", "capov-system", args).unwrap());
+        let documents = manifests::documents(&template("chart/capov", "capov-system", args).unwrap());
         documents.into_iter().find(|d| d["kind"] == "ServiceMonitor")
     };
     let api = ["--api-versions", "monitoring.coreos.com/v1"];
@@ -575,14 +506,18 @@ async fn rendered_charts_pass_a_server_side_dry_run() {
     let namespace = plane.create_namespace(&client, "chart").await.expect("namespace");
 
     let crds = template("chart/capov-crds", &namespace, &[]).unwrap();
-    let output = dry_run_apply(plane, &crds).unwrap_or_else(|err| panic!("capov-crds: {err}"));
+    let output = plane
+        .dry_run_apply(&crds)
+        .unwrap_or_else(|err| panic!("capov-crds: {err}"));
     assert!(
         output.contains("ovirtmachines.infrastructure.cluster.x-k8s.io"),
         "{output}"
     );
 
     let rendered = template("chart/capov", &namespace, &["--set", "featureGates.disk-clone=true"]).unwrap();
-    let output = dry_run_apply(plane, &rendered).unwrap_or_else(|err| panic!("capov: {err}"));
+    let output = plane
+        .dry_run_apply(&rendered)
+        .unwrap_or_else(|err| panic!("capov: {err}"));
     for object in [
         "deployment.apps/capov-controller-manager",
         "service/capov-metrics-service",
@@ -618,19 +553,23 @@ async fn service_monitor_applies_where_the_crd_exists() {
     crds.create(&PostParams::default(), &crd)
         .await
         .expect("ServiceMonitor CRD");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let crd = crds.get("servicemonitors.monitoring.coreos.com").await.expect("CRD");
-        let established = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-        if established
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True")
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "ServiceMonitor CRD never established");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "the ServiceMonitor CRD Established",
+        || async {
+            let crd = crds.get("servicemonitors.monitoring.coreos.com").await.expect("CRD");
+            let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+            if conditions
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+            {
+                Ok(())
+            } else {
+                Err(format!("{conditions:?}"))
+            }
+        },
+    )
+    .await;
     let namespace = plane
         .create_namespace(&client, "chart-monitor")
         .await
@@ -643,7 +582,9 @@ async fn service_monitor_applies_where_the_crd_exists() {
     )
     .unwrap();
     assert!(rendered.contains("kind: ServiceMonitor"));
-    let output = dry_run_apply(&plane, &rendered).unwrap_or_else(|err| panic!("capov: {err}"));
+    let output = plane
+        .dry_run_apply(&rendered)
+        .unwrap_or_else(|err| panic!("capov: {err}"));
     assert!(
         output.contains("servicemonitor.monitoring.coreos.com/capov-metrics-monitor"),
         "{output}"
@@ -681,16 +622,17 @@ where
     R: FnMut() -> F,
     F: Future<Output = Result<T, kube::Error>>,
 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match request().await {
-            Ok(value) => return value,
-            Err(err) if is_forbidden(&err) && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually(Duration::from_secs(30), format!("RBAC to allow {what}"), || {
+        let answer = request();
+        async move {
+            match answer.await {
+                Err(err) if is_forbidden(&err) => Err(err.to_string()),
+                Err(err) => panic!("{what}: {err}"),
+                Ok(value) => Ok(value),
             }
-            Err(err) => panic!("{what}: {err}"),
         }
-    }
+    })
+    .await
 }
 
 fn assert_forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>, what: &str) {
@@ -756,7 +698,7 @@ async fn restricted_rbac_reads_bootstrap_secrets_only_in_the_watched_namespace()
         "--kubeconfig",
         &kubeconfig,
     ]);
-    run(install).unwrap_or_else(|err| panic!("{err}"));
+    stdout_of(&mut install).unwrap_or_else(|err| panic!("{err}"));
 
     let operator = impersonating(&plane, "system:serviceaccount:capov-system:capov-controller-manager").await;
     let secrets = |namespace: &str| Api::<Secret>::namespaced(operator.clone(), namespace);

@@ -3,11 +3,11 @@
 //! unknown host at DNS, a missing provider at the first step — each with exit code 1, a hint, and never the
 //! password.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
-use base64::Engine as _;
-use capov_harness::objects;
+use capov_harness::{ProviderSpec, objects, trusting};
 use capov_ovirt_sim::{Simulator, SimulatorHandle};
+use capov_testkit::TextOutput;
 use serde_json::json;
 
 const USER: &str = "capov@internal";
@@ -34,29 +34,22 @@ impl Setup {
         }
     }
 
-    /// A provider named `<namespace>-<suffix>` with a Secret of its own holding `password`.
+    /// A provider named `<namespace>-<suffix>` with a Secret of its own, `<suffix>-credentials`, holding `password`.
     async fn provider(&self, suffix: &str, engine: &str, ca_pem: Option<&str>, password: &str) -> String {
-        let name = format!("{}-{suffix}", self.namespace);
-        let secret = format!("{suffix}-credentials");
-        objects::apply_secret(
-            &self.client,
-            &self.namespace,
-            &secret,
-            &[("username", USER), ("password", password)],
-        )
-        .await
-        .expect("secret");
-        let mut spec = json!({"engine": engine, "credentialsSecretName": secret});
-        if let Some(pem) = ca_pem {
-            spec["tls"] = json!({"certs": base64::engine::general_purpose::STANDARD.encode(pem)});
-        }
-        objects::apply_provider(&self.client, &name, json!({}), spec)
-            .await
-            .expect("provider");
-        name
+        let provider = ProviderSpec {
+            name: format!("{}-{suffix}", self.namespace),
+            namespace: &self.namespace,
+            secret: format!("{suffix}-credentials"),
+            engine: engine.to_string(),
+            user: USER,
+            password,
+            tls: ca_pem.map(trusting),
+        };
+        provider.apply(&self.client).await.expect("provider");
+        provider.name
     }
 
-    async fn check(&self, provider: &str) -> Report {
+    async fn check(&self, provider: &str) -> TextOutput {
         let mut command = Command::new(env!("CARGO_BIN_EXE_manager"));
         command
             .arg(format!("--kubeconfig={}", self.kubeconfig))
@@ -69,27 +62,19 @@ impl Setup {
             .await
             .expect("join")
             .expect("run manager check-engine");
-        Report::from(output)
+        TextOutput::from(output)
     }
 }
 
-struct Report {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+/// Reading the check's report: a line per step, `VERDICT step …`.
+trait Report {
+    fn verdict(&self, step: &str) -> &str;
+    fn line(&self, step: &str) -> &str;
+    fn assert_fails_at(&self, step: &str);
+    fn assert_no_secret(&self);
 }
 
-impl From<Output> for Report {
-    fn from(output: Output) -> Report {
-        Report {
-            code: output.status.code(),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
-    }
-}
-
-impl Report {
+impl Report for TextOutput {
     /// The verdict word of `step`'s line.
     fn verdict(&self, step: &str) -> &str {
         self.line(step).split_whitespace().next().unwrap_or_default()

@@ -5,13 +5,12 @@
 //! and that the committed `release/` directory is what the generator writes.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::OnceLock;
 
 use capov_harness::ControlPlane;
 use capov_release::Artifact;
+use capov_testkit::{manifests, stdout_of};
 use serde_json::{Value, json};
 
 const PROVIDER: &str = "ovirt:v0.1.0";
@@ -64,43 +63,8 @@ impl Clusterctl {
             .arg(self.dir.path().join("clusterctl.yaml"))
             .envs(env.iter().copied())
             .current_dir(self.dir.path());
-        let output = command.output().expect("run clusterctl");
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-        } else {
-            Err(format!(
-                "clusterctl {args:?} failed ({}):\n{}{}",
-                output.status,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ))
-        }
+        stdout_of(&mut command)
     }
-}
-
-fn parse_documents(yaml: &str) -> Vec<Value> {
-    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("clusterctl printed YAML");
-    documents.into_iter().filter(|d| !d.is_null()).collect()
-}
-
-fn find<'a>(documents: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    documents
-        .iter()
-        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name} rendered"))
-}
-
-fn kinds_and_names(documents: &[Value]) -> Vec<String> {
-    documents
-        .iter()
-        .map(|d| {
-            format!(
-                "{}/{}",
-                d["kind"].as_str().unwrap_or(""),
-                d["metadata"]["name"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
 }
 
 const CRDS: [&str; 4] = [
@@ -117,7 +81,7 @@ fn generate_provider_prints_the_components() {
         .run(&["generate", "provider", "--infrastructure", PROVIDER], &[])
         .unwrap_or_else(|err| panic!("{err}"));
     assert!(!yaml.contains("${"), "a variable was left unsubstituted:\n{yaml}");
-    let documents = parse_documents(&yaml);
+    let documents = manifests::documents(&yaml);
 
     let namespaces: Vec<&Value> = documents.iter().filter(|d| d["kind"] == "Namespace").collect();
     assert_eq!(namespaces.len(), 1, "the contract allows exactly one Namespace");
@@ -131,12 +95,12 @@ fn generate_provider_prints_the_components() {
     crds.sort();
     assert_eq!(crds, CRDS);
     for name in CRDS {
-        let labels = &find(&documents, "CustomResourceDefinition", name)["metadata"]["labels"];
+        let labels = &manifests::find(&documents, "CustomResourceDefinition", name)["metadata"]["labels"];
         // The contract CAPI core reads (v1beta2) and the older one, both served by our v1beta1 API.
         assert_eq!(labels["cluster.x-k8s.io/v1beta2"], "v1beta1", "{name}");
         assert_eq!(labels["cluster.x-k8s.io/v1beta1"], "v1beta1", "{name}");
     }
-    let provider_crd = find(&documents, "CustomResourceDefinition", CRDS[3]);
+    let provider_crd = manifests::find(&documents, "CustomResourceDefinition", CRDS[3]);
     assert_eq!(
         provider_crd["metadata"]["labels"]["clusterctl.cluster.x-k8s.io/move-hierarchy"], "",
         "clusterctl move must carry OVirtProviders and what they own"
@@ -151,7 +115,7 @@ fn generate_provider_prints_the_components() {
         assert!(labels["helm.sh/chart"].is_null(), "{what} keeps a helm label");
     }
 
-    let deployment = find(&documents, "Deployment", "capov-controller-manager");
+    let deployment = manifests::find(&documents, "Deployment", "capov-controller-manager");
     assert_eq!(deployment["metadata"]["namespace"], "capov-system");
     let containers = deployment["spec"]["template"]["spec"]["containers"].as_array().unwrap();
     assert_eq!(containers.len(), 1);
@@ -167,7 +131,7 @@ fn generate_provider_prints_the_components() {
         "a ServiceMonitor would fail where the Prometheus Operator is missing"
     );
 
-    let mut rendered = kinds_and_names(&documents);
+    let mut rendered = manifests::kinds_and_names(&documents);
     rendered.sort();
     assert_eq!(
         rendered,
@@ -209,8 +173,8 @@ fn generate_provider_into_another_namespace() {
             &[],
         )
         .unwrap_or_else(|err| panic!("{err}"));
-    let documents = parse_documents(&yaml);
-    find(&documents, "Namespace", "ovirt-infra");
+    let documents = manifests::documents(&yaml);
+    manifests::find(&documents, "Namespace", "ovirt-infra");
     for document in &documents {
         let namespace = &document["metadata"]["namespace"];
         assert!(
@@ -221,7 +185,7 @@ fn generate_provider_into_another_namespace() {
         );
     }
     assert_eq!(
-        find(&documents, "Deployment", "capov-controller-manager")["metadata"]["namespace"],
+        manifests::find(&documents, "Deployment", "capov-controller-manager")["metadata"]["namespace"],
         "ovirt-infra"
     );
     for (kind, name) in [
@@ -229,7 +193,7 @@ fn generate_provider_into_another_namespace() {
         ("ClusterRoleBinding", "capov-manager-rolebinding"),
     ] {
         assert_eq!(
-            find(&documents, kind, name)["subjects"][0]["namespace"],
+            manifests::find(&documents, kind, name)["subjects"][0]["namespace"],
             "ovirt-infra",
             "{kind}"
         );
@@ -260,9 +224,10 @@ fn describe_lists_no_variables_and_images_can_be_overridden() {
     let yaml = overridden
         .run(&["generate", "provider", "--infrastructure", PROVIDER], &[])
         .unwrap_or_else(|err| panic!("{err}"));
-    let documents = parse_documents(&yaml);
+    let documents = manifests::documents(&yaml);
     assert_eq!(
-        find(&documents, "Deployment", "capov-controller-manager")["spec"]["template"]["spec"]["containers"][0]["image"],
+        manifests::find(&documents, "Deployment", "capov-controller-manager")["spec"]["template"]["spec"]["containers"]
+            [0]["image"],
         "registry.example.com/capov/capov-manager:v0.1.0-rc1"
     );
 }
@@ -438,9 +403,9 @@ fn no_kcp_flavor_renders_the_given_values() {
             &env,
         )
         .unwrap_or_else(|err| panic!("{err}"));
-    let documents = parse_documents(&yaml);
+    let documents = manifests::documents(&yaml);
     assert_eq!(
-        kinds_and_names(&documents),
+        manifests::kinds_and_names(&documents),
         [
             "Cluster/demo",
             "OVirtCluster/demo",
@@ -452,20 +417,20 @@ fn no_kcp_flavor_renders_the_given_values() {
         assert_eq!(document["metadata"]["namespace"], "team-a", "{}", document["kind"]);
     }
     assert_eq!(
-        find(&documents, "Cluster", "demo")["apiVersion"],
+        manifests::find(&documents, "Cluster", "demo")["apiVersion"],
         "cluster.x-k8s.io/v1beta2"
     );
     assert_eq!(
-        find(&documents, "Cluster", "demo")["spec"],
+        manifests::find(&documents, "Cluster", "demo")["spec"],
         json!({"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtCluster",
                                      "name": "demo"}})
     );
     assert_eq!(
-        find(&documents, "OVirtCluster", "demo")["spec"],
+        manifests::find(&documents, "OVirtCluster", "demo")["spec"],
         json!({"controlPlaneEndpoint": {"host": "10.0.1.100", "port": 6443}})
     );
     assert_eq!(
-        find(&documents, "OVirtMachineTemplate", "demo-md-0")["spec"],
+        manifests::find(&documents, "OVirtMachineTemplate", "demo-md-0")["spec"],
         json!({"template": {"spec": {
             "provider": "ovirt-prod", "ovirtcluster": "Production", "template": "ubuntu-2404-kube-v1.34.0",
             "vmtype": "server", "cpu": {"sockets": 1, "cores": 4, "threads": 1}, "memory": {"sizemb": 8192},
@@ -473,7 +438,7 @@ fn no_kcp_flavor_renders_the_given_values() {
         }}})
     );
     assert_eq!(
-        find(&documents, "MachineDeployment", "demo-md-0")["spec"],
+        manifests::find(&documents, "MachineDeployment", "demo-md-0")["spec"],
         json!({
             "clusterName": "demo",
             "replicas": 3,
@@ -527,18 +492,18 @@ fn defaults_apply_and_missing_required_variables_are_refused() {
             &[("OVIRT_TEMPLATE", "t"), ("CONTROL_PLANE_ENDPOINT_IP", "10.0.0.1")],
         )
         .unwrap_or_else(|err| panic!("{err}"));
-    let documents = parse_documents(&yaml);
+    let documents = manifests::documents(&yaml);
     assert_eq!(
-        find(&documents, "OVirtCluster", "demo")["spec"]["controlPlaneEndpoint"]["port"],
+        manifests::find(&documents, "OVirtCluster", "demo")["spec"]["controlPlaneEndpoint"]["port"],
         6443
     );
     assert_eq!(
-        find(&documents, "OVirtMachineTemplate", "demo-md-0")["spec"]["template"]["spec"],
+        manifests::find(&documents, "OVirtMachineTemplate", "demo-md-0")["spec"]["template"]["spec"],
         json!({"provider": "ovirt", "ovirtcluster": "Default", "template": "t", "vmtype": "server",
                "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096}, "osdisksizegb": 40,
                "nics": [{"vnicprofile": "ovirtmgmt"}]})
     );
-    let deployment = &find(&documents, "MachineDeployment", "demo-md-0")["spec"];
+    let deployment = &manifests::find(&documents, "MachineDeployment", "demo-md-0")["spec"];
     assert_eq!(deployment["replicas"], 0, "clusterctl's default --worker-machine-count");
     assert_eq!(
         deployment["template"]["spec"]["bootstrap"]["dataSecretName"],
@@ -576,9 +541,9 @@ fn default_flavor_renders_a_kubeadm_cluster() {
             &env,
         )
         .unwrap_or_else(|err| panic!("{err}"));
-    let documents = parse_documents(&yaml);
+    let documents = manifests::documents(&yaml);
     assert_eq!(
-        kinds_and_names(&documents),
+        manifests::kinds_and_names(&documents),
         [
             "Cluster/demo",
             "OVirtCluster/demo",
@@ -592,7 +557,7 @@ fn default_flavor_renders_a_kubeadm_cluster() {
     for document in &documents {
         assert_eq!(document["metadata"]["namespace"], "team-a", "{}", document["kind"]);
     }
-    let cluster = &find(&documents, "Cluster", "demo")["spec"];
+    let cluster = &manifests::find(&documents, "Cluster", "demo")["spec"];
     assert_eq!(
         cluster["controlPlaneRef"],
         json!({"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "demo-control-plane"})
@@ -606,7 +571,7 @@ fn default_flavor_renders_a_kubeadm_cluster() {
         json!({"pods": {"cidrBlocks": ["172.20.0.0/16"]}, "services": {"cidrBlocks": ["10.128.0.0/12"]}})
     );
 
-    let control_plane = find(&documents, "KubeadmControlPlane", "demo-control-plane");
+    let control_plane = manifests::find(&documents, "KubeadmControlPlane", "demo-control-plane");
     assert_eq!(control_plane["apiVersion"], "controlplane.cluster.x-k8s.io/v1beta2");
     assert_eq!(control_plane["spec"]["replicas"], 3);
     assert_eq!(control_plane["spec"]["version"], "v1.34.0");
@@ -615,17 +580,18 @@ fn default_flavor_renders_a_kubeadm_cluster() {
         json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachineTemplate",
                "name": "demo-control-plane"})
     );
-    let control_plane_machines = &find(&documents, "OVirtMachineTemplate", "demo-control-plane")["spec"]["template"];
+    let control_plane_machines =
+        &manifests::find(&documents, "OVirtMachineTemplate", "demo-control-plane")["spec"]["template"];
     assert_eq!(control_plane_machines["spec"]["cpu"]["cores"], 4);
     assert_eq!(control_plane_machines["spec"]["memory"]["sizemb"], 16384);
     assert_eq!(control_plane_machines["spec"]["osdisksizegb"], 100);
     assert_eq!(control_plane_machines["spec"]["provider"], "ovirt-prod");
     assert_eq!(control_plane_machines["spec"]["ovirtcluster"], "Production");
-    let workers = &find(&documents, "OVirtMachineTemplate", "demo-md-0")["spec"]["template"]["spec"];
+    let workers = &manifests::find(&documents, "OVirtMachineTemplate", "demo-md-0")["spec"]["template"]["spec"];
     assert_eq!(workers["cpu"]["cores"], 2);
     assert_eq!(workers["template"], "ubuntu-2404-kube-v1.34.0");
 
-    let deployment = &find(&documents, "MachineDeployment", "demo-md-0")["spec"];
+    let deployment = &manifests::find(&documents, "MachineDeployment", "demo-md-0")["spec"];
     assert_eq!(deployment["replicas"], 5);
     assert_eq!(deployment["template"]["spec"]["version"], "v1.34.0");
     assert_eq!(
@@ -634,7 +600,7 @@ fn default_flavor_renders_a_kubeadm_cluster() {
                              "name": "demo-md-0"}})
     );
     assert_eq!(
-        find(&documents, "KubeadmConfigTemplate", "demo-md-0")["spec"]["template"]["spec"]["format"],
+        manifests::find(&documents, "KubeadmConfigTemplate", "demo-md-0")["spec"]["template"]["spec"]["format"],
         "cloud-config"
     );
 }
@@ -655,8 +621,8 @@ fn ovirt_provider_yaml_renders_the_connection() {
     let yaml = clusterctl
         .run(&["generate", "yaml", "--from", file.to_str().unwrap()], &env)
         .unwrap_or_else(|err| panic!("{err}"));
-    let documents = parse_documents(&yaml);
-    let secret = find(&documents, "Secret", "ovirt-prod-capov-provider-secret");
+    let documents = manifests::documents(&yaml);
+    let secret = manifests::find(&documents, "Secret", "ovirt-prod-capov-provider-secret");
     assert_eq!(secret["metadata"]["namespace"], "capov-system");
     assert_eq!(
         secret["stringData"],
@@ -666,7 +632,7 @@ fn ovirt_provider_yaml_renders_the_connection() {
         secret["metadata"]["labels"],
         json!({"clusterctl.cluster.x-k8s.io/move": ""})
     );
-    let provider = find(&documents, "OVirtProvider", "ovirt-prod");
+    let provider = manifests::find(&documents, "OVirtProvider", "ovirt-prod");
     assert!(provider["metadata"]["namespace"].is_null());
     assert_eq!(
         provider["metadata"]["labels"],
@@ -689,48 +655,15 @@ fn ovirt_provider_yaml_renders_the_connection() {
             .concat(),
         )
         .unwrap_or_else(|err| panic!("{err}"));
-    let documents = parse_documents(&elsewhere);
+    let documents = manifests::documents(&elsewhere);
     assert_eq!(
-        find(&documents, "Secret", "ovirt-capov-provider-secret")["metadata"]["namespace"],
+        manifests::find(&documents, "Secret", "ovirt-capov-provider-secret")["metadata"]["namespace"],
         "ovirt-infra"
     );
     assert_eq!(
-        find(&documents, "OVirtProvider", "ovirt")["spec"]["tls"],
+        manifests::find(&documents, "OVirtProvider", "ovirt")["spec"]["tls"],
         json!({"insecure": true, "certs": ""})
     );
-}
-
-/// `kubectl apply --server-side --dry-run=server` of `yaml` through `plane`. `--force-conflicts`: the shared
-/// control plane already holds CAPOV's CRDs (applied by the harness's field manager); a dry run changes nothing.
-fn dry_run_apply(plane: &ControlPlane, yaml: &str) -> Result<String, String> {
-    let mut command = plane.kubectl().expect("kubectl");
-    command
-        .args([
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            "--force-conflicts",
-            "--field-manager=capov-clusterctl-test",
-            "-f",
-            "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("spawn kubectl");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(yaml.as_bytes())
-        .expect("write manifests");
-    let output = child.wait_with_output().expect("kubectl");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    if output.status.success() {
-        Ok(stdout)
-    } else {
-        Err(format!("{stdout}{}", String::from_utf8_lossy(&output.stderr)))
-    }
 }
 
 /// Installs the kubeadm control-plane and bootstrap CRDs of the CAPI module that tools/capi pins (the harness
@@ -795,7 +728,9 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
             &[],
         )
         .unwrap_or_else(|err| panic!("{err}"));
-    let output = dry_run_apply(plane, &components).unwrap_or_else(|err| panic!("components: {err}"));
+    let output = plane
+        .dry_run_apply(&components)
+        .unwrap_or_else(|err| panic!("components: {err}"));
     for object in [
         format!("namespace/{namespace}"),
         "customresourcedefinition.apiextensions.k8s.io/ovirtproviders.infrastructure.cluster.x-k8s.io".into(),
@@ -825,7 +760,9 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
             ],
         )
         .unwrap_or_else(|err| panic!("{err}"));
-    let output = dry_run_apply(plane, &connection).unwrap_or_else(|err| panic!("ovirt-provider.yaml: {err}"));
+    let output = plane
+        .dry_run_apply(&connection)
+        .unwrap_or_else(|err| panic!("ovirt-provider.yaml: {err}"));
     for object in [
         format!("secret/{provider_name}-capov-provider-secret"),
         format!("ovirtprovider.infrastructure.cluster.x-k8s.io/{provider_name}"),
@@ -858,8 +795,10 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
             args.extend(["--flavor", flavor]);
         }
         let cluster = clusterctl.run(&args, &env).unwrap_or_else(|err| panic!("{err}"));
-        let expected = parse_documents(&cluster).len();
-        let output = dry_run_apply(plane, &cluster).unwrap_or_else(|err| panic!("flavor {flavor:?}: {err}"));
+        let expected = manifests::documents(&cluster).len();
+        let output = plane
+            .dry_run_apply(&cluster)
+            .unwrap_or_else(|err| panic!("flavor {flavor:?}: {err}"));
         let applied = output
             .lines()
             .filter(|line| line.contains("serverside-applied (server dry run)"))

@@ -2,9 +2,10 @@
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capov_harness::{ControlPlane, Options, shared};
+use capov_testkit::eventually;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Resource;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
@@ -114,14 +115,19 @@ async fn the_controller_manager_collects_garbage_and_namespaces_are_separate() {
         .delete("owner", &DeleteParams::default())
         .await
         .expect("delete owner");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while config_maps.get_opt("dependent").await.expect("get").is_some() {
-        assert!(
-            Instant::now() < deadline,
-            "the garbage collector did not delete the dependent within 60s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        "the garbage collector to delete the dependent",
+        || async {
+            config_maps
+                .get_opt("dependent")
+                .await
+                .expect("get")
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 fn named(name: &str) -> ObjectMeta {

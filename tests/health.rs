@@ -2,11 +2,12 @@
 //! 503 until the caches are marked synced, 200 afterwards, and 503 again once the API server is gone.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capov::cli::ListenAddress;
 use capov::{Readiness, health};
 use capov_harness::{ControlPlane, Options};
+use capov_testkit::{eventually, http};
 
 fn loopback() -> ListenAddress {
     ListenAddress {
@@ -23,12 +24,6 @@ fn http() -> reqwest::Client {
         .expect("HTTP client")
 }
 
-async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
-    let response = client.get(url).send().await.expect("request");
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("body"))
-}
-
 #[tokio::test]
 async fn healthz_is_ok_and_readyz_follows_sync_and_the_api_server() {
     let plane = ControlPlane::start(Options::default()).await.expect("control plane");
@@ -37,34 +32,39 @@ async fn healthz_is_ok_and_readyz_follows_sync_and_the_api_server() {
     let base = format!("http://{}", server.local_addr());
     let client = http();
 
-    assert_eq!(get(&client, &format!("{base}/healthz")).await, (200, "ok".into()));
-    let (status, body) = get(&client, &format!("{base}/readyz")).await;
+    assert_eq!(
+        http::get(&client, &format!("{base}/healthz"), None).await,
+        (200, "ok".into())
+    );
+    let (status, body) = http::get(&client, &format!("{base}/readyz"), None).await;
     assert_eq!(status, 503);
     assert!(body.contains("caches not synced"), "{body}");
-    assert_eq!(get(&client, &format!("{base}/nothing")).await.0, 404);
+    assert_eq!(http::get(&client, &format!("{base}/nothing"), None).await.0, 404);
 
     readiness.mark_synced();
-    assert_eq!(get(&client, &format!("{base}/readyz")).await, (200, "ok".into()));
+    assert_eq!(
+        http::get(&client, &format!("{base}/readyz"), None).await,
+        (200, "ok".into())
+    );
 
     // The API server goes away: /readyz turns 503 (after its few seconds of caching); /healthz stays 200.
     drop(plane);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, body) = get(&client, &format!("{base}/readyz")).await;
-        if status == 503 {
-            assert!(body.contains("API server"), "{body}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "/readyz still {status} with the API server gone"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert_eq!(get(&client, &format!("{base}/healthz")).await.0, 200);
+    let body = eventually(
+        Duration::from_secs(30),
+        "/readyz 503 with the API server gone",
+        || async {
+            match http::get(&client, &format!("{base}/readyz"), None).await {
+                (503, body) => Ok(body),
+                (status, _) => Err(status),
+            }
+        },
+    )
+    .await;
+    assert!(body.contains("API server"), "{body}");
+    assert_eq!(http::get(&client, &format!("{base}/healthz"), None).await.0, 200);
 
     readiness.set_synced(false);
-    assert_eq!(get(&client, &format!("{base}/readyz")).await.0, 503);
+    assert_eq!(http::get(&client, &format!("{base}/readyz"), None).await.0, 503);
     server.shutdown().await;
 }
 
@@ -74,9 +74,15 @@ async fn readiness_without_api_check_and_shutdown_releases_the_port() {
     let server = health::serve(loopback(), readiness.clone()).await.expect("serve");
     let address = server.local_addr();
     let client = http();
-    assert_eq!(get(&client, &format!("http://{address}/readyz")).await.0, 503);
+    assert_eq!(
+        http::get(&client, &format!("http://{address}/readyz"), None).await.0,
+        503
+    );
     readiness.mark_synced();
-    assert_eq!(get(&client, &format!("http://{address}/readyz")).await.0, 200);
+    assert_eq!(
+        http::get(&client, &format!("http://{address}/readyz"), None).await.0,
+        200
+    );
     server.shutdown().await;
     assert!(client.get(format!("http://{address}/healthz")).send().await.is_err());
     assert!(
@@ -108,20 +114,22 @@ async fn manager_process_serves_probes_and_metrics_and_stops_on_sigterm() {
         .build()
         .expect("client");
     let healthz = format!("http://127.0.0.1:{health_port}/healthz");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.get(&healthz).send().await.is_err() {
-        assert!(Instant::now() < deadline, "manager never served /healthz");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(get(&client, &healthz).await, (200, "ok".into()));
+    eventually(Duration::from_secs(30), "the manager to serve /healthz", || async {
+        client.get(&healthz).send().await.map(drop)
+    })
+    .await;
+    assert_eq!(http::get(&client, &healthz, None).await, (200, "ok".into()));
     // Ready once the controllers' watches have listed everything.
     let readyz = format!("http://127.0.0.1:{health_port}/readyz");
-    while get(&client, &readyz).await.0 != 200 {
-        assert!(Instant::now() < deadline, "manager never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(Duration::from_secs(30), "the manager ready", || async {
+        match http::get(&client, &readyz, None).await {
+            (200, _) => Ok(()),
+            (status, body) => Err(format!("{status} {body}")),
+        }
+    })
+    .await;
     let metrics = format!("https://127.0.0.1:{metrics_port}/metrics");
-    assert_eq!(get(&client, &metrics).await.0, 401);
+    assert_eq!(http::get(&client, &metrics, None).await.0, 401);
 
     let killed = std::process::Command::new("kill")
         .arg("-TERM")

@@ -7,11 +7,12 @@
 //! engine's CA. Prints the image's size.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
-use capov_harness::objects;
+use capov_harness::{ProviderSpec, free_port};
 use capov_ovirt_sim::{Simulator, SimulatorHandle};
+use capov_testkit::{TextOutput, without_cargo_env};
 use serde_json::{Value, json};
 
 /// The Docker client of Debian's docker.io, which the build script installs.
@@ -31,16 +32,9 @@ fn image() -> &'static str {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/image/build.sh");
         let mut command = Command::new(&script);
         command.arg("capov-manager:image-test");
-        // The variables cargo sets for a test would reach the script's own cargo build and, as ring's build script
-        // watches several of them, rebuild the release tree on every switch between the test and a shell.
-        for (name, _) in std::env::vars_os() {
-            let name = name.to_string_lossy();
-            let set_by_cargo = name == "CARGO" || name == "OUT_DIR" || name.starts_with("CARGO_");
-            if set_by_cargo && name != "CARGO_HOME" && name != "CARGO_TARGET_DIR" {
-                command.env_remove(name.as_ref());
-            }
-        }
-        let output = command.output().expect("run tools/image/build.sh");
+        let output = without_cargo_env(&mut command)
+            .output()
+            .expect("run tools/image/build.sh");
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
             output.status.success(),
@@ -63,28 +57,12 @@ fn image() -> &'static str {
     })
 }
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl From<Output> for Run {
-    fn from(output: Output) -> Run {
-        Run {
-            code: output.status.code(),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
-    }
-}
-
-fn docker(args: &[&str]) -> Run {
+fn docker(args: &[&str]) -> TextOutput {
     Command::new(DOCKER).args(args).output().expect("run docker").into()
 }
 
 /// `docker` off the test's runtime thread: an in-process simulator runs on it and must keep answering meanwhile.
-async fn docker_async(args: Vec<String>) -> Run {
+async fn docker_async(args: Vec<String>) -> TextOutput {
     tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         docker(&args)
@@ -95,7 +73,7 @@ async fn docker_async(args: Vec<String>) -> Run {
 
 /// `docker run --rm --network host [extra] IMAGE [args]`, the host network so 127.0.0.1 is the simulator's and
 /// the apiserver's address.
-async fn run_in_image(extra: &[&str], entrypoint: Option<&str>, args: &[&str]) -> Run {
+async fn run_in_image(extra: &[&str], entrypoint: Option<&str>, args: &[&str]) -> TextOutput {
     let mut all: Vec<String> = ["run", "--rm", "--network", "host"].map(String::from).to_vec();
     all.extend(extra.iter().map(|s| s.to_string()));
     if let Some(entrypoint) = entrypoint {
@@ -197,12 +175,7 @@ async fn the_troubleshooting_wget_command_tells_where_the_path_to_the_engine_bre
     assert!(run.stderr.contains("401 Unauthorized"), "{}", run.stderr);
 
     // Nothing listening: wget says so, which is what the command is for.
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        drop(listener);
-        format!("https://127.0.0.1:{port}/ovirt-engine/api")
-    };
+    let closed = format!("https://127.0.0.1:{}/ovirt-engine/api", free_port());
     let run = run_in_image(&[], Some("wget"), &["-qO-", &closed, "--no-check-certificate"]).await;
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert!(
@@ -267,20 +240,14 @@ async fn the_manager_in_the_image_trusts_the_engine_through_the_system_ca_bundle
     let namespace = plane.create_namespace(&client, "image").await.expect("namespace");
     let sim = simulator().await;
     let sim_ca = sim.ca_pem().expect("the simulator serves HTTPS");
-
-    objects::apply_secret(
-        &client,
-        &namespace,
-        "engine-credentials",
-        &[("username", USER), ("password", PASSWORD)],
-    )
-    .await
-    .expect("secret");
-    let provider = format!("{namespace}-system-ca");
-    let spec = json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"cert": true}});
-    objects::apply_provider(&client, &provider, json!({}), spec)
-        .await
-        .expect("provider");
+    // Trusting the system's CAs (`spec.tls.cert: true`), not the simulator's own.
+    let provider = ProviderSpec {
+        user: USER,
+        password: PASSWORD,
+        tls: Some(json!({"cert": true})),
+        ..ProviderSpec::for_simulator(&namespace, &sim)
+    };
+    provider.apply(&client).await.expect("provider");
 
     let dir = shared_dir();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -293,7 +260,7 @@ async fn the_manager_in_the_image_trusts_the_engine_through_the_system_ca_bundle
         "--kubeconfig=/kube/config".to_string(),
         format!("--credentials-namespace={namespace}"),
         "check-engine".to_string(),
-        provider.clone(),
+        provider.name.clone(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
 

@@ -16,25 +16,26 @@
 
 mod support;
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use capov_crds::OVirtMachine;
 use capov_crds::labels::MACHINE_FINALIZER;
 use capov_harness::{
-    CapiModule, ControlPlane, Node, Options, capi_module, objects, offline_clusterctl, routable_address,
+    CapiModule, ControlPlane, Node, Options, capi_module, objects, offline_clusterctl, rbac, routable_address,
 };
 use capov_ovirt_sim::{Simulator, SimulatorHandle};
-use k8s_openapi::api::authentication::v1::TokenRequest;
+use capov_testkit::{eventually, stdout_of, until, without_cargo_env};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod, Service, ServiceAccount};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
-use support::{eventually, is_ready};
+use support::is_ready;
 
 const NAMESPACE: &str = "capov-system";
 const SERVICE_ACCOUNT: &str = "capov-controller-manager";
@@ -48,35 +49,16 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A command with the variables cargo sets for a test removed: they would reach the cargo build a script starts and,
-/// as ring's build script watches several of them, rebuild the release tree on every switch between test and shell.
-fn without_cargo_env(mut command: Command) -> Command {
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        let set_by_cargo = name == "CARGO" || name == "OUT_DIR" || name.starts_with("CARGO_");
-        if set_by_cargo && name != "CARGO_HOME" && name != "CARGO_TARGET_DIR" {
-            command.env_remove(name.as_ref());
-        }
-    }
-    command
-}
-
 fn run(mut command: Command) -> String {
-    let output = command.output().unwrap_or_else(|err| panic!("{command:?}: {err}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    stdout_of(&mut command).unwrap_or_else(|err| panic!("{err}"))
 }
 
 /// The image as `tools/image/build.sh` builds it (its default reference, `capov-manager:<version>`).
 fn build_image() -> String {
     let began = Instant::now();
-    let stdout = run(without_cargo_env(Command::new(root().join("tools/image/build.sh"))));
+    let mut build = Command::new(root().join("tools/image/build.sh"));
+    without_cargo_env(&mut build);
+    let stdout = run(build);
     let image = stdout
         .lines()
         .last()
@@ -135,34 +117,15 @@ async fn diagnosis(client: &kube::Client, node: &Node) -> String {
 
 /// A token for a new ServiceAccount `name` in the operator's namespace, bound to `cluster_role` when given.
 async fn service_account_token(client: &kube::Client, name: &str, cluster_role: Option<&str>) -> String {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
-    let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}})).expect("account");
-    accounts
-        .create(&PostParams::default(), &account)
+    let token = rbac::service_account_token(client, NAMESPACE, name)
         .await
-        .expect("ServiceAccount");
+        .expect("service account token");
     if let Some(role) = cluster_role {
-        let binding: ClusterRoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": format!("{name}-{role}")},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
-        }))
-        .expect("binding");
-        Api::<ClusterRoleBinding>::all(client.clone())
-            .create(&PostParams::default(), &binding)
+        rbac::bind_cluster_role(client, &format!("{name}-{role}"), role, NAMESPACE, name)
             .await
             .expect("ClusterRoleBinding");
     }
-    let request: TokenRequest =
-        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 600}})).expect("request");
-    let answer: TokenRequest = accounts
-        .create_subresource("token", name, &PostParams::default(), &request)
-        .await
-        .expect("TokenRequest");
-    answer
-        .status
-        .and_then(|status| status.token)
-        .expect("token in the TokenRequest's status")
+    token
 }
 
 /// Why `/metrics` does not answer through the Service: the same request straight to each endpoint pod (which tells
@@ -263,25 +226,25 @@ async fn metrics_answer_through_the_service_to_a_bound_token_only(
     };
     // The endpoints follow the pod's readiness; kube-proxy writes the rules a moment later.
     let began = Instant::now();
-    let deadline = began + Duration::from_secs(180);
-    let mut attempts = 0;
-    let body = loop {
-        attempts += 1;
-        let outcome = status(url.clone(), Some(reader.clone())).await;
-        match outcome {
-            Ok((200, body)) => break body,
-            _ if Instant::now() > deadline => {
-                panic!(
-                    "/metrics through the Service never answered 200 within 180s ({attempts} attempts); last: \
-                     {outcome:?}\n{}",
-                    service_diagnosis(plane, node, client, &status, &reader).await
-                );
-            }
-            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+    let attempts = AtomicU32::new(0);
+    let answered = until(Duration::from_secs(180), || async {
+        attempts.fetch_add(1, Ordering::Relaxed);
+        match status(url.clone(), Some(reader.clone())).await {
+            Ok((200, body)) => Ok(body),
+            other => Err(format!("{other:?}")),
         }
+    })
+    .await;
+    let body = match answered {
+        Ok(body) => body,
+        Err(timed_out) => panic!(
+            "/metrics through the Service never answered 200: {timed_out}\n{}",
+            service_diagnosis(plane, node, client, &status, &reader).await
+        ),
     };
     println!(
-        "/metrics through the Service answered after {attempts} attempt(s), {:.1}s",
+        "/metrics through the Service answered after {} attempt(s), {:.1}s",
+        attempts.load(Ordering::Relaxed),
         began.elapsed().as_secs_f64()
     );
     assert!(body.contains("capov_leader"), "no capov_leader in /metrics:\n{body}");
@@ -523,10 +486,7 @@ impl Tenant {
             .await
             .expect("provider");
         let kubeconfig = plane.kubeconfig_yaml().expect("kubeconfig");
-        objects::apply_secret(client, &namespace, "workload-kubeconfig", &[("value", &kubeconfig)])
-            .await
-            .expect("kubeconfig Secret");
-        objects::create_provisioned_cluster(client, &namespace, "workload", Tenant::labels())
+        objects::create_workload_cluster(client, &namespace, "workload", Tenant::labels(), &kubeconfig)
             .await
             .expect("cluster");
         let machines = Api::namespaced(client.clone(), &namespace);
@@ -565,14 +525,12 @@ impl Tenant {
 
     /// Waits until every one of `names` is Ready, registering each VM's Node once the VM is up.
     async fn wait_ready(&self, client: &kube::Client, names: &[&str]) {
-        let mut registered = std::collections::BTreeSet::new();
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            let mut ready = 0;
+        let registered = Mutex::new(BTreeSet::new());
+        eventually(Duration::from_secs(180), format!("{names:?} Ready"), || async {
+            let mut not_ready = Vec::new();
             for name in names {
                 let machine = self.machines.get(name).await.expect("machine");
                 if is_ready(&machine) {
-                    ready += 1;
                     continue;
                 }
                 let vm_id = machine
@@ -580,24 +538,22 @@ impl Tenant {
                     .provider_id
                     .as_deref()
                     .and_then(|id| id.strip_prefix("ovirt://"));
-                let up = self.sim.control().vm_by_name(name).is_some_and(|vm| vm.status == "up");
+                let vm = self.sim.control().vm_by_name(name);
+                let up = vm.as_ref().is_some_and(|vm| vm.status == "up");
                 if let (Some(vm_id), true) = (vm_id, up)
-                    && registered.insert(name.to_string())
+                    && registered.lock().expect("registered Nodes").insert(name.to_string())
                 {
                     objects::register_node(client, name, vm_id).await.expect("node");
                 }
-                assert!(
-                    Instant::now() < deadline,
-                    "{name} was not Ready within 180s: {:?}\nVMs: {:?}",
-                    machine.status,
-                    self.sim.control().vms()
-                );
+                not_ready.push(format!("{name}: {:?}; VM {vm:?}", machine.status));
             }
-            if ready == names.len() {
-                return;
+            if not_ready.is_empty() {
+                Ok(())
+            } else {
+                Err(not_ready.join("\n"))
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        })
+        .await;
     }
 
     /// Deletes `name` and waits until the operator has removed its VM and then its finalizer.
@@ -654,19 +610,17 @@ async fn install_operator(plane: &ControlPlane, node: &Node, client: &kube::Clie
 async fn wait_for_ready_pod(client: &kube::Client, node: &Node, since: Instant, what: &str) -> Pod {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let selector = ListParams::default().labels(POD_SELECTOR);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let pod = loop {
+    let ready = until(Duration::from_secs(300), || async {
         let list = pods.list(&selector).await.expect("list pods");
-        if let Some(pod) = list.items.into_iter().find(objects::pod_ready) {
-            break pod;
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "the operator pod was not Ready within 300s of {what}\n{}",
-                diagnosis(client, node).await
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        list.items.into_iter().find(objects::pod_ready)
+    })
+    .await;
+    let pod = match ready {
+        Ok(pod) => pod,
+        Err(timed_out) => panic!(
+            "the operator pod was not Ready after {what}: {timed_out}\n{}",
+            diagnosis(client, node).await
+        ),
     };
     println!(
         "pod {} Ready (readiness probe GET /readyz) {:.1}s after {what}",

@@ -7,18 +7,22 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use capov::leader::{LEASE_DURATION, RENEW_INTERVAL, RETRY_PERIOD};
 use capov_crds::OVirtMachine;
 use capov_harness::{ControlPlane, objects};
 use capov_ovirt_sim::Timings;
+use capov_testkit::eventually;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::{LEASE_NAME, Manager, engine, eventually, holder, http, is_ready, labels, vms_per_name};
+use support::{
+    LEASE_NAME, Manager, engine, holder, http, is_ready, labels, register_up_nodes, vms_per_name, wait_all_deleted,
+};
 
 /// Starts two replicas at once and waits until one of them holds the Lease: returns (leader, standby).
 async fn elect(
@@ -150,41 +154,25 @@ async fn a_killed_leader_is_replaced_and_its_half_done_machines_are_finished() {
 
     // The new leader finishes every machine; the test plays each VM's kubelet registering its Node.
     let workload = engine.workload.client().await.expect("workload client");
-    let mut registered = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let list = machines.list(&Default::default()).await.expect("machines");
-        for machine in &list.items {
-            let name = machine.metadata.name.clone().unwrap_or_default();
-            let vm_id = machine
-                .spec
-                .provider_id
-                .as_deref()
-                .and_then(|id| id.strip_prefix("ovirt://"));
-            let up = engine
-                .sim
-                .control()
-                .vm_by_name(&name)
-                .is_some_and(|vm| vm.status == "up");
-            if let (Some(vm_id), true, false) = (vm_id, up, registered.contains(&name)) {
-                objects::register_node(&workload, &name, vm_id).await.expect("node");
-                registered.push(name);
+    let registered = Mutex::new(BTreeSet::new());
+    eventually(
+        Duration::from_secs(180),
+        standby.with_log("every machine Ready under the new leader"),
+        || async {
+            let list = register_up_nodes(&machines, &workload, &engine.sim, &registered)
+                .await
+                .ok_or("cannot list the machines")?;
+            if list.len() == names.len() && list.iter().all(is_ready) {
+                return Ok(());
             }
-        }
-        if list.items.len() == names.len() && list.items.iter().all(is_ready) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every machine Ready under the new leader: {:?}\nlog:\n{}",
-            list.items
+            let states: Vec<_> = list
                 .iter()
                 .map(|m| (m.metadata.name.clone(), m.status.clone()))
-                .collect::<Vec<_>>(),
-            standby.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+                .collect();
+            Err(format!("{states:?}"))
+        },
+    )
+    .await;
 
     let counts = vms_per_name(&engine.sim, &names);
     assert!(
@@ -328,14 +316,11 @@ async fn work_that_stops_by_itself_releases_the_lease_and_ends_non_zero() {
         // The work "dies" once the Lease shows this replica as its holder: the leader held it while working.
         let leases = leases.clone();
         let gone = async move {
-            loop {
-                if let Ok(lease) = leases.get("liveness-lease").await
-                    && holder(&lease) == Some("liveness_0a1b2c3d")
-                {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            eventually(Duration::from_secs(30), "the Lease to show this replica", || async {
+                let lease = leases.get("liveness-lease").await.ok()?;
+                (holder(&lease) == Some("liveness_0a1b2c3d")).then_some(())
+            })
+            .await
         };
         Ok(((), gone))
     };
@@ -505,36 +490,24 @@ async fn a_leader_cut_off_from_the_apiserver_stops_engine_writes_before_the_stan
     .expect("ms");
 
     // Replica B takes over and finishes: every machine gone, every VM removed.
-    eventually(
-        Duration::from_secs(240),
-        "every machine deleted and every VM removed",
-        || async {
-            let list = machines.list(&Default::default()).await.ok()?;
-            (list.items.is_empty() && control.vm_count() == 0).then_some(())
-        },
-    )
-    .await;
+    wait_all_deleted(&machines, &engine.sim, Duration::from_secs(240)).await;
     // Cut off, replica A stops its controllers and stands by again; only if they do not stop in time does it exit,
     // and then non-zero.
-    let gone_by = Instant::now() + Duration::from_secs(60);
-    let a_outcome = loop {
+    let waiting = a.with_log("replica A to stand by again or exit");
+    let replica_a = Mutex::new(&mut a);
+    let a_outcome = eventually(Duration::from_secs(60), waiting, || async {
+        let mut a = replica_a.lock().expect("replica A");
         if a.messages()
             .iter()
             .any(|m| m == "the controllers stopped; standing by again")
         {
-            break "stood by again".to_string();
+            return Some("stood by again".to_string());
         }
-        if let Some(status) = a.child.try_wait().expect("try_wait") {
-            assert!(!status.success(), "the cut-off leader exited 0; log:\n{}", a.log_text());
-            break format!("exited {status} (its controllers did not stop in time)");
-        }
-        assert!(
-            Instant::now() < gone_by,
-            "replica A neither stood by again nor exited; log:\n{}",
-            a.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        let status = a.child.try_wait().expect("try_wait")?;
+        assert!(!status.success(), "the cut-off leader exited 0; log:\n{}", a.log_text());
+        Some(format!("exited {status} (its controllers did not stop in time)"))
+    })
+    .await;
 
     let writes = control.writes();
     let by = |replica: &str| {

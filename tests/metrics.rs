@@ -3,18 +3,15 @@
 //! `capov-metrics-reader` rule → 403, with it → 200 and the `capov_` families; API errors → 500.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use capov::Metrics;
 use capov::cli::ListenAddress;
 use capov::metrics::{self, MetricsServerOptions};
-use capov_harness::ControlPlane;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{Api, ObjectMeta, PostParams};
+use capov_harness::{ControlPlane, rbac};
+use capov_testkit::http;
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 fn loopback() -> ListenAddress {
@@ -37,123 +34,6 @@ fn https_insecure() -> reqwest::Client {
         .expect("HTTPS client")
 }
 
-async fn scrape(client: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, String) {
-    let mut request = client.get(url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.unwrap_or_else(|err| panic!("GET {url}: {err:?}"));
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("body"))
-}
-
-async fn service_account_token(client: &kube::Client, namespace: &str, name: &str) -> String {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let account = ServiceAccount {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    accounts
-        .create(&PostParams::default(), &account)
-        .await
-        .expect("service account");
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: None,
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .expect("token request");
-    token.status.and_then(|status| status.token).expect("token")
-}
-
-/// A ClusterRole with `rules`, bound to the service account `namespace/account`.
-async fn grant(client: &kube::Client, name: &str, namespace: &str, account: &str, rules: Vec<PolicyRule>) {
-    let role = ClusterRole {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        rules: Some(rules),
-        ..Default::default()
-    };
-    Api::<ClusterRole>::all(client.clone())
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("cluster role");
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: name.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: account.into(),
-            namespace: Some(namespace.into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("cluster role binding");
-}
-
-/// The rule of the chart's `capov-metrics-reader` ClusterRole.
-fn metrics_reader_rules() -> Vec<PolicyRule> {
-    vec![PolicyRule {
-        non_resource_urls: Some(vec!["/metrics".into()]),
-        verbs: vec!["get".into()],
-        ..Default::default()
-    }]
-}
-
-/// Waits until RBAC lets `namespace/account` get `/metrics` (bindings reach the authorizer's cache a moment after
-/// they are created), so that the endpoint's deny cache does not remember a stale answer.
-async fn wait_allowed(client: &kube::Client, namespace: &str, account: &str) {
-    let api: Api<SubjectAccessReview> = Api::all(client.clone());
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(format!("system:serviceaccount:{namespace}:{account}")),
-            groups: Some(vec![
-                "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{namespace}"),
-            ]),
-            non_resource_attributes: Some(NonResourceAttributes {
-                path: Some("/metrics".into()),
-                verb: Some("get".into()),
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let reviewed = api
-            .create(&PostParams::default(), &review)
-            .await
-            .expect("SubjectAccessReview");
-        if reviewed.status.is_some_and(|status| status.allowed) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "RBAC never allowed {account}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// A kube client that authenticates with `token` against `plane`.
 async fn client_with_token(plane: &ControlPlane, server: &str, token: &str) -> kube::Client {
     let ca = base64::engine::general_purpose::STANDARD.encode(plane.ca_pem());
@@ -174,17 +54,12 @@ async fn scrapes_need_an_authenticated_and_authorized_token() {
     let plane = capov_harness::shared().await;
     let admin = plane.client().await.expect("client");
     let namespace = plane.create_namespace(&admin, "metrics").await.expect("namespace");
-    let reader_token = service_account_token(&admin, &namespace, "scraper").await;
-    let nobody_token = service_account_token(&admin, &namespace, "nobody").await;
-    grant(
-        &admin,
-        &format!("{namespace}-reader"),
-        &namespace,
-        "scraper",
-        metrics_reader_rules(),
-    )
-    .await;
-    wait_allowed(&admin, &namespace, "scraper").await;
+    let reader_token = rbac::metrics_reader_token(&admin, &namespace, "scraper")
+        .await
+        .expect("reader token");
+    let nobody_token = rbac::service_account_token(&admin, &namespace, "nobody")
+        .await
+        .expect("token");
 
     let metrics = Metrics::new();
     metrics.init_kind("machine");
@@ -201,8 +76,8 @@ async fn scrapes_need_an_authenticated_and_authorized_token() {
     let response = client.get(&url).send().await.expect("request");
     assert_eq!(response.status().as_u16(), 401);
     assert_eq!(response.headers()["www-authenticate"], "Bearer");
-    assert_eq!(scrape(&client, &url, Some("not-a-token")).await.0, 401);
-    assert_eq!(scrape(&client, &url, Some(&nobody_token)).await.0, 403);
+    assert_eq!(http::get(&client, &url, Some("not-a-token")).await.0, 401);
+    assert_eq!(http::get(&client, &url, Some(&nobody_token)).await.0, 403);
 
     let response = client
         .get(&url)
@@ -236,13 +111,13 @@ async fn scrapes_need_an_authenticated_and_authorized_token() {
 
     // The rule names /metrics only: another path is forbidden even for the reader.
     let other = format!("https://127.0.0.1:{}/debug", server.local_addr().port());
-    assert_eq!(scrape(&client, &other, Some(&reader_token)).await.0, 403);
+    assert_eq!(http::get(&client, &other, Some(&reader_token)).await.0, 403);
     // A second scrape is answered from the decision cache and still sees fresh values.
     metrics
         .reconciles_total
         .with_label_values(&["machine", "success"])
         .inc();
-    let (status, body) = scrape(&client, &url, Some(&reader_token)).await;
+    let (status, body) = http::get(&client, &url, Some(&reader_token)).await;
     assert_eq!(status, 200);
     assert!(body.contains("capov_reconciles_total{kind=\"machine\",result=\"success\"} 2"));
     server.shutdown().await;
@@ -255,8 +130,12 @@ async fn certificate_from_cert_dir_and_least_privilege_reviews() {
     let plane = capov_harness::shared().await;
     let admin = plane.client().await.expect("client");
     let namespace = plane.create_namespace(&admin, "metrics-tls").await.expect("namespace");
-    let operator_token = service_account_token(&admin, &namespace, "operator").await;
-    let reader_token = service_account_token(&admin, &namespace, "scraper").await;
+    let operator_token = rbac::service_account_token(&admin, &namespace, "operator")
+        .await
+        .expect("token");
+    let reader_token = rbac::metrics_reader_token(&admin, &namespace, "scraper")
+        .await
+        .expect("reader token");
     let review_rules = vec![
         PolicyRule {
             api_groups: Some(vec!["authentication.k8s.io".into()]),
@@ -271,23 +150,15 @@ async fn certificate_from_cert_dir_and_least_privilege_reviews() {
             ..Default::default()
         },
     ];
-    grant(
+    rbac::grant(
         &admin,
         &format!("{namespace}-operator"),
         &namespace,
         "operator",
         review_rules,
     )
-    .await;
-    grant(
-        &admin,
-        &format!("{namespace}-reader"),
-        &namespace,
-        "scraper",
-        metrics_reader_rules(),
-    )
-    .await;
-    wait_allowed(&admin, &namespace, "scraper").await;
+    .await
+    .expect("grant");
     let operator = client_with_token(plane, plane.url(), &operator_token).await;
 
     let dir = tempfile::tempdir().expect("temp dir");
@@ -307,10 +178,10 @@ async fn certificate_from_cert_dir_and_least_privilege_reviews() {
         .build()
         .expect("client");
     let url = format!("https://localhost:{}/metrics", server.local_addr().port());
-    let (status, body) = scrape(&client, &url, Some(&reader_token)).await;
+    let (status, body) = http::get(&client, &url, Some(&reader_token)).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("capov_build_info"));
-    assert_eq!(scrape(&client, &url, None).await.0, 401);
+    assert_eq!(http::get(&client, &url, None).await.0, 401);
 
     // Rotation (as cert-manager does it): new files, picked up at the next handshake.
     let rotated = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
@@ -333,7 +204,7 @@ async fn certificate_from_cert_dir_and_least_privilege_reviews() {
         .timeout(Duration::from_secs(20))
         .build()
         .expect("client");
-    let (status, body) = scrape(&trusting_rotated, &url, Some(&reader_token)).await;
+    let (status, body) = http::get(&trusting_rotated, &url, Some(&reader_token)).await;
     assert_eq!(status, 200, "{body}");
     let trusting_old = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).expect("root"))
@@ -359,10 +230,10 @@ async fn api_errors_answer_500_and_are_not_cached() {
         .expect("serve");
     let url = format!("https://127.0.0.1:{}/metrics", server.local_addr().port());
     let https = https_insecure();
-    assert_eq!(scrape(&https, &url, Some("some-token")).await.0, 500);
-    assert_eq!(scrape(&https, &url, Some("some-token")).await.0, 500);
+    assert_eq!(http::get(&https, &url, Some("some-token")).await.0, 500);
+    assert_eq!(http::get(&https, &url, Some("some-token")).await.0, 500);
     // Without a token there is nothing to ask the API server: 401.
-    assert_eq!(scrape(&https, &url, None).await.0, 401);
+    assert_eq!(http::get(&https, &url, None).await.0, 401);
     server.shutdown().await;
 }
 
@@ -376,9 +247,9 @@ async fn insecure_mode_serves_plain_http_without_authentication() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{}", server.local_addr().port());
-    let (status, body) = scrape(&client, &format!("{base}/metrics"), None).await;
+    let (status, body) = http::get(&client, &format!("{base}/metrics"), None).await;
     assert_eq!(status, 200);
     assert!(body.contains("capov_build_info"));
-    assert_eq!(scrape(&client, &format!("{base}/other"), None).await.0, 404);
+    assert_eq!(http::get(&client, &format!("{base}/other"), None).await.0, 404);
     server.shutdown().await;
 }

@@ -22,17 +22,16 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use capov_crds::{ConditionStatus, OVirtCluster, OVirtMachine, OVirtProvider};
-use capov_harness::{ControlPlane, Options, free_port, objects, shared};
+use capov_harness::{ADMIN_USER, CREDENTIALS_SECRET, ControlPlane, Engine, Options, free_port, objects, rbac, shared};
 use capov_ovirt_sim::{Simulator, Timings};
+use capov_testkit::{WithLog, eventually, http};
 use futures::StreamExt as _;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Event, Node, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Event, Node, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -57,65 +56,42 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
     let plane = shared().await;
     let client = plane.client().await.expect("client");
     let namespace = plane.create_namespace(&client, "sweep").await.expect("namespace");
-    let sim = Simulator::builder()
-        .timings(Timings::fast())
-        .start()
+    // The engine knows the right password; the provider's Secret holds a wrong one first.
+    let simulator = Simulator::builder().timings(Timings::fast());
+    let engine = Engine::start_as(&client, &namespace, simulator, ADMIN_USER, &wrong_password)
         .await
-        .expect("simulator");
-    let control = sim.control().clone();
-    control.set_user("admin@internal", &engine_password);
+        .expect("engine");
+    let (control, provider) = (engine.sim.control().clone(), engine.provider.clone());
+    control.set_user(ADMIN_USER, &engine_password);
 
     // The workload cluster, reached with a token of its own: a service account bound to cluster-admin.
     let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
     let workload_admin = workload.client().await.expect("workload client");
-    let workload_token = service_account_token(&workload_admin, "default", "capov-sweep").await;
-    grant(
+    let workload_token = rbac::service_account_token(&workload_admin, "default", "capov-sweep")
+        .await
+        .expect("workload token");
+    rbac::bind_cluster_role(
         &workload_admin,
         "capov-sweep",
+        "cluster-admin",
         "default",
         "capov-sweep",
-        "cluster-admin",
     )
-    .await;
+    .await
+    .expect("cluster-admin binding");
     let workload_kubeconfig = kubeconfig_with_token(workload.url(), workload.ca_pem(), &workload_token);
-
-    // The management objects, with the wrong password first.
-    let provider = format!("{namespace}-engine");
-    let labels = json!({"cluster.x-k8s.io/watch-filter": namespace, "cluster.x-k8s.io/cluster-name": CLUSTER});
-    let credentials = [("username", "admin@internal"), ("password", wrong_password.as_str())];
-    objects::apply_secret(&client, &namespace, "engine-credentials", &credentials)
-        .await
-        .expect("credentials");
-    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().expect("https simulator"));
-    objects::apply_provider(
-        &client,
-        &provider,
-        json!({"cluster.x-k8s.io/watch-filter": namespace}),
-        json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}}),
-    )
-    .await
-    .expect("provider");
-    let kubeconfig_secret = format!("{CLUSTER}-kubeconfig");
-    objects::apply_secret(
-        &client,
-        &namespace,
-        &kubeconfig_secret,
-        &[("value", &workload_kubeconfig)],
-    )
-    .await
-    .expect("kubeconfig Secret");
-    objects::create_provisioned_cluster(&client, &namespace, CLUSTER, labels.clone())
+    let labels = objects::cluster_labels(&namespace, CLUSTER);
+    objects::create_workload_cluster(&client, &namespace, CLUSTER, labels.clone(), &workload_kubeconfig)
         .await
         .expect("cluster");
+    let kubeconfig_secret = format!("{CLUSTER}-kubeconfig");
 
     // Every status version the operator writes, watched from before it starts.
     let statuses = StatusRecorder::start(&client, &namespace, &provider);
     // A reader of /metrics, as the chart's capov-metrics-reader ClusterRole grants it.
-    let scraper_token = service_account_token(&client, &namespace, "scraper").await;
-    let reader_role = format!("{namespace}-metrics-reader");
-    create_metrics_reader_role(&client, &reader_role).await;
-    grant(&client, &reader_role, &namespace, "scraper", &reader_role).await;
-    wait_allowed(&client, &namespace, "scraper").await;
+    let scraper_token = rbac::metrics_reader_token(&client, &namespace, "scraper")
+        .await
+        .expect("the scraper's token");
 
     let metrics_port = free_port();
     let mut operator = Operator::start(plane.kubeconfig_path(), &namespace, metrics_port);
@@ -133,12 +109,16 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
     .await
     .expect("machine");
     let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), &namespace);
-    let refused = eventually(MINUTE, "AuthenticationFailed with failureReason", &operator, || async {
-        let machine = machines.get(MACHINE).await.ok()?;
-        let status = machine.status.clone()?;
-        let connect = status.conditions.iter().find(|c| c.type_ == "CanConnectToOVirt")?;
-        (connect.reason == "AuthenticationFailed" && status.failure_reason.is_some()).then_some(status)
-    })
+    let refused = eventually(
+        MINUTE,
+        operator.with_log("AuthenticationFailed with failureReason"),
+        || async {
+            let machine = machines.get(MACHINE).await.ok()?;
+            let status = machine.status.clone()?;
+            let connect = status.conditions.iter().find(|c| c.type_ == "CanConnectToOVirt")?;
+            (connect.reason == "AuthenticationFailed" && status.failure_reason.is_some()).then_some(status)
+        },
+    )
     .await;
     let refusal = refused
         .conditions
@@ -153,11 +133,11 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
 
     // 2. The right password; clearing the critical failure (as the README shows) lets the machine go on.
     let credentials = [("username", "admin@internal"), ("password", engine_password.as_str())];
-    objects::apply_secret(&client, &namespace, "engine-credentials", &credentials)
+    objects::apply_secret(&client, &namespace, CREDENTIALS_SECRET, &credentials)
         .await
         .expect("credentials");
     let providers: Api<OVirtProvider> = Api::all(client.clone());
-    eventually(MINUTE, "the provider to log in", &operator, || async {
+    eventually(MINUTE, operator.with_log("the provider to log in"), || async {
         providers
             .get(&provider)
             .await
@@ -172,12 +152,12 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
         .patch_status(MACHINE, &PatchParams::default(), &Patch::Merge(&clear))
         .await
         .expect("clear failureReason");
-    let vm_id = eventually(MINUTE, "spec.providerID", &operator, || async {
+    let vm_id = eventually(MINUTE, operator.with_log("spec.providerID"), || async {
         let provider_id = machines.get(MACHINE).await.ok()?.spec.provider_id?;
         provider_id.strip_prefix("ovirt://").map(String::from)
     })
     .await;
-    let vm = eventually(MINUTE, "the VM up", &operator, || async {
+    let vm = eventually(MINUTE, operator.with_log("the VM up"), || async {
         control.vm(&vm_id).filter(|vm| vm.status == "up")
     })
     .await;
@@ -190,7 +170,7 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
     objects::register_node(&workload_admin, &node, &vm_id)
         .await
         .expect("node");
-    eventually(MINUTE, "Ready with an InternalIP", &operator, || async {
+    eventually(MINUTE, operator.with_log("Ready with an InternalIP"), || async {
         let status = machines.get(MACHINE).await.ok()?.status?;
         let ready = status
             .conditions
@@ -216,8 +196,8 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
         .build()
         .expect("HTTPS client");
     let metrics_url = format!("https://127.0.0.1:{metrics_port}/metrics");
-    assert_eq!(scrape(&https, &metrics_url, None).await.0, 401);
-    assert_eq!(scrape(&https, &metrics_url, Some(&bogus_scrape_token)).await.0, 401);
+    assert_eq!(http::get(&https, &metrics_url, None).await.0, 401);
+    assert_eq!(http::get(&https, &metrics_url, Some(&bogus_scrape_token)).await.0, 401);
     let mut metrics_text = scrape_as_reader(&https, &metrics_url, &scraper_token, &operator).await;
 
     // 4. Deletion, after the engine forgot the session: the first request with the old token gets 401 and the
@@ -229,10 +209,14 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
         .delete(MACHINE, &DeleteParams::default())
         .await
         .expect("delete the OVirtMachine");
-    eventually(MINUTE, "the OVirtMachine and its VM gone", &operator, || async {
-        let gone = machines.get_opt(MACHINE).await.ok()?.is_none();
-        (gone && control.vm(&vm_id).is_none()).then_some(())
-    })
+    eventually(
+        MINUTE,
+        operator.with_log("the OVirtMachine and its VM gone"),
+        || async {
+            let gone = machines.get_opt(MACHINE).await.ok()?.is_none();
+            (gone && control.vm(&vm_id).is_none()).then_some(())
+        },
+    )
     .await;
     assert!(
         control.issued_tokens().len() > issued_before,
@@ -241,7 +225,7 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
     metrics_text.push_str(&scrape_as_reader(&https, &metrics_url, &scraper_token, &operator).await);
 
     // Collect everything: the logs once the process has stopped, every status version seen, the events.
-    let logs = operator.stop();
+    let logs = operator.stop().await;
     let mut status_versions = statuses.stop();
     // The last writes, in case their watch events were still on the way (the machine is gone by now).
     let clusters: Api<OVirtCluster> = Api::namespaced(client.clone(), &namespace);
@@ -311,7 +295,7 @@ async fn no_secret_reaches_logs_events_statuses_or_metrics() {
     let secrets_api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let bootstrap_secret = format!("{MACHINE}-bootstrap");
     for (name, secret) in [
-        ("engine-credentials", &engine_password),
+        (CREDENTIALS_SECRET, &engine_password),
         (kubeconfig_secret.as_str(), &workload_token),
         (bootstrap_secret.as_str(), &bootstrap_marker),
     ] {
@@ -434,127 +418,9 @@ fn kubeconfig_with_token(server: &str, ca_pem: &str, token: &str) -> String {
     )
 }
 
-/// Creates service account `namespace/name` and returns a token of it (a JWT signed by that apiserver).
-async fn service_account_token(client: &kube::Client, namespace: &str, name: &str) -> String {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let account = ServiceAccount {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    accounts
-        .create(&PostParams::default(), &account)
-        .await
-        .expect("service account");
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: None,
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .expect("token request");
-    token.status.and_then(|status| status.token).expect("token")
-}
-
-/// Binds the ClusterRole `role` to service account `namespace/account`.
-async fn grant(client: &kube::Client, name: &str, namespace: &str, account: &str, role: &str) {
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: role.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: account.into(),
-            namespace: Some(namespace.into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("cluster role binding");
-}
-
-/// The chart's `capov-metrics-reader` ClusterRole, under `name`.
-async fn create_metrics_reader_role(client: &kube::Client, name: &str) {
-    let role = ClusterRole {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        rules: Some(vec![PolicyRule {
-            non_resource_urls: Some(vec!["/metrics".into()]),
-            verbs: vec!["get".into()],
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    Api::<ClusterRole>::all(client.clone())
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("cluster role");
-}
-
-/// Waits until RBAC lets `namespace/account` get `/metrics`: the endpoint caches denials, so the reader must not
-/// scrape before its binding reached the authorizer.
-async fn wait_allowed(client: &kube::Client, namespace: &str, account: &str) {
-    use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-    let api: Api<SubjectAccessReview> = Api::all(client.clone());
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(format!("system:serviceaccount:{namespace}:{account}")),
-            groups: Some(vec![
-                "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{namespace}"),
-            ]),
-            non_resource_attributes: Some(NonResourceAttributes {
-                path: Some("/metrics".into()),
-                verb: Some("get".into()),
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let reviewed = api
-            .create(&PostParams::default(), &review)
-            .await
-            .expect("SubjectAccessReview");
-        if reviewed.status.is_some_and(|status| status.allowed) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "RBAC never allowed {account}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn scrape(client: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, String) {
-    let mut request = client.get(url);
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    let response = request.send().await.unwrap_or_else(|err| panic!("GET {url}: {err:?}"));
-    let status = response.status().as_u16();
-    (status, response.text().await.expect("body"))
-}
-
 async fn scrape_as_reader(client: &reqwest::Client, url: &str, token: &str, operator: &Operator) -> String {
-    let (status, body) = scrape(client, url, Some(token)).await;
-    assert_eq!(status, 200, "{body}\n{}", operator.diagnostics());
+    let (status, body) = http::get(client, url, Some(token)).await;
+    assert_eq!(status, 200, "{}", operator.with_log(&body));
     body
 }
 
@@ -662,44 +528,31 @@ impl Operator {
     }
 
     /// SIGTERM, as Kubernetes stops the pod; waits for a clean exit and returns everything the process wrote.
-    fn stop(&mut self) -> String {
-        let mut child = self.child.take().expect("a running operator");
+    async fn stop(&mut self) -> String {
+        let child = self.child.as_mut().expect("a running operator");
         // SAFETY: a plain syscall on the child process this test started and has not reaped yet.
         unsafe {
             libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
         }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for the manager") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!(
-                    "the manager did not stop within 30 s of SIGTERM\n{}",
-                    self.diagnostics()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let status = capov_testkit::wait_exit(child, Duration::from_secs(30))
+            .await
+            .unwrap_or_else(|timed_out| panic!("{}", self.with_log(&format!("the manager to stop: {timed_out}"))));
+        self.child = None;
         assert!(
             status.success(),
-            "the manager exited with {status}\n{}",
-            self.diagnostics()
+            "{}",
+            self.with_log(&format!("the manager exited with {status}"))
         );
         std::fs::read_to_string(&self.log).expect("the manager's log")
     }
 
-    /// The tail of the log, for a failure message.
-    fn diagnostics(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
-        format!("log in {}; last lines:\n{tail}", self.log.display())
-    }
-
     fn remove_logs(&self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    /// `what` a failure message says, with the end of the operator's log (read only when shown).
+    fn with_log(&self, what: &str) -> WithLog {
+        WithLog::new(what, &self.log)
     }
 }
 
@@ -709,25 +562,5 @@ impl Drop for Operator {
             let _ = child.kill();
             let _ = child.wait();
         }
-    }
-}
-
-/// Polls `check` every 200 ms until it returns Some; fails with `what` and the operator's log after `timeout`.
-async fn eventually<T, F, Fut>(timeout: Duration, what: &str, operator: &Operator, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}\n{}",
-            operator.diagnostics()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

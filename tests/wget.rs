@@ -58,12 +58,7 @@ async fn the_troubleshooting_wget_command_tells_where_the_path_to_the_engine_bre
     assert!(stderr.contains("--no-check-certificate skips the check"), "{stderr}");
 
     // Nothing listening.
-    let closed = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        drop(listener);
-        format!("https://127.0.0.1:{port}/ovirt-engine/api")
-    };
+    let closed = format!("https://127.0.0.1:{}/ovirt-engine/api", capov_harness::free_port());
     let run = wget(&link, &["-qO-", &closed, "--no-check-certificate"]).await;
     assert_eq!(run.status.code(), Some(1));
     let stderr = text(&run.stderr);

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use capov_actors::feature_gates::FeatureGates;
 use capov_crds::{ConditionStatus, OVirtMachine, Severity};
+use capov_testkit::eventually;
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
-use support::{World, condition, eventually};
+use support::{World, condition};
 
 const MINUTE: Duration = Duration::from_secs(60);
 

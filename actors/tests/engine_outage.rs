@@ -8,9 +8,10 @@ mod support;
 use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtProvider};
+use capov_testkit::eventually;
 use kube::api::Api;
 use serde_json::json;
-use support::{World, condition, eventually};
+use support::{World, condition};
 
 const MINUTE: Duration = Duration::from_secs(60);
 

@@ -6,10 +6,11 @@ mod support;
 use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtProvider};
+use capov_testkit::eventually;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use serde_json::json;
-use support::{World, condition, eventually};
+use support::{World, condition};
 
 const MINUTE: Duration = Duration::from_secs(60);
 

@@ -8,14 +8,15 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use capov_crds::{ConditionStatus, OVirtMachine, OVirtProvider};
 use capov_ovirt_sim::{BodyFault, SlowReplies};
+use capov_testkit::eventually;
 use futures::StreamExt;
 use kube::api::Api;
-use serde_json::json;
-use support::{World, condition, eventually, metric_sum};
+use support::{World, condition, metric_sum};
 
 /// The engine client's request timeout in this suite: short, so that a latency spike beyond it costs seconds.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -94,15 +95,11 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
     let mut spike = Some(Instant::now());
     let names: Vec<String> = (0..machines_wanted).map(|i| format!("f-{i}")).collect();
     let started = Instant::now();
-    futures::stream::iter(names.iter())
-        .for_each_concurrent(10, |name| {
-            world.create_machine(name, json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
-        })
-        .await;
+    world.create_machines(&names).await;
 
     // The test plays each VM's kubelet; along the way, an outage as refused connections and malformed answers.
     let workload = world.workload.client().await.expect("workload client");
-    let mut registered = BTreeSet::new();
+    let registered = Mutex::new(BTreeSet::new());
     let mut outage_phase = OutagePhase::Spike;
     let mut saw_unreachable = false;
     let mut requests_at_outage = 0.0;
@@ -114,7 +111,7 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
         + outage
         + LONGEST_BACKOFF;
     loop {
-        let items = world.register_up_nodes(&workload, &mut registered).await;
+        let items = world.register_up_nodes(&workload, &registered).await;
         let ready = items.iter().filter(|m| is_ready(m)).count();
         if let Some(since) = spike.filter(|since| since.elapsed() >= SPIKE) {
             control.set_slow_replies(None);
@@ -271,23 +268,16 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
         .await;
     // A machine whose engine calls fail several times in a row backs off (5 s doubling to 5 minutes): the deadline
     // allows for one wait at the ceiling, and names the machines still there if it passes.
-    let deletion_deadline =
-        Instant::now() + Duration::from_secs(120) + Duration::from_secs(5) * machines_wanted as u32 + LONGEST_BACKOFF;
-    loop {
+    let deletion_time = Duration::from_secs(120) + Duration::from_secs(5) * machines_wanted as u32 + LONGEST_BACKOFF;
+    eventually(deletion_time, "every machine deleted", || async {
         let list = machines.list(&Default::default()).await.expect("machines");
         if list.items.is_empty() {
-            break;
+            return Ok(());
         }
-        if Instant::now() >= deletion_deadline {
-            let left: Vec<String> = list.items.iter().map(|m| describe(m, &control, true)).collect();
-            panic!(
-                "{} machines not deleted by the deadline:\n{}",
-                left.len(),
-                left.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        let left: Vec<String> = list.items.iter().map(|m| describe(m, &control, true)).collect();
+        Err(format!("{} machines left:\n{}", left.len(), left.join("\n")))
+    })
+    .await;
     control.set_error_rate(0.0, 503);
     let orphans = control.vm_count();
     assert_eq!(orphans, 0, "VMs left behind: {:?}", control.vms());

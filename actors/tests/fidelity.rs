@@ -6,9 +6,10 @@ mod support;
 
 use std::time::Duration;
 
+use capov_testkit::eventually;
 use kube::ResourceExt;
 use serde_json::json;
-use support::{World, condition, eventually};
+use support::{World, condition};
 
 /// A CAPI machine name longer than the engine's 64 characters: the VM gets the documented shortened name, the
 /// marker keeps the whole object, and the Node (named after the shortened host name) is matched through the VM id.

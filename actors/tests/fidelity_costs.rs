@@ -5,9 +5,10 @@ mod support;
 
 use std::time::Duration;
 
+use capov_testkit::eventually;
 use kube::api::Api;
 use serde_json::json;
-use support::{World, condition, eventually, metric_sum};
+use support::{World, condition, metric_sum};
 
 fn deleted_reason(machine: &capov_crds::OVirtMachine) -> Option<(String, String)> {
     condition(machine, "MachineDeleted").map(|c| (c.reason.clone(), c.message.clone()))

@@ -12,8 +12,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use capov_crds::{ConditionStatus, Severity};
 use capov_harness::objects;
+use capov_testkit::eventually;
 use serde_json::{Value, json};
-use support::{World, condition, eventually};
+use support::{World, condition};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const TENANT_TOKEN: &str = "tenant-s3cr3t-token";

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtMachine, Severity};
 use capov_ovirt_sim::Transition;
+use capov_testkit::eventually;
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use support::{World, condition, eventually, metric_sum};
+use support::{World, condition, metric_sum};
 
 #[tokio::test]
 async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {

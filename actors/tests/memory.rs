@@ -25,6 +25,7 @@ use capov_actors::metrics::Metrics;
 use capov_actors::runtime::{self, RuntimeSettings};
 use capov_crds::OVirtMachine;
 use capov_harness::objects;
+use capov_testkit::eventually;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::json;
@@ -240,8 +241,8 @@ async fn create_machine(world: &World, index: usize) {
 /// Waits until every machine reports MachineCreated WaitingForBootstrapData: its actor has made its passes.
 async fn until_all_wait_for_bootstrap_data(client: kube::Client, namespace: String) {
     let machines: Api<OVirtMachine> = Api::namespaced(client, &namespace);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
+    let what = format!("all {MACHINES} machines waiting for bootstrap data");
+    eventually(Duration::from_secs(300), what, || async {
         let listed = machines.list(&ListParams::default()).await.expect("list machines");
         let waiting = listed
             .items
@@ -251,19 +252,19 @@ async fn until_all_wait_for_bootstrap_data(client: kube::Client, namespace: Stri
             })
             .count();
         if waiting == MACHINES {
-            return;
+            return Ok(());
         }
-        if Instant::now() > deadline {
-            let mut states = std::collections::BTreeMap::<String, usize>::new();
-            for machine in &listed.items {
-                let reasons: Vec<String> = ["CanConnectToOVirt", "MachineCreated"]
-                    .iter()
-                    .map(|type_| condition(machine, type_).map(|c| c.reason.clone()).unwrap_or_default())
-                    .collect();
-                *states.entry(reasons.join("/")).or_default() += 1;
-            }
-            panic!("only {waiting} of {MACHINES} machines waiting for bootstrap data after 5 minutes: {states:?}");
+        let mut states = std::collections::BTreeMap::<String, usize>::new();
+        for machine in &listed.items {
+            let reasons: Vec<String> = ["CanConnectToOVirt", "MachineCreated"]
+                .iter()
+                .map(|type_| condition(machine, type_).map(|c| c.reason.clone()).unwrap_or_default())
+                .collect();
+            *states.entry(reasons.join("/")).or_default() += 1;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        Err(format!(
+            "{waiting} waiting; machines per CanConnectToOVirt/MachineCreated reason: {states:?}"
+        ))
+    })
+    .await;
 }

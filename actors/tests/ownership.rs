@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtMachine, OVirtProvider, Severity};
 use capov_ovirt_sim::{Inventory, VmSeed, VmSnapshot};
+use capov_testkit::eventually;
 use k8s_openapi::api::core::v1::{Event, Namespace};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::{World, condition, eventually};
+use support::{World, condition};
 
 const MINUTE: Duration = Duration::from_secs(60);
 

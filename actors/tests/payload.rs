@@ -14,8 +14,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use capov_ovirt_sim::Delivered;
+use capov_testkit::eventually;
 use serde_json::{Value, json};
-use support::{World, condition, eventually};
+use support::{World, condition};
 
 /// CAPI kubeadm bootstrap data for a worker, shaped as CABPK writes it: the jinja header, the host name variables
 /// (preKubeadmCommands land in runcmd before the join), write_files with the join configuration, and runcmd.

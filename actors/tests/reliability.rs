@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use capov_actors::feature_gates::FeatureGates;
 use capov_actors::runtime::RuntimeSettings;
 use capov_actors::runtime::kube_clients::READ_TIMEOUT;
+use capov_testkit::eventually;
 use serde_json::json;
-use support::{World, condition, eventually, metric_sum};
+use support::{World, condition, metric_sum};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 

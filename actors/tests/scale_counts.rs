@@ -6,12 +6,12 @@
 mod support;
 
 use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use capov_actors::runtime::RuntimeSettings;
 use capov_crds::{ConditionStatus, OVirtMachine};
-use futures::StreamExt;
-use serde_json::json;
+use capov_testkit::eventually;
 use support::{World, condition, metric_sum};
 
 /// Engine requests per machine from nothing to Ready, SSO and the provider's own lookups included: issue #16's
@@ -55,28 +55,25 @@ async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
         })
         .await;
     let names: Vec<String> = (0..machines_wanted).map(|i| format!("c-{i}")).collect();
-    futures::stream::iter(names.iter())
-        .for_each_concurrent(10, |name| {
-            world.create_machine(name, json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
-        })
-        .await;
+    world.create_machines(&names).await;
 
     let workload = world.workload.client().await.expect("workload client");
-    let mut registered = BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(240) + Duration::from_secs(2) * machines_wanted as u32;
+    let registered = Mutex::new(BTreeSet::new());
     let started = Instant::now();
-    loop {
-        let items = world.register_up_nodes(&workload, &mut registered).await;
-        let ready = items.iter().filter(|m| is_ready(m)).count();
-        if ready == machines_wanted {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{ready} of {machines_wanted} Ready by the deadline"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually(
+        Duration::from_secs(240) + Duration::from_secs(2) * machines_wanted as u32,
+        format!("{machines_wanted} machines Ready"),
+        || async {
+            let items = world.register_up_nodes(&workload, &registered).await;
+            let ready = items.iter().filter(|m| is_ready(m)).count();
+            if ready == machines_wanted {
+                Ok(())
+            } else {
+                Err(format!("{ready} Ready"))
+            }
+        },
+    )
+    .await;
     let to_ready = started.elapsed();
     let requests = control.counter("total") as f64;
     let writes = status_writes(&world);

@@ -6,22 +6,19 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
-use base64::Engine as _;
 use capov_actors::metrics::Metrics;
 use capov_actors::runtime::{self, RuntimeSettings};
 use capov_crds::{ConditionStatus, OVirtMachine};
-use capov_harness::objects;
-use serde_json::{Value, json};
+use capov_harness::{CREDENTIALS_SECRET, objects, trusting};
+use capov_testkit::eventually;
+use serde_json::json;
 use support::{World, condition, metric_sum, operator_clients};
 
 const SHARDS: [&str; 2] = ["shard-a", "shard-b"];
 const MACHINES_PER_SHARD: usize = 4;
-
-fn labels(shard: &str, cluster: &str) -> Value {
-    json!({"cluster.x-k8s.io/watch-filter": shard, "cluster.x-k8s.io/cluster-name": cluster})
-}
 
 fn is_ready(machine: &OVirtMachine) -> bool {
     condition(machine, "Ready").is_some_and(|c| c.status == ConditionStatus::True)
@@ -32,15 +29,14 @@ async fn two_shards_split_the_machines_and_never_touch_each_others() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let world = World::new("shards").await;
     let control = world.sim.control().clone();
-    let ca = base64::engine::general_purpose::STANDARD.encode(world.sim.ca_pem().expect("https simulator"));
+    let tls = trusting(world.sim.ca_pem().expect("https simulator"));
     let kubeconfig = world.workload.kubeconfig_yaml().expect("kubeconfig");
 
     // Per shard: a provider for the shared engine, a cluster and its machines, all labelled with the shard.
     let mut owner_of: BTreeMap<String, &str> = BTreeMap::new();
     for shard in SHARDS {
         let provider = format!("{}-{shard}", world.namespace);
-        let spec = json!({"engine": world.sim.api_url(), "credentialsSecretName": "engine-credentials",
-                          "tls": {"certs": ca}});
+        let spec = json!({"engine": world.sim.api_url(), "credentialsSecretName": CREDENTIALS_SECRET, "tls": tls});
         objects::apply_provider(
             &world.client,
             &provider,
@@ -50,30 +46,16 @@ async fn two_shards_split_the_machines_and_never_touch_each_others() {
         .await
         .expect("provider");
         let cluster = format!("cluster-{shard}");
-        objects::apply_secret(
-            &world.client,
-            &world.namespace,
-            &format!("{cluster}-kubeconfig"),
-            &[("value", &kubeconfig)],
-        )
-        .await
-        .expect("kubeconfig Secret");
-        objects::create_provisioned_cluster(&world.client, &world.namespace, &cluster, labels(shard, &cluster))
+        let labels = objects::cluster_labels(shard, &cluster);
+        objects::create_workload_cluster(&world.client, &world.namespace, &cluster, labels.clone(), &kubeconfig)
             .await
             .expect("cluster");
         for i in 0..MACHINES_PER_SHARD {
             let name = format!("{shard}-m{i}");
             let spec = json!({"provider": provider, "ovirtcluster": "Default", "template": "ubuntu-22.04"});
-            objects::create_machine(
-                &world.client,
-                &world.namespace,
-                &cluster,
-                &name,
-                labels(shard, &cluster),
-                spec,
-            )
-            .await
-            .expect("machine");
+            objects::create_machine(&world.client, &world.namespace, &cluster, &name, labels.clone(), spec)
+                .await
+                .expect("machine");
             owner_of.insert(name, shard);
         }
     }
@@ -94,27 +76,25 @@ async fn two_shards_split_the_machines_and_never_touch_each_others() {
     }
 
     let workload = world.workload.client().await.expect("workload client");
-    let mut registered = BTreeSet::new();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let machines = loop {
-        let items = world.register_up_nodes(&workload, &mut registered).await;
+    let registered = Mutex::new(BTreeSet::new());
+    let machines = eventually(Duration::from_secs(180), "every machine Ready", || async {
+        let items = world.register_up_nodes(&workload, &registered).await;
         let ours: Vec<OVirtMachine> = items
             .into_iter()
             .filter(|m| m.metadata.name.as_ref().is_some_and(|n| owner_of.contains_key(n)))
             .collect();
-        if ours.len() == owner_of.len() && ours.iter().all(is_ready) {
-            break ours;
+        let not_ready: Vec<_> = ours.iter().filter(|m| !is_ready(m)).map(|m| &m.metadata.name).collect();
+        if ours.len() == owner_of.len() && not_ready.is_empty() {
+            Ok(ours)
+        } else {
+            Err(format!(
+                "{} of {} listed; not Ready: {not_ready:?}",
+                ours.len(),
+                owner_of.len()
+            ))
         }
-        assert!(
-            Instant::now() < deadline,
-            "not all Ready: {:?}",
-            ours.iter()
-                .filter(|m| !is_ready(m))
-                .map(|m| &m.metadata.name)
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    })
+    .await;
 
     // Each shard ran an actor for each of its own machines, and no other.
     for (shard, _, metrics) in &operators {

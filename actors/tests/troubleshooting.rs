@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtMachine, Severity};
 use capov_ovirt::{Client, ClientConfig, TlsMode};
+use capov_testkit::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
-use support::{World, condition, eventually};
+use support::{World, condition};
 
 const MINUTE: Duration = Duration::from_secs(60);
 

@@ -1,67 +1,10 @@
 //! The simulator refuses what a real engine refuses, with the engine's answer (see docs/simulator-fidelity.md for the
 //! engine source of each rule).
 
-use capov_ovirt_sim::{EngineVersion, Simulator, SimulatorHandle};
+use std::time::Duration;
 
-struct Session {
-    sim: SimulatorHandle,
-    http: reqwest::Client,
-    token: String,
-}
-
-impl Session {
-    async fn new() -> Self {
-        let sim = Simulator::builder().plain_http().start().await.unwrap();
-        Self::login(sim, "admin@internal", "admin").await
-    }
-
-    async fn login(sim: SimulatorHandle, user: &str, password: &str) -> Self {
-        let http = reqwest::Client::new();
-        let answer: serde_json::Value = http
-            .post(format!("{}/ovirt-engine/sso/oauth/token", sim.base_url()))
-            .header("Accept", "application/json")
-            .form(&[
-                ("grant_type", "password"),
-                ("scope", "ovirt-app-api"),
-                ("username", user),
-                ("password", password),
-            ])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let token = answer["access_token"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no token: {answer}"))
-            .to_string();
-        Session { sim, http, token }
-    }
-
-    async fn send(&self, method: reqwest::Method, path: &str, body: Option<&str>) -> (u16, String) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.sim.api_url()))
-            .bearer_auth(&self.token)
-            .header("Accept", "application/xml");
-        if let Some(body) = body {
-            request = request.header("Content-Type", "application/xml").body(body.to_string());
-        }
-        let response = request.send().await.unwrap();
-        (response.status().as_u16(), response.text().await.unwrap())
-    }
-
-    async fn post(&self, path: &str, body: &str) -> (u16, String) {
-        self.send(reqwest::Method::POST, path, Some(body)).await
-    }
-
-    fn vm(&self, name: &str) -> String {
-        let control = self.sim.control();
-        control.seed_vms(name, 1, Some("rhcos-4.14")).unwrap();
-        control.id_of("vm", &format!("{name}0")).unwrap()
-    }
-}
+use capov_ovirt_sim::{EngineVersion, Simulator};
+use capov_testkit::{Session, eventually};
 
 fn assert_syntax_fault(status: u16, body: &str, usage: &str) {
     assert_eq!(status, 400, "{body}");
@@ -96,7 +39,7 @@ async fn unknown_or_misplaced_elements_get_the_engines_usage_fault() {
     let (status, body) = s.post("/vms", &misplaced).await;
     assert_syntax_fault(status, &body, "vms/methods/add");
 
-    let id = s.vm("strict-nic-");
+    let id = s.seed_vm("strict-nic-", "rhcos-4.14");
     let (status, body) = s
         .post(&format!("/vms/{id}/nics"), "<nic><name>n</name><vlan>3</vlan></nic>")
         .await;
@@ -129,13 +72,13 @@ async fn unknown_or_misplaced_elements_get_the_engines_usage_fault() {
 async fn use_ignition_exists_from_engine_4_4_0() {
     let s = Session::new().await;
     let control = s.sim.control();
-    let id = s.vm("ign-");
+    let id = s.seed_vm("ign-", "rhcos-4.14");
     let ignition = "<action><use_ignition>true</use_ignition></action>";
 
     control.set_engine_version("4.3.10".parse().unwrap());
     let (status, body) = s.post(&format!("/vms/{id}/start"), ignition).await;
     assert_syntax_fault(status, &body, "vm/methods/start");
-    let (_, api) = s.send(reqwest::Method::GET, "", None).await;
+    let (_, api) = s.get("").await;
     assert!(
         api.contains("<major>4</major>") && api.contains("<minor>3</minor>"),
         "{api}"
@@ -201,15 +144,13 @@ async fn vm_names_are_at_most_64_characters_and_unique_per_data_center() {
 #[tokio::test]
 async fn searches_refuse_quotes_and_semicolons_and_have_no_escapes() {
     let s = Session::new().await;
-    s.vm("plain-");
+    s.seed_vm("plain-", "rhcos-4.14");
     for search in ["name=o'brien", "name=a;", "name=\"a\\\"b\""] {
         let path = format!("/vms?search={}", form_urlencoded_byte_serialize(search));
-        let (status, body) = s.send(reqwest::Method::GET, &path, None).await;
+        let (status, body) = s.get(&path).await;
         assert_eq!(status, 400, "{search}: {body}");
     }
-    let (status, body) = s
-        .send(reqwest::Method::GET, "/vms?search=name%3D%22plain-0%22", None)
-        .await;
+    let (status, body) = s.get("/vms?search=name%3D%22plain-0%22").await;
     assert_eq!(status, 200);
     assert!(body.contains("<name>plain-0</name>"), "{body}");
 }
@@ -244,18 +185,18 @@ async fn an_accepted_create_can_vanish_or_end_image_illegal_without_status() {
     assert_eq!(status, 202, "{body}");
 
     // Until the copy ends each is image_locked; then the first is gone, the second has no <status>.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let (gone, _) = s.send(reqwest::Method::GET, &format!("/vms/{vanishing}"), None).await;
-        let (_, doc) = s.send(reqwest::Method::GET, &format!("/vms/{illegal}"), None).await;
+    let doc = eventually(Duration::from_secs(10), "the copies to end", || async {
+        let (gone, _) = s.get(&format!("/vms/{vanishing}")).await;
+        let (_, doc) = s.get(&format!("/vms/{illegal}")).await;
         if gone == 404 && !doc.contains("image_locked") {
-            assert!(!doc.contains("<status>"), "ImageIllegal has no status element: {doc}");
-            assert!(doc.contains("<name>illegal</name>"));
-            break;
+            Ok(doc)
+        } else {
+            Err(format!("GET /vms/{vanishing}: {gone}; /vms/{illegal}: {doc}"))
         }
-        assert!(std::time::Instant::now() < deadline, "the copies never ended");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    })
+    .await;
+    assert!(!doc.contains("<status>"), "ImageIllegal has no status element: {doc}");
+    assert!(doc.contains("<name>illegal</name>"));
     let fine = control.vm_by_name("fine").expect("the third create is unaffected");
     assert!(
         fine.status == "image_locked" || fine.status == "down",
@@ -283,31 +224,23 @@ async fn a_non_admin_user_is_filtered_and_refused_admin_only_queries() {
     let user = Session::login(sim, "capov@internal", "secret").await;
 
     // Admin-only query: refused even though the domain exists; the list (a user query) answers.
-    let (status, body) = user
-        .send(
-            reqwest::Method::GET,
-            &format!("/datacenters/{dc}/storagedomains/{sd}"),
-            None,
-        )
-        .await;
+    let (status, body) = user.get(&format!("/datacenters/{dc}/storagedomains/{sd}")).await;
     assert_eq!(status, 400, "{body}");
     assert!(
         body.contains("[Query execution failed due to insufficient permissions.]"),
         "{body}"
     );
-    let (status, body) = user
-        .send(reqwest::Method::GET, &format!("/datacenters/{dc}/storagedomains"), None)
-        .await;
+    let (status, body) = user.get(&format!("/datacenters/{dc}/storagedomains")).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(&format!("id=\"{sd}\"")), "{body}");
 
     // Lists trimmed: another user's VM is invisible (404 by id, absent from searches), its own VM is there.
     let (status, body) = user.post("/vms", &GOOD_VM.replace("strict-1", "users-vm")).await;
     assert!(status == 201 || status == 202, "{body}");
-    let (_, list) = user.send(reqwest::Method::GET, "/vms", None).await;
+    let (_, list) = user.get("/vms").await;
     assert!(list.contains("<name>users-vm</name>"), "{list}");
     assert!(!list.contains("admins-0"), "{list}");
-    let (status, _) = user.send(reqwest::Method::GET, &format!("/vms/{admin_vm}"), None).await;
+    let (status, _) = user.get(&format!("/vms/{admin_vm}")).await;
     assert_eq!(status, 404);
     let (status, _) = user
         .post(&format!("/vms/{admin_vm}/stop"), "<action><force>true</force></action>")
@@ -316,23 +249,13 @@ async fn a_non_admin_user_is_filtered_and_refused_admin_only_queries() {
 
     // An admin asking with filter=true gets the same refusal for the admin-only query.
     let admin = Session::login(user.sim, "admin@internal", "admin").await;
-    let (status, _) = admin
-        .send(
-            reqwest::Method::GET,
-            &format!("/datacenters/{dc}/storagedomains/{sd}"),
-            None,
-        )
-        .await;
+    let (status, _) = admin.get(&format!("/datacenters/{dc}/storagedomains/{sd}")).await;
     assert_eq!(status, 200);
     let (status, _) = admin
-        .send(
-            reqwest::Method::GET,
-            &format!("/datacenters/{dc}/storagedomains/{sd}?filter=true"),
-            None,
-        )
+        .get(&format!("/datacenters/{dc}/storagedomains/{sd}?filter=true"))
         .await;
     assert_eq!(status, 400);
-    let (_, list) = admin.send(reqwest::Method::GET, "/vms", None).await;
+    let (_, list) = admin.get("/vms").await;
     assert!(
         list.contains("admins-0") && list.contains("users-vm"),
         "an admin sees every VM"
@@ -393,11 +316,15 @@ async fn a_start_delivers_only_what_the_os_type_uses_rewritten_as_the_engine_doe
         let (status, body) = s.post("/vms", &add(name, template)).await;
         assert!(status == 201 || status == 202, "{body}");
         let id = control.id_of("vm", name).unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while control.vm(&id).unwrap().status != "down" {
-            assert!(std::time::Instant::now() < deadline, "{name} never left image_locked");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        eventually(
+            Duration::from_secs(10),
+            format!("{name} to leave image_locked"),
+            || async {
+                let status = control.vm(&id).expect("the VM").status;
+                if status == "down" { Ok(()) } else { Err(status) }
+            },
+        )
+        .await;
         let (status, body) = s.post(&format!("/vms/{id}/start"), action).await;
         assert_eq!(status, 200, "the start succeeds whatever is delivered: {body}");
         started.push(id);
@@ -431,17 +358,11 @@ async fn a_start_delivers_only_what_the_os_type_uses_rewritten_as_the_engine_doe
         serde_json::Value::Null,
         "cloud-init to an Ignition OS delivers nothing"
     );
-    let (_, doc) = s
-        .send(reqwest::Method::GET, &format!("/vms/{}", started[1]), None)
-        .await;
+    let (_, doc) = s.get(&format!("/vms/{}", started[1])).await;
     assert!(doc.contains("<type>rhcos_x64</type>"), "{doc}");
     // Templates show their OS type too (TemplateMapper), which is what a client can check before a create.
-    let (_, doc) = s
-        .send(reqwest::Method::GET, "/templates?search=name%3Drhcos-4.14", None)
-        .await;
+    let (_, doc) = s.get("/templates?search=name%3Drhcos-4.14").await;
     assert!(doc.contains("<os><type>rhcos_x64</type></os>"), "{doc}");
-    let (_, doc) = s
-        .send(reqwest::Method::GET, "/templates?search=name%3Dubuntu-22.04", None)
-        .await;
+    let (_, doc) = s.get("/templates?search=name%3Dubuntu-22.04").await;
     assert!(doc.contains("<os><type>other_linux</type></os>"), "{doc}");
 }

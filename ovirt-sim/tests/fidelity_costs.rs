@@ -2,81 +2,17 @@
 //! memory or correctness — status rules for stop/remove, the SSO error shape, guest agents and their noisy
 //! interfaces, real-size documents and clone times. docs/simulator-fidelity.md names the engine source of each rule.
 
+use std::time::Duration;
+
 use capov_ovirt_sim::{Simulator, SimulatorHandle};
-
-struct Session {
-    sim: SimulatorHandle,
-    http: reqwest::Client,
-    token: String,
-}
-
-impl Session {
-    async fn new() -> Self {
-        Self::on(Simulator::builder().plain_http().start().await.unwrap()).await
-    }
-
-    async fn on(sim: SimulatorHandle) -> Self {
-        let http = reqwest::Client::new();
-        let answer: serde_json::Value = http
-            .post(format!("{}/ovirt-engine/sso/oauth/token", sim.base_url()))
-            .header("Accept", "application/json")
-            .form(&[
-                ("grant_type", "password"),
-                ("scope", "ovirt-app-api"),
-                ("username", "admin@internal"),
-                ("password", "admin"),
-            ])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let token = answer["access_token"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no token: {answer}"))
-            .to_string();
-        Session { sim, http, token }
-    }
-
-    async fn send(&self, method: reqwest::Method, path: &str, body: Option<&str>) -> (u16, String) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.sim.api_url()))
-            .bearer_auth(&self.token)
-            .header("Accept", "application/xml");
-        if let Some(body) = body {
-            request = request.header("Content-Type", "application/xml").body(body.to_string());
-        }
-        let response = request.send().await.unwrap();
-        (response.status().as_u16(), response.text().await.unwrap())
-    }
-
-    async fn get(&self, path: &str) -> (u16, String) {
-        self.send(reqwest::Method::GET, path, None).await
-    }
-
-    async fn post(&self, path: &str, body: &str) -> (u16, String) {
-        self.send(reqwest::Method::POST, path, Some(body)).await
-    }
-
-    async fn delete(&self, path: &str) -> (u16, String) {
-        self.send(reqwest::Method::DELETE, path, None).await
-    }
-
-    fn vm(&self, name: &str, template: &str) -> String {
-        let control = self.sim.control();
-        control.seed_vms(name, 1, Some(template)).unwrap();
-        control.id_of("vm", &format!("{name}0")).unwrap()
-    }
-}
+use capov_testkit::{Session, eventually};
 
 const SAVING_RESTORING: &str = "VM is in saving/restoring state.\n-Please try again when the VM is either up or down.]";
 
 #[tokio::test]
 async fn stop_and_remove_are_refused_while_unknown_saving_or_restoring() {
     let s = Session::new().await;
-    let id = s.vm("state-rules-", "rhcos-4.14");
+    let id = s.seed_vm("state-rules-", "rhcos-4.14");
     let control = s.sim.control();
     let force = "<action><force>true</force></action>";
 
@@ -326,7 +262,7 @@ async fn vm_documents_are_real_size_and_lists_carry_the_bootstrap_data() {
     );
     let (status, body) = s.post("/vms", &add).await;
     assert_eq!(status, 202, "{body}");
-    s.vm("plain-", "rhcos-4.14");
+    s.seed_vm("plain-", "rhcos-4.14");
 
     let (status, plain) = s.get("/vms?search=name%3Dplain-0").await;
     assert_eq!(status, 200);
@@ -400,7 +336,7 @@ async fn clones_copy_whole_images_sharing_the_storage_bandwidth() {
             ..Inventory::default()
         })
         .unwrap();
-    let s = Session::on(sim).await;
+    let s = Session::login(sim, "admin@internal", "admin").await;
     let add = |name: &str| {
         format!(
             "<vm><name>{name}</name><cluster><name>Default</name></cluster><template><name>small</name></template></vm>"
@@ -417,19 +353,26 @@ async fn clones_copy_whole_images_sharing_the_storage_bandwidth() {
         let id = control.id_of("vm", name).unwrap();
         control.vm(&id).map(|vm| vm.status).unwrap_or_default()
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let down = |name: &str| {
+        let status = status_of(name);
+        if status == "down" {
+            Ok(())
+        } else {
+            Err(format!("{name} {status}"))
+        }
+    };
     // The thin VM is ready while the three copies still run.
-    while status_of("thin-0") != "down" {
-        assert!(std::time::Instant::now() < deadline, "thin VM never ready");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually(Duration::from_secs(30), "the thin VM ready", || async {
+        down("thin-0")
+    })
+    .await;
     assert_eq!(control.disk_copies(), 3);
     for n in 0..3 {
         assert_eq!(status_of(&format!("clone-{n}")), "image_locked");
     }
-    while (0..3).any(|n| status_of(&format!("clone-{n}")) != "down") {
-        assert!(std::time::Instant::now() < deadline, "copies never ended");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually(Duration::from_secs(30), "the copies to end", || async {
+        (0..3).try_for_each(|n| down(&format!("clone-{n}")))
+    })
+    .await;
     assert_eq!(control.disk_copies(), 0);
 }

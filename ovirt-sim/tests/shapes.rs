@@ -1,17 +1,16 @@
 //! The simulator's answers have the shapes of real engine answers: every element or attribute it
 //! emits exists at the same place in the corresponding engine sample (the project's fixtures, and
-//! the captured reference samples when `shared/` sits beside the workspace), and the fields CAPOV
-//! reads are present. JSON follows the engine's scalars-as-strings convention.
+//! the captured reference samples, which must be there: `shared/` beside the workspace), and the
+//! fields CAPOV reads are present. JSON follows the engine's scalars-as-strings convention.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
-use capov_ovirt_sim::{Simulator, SimulatorHandle};
+use capov_testkit::{Session, fixture, reference_sample};
 use quick_xml::events::Event;
 
 /// Element paths (`vm/cpu/topology/cores`) and attribute paths (`vm/link@rel`) of a document.
-fn xml_shape(xml: &str) -> BTreeSet<String> {
-    let mut reader = quick_xml::Reader::from_str(xml);
+fn xml_shape(xml: impl AsRef<[u8]>) -> BTreeSet<String> {
+    let mut reader = quick_xml::Reader::from_reader(xml.as_ref());
     let mut stack: Vec<String> = Vec::new();
     let mut shape = BTreeSet::new();
     loop {
@@ -43,27 +42,12 @@ fn xml_shape(xml: &str) -> BTreeSet<String> {
     shape
 }
 
-fn reference_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/ovirt-samples");
-    dir.is_dir().then_some(dir)
-}
-
-fn fixture(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../ovirt/tests/fixtures")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Samples to compare with: the project's fixture, plus the captured sample when available.
+/// Samples to compare with: the project's fixture and the captured engine sample.
 fn samples(name: &str) -> Vec<(String, BTreeSet<String>)> {
-    let mut out = vec![(format!("fixture {name}"), xml_shape(&fixture(name)))];
-    if let Some(dir) = reference_dir()
-        && let Ok(text) = std::fs::read_to_string(dir.join(name))
-    {
-        out.push((format!("reference {name}"), xml_shape(&text)));
-    }
-    out
+    vec![
+        (format!("fixture {name}"), xml_shape(fixture(name))),
+        (format!("reference {name}"), xml_shape(reference_sample(name))),
+    ]
 }
 
 /// Elements the simulator emits that the samples happen not to show (fields of other states or
@@ -103,65 +87,10 @@ fn assert_shape_within(what: &str, actual: &BTreeSet<String>, required: &[&str],
     assert!(missing.is_empty(), "{what}: missing {missing:?}");
 }
 
-struct Session {
-    sim: SimulatorHandle,
-    http: reqwest::Client,
-    token: String,
-}
-
-impl Session {
-    async fn new() -> Self {
-        let sim = Simulator::builder().plain_http().start().await.unwrap();
-        let http = reqwest::Client::new();
-        let answer: serde_json::Value = http
-            .post(format!("{}/ovirt-engine/sso/oauth/token", sim.base_url()))
-            .header("Accept", "application/json")
-            .form(&[
-                ("grant_type", "password"),
-                ("scope", "ovirt-app-api"),
-                ("username", "admin@internal"),
-                ("password", "admin"),
-            ])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let token = answer["access_token"].as_str().unwrap().to_string();
-        Session { sim, http, token }
-    }
-
-    async fn send(&self, method: reqwest::Method, path: &str, accept: &str, body: Option<&str>) -> (u16, String) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.sim.api_url()))
-            .bearer_auth(&self.token)
-            .header("Accept", accept);
-        if let Some(body) = body {
-            request = request.header("Content-Type", "application/xml").body(body.to_string());
-        }
-        let response = request.send().await.unwrap();
-        (response.status().as_u16(), response.text().await.unwrap())
-    }
-
-    async fn get(&self, path: &str) -> String {
-        let (status, body) = self.send(reqwest::Method::GET, path, "application/xml", None).await;
-        assert_eq!(status, 200, "GET {path}: {body}");
-        body
-    }
-
-    async fn vm_id(&self) -> String {
-        let control = self.sim.control();
-        control.seed_vms("shape-", 1, Some("rhcos-4.14")).unwrap();
-        control.id_of("vm", "shape-0").unwrap()
-    }
-}
-
 #[tokio::test]
 async fn api_root_shape() {
     let s = Session::new().await;
-    let shape = xml_shape(&s.get("").await);
+    let shape = xml_shape(s.get_ok("").await);
     assert_shape_within(
         "api",
         &shape,
@@ -178,8 +107,8 @@ async fn api_root_shape() {
 #[tokio::test]
 async fn vm_shapes() {
     let s = Session::new().await;
-    let id = s.vm_id().await;
-    let vm = xml_shape(&s.get(&format!("/vms/{id}?follow=disk_attachments,nics")).await);
+    let id = s.seed_vm("shape-", "rhcos-4.14");
+    let vm = xml_shape(s.get_ok(&format!("/vms/{id}?follow=disk_attachments,nics")).await);
     assert_shape_within(
         "vm",
         &vm,
@@ -197,7 +126,7 @@ async fn vm_shapes() {
         ],
         "vm.xml",
     );
-    let attachments = xml_shape(&s.get(&format!("/vms/{id}/diskattachments")).await);
+    let attachments = xml_shape(s.get_ok(&format!("/vms/{id}/diskattachments")).await);
     assert_shape_within(
         "disk attachments",
         &attachments,
@@ -208,7 +137,7 @@ async fn vm_shapes() {
         ],
         "vm_diskattachments.xml",
     );
-    let nics = xml_shape(&s.get(&format!("/vms/{id}/nics")).await);
+    let nics = xml_shape(s.get_ok(&format!("/vms/{id}/nics")).await);
     assert_shape_within(
         "nics",
         &nics,
@@ -221,7 +150,7 @@ async fn vm_shapes() {
         "vm_nics.xml",
     );
     let disk_id = s.sim.control().vm(&id).unwrap().disks[0].id.clone();
-    let disk = xml_shape(&s.get(&format!("/disks/{disk_id}")).await);
+    let disk = xml_shape(s.get_ok(&format!("/disks/{disk_id}")).await);
     assert_shape_within(
         "disk",
         &disk,
@@ -249,7 +178,7 @@ async fn storage_domain_and_vnic_profile_shapes() {
             ..Default::default()
         })
         .unwrap();
-    let body = s.get("/storagedomains").await;
+    let body = s.get_ok("/storagedomains").await;
     let shape = xml_shape(&body);
     assert_shape_within(
         "storage domains",
@@ -267,7 +196,7 @@ async fn storage_domain_and_vnic_profile_shapes() {
     assert_eq!(body.matches("<status>").count(), 1);
     assert!(body.contains("<status>unattached</status>"));
 
-    let profiles = xml_shape(&s.get("/vnicprofiles").await);
+    let profiles = xml_shape(s.get_ok("/vnicprofiles").await);
     assert_shape_within(
         "vnic profiles",
         &profiles,
@@ -282,14 +211,7 @@ async fn storage_domain_and_vnic_profile_shapes() {
 #[tokio::test]
 async fn fault_shapes() {
     let s = Session::new().await;
-    let (status, body) = s
-        .send(
-            reqwest::Method::POST,
-            "/vms",
-            "application/xml",
-            Some("<vm><cluster><name>Default</name></cluster></vm>"),
-        )
-        .await;
+    let (status, body) = s.post("/vms", "<vm><cluster><name>Default</name></cluster></vm>").await;
     assert_eq!(status, 400);
     assert_shape_within(
         "fault",
@@ -299,31 +221,17 @@ async fn fault_shapes() {
     );
     assert!(body.contains("<reason>Incomplete parameters</reason>"));
 
-    let id = s.vm_id().await;
-    let (status, body) = s
-        .send(
-            reqwest::Method::POST,
-            &format!("/vms/{id}/stop"),
-            "application/xml",
-            Some("<action/>"),
-        )
-        .await;
+    let id = s.seed_vm("shape-", "rhcos-4.14");
+    let (status, body) = s.post(&format!("/vms/{id}/stop"), "<action/>").await;
     assert_eq!(status, 409);
     assert_eq!(
         xml_shape(&body),
-        xml_shape(&fixture("action_failed.xml")),
+        xml_shape(fixture("action_failed.xml")),
         "a failed action nests the fault: {body}"
     );
     assert!(body.contains("[Cannot stop VM. VM is not running.]"));
 
-    let (status, body) = s
-        .send(
-            reqwest::Method::GET,
-            "/vms/00000000-dead-4000-8000-000000000000",
-            "application/xml",
-            None,
-        )
-        .await;
+    let (status, body) = s.get("/vms/00000000-dead-4000-8000-000000000000").await;
     assert_eq!((status, body.as_str()), (404, ""));
 }
 
@@ -338,10 +246,8 @@ fn json_leaves(value: &serde_json::Value, key: &str, out: &mut Vec<(String, serd
 #[tokio::test]
 async fn json_scalars_are_strings_and_dates_numbers() {
     let s = Session::new().await;
-    let id = s.vm_id().await;
-    let (status, body) = s
-        .send(reqwest::Method::GET, &format!("/vms/{id}"), "application/json", None)
-        .await;
+    let id = s.seed_vm("shape-", "rhcos-4.14");
+    let (status, body) = s.get_json(&format!("/vms/{id}")).await;
     assert_eq!(status, 200);
     let vm: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert!(
@@ -360,15 +266,12 @@ async fn json_scalars_are_strings_and_dates_numbers() {
         );
         assert!(if date { leaf.is_number() } else { leaf.is_string() }, "{key}: {leaf}");
     }
-    if let Some(dir) = reference_dir() {
-        let sample: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("vm.json")).unwrap()).unwrap();
-        assert!(
-            sample["memory"].is_string() && sample["stop_time"].is_number(),
-            "the convention we copy"
-        );
-    }
-    let (_, list) = s.send(reqwest::Method::GET, "/vms", "application/json", None).await;
+    let sample: serde_json::Value = serde_json::from_slice(&reference_sample("vm.json")).unwrap();
+    assert!(
+        sample["memory"].is_string() && sample["stop_time"].is_number(),
+        "the convention we copy"
+    );
+    let (_, list) = s.get_json("/vms").await;
     let list: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert!(list["vm"].is_array(), "lists use the singular key: {list}");
 }
@@ -484,13 +387,9 @@ fn json_shape(value: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String
 }
 
 #[tokio::test]
-async fn json_shapes_match_captured_engine_json_when_available() {
-    let Some(dir) = reference_dir() else {
-        eprintln!("reference samples not available; skipped");
-        return;
-    };
+async fn json_shapes_match_captured_engine_json() {
     let s = Session::new().await;
-    let id = s.vm_id().await;
+    let id = s.seed_vm("shape-", "rhcos-4.14");
     let extras: BTreeSet<String> = KNOWN_EXTRAS
         .iter()
         .flat_map(|p| {
@@ -503,11 +402,10 @@ async fn json_shapes_match_captured_engine_json_when_available() {
         ("api.json", String::new()),
         ("vm.json", format!("/vms/{id}?follow=disk_attachments,nics")),
     ] {
-        let reference: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join(sample)).unwrap()).unwrap();
+        let reference: serde_json::Value = serde_json::from_slice(&reference_sample(sample)).unwrap();
         let mut expected = BTreeSet::new();
         json_shape(&reference, "", &mut expected);
-        let (status, body) = s.send(reqwest::Method::GET, &path, "application/json", None).await;
+        let (status, body) = s.get_json(&path).await;
         assert_eq!(status, 200);
         let mut actual = BTreeSet::new();
         json_shape(&serde_json::from_str(&body).unwrap(), "", &mut actual);
@@ -526,7 +424,7 @@ async fn json_shapes_match_captured_engine_json_when_available() {
 #[tokio::test]
 async fn hostile_input_gets_errors_not_crashes() {
     let s = Session::new().await;
-    let id = s.vm_id().await;
+    let id = s.seed_vm("shape-", "rhcos-4.14");
     let mut rng = fastrand::Rng::with_seed(7);
     let seeds = [
         "<vm><name>x</name></vm>",
@@ -552,7 +450,7 @@ async fn hostile_input_gets_errors_not_crashes() {
             } else {
                 reqwest::Method::POST
             };
-            let (status, _) = s.send(method, &path, "application/xml", Some(&body)).await;
+            let (status, _) = s.send(method, &path, Some(&body)).await;
             assert!(status < 500, "{path} with {body:?} gave {status}");
         }
     }
@@ -570,7 +468,7 @@ async fn hostile_input_gets_errors_not_crashes() {
             "/vms?search={}",
             query.replace(' ', "%20").replace('"', "%22").replace('=', "%3D")
         );
-        let (status, _) = s.send(reqwest::Method::GET, &path, "application/xml", None).await;
+        let (status, _) = s.get(&path).await;
         assert!(status == 200 || status == 400, "{query}: {status}");
     }
     for path in [
@@ -579,9 +477,9 @@ async fn hostile_input_gets_errors_not_crashes() {
         "/vms/x/y/z/w/v",
         "/templates/x/diskattachments/y",
     ] {
-        let (status, _) = s.send(reqwest::Method::GET, path, "application/xml", None).await;
+        let (status, _) = s.get(path).await;
         assert!(status == 404 || status == 400, "{path}: {status}");
     }
     // Still serving.
-    assert!(!s.get("/vms").await.is_empty());
+    assert!(!s.get_ok("/vms").await.is_empty());
 }

@@ -3,10 +3,11 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capov_ovirt::model::*;
 use capov_ovirt::{Client, ClientConfig, DiskPlacement, Error, StartOptions, TlsMode};
+use capov_testkit::{eventually, wait_vm_status};
 
 const GIB: u64 = 1 << 30;
 
@@ -65,27 +66,8 @@ fn spawn(extra: &[&str]) -> Running {
     running
 }
 
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-async fn wait_status(client: &Client, id: &str, status: VmStatus) {
-    eventually(&format!("{status}"), || async {
-        (client.vm(id).await.ok()?.status? == status).then_some(())
-    })
-    .await
-}
+/// How long the binary's VMs may take for what a test waits on (its timings are a few hundred ms).
+const WAIT: Duration = Duration::from_secs(15);
 
 #[tokio::test]
 async fn full_machine_flow_against_the_binary_over_https() {
@@ -168,7 +150,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
     let vm = client.add_vm(&request, false).await.unwrap();
     assert_eq!(vm.status, Some(VmStatus::ImageLocked));
     let id = vm.id.unwrap();
-    wait_status(&client, &id, VmStatus::Down).await;
+    wait_vm_status(&client, &id, VmStatus::Down, WAIT).await;
 
     // Resize the bootable disk and rename its alias.
     let attachment = client.disk_attachments(&id).await.unwrap().remove(0);
@@ -178,7 +160,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
         Some("rhcos-4.14_Disk1")
     );
     client.resize_disk_attachment(&id, &disk_id, 60 * GIB).await.unwrap();
-    eventually("disk resized", || async {
+    eventually(WAIT, "disk resized", || async {
         let disk = client.disk(&disk_id).await.ok()?;
         (disk.status == Some(DiskStatus::Ok) && disk.provisioned_size == Some(60 * GIB)).then_some(())
     })
@@ -229,7 +211,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
         )
         .await
         .unwrap();
-    wait_status(&client, &id, VmStatus::Up).await;
+    wait_vm_status(&client, &id, VmStatus::Up, WAIT).await;
     // The guest also reports its container and CNI bridges (engine 4.4): only the devices of the VM's NICs count.
     let macs: Vec<String> = client
         .nics(&id)
@@ -238,7 +220,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
         .into_iter()
         .filter_map(|nic| nic.mac.and_then(|mac| mac.address))
         .collect();
-    let devices = eventually("IPs", || async {
+    let devices = eventually(WAIT, "IPs", || async {
         let devices: Vec<_> = client
             .reported_devices(&id)
             .await
@@ -267,9 +249,9 @@ async fn full_machine_flow_against_the_binary_over_https() {
 
     // Stop, delete, gone.
     client.stop_vm(&id, true).await.unwrap();
-    wait_status(&client, &id, VmStatus::Down).await;
+    wait_vm_status(&client, &id, VmStatus::Down, WAIT).await;
     client.remove_vm(&id).await.unwrap();
-    eventually("VM gone", || async {
+    eventually(WAIT, "VM gone", || async {
         client.vm(&id).await.err().filter(Error::is_not_found)
     })
     .await;

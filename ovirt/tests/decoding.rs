@@ -3,11 +3,7 @@
 
 use capov_ovirt::model::*;
 use capov_ovirt::xml::{Root, from_xml, root_element, to_xml};
-
-fn fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
+use capov_testkit::{fixture, reference_sample};
 
 #[test]
 fn api_root() {
@@ -227,42 +223,35 @@ fn fuzz_decoders_never_panic() {
 /// unchecked.
 #[test]
 fn captured_engine_samples_decode() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/ovirt-samples");
-    assert!(
-        dir.is_dir(),
-        "the reference samples are missing at {}: put the steering repo's shared/ beside the clone",
-        dir.display()
-    );
-    let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     fn rooted<T: Root>(body: &[u8], name: &str) {
         assert_eq!(root_element(body).as_deref(), Ok(T::ROOT), "{name}");
     }
-    let api: Api = from_xml(&read("api.xml")).unwrap();
-    rooted::<Api>(&read("api.xml"), "api.xml");
+    let api: Api = from_xml(&reference_sample("api.xml")).unwrap();
+    rooted::<Api>(&reference_sample("api.xml"), "api.xml");
     assert!(api.product_info.unwrap().version.unwrap().full_version.is_some());
-    let vm: Vm = from_xml(&read("vm.xml")).unwrap();
-    rooted::<Vm>(&read("vm.xml"), "vm.xml");
+    let vm: Vm = from_xml(&reference_sample("vm.xml")).unwrap();
+    rooted::<Vm>(&reference_sample("vm.xml"), "vm.xml");
     assert_eq!(vm.status, Some(VmStatus::Down));
     assert!(!vm.disk_attachments.unwrap().items.is_empty());
     assert!(!vm.nics.unwrap().items.is_empty());
-    let attachments: DiskAttachments = from_xml(&read("vm_diskattachments.xml")).unwrap();
-    rooted::<DiskAttachments>(&read("vm_diskattachments.xml"), "vm_diskattachments.xml");
+    let attachments: DiskAttachments = from_xml(&reference_sample("vm_diskattachments.xml")).unwrap();
+    rooted::<DiskAttachments>(&reference_sample("vm_diskattachments.xml"), "vm_diskattachments.xml");
     assert_eq!(attachments.items[0].id, attachments.items[0].disk.as_ref().unwrap().id);
-    let nics: Nics = from_xml(&read("vm_nics.xml")).unwrap();
-    rooted::<Nics>(&read("vm_nics.xml"), "vm_nics.xml");
+    let nics: Nics = from_xml(&reference_sample("vm_nics.xml")).unwrap();
+    rooted::<Nics>(&reference_sample("vm_nics.xml"), "vm_nics.xml");
     assert!(nics.items[0].mac.as_ref().unwrap().address.is_some());
-    let disk: Disk = from_xml(&read("disk.xml")).unwrap();
-    rooted::<Disk>(&read("disk.xml"), "disk.xml");
+    let disk: Disk = from_xml(&reference_sample("disk.xml")).unwrap();
+    rooted::<Disk>(&reference_sample("disk.xml"), "disk.xml");
     assert_eq!(disk.status, Some(DiskStatus::Ok));
     assert!(disk.provisioned_size.is_some());
-    let domains: StorageDomains = from_xml(&read("storagedomains.xml")).unwrap();
-    rooted::<StorageDomains>(&read("storagedomains.xml"), "storagedomains.xml");
+    let domains: StorageDomains = from_xml(&reference_sample("storagedomains.xml")).unwrap();
+    rooted::<StorageDomains>(&reference_sample("storagedomains.xml"), "storagedomains.xml");
     assert_eq!(domains.items.iter().filter(|d| d.status.is_some()).count(), 1);
-    let profiles: VnicProfiles = from_xml(&read("vnicprofiles.xml")).unwrap();
-    rooted::<VnicProfiles>(&read("vnicprofiles.xml"), "vnicprofiles.xml");
+    let profiles: VnicProfiles = from_xml(&reference_sample("vnicprofiles.xml")).unwrap();
+    rooted::<VnicProfiles>(&reference_sample("vnicprofiles.xml"), "vnicprofiles.xml");
     assert!(profiles.items[0].network.is_some());
-    let fault: Fault = from_xml(&read("fault.xml")).unwrap();
-    rooted::<Fault>(&read("fault.xml"), "fault.xml");
+    let fault: Fault = from_xml(&reference_sample("fault.xml")).unwrap();
+    rooted::<Fault>(&reference_sample("fault.xml"), "fault.xml");
     assert!(fault.reason.is_some() && fault.detail.is_some());
 }
 

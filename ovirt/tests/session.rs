@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use capov_ovirt::{Client, ClientConfig, Credentials, Error, Outcome, RequestEvent, TlsMode, reason};
 use capov_ovirt_sim::{Simulator, SsoErrorStyle};
-use common::{PASSWORD, USER, config, eventually, setup, simulator};
+use capov_testkit::eventually;
+use common::{PASSWORD, USER, WAIT, config, setup, simulator};
 
 #[tokio::test]
 async fn api_root_carries_product_version() {
@@ -179,7 +180,7 @@ async fn dropping_the_last_clone_logs_out() {
     drop(client);
     assert_eq!(sim.control().token_count(), 1, "a clone still holds the session");
     drop(clone);
-    eventually("token revoked", || async {
+    eventually(WAIT, "token revoked", || async {
         (sim.control().token_count() == 0).then_some(())
     })
     .await;
@@ -433,7 +434,7 @@ async fn refused_connections_are_unreachable_and_the_client_recovers() {
     client.api().await.expect("the engine answers");
 
     sim.control().set_refusing_connections(true);
-    let err = eventually("a refused request", || async { client.api().await.err() }).await;
+    let err = eventually(WAIT, "a refused request", || async { client.api().await.err() }).await;
     assert!(matches!(err, Error::Transport(_)), "{err:?}");
     assert_eq!(err.reason(), reason::ENGINE_UNREACHABLE);
     let direct = std::net::TcpStream::connect_timeout(&sim.addr(), Duration::from_secs(2));
@@ -444,5 +445,5 @@ async fn refused_connections_are_unreachable_and_the_client_recovers() {
     );
 
     sim.control().set_refusing_connections(false);
-    eventually("the engine answers again", || async { client.api().await.ok() }).await;
+    eventually(WAIT, "the engine answers again", || async { client.api().await.ok() }).await;
 }

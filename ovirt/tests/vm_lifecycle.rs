@@ -5,7 +5,8 @@ mod common;
 
 use capov_ovirt::model::*;
 use capov_ovirt::{Client, DiskPlacement, Error, StartOptions};
-use common::{eventually, setup, setup_observable};
+use capov_testkit::{eventually, wait_vm_status};
+use common::{WAIT, setup, setup_observable};
 
 const GIB: u64 = 1 << 30;
 
@@ -89,20 +90,13 @@ fn new_vm(name: &str, inv: &Inventory, target_sd: Option<&str>, clone: bool) -> 
     }
 }
 
-async fn wait_status(client: &Client, id: &str, status: VmStatus) {
-    eventually(&format!("VM {id} {status}"), || async {
-        (client.vm(id).await.ok()?.status? == status).then_some(())
-    })
-    .await
-}
-
 async fn created_down(client: &Client, inv: &Inventory, name: &str) -> String {
     let vm = client
         .add_vm(&new_vm(name, inv, Some(&inv.data1), false), false)
         .await
         .unwrap();
     let id = vm.id.unwrap();
-    wait_status(client, &id, VmStatus::Down).await;
+    wait_vm_status(client, &id, VmStatus::Down, WAIT).await;
     id
 }
 
@@ -121,7 +115,7 @@ async fn thin_vm_on_template_domain_is_image_locked_then_down_and_inherits_alias
     );
     assert_eq!(vm.description.as_deref(), Some("capov:default/machine"));
     let id = vm.id.unwrap();
-    wait_status(&client, &id, VmStatus::Down).await;
+    wait_vm_status(&client, &id, VmStatus::Down, WAIT).await;
 
     let attachments = client.disk_attachments(&id).await.unwrap();
     assert_eq!(attachments.len(), 1);
@@ -174,7 +168,7 @@ async fn cloned_vm_goes_anywhere_and_its_template_is_blank() {
         Some(inv.template_id.as_str())
     );
     let id = vm.id.unwrap();
-    wait_status(&client, &id, VmStatus::Down).await;
+    wait_vm_status(&client, &id, VmStatus::Down, WAIT).await;
     let attachments = client.disk_attachments_with_disks(&id).await.unwrap();
     let disk = attachments[0].disk.clone().unwrap();
     assert_eq!(disk.alias.as_deref(), Some("rhcos-4.14_Disk1"));
@@ -241,7 +235,7 @@ async fn disk_resize_locks_then_grows_and_shrinking_is_refused() {
         .await
         .unwrap_err();
     assert!(err.is_locked(), "second resize while locked: {err:?}");
-    let disk = eventually("disk ok", || async {
+    let disk = eventually(WAIT, "disk ok", || async {
         let disk = client.disk(&disk_id).await.ok()?;
         (disk.status == Some(DiskStatus::Ok)).then_some(disk)
     })
@@ -260,7 +254,7 @@ async fn disk_resize_locks_then_grows_and_shrinking_is_refused() {
 
     // Resize through /disks too (engines ≥ 4.4).
     client.resize_disk(&disk_id, 41 * GIB).await.unwrap();
-    eventually("second resize", || async {
+    eventually(WAIT, "second resize", || async {
         (client.disk(&disk_id).await.ok()?.provisioned_size == Some(41 * GIB)).then_some(())
     })
     .await;
@@ -371,7 +365,7 @@ async fn power_actions_follow_engine_status_rules() {
 
     let err = client.start_vm(&id, StartOptions::default()).await.unwrap_err();
     assert!(err.is_locked(), "start while image_locked: {err:?}");
-    wait_status(&client, &id, VmStatus::Down).await;
+    wait_vm_status(&client, &id, VmStatus::Down, WAIT).await;
 
     let err = client.stop_vm(&id, true).await.unwrap_err();
     assert!(err.is_vm_not_running(), "{err:?}");
@@ -403,8 +397,8 @@ async fn power_actions_follow_engine_status_rules() {
     let err = client.remove_vm(&id).await.unwrap_err();
     assert_eq!(err.detail(), Some("Cannot remove VM. VM is running."));
 
-    wait_status(&client, &id, VmStatus::Up).await;
-    let devices = eventually("reported IPs", || async {
+    wait_vm_status(&client, &id, VmStatus::Up, WAIT).await;
+    let devices = eventually(WAIT, "reported IPs", || async {
         let devices = client.reported_devices(&id).await.ok()?;
         (!devices.is_empty()).then_some(devices)
     })
@@ -426,7 +420,7 @@ async fn power_actions_follow_engine_status_rules() {
 
     client.shutdown_vm(&id, false).await.unwrap();
     assert_eq!(client.vm(&id).await.unwrap().status, Some(VmStatus::PoweringDown));
-    wait_status(&client, &id, VmStatus::Down).await;
+    wait_vm_status(&client, &id, VmStatus::Down, WAIT).await;
     assert!(client.reported_devices(&id).await.unwrap().is_empty());
 
     client
@@ -443,7 +437,7 @@ async fn power_actions_follow_engine_status_rules() {
     assert_eq!(client.vm(&id).await.unwrap().status, Some(VmStatus::Down));
 
     client.remove_vm(&id).await.unwrap();
-    eventually("VM gone", || async {
+    eventually(WAIT, "VM gone", || async {
         client.vm(&id).await.err().filter(Error::is_not_found)
     })
     .await;

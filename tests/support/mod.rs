@@ -3,18 +3,19 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
-use base64::Engine as _;
 use capov_crds::{ConditionStatus, OVirtMachine};
 use capov_harness::{ControlPlane, Options, objects};
 use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use capov_testkit::{WithLog, eventually};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub const LEASE_NAME: &str = "capov-leader-test";
 
@@ -102,6 +103,11 @@ impl Manager {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// `what` a failure message says, with the end of this process's log (read only when shown).
+    pub fn with_log(&self, what: &str) -> WithLog {
+        WithLog::new(what, &self.log)
+    }
+
     pub fn sigterm(&self) {
         let status = Command::new("kill")
             .arg("-TERM")
@@ -117,18 +123,9 @@ impl Manager {
     }
 
     pub async fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} still runs {timeout:?} later; log:\n{}",
-                self.name,
-                self.log_text()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        match capov_testkit::wait_exit(&mut self.child, timeout).await {
+            Ok(status) => status,
+            Err(timed_out) => panic!("{} still runs: {timed_out}; log:\n{}", self.name, self.log_text()),
         }
     }
 }
@@ -153,25 +150,6 @@ pub async fn holder(leases: &Api<Lease>) -> Option<String> {
     lease.spec?.holder_identity.filter(|holder| !holder.is_empty())
 }
 
-/// Polls `check` until it returns Some, failing with `what` after `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 pub struct Engine {
     pub sim: SimulatorHandle,
     pub workload: ControlPlane,
@@ -182,51 +160,28 @@ pub struct Engine {
 /// workload cluster, and the provider, Secret and CAPI Cluster of the namespace, as a user and CAPI core would
 /// create them.
 pub async fn engine(client: &kube::Client, namespace: &str) -> Engine {
-    let sim = Simulator::builder()
-        .timings(Timings {
-            image_locked_ms: 3000,
-            boot_ms: 3000,
-            ..Timings::fast()
-        })
-        .start()
+    let simulator = Simulator::builder().timings(Timings {
+        image_locked_ms: 3000,
+        boot_ms: 3000,
+        ..Timings::fast()
+    });
+    let engine = capov_harness::Engine::start(client, namespace, simulator)
         .await
-        .expect("simulator");
+        .expect("engine");
     let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
-    let provider = format!("{namespace}-engine");
-    objects::apply_secret(
-        client,
-        namespace,
-        "engine-credentials",
-        &[("username", "admin@internal"), ("password", "admin")],
-    )
-    .await
-    .expect("credentials");
-    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().expect("https simulator"));
-    let spec = json!({"engine": sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}});
-    objects::apply_provider(
-        client,
-        &provider,
-        json!({"cluster.x-k8s.io/watch-filter": namespace}),
-        spec,
-    )
-    .await
-    .expect("provider");
     let kubeconfig = workload.kubeconfig_yaml().expect("kubeconfig");
-    objects::apply_secret(client, namespace, "workload-kubeconfig", &[("value", &kubeconfig)])
-        .await
-        .expect("kubeconfig Secret");
-    objects::create_provisioned_cluster(client, namespace, "workload", labels(namespace))
+    objects::create_workload_cluster(client, namespace, "workload", labels(namespace), &kubeconfig)
         .await
         .expect("cluster");
     Engine {
-        sim,
+        sim: engine.sim,
         workload,
-        provider,
+        provider: engine.provider,
     }
 }
 
 pub fn labels(namespace: &str) -> Value {
-    json!({"cluster.x-k8s.io/watch-filter": namespace, "cluster.x-k8s.io/cluster-name": "workload"})
+    objects::cluster_labels(namespace, "workload")
 }
 
 pub fn is_ready(machine: &OVirtMachine) -> bool {
@@ -245,4 +200,50 @@ pub fn vms_per_name(sim: &SimulatorHandle, names: &[String]) -> BTreeMap<String,
         .iter()
         .map(|name| (name.clone(), vms.iter().filter(|vm| &vm.name == name).count()))
         .collect()
+}
+
+/// Plays each VM's kubelet: registers the Node of every machine whose VM is up, named like the machine, once
+/// (`registered` remembers which, over the looks of a wait). The machines as listed; None while the apiserver is
+/// away (the kubelet would retry too).
+pub async fn register_up_nodes(
+    machines: &Api<OVirtMachine>,
+    workload: &kube::Client,
+    sim: &capov_ovirt_sim::SimulatorHandle,
+    registered: &Mutex<BTreeSet<String>>,
+) -> Option<Vec<OVirtMachine>> {
+    let list = machines.list(&Default::default()).await.ok()?;
+    for machine in &list.items {
+        let name = machine.metadata.name.clone().unwrap_or_default();
+        let vm_id = machine
+            .spec
+            .provider_id
+            .as_deref()
+            .and_then(|id| id.strip_prefix("ovirt://"));
+        let up = vm_id
+            .and_then(|id| sim.control().vm(id))
+            .is_some_and(|vm| vm.status == "up");
+        let known = registered.lock().expect("registered Nodes").contains(&name);
+        if let (Some(vm_id), true, false) = (vm_id, up, known) {
+            objects::register_node(workload, &name, vm_id).await.expect("node");
+            registered.lock().expect("registered Nodes").insert(name);
+        }
+    }
+    Some(list.items)
+}
+
+/// Waits until no machine of `machines` is left and the engine holds no VM.
+pub async fn wait_all_deleted(machines: &Api<OVirtMachine>, sim: &SimulatorHandle, timeout: Duration) {
+    eventually(timeout, "every machine deleted and every VM removed", || async {
+        let left = machines
+            .list(&Default::default())
+            .await
+            .map_err(|err| err.to_string())?;
+        let vms = sim.control().vm_count();
+        if left.items.is_empty() && vms == 0 {
+            Ok(())
+        } else {
+            Err(format!("{} machines and {vms} VMs left", left.items.len()))
+        }
+    })
+    .await
 }

@@ -4,15 +4,18 @@
 
 #![allow(dead_code)]
 
-use std::time::{Duration, Instant};
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Duration;
 
-use base64::Engine as _;
 use capov_actors::feature_gates::FeatureGates;
 use capov_actors::metrics::Metrics;
 use capov_actors::runtime::{self, RuntimeSettings, SupervisorMsg};
 use capov_crds::OVirtMachine;
-use capov_harness::{ControlPlane, Options, objects, shared};
-use capov_ovirt_sim::{SimulatorHandle, Timings};
+use capov_harness::{ADMIN_PASSWORD, ADMIN_USER, ControlPlane, Engine, Options, objects, shared};
+use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use capov_testkit::eventually;
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use ractor::ActorRef;
@@ -60,7 +63,7 @@ impl World {
         let plane = shared().await;
         let client = plane.client().await.expect("client");
         let namespace = plane.create_namespace(&client, prefix).await.expect("namespace");
-        let mut sim = capov_ovirt_sim::Simulator::builder()
+        let mut sim = Simulator::builder()
             // Intermediate states last several poll intervals, so that tests can see them reported.
             .timings(Timings {
                 image_locked_ms: 1500,
@@ -72,37 +75,36 @@ impl World {
         }
         let (user, password) = if non_admin {
             sim = sim
-                .user("admin@internal", "admin")
+                .user(ADMIN_USER, ADMIN_PASSWORD)
                 .non_admin_user(NON_ADMIN_USER, "capov");
             (NON_ADMIN_USER, "capov")
         } else {
-            ("admin@internal", "admin")
+            (ADMIN_USER, ADMIN_PASSWORD)
         };
-        let sim = sim.start().await.expect("simulator");
+        let engine = Engine::start_as(&client, &namespace, sim, user, password)
+            .await
+            .expect("engine");
         let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
         let world = World {
             client,
-            provider: format!("{namespace}-engine"),
+            provider: engine.provider,
             cluster: "workload".into(),
             namespace,
-            sim,
+            sim: engine.sim,
             workload,
             operator: None,
             metrics: Metrics::new(),
         };
-        world
-            .create_secret("engine-credentials", &[("username", user), ("password", password)])
-            .await;
-        let mut provider = json!({"engine": world.sim.api_url(), "credentialsSecretName": "engine-credentials"});
-        if let Some(ca) = world.sim.ca_pem() {
-            provider["tls"] = json!({"certs": base64::engine::general_purpose::STANDARD.encode(ca)});
-        }
-        world.apply_provider(provider).await;
         let kubeconfig = world.workload.kubeconfig_yaml().expect("kubeconfig");
-        world
-            .create_secret(&format!("{}-kubeconfig", world.cluster), &[("value", &kubeconfig)])
-            .await;
-        world.create_capi_cluster().await;
+        objects::create_workload_cluster(
+            &world.client,
+            &world.namespace,
+            &world.cluster,
+            world.labels(),
+            &kubeconfig,
+        )
+        .await
+        .expect("cluster");
         world
     }
 
@@ -148,7 +150,7 @@ impl World {
     }
 
     fn labels(&self) -> Value {
-        json!({"cluster.x-k8s.io/watch-filter": self.namespace, "cluster.x-k8s.io/cluster-name": self.cluster})
+        objects::cluster_labels(&self.namespace, &self.cluster)
     }
 
     pub async fn create_secret(&self, name: &str, pairs: &[(&str, &str)]) {
@@ -164,12 +166,6 @@ impl World {
             .expect("provider");
     }
 
-    async fn create_capi_cluster(&self) {
-        objects::create_provisioned_cluster(&self.client, &self.namespace, &self.cluster, self.labels())
-            .await
-            .expect("cluster");
-    }
-
     /// A CAPI Machine with its bootstrap Secret and the OVirtMachine it owns, as CAPI core would create them.
     pub async fn create_machine(&self, name: &str, spec: Value) {
         let mut spec = spec;
@@ -177,6 +173,16 @@ impl World {
         objects::create_machine(&self.client, &self.namespace, &self.cluster, name, self.labels(), spec)
             .await
             .expect("machine");
+    }
+
+    /// Machines `names`, each of the default template in cluster Default, created ten at a time as CAPI core does
+    /// when scaling up.
+    pub async fn create_machines(&self, names: &[String]) {
+        futures::stream::iter(names)
+            .for_each_concurrent(10, |name| {
+                self.create_machine(name, json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
+            })
+            .await;
     }
 
     /// [`World::create_machine`] with this bootstrap data and `format` (`cloud-config` or `ignition`).
@@ -209,7 +215,7 @@ impl World {
 
     /// The id of the machine's VM, waiting up to a minute for CAPOV to record it in spec.providerID.
     pub async fn vm_id(&self, name: &str) -> String {
-        eventually(Duration::from_secs(60), &format!("{name}: providerID"), || async {
+        eventually(Duration::from_secs(60), format!("{name}: providerID"), || async {
             self.machine(name)
                 .await
                 .spec
@@ -221,11 +227,14 @@ impl World {
 
     /// Waits up to `timeout` until condition `type_` of machine `name` has `reason`; returns the machine.
     pub async fn wait_reason(&self, timeout: Duration, name: &str, type_: &str, reason: &str) -> OVirtMachine {
-        eventually(timeout, &format!("{name}: {type_} {reason}"), || async {
+        eventually(timeout, format!("{name}: {type_} {reason}"), || async {
             let machine = self.machine(name).await;
-            condition(&machine, type_)
-                .is_some_and(|c| c.reason == reason)
-                .then_some(machine)
+            match condition(&machine, type_) {
+                Some(c) if c.reason == reason => {}
+                Some(c) => return Err(format!("{type_} {}: {}", c.reason, c.message)),
+                None => return Err(format!("no {type_} condition")),
+            }
+            Ok(machine)
         })
         .await
     }
@@ -238,7 +247,7 @@ impl World {
         self.register_node(&format!("{name}-node"), &vm_id).await;
         eventually(
             Duration::from_secs(60),
-            &format!("{name}: Ready with an InternalIP"),
+            format!("{name}: Ready with an InternalIP"),
             || async {
                 let machine = self.machine(name).await;
                 let ready = condition(&machine, "Ready").is_some_and(|c| c.status == capov_crds::ConditionStatus::True);
@@ -246,7 +255,11 @@ impl World {
                     .status
                     .as_ref()
                     .is_some_and(|s| s.addresses.iter().any(|a| a.type_ == "InternalIP"));
-                (ready && has_ip).then_some(())
+                if ready && has_ip {
+                    Ok(())
+                } else {
+                    Err(format!("{:?}", machine.status))
+                }
             },
         )
         .await;
@@ -260,7 +273,7 @@ impl World {
             .delete(name, &Default::default())
             .await
             .expect("delete machine");
-        eventually(Duration::from_secs(60), &format!("{name}: deleted"), || async {
+        eventually(Duration::from_secs(60), format!("{name}: deleted"), || async {
             machines
                 .get_opt(name)
                 .await
@@ -272,11 +285,11 @@ impl World {
     }
 
     /// Plays the kubelets: registers the Node `<machine>-node` of every machine whose VM is up, once (`registered`
-    /// remembers which). Returns the machines as listed.
+    /// remembers which, over the looks of a wait). Returns the machines as listed.
     pub async fn register_up_nodes(
         &self,
         workload: &kube::Client,
-        registered: &mut std::collections::BTreeSet<String>,
+        registered: &Mutex<BTreeSet<String>>,
     ) -> Vec<OVirtMachine> {
         let machines = Api::<OVirtMachine>::namespaced(self.client.clone(), &self.namespace);
         let list = machines.list(&Default::default()).await.expect("machines");
@@ -289,11 +302,12 @@ impl World {
                 .as_deref()
                 .and_then(|id| id.strip_prefix("ovirt://"));
             let up = vm_id.and_then(|id| control.vm(id)).is_some_and(|vm| vm.status == "up");
-            if let (Some(vm_id), true, false) = (vm_id, up, registered.contains(&name)) {
+            let known = registered.lock().expect("registered Nodes").contains(&name);
+            if let (Some(vm_id), true, false) = (vm_id, up, known) {
                 objects::register_node(workload, &format!("{name}-node"), vm_id)
                     .await
                     .expect("node");
-                registered.insert(name);
+                registered.lock().expect("registered Nodes").insert(name);
             }
         }
         list.items
@@ -336,25 +350,6 @@ async fn admin_config() -> kube::Config {
 enum Transport {
     Https,
     PlainHttp,
-}
-
-/// Polls `check` until it returns Some, failing with `what` after `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 pub fn condition<'a>(machine: &'a OVirtMachine, type_: &str) -> Option<&'a capov_crds::Condition> {

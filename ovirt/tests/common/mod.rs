@@ -1,8 +1,7 @@
 //! Helpers shared by the client ↔ simulator tests.
 #![allow(dead_code)]
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capov_ovirt::{Client, ClientConfig, TlsMode};
 use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
@@ -60,21 +59,8 @@ pub async fn setup_observable() -> (SimulatorHandle, Client) {
     (sim, client)
 }
 
-/// Polls `probe` until it yields a value; fails the test after 10 s.
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+/// How long a test waits for the simulator to reach a state: its timings are a few seconds at most.
+pub const WAIT: Duration = Duration::from_secs(10);
 
 /// The process's peak resident set (VmHWM), in bytes. Linux only, as the project is; a missing figure fails the test
 /// rather than skipping the memory assertion.

@@ -106,25 +106,23 @@ pub(crate) fn manifest_crd_names(dir: &Path) -> Result<Vec<String>, HarnessError
 async fn wait_established(crds: &Api<CustomResourceDefinition>, names: &[String]) -> Result<(), HarnessError> {
     let deadline = Instant::now() + Duration::from_secs(60);
     for name in names {
-        loop {
-            let established = crds.get_opt(name).await.ok().flatten().is_some_and(|crd| {
-                crd.status
-                    .and_then(|status| status.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-            if established {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(HarnessError::Crd {
-                    path: name.into(),
-                    message: "not Established within 60s".into(),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        capov_testkit::until(left, || async { is_established(crds, name).await.then_some(()) })
+            .await
+            .map_err(|timed_out| HarnessError::TimedOut {
+                what: format!("CRD {name} to be Established"),
+                detail: timed_out.to_string(),
+            })?;
     }
     Ok(())
+}
+
+async fn is_established(crds: &Api<CustomResourceDefinition>, name: &str) -> bool {
+    crds.get_opt(name).await.ok().flatten().is_some_and(|crd| {
+        crd.status
+            .and_then(|status| status.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    })
 }

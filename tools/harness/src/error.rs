@@ -25,6 +25,10 @@ pub enum HarnessError {
     Kube(String),
     #[error("CRD manifest {path}: {message}")]
     Crd { path: PathBuf, message: String },
+    #[error("the engine simulator did not start: {0}")]
+    Simulator(String),
+    #[error("timed out waiting for {what}: {detail}")]
+    TimedOut { what: String, detail: String },
 }
 
 impl HarnessError {

@@ -5,18 +5,25 @@
 //! Every process is killed when its [`ControlPlane`] is dropped (also while a test panics), and also when the test
 //! process itself dies: children are spawned with a parent-death signal from a launcher thread that lives as long
 //! as the process.
+//!
+//! Around it, what the tests set up on it: the objects CAPI core and users create ([`objects`]), service accounts
+//! with their RBAC ([`rbac`]), an engine simulator with the OVirtProvider pointing at it ([`Engine`]), and server-side
+//! dry runs of manifests ([`ControlPlane::dry_run_apply`]). What needs no Kubernetes is in `capov-testkit`.
 
 mod assets;
 mod capi;
 mod certs;
 mod control_plane;
 mod crds;
+mod dry_run;
+mod engine;
 mod error;
 mod helm;
 mod launcher;
 mod node;
 pub mod objects;
 mod ports;
+pub mod rbac;
 
 pub use assets::{binaries_dir, node_binaries_dir};
 pub use capi::{
@@ -24,6 +31,7 @@ pub use capi::{
 };
 pub use control_plane::{ControlPlane, Options, shared};
 pub use crds::{crd_chart_dir, install_crds};
+pub use engine::{ADMIN_PASSWORD, ADMIN_USER, CREDENTIALS_SECRET, Engine, ProviderSpec, play_kubelets, trusting};
 pub use error::HarnessError;
 pub use helm::helm;
 pub use node::{Node, routable_address};

@@ -185,14 +185,7 @@ fn node_ready(node: &NodeObject) -> bool {
 /// Runs a script with the variables cargo sets for a test removed: they would reach a cargo or go build the script
 /// starts and change what it rebuilds.
 fn run_script(command: &mut Command) -> Result<std::process::Output, HarnessError> {
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        let set_by_cargo = name == "CARGO" || name == "OUT_DIR" || name.starts_with("CARGO_");
-        if set_by_cargo && name != "CARGO_HOME" && name != "CARGO_TARGET_DIR" {
-            command.env_remove(name.as_ref());
-        }
-    }
-    command
+    capov_testkit::without_cargo_env(command)
         .stdin(Stdio::null())
         .output()
         .map_err(|err| HarnessError::io("bash", err))

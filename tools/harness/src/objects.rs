@@ -103,6 +103,30 @@ pub async fn create_provisioned_cluster(
     .await
 }
 
+/// The labels of a test's cluster objects: the watch filter its operator runs with, and the cluster's name.
+pub fn cluster_labels(watch_filter: &str, cluster: &str) -> Value {
+    json!({"cluster.x-k8s.io/watch-filter": watch_filter, "cluster.x-k8s.io/cluster-name": cluster})
+}
+
+/// [`create_provisioned_cluster`], and the Secret `<name>-kubeconfig` holding the `kubeconfig` of its workload
+/// cluster, as CAPI writes it: what CAPOV needs to link a machine to its Node.
+pub async fn create_workload_cluster(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    labels: Value,
+    kubeconfig: &str,
+) -> Result<(), HarnessError> {
+    apply_secret(
+        client,
+        namespace,
+        &format!("{name}-kubeconfig"),
+        &[("value", kubeconfig)],
+    )
+    .await?;
+    create_provisioned_cluster(client, namespace, name, labels).await
+}
+
 /// A Cluster left to CAPI core (no status written here) whose infrastructure is the OVirtCluster of the same
 /// name, the control plane at `endpoint` (host, port), and its `<name>-kubeconfig` Secret holding `kubeconfig`, so
 /// that CAPI reaches the workload cluster. Without a controlPlaneRef: the machines are workers only.

@@ -1,0 +1,18 @@
+//! What CAPOV's test binaries share without needing Kubernetes (the harness adds what does): waiting until the
+//! system under test reaches a state, the processes a test starts and the HTTP servers it asks, an SSO session on
+//! the engine simulator, the engine samples the client and the simulator are checked against, and reading rendered
+//! YAML manifests.
+
+mod engine;
+pub mod http;
+pub mod manifests;
+mod process;
+mod samples;
+mod sso;
+mod wait;
+
+pub use engine::wait_vm_status;
+pub use process::{TextOutput, WithLog, stdout_of, wait_exit, without_cargo_env};
+pub use samples::{fixture, reference_sample, reference_samples_dir};
+pub use sso::Session;
+pub use wait::{Observation, TimedOut, eventually, until};
