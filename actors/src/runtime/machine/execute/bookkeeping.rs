@@ -58,6 +58,7 @@ pub async fn remove_finalizer(state: &mut MachineState, left_alone: Option<Strin
 pub fn set_failure(state: &mut MachineState, reason: &'static str, message: String) -> Executed {
     debug_assert_eq!(reason, FAILURE_ENGINE_CONNECTION_CRITICAL);
     state.status.failure_reason = Some(reason.to_string());
+    let message = crate::bounded_text::cut(&message, crate::bounded_text::MAX_MESSAGE_BYTES / 2);
     state.status.failure_message = Some(format!(
         "{message}. Fix the OVirtProvider, then clear status.failureReason (kubectl patch with --subresource=status)"
     ));
