@@ -61,7 +61,7 @@ pub(super) fn find_own_vm<'o>(
                 types::MACHINE_CREATED,
                 reasons::INVALID_PROVIDER_ID,
                 Severity::Error,
-                format!("spec.providerID {provider_id:?} is not of the form ovirt://<vm-id>"),
+                super::deletion::invalid_provider_id_message(provider_id),
             ),
         ),
         (Some(provider_id), _) if engine_changed(o, provider_id).is_some() => {

@@ -12,7 +12,7 @@ use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, Provider
 use super::recorded_engine::engine_changed;
 use crate::backoff::NON_SYSTEM_DISK_RETRY;
 use crate::conditions::{ConditionUpdate, reasons, types};
-use crate::identity::Ownership;
+use crate::identity::{Ownership, parse_provider_id};
 
 /// The message the product documents show for a VM that still has a CSI disk.
 pub const NON_SYSTEM_DISK_MESSAGE: &str = "VM has non system disk, cannot delete";
@@ -20,6 +20,9 @@ pub const NON_SYSTEM_DISK_MESSAGE: &str = "VM has non system disk, cannot delete
 pub(super) fn decide(o: &Observed) -> Decision {
     if !o.has_finalizer {
         return Decision::new(Action::Done(Requeue::OnChange), vec![]);
+    }
+    if releasable_without_engine(o) {
+        return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![]);
     }
     // Never critical during deletion: failureReason is only for creation (SPEC §2.4).
     if let ProviderConnection::Failed { failure, message, .. } = &o.connection {
@@ -120,6 +123,26 @@ pub(super) fn decide(o: &Observed) -> Decision {
     let mut decision = Decision::new(action, vec![connected, condition]);
     decision.status.vm_status = Some(vm.status.clone());
     decision
+}
+
+/// Whether a machine being deleted is released at once, before any engine request (the actor then asks neither the
+/// provider nor the engine): its spec.providerID names no engine VM id, so CAPOV never wrote it and no VM of
+/// CAPOV's is recorded there. Looking it up would read nothing useful, or worse (`ovirt://..` was once a listing of
+/// every VM).
+pub fn releasable_without_engine(o: &Observed) -> bool {
+    o.deletion_requested
+        && o.provider_id
+            .as_deref()
+            .is_some_and(|id| parse_provider_id(id).is_none())
+}
+
+/// MachineCreated's message for a spec.providerID that is not `ovirt://<uuid>`.
+pub(super) fn invalid_provider_id_message(provider_id: &str) -> String {
+    format!(
+        "spec.providerID {:?} is not ovirt://<VM id> with the VM's id in oVirt (a UUID); CAPOV never writes such a \
+         value and looks nothing up for it. Delete this OVirtMachine: it is released without any request to oVirt",
+        crate::bounded_text::cut(provider_id, 100)
+    )
 }
 
 /// Why the engine will not stop or remove the VM now, and what clears it.

@@ -186,17 +186,29 @@ fn provisioned_machine_whose_vm_vanished_reports_vm_not_found_on_machine_on() {
 
 #[test]
 fn malformed_provider_id_is_an_error_not_a_create() {
-    let o = Observed {
-        provider_id: Some("vsphere://x".into()),
-        vm: None,
-        ..ready_to_create()
-    };
-    let d = decide(&o);
-    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
-    assert_eq!(
-        state_of(&d, types::MACHINE_CREATED),
-        Some((State::False(Severity::Error), reasons::INVALID_PROVIDER_ID))
-    );
+    for provider_id in ["vsphere://x", "ovirt://..", "ovirt://."] {
+        let o = Observed {
+            provider_id: Some(provider_id.into()),
+            vm: None,
+            ..ready_to_create()
+        };
+        let d = decide(&o);
+        assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+        assert_eq!(
+            state_of(&d, types::MACHINE_CREATED),
+            Some((State::False(Severity::Error), reasons::INVALID_PROVIDER_ID))
+        );
+        let message = &d
+            .conditions
+            .iter()
+            .find(|c| c.type_ == types::MACHINE_CREATED)
+            .expect("condition")
+            .message;
+        assert!(
+            message.contains("a UUID") && message.contains("Delete this OVirtMachine"),
+            "{message}"
+        );
+    }
 }
 
 #[test]

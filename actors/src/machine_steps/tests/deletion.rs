@@ -224,3 +224,32 @@ fn vm_gone_after_delete_releases_the_machine() {
     let d = decide(&deleting(Observed { vm: None, ..running() }));
     assert_eq!(d.action, Action::RemoveFinalizer { left_alone: None });
 }
+
+/// Issue 23: `ovirt://..` (or any providerID without a UUID) was read as a listing of every VM, once per pass.
+#[test]
+fn deletion_with_a_provider_id_that_names_no_vm_id_releases_at_once_even_without_a_connection() {
+    for provider_id in ["ovirt://..", "ovirt://.", "ovirt://1234", "vsphere://x"] {
+        let o = Observed {
+            provider_id: Some(provider_id.into()),
+            vm: None,
+            connection: ProviderConnection::Failed {
+                failure: ConnectionFailure::EngineUnreachable,
+                message: "down".into(),
+                persisted_for: Duration::ZERO,
+            },
+            ..deleting(running())
+        };
+        assert!(crate::machine_steps::releasable_without_engine(&o), "{provider_id}");
+        assert_eq!(
+            decide(&o).action,
+            Action::RemoveFinalizer { left_alone: None },
+            "{provider_id}"
+        );
+    }
+    let recorded = deleting(running());
+    assert!(!crate::machine_steps::releasable_without_engine(&recorded));
+    assert!(!crate::machine_steps::releasable_without_engine(&Observed {
+        provider_id: Some("ovirt://..".into()),
+        ..running()
+    }));
+}

@@ -27,7 +27,9 @@ use self::vm::find_vm;
 use super::state::MachineState;
 use crate::conditions::types;
 use crate::identity::OwnerIdentity;
-use crate::machine_steps::{Bootstrap, FailureState, NodeObservation, Observed, ProviderConnection, ProviderDefaults};
+use crate::machine_steps::{
+    Bootstrap, FailureState, NodeObservation, Observed, ProviderConnection, ProviderDefaults, releasable_without_engine,
+};
 use crate::nics::NicAssessment;
 use crate::runtime::capi;
 use crate::runtime::messages::MachineMsg;
@@ -36,7 +38,7 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     let machine = owner_machine(state);
     let cluster = owner_cluster(state, machine.as_deref());
     let mut observed = from_objects(state, machine.is_some(), cluster.as_deref());
-    if observed.paused {
+    if observed.paused || releasable_without_engine(&observed) {
         return Ok(Observation {
             observed,
             engine: None,

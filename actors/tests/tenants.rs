@@ -1,0 +1,186 @@
+//! What a hostile or careless tenant can write, and what CAPOV answers (issue 23), on a real kube-apiserver with the
+//! engine simulator: each case gives a clear condition, touches nothing that is not the machine's own, and costs
+//! the engine and the operator only what it must.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use capov_actors::metrics::Metrics;
+use capov_actors::runtime::{self, RuntimeSettings};
+use capov_crds::OVirtMachine;
+use capov_crds::labels::MACHINE_FINALIZER;
+use capov_harness::{ControlPlane, Engine, Options};
+use capov_ovirt_sim::Simulator;
+use capov_testkit::eventually;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::CustomResourceExt;
+use serde_json::{Value, json};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// Engine requests about VMs (`GET /vms`, `GET /vms/{id}`, …), by the simulator's per-endpoint counters.
+fn vm_requests(sim: &capov_ovirt_sim::SimulatorHandle) -> u64 {
+    sim.control()
+        .counters()
+        .iter()
+        .filter(|(endpoint, _)| endpoint.contains(" /vms"))
+        .map(|(_, count)| count)
+        .sum()
+}
+
+/// The OVirtMachine CRD as `crdgen` writes it, or without the providerID rule (as CRDs before issue 23 were).
+fn machine_crd(with_provider_id_rule: bool) -> Value {
+    let mut crd = serde_json::to_value(OVirtMachine::crd()).expect("CRD");
+    if !with_provider_id_rule {
+        let provider_id = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["providerID"];
+        let rules = provider_id
+            .as_object_mut()
+            .and_then(|field| field.remove("x-kubernetes-validations"));
+        assert!(rules.is_some(), "the CRD has a providerID rule to take away");
+    }
+    crd
+}
+
+async fn apply_crd(client: &kube::Client, crd: &Value) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd["metadata"]["name"].as_str().expect("CRD name");
+    api.patch(name, &PatchParams::apply("tenants-test").force(), &Patch::Apply(crd))
+        .await
+        .expect("apply the CRD");
+}
+
+/// Issue 23, item 2: `providerID: ovirt://..` was read as `GET /vms/..`, which the URL library turned into a listing
+/// of every VM, once per pass, and the deletion of such a machine did not finish. Now the apiserver refuses the
+/// value; a machine that got one under an older CRD (installed here on a control plane of its own, since the test
+/// changes a CRD) is released at its deletion without a single engine request about VMs.
+#[tokio::test]
+async fn a_provider_id_without_a_vm_id_is_refused_and_an_old_one_is_released_without_an_engine_call() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let plane = ControlPlane::start(Options {
+        crds: true,
+        capi_crds: true,
+        ..Options::default()
+    })
+    .await
+    .expect("control plane");
+    let client = plane.client().await.expect("client");
+    let namespace = plane
+        .create_namespace(&client, "old-provider-id")
+        .await
+        .expect("namespace");
+    let engine = Engine::start(&client, &namespace, Simulator::builder())
+        .await
+        .expect("engine");
+    let machines: Api<OVirtMachine> = Api::namespaced(client.clone(), &namespace);
+    let machine = |name: &str, provider_id: &str| -> OVirtMachine {
+        serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
+            "metadata": {"name": name, "finalizers": [MACHINE_FINALIZER]},
+            "spec": {"provider": engine.provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
+                     "providerID": provider_id}
+        }))
+        .expect("machine")
+    };
+
+    // The current CRD refuses it, with a message that says what to write.
+    let refused = machines
+        .create(&PostParams::default(), &machine("dots", "ovirt://.."))
+        .await
+        .expect_err("ovirt://.. is refused");
+    assert!(
+        refused.to_string().contains("spec.providerID must be ovirt://<VM id>"),
+        "{refused}"
+    );
+
+    // An older CRD took it. The apiserver applies a CRD change asynchronously: retried until it is in effect.
+    apply_crd(&client, &machine_crd(false)).await;
+    for (name, provider_id) in [("dots", "ovirt://.."), ("dot", "ovirt://.")] {
+        eventually(MINUTE, format!("{name} accepted by the older CRD"), || async {
+            machines
+                .create(&PostParams::default(), &machine(name, provider_id))
+                .await
+                .map(|_| ())
+                .map_err(|err| err.to_string())
+        })
+        .await;
+    }
+    apply_crd(&client, &machine_crd(true)).await;
+    eventually(MINUTE, "the current CRD in effect again", || async {
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        machines
+            .create(&dry_run, &machine("probe", "ovirt://.."))
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(plane.kubeconfig_path()).expect("kubeconfig"),
+        &Default::default(),
+    )
+    .await
+    .expect("kube config");
+    config.default_namespace = namespace.clone();
+    let settings = RuntimeSettings {
+        credentials_namespace: namespace.clone(),
+        watch_namespace: Some(namespace.clone()),
+        poll_interval: Duration::from_millis(200),
+        ..RuntimeSettings::default()
+    };
+    let clients = runtime::KubeClients::new(config).expect("operator clients");
+    let operator = runtime::start(clients, settings, Metrics::new())
+        .await
+        .expect("runtime");
+    // The provider connects first: a released machine then shows it was not for want of a connection.
+    eventually(MINUTE, "the provider connected", || async {
+        let providers: Api<capov_crds::OVirtProvider> = Api::all(client.clone());
+        let provider = providers.get(&engine.provider).await.ok()?;
+        provider.status?.ready.then_some(())
+    })
+    .await;
+
+    let deleting = Instant::now();
+    for name in ["dots", "dot"] {
+        machines.delete(name, &DeleteParams::default()).await.expect("delete");
+    }
+    eventually(Duration::from_secs(20), "both machines released", || async {
+        let left = machines.list(&Default::default()).await.expect("list");
+        left.items
+            .is_empty()
+            .then_some(())
+            .ok_or(format!("{} left", left.items.len()))
+    })
+    .await;
+    let released_in = deleting.elapsed();
+    let vm_requests = vm_requests(&engine.sim);
+    let machine_requests = engine
+        .sim
+        .control()
+        .correlation_ids()
+        .iter()
+        .filter(|id| id.contains(&format!("/{namespace}/")))
+        .count();
+    assert_eq!(
+        vm_requests,
+        0,
+        "engine requests about VMs: {:?}",
+        engine.sim.control().counters()
+    );
+    assert_eq!(machine_requests, 0, "engine requests made for the machines");
+    operator
+        .stop_and_wait(None, Some(Duration::from_secs(10)))
+        .await
+        .expect("stop");
+    println!(
+        "providerID without a VM id: ovirt://.. refused by the CRD; two machines created \
+         under an older CRD were released {released_in:?} after their deletion with {vm_requests} engine requests \
+         about VMs and {machine_requests} requests tagged for the machines"
+    );
+}
