@@ -184,3 +184,101 @@ async fn a_provider_id_without_a_vm_id_is_refused_and_an_old_one_is_released_wit
          about VMs and {machine_requests} requests tagged for the machines"
     );
 }
+
+/// Issue 23, item 3: a VM name taken by a VM the engine user cannot see made the engine refuse every create with
+/// "name in use", retried with nothing on the machine; and of several VMs sharing a name (one per data center), the
+/// first was taken even when another carried this machine's marker. Here CAPOV's engine user has no administrative
+/// role (it sees only VMs it has a role on).
+#[tokio::test]
+async fn name_clashes_are_reported_and_the_vm_marked_for_the_machine_is_preferred() {
+    use capov_ovirt_sim::{ClusterSeed, DataCenterSeed, Inventory, VmSeed};
+    use k8s_openapi::api::core::v1::Namespace;
+    use support::{NON_ADMIN_USER, World, condition};
+
+    let mut world = World::new_non_admin("name-clash").await;
+    let spec = json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"});
+    world.create_machine("clash", spec.clone()).await;
+    world.create_machine("twin", spec).await;
+    let management_cluster = Api::<Namespace>::all(world.client.clone())
+        .get("kube-system")
+        .await
+        .expect("kube-system")
+        .metadata
+        .uid
+        .expect("uid");
+    let twin_uid = world.machine("twin").await.metadata.uid.expect("uid");
+    let marker = format!("capov:{}/twin uid:{twin_uid} mc:{management_cluster}", world.namespace);
+    let (foreign_twin, own_twin) = (
+        "00000000-0000-4000-8000-0000000000a1",
+        "ffffffff-0000-4000-8000-0000000000a2",
+    );
+    let vm = |id: Option<&str>, name: &str, cluster: &str, description: &str, created_by: Option<&str>| VmSeed {
+        id: id.map(String::from),
+        name: name.into(),
+        cluster: Some(cluster.into()),
+        description: description.into(),
+        created_by: created_by.map(String::from),
+        ..VmSeed::default()
+    };
+    world
+        .sim
+        .control()
+        .seed(&Inventory {
+            data_centers: vec![DataCenterSeed {
+                id: None,
+                name: "Remote".into(),
+            }],
+            clusters: vec![ClusterSeed {
+                id: None,
+                name: "Remote".into(),
+                data_center: "Remote".into(),
+            }],
+            vms: vec![
+                // Another team's VM in CAPOV's data center, on which CAPOV's user has no role.
+                vm(None, "clash", "Default", "production database", None),
+                // Two VMs named like machine twin, one per data center; the second carries twin's marker.
+                vm(Some(foreign_twin), "twin", "Remote", "", Some(NON_ADMIN_USER)),
+                vm(Some(own_twin), "twin", "Default", &marker, Some(NON_ADMIN_USER)),
+            ],
+            ..Inventory::default()
+        })
+        .expect("seed");
+    let untouched = world.sim.control().vms();
+    world.start_operator().await;
+
+    let machine = world
+        .wait_reason(MINUTE, "clash", "MachineCreated", "VMNameConflict")
+        .await;
+    let created = condition(&machine, "MachineCreated").expect("MachineCreated");
+    assert!(
+        created.message.contains("cannot see") && created.message.contains("Rename or remove it in oVirt"),
+        "{}",
+        created.message
+    );
+    assert_eq!(
+        condition(&machine, "Ready").map(|c| c.reason.as_str()),
+        Some("VMNameConflict")
+    );
+    eventually(MINUTE, "twin adopting the VM with its marker", || async {
+        let provider_id = world.machine("twin").await.spec.provider_id;
+        (provider_id == Some(format!("ovirt://{own_twin}")))
+            .then_some(())
+            .ok_or(format!("{provider_id:?}"))
+    })
+    .await;
+    let control = world.sim.control();
+    for before in untouched.iter().filter(|vm| vm.id != own_twin) {
+        assert_eq!(control.vm(&before.id).as_ref(), Some(before), "{} changed", before.name);
+    }
+    assert_eq!(
+        control.vms().iter().filter(|vm| vm.name == "clash").count(),
+        1,
+        "no second VM named clash"
+    );
+    world.stop_operator().await;
+    println!(
+        "name clashes: a name taken by a VM the engine user cannot see gave MachineCreated (and Ready) \
+         VMNameConflict from the engine's answer; of two VMs named twin in two data centers, the one carrying the \
+         machine's marker was recorded, not the first; no foreign VM changed"
+    );
+}
