@@ -282,3 +282,142 @@ async fn name_clashes_are_reported_and_the_vm_marked_for_the_machine_is_preferre
          machine's marker was recorded, not the first; no foreign VM changed"
     );
 }
+
+/// Provider status-poll searches the simulator saw (the correlation id of the provider's batched poll).
+fn poll_searches(sim: &capov_ovirt_sim::SimulatorHandle) -> usize {
+    let ids = sim.control().correlation_ids();
+    assert!(
+        ids.len() < 1000,
+        "the simulator forgot correlation ids: counts would be wrong"
+    );
+    ids.iter().filter(|id| id.as_str() == "capov-status-poll").count()
+}
+
+/// Issue 23, items 9 and 4. A machine whose access is revoked after CAPOV created its VM, while the VM's disks are
+/// still copied (so spec.providerID is not written yet), was released at its deletion, leaving the VM behind, and the
+/// provider kept reading that VM. And a machine the provider refuses held the provider's finalizer: any namespace
+/// could keep a provider from being deleted.
+#[tokio::test]
+async fn revoked_access_keeps_a_created_vm_recorded_and_refused_machines_do_not_hold_the_provider() {
+    use capov_crds::OVirtProvider;
+    use capov_crds::labels::CREATED_VM_ANNOTATION;
+    use capov_ovirt_sim::Transition;
+    use kube::ResourceExt;
+    use support::{World, condition};
+
+    let mut world = World::new("revoked").await;
+    let providers: Api<OVirtProvider> = Api::all(world.client.clone());
+    let provider = world.provider.clone();
+    let allow = |allowed: Value| {
+        let providers = providers.clone();
+        let name = provider.clone();
+        async move {
+            let patch = json!({"spec": {"allowedNamespaces": allowed}});
+            providers
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .expect("allowedNamespaces");
+        }
+    };
+    // The VM's disks stay "being copied" until released: its spec.providerID waits for them.
+    world.sim.control().hold(Transition::VmImagesReady);
+    world.start_operator().await;
+    world
+        .create_machine("early", json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
+        .await;
+    let vm_id = eventually(MINUTE, "the created VM recorded on the machine", || async {
+        world
+            .machine("early")
+            .await
+            .annotations()
+            .get(CREATED_VM_ANNOTATION)
+            .cloned()
+    })
+    .await;
+    assert_eq!(
+        world.sim.control().vm(&vm_id).map(|vm| vm.status),
+        Some("image_locked".to_string())
+    );
+    assert_eq!(world.machine("early").await.spec.provider_id, None);
+    // The provider's poll watches the VM meanwhile.
+    let watched_from = poll_searches(&world.sim);
+    eventually(MINUTE, "the provider polling the VM", || async {
+        (poll_searches(&world.sim) >= watched_from + 3).then_some(())
+    })
+    .await;
+
+    allow(json!({})).await;
+    world
+        .wait_reason(MINUTE, "early", "CanConnectToOVirt", "NamespaceNotAllowed")
+        .await;
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    machines
+        .delete("early", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = eventually(MINUTE, "the deletion held for the VM", || async {
+        let machine = world.machine("early").await;
+        let message = condition(&machine, "CanConnectToOVirt").map(|c| c.message.clone());
+        let held = machine.metadata.deletion_timestamp.is_some()
+            && message
+                .as_deref()
+                .is_some_and(|m| m.contains(&vm_id) && m.contains("keeps its finalizer"));
+        if held { Ok(message) } else { Err(format!("{message:?}")) }
+    })
+    .await;
+    // The provider stops reading the VM: no poll search over ten poll intervals (it searched every interval before).
+    let unwatched_at = poll_searches(&world.sim);
+    let window = world.settings().poll_interval * 10;
+    tokio::time::sleep(window).await;
+    assert_eq!(
+        poll_searches(&world.sim),
+        unwatched_at,
+        "poll searches for a refused namespace's VM"
+    );
+    assert!(world.sim.control().vm(&vm_id).is_some(), "the VM is still there");
+    assert!(
+        world
+            .machine("early")
+            .await
+            .finalizers()
+            .iter()
+            .any(|f| f == MACHINE_FINALIZER)
+    );
+
+    // Access back: the VM is deleted with its machine.
+    allow(Value::Null).await;
+    world.sim.control().release(Transition::VmImagesReady);
+    eventually(MINUTE, "the machine released and its VM deleted", || async {
+        let gone = machines.get_opt("early").await.expect("get").is_none();
+        (gone && world.sim.control().vm(&vm_id).is_none()).then_some(())
+    })
+    .await;
+
+    // A refused machine (no VM) does not keep the provider from being deleted.
+    allow(json!({})).await;
+    world
+        .create_machine(
+            "refused",
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}),
+        )
+        .await;
+    world
+        .wait_reason(MINUTE, "refused", "CanConnectToOVirt", "NamespaceNotAllowed")
+        .await;
+    providers
+        .delete(&provider, &DeleteParams::default())
+        .await
+        .expect("delete the provider");
+    eventually(MINUTE, "the provider deleted", || async {
+        providers.get_opt(&provider).await.expect("get").is_none().then_some(())
+    })
+    .await;
+    assert!(machines.get_opt("refused").await.expect("get").is_some());
+    world.stop_operator().await;
+    println!(
+        "revoked access: the machine whose VM was being created kept its finalizer ({:?}) and the provider stopped \
+         polling the VM (0 searches over {window:?}); with access back both were deleted. A refused machine did \
+         not keep its provider from being deleted",
+        held.unwrap_or_default()
+    );
+}

@@ -105,7 +105,15 @@ pub(super) fn find_own_vm<'o>(
             .take()
             .stop(Action::CreateVm(Box::new(create_plan(o, format))), None),
         // Created by this object, disks still being copied: the create may still fail and the engine then deletes
-        // the VM; spec.providerID (write-once) waits until the copy is done.
+        // the VM; spec.providerID (write-once) waits until the copy is done. The VM is recorded meanwhile, so that a
+        // deletion while the machine's access is revoked does not release it with its VM still there.
+        (None, Some(vm))
+            if vm.ownership == Ownership::Owned
+                && vm.status == "image_locked"
+                && o.created_vm.as_deref() != Some(vm.id.as_str()) =>
+        {
+            passed.take().stop(Action::RecordCreatedVm(vm.id.clone()), None)
+        }
         (None, Some(vm)) if vm.ownership == Ownership::Owned && vm.status == "image_locked" => {
             passed.take().wait(Requeue::PollVm, image_locked())
         }

@@ -27,10 +27,23 @@ pub(super) fn decide(o: &Observed) -> Decision {
     // Never critical during deletion: failureReason is only for creation (SPEC §2.4).
     if let ProviderConnection::Failed { failure, message, .. } = &o.connection {
         // A machine of a namespace the provider does not serve never got a VM from CAPOV (it is refused before
-        // any engine request), unless it recorded one while its namespace was still allowed.
-        if *failure == ConnectionFailure::NamespaceNotAllowed && o.provider_id.is_none() {
-            return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![]);
-        }
+        // any engine request), unless it created one while its namespace was still allowed: recorded in
+        // spec.providerID, or in the created-VM annotation while its disks were copied.
+        let own_vm = o
+            .provider_id
+            .as_deref()
+            .and_then(parse_provider_id)
+            .or(o.created_vm.as_deref());
+        let message = match own_vm {
+            None if *failure == ConnectionFailure::NamespaceNotAllowed => {
+                return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![]);
+            }
+            Some(vm_id) if *failure == ConnectionFailure::NamespaceNotAllowed => format!(
+                "{message}; CAPOV created the VM {vm_id} for this OVirtMachine, which keeps its finalizer until the \
+                 VM can be deleted"
+            ),
+            _ => message.clone(),
+        };
         let condition = ConditionUpdate::false_(
             types::CAN_CONNECT_TO_OVIRT,
             failure.reason(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capov_crds::labels::PROVIDER_FINALIZER;
-use capov_crds::{OVirtCluster, OVirtProvider};
+use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
 use kube::ResourceExt;
 use kube::api::Api;
 use ractor::ActorRef;
@@ -109,6 +109,16 @@ impl ProviderFinalizers {
         };
         self.note(owner, outcome);
     }
+}
+
+/// Whether `machine` keeps provider `provider` from being deleted: it names the provider and its namespace is
+/// served by it. A machine the provider refuses (NamespaceNotAllowed) does not count, else any namespace could pin
+/// a provider it may not use (issue 23). Not even one whose VM CAPOV created while its namespace was allowed: its
+/// spec.providerID and annotations are the tenant's to write, so they prove nothing, and the platform administrator
+/// who narrowed the access decides (restoring the access lets CAPOV delete such VMs first).
+pub fn holds_provider(shared: &Shared, machine: &OVirtMachine, provider: &str) -> bool {
+    machine.spec.settings.provider == provider
+        && shared.namespace_allowed(provider, &machine.namespace().unwrap_or_default())
 }
 
 /// Adds the provider's finalizer, or, while it is being deleted, removes it once no OVirtMachine references it.

@@ -21,7 +21,7 @@ use super::machine::{MachineActor, MachineArgs};
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::{FinalizerOwner, MachineMsg, SupervisorMsg};
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
-use super::provider_finalizers::ProviderFinalizers;
+use super::provider_finalizers::{self, ProviderFinalizers};
 use super::relisting::Relisting;
 use super::settings::RuntimeSettings;
 use super::shared::Shared;
@@ -170,7 +170,7 @@ impl Actor for Supervisor {
             SupervisorMsg::CapiListed => poke(state, |_| true),
             SupervisorMsg::RetryFinalizer(owner) => {
                 let machines = &state.machines;
-                let in_use = |provider: &str| provider_in_use(machines, provider);
+                let in_use = |provider: &str| provider_in_use(&state.shared, machines, provider);
                 state.finalizers.retry(owner, in_use).await
             }
             SupervisorMsg::Restart(key) => restart_machine(&me, state, key).await,
@@ -269,11 +269,11 @@ fn poke(state: &SupervisorState, wanted: impl Fn(&ObjectKey) -> bool) {
     }
 }
 
-/// Whether an OVirtMachine uses the provider of this name.
-fn provider_in_use(machines: &HashMap<ObjectKey, Child>, provider: &str) -> bool {
+/// Whether an OVirtMachine holds the provider of this name ([`provider_finalizers::holds_provider`]).
+fn provider_in_use(shared: &Shared, machines: &HashMap<ObjectKey, Child>, provider: &str) -> bool {
     machines
         .values()
-        .any(|child| child.latest.spec.settings.provider == provider)
+        .any(|child| provider_finalizers::holds_provider(shared, &child.latest, provider))
 }
 
 async fn on_provider_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, event: Event<OVirtProvider>) {
@@ -300,7 +300,7 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
         access.insert(name.clone(), provider.spec.allowed_namespaces.clone());
     }
     let machines = &state.machines;
-    let in_use = |provider: &str| provider_in_use(machines, provider);
+    let in_use = |provider: &str| provider_in_use(&state.shared, machines, provider);
     state.finalizers.sync(&provider, in_use).await;
     if let Some((actor, latest)) = state.providers.get_mut(&name) {
         *latest = provider.clone();
@@ -419,7 +419,7 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
 /// Providers being deleted wait for their last machine to go: a machine gone may release one.
 async fn release_deleting_providers(state: &mut SupervisorState) {
     let machines = &state.machines;
-    let in_use = |provider: &str| provider_in_use(machines, provider);
+    let in_use = |provider: &str| provider_in_use(&state.shared, machines, provider);
     let providers = state.providers.values().map(|(_, provider)| provider);
     state.finalizers.release_deleting(providers, in_use).await;
 }

@@ -367,7 +367,8 @@ fn image_locked_vm_waits_with_vm_image_locked_and_polls() {
 }
 
 /// Found by name and marker right after the create: while its disks are copied the VM may still vanish (the engine
-/// deletes it when the copy fails), so the write-once providerID waits.
+/// deletes it when the copy fails), so the write-once providerID waits; the VM is recorded in the created-VM
+/// annotation meanwhile (issue 23: a deletion while access is revoked must not release a machine whose VM exists).
 #[test]
 fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_copied() {
     let by_name = |status: &str| Observed {
@@ -377,7 +378,14 @@ fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_cop
         }),
         ..ready_to_create()
     };
-    let d = decide(&by_name("image_locked"));
+    assert_eq!(
+        decide(&by_name("image_locked")).action,
+        Action::RecordCreatedVm(VM_ID.into())
+    );
+    let d = decide(&Observed {
+        created_vm: Some(VM_ID.into()),
+        ..by_name("image_locked")
+    });
     assert_eq!(d.action, Action::Wait(Requeue::PollVm));
     assert_eq!(
         state_of(&d, types::MACHINE_CREATED),

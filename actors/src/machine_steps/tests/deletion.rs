@@ -253,3 +253,28 @@ fn deletion_with_a_provider_id_that_names_no_vm_id_releases_at_once_even_without
         ..running()
     }));
 }
+
+/// Issue 23, item 9: a machine whose access was revoked after CAPOV created its VM, but before its disks were copied
+/// and spec.providerID written, keeps its finalizer: releasing it would orphan the VM.
+#[test]
+fn deletion_without_access_waits_while_a_created_vm_is_recorded() {
+    let refused = Observed {
+        connection: ProviderConnection::Failed {
+            failure: ConnectionFailure::NamespaceNotAllowed,
+            message: "not allowed".into(),
+            persisted_for: Duration::ZERO,
+        },
+        ..deleting(ready_to_create())
+    };
+    assert_eq!(decide(&refused).action, Action::RemoveFinalizer { left_alone: None });
+    let with_created_vm = Observed {
+        created_vm: Some(VM_ID.into()),
+        ..refused
+    };
+    let d = decide(&with_created_vm);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::CAN_CONNECT_TO_OVIRT).map(|(_, reason)| reason),
+        Some(reasons::NAMESPACE_NOT_ALLOWED)
+    );
+}

@@ -11,8 +11,8 @@ mod vm;
 use std::sync::Arc;
 
 use capov_crds::labels::{
-    CLUSTER_NAME_LABEL, ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION, PAUSED_ANNOTATION,
-    SYSTEM_DISKS_ANNOTATION,
+    CLUSTER_NAME_LABEL, CREATED_VM_ANNOTATION, ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION,
+    PAUSED_ANNOTATION, SYSTEM_DISKS_ANNOTATION,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -113,6 +113,7 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
             insecure_transport: false,
         },
         provider_id: object.spec.provider_id.clone(),
+        created_vm: annotations.get(CREATED_VM_ANNOTATION).cloned(),
         failure: failure_state(state),
         provisioned: state.status.ready,
         vm: None,

@@ -48,6 +48,15 @@ pub async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> 
     // wakes this machine; before asking for the connection, so that a refused machine causes no engine request.
     let namespace = state.key.namespace.clone().unwrap_or_default();
     if !state.shared.namespace_allowed(&provider_name, &namespace) {
+        // The provider's poll must not go on reading a VM for a namespace it no longer serves.
+        if state.watched_vm.take().is_some() {
+            let _ = mailbox::cast(
+                &state.shared.metrics,
+                &provider,
+                ProviderMsg::UnwatchVm(state.key.clone()),
+            );
+        }
+        state.vm_snapshot = None;
         return Ok(Err(ProviderConnection::Failed {
             failure: ConnectionFailure::NamespaceNotAllowed,
             message: crate::tenancy::not_allowed_message(&provider_name, &namespace),
