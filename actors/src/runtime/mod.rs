@@ -17,6 +17,7 @@ pub mod messages;
 mod permits;
 mod provider;
 mod provider_finalizers;
+mod provider_restart;
 mod relisting;
 pub mod settings;
 mod shared;

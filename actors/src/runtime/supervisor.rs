@@ -22,6 +22,7 @@ use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::{FinalizerOwner, MachineMsg, SupervisorMsg};
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::provider_finalizers::{self, ProviderFinalizers};
+use super::provider_restart;
 use super::relisting::Relisting;
 use super::settings::RuntimeSettings;
 use super::shared::Shared;
@@ -174,6 +175,7 @@ impl Actor for Supervisor {
                 state.finalizers.retry(owner, in_use).await
             }
             SupervisorMsg::Restart(key) => restart_machine(&me, state, key).await,
+            SupervisorMsg::RestartProvider(name) => restart_provider(&me, state, name).await,
         }
         Ok(())
     }
@@ -195,54 +197,36 @@ impl Actor for Supervisor {
                 child.actor = None;
                 if let Some(reason) = failure {
                     child.restarts += 1;
-                    let delay = restart_delay(child.restarts);
+                    let delay = crate::backoff::actor_restart_delay(child.restarts);
                     tracing::error!(object = %key, error = %reason, ?delay, "machine actor failed; restarting");
-                    state
-                        .shared
-                        .metrics
-                        .actor_restarts_total
-                        .with_label_values(&[kind::MACHINE])
-                        .inc();
+                    let restarts = &state.shared.metrics.actor_restarts_total;
+                    restarts.with_label_values(&[kind::MACHINE]).inc();
                     mailbox::cast_after(&state.shared.metrics, delay, me, move || SupervisorMsg::Restart(key));
                 }
             }
         } else if let Some(name) = state.provider_cells.remove(&cell.get_id()) {
-            if let Some((_, provider)) = state.providers.remove(&name) {
+            if state.providers.remove(&name).is_some() {
                 if let Ok(mut providers) = state.shared.providers.write() {
                     providers.remove(&name);
                 }
                 if failure.is_some() {
                     tracing::error!(provider = %name, "provider actor failed; restarting");
-                    state
-                        .shared
-                        .metrics
-                        .actor_restarts_total
-                        .with_label_values(&[kind::PROVIDER])
-                        .inc();
-                    let delay = crate::backoff::jittered_retry(Duration::from_secs(1));
-                    mailbox::cast_after(&state.shared.metrics, delay, me, move || {
-                        SupervisorMsg::Provider(Event::Apply(provider))
-                    });
+                    let restarts = &state.shared.metrics.actor_restarts_total;
+                    restarts.with_label_values(&[kind::PROVIDER]).inc();
+                    let (delay, retry) = (Duration::from_secs(1), move || SupervisorMsg::RestartProvider(name));
+                    mailbox::cast_after(&state.shared.metrics, crate::backoff::jittered_retry(delay), me, retry);
                 }
             }
         } else if cell.get_id() == state.shared.status_writer.get_id() {
             // Without the status writer nothing the actors decide reaches the API server: a runtime that goes on
             // would renew its Lease and do no visible work. It stops instead, and the process exits non-zero.
-            return Err(format!(
-                "the status writer stopped ({}); stopping the runtime",
-                failure.as_deref().unwrap_or("terminated")
-            )
-            .into());
+            let failure = failure.as_deref().unwrap_or("terminated");
+            return Err(format!("the status writer stopped ({failure}); stopping the runtime").into());
         } else if failure.is_some() {
             return Err(format!("a runtime actor failed: {failure:?}").into());
         }
         Ok(())
     }
-}
-
-/// 1 s doubling to 5 min, jittered so that actors that failed together do not restart together.
-fn restart_delay(restarts: u32) -> Duration {
-    crate::backoff::jittered_retry(Duration::from_secs(1u64 << restarts.min(8)).min(Duration::from_secs(300)))
 }
 
 /// Wakes the machine a CAPI Machine names (`machine`), or every machine of the namespace.
@@ -271,9 +255,29 @@ fn poke(state: &SupervisorState, wanted: impl Fn(&ObjectKey) -> bool) {
 
 /// Whether an OVirtMachine holds the provider of this name ([`provider_finalizers::holds_provider`]).
 fn provider_in_use(shared: &Shared, machines: &HashMap<ObjectKey, Child>, provider: &str) -> bool {
-    machines
-        .values()
-        .any(|child| provider_finalizers::holds_provider(shared, &child.latest, provider))
+    (machines.values()).any(|child| provider_finalizers::holds_provider(shared, &child.latest, provider))
+}
+
+/// Starts again the actor of a provider that failed, from the object as the apiserver has it now; nothing when a
+/// newer event started one meanwhile or the provider is gone.
+async fn restart_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, name: String) {
+    if state.providers.contains_key(&name) || state.pending_providers.contains_key(&name) {
+        return;
+    }
+    match provider_restart::current(&state.shared, &name).await {
+        Ok(Some(provider)) => apply_provider(me, state, provider).await,
+        Ok(None) => {}
+        Err(err) => {
+            tracing::warn!(provider = %name, error = %err, "cannot read the provider to restart its actor; retrying");
+            let (delay, retry) = (Duration::from_secs(5), move || SupervisorMsg::RestartProvider(name));
+            mailbox::cast_after(
+                &state.shared.metrics,
+                crate::backoff::jittered_retry(delay),
+                me.clone(),
+                retry,
+            );
+        }
+    }
 }
 
 async fn on_provider_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, event: Event<OVirtProvider>) {
@@ -473,9 +477,12 @@ async fn spawn_machine(
                     restarts,
                 },
             );
-            mailbox::cast_after(&state.shared.metrics, restart_delay(restarts), me.clone(), move || {
-                SupervisorMsg::Restart(key)
-            });
+            mailbox::cast_after(
+                &state.shared.metrics,
+                crate::backoff::actor_restart_delay(restarts),
+                me.clone(),
+                move || SupervisorMsg::Restart(key),
+            );
         }
     }
 }
