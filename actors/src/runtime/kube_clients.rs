@@ -4,7 +4,8 @@
 //!
 //! Two management clients, because one setting cannot serve both kinds of call: a watch legitimately stays silent
 //! for minutes (kube-runtime's watcher has its own idle timeout, the server-side watch timeout plus a margin), while
-//! a get, list or patch that is silent for [`READ_TIMEOUT`] is dead.
+//! a get, list or patch that is silent for [`READ_TIMEOUT`] is dead. Clients of tenants' workload apiservers also cap
+//! the size of every answer ([`workload_client`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -60,6 +61,20 @@ pub fn with_timeouts(mut config: kube::Config) -> kube::Config {
 pub fn request_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
     Ok(kube::client::ClientBuilder::try_from(with_timeouts(config))?
         .with_layer(&DeadlineLayer(REQUEST_TIMEOUT))
+        .build())
+}
+
+/// The largest answer read from a tenant's workload apiserver: a page of Nodes, a Node, or an error. kube holds an
+/// answer about three times over while it decodes it; how many requests run at once is bounded too
+/// (`workload_clients`).
+pub const WORKLOAD_BODY_LIMIT: u64 = 1 << 20;
+
+/// A client for a tenant's workload apiserver: [`request_client`]'s deadlines, and no answer read past
+/// [`WORKLOAD_BODY_LIMIT`] bytes.
+pub fn workload_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
+    Ok(kube::client::ClientBuilder::try_from(with_timeouts(config))?
+        .with_layer(&DeadlineLayer(REQUEST_TIMEOUT))
+        .with_layer(&super::body_limit::BodyLimitLayer(WORKLOAD_BODY_LIMIT))
         .build())
 }
 

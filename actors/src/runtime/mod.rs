@@ -2,6 +2,7 @@
 //! actor per OVirtMachine, and the status writer; what they share is `shared`. Pure decisions live beside it in the
 //! crate; this module does the I/O.
 
+mod body_limit;
 mod capi;
 mod cluster;
 pub mod connection;
@@ -26,6 +27,7 @@ mod status_queue;
 pub mod status_writer;
 mod supervisor;
 mod watches;
+mod workload_clients;
 
 pub use kube_clients::KubeClients;
 pub use messages::SupervisorMsg;
