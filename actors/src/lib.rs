@@ -18,3 +18,4 @@ pub mod tenancy;
 pub mod vm_name;
 pub mod vm_snapshot;
 pub mod workload_kubeconfig;
+pub mod workload_target;

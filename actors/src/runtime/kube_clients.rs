@@ -28,11 +28,13 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// apiserver ends its own requests after 60 s (`--request-timeout`); a request still running a little later is lost.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(70);
 
-/// The management cluster's clients: `requests` for everything but watches, `watches` for the watches.
+/// The management cluster's clients: `requests` for everything but watches, `watches` for the watches; and the
+/// apiserver's URL they talk to.
 #[derive(Clone)]
 pub struct KubeClients {
     pub requests: kube::Client,
     pub watches: kube::Client,
+    pub apiserver: http::Uri,
 }
 
 impl KubeClients {
@@ -42,6 +44,7 @@ impl KubeClients {
         watch_config.connect_timeout = Some(CONNECT_TIMEOUT);
         watch_config.write_timeout = Some(WRITE_TIMEOUT);
         Ok(KubeClients {
+            apiserver: config.cluster_url.clone(),
             requests: request_client(config)?,
             watches: kube::Client::try_from(watch_config)?,
         })

@@ -28,6 +28,7 @@ pub mod status_writer;
 mod supervisor;
 mod watches;
 mod workload_clients;
+mod workload_targets;
 
 pub use kube_clients::KubeClients;
 pub use messages::SupervisorMsg;
@@ -75,6 +76,9 @@ pub async fn start(
     metrics: Metrics,
 ) -> Result<ActorRef<SupervisorMsg>, ractor::SpawnErr> {
     let mut settings = settings;
+    if !settings.allow_internal_workload_servers {
+        settings.internal_targets = workload_targets::gather(&clients.requests, &clients.apiserver).await;
+    }
     if settings.management_cluster_id.is_empty() {
         settings.management_cluster_id = management_cluster_id(&clients.requests)
             .await

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -34,7 +34,12 @@ pub struct WorkloadClients {
 struct Cached {
     kubeconfig: Vec<u8>,
     client: WorkloadClient,
+    built_at: Instant,
 }
+
+/// How long a client is used before it is built again: its server's name is resolved (and checked) when it is
+/// built, so a workload apiserver that moves is followed within this time.
+pub const CLIENT_TTL: Duration = Duration::from_secs(600);
 
 /// A workload cluster's client and its cluster's turns.
 #[derive(Clone)]
@@ -65,21 +70,23 @@ impl WorkloadClients {
         let cached = lock(&self.cached);
         cached
             .get(key)
-            .filter(|cached| cached.kubeconfig == kubeconfig)
+            .filter(|cached| cached.kubeconfig == kubeconfig && cached.built_at.elapsed() < CLIENT_TTL)
             .map(|cached| cached.client.clone())
     }
 
-    /// Keeps `client`, built from `kubeconfig`, for `key` (with turns of its own).
+    /// Keeps `client`, built from `kubeconfig`, for `key`; the cluster keeps its turns when a client replaces
+    /// another.
     pub fn insert(&self, key: ClusterKey, kubeconfig: Vec<u8>, client: kube::Client) -> WorkloadClient {
-        let client = WorkloadClient {
-            client,
-            turns: Arc::new(Semaphore::new(PER_CLUSTER)),
-        };
-        let cached = Cached {
+        let mut cached = lock(&self.cached);
+        let turns = (cached.get(&key).map(|old| old.client.turns.clone()))
+            .unwrap_or_else(|| Arc::new(Semaphore::new(PER_CLUSTER)));
+        let client = WorkloadClient { client, turns };
+        let entry = Cached {
             kubeconfig,
             client: client.clone(),
+            built_at: Instant::now(),
         };
-        lock(&self.cached).insert(key, cached);
+        cached.insert(key, entry);
         client
     }
 

@@ -114,6 +114,8 @@ impl World {
             watch_namespace: Some(self.namespace.clone()),
             watch_filter: Some(self.namespace.clone()),
             poll_interval: Duration::from_millis(200),
+            // The workload clusters of the tests run on loopback.
+            allow_internal_workload_servers: true,
             ..RuntimeSettings::default()
         }
     }

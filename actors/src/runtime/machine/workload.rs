@@ -1,7 +1,8 @@
 //! The workload cluster (SPEC §2 step 7): a client from the Secret `<cluster>-kubeconfig` (key `value`), the Node
 //! of the VM (systemUUID equals the VM id, case-insensitive, or the Node is named like the VM), and setting its
 //! spec.providerID. The kubeconfig is tenant-written: it goes through [`crate::workload_kubeconfig`] before any
-//! client is built or reused. Its server is the tenant's too: every answer is capped (`kube_clients::workload_client`),
+//! client is built or reused, and its server is checked (`workload_targets`: no loopback, link-local or management
+//! cluster addresses). The server is the tenant's too: every answer is capped (`kube_clients::workload_client`),
 //! a listing by its pages and time, and requests take turns per cluster and in all (`workload_clients`).
 
 use std::time::Duration;
@@ -18,6 +19,7 @@ use crate::runtime::body_limit::ResponseTooLarge;
 use crate::runtime::capi;
 use crate::runtime::kube_clients;
 use crate::runtime::workload_clients::{TURN_WAIT, Turn, WorkloadClient};
+use crate::runtime::workload_targets::{self, Refusal};
 use crate::workload_kubeconfig;
 
 /// Why there is no client for the workload cluster.
@@ -178,16 +180,19 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
         })?;
     let cache_key = (namespace.clone(), secret_name.clone());
     let clients = &state.shared.workload_clients;
+    let rejected = |why: String| {
+        NoClient::Rejected(format!(
+            "the workload kubeconfig in Secret {namespace}/{secret_name} (key value) was rejected and nothing was \
+             sent to its server: {why}"
+        ))
+    };
     // Checked on every pass and before the cache, so that a client is only used for a kubeconfig that passes now,
     // and a rejected one also drops the client of the kubeconfig it replaced.
     let kubeconfig = match workload_kubeconfig::parse(&value.0) {
         Ok(kubeconfig) => kubeconfig,
         Err(rejection) => {
             clients.remove(&cache_key);
-            return Err(NoClient::Rejected(format!(
-                "the workload kubeconfig in Secret {namespace}/{secret_name} (key value) was rejected and nothing \
-                 was sent to its server: {rejection}"
-            )));
+            return Err(rejected(rejection.to_string()));
         }
     };
     // A client per pass would mean a TLS handshake with the workload apiserver per pass; one per cluster is kept
@@ -195,7 +200,16 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
     if let Some(client) = clients.get(&cache_key, &value.0) {
         return Ok(client);
     }
-    let client = kube_clients::workload_client(kubeconfig.to_kube_config()).map_err(|err| {
+    let mut config = kubeconfig.to_kube_config();
+    if !state.shared.settings.allow_internal_workload_servers {
+        config = workload_targets::admit(config, &state.shared.settings.internal_targets)
+            .await
+            .map_err(|refusal| match refusal {
+                Refusal::Internal(why) => rejected(why),
+                Refusal::Unresolved(why) => NoClient::Unreachable(why),
+            })?;
+    }
+    let client = kube_clients::workload_client(config).map_err(|err| {
         NoClient::Unreachable(format!(
             "Secret {secret_name}: cannot build a client from the workload kubeconfig: {err}"
         ))
