@@ -46,22 +46,8 @@ pub async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> 
     }
     // Checked after subscribing (which costs the engine nothing), so that a provider whose access list changes
     // wakes this machine; before asking for the connection, so that a refused machine causes no engine request.
-    let namespace = state.key.namespace.clone().unwrap_or_default();
-    if !state.shared.namespace_allowed(&provider_name, &namespace) {
-        // The provider's poll must not go on reading a VM for a namespace it no longer serves.
-        if state.watched_vm.take().is_some() {
-            let _ = mailbox::cast(
-                &state.shared.metrics,
-                &provider,
-                ProviderMsg::UnwatchVm(state.key.clone()),
-            );
-        }
-        state.vm_snapshot = None;
-        return Ok(Err(ProviderConnection::Failed {
-            failure: ConnectionFailure::NamespaceNotAllowed,
-            message: crate::tenancy::not_allowed_message(&provider_name, &namespace),
-            persisted_for: Duration::ZERO,
-        }));
+    if let Some(refused) = refused(state, &provider, &provider_name) {
+        return Ok(Err(refused));
     }
     let asked = mailbox::call(
         &state.shared.metrics,
@@ -102,4 +88,30 @@ pub async fn connection(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> 
         }
         Err(err) => Err(ObserveError::new(format!("the provider actor did not answer: {err}"))),
     }
+}
+
+/// NamespaceNotAllowed when `provider` does not serve this machine's namespace; the provider's poll then stops
+/// reading the machine's VM, since it no longer serves the namespace.
+fn refused(
+    state: &mut MachineState,
+    provider: &ActorRef<ProviderMsg>,
+    provider_name: &str,
+) -> Option<ProviderConnection> {
+    let namespace = state.key.namespace.clone().unwrap_or_default();
+    if state.shared.namespace_allowed(provider_name, &namespace) {
+        return None;
+    }
+    if state.watched_vm.take().is_some() {
+        let _ = mailbox::cast(
+            &state.shared.metrics,
+            provider,
+            ProviderMsg::UnwatchVm(state.key.clone()),
+        );
+    }
+    state.vm_snapshot = None;
+    Some(ProviderConnection::Failed {
+        failure: ConnectionFailure::NamespaceNotAllowed,
+        message: crate::tenancy::not_allowed_message(provider_name, &namespace),
+        persisted_for: Duration::ZERO,
+    })
 }
