@@ -756,3 +756,165 @@ async fn engine_urls_with_userinfo_are_rejected_with_a_message_that_names_the_se
         .await
         .expect("an @ after the authority is not userinfo");
 }
+
+/// An IPAM pool reference as the examples and templates write it.
+fn pool(name: &str) -> Value {
+    json!({"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": name})
+}
+
+#[tokio::test]
+async fn addressing_fields_are_validated_with_messages_that_say_what_to_fix() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "addressing").await.expect("namespace");
+    let machine_kind = resource::<OVirtMachine>();
+    let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &machine_kind);
+    let machine = |name: &str, spec_patch: Value| json!({"metadata": {"name": name}, "spec": merged(valid_machine_spec(), spec_patch)});
+    let nic = |extra: Value| json!({"nics": [merged(json!({"vnicprofile": "ovirtmgmt"}), extra)]});
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "three-pools",
+            nic(json!({"addressesFromPools": [pool("a"), pool("b"), pool("c")]})),
+            "addressesFromPools takes at most two pools, one IPv4 and one IPv6",
+        ),
+        (
+            "pool-bad-group",
+            nic(json!({"addressesFromPools": [merged(pool("a"), json!({"apiGroup": "IPAM"}))]})),
+            "apiGroup must be the API group of an IPAM pool kind",
+        ),
+        (
+            "pool-bad-kind",
+            nic(json!({"addressesFromPools": [merged(pool("a"), json!({"kind": "1pool"}))]})),
+            "kind must be the kind of an IPAM pool",
+        ),
+        (
+            "pool-bad-name",
+            nic(json!({"addressesFromPools": [pool("Pool_A")]})),
+            "name must name the IPAM pool",
+        ),
+        (
+            "pool-without-name",
+            nic(json!({"addressesFromPools": [{"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool"}]})),
+            "spec.nics[0].addressesFromPools[0].name: Required value",
+        ),
+        (
+            "long-guest-name",
+            nic(json!({"guestInterfaceName": "a-very-long-name0"})),
+            "guestInterfaceName must be a Linux interface name as the guest sees it",
+        ),
+        (
+            "slash-guest-name",
+            nic(json!({"guestInterfaceName": "eth/0"})),
+            "guestInterfaceName must be a Linux interface name as the guest sees it",
+        ),
+        (
+            "dns-not-an-ip",
+            json!({"dns": {"servers": ["dns.example.com"]}}),
+            "spec.dns.servers takes at most 3 name servers, each an IPv4 or IPv6 address",
+        ),
+        (
+            "dns-four-servers",
+            json!({"dns": {"servers": ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]}}),
+            "spec.dns.servers takes at most 3 name servers",
+        ),
+        (
+            "dns-bad-domain",
+            json!({"dns": {"searchDomains": ["Example.COM"]}}),
+            "spec.dns.searchDomains takes at most 6 domains, each a lower-case DNS name",
+        ),
+    ];
+    for (name, patch, expected) in cases {
+        expect_rejected(&machines, &machine_kind, machine(name, patch), expected).await;
+    }
+    // Both families on one NIC, a guest name, DNS over IPv4 and IPv6: accepted as written.
+    let valid = machine(
+        "static",
+        json!({
+            "nics": [{"vnicprofile": "ovirtmgmt", "guestInterfaceName": "enp1s0",
+                      "addressesFromPools": [pool("nodes-v4"), pool("nodes-v6")]}],
+            "dns": {"servers": ["10.0.0.2", "fd00::2"], "searchDomains": ["example.com", "lab.example.com"]}
+        }),
+    );
+    create_dynamic(&client, machine_kind.clone(), valid, Some(&namespace)).await;
+
+    let template_kind = resource::<OVirtMachineTemplate>();
+    let templates: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &template_kind);
+    let template_spec = merged(
+        valid_machine_spec(),
+        nic(json!({"addressesFromPools": [pool("Bad_Pool")]})),
+    );
+    expect_rejected(
+        &templates,
+        &template_kind,
+        json!({"metadata": {"name": "t-bad-pool"}, "spec": {"template": {"spec": template_spec}}}),
+        "name must name the IPAM pool",
+    )
+    .await;
+
+    let cluster_kind = resource::<OVirtCluster>();
+    let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &cluster_kind);
+    let from_pool = |name: &str, extra: Value| json!({"metadata": {"name": name}, "spec": {"controlPlaneEndpointFromPool": merged(pool("vips"), extra)}});
+    expect_rejected(
+        &clusters,
+        &cluster_kind,
+        from_pool("vip-port-zero", json!({"port": 0})),
+        "spec.controlPlaneEndpointFromPool.port must be between 1 and 65535",
+    )
+    .await;
+    expect_rejected(
+        &clusters,
+        &cluster_kind,
+        from_pool("vip-bad-kind", json!({"kind": "-pool"})),
+        "kind must be the kind of an IPAM pool",
+    )
+    .await;
+    // A cluster with a VIP pool needs no endpoint; the port defaults to kube-apiserver's.
+    create_dynamic(
+        &client,
+        cluster_kind.clone(),
+        from_pool("vip", json!({})),
+        Some(&namespace),
+    )
+    .await;
+    let created = clusters.get("vip").await.expect("get");
+    assert_eq!(created.data["spec"]["controlPlaneEndpointFromPool"]["port"], 6443);
+    for (patch, expected) in [
+        (
+            json!({"spec": {"controlPlaneEndpointFromPool": {"name": "other-vips"}}}),
+            "spec.controlPlaneEndpointFromPool cannot change",
+        ),
+        (
+            json!({"spec": {"controlPlaneEndpointFromPool": null}}),
+            "spec.controlPlaneEndpointFromPool can only be set when the OVirtCluster is created, and cannot be removed",
+        ),
+    ] {
+        let err = clusters
+            .patch("vip", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect_err(expected);
+        assert!(err.to_string().contains(expected), "{expected}: {err}");
+    }
+    // Writing the endpoint the pool gave is what CAPOV does: accepted.
+    let endpoint = json!({"spec": {"controlPlaneEndpoint": {"host": "10.0.1.50", "port": 6443}}});
+    clusters
+        .patch("vip", &PatchParams::default(), &Patch::Merge(&endpoint))
+        .await
+        .expect("the endpoint CAPOV writes");
+    // A cluster created with a fixed endpoint cannot take a pool later.
+    let plain =
+        json!({"metadata": {"name": "plain"}, "spec": {"controlPlaneEndpoint": {"host": "10.0.1.9", "port": 6443}}});
+    create_dynamic(&client, cluster_kind.clone(), plain, Some(&namespace)).await;
+    let err = clusters
+        .patch(
+            "plain",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"controlPlaneEndpointFromPool": pool("vips")}})),
+        )
+        .await
+        .expect_err("a pool added later");
+    assert!(
+        err.to_string()
+            .contains("spec.controlPlaneEndpointFromPool can only be set when the OVirtCluster is created"),
+        "{err}"
+    );
+}

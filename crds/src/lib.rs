@@ -7,15 +7,17 @@
 pub mod cluster;
 pub mod condition;
 pub mod generate;
+pub mod ipam;
 pub mod labels;
 pub mod machine;
 pub mod provider;
 pub mod template;
 
-pub use cluster::{ApiEndpoint, OVirtCluster, OVirtClusterSpec, OVirtClusterStatus};
+pub use cluster::{ApiEndpoint, EndpointFromPool, OVirtCluster, OVirtClusterSpec, OVirtClusterStatus};
 pub use condition::{Condition, ConditionStatus, Severity};
+pub use ipam::IpPoolRef;
 pub use machine::{
-    CpuTopology, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
+    CpuTopology, Dns, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
     OVirtMachineStatus, VmType,
 };
 pub use provider::{AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};

@@ -107,9 +107,15 @@ pub struct MachineSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub osdisksizegb: Option<i64>,
 
-    /// The VM's network interfaces in order. Empty: keep the template's NICs.
+    /// The VM's network interfaces in order, at most 16. Empty: keep the template's NICs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub nics: Vec<Nic>,
+
+    /// Name servers and search domains for the guest, delivered with the initialization's network settings.
+    /// Omitted: the guest's own (DHCP's) DNS settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<Dns>,
 }
 
 /// oVirt VM type.
@@ -191,6 +197,55 @@ pub struct Nic {
     /// Interface name in oVirt. Default: nic1, nic2, … by position.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+
+    /// IPAM pools this NIC takes its addresses from, at most one IPv4 and one IPv6 address: CAPOV claims one
+    /// address from each pool (an IPAddressClaim owned by the OVirtMachine, released when it is deleted) and hands
+    /// them to the guest as static addresses with the pool's gateway and prefix. Empty: DHCP.
+    #[serde(rename = "addressesFromPools", default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4))]
+    #[x_kube(validation = Rule::new("size(self) <= 2").message(
+        "spec.nics[].addressesFromPools takes at most two pools, one IPv4 and one IPv6: oVirt configures one \
+         address of each family per NIC"
+    ))]
+    pub addresses_from_pools: Vec<crate::ipam::IpPoolRef>,
+
+    /// The interface's name inside the guest, which the static addresses are configured on (oVirt's "in-guest
+    /// network interface name"). Default: eth0, eth1, … by position. Only read with addressesFromPools.
+    #[serde(rename = "guestInterfaceName", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = Rule::new(
+        "size(self) <= 15 && self != '.' && self != '..' && self.matches('^[A-Za-z0-9_.:-]+\\\\z')"
+    ).message(
+        "spec.nics[].guestInterfaceName must be a Linux interface name as the guest sees it, 1 to 15 letters, \
+         digits, '_', '.', ':' or '-', e.g. eth0 or enp1s0"
+    ))]
+    pub guest_interface_name: Option<String>,
+}
+
+/// DNS settings the guest gets with its static addresses.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Dns {
+    /// Name servers (IPv4 or IPv6 addresses), at most 3 (cloud-init's limit).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    #[schemars(inner(length(max = 64)))]
+    #[x_kube(validation = Rule::new("size(self) <= 3 && self.all(server, isIP(server))").message(
+        "spec.dns.servers takes at most 3 name servers, each an IPv4 or IPv6 address such as 10.0.0.2"
+    ))]
+    pub servers: Vec<String>,
+
+    /// Search domains, at most 6 (cloud-init's limit).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 12))]
+    #[schemars(inner(length(max = 253)))]
+    #[x_kube(validation = Rule::new(
+        "size(self) <= 6 && self.all(domain, \
+         domain.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\\\\z'))"
+    ).message(
+        "spec.dns.searchDomains takes at most 6 domains, each a lower-case DNS name such as example.com"
+    ))]
+    pub search_domains: Vec<String>,
 }
 
 /// Observed state of the machine.
