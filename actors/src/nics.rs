@@ -136,6 +136,7 @@ mod tests {
         Nic {
             vnicprofile: profile.into(),
             name: name.map(String::from),
+            ..Nic::default()
         }
     }
 

@@ -522,6 +522,7 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
         affinity: None,
         custom_script: None,
         host_name: None,
+        init_network: Default::default(),
         creation_time: now_millis(),
         start_time: None,
         stop_time: None,

@@ -14,6 +14,7 @@ mod control;
 mod engine;
 mod engine_only;
 mod faults;
+mod guest_network;
 mod ids;
 mod inventory;
 mod render;
@@ -38,4 +39,6 @@ pub use inventory::{
 };
 pub use server::{Simulator, SimulatorBuilder, SimulatorHandle};
 pub use shared::WriteRecord;
-pub use state::{Delivered, DiskSnapshot, EngineVersion, NicSnapshot, Transition, VmSnapshot};
+pub use state::{
+    Delivered, DiskSnapshot, EngineVersion, InitNetwork, InitNic, NicSnapshot, Protocol, Transition, VmSnapshot,
+};

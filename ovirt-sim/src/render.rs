@@ -344,8 +344,9 @@ struct GuestInterface {
     ips: Vec<String>,
 }
 
-/// The interfaces of a Kubernetes node's guest, as its agent reports them: `lo`, one `ethN` per plugged NIC (its
-/// own IPv4, any extra address such as a keepalived VIP on the first, and the link-local IPv6 derived from the MAC),
+/// The interfaces of a Kubernetes node's guest, as its agent reports them: `lo`, one `ethN` per plugged NIC (the
+/// addresses its delivered network settings give it, else its own IPv4 from DHCP (`crate::guest_network`); any
+/// extra address such as a keepalived VIP on the first, and the link-local IPv6 derived from the MAC),
 /// and what a container runtime and CNI add with MACs of their own: `docker0`, `cni0` and `flannel.1` (flannel),
 /// `vxlan.calico` and a `cali…` veth (Calico, whose veths all carry `ee:ee:ee:ee:ee:ee`), and a `veth…`.
 fn guest_interfaces(vm: &VmRecord) -> Vec<GuestInterface> {
@@ -356,8 +357,14 @@ fn guest_interfaces(vm: &VmRecord) -> Vec<GuestInterface> {
         mac: "00:00:00:00:00:00".into(),
         ips: vec!["127.0.0.1".into(), "::1".into()],
     }];
+    let network = crate::guest_network::guest_network(vm.delivered.as_ref());
     for (index, nic) in vm.nics.iter().filter(|nic| nic.plugged).enumerate() {
-        let mut ips = vec![guest_ipv4(n.wrapping_mul(8).wrapping_add(index as u64))];
+        let config = network.interface(&format!("eth{index}"));
+        let mut ips = Vec::new();
+        if config.dhcp4 {
+            ips.push(guest_ipv4(n.wrapping_mul(8).wrapping_add(index as u64)));
+        }
+        ips.extend(config.addresses);
         if index == 0 {
             ips.extend(vm.guest_addresses.iter().cloned());
         }
@@ -448,6 +455,7 @@ pub fn reported_devices(vm: &VmRecord, engine: EngineVersion) -> Vec<ReportedDev
                         .map(|(address, version)| Ip {
                             address: Some(address),
                             version: Some(version.into()),
+                            ..Ip::default()
                         })
                         .collect(),
                 }),
@@ -540,10 +548,14 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         }),
         creation_time: Some(format_time(v.creation_time)),
         fqdn: (v.ips_reported).then(|| format!("{}.sim.local", v.name)),
-        initialization: (v.custom_script.is_some() || v.host_name.is_some()).then(|| Initialization {
-            custom_script: v.custom_script.clone(),
-            host_name: v.host_name.clone(),
-        }),
+        initialization: (v.custom_script.is_some() || v.host_name.is_some() || v.init_network != Default::default())
+            .then(|| Initialization {
+                custom_script: v.custom_script.clone(),
+                host_name: v.host_name.clone(),
+                dns_servers: v.init_network.dns_servers.clone(),
+                dns_search: v.init_network.dns_search.clone(),
+                nic_configurations: crate::engine::init_network::render(&v.init_network),
+            }),
         memory: Some(v.memory),
         memory_policy: Some(MemoryPolicy {
             ballooning: Some(v.ballooning),

@@ -133,6 +133,7 @@ async fn full_machine_flow_against_the_binary_over_https() {
         initialization: Some(Initialization {
             custom_script: Some("{\"ignition\":{}}".into()),
             host_name: Some("worker-0".into()),
+            ..Initialization::default()
         }),
         disk_attachments: Some(DiskAttachments {
             items: vec![

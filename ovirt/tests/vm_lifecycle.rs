@@ -82,6 +82,7 @@ fn new_vm(name: &str, inv: &Inventory, target_sd: Option<&str>, clone: bool) -> 
         initialization: Some(Initialization {
             custom_script: Some("#cloud-config\n".into()),
             host_name: Some(name.to_string()),
+            ..Initialization::default()
         }),
         disk_attachments: placement.map(|p| DiskAttachments {
             items: vec![p.to_attachment()],
@@ -510,6 +511,7 @@ async fn a_status_batch_too_large_for_one_answer_is_read_in_halves() {
             initialization: Some(Initialization {
                 custom_script: Some(script.clone()),
                 host_name: None,
+                ..Initialization::default()
             }),
             ..Vm::default()
         };

@@ -33,6 +33,9 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         .cluster_by_ref(cluster_ref.id.as_deref(), cluster_ref.name.as_deref())
         .ok_or_else(|| operation_failed(400, "Cannot add VM. The relevant Cluster doesn't exist."))?
         .clone();
+    let initialization = request.initialization.clone().unwrap_or_default();
+    // The REST layer maps the request before any command runs: its refusals come first.
+    let init_network = super::init_network::from_request(&initialization)?;
     let template = requested_template(state, template_ref)?;
     check_name_and_description(state, &name, request, &cluster.data_center_id)?;
     let sizing = Sizing::of(request, template.as_ref())?;
@@ -44,6 +47,8 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
             "Cannot add VM: Template is locked. Please try again in a few minutes.",
         ));
     }
+
+    super::init_network::validate(&init_network, "add")?;
 
     let vm_id = new_id();
     let new_disks = match &template {
@@ -60,7 +65,6 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
     for disk in new_disks {
         state.disks.insert(disk.id.clone(), disk);
     }
-    let initialization = request.initialization.clone().unwrap_or_default();
     state.insert_vm(VmRecord {
         id: vm_id.clone(),
         name,
@@ -100,6 +104,7 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         affinity: request.placement_policy.as_ref().and_then(|p| p.affinity.clone()),
         custom_script: initialization.custom_script,
         host_name: initialization.host_name,
+        init_network,
         creation_time: now_millis(),
         start_time: None,
         stop_time: None,

@@ -14,7 +14,7 @@
 //!   `{"filesystem":"root","path":"/etc/hostname","mode":420,"contents":{"source":"data:,NAME"}}` appended to
 //!   `storage.files`. A script that is not a JSON object makes the engine fail building the payload.
 
-use crate::state::Delivered;
+use crate::state::{Delivered, InitNetwork};
 
 /// The initialization an OS type supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,24 +40,27 @@ pub const IGNITION_VERSION: &str = "2.3.0";
 
 /// The payload a start asking for cloud-init (`use_cloud_init`) or Ignition (`use_ignition`) delivers to a VM of
 /// `os_type`, or None when the OS does not use what was asked. `Err` when the engine cannot build it (Ignition
-/// with a script that is not a JSON object).
+/// with a script that is not a JSON object). Both kinds get the initialization's network settings as the config
+/// drive's `network_data.json` (`super::init_network`).
 pub fn deliver(
     os_type: &str,
-    use_cloud_init: bool,
-    use_ignition: bool,
+    (use_cloud_init, use_ignition): (bool, bool),
     custom_script: Option<&str>,
     host_name: Option<&str>,
+    network: &InitNetwork,
 ) -> Result<Option<Delivered>, String> {
     match init_type(os_type) {
         InitType::CloudInit if use_cloud_init => Ok(Some(Delivered {
             kind: "cloud-init".into(),
             user_data: cloud_init_user_data(custom_script),
             meta_data: meta_data(host_name),
+            network_data: super::init_network::network_data(network),
         })),
         InitType::Ignition if use_ignition => Ok(Some(Delivered {
             kind: "ignition".into(),
             user_data: ignition_user_data(custom_script, host_name)?,
             meta_data: meta_data(host_name),
+            network_data: super::init_network::network_data(network),
         })),
         _ => Ok(None),
     }
@@ -130,12 +133,37 @@ mod tests {
 
     #[test]
     fn the_os_type_decides_what_a_start_delivers() {
-        assert!(deliver("other", true, false, Some("x"), None).unwrap().is_some());
-        assert_eq!(deliver("rhcos_x64", true, false, Some("#cloud-config"), None), Ok(None));
-        assert_eq!(deliver("other", false, true, Some("{}"), None), Ok(None));
-        assert_eq!(deliver("windows_2019x64", true, true, Some("{}"), None), Ok(None));
+        assert!(
+            deliver("other", (true, false), Some("x"), None, &InitNetwork::default())
+                .unwrap()
+                .is_some()
+        );
         assert_eq!(
-            deliver("rhcos_x64", false, true, Some("{}"), None)
+            deliver(
+                "rhcos_x64",
+                (true, false),
+                Some("#cloud-config"),
+                None,
+                &InitNetwork::default()
+            ),
+            Ok(None)
+        );
+        assert_eq!(
+            deliver("other", (false, true), Some("{}"), None, &InitNetwork::default()),
+            Ok(None)
+        );
+        assert_eq!(
+            deliver(
+                "windows_2019x64",
+                (true, true),
+                Some("{}"),
+                None,
+                &InitNetwork::default()
+            ),
+            Ok(None)
+        );
+        assert_eq!(
+            deliver("rhcos_x64", (false, true), Some("{}"), None, &InitNetwork::default())
                 .unwrap()
                 .map(|d| d.kind),
             Some("ignition".to_string())
@@ -145,9 +173,15 @@ mod tests {
     #[test]
     fn cloud_init_user_data_gets_the_engines_header_and_keys_before_the_script() {
         let script = "## template: jinja\n#cloud-config\nruncmd:\n- kubeadm join\n";
-        let data = deliver("rhel_8x64", true, false, Some(script), Some("m1"))
-            .unwrap()
-            .unwrap();
+        let data = deliver(
+            "rhel_8x64",
+            (true, false),
+            Some(script),
+            Some("m1"),
+            &InitNetwork::default(),
+        )
+        .unwrap()
+        .unwrap();
         assert!(
             data.user_data.starts_with("#cloud-config\nchpasswd:"),
             "{}",
@@ -163,9 +197,15 @@ mod tests {
 
     #[test]
     fn ignition_gets_a_version_and_a_hostname_file() {
-        let data = deliver("rhcos_x64", false, true, Some(r#"{"passwd":{}}"#), Some("m1"))
-            .unwrap()
-            .unwrap();
+        let data = deliver(
+            "rhcos_x64",
+            (false, true),
+            Some(r#"{"passwd":{}}"#),
+            Some("m1"),
+            &InitNetwork::default(),
+        )
+        .unwrap()
+        .unwrap();
         let json: serde_json::Value = serde_json::from_str(&data.user_data).unwrap();
         assert_eq!(json["ignition"]["version"], IGNITION_VERSION);
         assert_eq!(json["storage"]["files"][0]["path"], "/etc/hostname");
@@ -174,12 +214,27 @@ mod tests {
         assert_eq!(data.meta_data["name"], "m1");
         // A version and a hostname file of its own are kept.
         let own = r#"{"ignition":{"version":"3.1.0"},"storage":{"files":[{"path":"/etc/hostname"}]}}"#;
-        let data = deliver("rhcos_x64", false, true, Some(own), Some("m1"))
-            .unwrap()
-            .unwrap();
+        let data = deliver(
+            "rhcos_x64",
+            (false, true),
+            Some(own),
+            Some("m1"),
+            &InitNetwork::default(),
+        )
+        .unwrap()
+        .unwrap();
         let json: serde_json::Value = serde_json::from_str(&data.user_data).unwrap();
         assert_eq!(json["ignition"]["version"], "3.1.0");
         assert_eq!(json["storage"]["files"].as_array().map(Vec::len), Some(1));
-        assert!(deliver("rhcos_x64", false, true, Some("#cloud-config"), None).is_err());
+        assert!(
+            deliver(
+                "rhcos_x64",
+                (false, true),
+                Some("#cloud-config"),
+                None,
+                &InitNetwork::default()
+            )
+            .is_err()
+        );
     }
 }

@@ -4,6 +4,7 @@
 mod add_vm;
 mod disks;
 pub mod init;
+pub mod init_network;
 mod nics;
 mod power;
 

@@ -50,10 +50,10 @@ pub fn start_vm(
     // What reaches the guest depends on the OS type (`engine::init`); the start succeeds either way.
     let delivered = super::init::deliver(
         &vm.os_type,
-        action.use_cloud_init == Some(true),
-        action.use_ignition == Some(true),
+        (action.use_cloud_init == Some(true), action.use_ignition == Some(true)),
         vm.custom_script.as_deref(),
         vm.host_name.as_deref(),
+        &vm.init_network,
     )
     // The engine builds the payload only when it launches the VM on a host, after the start was answered: a script
     // it cannot build fails that launch (not modelled: the VM starts without a payload).

@@ -9,10 +9,12 @@ use capov_ovirt::model::{DiskStatus, VmStatus};
 use serde::Serialize;
 
 pub mod copies;
+mod init_network;
 mod schedule;
 mod version;
 
 pub use copies::CopyPools;
+pub use init_network::{InitNetwork, InitNic, Protocol};
 pub use schedule::{Scheduled, Transition, later};
 pub use version::EngineVersion;
 
@@ -147,6 +149,8 @@ pub struct VmRecord {
     pub affinity: Option<String>,
     pub custom_script: Option<String>,
     pub host_name: Option<String>,
+    /// The initialization's DNS settings and NIC configurations.
+    pub init_network: InitNetwork,
     pub creation_time: i64,
     pub start_time: Option<i64>,
     pub stop_time: Option<i64>,
@@ -185,6 +189,9 @@ pub struct Delivered {
     /// engine always writes (`CloudInitHandler.storeHostname`/`storeExecutionParameters`; Ignition goes through the
     /// same handler). cloud-init's ConfigDrive datasource makes `local-hostname` of `hostname`.
     pub meta_data: serde_json::Value,
+    /// The config drive's `openstack/latest/network_data.json`, when the initialization has network settings
+    /// (`engine::init_network::network_data`).
+    pub network_data: Option<serde_json::Value>,
 }
 
 /// How the disk copy of an accepted `POST /vms` ends.
@@ -319,6 +326,8 @@ pub struct VmSnapshot {
     pub template_id: String,
     pub cluster_id: String,
     pub custom_script: Option<String>,
+    /// The initialization's DNS settings and NIC configurations.
+    pub init_network: InitNetwork,
     pub last_start_init: Option<String>,
     pub disks: Vec<DiskSnapshot>,
     pub nics: Vec<NicSnapshot>,
@@ -353,6 +362,7 @@ impl State {
             template_id: vm.template_id.clone(),
             cluster_id: vm.cluster_id.clone(),
             custom_script: vm.custom_script.clone(),
+            init_network: vm.init_network.clone(),
             last_start_init: vm.last_start_init.clone(),
             disks: vm
                 .disk_ids

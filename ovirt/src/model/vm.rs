@@ -103,6 +103,15 @@ pub struct Initialization {
     pub custom_script: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_name: Option<String>,
+    /// Name servers, separated by spaces (the engine splits them on `' '`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_servers: Option<String>,
+    /// Search domains, separated by spaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_search: Option<String>,
+    /// The guest's network interfaces as cloud-init configures them (`network_data.json` of the config drive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_configurations: Option<NicConfigurations>,
 }
 
 // Bootstrap data carries secrets (join tokens): never print it.
@@ -114,9 +123,51 @@ impl std::fmt::Debug for Initialization {
                 &self.custom_script.as_ref().map(|s| format!("<{} bytes>", s.len())),
             )
             .field("host_name", &self.host_name)
+            .field("dns_servers", &self.dns_servers)
+            .field("dns_search", &self.dns_search)
+            .field("nic_configurations", &self.nic_configurations)
             .finish()
     }
 }
+
+string_enum!(
+    /// `boot_protocol`: how an interface of the guest gets its address.
+    BootProtocol {
+        Autoconf = "autoconf",
+        Dhcp = "dhcp",
+        PolyDhcpAutoconf = "poly_dhcp_autoconf",
+        Static = "static",
+        None = "none",
+    }
+);
+
+/// One network interface of the guest as its initialization configures it. `name` is the interface's name inside
+/// the guest (e.g. `eth0`), not the VM NIC's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicConfiguration {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// IPv4: `address`, `netmask` (dotted) and `gateway`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<Ip>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_protocol: Option<BootProtocol>,
+    /// IPv6: `address`, `netmask` (the prefix length as a number) and `gateway`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<Ip>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6_boot_protocol: Option<BootProtocol>,
+    /// Must be true: the engine refuses anything else for cloud-init's network data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_boot: Option<bool>,
+}
+
+collection!(
+    NicConfigurations,
+    "nic_configurations",
+    "nic_configuration",
+    NicConfiguration
+);
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "vm")]
@@ -259,6 +310,11 @@ collection!(Nics, "nics", "nic", Nic);
 pub struct Ip {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// Of a NIC configuration: IPv4 dotted (255.255.255.0), IPv6 the prefix length (64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netmask: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
     /// v4 | v6
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,

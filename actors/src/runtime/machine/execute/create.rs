@@ -55,6 +55,7 @@ pub async fn create_vm(
         initialization: Some(Initialization {
             custom_script: Some(custom_script),
             host_name: Some(plan.name.clone()),
+            ..Initialization::default()
         }),
         ..Vm::default()
     };
