@@ -21,7 +21,7 @@
 use capov_ovirt::model::{self, BootProtocol, Ip, NicConfiguration, NicConfigurations};
 use serde_json::{Value, json};
 
-use super::{EngineError, EngineResult, operation_failed};
+use super::*;
 use crate::state::{InitNetwork, InitNic, Protocol};
 
 impl Protocol {
