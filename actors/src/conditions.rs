@@ -90,6 +90,22 @@ pub mod reasons {
     pub const VM_IMAGE_LOCKED: &str = "VMImageLocked";
     /// The engine shows the VM without `<status>` (ImageIllegal): its disk images are illegal.
     pub const VM_IMAGE_ILLEGAL: &str = "VMImageIllegal";
+    /// Static addresses (spec.nics[].addressesFromPools): an IPAddressClaim has no address yet (`crate::ip_claims`).
+    pub const WAITING_FOR_IP_ADDRESS: &str = "WaitingForIPAddress";
+    /// An IPAddressClaim of the name CAPOV would use exists and is not the object's.
+    pub const IP_ADDRESS_CLAIM_CONFLICT: &str = "IPAddressClaimConflict";
+    /// An IPAddress the IPAM provider gave cannot be used (no IP, prefix out of range, gateway of the other family).
+    pub const INVALID_IP_ADDRESS: &str = "InvalidIPAddress";
+    /// One NIC got two addresses of one family.
+    pub const IP_ADDRESS_FAMILY_CONFLICT: &str = "IPAddressFamilyConflict";
+    /// Creating or releasing an IPAddressClaim failed (e.g. CAPI's IPAM API is not installed, or RBAC).
+    pub const IP_ADDRESS_CLAIM_FAILED: &str = "IPAddressClaimFailed";
+
+    // OVirtCluster Ready (spec.controlPlaneEndpointFromPool).
+    /// The control-plane endpoint's claim has no address yet.
+    pub const WAITING_FOR_CONTROL_PLANE_ENDPOINT: &str = "WaitingForControlPlaneEndpoint";
+    /// spec.controlPlaneEndpoint.host was set to another address than the pool gave.
+    pub const CONTROL_PLANE_ENDPOINT_MISMATCH: &str = "ControlPlaneEndpointMismatch";
 
     // MachineDiskResized.
     pub const WAITING_FOR_DISK_RESIZE: &str = "WaitingForDiskResize";
@@ -356,6 +372,13 @@ const ALL_REASONS: &[&str] = &[
     reasons::ENGINE_ERROR,
     reasons::VM_IMAGE_LOCKED,
     reasons::VM_IMAGE_ILLEGAL,
+    reasons::WAITING_FOR_IP_ADDRESS,
+    reasons::IP_ADDRESS_CLAIM_CONFLICT,
+    reasons::INVALID_IP_ADDRESS,
+    reasons::IP_ADDRESS_FAMILY_CONFLICT,
+    reasons::IP_ADDRESS_CLAIM_FAILED,
+    reasons::WAITING_FOR_CONTROL_PLANE_ENDPOINT,
+    reasons::CONTROL_PLANE_ENDPOINT_MISMATCH,
     reasons::WAITING_FOR_DISK_RESIZE,
     reasons::DISK_SHRINK_NOT_ALLOWED,
     reasons::NO_BOOTABLE_DISK,
