@@ -82,7 +82,9 @@ pub(super) fn find_own_vm<'o>(
                 None => return Ok(vm),
             },
             Ownership::Owned => return Ok(vm),
-            Ownership::Legacy => passed.take().stop(
+            // With a providerID set, the VM was found by its id: a legacy or moved marker proves it is this
+            // object's, and is rewritten with this UID before anything else (the owner-uid annotation then follows).
+            Ownership::Legacy | Ownership::Moved => passed.take().stop(
                 Action::UpgradeMarker {
                     vm_id: vm.id.clone(),
                     description: o.owner.marker(),
@@ -122,17 +124,27 @@ pub(super) fn find_own_vm<'o>(
                     "a VM named {:?} exists in oVirt but was not created for this OVirtMachine: {}; it is left \
                      untouched: rename or remove it in oVirt",
                     o.vm_name(),
-                    match vm.ownership {
-                        Ownership::NotOwned(why) => why.explain(),
-                        _ =>
-                            "it carries a marker of an earlier CAPOV version, which cannot tell this \
-                              OVirtMachine from a deleted one of the same name",
-                    }
+                    not_adopted_by_name(vm.ownership)
                 ),
             ),
         ),
     };
     Err(Box::new(decision))
+}
+
+/// Why a VM found by name is not adopted.
+pub(super) fn not_adopted_by_name(ownership: Ownership) -> &'static str {
+    match ownership {
+        Ownership::NotOwned(why) => why.explain(),
+        Ownership::Moved => {
+            "its CAPOV marker names the UID of this OVirtMachine's owner-uid annotation, which counts only for the \
+             VM that spec.providerID names"
+        }
+        Ownership::Legacy | Ownership::Owned => {
+            "it carries a marker of an earlier CAPOV version, which cannot tell this OVirtMachine from a deleted one \
+             of the same name"
+        }
+    }
 }
 
 fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan {

@@ -1,13 +1,14 @@
-//! The finalizers the supervisor writes itself: an OVirtProvider's, added at once and removed, once the provider is
-//! being deleted, when no OVirtMachine uses it any more; and an OVirtCluster's (`cluster::reconcile`). No later watch
-//! event may come to trigger a failed write again, so each one is retried with a jittered, growing delay until it
-//! succeeds or its object is gone.
+//! The finalizers the supervisor writes itself: an OVirtProvider's, added at once (in the same patch as its
+//! management-cluster annotation when that is absent, [`crate::management_clusters`]) and removed, once the provider
+//! is being deleted, when no OVirtMachine uses it any more; and an OVirtCluster's (`cluster::reconcile`). No later
+//! watch event may come to trigger a failed write again, so each one is retried with a jittered, growing delay until
+//! it succeeds or its object is gone.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capov_crds::labels::PROVIDER_FINALIZER;
+use capov_crds::labels::{MANAGEMENT_CLUSTER_ANNOTATION, PROVIDER_FINALIZER};
 use capov_crds::{OVirtCluster, OVirtProvider};
 use kube::ResourceExt;
 use kube::api::Api;
@@ -47,7 +48,8 @@ impl ProviderFinalizers {
 
     /// Adds the provider's finalizer, or removes it when the provider is being deleted and no longer in use.
     pub async fn sync(&mut self, provider: &OVirtProvider, in_use: impl Fn(&str) -> bool) {
-        let outcome = sync_provider_finalizer(&self.shared.client, provider, in_use).await;
+        let own_id = &self.shared.settings.management_cluster_id;
+        let outcome = sync_provider_finalizer(&self.shared.client, provider, own_id, in_use).await;
         self.note(FinalizerOwner::Provider(provider.name_any()), outcome);
     }
 
@@ -102,7 +104,10 @@ impl ProviderFinalizers {
                 }
             }
             FinalizerOwner::Provider(name) => match Api::<OVirtProvider>::all(client.clone()).get_opt(name).await {
-                Ok(Some(provider)) => sync_provider_finalizer(&client, &provider, in_use).await,
+                Ok(Some(provider)) => {
+                    let own_id = &self.shared.settings.management_cluster_id;
+                    sync_provider_finalizer(&client, &provider, own_id, in_use).await
+                }
                 Ok(None) => Ok(()),
                 Err(err) => Err(format!("cannot read OVirtProvider {name}: {err}")),
             },
@@ -111,18 +116,23 @@ impl ProviderFinalizers {
     }
 }
 
-/// Adds the provider's finalizer, or, while it is being deleted, removes it once no OVirtMachine references it.
+/// Adds the provider's finalizer and, when absent, its management-cluster annotation naming `own_id` (this
+/// cluster's id); or, while it is being deleted, removes the finalizer once no OVirtMachine references it.
 async fn sync_provider_finalizer(
     client: &kube::Client,
     provider: &OVirtProvider,
+    own_id: &str,
     in_use: impl Fn(&str) -> bool,
 ) -> Result<(), String> {
     let api: Api<OVirtProvider> = Api::all(client.clone());
     if provider.metadata.deletion_timestamp.is_none() {
-        return finalizers::ensure(&api, provider, PROVIDER_FINALIZER)
+        let annotation = (MANAGEMENT_CLUSTER_ANNOTATION, own_id);
+        return finalizers::ensure_with_annotation(&api, provider, PROVIDER_FINALIZER, annotation)
             .await
             .map(|_| ())
-            .map_err(|err| format!("cannot add the finalizer {PROVIDER_FINALIZER}: {err}"));
+            .map_err(|err| {
+                format!("cannot add the finalizer {PROVIDER_FINALIZER} or the annotation {MANAGEMENT_CLUSTER_ANNOTATION}: {err}")
+            });
     }
     if in_use(&provider.name_any()) {
         return Ok(());

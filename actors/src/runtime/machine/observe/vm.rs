@@ -9,7 +9,7 @@ use capov_ovirt::Client;
 use super::observation::ObserveError;
 use crate::addresses::{ReportedDevice, VmNic};
 use crate::conditions::{reasons, types};
-use crate::identity::{Ownership, ownership, parse_provider_id};
+use crate::identity::{ownership, parse_provider_id};
 use crate::machine_steps::{FoundBy, Observed, ObservedVm, VmDisk};
 use crate::runtime::machine::state::MachineState;
 use crate::vm_snapshot::VmSnapshot;
@@ -113,11 +113,7 @@ async fn observed_vm(
     found_by: FoundBy,
 ) -> Result<Option<ObservedVm>, ObserveError> {
     let ownership = ownership(&vm.description, &observed.owner);
-    let ours = match ownership {
-        Ownership::Owned => true,
-        Ownership::Legacy => found_by == FoundBy::ProviderId,
-        Ownership::NotOwned(_) => false,
-    };
+    let ours = ownership.proven(found_by == FoundBy::ProviderId);
     let mut found = ObservedVm {
         ever_started: started_by_status(state.status.ready, &state.status.conditions) || vm.started,
         os_type: vm.os_type.clone(),
