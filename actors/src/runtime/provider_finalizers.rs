@@ -53,6 +53,16 @@ impl ProviderFinalizers {
         self.note(FinalizerOwner::Provider(provider.name_any()), outcome);
     }
 
+    /// Reconciles an OVirtCluster ([`cluster::reconcile`]); a failed finalizer write is retried.
+    pub async fn reconcile_cluster(&mut self, object: &OVirtCluster) {
+        let outcome = cluster::reconcile_counted(&self.shared, object).await;
+        let owner = FinalizerOwner::Cluster {
+            namespace: object.namespace().unwrap_or_default(),
+            name: object.name_any(),
+        };
+        self.note(owner, outcome);
+    }
+
     /// Releases each of `providers` that is being deleted and no longer in use.
     pub async fn release_deleting<'p>(
         &mut self,

@@ -19,7 +19,7 @@ use super::credential_secrets::CredentialSecrets;
 use super::keys::ObjectKey;
 use super::machine::{MachineActor, MachineArgs};
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
-use super::messages::{FinalizerOwner, MachineMsg, SupervisorMsg};
+use super::messages::{MachineMsg, SupervisorMsg};
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::provider_finalizers::ProviderFinalizers;
 use super::relisting::Relisting;
@@ -59,6 +59,7 @@ pub struct SupervisorState {
     relisting_machines: Relisting<ObjectKey>,
     synced: SyncedWatches,
     finalizers: ProviderFinalizers,
+    clusters: cluster::SeenClusters,
 }
 
 pub struct SupervisorArgs {
@@ -112,6 +113,7 @@ impl Actor for Supervisor {
             relisting_providers: Relisting::default(),
             relisting_machines: Relisting::default(),
             synced: SyncedWatches::default(),
+            clusters: cluster::SeenClusters::default(),
         })
     }
 
@@ -149,13 +151,8 @@ impl Actor for Supervisor {
             }
             SupervisorMsg::Cluster(event) => {
                 state.synced.note(watches::CLUSTERS, &event);
-                if let Event::Apply(object) | Event::InitApply(object) = event {
-                    let outcome = cluster::reconcile_counted(&state.shared, &object).await;
-                    let owner = FinalizerOwner::Cluster {
-                        namespace: object.namespace().unwrap_or_default(),
-                        name: object.name_any(),
-                    };
-                    state.finalizers.note(owner, outcome);
+                if let Some(object) = state.clusters.note(event) {
+                    state.finalizers.reconcile_cluster(&object).await;
                 }
             }
             SupervisorMsg::Machine(event) => {
@@ -165,6 +162,16 @@ impl Actor for Supervisor {
             SupervisorMsg::Synced(watch) => state.synced.insert(watch),
             SupervisorMsg::IsSynced(reply) => {
                 let _ = reply.send(state.synced.all());
+            }
+            // A CAPI Cluster (or the Namespace) changed: its OVirtClusters too may have to say so (a pause lifted).
+            SupervisorMsg::CapiChanged {
+                namespace,
+                machine: None,
+            } => {
+                for object in state.clusters.in_namespace(&namespace) {
+                    state.finalizers.reconcile_cluster(&object).await;
+                }
+                wake_machines(state, &namespace, None)
             }
             SupervisorMsg::CapiChanged { namespace, machine } => wake_machines(state, &namespace, machine),
             SupervisorMsg::CapiListed => poke(state, |_| true),

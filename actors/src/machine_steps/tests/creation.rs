@@ -259,6 +259,25 @@ fn vm_found_by_provider_id_without_this_objects_marker_is_never_changed() {
     }
 }
 
+/// A moved machine on a cluster whose provider does not name the cluster it came from must not be deleted before
+/// the provider is fixed (its VM would be left behind): the message says what to fix first.
+#[test]
+fn a_vm_of_another_management_cluster_says_how_a_moved_machine_gets_it_back() {
+    let o = Observed {
+        vm: Some(ObservedVm {
+            ownership: Ownership::NotOwned(NotOwned::OtherManagementCluster),
+            ..vm("up", true)
+        }),
+        ..with_vm("up", true)
+    };
+    let created = decide(&o).condition(types::MACHINE_CREATED).unwrap().message.clone();
+    assert!(created.contains("clusterctl move"), "{created}");
+    assert!(
+        created.contains("capov.infrastructure.cluster.x-k8s.io/management-cluster"),
+        "{created}"
+    );
+}
+
 #[test]
 fn a_legacy_marker_on_the_recorded_vm_is_upgraded_before_anything_else() {
     let o = Observed {
