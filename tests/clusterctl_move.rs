@@ -479,6 +479,11 @@ async fn clusterctl_move_keeps_every_machine_owned_and_the_moved_cluster_scales(
         deleted,
         "a VM was deleted by the move"
     );
+    let rewrites = vm_writes_by(&sim, target.name, moved_at);
+    assert!(
+        rewrites.len() == 3 && rewrites.iter().all(|w| w.starts_with("PUT ")),
+        "the target's only VM writes are the three marker rewrites: {rewrites:?}"
+    );
 
     // The source lets go: its objects are gone and its CAPOV sent the engine nothing about VMs since the move.
     let left = source
