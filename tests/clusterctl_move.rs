@@ -412,16 +412,16 @@ async fn clusterctl_move_keeps_every_machine_owned_and_the_moved_cluster_scales(
     target.start_operator();
     let kubelets = play_kubelets(sim.control().clone(), workload.client().await.expect("workload client"));
     let before = source.settle(&namespace, 3, &sim, "3 Running Machines").await;
-    let stamped = source.providers().get(PROVIDER).await.expect("provider");
-    assert_eq!(
-        stamped
+    eventually(WAIT, "the source's CAPOV records its id on the provider", || async {
+        let provider = source.providers().get(PROVIDER).await.ok()?;
+        let recorded = provider
             .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(MANAGEMENT_CLUSTER_ANNOTATION)),
-        Some(&source.id),
-        "the source's CAPOV records its id on the provider"
-    );
+            .annotations?
+            .get(MANAGEMENT_CLUSTER_ANNOTATION)?
+            .clone();
+        (recorded == source.id).then_some(())
+    })
+    .await;
     let (created, deleted) = (
         sim.control().counter("POST /vms"),
         sim.control().counter("DELETE /vms/{id}"),
