@@ -328,6 +328,8 @@ impl Operator {
             .arg(format!("--watch-filter={ns}"))
             .arg(format!("--credentials-namespace={ns}"))
             .arg("--metrics-bind-address=0")
+            // The workload cluster runs on loopback.
+            .arg("--allow-internal-workload-servers")
             .arg("--health-probe-bind-address=0")
             .arg("--log-format=json")
             .arg(format!("--ovirt-qps={OVIRT_QPS}"))

@@ -213,6 +213,14 @@ fn rbac_is_least_privilege() {
         verbs_on(&cluster, "cluster.x-k8s.io", "machines"),
         ["get", "list", "watch"]
     );
+    // What workload kubeconfigs may not point at: the service networks, and the apiserver's own EndpointSlice only.
+    assert_eq!(verbs_on(&cluster, "networking.k8s.io", "servicecidrs"), ["list"]);
+    assert_eq!(verbs_on(&cluster, "discovery.k8s.io", "endpointslices"), ["get"]);
+    let slices = cluster
+        .iter()
+        .find(|rule| rule["resources"] == json!(["endpointslices"]))
+        .expect("the EndpointSlice rule");
+    assert_eq!(slices["resourceNames"], json!(["kubernetes"]));
     for kind in ["ovirtproviders", "ovirtclusters", "ovirtmachines"] {
         let group = "infrastructure.cluster.x-k8s.io";
         assert!(verbs_on(&cluster, group, kind).contains(&"patch".to_string()), "{kind}");

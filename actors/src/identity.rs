@@ -35,10 +35,24 @@ pub fn format_provider_id(vm_id: &str) -> String {
     format!("{PROVIDER_ID_PREFIX}{vm_id}")
 }
 
-/// The VM id of `ovirt://<vm-id>`; None for anything else (other prefix, empty id, a path).
+/// The VM id of `ovirt://<vm-id>`; None for anything else. The engine's ids are UUIDs (`Guid`), and only a UUID is
+/// taken: anything else would be pasted into a request path, where `..` or `.` turn `GET /vms/{id}` into a listing
+/// of every VM (issue 23). The CRD refuses the same values (`OVirtMachineSpec.provider_id`).
 pub fn parse_provider_id(provider_id: &str) -> Option<&str> {
-    let id = provider_id.trim().strip_prefix(PROVIDER_ID_PREFIX)?;
-    (!id.is_empty() && !id.contains('/') && !id.chars().any(char::is_whitespace)).then_some(id)
+    let id = provider_id.strip_prefix(PROVIDER_ID_PREFIX)?;
+    is_engine_id(id).then_some(id)
+}
+
+/// `8-4-4-4-12` hexadecimal digits, as the engine writes its ids.
+fn is_engine_id(id: &str) -> bool {
+    const GROUPS: [usize; 5] = [8, 4, 4, 4, 12];
+    let mut groups = id.split('-');
+    let fits = GROUPS.iter().all(|&len| {
+        groups
+            .next()
+            .is_some_and(|group| group.len() == len && group.bytes().all(|b| b.is_ascii_hexdigit()))
+    });
+    fits && groups.next().is_none()
 }
 
 /// Who a VM must belong to: the OVirtMachine (namespace, name, UID) and the management cluster running CAPOV.
@@ -106,6 +120,21 @@ impl Ownership {
             Ownership::Owned => true,
             Ownership::Legacy | Ownership::Moved => through_provider_id,
             Ownership::NotOwned(_) => false,
+        }
+    }
+
+    /// For condition messages and Events: why a VM found by name is not this object's (never the marker itself).
+    pub fn unproven_by_name(self) -> &'static str {
+        match self {
+            Ownership::NotOwned(why) => why.explain(),
+            Ownership::Moved => {
+                "its CAPOV marker names the UID of this OVirtMachine's owner-uid annotation, which counts only for \
+                 the VM that spec.providerID names"
+            }
+            Ownership::Legacy | Ownership::Owned => {
+                "it carries a marker of an earlier CAPOV version, which cannot tell this OVirtMachine from a deleted \
+                 one of the same name"
+            }
         }
     }
 }
@@ -247,9 +276,29 @@ mod tests {
 
     #[test]
     fn malformed_provider_ids_are_rejected() {
-        for bad in ["", "ovirt://", "vsphere://abc", "abc", "ovirt://a/b", "ovirt://a b"] {
-            assert_eq!(parse_provider_id(bad), None, "{bad}");
+        let uuid = "0a5c3c43-4b4e-4a31-9d0e-1b2f5a7e8c90";
+        for bad in [
+            "".to_string(),
+            "ovirt://".into(),
+            "vsphere://abc".into(),
+            "abc".into(),
+            "ovirt://a/b".into(),
+            "ovirt://a b".into(),
+            "ovirt://..".into(),
+            "ovirt://.".into(),
+            "ovirt://1234".into(),
+            format!("ovirt://{uuid}/.."),
+            format!("ovirt://{uuid}-0"),
+            format!("ovirt:// {uuid}"),
+            format!("ovirt://{}", uuid.replace('-', "")),
+            format!("ovirt://{}", uuid.replacen('a', "g", 1)),
+        ] {
+            assert_eq!(parse_provider_id(&bad), None, "{bad}");
         }
+        assert_eq!(
+            parse_provider_id(&format!("ovirt://{}", uuid.to_uppercase())),
+            Some(uuid.to_uppercase().as_str())
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod addresses;
 pub mod backoff;
 pub mod bootstrap_payload;
+pub mod bounded_text;
 pub mod conditions;
 pub mod disk_alias;
 pub mod feature_gates;
@@ -18,3 +19,4 @@ pub mod tenancy;
 pub mod vm_name;
 pub mod vm_snapshot;
 pub mod workload_kubeconfig;
+pub mod workload_target;

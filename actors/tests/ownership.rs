@@ -89,6 +89,8 @@ async fn a_hostile_provider_id_never_changes_the_vm_it_names() {
         assert!(created.message.contains("no CAPOV marker"), "{}", created.message);
         let ready = condition(&machine, "Ready").expect("Ready");
         assert_eq!(ready.status, ConditionStatus::False, "{name}");
+        // Ready carries the reason that blocks it (it said Unspecified before issue 23).
+        assert_eq!(ready.reason, "VMNotOwned", "{name}");
         assert_eq!(
             world.sim.control().vm(&victim.id).as_ref(),
             Some(victim),

@@ -24,6 +24,10 @@ pub const SYSTEM_DISKS_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io
 /// Annotation recording the UID an OVirtMachine had when CAPOV created (or adopted) its VM: the VM's ownership
 /// marker names that UID, and `clusterctl move` re-creates the object with a new one but keeps annotations.
 pub const OWNER_UID_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/owner-uid";
+/// Annotation recording the id of the VM CAPOV created for an OVirtMachine until spec.providerID records it (the
+/// VM's disks are still being copied): a machine whose access is revoked meanwhile is not released while its VM
+/// exists. Removed when spec.providerID is written.
+pub const CREATED_VM_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/created-vm";
 /// Annotation recording the engine (URL and user) where the VM of spec.providerID lives, written with it.
 pub const ENGINE_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/engine";
 /// Annotation on an OVirtProvider: the management cluster id(s) its VMs' ownership markers name, comma-separated,

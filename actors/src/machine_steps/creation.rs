@@ -61,7 +61,7 @@ pub(super) fn find_own_vm<'o>(
                 types::MACHINE_CREATED,
                 reasons::INVALID_PROVIDER_ID,
                 Severity::Error,
-                format!("spec.providerID {provider_id:?} is not of the form ovirt://<vm-id>"),
+                super::deletion::invalid_provider_id_message(provider_id),
             ),
         ),
         (Some(provider_id), _) if engine_changed(o, provider_id).is_some() => {
@@ -100,7 +100,15 @@ pub(super) fn find_own_vm<'o>(
             .take()
             .stop(Action::CreateVm(Box::new(create_plan(o, format))), None),
         // Created by this object, disks still being copied: the create may still fail and the engine then deletes
-        // the VM; spec.providerID (write-once) waits until the copy is done.
+        // the VM; spec.providerID (write-once) waits until the copy is done. The VM is recorded meanwhile, so that a
+        // deletion while the machine's access is revoked does not release it with its VM still there.
+        (None, Some(vm))
+            if vm.ownership == Ownership::Owned
+                && vm.status == "image_locked"
+                && o.created_vm.as_deref() != Some(vm.id.as_str()) =>
+        {
+            passed.take().stop(Action::RecordCreatedVm(vm.id.clone()), None)
+        }
         (None, Some(vm)) if vm.ownership == Ownership::Owned && vm.status == "image_locked" => {
             passed.take().wait(Requeue::PollVm, image_locked())
         }
@@ -117,7 +125,7 @@ pub(super) fn find_own_vm<'o>(
                     "a VM named {:?} exists in oVirt but was not created for this OVirtMachine: {}; it is left \
                      untouched: rename or remove it in oVirt",
                     o.vm_name(),
-                    not_adopted_by_name(vm.ownership)
+                    vm.ownership.unproven_by_name()
                 ),
             ),
         ),
@@ -142,21 +150,6 @@ fn not_owned_message(provider_id: &str, why: NotOwned) -> String {
         "the VM {provider_id} is not this OVirtMachine's: {}; CAPOV never changes it. {what_to_do}",
         why.explain()
     )
-}
-
-/// Why a VM found by name is not adopted.
-pub(super) fn not_adopted_by_name(ownership: Ownership) -> &'static str {
-    match ownership {
-        Ownership::NotOwned(why) => why.explain(),
-        Ownership::Moved => {
-            "its CAPOV marker names the UID of this OVirtMachine's owner-uid annotation, which counts only for the \
-             VM that spec.providerID names"
-        }
-        Ownership::Legacy | Ownership::Owned => {
-            "it carries a marker of an earlier CAPOV version, which cannot tell this OVirtMachine from a deleted one \
-             of the same name"
-        }
-    }
 }
 
 fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan {

@@ -47,6 +47,9 @@ pub struct Observed {
     pub connection: ProviderConnection,
     /// `spec.providerID` as written (may be malformed if a user set it).
     pub provider_id: Option<String>,
+    /// The VM CAPOV created for this object and has not recorded in spec.providerID yet (the created-VM
+    /// annotation).
+    pub created_vm: Option<String>,
     pub failure: FailureState,
     /// `status.ready` / `status.initialization.provisioned`: the VM has been up once.
     pub provisioned: bool,

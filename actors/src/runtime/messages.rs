@@ -66,6 +66,9 @@ pub enum SupervisorMsg {
     /// when the list is complete, so a machine woken by one of them earlier may not have found it.
     CapiListed,
     Restart(ObjectKey),
+    /// Time to start again the actor of the OVirtProvider of this name, which failed: from the object as it is
+    /// now, not as it was when the actor failed.
+    RestartProvider(String),
     /// Time to try a failed finalizer write again.
     RetryFinalizer(FinalizerOwner),
     /// A watch has listed everything once.

@@ -186,17 +186,29 @@ fn provisioned_machine_whose_vm_vanished_reports_vm_not_found_on_machine_on() {
 
 #[test]
 fn malformed_provider_id_is_an_error_not_a_create() {
-    let o = Observed {
-        provider_id: Some("vsphere://x".into()),
-        vm: None,
-        ..ready_to_create()
-    };
-    let d = decide(&o);
-    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
-    assert_eq!(
-        state_of(&d, types::MACHINE_CREATED),
-        Some((State::False(Severity::Error), reasons::INVALID_PROVIDER_ID))
-    );
+    for provider_id in ["vsphere://x", "ovirt://..", "ovirt://."] {
+        let o = Observed {
+            provider_id: Some(provider_id.into()),
+            vm: None,
+            ..ready_to_create()
+        };
+        let d = decide(&o);
+        assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+        assert_eq!(
+            state_of(&d, types::MACHINE_CREATED),
+            Some((State::False(Severity::Error), reasons::INVALID_PROVIDER_ID))
+        );
+        let message = &d
+            .conditions
+            .iter()
+            .find(|c| c.type_ == types::MACHINE_CREATED)
+            .expect("condition")
+            .message;
+        assert!(
+            message.contains("a UUID") && message.contains("Delete this OVirtMachine"),
+            "{message}"
+        );
+    }
 }
 
 #[test]
@@ -433,7 +445,8 @@ fn image_locked_vm_waits_with_vm_image_locked_and_polls() {
 }
 
 /// Found by name and marker right after the create: while its disks are copied the VM may still vanish (the engine
-/// deletes it when the copy fails), so the write-once providerID waits.
+/// deletes it when the copy fails), so the write-once providerID waits; the VM is recorded in the created-VM
+/// annotation meanwhile (issue 23: a deletion while access is revoked must not release a machine whose VM exists).
 #[test]
 fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_copied() {
     let by_name = |status: &str| Observed {
@@ -443,7 +456,14 @@ fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_cop
         }),
         ..ready_to_create()
     };
-    let d = decide(&by_name("image_locked"));
+    assert_eq!(
+        decide(&by_name("image_locked")).action,
+        Action::RecordCreatedVm(VM_ID.into())
+    );
+    let d = decide(&Observed {
+        created_vm: Some(VM_ID.into()),
+        ..by_name("image_locked")
+    });
     assert_eq!(d.action, Action::Wait(Requeue::PollVm));
     assert_eq!(
         state_of(&d, types::MACHINE_CREATED),

@@ -266,3 +266,57 @@ fn vm_gone_after_delete_releases_the_machine() {
     let d = decide(&deleting(Observed { vm: None, ..running() }));
     assert_eq!(d.action, Action::RemoveFinalizer { left_alone: None });
 }
+
+/// Issue 23: `ovirt://..` (or any providerID without a UUID) was read as a listing of every VM, once per pass.
+#[test]
+fn deletion_with_a_provider_id_that_names_no_vm_id_releases_at_once_even_without_a_connection() {
+    for provider_id in ["ovirt://..", "ovirt://.", "ovirt://1234", "vsphere://x"] {
+        let o = Observed {
+            provider_id: Some(provider_id.into()),
+            vm: None,
+            connection: ProviderConnection::Failed {
+                failure: ConnectionFailure::EngineUnreachable,
+                message: "down".into(),
+                persisted_for: Duration::ZERO,
+            },
+            ..deleting(running())
+        };
+        assert!(crate::machine_steps::releasable_without_engine(&o), "{provider_id}");
+        assert_eq!(
+            decide(&o).action,
+            Action::RemoveFinalizer { left_alone: None },
+            "{provider_id}"
+        );
+    }
+    let recorded = deleting(running());
+    assert!(!crate::machine_steps::releasable_without_engine(&recorded));
+    assert!(!crate::machine_steps::releasable_without_engine(&Observed {
+        provider_id: Some("ovirt://..".into()),
+        ..running()
+    }));
+}
+
+/// Issue 23, item 9: a machine whose access was revoked after CAPOV created its VM, but before its disks were copied
+/// and spec.providerID written, keeps its finalizer: releasing it would orphan the VM.
+#[test]
+fn deletion_without_access_waits_while_a_created_vm_is_recorded() {
+    let refused = Observed {
+        connection: ProviderConnection::Failed {
+            failure: ConnectionFailure::NamespaceNotAllowed,
+            message: "not allowed".into(),
+            persisted_for: Duration::ZERO,
+        },
+        ..deleting(ready_to_create())
+    };
+    assert_eq!(decide(&refused).action, Action::RemoveFinalizer { left_alone: None });
+    let with_created_vm = Observed {
+        created_vm: Some(VM_ID.into()),
+        ..refused
+    };
+    let d = decide(&with_created_vm);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::CAN_CONNECT_TO_OVIRT).map(|(_, reason)| reason),
+        Some(reasons::NAMESPACE_NOT_ALLOWED)
+    );
+}

@@ -54,6 +54,7 @@ pub(super) fn ready_to_create() -> Observed {
             insecure_transport: false,
         },
         provider_id: None,
+        created_vm: None,
         failure: FailureState::Clear,
         provisioned: false,
         vm: None,

@@ -11,8 +11,8 @@ mod vm;
 use std::sync::Arc;
 
 use capov_crds::labels::{
-    CLUSTER_NAME_LABEL, DELETE_FOR_MOVE_ANNOTATION, ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION,
-    PAUSED_ANNOTATION, SYSTEM_DISKS_ANNOTATION,
+    CLUSTER_NAME_LABEL, CREATED_VM_ANNOTATION, DELETE_FOR_MOVE_ANNOTATION, ENGINE_ANNOTATION, MACHINE_FINALIZER,
+    OWNER_UID_ANNOTATION, PAUSED_ANNOTATION, SYSTEM_DISKS_ANNOTATION,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -27,7 +27,9 @@ use self::vm::find_vm;
 use super::state::MachineState;
 use crate::conditions::types;
 use crate::identity::OwnerIdentity;
-use crate::machine_steps::{Bootstrap, FailureState, NodeObservation, Observed, ProviderConnection, ProviderDefaults};
+use crate::machine_steps::{
+    Bootstrap, FailureState, NodeObservation, Observed, ProviderConnection, ProviderDefaults, releasable_without_engine,
+};
 use crate::nics::NicAssessment;
 use crate::runtime::capi;
 use crate::runtime::messages::MachineMsg;
@@ -36,7 +38,7 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     let machine = owner_machine(state);
     let cluster = owner_cluster(state, machine.as_deref());
     let mut observed = from_objects(state, machine.is_some(), cluster.as_deref());
-    if observed.paused {
+    if observed.paused || releasable_without_engine(&observed) {
         return Ok(Observation {
             observed,
             engine: None,
@@ -116,6 +118,7 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
             insecure_transport: false,
         },
         provider_id: object.spec.provider_id.clone(),
+        created_vm: annotations.get(CREATED_VM_ANNOTATION).cloned(),
         failure: failure_state(state),
         provisioned: state.status.ready,
         vm: None,

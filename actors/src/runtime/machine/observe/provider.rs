@@ -40,13 +40,8 @@ pub async fn connection(
     subscribe(me, state, &provider_name, &provider);
     // Checked after subscribing (which costs the engine nothing), so that a provider whose access list changes
     // wakes this machine; before asking for the connection, so that a refused machine causes no engine request.
-    let namespace = state.key.namespace.clone().unwrap_or_default();
-    if !state.shared.namespace_allowed(&provider_name, &namespace) {
-        return Ok(Err(ProviderConnection::Failed {
-            failure: ConnectionFailure::NamespaceNotAllowed,
-            message: crate::tenancy::not_allowed_message(&provider_name, &namespace),
-            persisted_for: Duration::ZERO,
-        }));
+    if let Some(refused) = refused(state, &provider, &provider_name) {
+        return Ok(Err(refused));
     }
     let asked = mailbox::call(
         &state.shared.metrics,
@@ -111,4 +106,30 @@ fn subscribe(me: &ActorRef<MachineMsg>, state: &mut MachineState, name: &str, pr
     state.watched_vm = None;
     state.vm_snapshot = None;
     state.subscribed_to = Some((name.to_string(), provider.clone()));
+}
+
+/// NamespaceNotAllowed when `provider` does not serve this machine's namespace; the provider's poll then stops
+/// reading the machine's VM, since it no longer serves the namespace.
+fn refused(
+    state: &mut MachineState,
+    provider: &ActorRef<ProviderMsg>,
+    provider_name: &str,
+) -> Option<ProviderConnection> {
+    let namespace = state.key.namespace.clone().unwrap_or_default();
+    if state.shared.namespace_allowed(provider_name, &namespace) {
+        return None;
+    }
+    if state.watched_vm.take().is_some() {
+        let _ = mailbox::cast(
+            &state.shared.metrics,
+            provider,
+            ProviderMsg::UnwatchVm(state.key.clone()),
+        );
+    }
+    state.vm_snapshot = None;
+    Some(ProviderConnection::Failed {
+        failure: ConnectionFailure::NamespaceNotAllowed,
+        message: crate::tenancy::not_allowed_message(provider_name, &namespace),
+        persisted_for: Duration::ZERO,
+    })
 }
