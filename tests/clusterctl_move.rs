@@ -147,6 +147,8 @@ impl Management {
                 capov_harness::free_port()
             ))
             .arg("--log-format=text")
+            // The workload apiserver listens on loopback.
+            .arg("--allow-internal-workload-servers")
             .env("POD_NAME", self.name)
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log"))
