@@ -56,6 +56,9 @@ pub mod reasons {
     /// spec.engine carries userinfo (`user:password@`), which the CRD rejects only for objects created after the
     /// rule.
     pub const INVALID_ENGINE_URL: &str = "InvalidEngineURL";
+    /// The OVirtProvider's management-cluster annotation is not a list of usable ids
+    /// ([`crate::management_clusters`]).
+    pub const INVALID_MANAGEMENT_CLUSTER_ID: &str = "InvalidManagementClusterID";
 
     // MachineCreated.
     pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
@@ -138,6 +141,8 @@ pub mod reasons {
     pub const VM_DELETING: &str = "VMDeleting";
     /// The VM is `unknown`, `saving_state` or `restoring_state`: the engine refuses stop and remove until it leaves.
     pub const VM_STATE_BLOCKS_DELETION: &str = "VMStateBlocksDeletion";
+    /// clusterctl move deletes the source's copy of a moved object; its VM stays with the target's copy.
+    pub const DELETED_FOR_MOVE: &str = "DeletedForMove";
 }
 
 /// The message of a True CanConnectToOVirt with reason InsecureTransport.
@@ -349,6 +354,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::ENGINE_UNREACHABLE,
     reasons::NAMESPACE_NOT_ALLOWED,
     reasons::INVALID_ENGINE_URL,
+    reasons::INVALID_MANAGEMENT_CLUSTER_ID,
     reasons::WAITING_FOR_BOOTSTRAP_DATA,
     reasons::UNSUPPORTED_BOOTSTRAP_FORMAT,
     reasons::BOOTSTRAP_FORMAT_MISMATCH,
@@ -398,6 +404,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::VM_STOPPING,
     reasons::VM_DELETING,
     reasons::VM_STATE_BLOCKS_DELETION,
+    reasons::DELETED_FOR_MOVE,
 ];
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod guest_network;
 pub mod identity;
 pub mod ip_claims;
 pub mod machine_steps;
+pub mod management_clusters;
 pub mod metrics;
 pub mod nics;
 pub mod placement;
