@@ -103,6 +103,8 @@ pub mod reasons {
     pub const IP_ADDRESS_FAMILY_CONFLICT: &str = "IPAddressFamilyConflict";
     /// Creating or releasing an IPAddressClaim failed (e.g. CAPI's IPAM API is not installed, or RBAC).
     pub const IP_ADDRESS_CLAIM_FAILED: &str = "IPAddressClaimFailed";
+    /// MachineDeleted: the VM is gone (or left alone); the machine's IPAddressClaims are being released.
+    pub const RELEASING_IP_ADDRESSES: &str = "ReleasingIPAddresses";
 
     // OVirtCluster Ready (spec.controlPlaneEndpointFromPool).
     /// The control-plane endpoint's claim has no address yet.
@@ -383,6 +385,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::INVALID_IP_ADDRESS,
     reasons::IP_ADDRESS_FAMILY_CONFLICT,
     reasons::IP_ADDRESS_CLAIM_FAILED,
+    reasons::RELEASING_IP_ADDRESSES,
     reasons::WAITING_FOR_CONTROL_PLANE_ENDPOINT,
     reasons::CONTROL_PLANE_ENDPOINT_MISMATCH,
     reasons::WAITING_FOR_DISK_RESIZE,

@@ -24,6 +24,9 @@ use crate::guest_network::StaticAddress;
 /// serves the pool's kind.
 pub const ADDRESS_GRACE: Duration = Duration::from_secs(120);
 
+/// CAPOV's finalizer on the IPAddressClaims it creates: the address stays taken until CAPOV let the claim go.
+pub const CLAIM_FINALIZER: &str = "ipam.capov.infrastructure.cluster.x-k8s.io";
+
 /// Kubernetes' limit on object names (DNS subdomain).
 const NAME_LIMIT: usize = 253;
 

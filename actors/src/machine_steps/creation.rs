@@ -10,6 +10,7 @@ use super::passed::Passed;
 use super::recorded_engine::engine_changed;
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{ConditionUpdate, reasons, types};
+use crate::guest_network::GuestNetwork;
 use crate::identity::{NotOwned, Ownership, format_provider_id, parse_provider_id};
 use crate::placement::choose_placement;
 
@@ -44,6 +45,7 @@ pub(super) fn bootstrap_format(o: &Observed, passed: &mut Passed) -> Result<Boot
 pub(super) fn find_own_vm<'o>(
     o: &'o Observed,
     format: BootstrapFormat,
+    network: &GuestNetwork,
     passed: &mut Passed,
 ) -> Result<&'o ObservedVm, Box<Decision>> {
     let created_or_on = |reason, message: String| {
@@ -96,9 +98,10 @@ pub(super) fn find_own_vm<'o>(
                 created_or_on(reasons::VM_NOT_OWNED, not_owned_message(provider_id, why)),
             ),
         },
-        (None, None) => passed
-            .take()
-            .stop(Action::CreateVm(Box::new(create_plan(o, format))), None),
+        (None, None) => passed.take().stop(
+            Action::CreateVm(Box::new(create_plan(o, format, network.clone()))),
+            None,
+        ),
         // Created by this object, disks still being copied: the create may still fail and the engine then deletes
         // the VM; spec.providerID (write-once) waits until the copy is done. The VM is recorded meanwhile, so that a
         // deletion while the machine's access is revoked does not release it with its VM still there.
@@ -152,7 +155,7 @@ fn not_owned_message(provider_id: &str, why: NotOwned) -> String {
     )
 }
 
-fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan {
+fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat, network: GuestNetwork) -> CreateVmPlan {
     let s = &o.settings;
     CreateVmPlan {
         name: o.vm_name(),
@@ -170,6 +173,7 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan 
             &o.gates,
         ),
         bootstrap_format,
+        network,
     }
 }
 

@@ -8,6 +8,8 @@ use capov_crds::{CpuTopology, MachineAddress, Memory, VmType};
 
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::ConditionUpdate;
+use crate::guest_network::GuestNetwork;
+use crate::ip_claims::WantedClaim;
 use crate::nics::NicChange;
 use crate::placement::PlacementChoice;
 
@@ -87,6 +89,10 @@ pub enum Action {
         new_alias: String,
     },
     SyncNics(Vec<NicChange>),
+    /// Create these IPAddressClaims (owned by the OVirtMachine, with CAPOV's finalizer).
+    CreateIpClaims(Vec<WantedClaim>),
+    /// Let these IPAddressClaims of the OVirtMachine go: CAPOV's finalizer removed, the claim deleted.
+    ReleaseIpClaims(Vec<String>),
     StartVm {
         use_ignition: bool,
     },
@@ -128,6 +134,8 @@ pub struct CreateVmPlan {
     pub memory: Option<Memory>,
     pub placement: PlacementChoice,
     pub bootstrap_format: BootstrapFormat,
+    /// Static addresses and DNS for the VM's initialization (empty: DHCP, nothing sent).
+    pub network: GuestNetwork,
 }
 
 impl Action {

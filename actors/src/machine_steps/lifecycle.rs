@@ -5,27 +5,30 @@
 use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
-use super::{connection, creation, disks, network, node, power, preconditions};
+use super::{connection, creation, disks, network, node, power, preconditions, static_addresses};
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{reasons, types};
+use crate::guest_network::GuestNetwork;
 
 pub(super) fn decide(o: &Observed) -> Decision {
-    let (vm, format, passed) = match up_to_own_vm(o) {
+    let (vm, format, network, passed) = match up_to_own_vm(o) {
         Ok(found) => found,
         Err(stop) => return *stop,
     };
-    let mut decision = with_own_vm(o, vm, format, passed).unwrap_or_else(|stop| *stop);
+    let mut decision = with_own_vm(o, vm, format, &network, passed).unwrap_or_else(|stop| *stop);
     decision.status.vm_status = Some(vm.status.clone());
     decision
 }
 
-/// Steps 1, 2 and the lookup of step 3: Ok = the VM that is this object's and recorded.
-fn up_to_own_vm(o: &Observed) -> Result<(&ObservedVm, BootstrapFormat, Passed), Box<Decision>> {
+/// Steps 1, 2 and the lookup of step 3 (static addresses first: they go into the VM's initialization): Ok = the
+/// VM that is this object's and recorded, and the guest's network.
+fn up_to_own_vm(o: &Observed) -> Result<(&ObservedVm, BootstrapFormat, GuestNetwork, Passed), Box<Decision>> {
     preconditions::check(o)?;
     let mut passed = connection::check(o)?;
     let format = creation::bootstrap_format(o, &mut passed)?;
-    let vm = creation::find_own_vm(o, format, &mut passed)?;
-    Ok((vm, format, passed))
+    let network = static_addresses::check(o, &mut passed)?;
+    let vm = creation::find_own_vm(o, format, &network, &mut passed)?;
+    Ok((vm, format, network, passed))
 }
 
 /// The VM exists: wait for its disks, prepare it (steps 4–5) while it was never started, start it, then steps 6–7.
@@ -33,6 +36,7 @@ fn with_own_vm(
     o: &Observed,
     vm: &ObservedVm,
     format: BootstrapFormat,
+    network: &GuestNetwork,
     mut passed: Passed,
 ) -> Result<Decision, Box<Decision>> {
     let started = power::started(vm);
@@ -42,7 +46,7 @@ fn with_own_vm(
     }
     passed.pass(types::MACHINE_DISK_RESIZED, reasons::DISKS_READY);
     passed.pass(types::MACHINE_NETWORK_SET, reasons::NETWORK_SET);
-    let addresses = power::running(o, vm, &mut passed)?;
+    let addresses = power::running(o, vm, network, &mut passed)?;
     let mut decision = node::decide(o, vm, passed, power::has_internal_ip(&addresses));
     decision.status.mark_provisioned = true;
     decision.status.addresses = Some(addresses);

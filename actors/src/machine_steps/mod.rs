@@ -11,6 +11,7 @@ mod lifecycle;
 mod observed;
 mod passed;
 mod recorded_engine;
+mod static_addresses;
 
 // The steps lifecycle runs, one module each; in SPEC order: preconditions, connection, creation, disks, network,
 // power, node.
@@ -54,7 +55,7 @@ pub fn decide(observed: &Observed) -> Decision {
         );
     }
     let mut decision = if observed.deletion_requested {
-        deletion::decide(observed)
+        static_addresses::release_before_finalizer(observed, deletion::decide(observed))
     } else {
         lifecycle::decide(observed)
     };

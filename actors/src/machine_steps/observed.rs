@@ -11,6 +11,7 @@ use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::reasons;
 use crate::feature_gates::FeatureGates;
 use crate::identity::{EngineIdentity, OwnerIdentity, Ownership};
+use crate::ip_claims::ClaimFact;
 use crate::nics::NicAssessment;
 
 impl Observed {
@@ -74,6 +75,9 @@ pub struct Observed {
     pub node: NodeObservation,
     /// `OVirtCluster.spec.controlPlaneEndpoint.host`, never reported as a machine address.
     pub control_plane_host: Option<String>,
+    /// The IPAddressClaims of this object, or of the names it would give its claims, as the stores show them
+    /// (static addresses, [`crate::ip_claims`]).
+    pub ip_claims: Vec<ClaimFact>,
 }
 
 /// The Machine's bootstrap data.

@@ -9,6 +9,7 @@ use super::passed::Passed;
 use crate::addresses::machine_addresses;
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{ConditionUpdate, reasons, types};
+use crate::guest_network::{GuestNetwork, with_static_addresses};
 
 /// VM states that only a started VM can be in.
 const STARTED_STATES: &[&str] = &[
@@ -63,6 +64,7 @@ pub(super) fn first_start(o: &Observed, vm: &ObservedVm, format: BootstrapFormat
 pub(super) fn running(
     o: &Observed,
     vm: &ObservedVm,
+    network: &GuestNetwork,
     passed: &mut Passed,
 ) -> Result<Vec<MachineAddress>, Box<Decision>> {
     let info = |reason, message: String| ConditionUpdate::false_(types::MACHINE_ON, reason, Severity::Info, message);
@@ -94,12 +96,14 @@ pub(super) fn running(
         other => return wait(Requeue::Backoff, not_responding(other)),
     }
     passed.pass(types::MACHINE_ON, reasons::VM_UP);
-    let addresses = machine_addresses(
+    // Static addresses are the VM's whether or not its guest agent reports them yet.
+    let reported = machine_addresses(
         &o.vm_name(),
         &vm.nics,
         &vm.reported_devices,
         o.control_plane_host.as_deref(),
     );
+    let addresses = with_static_addresses(reported, network);
     if !has_internal_ip(&addresses)
         && let Some(on) = passed.0.iter_mut().rev().find(|c| c.type_ == types::MACHINE_ON)
     {

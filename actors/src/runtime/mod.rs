@@ -9,6 +9,7 @@ pub mod connection;
 mod credential_secrets;
 mod events;
 mod finalizers;
+pub(crate) mod ipam;
 pub mod keys;
 pub mod kube_clients;
 mod lookups;

@@ -10,6 +10,7 @@ use kube::runtime::reflector::{self, Store};
 use ractor::ActorRef;
 
 use super::capi;
+use super::ipam;
 use super::lookups::{LOOKUP_TTL, Lookups};
 use super::permits::ReconcilePermits;
 use super::provider::ProviderMsg;
@@ -34,6 +35,9 @@ pub struct Shared {
     pub capi_clusters: Store<capi::Cluster>,
     /// The namespaces machines live in (for the labels `spec.allowedNamespaces.selector` of providers matches).
     pub namespaces: Store<Namespace>,
+    /// The IPAddressClaims and IPAddresses of static addresses (`ipam.rs`).
+    pub ip_claims: Store<ipam::IpAddressClaim>,
+    pub ip_addresses: Store<ipam::IpAddress>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
     /// Each provider's `spec.allowedNamespaces`, as last seen by the supervisor.
     pub provider_access: RwLock<HashMap<String, Option<capov_crds::AllowedNamespaces>>>,
@@ -48,6 +52,8 @@ pub struct Stores {
     pub capi_machines: Store<capi::Machine>,
     pub capi_clusters: Store<capi::Cluster>,
     pub namespaces: Store<Namespace>,
+    pub ip_claims: Store<ipam::IpAddressClaim>,
+    pub ip_addresses: Store<ipam::IpAddress>,
 }
 
 impl Shared {
@@ -70,6 +76,8 @@ impl Shared {
             capi_machines: stores.capi_machines,
             capi_clusters: stores.capi_clusters,
             namespaces: stores.namespaces,
+            ip_claims: stores.ip_claims,
+            ip_addresses: stores.ip_addresses,
             providers: RwLock::new(HashMap::new()),
             provider_access: RwLock::new(HashMap::new()),
             workload_clients: WorkloadClients::default(),

@@ -107,6 +107,24 @@ pub fn capi<K: kube::Resource>(object: &mut K) {
     *object.meta_mut() = meta;
 }
 
+/// An IPAddressClaim: its identity, and what tells whose it is and where it stands (owners, finalizers, creation
+/// and deletion times).
+pub fn ip_claim(claim: &mut super::ipam::IpAddressClaim) {
+    let meta = &claim.metadata;
+    claim.metadata = ObjectMeta {
+        owner_references: meta.owner_references.clone(),
+        finalizers: meta.finalizers.clone(),
+        creation_timestamp: meta.creation_timestamp.clone(),
+        deletion_timestamp: meta.deletion_timestamp.clone(),
+        ..identity(meta, None)
+    };
+}
+
+/// An IPAddress: its identity (`ipam.rs` decodes only the spec's address fields).
+pub fn ip_address(address: &mut super::ipam::IpAddress) {
+    capi(address);
+}
+
 /// Name, namespace, uid and resourceVersion (what a store's keys and an ObjectRef need), and `labels` if given.
 fn identity(meta: &ObjectMeta, labels: Option<BTreeMap<String, String>>) -> ObjectMeta {
     ObjectMeta {

@@ -29,6 +29,7 @@ use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
 use super::capi;
+use super::ipam;
 use super::mailbox;
 use super::messages::SupervisorMsg;
 use super::settings::RuntimeSettings;
@@ -43,6 +44,8 @@ pub const CLUSTERS: &str = "ovirtclusters";
 pub const MACHINES: &str = "ovirtmachines";
 pub const CAPI_MACHINES: &str = "machines";
 pub const CAPI_CLUSTERS: &str = "clusters";
+pub const IP_ADDRESS_CLAIMS: &str = "ipaddressclaims";
+pub const IP_ADDRESSES: &str = "ipaddresses";
 
 /// The watches whose first complete list makes the runtime ready.
 const WATCHES: [&str; 7] = [
@@ -86,6 +89,8 @@ pub struct StoreWriters {
     capi_machines: Writer<capi::Machine>,
     capi_clusters: Writer<capi::Cluster>,
     namespaces: Writer<Namespace>,
+    ip_claims: Writer<ipam::IpAddressClaim>,
+    ip_addresses: Writer<ipam::IpAddress>,
 }
 
 impl StoreWriters {
@@ -94,6 +99,8 @@ impl StoreWriters {
             capi_machines: Writer::new(()),
             capi_clusters: Writer::new(()),
             namespaces: Writer::new(()),
+            ip_claims: Writer::new(()),
+            ip_addresses: Writer::new(()),
         }
     }
 
@@ -102,6 +109,8 @@ impl StoreWriters {
             capi_machines: self.capi_machines.as_reader(),
             capi_clusters: self.capi_clusters.as_reader(),
             namespaces: self.namespaces.as_reader(),
+            ip_claims: self.ip_claims.as_reader(),
+            ip_addresses: self.ip_addresses.as_reader(),
         }
     }
 }
@@ -114,6 +123,7 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         shared,
         stores.capi_machines,
         CAPI_MACHINES,
+        slim::capi,
         |machine: &capi::Machine| {
             // Only the OVirtMachine this Machine names reads it.
             capi::machine_infrastructure_name(machine).map(|name| (machine.namespace().unwrap_or_default(), Some(name)))
@@ -124,9 +134,34 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         shared,
         stores.capi_clusters,
         CAPI_CLUSTERS,
+        slim::capi,
         |cluster: &capi::Cluster| cluster.namespace().map(|namespace| (namespace, None)),
     ));
     tasks.extend(spawn_namespace_watch(me, shared, stores.namespaces));
+    // Static addresses (issue 25). Not in WATCHES: without CAPI's IPAM API installed they never list, and only
+    // machines with addressesFromPools read them (those wait until the claims they create show up here).
+    tasks.extend(spawn_capi_watch(
+        me,
+        shared,
+        stores.ip_claims,
+        IP_ADDRESS_CLAIMS,
+        slim::ip_claim,
+        |claim: &ipam::IpAddressClaim| {
+            // The OVirtMachine that owns the claim.
+            let machine = ipam::claim_owner_machine(claim)?;
+            claim.namespace().map(|namespace| (namespace, Some(machine)))
+        },
+    ));
+    tasks.extend(spawn_capi_watch(
+        me,
+        shared,
+        stores.ip_addresses,
+        IP_ADDRESSES,
+        slim::ip_address,
+        // An IPAddress names its claim, not the claim's owner: its namespace's machines look again (cheap: they
+        // read the stores; only those with addressesFromPools act).
+        |address: &ipam::IpAddress| address.namespace().map(|namespace| (namespace, None)),
+    ));
     tasks
 }
 
@@ -177,6 +212,7 @@ fn spawn_capi_watch<K>(
     shared: &Arc<Shared>,
     writer: Writer<K>,
     watch: &'static str,
+    slim: fn(&mut K),
     wakes: fn(&K) -> Option<Wake>,
 ) -> Vec<JoinHandle<()>>
 where
@@ -192,7 +228,7 @@ where
     let api = namespaced::<K>(shared);
     let stream = watcher::watcher(api, watch_config(&shared.settings))
         .default_backoff()
-        .modify(slim::capi)
+        .modify(slim)
         .reflect(writer);
     let (me, metrics) = (me.clone(), shared.metrics.clone());
     let forward = tokio::spawn(async move {

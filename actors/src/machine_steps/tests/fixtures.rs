@@ -72,6 +72,7 @@ pub(super) fn ready_to_create() -> Observed {
         nics: NicAssessment::InSync,
         node: NodeObservation::NotFound,
         control_plane_host: Some("10.0.1.100".into()),
+        ip_claims: Vec::new(),
     }
 }
 

@@ -7,8 +7,9 @@ use capov_ovirt::model::{
 };
 use capov_ovirt::{Client, DiskPlacement};
 
-use crate::bootstrap_payload;
+use crate::bootstrap_payload::{self, BootstrapFormat};
 use crate::conditions::reasons;
+use crate::guest_network;
 use crate::machine_steps::CreateVmPlan;
 use crate::placement::{StorageDomainFact, TemplateDisk, plan_placement};
 use crate::runtime::lookups::key;
@@ -41,6 +42,7 @@ pub async fn create_vm(
     let custom_script = bootstrap_payload::for_engine(plan.bootstrap_format, &bootstrap_data, &plan.name)
         .map_err(|refusal| Failure::error(refusal.reason, refusal.message))?;
     drop(bootstrap_data);
+    let custom_script = with_guest_network(plan, custom_script)?;
     let template_id = template.id.clone().unwrap_or_default();
     let domain_name = plan.placement.storage_domain_name.as_deref();
     let (domain, template_disks) = placement_facts(state, client, &template_id, &data_center_id, domain_name).await?;
@@ -52,11 +54,7 @@ pub async fn create_vm(
         cluster: Some(Ref::id(cluster_id)),
         template: Some(Ref::id(template_id)),
         kind: Some(VmType::parse(plan.vm_type.as_ovirt())),
-        initialization: Some(Initialization {
-            custom_script: Some(custom_script),
-            host_name: Some(plan.name.clone()),
-            ..Initialization::default()
-        }),
+        initialization: Some(initialization(plan, custom_script)),
         ..Vm::default()
     };
     set_cpu_and_memory(&mut vm, plan)?;
@@ -64,6 +62,32 @@ pub async fn create_vm(
         vm.disk_attachments = Some(disk_attachments(&placement.disk_attachments));
     }
     send(state, client, &vm, placement.clone).await
+}
+
+/// The VM's initialization: bootstrap data, host name, and static addresses and DNS (issue 25), which the engine
+/// hands to cloud-init as network data.
+fn initialization(plan: &CreateVmPlan, custom_script: String) -> Initialization {
+    let mut initialization = Initialization {
+        custom_script: Some(custom_script),
+        host_name: Some(plan.name.clone()),
+        ..Initialization::default()
+    };
+    guest_network::set_initialization(&mut initialization, &plan.network);
+    initialization
+}
+
+/// Ignition does not read the engine's network data: the static addresses go into the Ignition config as files
+/// (crate::guest_network). Cloud-config data is sent as it is.
+fn with_guest_network(plan: &CreateVmPlan, custom_script: String) -> Result<String, Failure> {
+    if plan.bootstrap_format != BootstrapFormat::Ignition || plan.network.is_empty() {
+        return Ok(custom_script);
+    }
+    guest_network::add_to_ignition(&custom_script, &plan.network).map_err(|why| {
+        Failure::error(
+            reasons::UNSUPPORTED_BOOTSTRAP_FORMAT,
+            format!("the static addresses cannot be added to the Ignition config: {why}"),
+        )
+    })
 }
 
 /// The oVirt cluster `spec.ovirtcluster` names.

@@ -5,6 +5,7 @@
 mod bookkeeping;
 mod create;
 mod disks;
+mod ip_claims;
 mod nics;
 mod node;
 mod vm;
@@ -69,6 +70,8 @@ pub async fn execute(
             })
             .await
         }
+        Action::CreateIpClaims(claims) => ip_claims::create(state, &claims).await,
+        Action::ReleaseIpClaims(names) => ip_claims::release(state, &names).await,
         Action::StartVm { use_ignition } => {
             on_engine(client, types::MACHINE_ON, |client| {
                 vm::start(client, &vm_id, use_ignition)

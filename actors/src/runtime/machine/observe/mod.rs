@@ -31,8 +31,8 @@ use crate::machine_steps::{
     Bootstrap, FailureState, NodeObservation, Observed, ProviderConnection, ProviderDefaults, releasable_without_engine,
 };
 use crate::nics::NicAssessment;
-use crate::runtime::capi;
 use crate::runtime::messages::MachineMsg;
+use crate::runtime::{capi, ipam};
 
 pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Observation, ObserveError> {
     let machine = owner_machine(state);
@@ -137,6 +137,14 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
         nics: NicAssessment::InSync,
         node: NodeObservation::NotFound,
         control_plane_host: cluster.and_then(capi::cluster_control_plane_host),
+        ip_claims: ipam::claim_facts(
+            &state.shared.ip_claims,
+            &state.shared.ip_addresses,
+            state.key.namespace.as_deref().unwrap_or_default(),
+            object.metadata.uid.as_deref().unwrap_or_default(),
+            &crate::ip_claims::wanted_claims(&state.key.name, &object.spec.settings.nics),
+            ipam::age_now,
+        ),
     }
 }
 
