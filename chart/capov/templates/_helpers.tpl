@@ -24,6 +24,14 @@ In the ClusterRole when every namespace is watched, else in the watched namespac
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
+# Static addresses (spec.nics[].addressesFromPools): CAPOV creates the machines' IPAddressClaims and, when it lets
+# them go, deletes them and removes its finalizer; it only reads the IPAddresses an IPAM provider writes.
+- apiGroups: ["ipam.cluster.x-k8s.io"]
+  resources: ["ipaddressclaims"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["ipam.cluster.x-k8s.io"]
+  resources: ["ipaddresses"]
+  verbs: ["get", "list", "watch"]
 {{- end -}}
 
 {{/* featureGates map -> "a=true,b=false", sorted by gate name (range walks a map in key order). */}}
