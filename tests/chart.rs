@@ -236,7 +236,9 @@ fn rbac_is_least_privilege() {
         // The one delete: the IPAddressClaims CAPOV itself created for static addresses, released with the machine.
         let own_claims = rule["resources"] == json!(["ipaddressclaims"]);
         assert!(
-            !verbs.iter().any(|v| v == "deletecollection" || (v == "delete" && !own_claims)),
+            !verbs
+                .iter()
+                .any(|v| v == "deletecollection" || (v == "delete" && !own_claims)),
             "{rule}"
         );
     }
