@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod bootstrap_payload;
 pub mod bounded_text;
 pub mod conditions;
+pub mod control_plane_endpoint;
 pub mod disk_alias;
 pub mod feature_gates;
 pub mod guest_network;

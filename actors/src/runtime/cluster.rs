@@ -15,6 +15,7 @@ use kube::runtime::watcher::Event;
 use serde_json::json;
 
 use super::capi;
+use super::cluster_endpoint;
 use super::finalizers;
 use super::keys::ObjectKey;
 use super::mailbox;
@@ -107,6 +108,8 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
     }
     let api: Api<OVirtCluster> = Api::namespaced(shared.client.clone(), &namespace);
     if cluster.metadata.deletion_timestamp.is_some() {
+        // The endpoint's address goes back to its pool before the OVirtCluster goes.
+        cluster_endpoint::release_on_deletion(shared, cluster).await?;
         return finalizers::remove(&api, cluster, MACHINE_FINALIZER)
             .await
             .map(|_| ())
@@ -126,6 +129,12 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
     }
     let not_paused = ConditionUpdate::false_(types::PAUSED, reasons::NOT_PAUSED, Severity::Info, "");
     set_condition(&mut conditions, &not_paused, now, generation);
+    // With the endpoint from a pool, ready only once the pool's address is the endpoint.
+    if let Some((not_ready, outcome)) = cluster_endpoint::not_ready(shared, cluster).await {
+        set_condition(&mut conditions, &not_ready, now, generation);
+        send_status(shared, key, &observed, conditions);
+        return outcome;
+    }
     set_condition(
         &mut conditions,
         &ConditionUpdate::true_(types::READY, reasons::READY),

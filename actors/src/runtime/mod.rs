@@ -5,10 +5,12 @@
 mod body_limit;
 mod capi;
 mod cluster;
+mod cluster_endpoint;
 pub mod connection;
 mod credential_secrets;
 mod events;
 mod finalizers;
+mod ip_claim_writes;
 pub(crate) mod ipam;
 pub mod keys;
 pub mod kube_clients;

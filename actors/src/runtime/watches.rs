@@ -146,11 +146,9 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         stores.ip_claims,
         IP_ADDRESS_CLAIMS,
         slim::ip_claim,
-        |claim: &ipam::IpAddressClaim| {
-            // The OVirtMachine that owns the claim.
-            let machine = ipam::claim_owner_machine(claim)?;
-            claim.namespace().map(|namespace| (namespace, Some(machine)))
-        },
+        // The OVirtMachine that owns the claim; else (the control-plane endpoint's claim of an OVirtCluster) the
+        // namespace, whose OVirtClusters are then reconciled.
+        |claim: &ipam::IpAddressClaim| claim.namespace().map(|namespace| (namespace, ipam::claim_owner_machine(claim))),
     ));
     tasks.extend(spawn_capi_watch(
         me,
