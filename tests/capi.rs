@@ -453,7 +453,8 @@ fn ipam(kind: &str, plural: &str) -> kube::api::ApiResource {
 }
 
 /// Stands in for an IPAM provider (cluster-api-ipam-provider-in-cluster is not served by the Go module proxy here,
-/// so CI cannot run it): answers each IPAddressClaim on the pools `v4-pool` and `v6-pool` as that provider does.
+/// so CI cannot run it): answers each IPAddressClaim on the pools `v4-pool`, `v6-pool` and `vip-pool` as that
+/// provider does.
 /// It writes an IPAddress named after the claim, owned by it (controller, so that the garbage collector frees the
 /// address when the claim goes), with `claimRef`, `poolRef`, the address, its prefix and the pool's gateway, then
 /// sets the claim's `status.addressRef`. Addresses are handed out in order and never reused.
@@ -478,6 +479,7 @@ fn fulfil_claims(client: kube::Client, namespace: String) -> JoinHandle<()> {
             let (address, prefix, gateway) = match pool["name"].as_str() {
                 Some("v4-pool") => (format!("192.0.2.{next}"), 24, "192.0.2.1"),
                 Some("v6-pool") => (format!("2001:db8::{next:x}"), 64, "2001:db8::1"),
+                Some("vip-pool") => (format!("198.51.100.{next}"), 24, "198.51.100.1"),
                 _ => continue,
             };
             next += 1;
@@ -505,25 +507,26 @@ fn fulfil_claims(client: kube::Client, namespace: String) -> JoinHandle<()> {
     })
 }
 
-/// Names of the IPAddressClaims and IPAddresses of the namespace.
-async fn ipam_objects(world: &World) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
+/// Names of the IPAddressClaims and IPAddresses of `namespace`.
+async fn ipam_objects_in(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
     let names = |list: kube::core::ObjectList<DynamicObject>| -> BTreeSet<String> {
         list.items.into_iter().filter_map(|o| o.metadata.name).collect()
     };
-    let claims: Api<DynamicObject> = Api::namespaced_with(
-        world.client.clone(),
-        &world.namespace,
-        &ipam("IPAddressClaim", "ipaddressclaims"),
-    );
-    let addresses: Api<DynamicObject> = Api::namespaced_with(
-        world.client.clone(),
-        &world.namespace,
-        &ipam("IPAddress", "ipaddresses"),
-    );
+    let claims: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &ipam("IPAddressClaim", "ipaddressclaims"));
+    let addresses: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &ipam("IPAddress", "ipaddresses"));
     let params = ListParams::default();
     let claims = claims.list(&params).await.map_err(|err| err.to_string())?;
     let addresses = addresses.list(&params).await.map_err(|err| err.to_string())?;
     Ok((names(claims), names(addresses)))
+}
+
+async fn ipam_objects(world: &World) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
+    ipam_objects_in(&world.client, &world.namespace).await
 }
 
 #[tokio::test]
@@ -605,4 +608,90 @@ async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down
         "{left:?} vs {kept_infra}"
     );
     allocator.abort();
+}
+
+#[tokio::test]
+async fn the_control_plane_endpoint_comes_from_a_pool_and_goes_back_with_the_cluster() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let plane = management().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "capi-vip").await.expect("namespace");
+    let allocator = fulfil_claims(client.clone(), namespace.clone());
+    let mut operator = start_operator(plane, &namespace);
+    let ovirt_clusters: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &namespace,
+        &objects::capov("OVirtCluster", "ovirtclusters"),
+    );
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &objects::capi("Cluster", "clusters"));
+    let apply = |body: Value| -> DynamicObject { serde_json::from_value(body).expect("object") };
+    let pool = json!({"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "vip-pool"});
+    let params = kube::api::PostParams::default();
+    ovirt_clusters
+        .create(
+            &params,
+            &apply(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtCluster",
+                "metadata": {"name": "vip", "labels": {"cluster.x-k8s.io/cluster-name": "vip"}},
+                "spec": {"controlPlaneEndpointFromPool": pool},
+            })),
+        )
+        .await
+        .expect("OVirtCluster");
+    clusters
+        .create(
+            &params,
+            &apply(json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "vip"},
+                "spec": {"infrastructureRef": {
+                    "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtCluster", "name": "vip"}},
+            })),
+        )
+        .await
+        .expect("Cluster");
+
+    // The pool's address becomes the endpoint of the OVirtCluster, then of the CAPI Cluster.
+    let host = eventually(
+        Duration::from_secs(60),
+        "the Cluster's endpoint from the pool",
+        || async {
+            let cluster = clusters.get("vip").await.map_err(|err| err.to_string())?;
+            let ovirt = ovirt_clusters.get("vip").await.map_err(|err| err.to_string())?;
+            let host = cluster.data["spec"]["controlPlaneEndpoint"]["host"]
+                .as_str()
+                .map(String::from);
+            match host {
+                Some(host) if ovirt.data["spec"]["controlPlaneEndpoint"]["host"] == json!(host) => Ok(host),
+                _ => Err(format!(
+                    "Cluster {:?}, OVirtCluster {:?}",
+                    cluster.data["spec"], ovirt.data["status"]
+                )),
+            }
+        },
+    )
+    .await;
+    assert!(host.starts_with("198.51.100."), "{host}");
+    let (claims, addresses) = ipam_objects_in(&client, &namespace).await.expect("ipam");
+    assert_eq!(claims, BTreeSet::from(["vip-vip".to_string()]));
+    assert_eq!(addresses.len(), 1);
+
+    // Deleting the Cluster releases the address; the OVirtCluster goes.
+    clusters.delete("vip", &DeleteParams::default()).await.expect("delete");
+    eventually(Duration::from_secs(60), "the claim and address released", || async {
+        let (claims, addresses) = ipam_objects_in(&client, &namespace).await?;
+        let left = ovirt_clusters.get_opt("vip").await.map_err(|err| err.to_string())?;
+        if claims.is_empty() && addresses.is_empty() && left.is_none() {
+            Ok(())
+        } else {
+            Err(format!(
+                "claims {claims:?}, addresses {addresses:?}, OVirtCluster left {}",
+                left.is_some()
+            ))
+        }
+    })
+    .await;
+    allocator.abort();
+    let _ = operator.kill();
+    let _ = operator.wait();
 }

@@ -16,10 +16,7 @@ use crate::ip_claims::{ClaimFact, WantedClaim};
 
 /// None: no endpoint from a pool, or it is written. Else the Ready condition saying what the cluster waits for, and
 /// the reconcile's outcome (an error, retried with backoff, when a write failed).
-pub async fn not_ready(
-    shared: &Shared,
-    cluster: &OVirtCluster,
-) -> Option<(ConditionUpdate, Result<(), String>)> {
+pub async fn not_ready(shared: &Shared, cluster: &OVirtCluster) -> Option<(ConditionUpdate, Result<(), String>)> {
     match reconcile(shared, cluster).await {
         Ok(None) => None,
         Ok(Some(waiting)) => Some((waiting, Ok(()))),

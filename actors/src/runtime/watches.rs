@@ -148,7 +148,11 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         slim::ip_claim,
         // The OVirtMachine that owns the claim; else (the control-plane endpoint's claim of an OVirtCluster) the
         // namespace, whose OVirtClusters are then reconciled.
-        |claim: &ipam::IpAddressClaim| claim.namespace().map(|namespace| (namespace, ipam::claim_owner_machine(claim))),
+        |claim: &ipam::IpAddressClaim| {
+            claim
+                .namespace()
+                .map(|namespace| (namespace, ipam::claim_owner_machine(claim)))
+        },
     ));
     tasks.extend(spawn_capi_watch(
         me,
