@@ -313,6 +313,25 @@ fn list_variables_of_both_flavors() {
             "WORKER_MACHINE_COUNT",
         ]
     );
+
+    // kube-vip: the default flavor with the endpoint from a pool instead of CONTROL_PLANE_ENDPOINT_IP.
+    let (kube_vip_required, kube_vip_optional) = list(&["--flavor", "kube-vip"]);
+    assert_eq!(
+        kube_vip_required,
+        ["KUBERNETES_VERSION", "OVIRT_TEMPLATE", "VIP_POOL_NAME"]
+    );
+    let mut expected: Vec<String> = default_optional.clone();
+    expected.extend(
+        [
+            "KUBE_VIP_IMAGE",
+            "KUBE_VIP_INTERFACE",
+            "VIP_POOL_API_GROUP",
+            "VIP_POOL_KIND",
+        ]
+        .map(String::from),
+    );
+    expected.sort();
+    assert_eq!(kube_vip_optional, expected);
 }
 
 /// Every variable of every template and of ovirt-provider.yaml is documented in templates/README.md.
@@ -320,7 +339,7 @@ fn list_variables_of_both_flavors() {
 fn every_variable_is_documented() {
     let clusterctl = Clusterctl::new();
     let mut variables = BTreeSet::new();
-    for flavor in [&[][..], &["--flavor", "no-kcp"][..]] {
+    for flavor in [&[][..], &["--flavor", "no-kcp"][..], &["--flavor", "kube-vip"][..]] {
         let mut args = vec![
             "generate",
             "cluster",
@@ -776,8 +795,9 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
     let env = [
         ("OVIRT_TEMPLATE", "ubuntu"),
         ("CONTROL_PLANE_ENDPOINT_IP", "10.0.1.100"),
+        ("VIP_POOL_NAME", "vips"),
     ];
-    for flavor in ["", "no-kcp"] {
+    for flavor in ["", "no-kcp", "kube-vip"] {
         let mut args = vec![
             "generate",
             "cluster",
