@@ -25,7 +25,6 @@ use capov_ovirt::model::{BootProtocol, Initialization, Ip, NicConfiguration, Nic
 use serde_json::{Value, json};
 
 use crate::addresses::{INTERNAL_DNS, INTERNAL_IP};
-use crate::ip_claims::NicAddresses;
 
 /// One static address with its network.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +32,13 @@ pub struct StaticAddress {
     pub address: IpAddr,
     pub prefix: u8,
     pub gateway: Option<IpAddr>,
+}
+
+/// The addresses of one NIC, as its claims gave them (`crate::ip_claims`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NicAddresses {
+    pub ipv4: Option<StaticAddress>,
+    pub ipv6: Option<StaticAddress>,
 }
 
 /// One interface of the guest.

@@ -18,7 +18,7 @@ use std::time::Duration;
 use capov_crds::{IpPoolRef, Nic};
 
 use crate::conditions::reasons;
-use crate::guest_network::StaticAddress;
+use crate::guest_network::{NicAddresses, StaticAddress};
 
 /// How long a claim may wait for its address before the condition turns Warning and asks whether an IPAM provider
 /// serves the pool's kind.
@@ -122,13 +122,6 @@ impl AddressFact {
             gateway,
         })
     }
-}
-
-/// The addresses of one NIC.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NicAddresses {
-    pub ipv4: Option<StaticAddress>,
-    pub ipv6: Option<StaticAddress>,
 }
 
 /// Where the claims of an object stand.
