@@ -532,7 +532,6 @@ async fn ipam_objects(world: &World) -> Result<(BTreeSet<String>, BTreeSet<Strin
 #[tokio::test]
 async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down() {
     let world = World::new("capi-ipam").await;
-    let allocator = fulfil_claims(world.client.clone(), world.namespace.clone());
     let pool = |name: &str| json!({"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": name});
     let mut spec = world.template_spec(30);
     spec["nics"] = json!([{"vnicprofile": "ovirtmgmt", "addressesFromPools": [pool("v4-pool"), pool("v6-pool")]}]);
@@ -551,6 +550,27 @@ async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down
     )
     .await
     .expect("machine deployment");
+    // Before any IPAM provider answers, the machines wait for their addresses and say so; no VM is created.
+    eventually(
+        Duration::from_secs(60),
+        "a worker waiting for its addresses",
+        || async {
+            let machines = world.ovirt_machines().list(&ListParams::default()).await.ok()?;
+            machines.items.iter().find_map(|machine| {
+                let conditions = machine.data["status"]["conditions"].as_array()?;
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == "MachineCreated" && c["reason"] == "WaitingForIPAddress")
+                    .then_some(())
+            })
+        },
+    )
+    .await;
+    assert!(
+        world.sim.control().vms().iter().all(|vm| vm.name == CONTROL_PLANE),
+        "a worker VM was created before its addresses"
+    );
+    let allocator = fulfil_claims(world.client.clone(), world.namespace.clone());
     let two = world.settle(2, "2 Running Machines with static addresses").await;
 
     // Each VM's initialization carries its IPv4 and IPv6 address as the engine hands them to cloud-init, and its
