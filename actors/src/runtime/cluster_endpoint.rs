@@ -2,7 +2,7 @@
 //! `crate::control_plane_endpoint`'s steps for `cluster.rs`: the claim created or released, the endpoint written.
 
 use capov_crds::OVirtCluster;
-use capov_crds::labels::CLUSTER_NAME_LABEL;
+use capov_crds::labels::{CLUSTER_NAME_LABEL, WATCH_FILTER_LABEL};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -89,6 +89,7 @@ async fn create(shared: &Shared, cluster: &OVirtCluster, claim: &WantedClaim) ->
             .controller_owner_ref(&())
             .ok_or_else(|| "the OVirtCluster has no name or UID yet".to_string())?,
         cluster: cluster.labels().get(CLUSTER_NAME_LABEL).cloned(),
+        watch_filter: cluster.labels().get(WATCH_FILTER_LABEL).cloned(),
     };
     ip_claim_writes::create(&shared.client, &owner, claim).await
 }

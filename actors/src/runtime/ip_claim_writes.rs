@@ -8,13 +8,15 @@ use serde_json::json;
 
 use super::{finalizers, ipam};
 use crate::ip_claims::{CLAIM_FINALIZER, WantedClaim};
-use capov_crds::labels::CLUSTER_NAME_LABEL;
+use capov_crds::labels::{CLUSTER_NAME_LABEL, WATCH_FILTER_LABEL};
 
-/// Who a claim is for: its owner and the CAPI cluster it belongs to.
+/// Who a claim is for: its owner, the CAPI cluster it belongs to, and the owner's watch-filter label (the claims
+/// watch honours `--watch-filter`, so a claim without it would never be seen).
 pub struct ClaimOwner {
     pub namespace: String,
     pub owner: OwnerReference,
     pub cluster: Option<String>,
+    pub watch_filter: Option<String>,
 }
 
 pub fn claims_api(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
@@ -68,6 +70,9 @@ fn claim_body(owner: &ClaimOwner, claim: &WantedClaim) -> Result<DynamicObject, 
         spec["clusterName"] = json!(cluster);
         labels.insert(CLUSTER_NAME_LABEL.into(), json!(cluster));
     }
+    if let Some(filter) = &owner.watch_filter {
+        labels.insert(WATCH_FILTER_LABEL.into(), json!(filter));
+    }
     let value = json!({
         "apiVersion": format!("{}/{}", ipam::GROUP, ipam::VERSION),
         "kind": "IPAddressClaim",
@@ -95,4 +100,54 @@ fn claim_error(what: &str, name: &str, err: &kube::Error) -> String {
         _ => "",
     };
     format!("{what} IPAddressClaim {name} failed: {err}{hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capov_crds::IpPoolRef;
+
+    #[test]
+    fn a_claim_names_its_pool_cluster_owner_finalizer_and_watch_filter() {
+        let owner = ClaimOwner {
+            namespace: "team-a".into(),
+            owner: OwnerReference {
+                api_version: "infrastructure.cluster.x-k8s.io/v1beta1".into(),
+                kind: "OVirtMachine".into(),
+                name: "worker-0".into(),
+                uid: "uid-1".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            },
+            cluster: Some("prod".into()),
+            watch_filter: Some("shard-1".into()),
+        };
+        let claim = WantedClaim {
+            name: "worker-0-0-0".into(),
+            nic: 0,
+            pool: IpPoolRef {
+                api_group: "ipam.cluster.x-k8s.io".into(),
+                kind: "InClusterIPPool".into(),
+                name: "nodes".into(),
+            },
+        };
+        let body = serde_json::to_value(claim_body(&owner, &claim).expect("body")).expect("json");
+        assert_eq!(body["apiVersion"], "ipam.cluster.x-k8s.io/v1beta2");
+        assert_eq!(body["metadata"]["namespace"], "team-a");
+        assert_eq!(body["metadata"]["finalizers"], json!([CLAIM_FINALIZER]));
+        assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(body["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(body["metadata"]["labels"][CLUSTER_NAME_LABEL], "prod");
+        assert_eq!(body["metadata"]["labels"][WATCH_FILTER_LABEL], "shard-1");
+        assert_eq!(body["spec"]["clusterName"], "prod");
+        assert_eq!(body["spec"]["poolRef"]["name"], "nodes");
+        let without = ClaimOwner {
+            cluster: None,
+            watch_filter: None,
+            ..owner
+        };
+        let body = serde_json::to_value(claim_body(&without, &claim).expect("body")).expect("json");
+        assert!(body["spec"].get("clusterName").is_none());
+        assert_eq!(body["metadata"]["labels"], json!({}));
+    }
 }

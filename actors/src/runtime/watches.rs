@@ -123,6 +123,7 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         shared,
         stores.capi_machines,
         CAPI_MACHINES,
+        true,
         slim::capi,
         |machine: &capi::Machine| {
             // Only the OVirtMachine this Machine names reads it.
@@ -134,6 +135,7 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         shared,
         stores.capi_clusters,
         CAPI_CLUSTERS,
+        true,
         slim::capi,
         |cluster: &capi::Cluster| cluster.namespace().map(|namespace| (namespace, None)),
     ));
@@ -145,6 +147,8 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         shared,
         stores.ip_claims,
         IP_ADDRESS_CLAIMS,
+        // CAPOV's claims carry their owner's watch-filter label (ip_claim_writes.rs).
+        true,
         slim::ip_claim,
         // The OVirtMachine that owns the claim; else (the control-plane endpoint's claim of an OVirtCluster) the
         // namespace, whose OVirtClusters are then reconciled.
@@ -159,6 +163,8 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         shared,
         stores.ip_addresses,
         IP_ADDRESSES,
+        // The IPAM provider writes them, without the watch-filter label.
+        false,
         slim::ip_address,
         // An IPAddress names its claim, not the claim's owner: its namespace's machines look again (cheap: they
         // read the stores; only those with addressesFromPools act).
@@ -214,6 +220,7 @@ fn spawn_capi_watch<K>(
     shared: &Arc<Shared>,
     writer: Writer<K>,
     watch: &'static str,
+    filtered: bool,
     slim: fn(&mut K),
     wakes: fn(&K) -> Option<Wake>,
 ) -> Vec<JoinHandle<()>>
@@ -228,7 +235,12 @@ where
 {
     let ready = report_ready(me, &shared.metrics, writer.as_reader(), watch);
     let api = namespaced::<K>(shared);
-    let stream = watcher::watcher(api, watch_config(&shared.settings))
+    let config = if filtered {
+        watch_config(&shared.settings)
+    } else {
+        watcher::Config::default()
+    };
+    let stream = watcher::watcher(api, config)
         .default_backoff()
         .modify(slim)
         .reflect(writer);

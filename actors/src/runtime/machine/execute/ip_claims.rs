@@ -1,7 +1,7 @@
 //! The IPAddressClaims of a machine's static addresses (issue 25): created owned by the OVirtMachine, released when
 //! no longer wanted or when the machine goes (`crate::runtime::ip_claim_writes` writes them).
 
-use capov_crds::labels::CLUSTER_NAME_LABEL;
+use capov_crds::labels::{CLUSTER_NAME_LABEL, WATCH_FILTER_LABEL};
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::{reasons, types};
@@ -21,6 +21,7 @@ pub async fn create(state: &MachineState, claims: &[WantedClaim]) -> Executed {
         namespace: state.key.namespace.clone().unwrap_or_default(),
         owner,
         cluster: machine.labels().get(CLUSTER_NAME_LABEL).cloned(),
+        watch_filter: machine.labels().get(WATCH_FILTER_LABEL).cloned(),
     };
     for claim in claims {
         if let Err(message) = ip_claim_writes::create(&state.shared.client, &owner, claim).await {

@@ -137,15 +137,26 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
         nics: NicAssessment::InSync,
         node: NodeObservation::NotFound,
         control_plane_host: cluster.and_then(capi::cluster_control_plane_host),
-        ip_claims: ipam::claim_facts(
-            &state.shared.ip_claims,
-            &state.shared.ip_addresses,
-            state.key.namespace.as_deref().unwrap_or_default(),
-            object.metadata.uid.as_deref().unwrap_or_default(),
-            &crate::ip_claims::wanted_claims(&state.key.name, &object.spec.settings.nics),
-            ipam::age_now,
-        ),
+        ip_claims: ip_claims(state),
     }
+}
+
+/// The machine's IPAddressClaims as the stores show them. Reading them walks every claim in the store, so only a
+/// machine that wants static addresses or is being deleted (its claims are released then) looks.
+fn ip_claims(state: &MachineState) -> Vec<crate::ip_claims::ClaimFact> {
+    let object = &state.object;
+    let wanted = crate::ip_claims::wanted_claims(&state.key.name, &object.spec.settings.nics);
+    if wanted.is_empty() && object.metadata.deletion_timestamp.is_none() {
+        return Vec::new();
+    }
+    ipam::claim_facts(
+        &state.shared.ip_claims,
+        &state.shared.ip_addresses,
+        state.key.namespace.as_deref().unwrap_or_default(),
+        object.metadata.uid.as_deref().unwrap_or_default(),
+        &wanted,
+        ipam::age_now,
+    )
 }
 
 /// Whose VM this machine may change: this object's UID, the UID the owner-UID annotation recorded when that differs,
