@@ -352,3 +352,144 @@ async fn a_format_the_templates_os_type_does_not_take_is_refused_before_a_vm_is_
     }
     world.stop_operator().await;
 }
+
+/// Stands in for an IPAM provider (none runs here): answers the machine's IPAddressClaim `claim` with an IPAddress
+/// owned by it, as cluster-api-ipam-provider-in-cluster does, and sets the claim's `status.addressRef`.
+async fn fulfil_claim(world: &World, claim: &str, address: &str, prefix: u8, gateway: &str) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+    let resource = |kind: &str, plural: &str| {
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ipam.cluster.x-k8s.io", "v1beta2", kind), plural)
+    };
+    let claims: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        world.client.clone(),
+        &world.namespace,
+        &resource("IPAddressClaim", "ipaddressclaims"),
+    );
+    let addresses: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        world.client.clone(),
+        &world.namespace,
+        &resource("IPAddress", "ipaddresses"),
+    );
+    let found = eventually(Duration::from_secs(60), "CAPOV's IPAddressClaim", || async {
+        claims.get_opt(claim).await.ok().flatten()
+    })
+    .await;
+    let body: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddress",
+        "metadata": {"name": claim, "ownerReferences": [{
+            "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddressClaim", "name": claim,
+            "uid": found.metadata.uid, "controller": true}]},
+        "spec": {"claimRef": {"name": claim}, "poolRef": found.data["spec"]["poolRef"], "address": address,
+                 "prefix": prefix, "gateway": gateway},
+    }))
+    .expect("IPAddress");
+    addresses
+        .create(&PostParams::default(), &body)
+        .await
+        .expect("IPAddress");
+    let status = json!({"status": {"addressRef": {"name": claim}}});
+    claims
+        .patch_status(claim, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("claim status");
+}
+
+/// Static addresses on an Ignition guest (issue 25): the NetworkManager keyfile and networkd unit CAPOV adds pass
+/// Ignition's validator and carry the addresses, gateway and DNS, the machine reports the addresses, and the claims
+/// go with the machine. The claims carry the machine's watch-filter label (this World runs with --watch-filter), or
+/// CAPOV would never see them.
+#[tokio::test]
+async fn static_addresses_on_an_ignition_guest_pass_ignitions_validator() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let validator = tool(
+        "CAPOV_IGNITION_DIR",
+        "ignition-validate",
+        "`tools/build-go-tools.sh --ignition` (tools/test.sh does)",
+    );
+    let mut world = World::new("payload-ipam").await;
+    world.start_operator().await;
+    let name = "worker-ipam-0";
+    let pool = |name: &str| json!({"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": name});
+    world
+        .create_machine_with_bootstrap(
+            name,
+            json!({"ovirtcluster": "Default", "template": "rhcos-4.14",
+                   "nics": [{"vnicprofile": "ovirtmgmt", "addressesFromPools": [pool("v4"), pool("v6")]}],
+                   "dns": {"servers": ["192.0.2.53"], "searchDomains": ["example.com"]}}),
+            IGNITION_WORKER,
+            "ignition",
+        )
+        .await;
+    fulfil_claim(&world, &format!("{name}-0-0"), "192.0.2.20", 24, "192.0.2.1").await;
+    fulfil_claim(&world, &format!("{name}-0-1"), "2001:db8::20", 64, "2001:db8::1").await;
+    let vm_id = world.vm_id(name).await;
+    let payload = delivered(&world, &vm_id).await;
+    assert_eq!(payload.kind, "ignition");
+
+    let dir = scratch("ipam");
+    let file = dir.join("config.ign");
+    std::fs::write(&file, &payload.user_data).expect("config");
+    let output = Command::new(&validator)
+        .arg(&file)
+        .output()
+        .expect("ignition-validate runs");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success() && report.trim().is_empty(),
+        "Ignition: {report}"
+    );
+    let config: Value = serde_json::from_str(&payload.user_data).expect("JSON");
+    let files = config["storage"]["files"].as_array().cloned().unwrap_or_default();
+    let keyfile = files
+        .iter()
+        .find(|f| f["path"] == "/etc/NetworkManager/system-connections/capov-eth0.nmconnection")
+        .unwrap_or_else(|| panic!("no keyfile in {files:?}"));
+    assert_eq!(
+        keyfile["mode"], 0o600,
+        "NetworkManager ignores a keyfile others can read"
+    );
+    let source = keyfile["contents"]["source"].as_str().unwrap_or_default();
+    for expected in [
+        "192.0.2.20%2F24%2C192.0.2.1",
+        "2001%3Adb8%3A%3A20%2F64",
+        "192.0.2.53",
+        "example.com",
+    ] {
+        assert!(source.contains(expected), "{expected} not in {source}");
+    }
+
+    // The machine reports both addresses.
+    eventually(Duration::from_secs(60), "the static addresses in status", || async {
+        let machine = world.machine(name).await;
+        let addresses: Vec<String> = machine
+            .status
+            .map(|status| status.addresses)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| a.address)
+            .collect();
+        (addresses.contains(&"192.0.2.20".to_string()) && addresses.contains(&"2001:db8::20".to_string())).then_some(())
+    })
+    .await;
+
+    world.delete_machine_and_wait(name).await;
+    let claims = world
+        .client
+        .request::<Value>(
+            http::Request::get(format!(
+                "/apis/ipam.cluster.x-k8s.io/v1beta2/namespaces/{}/ipaddressclaims",
+                world.namespace
+            ))
+            .body(Vec::new())
+            .expect("request"),
+        )
+        .await
+        .expect("list claims");
+    assert_eq!(claims["items"], json!([]), "claims left after the machine");
+    world.stop_operator().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
