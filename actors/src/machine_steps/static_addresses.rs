@@ -35,11 +35,16 @@ pub(super) fn check(o: &Observed, passed: &mut Passed) -> Result<GuestNetwork, B
             )
         }
         ClaimsAssessment::Waiting { message, overdue } => {
-            let severity = if overdue { Severity::Warning } else { Severity::Info };
-            passed.take().wait(
-                Requeue::OnChange,
-                waiting(severity, reasons::WAITING_FOR_IP_ADDRESS, message),
-            )
+            // The watches wake the machine when an address comes; one more look after the grace turns the
+            // condition into a Warning even if nothing happens.
+            let (severity, requeue) = if overdue {
+                (Severity::Warning, Requeue::OnChange)
+            } else {
+                (Severity::Info, Requeue::After(ip_claims::ADDRESS_GRACE))
+            };
+            passed
+                .take()
+                .wait(requeue, waiting(severity, reasons::WAITING_FOR_IP_ADDRESS, message))
         }
         ClaimsAssessment::Refused { reason, message } => passed
             .take()

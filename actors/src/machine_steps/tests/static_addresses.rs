@@ -79,7 +79,8 @@ fn a_machine_waiting_for_its_addresses_says_so_and_turns_warning_when_overdue() 
         ip_claims: pending.clone(),
         ..with_pools(ready_to_create())
     });
-    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    // Looked at again once the grace is over, so that the Warning comes even if nothing changes.
+    assert_eq!(d.action, Action::Wait(Requeue::After(crate::ip_claims::ADDRESS_GRACE)));
     let created = d.condition(types::MACHINE_CREATED).expect("MachineCreated");
     assert_eq!(
         (created.reason, created.state),
@@ -96,6 +97,7 @@ fn a_machine_waiting_for_its_addresses_says_so_and_turns_warning_when_overdue() 
         d.condition(types::MACHINE_CREATED).map(|c| c.state),
         Some(State::False(Severity::Warning))
     );
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
 }
 
 #[test]
