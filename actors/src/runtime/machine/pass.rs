@@ -8,6 +8,7 @@ use kube::Resource;
 use ractor::ActorRef;
 
 use super::execute::execute;
+use super::node_release;
 use super::observe::{self, Observation, ObserveError};
 use super::outcome::Executed;
 use super::schedule::{Next, schedule, to_next};
@@ -159,6 +160,19 @@ async fn observe_and_decide(
             (Some(cluster), Some(vm)) => workload::observe_node(state, cluster, &vm.id).await,
             _ => NodeObservation::NotFound,
         };
+        decision = decide(&observation.observed);
+    }
+    if decision.action == Action::ReadNodeRelease {
+        // Workload I/O during deletion: without the permit as well.
+        *permit = None;
+        let vm_id = observation
+            .observed
+            .vm
+            .as_ref()
+            .map(|vm| vm.id.clone())
+            .unwrap_or_default();
+        observation.observed.node_release =
+            node_release::observe_node_release(state, observation.cluster.as_deref(), &vm_id).await;
         decision = decide(&observation.observed);
     }
     Ok((observation, decision))

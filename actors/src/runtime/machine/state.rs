@@ -51,6 +51,9 @@ pub struct MachineState {
     /// The VM this actor created and has not recorded in spec.providerID yet (it is recorded once its disks are
     /// copied): recording it then is not an adoption.
     pub(super) created_vm: Option<String>,
+    /// The disks this actor detached from the VM while deleting it (gate disk-detach-when-node-gone), named in the
+    /// MachineDeleted conditions until the VM is gone.
+    pub(super) detached_disks: Vec<String>,
     pub(super) mail: ActorMetrics,
     _alive: Alive,
 }
@@ -84,6 +87,7 @@ impl MachineState {
             quiet_guards: 0,
             carried_success: None,
             created_vm: None,
+            detached_disks: Vec::new(),
             _alive: mail.alive(),
             mail,
         }
