@@ -102,8 +102,9 @@ pub struct Cli {
           value_parser = parse_watch_filter)]
     pub watch_filter: String,
 
-    /// Identity of this management cluster in the ownership marker of every VM CAPOV creates. Empty: the UID of the
-    /// `kube-system` namespace. Give both management clusters the same value around a `clusterctl move`.
+    /// Identity of this management cluster, recorded on each OVirtProvider that has none and named by the ownership
+    /// markers of its VMs. Empty: the UID of the `kube-system` namespace. `clusterctl move` needs no value: the
+    /// provider carries the id its VMs were marked with.
     #[arg(long, env = "CAPOV_MANAGEMENT_CLUSTER_ID", default_value = "", value_name = "ID",
           value_parser = parse_management_cluster_id)]
     pub management_cluster_id: String,

@@ -287,6 +287,35 @@ fn is_watched(group: &str, resource: &str) -> bool {
     WATCHED_RESOURCES.contains(&(group, resource))
 }
 
+/// `managementClusterId` becomes `--management-cluster-id`, quoted as one argument; empty, the flag is not passed
+/// (the operator then uses the UID of `kube-system`).
+#[test]
+fn management_cluster_id_becomes_the_flag() {
+    let documents = manifests::documents(
+        &template(
+            "chart/capov",
+            "capov-system",
+            &["--set", "managementClusterId=prod-mgmt"],
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        args(manager_container(&documents)),
+        [
+            "--metrics-bind-address=:8443",
+            "--leader-elect",
+            "--management-cluster-id=prod-mgmt"
+        ]
+    );
+    let default = manifests::documents(&template("chart/capov", "capov-system", &[]).unwrap());
+    assert!(
+        !args(manager_container(&default))
+            .iter()
+            .any(|arg| arg.starts_with("--management-cluster-id")),
+        "the default passes no id"
+    );
+}
+
 /// `watchNamespace`: the manager gets `--namespace`, and what the default ClusterRole grants on namespaced objects —
 /// Secrets among them — a Role in that namespace grants instead, with the same verbs; only what has no namespace to
 /// narrow to stays cluster-wide.

@@ -56,6 +56,9 @@ pub mod reasons {
     /// spec.engine carries userinfo (`user:password@`), which the CRD rejects only for objects created after the
     /// rule.
     pub const INVALID_ENGINE_URL: &str = "InvalidEngineURL";
+    /// The OVirtProvider's management-cluster annotation is not a list of usable ids
+    /// ([`crate::management_clusters`]).
+    pub const INVALID_MANAGEMENT_CLUSTER_ID: &str = "InvalidManagementClusterID";
 
     // MachineCreated.
     pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
@@ -127,6 +130,8 @@ pub mod reasons {
     pub const DETACHING_VOLUMES: &str = "DetachingVolumes";
     /// Event: a disk CAPOV did not create was detached from the VM being deleted and kept on its storage domain.
     pub const VOLUME_DETACHED: &str = "VolumeDetached";
+    /// clusterctl move deletes the source's copy of a moved object; its VM stays with the target's copy.
+    pub const DELETED_FOR_MOVE: &str = "DeletedForMove";
 }
 
 /// The message of a True CanConnectToOVirt with reason InsecureTransport.
@@ -338,6 +343,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::ENGINE_UNREACHABLE,
     reasons::NAMESPACE_NOT_ALLOWED,
     reasons::INVALID_ENGINE_URL,
+    reasons::INVALID_MANAGEMENT_CLUSTER_ID,
     reasons::WAITING_FOR_BOOTSTRAP_DATA,
     reasons::UNSUPPORTED_BOOTSTRAP_FORMAT,
     reasons::BOOTSTRAP_FORMAT_MISMATCH,
@@ -382,6 +388,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::VM_STATE_BLOCKS_DELETION,
     reasons::DETACHING_VOLUMES,
     reasons::VOLUME_DETACHED,
+    reasons::DELETED_FOR_MOVE,
 ];
 
 #[cfg(test)]

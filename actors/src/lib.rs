@@ -10,6 +10,7 @@ pub mod disk_alias;
 pub mod feature_gates;
 pub mod identity;
 pub mod machine_steps;
+pub mod management_clusters;
 pub mod metrics;
 pub mod nics;
 pub mod placement;

@@ -5,7 +5,7 @@
 //! created with.
 
 use capov_crds::Severity;
-use capov_crds::labels::SYSTEM_DISKS_ANNOTATION;
+use capov_crds::labels::{DELETE_FOR_MOVE_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
 
 use super::decision::{Action, Decision, Requeue};
 use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection, VmDisk};
@@ -14,11 +14,27 @@ use super::removal::{NON_SYSTEM_DISK_MESSAGE, by_status, deleted};
 use super::volume_release;
 use crate::backoff::NON_SYSTEM_DISK_RETRY;
 use crate::conditions::{ConditionUpdate, reasons, types};
-use crate::identity::{Ownership, parse_provider_id};
+use crate::identity::parse_provider_id;
 
 pub(super) fn decide(o: &Observed) -> Decision {
     if !o.has_finalizer {
         return Decision::new(Action::Done(Requeue::OnChange), vec![]);
+    }
+    if o.deleted_for_move {
+        // clusterctl move deletes the source's copy and removes its finalizers itself; the VM belongs to the copy in
+        // the target management cluster. Nothing is asked of the engine, and the finalizer is left to clusterctl, so
+        // that the annotation never lets an object go while its VM stays behind.
+        let moved = ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            reasons::DELETED_FOR_MOVE,
+            Severity::Info,
+            format!(
+                "clusterctl move is deleting this copy; its VM belongs to the copy in the target management cluster \
+                 and is left alone. Not a move? Remove the annotation {DELETE_FOR_MOVE_ANNOTATION} and the VM is \
+                 deleted with this OVirtMachine"
+            ),
+        );
+        return Decision::new(Action::Wait(Requeue::OnChange), vec![moved]);
     }
     if releasable_without_engine(o) {
         return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![]);
@@ -63,27 +79,16 @@ pub(super) fn decide(o: &Observed) -> Decision {
     }
     let vm = match &o.vm {
         None => return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![connected]),
-        Some(vm) => match (vm.ownership, vm.found_by) {
-            (Ownership::Owned, _) | (Ownership::Legacy, FoundBy::ProviderId) => vm,
-            (Ownership::Legacy, FoundBy::Name) => {
-                let note = format!(
-                    "the VM {} ({}) carries a marker of an earlier CAPOV version and is not recorded in \
-                     spec.providerID; it is left untouched",
-                    o.vm_name(),
-                    vm.id
-                );
-                return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
-            }
-            (Ownership::NotOwned(why), _) => {
-                let note = format!(
-                    "the VM {} ({}) is not this OVirtMachine's: {}; it is left untouched",
-                    o.vm_name(),
-                    vm.id,
-                    why.explain()
-                );
-                return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
-            }
-        },
+        Some(vm) if vm.ownership.proven(vm.found_by == FoundBy::ProviderId) => vm,
+        Some(vm) => {
+            let note = format!(
+                "the VM {} ({}) is not this OVirtMachine's: {}; it is left untouched",
+                o.vm_name(),
+                vm.id,
+                vm.ownership.unproven_by_name()
+            );
+            return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
+        }
     };
     let foreign = non_system_disks(o, vm);
     let (action, condition) = if foreign.is_empty() {

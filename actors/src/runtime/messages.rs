@@ -23,6 +23,8 @@ pub enum Connection {
         defaults: ProviderDefaults,
         /// The engine URL and user of this connection, recorded with each VM created through it.
         engine: crate::identity::EngineIdentity,
+        /// The management cluster ids this provider's VM markers name (its annotation and this cluster's id).
+        management_clusters: crate::management_clusters::ManagementClusters,
     },
     Failed {
         problem: ConnectionProblem,

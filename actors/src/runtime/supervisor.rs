@@ -14,12 +14,11 @@ use kube::runtime::watcher::Event;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::task::JoinHandle;
 
-use super::cluster;
 use super::credential_secrets::CredentialSecrets;
 use super::keys::ObjectKey;
 use super::machine::{MachineActor, MachineArgs};
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
-use super::messages::{FinalizerOwner, MachineMsg, SupervisorMsg};
+use super::messages::{MachineMsg, SupervisorMsg};
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::provider_finalizers::{self, ProviderFinalizers};
 use super::provider_restart;
@@ -150,14 +149,7 @@ impl Actor for Supervisor {
             }
             SupervisorMsg::Cluster(event) => {
                 state.synced.note(watches::CLUSTERS, &event);
-                if let Event::Apply(object) | Event::InitApply(object) = event {
-                    let outcome = cluster::reconcile_counted(&state.shared, &object).await;
-                    let owner = FinalizerOwner::Cluster {
-                        namespace: object.namespace().unwrap_or_default(),
-                        name: object.name_any(),
-                    };
-                    state.finalizers.note(owner, outcome);
-                }
+                state.finalizers.on_cluster_event(event).await;
             }
             SupervisorMsg::Machine(event) => {
                 state.synced.note(watches::MACHINES, &event);
@@ -167,7 +159,13 @@ impl Actor for Supervisor {
             SupervisorMsg::IsSynced(reply) => {
                 let _ = reply.send(state.synced.all());
             }
-            SupervisorMsg::CapiChanged { namespace, machine } => wake_machines(state, &namespace, machine),
+            SupervisorMsg::CapiChanged { namespace, machine } => {
+                if machine.is_none() {
+                    // A CAPI Cluster (or the Namespace) changed: its OVirtClusters may have to say so (a pause lifted).
+                    state.finalizers.reconcile_clusters_in(&namespace).await;
+                }
+                wake_machines(state, &namespace, machine)
+            }
             SupervisorMsg::CapiListed => poke(state, |_| true),
             SupervisorMsg::RetryFinalizer(owner) => {
                 let machines = &state.machines;

@@ -81,6 +81,48 @@ fn deletion_deletes_a_recorded_vm_with_a_legacy_marker_but_not_one_found_by_name
     ));
 }
 
+/// After `clusterctl move`, the VM's marker names the UID the owner-uid annotation carried: the VM spec.providerID
+/// names is this machine's and is deleted with it; one found by name (a tenant's forged annotation on a new object
+/// of the same name) is left alone.
+#[test]
+fn deletion_deletes_a_recorded_vm_with_a_moved_marker_but_not_one_found_by_name() {
+    let mut o = deleting(with_vm("down", true));
+    if let Some(vm) = o.vm.as_mut() {
+        vm.ownership = Ownership::Moved;
+    }
+    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    if let Some(vm) = o.vm.as_mut() {
+        vm.found_by = FoundBy::Name;
+    }
+    assert!(
+        matches!(&decide(&o).action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains("owner-uid")),
+        "{:?}",
+        decide(&o).action
+    );
+}
+
+/// clusterctl move deletes the source's copy right after creating the target's: the VM belongs to the target's
+/// copy. No engine request, and the finalizer stays for clusterctl to remove (a tenant setting the annotation
+/// gains nothing: the object waits, its VM is not orphaned by CAPOV).
+#[test]
+fn an_object_clusterctl_move_deletes_leaves_its_vm_and_its_finalizer_alone() {
+    for o in [
+        deleting(running()),
+        deleting(with_vm("down", true)),
+        deleting(ready_to_create()),
+    ] {
+        let d = decide(&Observed {
+            deleted_for_move: true,
+            ..o
+        });
+        assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+        assert_eq!(
+            state_of(&d, types::MACHINE_DELETED),
+            Some((State::False(Severity::Info), reasons::DELETED_FOR_MOVE))
+        );
+    }
+}
+
 #[test]
 fn deletion_of_a_machine_refused_by_its_provider_releases_it_unless_it_recorded_a_vm() {
     let refused = ProviderConnection::Failed {

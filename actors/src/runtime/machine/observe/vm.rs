@@ -95,7 +95,7 @@ async fn find_by_name(
 fn preferred(snapshots: Vec<VmSnapshot>, owner: &crate::identity::OwnerIdentity) -> Option<VmSnapshot> {
     let rank = |snapshot: &VmSnapshot| match ownership(&snapshot.description, owner) {
         Ownership::Owned => 0,
-        Ownership::Legacy => 1,
+        Ownership::Legacy | Ownership::Moved => 1,
         Ownership::NotOwned(_) => 2,
     };
     let best = snapshots
@@ -128,11 +128,7 @@ async fn observed_vm(
     found_by: FoundBy,
 ) -> Result<Option<ObservedVm>, ObserveError> {
     let ownership = ownership(&vm.description, &observed.owner);
-    let ours = match ownership {
-        Ownership::Owned => true,
-        Ownership::Legacy => found_by == FoundBy::ProviderId,
-        Ownership::NotOwned(_) => false,
-    };
+    let ours = ownership.proven(found_by == FoundBy::ProviderId);
     let mut found = ObservedVm {
         ever_started: started_by_status(state.status.ready, &state.status.conditions) || vm.started,
         os_type: vm.os_type.clone(),
@@ -289,6 +285,7 @@ mod tests {
             uid: "6f1c2d3e-0000-4000-8000-000000000001".into(),
             previous_uid: None,
             management_cluster: "mc".into(),
+            accepted_management_clusters: Vec::new(),
         };
         let foreign = named("a", "production database");
         let other_object = named("b", "capov:tenant/other uid:x mc:mc");
