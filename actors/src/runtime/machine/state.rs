@@ -51,6 +51,9 @@ pub struct MachineState {
     /// The VM this actor created and has not recorded in spec.providerID yet (it is recorded once its disks are
     /// copied): recording it then is not an adoption.
     pub(super) created_vm: Option<String>,
+    /// Whether the machine had never been provisioned when this actor started: its first Ready is then timed
+    /// (`capov_machine_time_to_ready_seconds`), once.
+    pub(super) awaiting_first_ready: bool,
     pub(super) mail: ActorMetrics,
     _alive: Alive,
 }
@@ -68,6 +71,7 @@ impl MachineState {
             key,
             object,
             shared,
+            awaiting_first_ready: !status.ready,
             status,
             missing_since: None,
             backoff: crate::backoff::Backoff::steps(),
