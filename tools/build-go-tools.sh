@@ -18,6 +18,8 @@
 #
 # KUBEBUILDER_ASSETS (envtest), CAPOV_HELM_DIR (helm), CAPOV_CAPI_DIR (capi), CAPOV_IGNITION_DIR (ignition) or
 # CAPOV_PROMTOOL_DIR (promtool), when set to a directory that already holds the binaries, is used as is. CAPOV_TOOLS_CACHE moves the cache (default: ~/.cache/capov-tools).
+# --help prints the comment above, before anything is built or changed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -7,6 +7,8 @@
 # tools/image/build.sh installs docker.io and starts dockerd) and the in-cluster e2e on a real node (tests/in_cluster.rs:
 # containerd, kubelet, kube-proxy, iptables, mounts). Without root those two steps are skipped with a note, and
 # CAPOV_IMAGE_TESTS=0 / CAPOV_NODE_TESTS=0 skip them on purpose (the node step needs the image).
+# --help prints the comment above, before anything is built or changed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
