@@ -374,7 +374,7 @@ async fn watch(
     let width = if args.headless {
         None
     } else {
-        progress::terminal_width()
+        capov_testkit::terminal::width()
     };
     let mut shown = Shown::new(width, args.machines);
     loop {
@@ -460,7 +460,10 @@ impl Shown {
         };
         let screen = progress::screen(rows, self.expected, elapsed, &self.notes, width);
         if screen != self.screen {
-            print!("{}", progress::redraw(self.screen.lines().count(), &screen));
+            print!(
+                "{}",
+                capov_testkit::terminal::redraw(self.screen.lines().count(), &screen)
+            );
             let _ = std::io::stdout().flush();
             self.screen = screen;
         }

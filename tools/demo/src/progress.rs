@@ -1,4 +1,5 @@
-//! What the demo shows while the machines come up. On a terminal: one screen, redrawn in place — an "N of M Ready"
+//! What the demo shows while the machines come up (the terminal parts shared with the benchmark are
+//! `capov_testkit::terminal`). On a terminal: one screen, redrawn in place — an "N of M Ready"
 //! line with a bar, the machines' table and the last few things the demo itself did — every line cut to the
 //! terminal's width so that nothing wraps. Elsewhere (a pipe, CI): one plain line per change. Everything here is
 //! pure: the caller passes the machines, the width and the time.
@@ -7,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtMachine};
+use capov_testkit::terminal;
 
 /// What the demo shows of one machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,17 +49,6 @@ impl Row {
     }
 }
 
-/// `ready` of `expected` Ready, as a line with a bar of `width` cells, e.g. `2 of 3 Ready [######---] 41 s`.
-pub fn summary(ready: usize, expected: usize, elapsed: Duration, bar_width: usize) -> String {
-    let filled = (ready * bar_width).checked_div(expected).unwrap_or(0).min(bar_width);
-    format!(
-        "{ready} of {expected} Ready [{}{}] {} s",
-        "#".repeat(filled),
-        "-".repeat(bar_width - filled),
-        elapsed.as_secs()
-    )
-}
-
 /// The whole screen for a terminal `width` columns wide: the summary, the table and the `notes` (the last few
 /// things the demo did), each line at most `width` characters.
 pub fn screen(rows: &[Row], expected: usize, elapsed: Duration, notes: &[String], width: usize) -> String {
@@ -65,7 +56,7 @@ pub fn screen(rows: &[Row], expected: usize, elapsed: Duration, notes: &[String]
     let name_width = rows.iter().map(|row| row.name.len()).max().unwrap_or(4).clamp(4, 40);
     let vm_width = rows.iter().map(|row| row.vm.len()).max().unwrap_or(2).clamp(2, 16);
     let mut lines = vec![
-        summary(ready, expected, elapsed, 20),
+        terminal::summary(ready, expected, elapsed, 20),
         String::new(),
         format!("{:<name_width$}  {:<5}  {:<vm_width$}  STEP", "NAME", "READY", "VM"),
     ];
@@ -85,21 +76,7 @@ pub fn screen(rows: &[Row], expected: usize, elapsed: Duration, notes: &[String]
         lines.push(String::new());
         lines.extend(notes.iter().cloned());
     }
-    let mut out = String::new();
-    for line in lines {
-        out.push_str(&fit(&line, width));
-        out.push('\n');
-    }
-    out
-}
-
-/// What redraws `screen` over the previous one, `previous_height` lines tall, whose last line ended the output:
-/// the cursor goes up to its first line, the old screen is cleared from there, the new one written.
-pub fn redraw(previous_height: usize, screen: &str) -> String {
-    if previous_height == 0 {
-        return screen.to_string();
-    }
-    format!("\x1b[{previous_height}A\x1b[J{screen}")
+    terminal::fit_lines(&lines, width)
 }
 
 /// The plain lines for what changed between two looks at the machines: one per machine whose state changed, and
@@ -126,24 +103,6 @@ pub fn changes(before: &BTreeMap<String, Row>, after: &[Row], expected: usize, e
         lines.push(format!("{seconds:>4} s  {ready_now} of {expected} Ready"));
     }
     lines
-}
-
-/// `line` cut to `width` characters, the cut marked with `…`.
-fn fit(line: &str, width: usize) -> String {
-    if line.chars().count() <= width {
-        return line.to_string();
-    }
-    let mut cut: String = line.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
-/// The width of the terminal on standard output; None when it is not a terminal.
-pub fn terminal_width() -> Option<usize> {
-    // SAFETY: TIOCGWINSZ writes one winsize into the struct passed; stdout's descriptor stays open.
-    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
-    let answered = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
-    (answered && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
 #[cfg(test)]
@@ -199,22 +158,6 @@ mod tests {
         let text = screen(&sample(), 3, Duration::ZERO, &[], 24);
         assert!(text.lines().all(|line| line.chars().count() <= 24), "{text}");
         assert_eq!(text.lines().next(), Some("1 of 3 Ready [######---…"));
-    }
-
-    #[test]
-    fn summary_bar_fills_with_ready_machines() {
-        assert_eq!(summary(0, 4, Duration::from_secs(3), 8), "0 of 4 Ready [--------] 3 s");
-        assert_eq!(
-            summary(4, 4, Duration::from_secs(90), 8),
-            "4 of 4 Ready [########] 90 s"
-        );
-        assert_eq!(summary(0, 0, Duration::ZERO, 4), "0 of 0 Ready [----] 0 s");
-    }
-
-    #[test]
-    fn redraw_goes_back_over_the_previous_screen() {
-        assert_eq!(redraw(0, "a\nb\n"), "a\nb\n");
-        assert_eq!(redraw(5, "a\n"), "\x1b[5A\x1b[Ja\n");
     }
 
     #[test]
