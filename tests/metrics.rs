@@ -356,7 +356,10 @@ async fn alerts_and_dashboard_read_only_metrics_the_manager_serves() {
         Duration::from_secs(120),
         manager.with_log("one machine Ready and one at MachineCreated in the scrape"),
         || async {
-            let (status, body) = http::get(&http, &url, None).await;
+            // Refused until the manager listens.
+            let response = http.get(&url).send().await.map_err(|err| err.to_string())?;
+            let status = response.status().as_u16();
+            let body = response.text().await.map_err(|err| err.to_string())?;
             let missing: Vec<&String> = expected.iter().filter(|line| !body.contains(line.as_str())).collect();
             if status == 200 && missing.is_empty() {
                 Ok(body)

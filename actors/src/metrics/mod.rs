@@ -242,6 +242,11 @@ impl Metrics {
         for kind in kind::ACTORS {
             metrics.init_kind(kind);
         }
+        // The status families at zero, so that dashboards show them before the first write (or coalesced update).
+        for kind in [kind::PROVIDER, kind::CLUSTER, kind::MACHINE] {
+            metrics.status_updates_coalesced_total.with_label_values(&[kind]);
+            metrics.status_writes_total.with_label_values(&[kind, "success"]);
+        }
         metrics
     }
 
@@ -342,6 +347,8 @@ mod tests {
             "capov_process_resident_memory_bytes",
             "capov_process_cpu_seconds_total",
             "capov_process_open_fds",
+            "capov_status_updates_coalesced_total{kind=\"machine\"} 0",
+            "capov_status_writes_total{kind=\"provider\",result=\"success\"} 0",
         ] {
             assert!(text.contains(family), "missing {family} in\n{text}");
         }
