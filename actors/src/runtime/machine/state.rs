@@ -54,6 +54,9 @@ pub struct MachineState {
     /// The disks this actor detached from the VM while deleting it (gate disk-detach-when-node-gone), named in the
     /// MachineDeleted conditions until the VM is gone.
     pub(super) detached_disks: Vec<String>,
+    /// Whether the machine had never been provisioned when this actor started: its first Ready is then timed
+    /// (`capov_machine_time_to_ready_seconds`), once.
+    pub(super) awaiting_first_ready: bool,
     pub(super) mail: ActorMetrics,
     _alive: Alive,
 }
@@ -71,6 +74,7 @@ impl MachineState {
             key,
             object,
             shared,
+            awaiting_first_ready: !status.ready,
             status,
             missing_since: None,
             backoff: crate::backoff::Backoff::steps(),
