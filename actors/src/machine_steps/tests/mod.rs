@@ -17,3 +17,4 @@ mod pause;
 mod power;
 mod preconditions;
 mod static_addresses;
+mod volume_release;
