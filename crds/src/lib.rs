@@ -15,8 +15,8 @@ pub mod template;
 pub use cluster::{ApiEndpoint, OVirtCluster, OVirtClusterSpec, OVirtClusterStatus};
 pub use condition::{Condition, ConditionStatus, Severity};
 pub use machine::{
-    CpuTopology, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
-    OVirtMachineStatus, VmType,
+    CpuTopology, DataDisk, DataDiskStatus, DiskFormat, DiskInterface, Initialization, MachineAddress, MachineSettings,
+    Memory, Nic, OVirtMachine, OVirtMachineSpec, OVirtMachineStatus, VmType,
 };
 pub use provider::{AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
 pub use template::{OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec, TemplateObjectMeta};

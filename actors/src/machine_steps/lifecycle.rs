@@ -5,7 +5,7 @@
 use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
-use super::{connection, creation, disks, network, node, power, preconditions};
+use super::{connection, creation, data_disks, disks, network, node, power, preconditions, tags};
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{reasons, types};
 
@@ -57,8 +57,13 @@ fn before_first_start(
     mut passed: Passed,
 ) -> Result<Decision, Box<Decision>> {
     power::down_before_first_start(vm, &mut passed)?;
+    tags::check(o, vm, &mut passed)?;
+    // Data disks first: the system disks recorded next include them (deletion, SPEC §2.1).
+    let data_disks = data_disks::check(o, vm, &mut passed)?;
     creation::record_system_disks(o, vm, &mut passed)?;
     disks::check(o, vm, &mut passed)?;
     network::check(o, &mut passed)?;
-    Ok(power::first_start(o, vm, format, passed))
+    let mut decision = power::first_start(o, vm, format, passed);
+    decision.status.data_disks = Some(data_disks);
+    Ok(decision)
 }

@@ -4,14 +4,18 @@
 mod add_vm;
 mod disks;
 pub mod init;
+mod new_disks;
 mod nics;
 mod power;
+mod tags;
 
 pub use add_vm::add_vm;
 pub use disks::{attach_extra_disk, detach_disk, update_disk};
+pub use new_disks::add_vm_disk;
 pub use nics::{add_nic, remove_nic, update_nic};
 use power::power_off;
 pub use power::{force_vm_status, remove_vm, shutdown_vm, start_vm, stop_vm};
+pub use tags::{add_tag, assign_vm_tag, not_authorized};
 
 use std::time::Duration;
 
@@ -286,6 +290,12 @@ pub fn apply(state: &mut State, timings: &Timings, scheduled: &Scheduled) -> Vec
         }
         Transition::VmPoweredDown => {
             power_off(vm);
+            Vec::new()
+        }
+        Transition::VmShutdownFailed => {
+            if vm.status == VmStatus::PoweringDown {
+                vm.status = VmStatus::Up;
+            }
             Vec::new()
         }
         Transition::VmRemoved => {

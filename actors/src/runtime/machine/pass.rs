@@ -155,8 +155,9 @@ async fn observe_and_decide(
     if decision.action == Action::ReadNode {
         // Workload I/O: without the permit.
         *permit = None;
+        let vm_name = observation.observed.vm_name();
         observation.observed.node = match (&observation.cluster, &observation.observed.vm) {
-            (Some(cluster), Some(vm)) => workload::observe_node(state, cluster, &vm.id).await,
+            (Some(cluster), Some(vm)) => workload::observe_node(state, cluster, &vm.id, &vm_name).await,
             _ => NodeObservation::NotFound,
         };
         decision = decide(&observation.observed);

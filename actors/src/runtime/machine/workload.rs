@@ -29,7 +29,12 @@ impl NoClient {
     }
 }
 
-pub async fn observe_node(state: &MachineState, cluster: &capi::Cluster, vm_id: &str) -> NodeObservation {
+pub async fn observe_node(
+    state: &MachineState,
+    cluster: &capi::Cluster,
+    vm_id: &str,
+    vm_name: &str,
+) -> NodeObservation {
     let client = match workload_client(state, cluster).await {
         Ok(client) => client,
         Err(NoClient::Rejected(message)) => return NodeObservation::Rejected { message },
@@ -38,8 +43,7 @@ pub async fn observe_node(state: &MachineState, cluster: &capi::Cluster, vm_id: 
     let api = Api::<Node>::all(client);
     // Kubelets name their Node after the host name, which CAPOV sets to the VM name: one GET usually finds it,
     // without listing every Node of a large cluster for each machine.
-    let vm_name = crate::vm_name::for_object(&state.key.name);
-    match api.get_opt(&vm_name).await {
+    match api.get_opt(vm_name).await {
         Ok(Some(node)) => return found(node),
         Ok(None) => {}
         Err(err) => {

@@ -7,6 +7,7 @@ mod create;
 mod disks;
 mod nics;
 mod node;
+mod tags;
 mod vm;
 
 use super::observe::Engine;
@@ -45,6 +46,18 @@ pub async fn execute(
             })
             .await
         }
+        Action::TagVm(names) => {
+            on_engine(client, types::MACHINE_CREATED, |client| {
+                tags::tag_vm(client, &vm_id, &names)
+            })
+            .await
+        }
+        Action::AddDataDisk(plan) => {
+            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
+                disks::add_data_disk(client, &vm_id, &plan)
+            })
+            .await
+        }
         Action::RecordSystemDisks(ids) => bookkeeping::record_system_disks(state, &ids).await,
         Action::ResizeDisk {
             attachment_id,
@@ -79,6 +92,12 @@ pub async fn execute(
         Action::ReadNode => Executed::Requeue(Requeue::Backoff),
         Action::SetNodeProviderId { node_name, provider_id } => {
             node::set_provider_id(state, cluster, &node_name, &provider_id).await
+        }
+        Action::ShutdownVm { vm_id, deadline_in } => {
+            on_engine(client, types::MACHINE_DELETED, |client| {
+                vm::shutdown(client, &vm_id, deadline_in)
+            })
+            .await
         }
         Action::StopVmForce { vm_id } => {
             on_engine(client, types::MACHINE_DELETED, |client| vm::stop_force(client, &vm_id)).await

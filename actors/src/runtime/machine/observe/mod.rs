@@ -35,7 +35,7 @@ use crate::runtime::messages::MachineMsg;
 pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Observation, ObserveError> {
     let machine = owner_machine(state);
     let cluster = owner_cluster(state, machine.as_deref());
-    let mut observed = from_objects(state, machine.is_some(), cluster.as_deref());
+    let mut observed = from_objects(state, machine.as_deref(), cluster.as_deref());
     if observed.paused {
         return Ok(Observation {
             observed,
@@ -93,7 +93,8 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
 
 /// What the OVirtMachine, the CAPI objects in the stores and this actor's own status show, before anything is read:
 /// no bootstrap data, a ready connection, no VM and no Node until the pass looks.
-fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi::Cluster>) -> Observed {
+fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: Option<&capi::Cluster>) -> Observed {
+    let machine_found = machine.is_some();
     let object = &state.object;
     let annotations = object.annotations();
     Observed {
@@ -102,6 +103,11 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
         owner: owner_identity(state),
         paused: annotations.contains_key(PAUSED_ANNOTATION) || cluster.is_some_and(capi::cluster_paused),
         deletion_requested: object.metadata.deletion_timestamp.is_some(),
+        deletion_requested_for: object.metadata.deletion_timestamp.as_ref().map(|at| {
+            let elapsed = crate::runtime::now().duration_since(at.0);
+            std::time::Duration::try_from(elapsed).unwrap_or_default()
+        }),
+        cluster_name: cluster_name(state, machine),
         has_finalizer: object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
         owner_machine_found: machine_found,
         cluster_found: cluster.is_some(),
@@ -177,13 +183,18 @@ pub(super) fn owner_machine(state: &MachineState) -> Option<Arc<capi::Machine>> 
     state.shared.capi_machines.get(&reference)
 }
 
-fn owner_cluster(state: &MachineState, machine: Option<&capi::Machine>) -> Option<Arc<capi::Cluster>> {
-    let name = state
+/// The CAPI cluster's name: the OVirtMachine's cluster-name label, else the Machine's spec.clusterName.
+fn cluster_name(state: &MachineState, machine: Option<&capi::Machine>) -> Option<String> {
+    state
         .object
         .labels()
         .get(CLUSTER_NAME_LABEL)
         .cloned()
-        .or_else(|| machine.and_then(capi::machine_cluster_name))?;
+        .or_else(|| machine.and_then(capi::machine_cluster_name))
+}
+
+fn owner_cluster(state: &MachineState, machine: Option<&capi::Machine>) -> Option<Arc<capi::Cluster>> {
+    let name = cluster_name(state, machine)?;
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let reference = ObjectRef::new(&name).within(&namespace);
     state.shared.capi_clusters.get(&reference)

@@ -128,6 +128,7 @@ async fn observed_vm(
         disks: Vec::new(),
         nics: Vec::new(),
         reported_devices: Vec::new(),
+        tags: None,
     };
     let status = vm.status.as_str();
     if !ours || status == "image_locked" {
@@ -141,6 +142,14 @@ async fn observed_vm(
         found.disks = match vm_disks(client, vm).await? {
             Some(disks) => disks,
             None => return Ok(None),
+        };
+    }
+    // The tags matter only before the first start, and only when the provider tags VMs (crate::vm_tags).
+    if before_first_start && !observed.deletion_requested && observed.provider_defaults.vmtags != Some(false) {
+        found.tags = match client.vm_tags(&vm.id).await {
+            Ok(tags) => Some(tags.into_iter().filter_map(|t| t.name).collect()),
+            Err(err) if err.is_not_found() => return Ok(None),
+            Err(err) => return Err(vm_read_error(err)),
         };
     }
     if matches!(status, "up" | "migrating") {
