@@ -111,13 +111,11 @@ pub struct MachineSettings {
     pub nics: Vec<Nic>,
 
     /// Disks created for the VM besides the template's, attached before its first start and deleted with it.
-    #[x_kube(validation = Rule::new("self.size() <= 16").message(
-        "spec.datadisks may list at most 16 disks"
-    ))]
     #[x_kube(validation = Rule::new("self.all(d, self.exists_one(e, e.name == d.name))").message(
         "spec.datadisks[].name must be unique among the machine's data disks"
     ))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub datadisks: Vec<DataDisk>,
 
     /// The VM's name in oVirt, built from `{name}` (the OVirtMachine's name), `{namespace}` and `{cluster}` (the
@@ -134,6 +132,7 @@ pub struct MachineSettings {
          and {cluster}, e.g. {cluster}-{name}"
     ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub vmnametemplate: Option<String>,
 
     /// On deletion, ask the guest to shut down (ACPI) and power the VM off only if it is still running this many
@@ -159,6 +158,7 @@ pub struct DataDisk {
         "spec.datadisks[].name must be 1 to 32 lower-case letters, digits, '-' or '_', starting and ending with a \
          letter or digit, e.g. data or etcd-0"
     ))]
+    #[schemars(length(max = 32))]
     pub name: String,
 
     /// Size in GiB.
@@ -171,6 +171,7 @@ pub struct DataDisk {
     #[x_kube(validation = Rule::new("self != ''").message(
         "spec.datadisks[].storagedomainname must name a storage domain in oVirt, e.g. data1"
     ))]
+    #[schemars(length(max = 255))]
     pub storagedomainname: String,
 
     /// How the guest sees the disk. Default: virtio_scsi.
@@ -191,6 +192,7 @@ pub struct DataDisk {
         "spec.datadisks[].diskprofile must name a disk profile of the storage domain, or be omitted"
     ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
     pub diskprofile: Option<String>,
 }
 
