@@ -745,7 +745,12 @@ async fn data_disks_name_templates_and_graceful_shutdown_are_validated_with_mess
     let machine_kind = resource::<OVirtMachine>();
     let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &machine_kind);
     let machine = |name: &str, spec_patch: Value| json!({"metadata": {"name": name}, "spec": merged(valid_machine_spec(), spec_patch)});
-    let disk = |patch: Value| merged(json!({"name": "data", "sizegb": 10, "storagedomainname": "data1"}), patch);
+    let disk = |patch: Value| {
+        merged(
+            json!({"name": "data", "sizegb": 10, "storagedomainname": "data1"}),
+            patch,
+        )
+    };
     let cases: Vec<(&str, Value, &str)> = vec![
         (
             "disk-zero-size",
@@ -840,7 +845,8 @@ async fn data_disks_name_templates_and_graceful_shutdown_are_validated_with_mess
             .await
             .expect_err("a name template change once the VM exists");
         assert!(
-            err.to_string().contains("spec.vmnametemplate cannot change once the VM exists"),
+            err.to_string()
+                .contains("spec.vmnametemplate cannot change once the VM exists"),
             "{err}"
         );
     }

@@ -340,6 +340,11 @@ impl Control {
         Ok(())
     }
 
+    /// Whether a disk exists (attached or floating).
+    pub fn disk_exists(&self, id: &str) -> bool {
+        self.shared.lock().disks.contains_key(id)
+    }
+
     /// The tags of the engine: (name, description).
     pub fn tags(&self) -> Vec<(String, String)> {
         let state = self.shared.lock();

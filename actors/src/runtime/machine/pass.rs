@@ -265,6 +265,9 @@ fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: Statu
     if let Some(addresses) = change.addresses {
         state.status.addresses = addresses;
     }
+    if let Some(data_disks) = change.data_disks {
+        state.status.data_disks = data_disks;
+    }
     if let Some(vm_status) = change.vm_status {
         state.last_seen_vm_status = Some(vm_status.clone());
         state.status.vm_status = Some(vm_status);
