@@ -46,41 +46,12 @@ pub async fn execute(
             })
             .await
         }
-        Action::TagVm(names) => {
-            on_engine(client, types::MACHINE_CREATED, |client| {
-                tags::tag_vm(client, &vm_id, &names)
-            })
-            .await
-        }
-        Action::AddDataDisk(plan) => {
-            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
-                disks::add_data_disk(client, &vm_id, &plan)
-            })
-            .await
-        }
         Action::RecordSystemDisks(ids) => bookkeeping::record_system_disks(state, &ids).await,
-        Action::ResizeDisk {
-            attachment_id,
-            size_bytes,
-            ..
-        } => {
-            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
-                disks::resize(client, &vm_id, &attachment_id, size_bytes)
-            })
-            .await
-        }
-        Action::RenameDiskAlias { disk_id, new_alias } => {
-            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
-                disks::rename_alias(client, &disk_id, &new_alias)
-            })
-            .await
-        }
-        Action::SyncNics(changes) => {
-            on_engine(client, types::MACHINE_NETWORK_SET, |client| {
-                nics::sync(client, &vm_id, changes)
-            })
-            .await
-        }
+        action @ (Action::TagVm(_)
+        | Action::AddDataDisk(_)
+        | Action::ResizeDisk { .. }
+        | Action::RenameDiskAlias { .. }
+        | Action::SyncNics(_)) => prepare(client, &vm_id, action).await,
         Action::StartVm { use_ignition } => {
             on_engine(client, types::MACHINE_ON, |client| {
                 vm::start(client, &vm_id, use_ignition)
@@ -106,5 +77,50 @@ pub async fn execute(
             on_engine(client, types::MACHINE_DELETED, |client| vm::delete(client, &vm_id)).await
         }
         Action::RemoveFinalizer { left_alone } => bookkeeping::remove_finalizer(state, left_alone).await,
+    }
+}
+
+/// The changes to a VM that was never started, before its first start: tags, data disks, the bootable disk's size,
+/// disk aliases and NICs.
+async fn prepare(client: Option<&capov_ovirt::Client>, vm_id: &str, action: Action) -> Executed {
+    match action {
+        Action::TagVm(names) => {
+            on_engine(client, types::MACHINE_CREATED, |client| {
+                tags::tag_vm(client, vm_id, &names)
+            })
+            .await
+        }
+        Action::AddDataDisk(plan) => {
+            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
+                disks::add_data_disk(client, vm_id, &plan)
+            })
+            .await
+        }
+        Action::ResizeDisk {
+            attachment_id,
+            size_bytes,
+            ..
+        } => {
+            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
+                disks::resize(client, vm_id, &attachment_id, size_bytes)
+            })
+            .await
+        }
+        Action::RenameDiskAlias { disk_id, new_alias } => {
+            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
+                disks::rename_alias(client, &disk_id, &new_alias)
+            })
+            .await
+        }
+        Action::SyncNics(changes) => {
+            on_engine(client, types::MACHINE_NETWORK_SET, |client| {
+                nics::sync(client, vm_id, changes)
+            })
+            .await
+        }
+        other => {
+            tracing::error!(action = ?other, "not a preparation of the VM; nothing done");
+            Executed::Requeue(Requeue::Backoff)
+        }
     }
 }
