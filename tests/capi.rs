@@ -448,6 +448,23 @@ async fn pausing_the_cluster_stops_capov_until_it_is_unpaused() {
 #[tokio::test]
 async fn template_data_disks_names_tags_and_graceful_shutdown_under_capi() {
     let world = World::new("capi-shape").await;
+    let tag_vms = json!({"spec": {"vmtags": true}});
+    let providers =
+        Api::<DynamicObject>::all_with(world.client.clone(), &objects::capov("OVirtProvider", "ovirtproviders"));
+    providers
+        .patch(&world.provider, &PatchParams::default(), &Patch::Merge(&tag_vms))
+        .await
+        .expect("tag VMs");
+    eventually(
+        Duration::from_secs(60),
+        "the provider's spec to reach CAPOV",
+        || async {
+            let provider = providers.get(&world.provider).await.ok()?;
+            let seen = provider.data["status"]["conditions"][0]["observedGeneration"].as_i64();
+            (provider.metadata.generation == seen).then_some(())
+        },
+    )
+    .await;
     let mut spec = world.template_spec(30);
     spec["vmnametemplate"] = json!("{namespace}-{name}");
     spec["gracefulshutdowntimeoutseconds"] = json!(30);

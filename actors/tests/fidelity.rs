@@ -171,14 +171,18 @@ async fn a_non_admin_engine_user_runs_the_lifecycle_and_refusals_are_permission_
     let mut world = World::new_non_admin("nonadmin").await;
     world.start_operator().await;
     world
+        .apply_provider(provider_spec(&world, json!({"vmtags": true})))
+        .await;
+    provider_applied(&world).await;
+    world
         .create_machine(
             "worker-0",
             json!({"ovirtcluster": "Default", "template": "ubuntu-22.04", "storagedomainname": "data1",
                    "osdisksizegb": 30, "nics": [{"vnicprofile": "ovirtmgmt"}]}),
         )
         .await;
-    // Tags need tag management on the system, which this user lacks: refused, and said so, until the provider stops
-    // tagging.
+    // Tags need tag management on the system, which this user lacks: refused, and said so, until the provider no
+    // longer asks for them.
     let machine = world
         .wait_reason(
             Duration::from_secs(60),
@@ -255,4 +259,18 @@ fn provider_spec(world: &World, extra: serde_json::Value) -> serde_json::Value {
         spec[key] = value;
     }
     spec
+}
+
+/// Waits until the provider's actor has taken in its current spec.
+async fn provider_applied(world: &World) {
+    eventually(
+        Duration::from_secs(60),
+        "the provider's spec to reach its actor",
+        || async {
+            let providers: kube::Api<capov_crds::OVirtProvider> = kube::Api::all(world.client.clone());
+            let provider = providers.get(&world.provider).await.ok()?;
+            (provider.metadata.generation == provider.status?.conditions.first()?.observed_generation).then_some(())
+        },
+    )
+    .await;
 }

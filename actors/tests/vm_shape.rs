@@ -55,6 +55,9 @@ fn spec(extra: Value) -> Value {
 #[tokio::test]
 async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
     let mut world = World::new("vmshape").await;
+    world
+        .apply_provider(provider_spec(&world, json!({"vmtags": true})))
+        .await;
     world.start_operator().await;
     let control = world.sim.control().clone();
     let data1 = control.id_of("storagedomain", "data1").expect("data1");
@@ -224,4 +227,16 @@ async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
     assert_eq!(control.rejected_bodies(), Default::default());
     let _ = condition;
     world.stop_operator().await;
+}
+
+/// The provider spec of `world`'s engine with `extra` fields.
+fn provider_spec(world: &World, extra: Value) -> Value {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(world.sim.ca_pem().expect("ca"));
+    let mut spec =
+        json!({"engine": world.sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}});
+    for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+        spec[key] = value;
+    }
+    spec
 }

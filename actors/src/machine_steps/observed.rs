@@ -224,7 +224,7 @@ pub enum FailureState {
 pub struct ProviderDefaults {
     pub diskclone: Option<bool>,
     pub storagedomainname: Option<String>,
-    /// `spec.vmtags`: None = true.
+    /// `spec.vmtags`: None = false.
     pub vmtags: Option<bool>,
 }
 

@@ -1,5 +1,5 @@
 //! SPEC §2 step 3's tail (`MachineCreated`), before the first start: the VM carries the tags that show engine
-//! administrators what it belongs to ([`crate::vm_tags`]), unless the OVirtProvider's spec.vmtags is false.
+//! administrators what it belongs to ([`crate::vm_tags`]), when the OVirtProvider's spec.vmtags is true.
 
 use super::decision::{Action, Decision};
 use super::observed::{Observed, ObservedVm};
@@ -9,7 +9,7 @@ use crate::vm_tags::{missing_tags, wanted_tags};
 /// Ok = tagging is off, or the VM carries every tag (or its tags were not read); Err = the decision that assigns
 /// the missing ones.
 pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Result<(), Box<Decision>> {
-    if !o.provider_defaults.vmtags.unwrap_or(true) {
+    if o.provider_defaults.vmtags != Some(true) {
         return Ok(());
     }
     let Some(assigned) = &vm.tags else {

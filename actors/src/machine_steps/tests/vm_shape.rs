@@ -162,8 +162,9 @@ fn data_disks_count_as_the_vms_own_at_deletion_and_a_csi_disk_still_blocks() {
 }
 
 #[test]
-fn missing_tags_are_assigned_before_the_first_start_unless_the_provider_says_no() {
+fn missing_tags_are_assigned_before_the_first_start_when_the_provider_asks_for_them() {
     let mut o = with_vm("down", false);
+    o.provider_defaults.vmtags = Some(true);
     vm_of(&mut o).tags = Some(vec!["capov".into()]);
     assert_eq!(
         decide(&o).action,
@@ -172,9 +173,11 @@ fn missing_tags_are_assigned_before_the_first_start_unless_the_provider_says_no(
             "capov-cluster-default-cluster-1".into()
         ])
     );
-    o.provider_defaults.vmtags = Some(false);
-    assert!(matches!(decide(&o).action, Action::StartVm { .. }));
-    o.provider_defaults.vmtags = None;
+    for off in [Some(false), None] {
+        o.provider_defaults.vmtags = off;
+        assert!(matches!(decide(&o).action, Action::StartVm { .. }), "{off:?}");
+    }
+    o.provider_defaults.vmtags = Some(true);
     vm_of(&mut o).tags = Some(vec![
         "capov".into(),
         "capov-ns-default".into(),

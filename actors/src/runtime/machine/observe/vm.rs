@@ -148,7 +148,7 @@ async fn observed_vm(
         };
     }
     // The tags matter only before the first start, and only when the provider tags VMs (crate::vm_tags).
-    if before_first_start && !observed.deletion_requested && observed.provider_defaults.vmtags != Some(false) {
+    if before_first_start && !observed.deletion_requested && observed.provider_defaults.vmtags == Some(true) {
         found.tags = match client.vm_tags(&vm.id).await {
             Ok(tags) => Some(tags.into_iter().filter_map(|t| t.name).collect()),
             Err(err) if err.is_not_found() => return Ok(None),
