@@ -12,7 +12,7 @@ use capov_testkit::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
-use support::{World, condition};
+use support::World;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -225,7 +225,6 @@ async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
     assert!(disks_left.is_empty(), "the data disks go with the VM");
     assert!(control.disk_exists(&csi), "the CSI disk stays");
     assert_eq!(control.rejected_bodies(), Default::default());
-    let _ = condition;
     world.stop_operator().await;
 }
 

@@ -39,7 +39,7 @@ pub struct Observed {
     /// `metadata.deletionTimestamp` is set.
     pub deletion_requested: bool,
     /// How long ago the deletion was requested (now − deletionTimestamp, zero when the clocks disagree); None
-    /// without a deletion. The graceful shutdown's deadline counts from it.
+    /// without a deletion or without a graceful shutdown. The graceful shutdown's deadline counts from it.
     pub deletion_requested_for: Option<Duration>,
     /// The CAPI cluster's name (the `cluster.x-k8s.io/cluster-name` label, else the Machine's spec.clusterName).
     pub cluster_name: Option<String>,

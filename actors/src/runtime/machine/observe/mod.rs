@@ -103,10 +103,7 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         owner: owner_identity(state),
         paused: annotations.contains_key(PAUSED_ANNOTATION) || cluster.is_some_and(capi::cluster_paused),
         deletion_requested: object.metadata.deletion_timestamp.is_some(),
-        deletion_requested_for: object.metadata.deletion_timestamp.as_ref().map(|at| {
-            let elapsed = crate::runtime::now().duration_since(at.0);
-            std::time::Duration::try_from(elapsed).unwrap_or_default()
-        }),
+        deletion_requested_for: deletion_requested_for(object),
         cluster_name: cluster_name(state, machine),
         has_finalizer: object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
         owner_machine_found: machine_found,
@@ -136,6 +133,15 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         node: NodeObservation::NotFound,
         control_plane_host: cluster.and_then(capi::cluster_control_plane_host),
     }
+}
+
+/// How long ago the deletion was requested, only when a graceful shutdown needs it: the observation stays equal
+/// from pass to pass otherwise, which the check for actions without effect relies on.
+fn deletion_requested_for(object: &capov_crds::OVirtMachine) -> Option<std::time::Duration> {
+    object.spec.settings.gracefulshutdowntimeoutseconds.filter(|s| *s > 0)?;
+    let at = object.metadata.deletion_timestamp.as_ref()?;
+    let elapsed = crate::runtime::now().duration_since(at.0);
+    Some(std::time::Duration::try_from(elapsed).unwrap_or_default())
 }
 
 /// Whose VM this machine may change: this object's UID, the UID the owner-UID annotation recorded when that differs,
