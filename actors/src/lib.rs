@@ -4,11 +4,13 @@
 pub mod addresses;
 pub mod backoff;
 pub mod bootstrap_payload;
+pub mod bounded_text;
 pub mod conditions;
 pub mod disk_alias;
 pub mod feature_gates;
 pub mod identity;
 pub mod machine_steps;
+pub mod management_clusters;
 pub mod metrics;
 pub mod nics;
 pub mod placement;
@@ -18,3 +20,4 @@ pub mod vm_name;
 pub mod vm_snapshot;
 pub mod vm_tags;
 pub mod workload_kubeconfig;
+pub mod workload_target;

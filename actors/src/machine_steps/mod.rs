@@ -29,6 +29,7 @@ mod tests;
 
 pub use data_disks::data_disk_alias;
 pub use decision::{Action, CreateVmPlan, DataDiskPlan, Decision, Requeue, StatusChange};
+pub use deletion::releasable_without_engine;
 pub use observed::{
     Bootstrap, ConnectionFailure, FailureState, FoundBy, NodeObservation, Observed, ObservedVm, ProviderConnection,
     ProviderDefaults, VmDisk,
