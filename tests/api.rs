@@ -851,7 +851,7 @@ async fn data_disks_name_templates_and_graceful_shutdown_are_validated_with_mess
         .patch("full", &PatchParams::default(), &Patch::Merge(&rename))
         .await
         .expect("the template may change before the VM exists");
-    let set_id = json!({"spec": {"providerID": "ovirt://aaaa"}});
+    let set_id = json!({"spec": {"providerID": "ovirt://0a5c3c43-4b4e-4a31-9d0e-1b2f5a7e8c90"}});
     machines
         .patch("full", &PatchParams::default(), &Patch::Merge(&set_id))
         .await
