@@ -1,6 +1,7 @@
 //! The shape of a machine's VM on the engine simulator (issue #25): data disks created, attached, reported, counted
 //! as the VM's own and deleted with it while a CSI disk still blocks deletion; the VM name template; the tags;
-//! the graceful shutdown on deletion and its fallback to a forced stop.
+//! another namespace's machine of the same name clashing without the template and not with it; the graceful
+//! shutdown on deletion and its fallback to a forced stop.
 
 mod support;
 
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use capov_crds::OVirtMachine;
 use capov_crds::labels::SYSTEM_DISKS_ANNOTATION;
+use capov_ovirt_sim::{Inventory, VmSeed};
 use capov_testkit::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
@@ -65,6 +67,20 @@ async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
     let profile2 = control.id_of("diskprofile", "data2").expect("data2's disk profile");
     // An administrator's own tag of the name CAPOV wants: assigned, never changed.
     control.add_tag("capov", "the admins' own").expect("tag");
+    // Machines `worker` and `twin` of another namespace, created without a name template, own VMs of those names.
+    let foreign = |name: &str| VmSeed {
+        name: name.into(),
+        cluster: Some("Default".into()),
+        description: format!("capov:team-b/{name} uid:0b0b0b0b-0000-4000-8000-000000000001 mc:other"),
+        ..VmSeed::default()
+    };
+    control
+        .seed(&Inventory {
+            vms: vec![foreign("worker"), foreign("twin")],
+            ..Inventory::default()
+        })
+        .expect("seed");
+    let foreign_vms = control.vms();
 
     world
         .create_machine(
@@ -79,6 +95,7 @@ async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
             })),
         )
         .await;
+    world.create_machine("twin", spec(json!({}))).await;
     world
         .create_machine("polite", spec(json!({"gracefulshutdowntimeoutseconds": 30})))
         .await;
@@ -90,6 +107,10 @@ async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
     let machine = provisioned(&world, "worker").await;
     let vm_name = format!("{}-worker", world.namespace);
     let vm = control.vm_by_name(&vm_name).expect("the VM is named by the template");
+    // Without a template the other namespace's `twin` blocks this one's; with it, `worker` did not clash.
+    world
+        .wait_reason(MINUTE, "twin", "MachineCreated", "VMNameConflict")
+        .await;
     let data_disks: Vec<_> = vm.disks.iter().filter(|d| !d.bootable).collect();
     let shape: Vec<_> = data_disks
         .iter()
@@ -224,6 +245,9 @@ async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
     let disks_left: Vec<_> = data_disks.iter().filter(|d| control.disk_exists(&d.id)).collect();
     assert!(disks_left.is_empty(), "the data disks go with the VM");
     assert!(control.disk_exists(&csi), "the CSI disk stays");
+    for before in &foreign_vms {
+        assert_eq!(control.vm(&before.id).as_ref(), Some(before), "{} changed", before.name);
+    }
     assert_eq!(control.rejected_bodies(), Default::default());
     world.stop_operator().await;
 }
