@@ -17,3 +17,4 @@ mod pause;
 mod power;
 mod preconditions;
 mod vm_shape;
+mod volume_release;

@@ -54,6 +54,12 @@ pub struct MachineState {
     /// A deadline the decision set (`Requeue::PollVmWithin`): the next pass runs at the latest then, even if the
     /// watched VM does not change. Taken when the next pass is scheduled.
     pub(super) deadline: Option<std::time::Duration>,
+    /// The disks this actor detached from the VM while deleting it (gate disk-detach-when-node-gone), named in the
+    /// MachineDeleted conditions until the VM is gone.
+    pub(super) detached_disks: Vec<String>,
+    /// Whether the machine had never been provisioned when this actor started: its first Ready is then timed
+    /// (`capov_machine_time_to_ready_seconds`), once.
+    pub(super) awaiting_first_ready: bool,
     pub(super) mail: ActorMetrics,
     _alive: Alive,
 }
@@ -71,6 +77,7 @@ impl MachineState {
             key,
             object,
             shared,
+            awaiting_first_ready: !status.ready,
             status,
             missing_since: None,
             backoff: crate::backoff::Backoff::steps(),
@@ -88,6 +95,7 @@ impl MachineState {
             carried_success: None,
             created_vm: None,
             deadline: None,
+            detached_disks: Vec::new(),
             _alive: mail.alive(),
             mail,
         }

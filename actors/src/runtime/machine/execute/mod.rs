@@ -9,6 +9,7 @@ mod nics;
 mod node;
 mod tags;
 mod vm;
+mod volumes;
 
 use super::observe::Engine;
 use super::outcome::{Executed, on_engine};
@@ -59,15 +60,21 @@ pub async fn execute(
             })
             .await
         }
-        // The pass reads the Node and decides again before executing (see `pass::observe_and_decide`); nothing to do
-        // here.
-        Action::ReadNode => Executed::Requeue(Requeue::Backoff),
+        // The pass reads the workload cluster (the Node; while deleting, also its VolumeAttachments) and decides again
+        // before executing (see `pass::observe_and_decide`); nothing to do here.
+        Action::ReadNode | Action::ReadNodeRelease => Executed::Requeue(Requeue::Backoff),
         Action::SetNodeProviderId { node_name, provider_id } => {
             node::set_provider_id(state, cluster, &node_name, &provider_id).await
         }
         Action::ShutdownVm { vm_id, deadline_in } => {
             on_engine(client, types::MACHINE_DELETED, |client| {
                 vm::shutdown(client, &vm_id, deadline_in)
+            })
+            .await
+        }
+        Action::DetachDisks { vm_id, disks } => {
+            on_engine(client, types::MACHINE_DELETED, |client| {
+                volumes::detach(state, client, &vm_id, &disks)
             })
             .await
         }
