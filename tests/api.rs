@@ -918,3 +918,118 @@ async fn addressing_fields_are_validated_with_messages_that_say_what_to_fix() {
         "{err}"
     );
 }
+#[tokio::test]
+async fn data_disks_name_templates_and_graceful_shutdown_are_validated_with_messages_that_say_what_to_fix() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "vmshape").await.expect("namespace");
+    let machine_kind = resource::<OVirtMachine>();
+    let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &machine_kind);
+    let machine = |name: &str, spec_patch: Value| json!({"metadata": {"name": name}, "spec": merged(valid_machine_spec(), spec_patch)});
+    let disk = |patch: Value| {
+        merged(
+            json!({"name": "data", "sizegb": 10, "storagedomainname": "data1"}),
+            patch,
+        )
+    };
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "disk-zero-size",
+            json!({"datadisks": [disk(json!({"sizegb": 0}))]}),
+            "spec.datadisks[].sizegb must be between 1 and 8192",
+        ),
+        (
+            "disk-no-domain",
+            json!({"datadisks": [disk(json!({"storagedomainname": ""}))]}),
+            "spec.datadisks[].storagedomainname must name a storage domain in oVirt",
+        ),
+        (
+            "disk-bad-name",
+            json!({"datadisks": [disk(json!({"name": "Data Disk"}))]}),
+            "spec.datadisks[].name must be 1 to 32 lower-case letters",
+        ),
+        (
+            "disk-twice",
+            json!({"datadisks": [disk(json!({})), disk(json!({"sizegb": 5}))]}),
+            "spec.datadisks[].name must be unique",
+        ),
+        (
+            "disk-preallocated-cow",
+            json!({"datadisks": [disk(json!({"sparse": false}))]}),
+            "a preallocated disk (sparse: false) needs format: raw",
+        ),
+        (
+            "disk-bad-interface",
+            json!({"datadisks": [disk(json!({"interface": "ide"}))]}),
+            "spec.datadisks[0].interface: Unsupported value",
+        ),
+        (
+            "disk-empty-profile",
+            json!({"datadisks": [disk(json!({"diskprofile": ""}))]}),
+            "spec.datadisks[].diskprofile must name a disk profile",
+        ),
+        (
+            "name-without-name",
+            json!({"vmnametemplate": "{namespace}-worker"}),
+            "spec.vmnametemplate must contain {name}",
+        ),
+        (
+            "name-unknown-placeholder",
+            json!({"vmnametemplate": "{region}-{name}"}),
+            "spec.vmnametemplate may hold only letters, digits",
+        ),
+        (
+            "name-space",
+            json!({"vmnametemplate": "{namespace} {name}"}),
+            "spec.vmnametemplate may hold only letters, digits",
+        ),
+        (
+            "shutdown-too-long",
+            json!({"gracefulshutdowntimeoutseconds": 7200}),
+            "spec.gracefulshutdowntimeoutseconds must be between 0",
+        ),
+    ];
+    for (name, patch, expected) in cases {
+        expect_rejected(&machines, &machine_kind, machine(name, patch), expected).await;
+    }
+
+    // Everything at once, as documented, is accepted; the name template is fixed once the VM exists.
+    let full = json!({
+        "vmnametemplate": "{namespace}-{name}",
+        "gracefulshutdowntimeoutseconds": 120,
+        "datadisks": [
+            disk(json!({})),
+            disk(json!({"name": "etcd", "sizegb": 8, "interface": "virtio", "format": "raw", "sparse": false,
+                "diskprofile": "data1"}))
+        ]
+    });
+    machines
+        .create(&PostParams::default(), &dynamic(&machine_kind, machine("full", full)))
+        .await
+        .expect("a machine with every new field");
+    let rename = json!({"spec": {"vmnametemplate": "{cluster}-{name}"}});
+    machines
+        .patch("full", &PatchParams::default(), &Patch::Merge(&rename))
+        .await
+        .expect("the template may change before the VM exists");
+    let set_id = json!({"spec": {"providerID": "ovirt://0a5c3c43-4b4e-4a31-9d0e-1b2f5a7e8c90"}});
+    machines
+        .patch("full", &PatchParams::default(), &Patch::Merge(&set_id))
+        .await
+        .expect("providerID");
+    for change in [
+        json!({"spec": {"vmnametemplate": "{namespace}-{name}"}}),
+        json!({"spec": {"vmnametemplate": null}}),
+    ] {
+        let err = machines
+            .patch("full", &PatchParams::default(), &Patch::Merge(&change))
+            .await
+            .expect_err("a name template change once the VM exists");
+        assert!(
+            err.to_string()
+                .contains("spec.vmnametemplate cannot change once the VM exists"),
+            "{err}"
+        );
+    }
+}
+

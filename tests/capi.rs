@@ -715,3 +715,111 @@ async fn the_control_plane_endpoint_comes_from_a_pool_and_goes_back_with_the_clu
     let _ = operator.kill();
     let _ = operator.wait();
 }
+/// Machines of a MachineDeployment whose OVirtMachineTemplate has a name template, a data disk and a graceful
+/// shutdown: the VMs carry the namespace in their names (and their Nodes are found by them), get their data disk
+/// and their tags, report the disk, and on scale-down are shut down through the guest and go with their data disk.
+#[tokio::test]
+async fn template_data_disks_names_tags_and_graceful_shutdown_under_capi() {
+    let world = World::new("capi-shape").await;
+    let tag_vms = json!({"spec": {"vmtags": true}});
+    let providers =
+        Api::<DynamicObject>::all_with(world.client.clone(), &objects::capov("OVirtProvider", "ovirtproviders"));
+    providers
+        .patch(&world.provider, &PatchParams::default(), &Patch::Merge(&tag_vms))
+        .await
+        .expect("tag VMs");
+    eventually(
+        Duration::from_secs(60),
+        "the provider's spec to reach CAPOV",
+        || async {
+            let provider = providers.get(&world.provider).await.ok()?;
+            let seen = provider.data["status"]["conditions"][0]["observedGeneration"].as_i64();
+            (provider.metadata.generation == seen).then_some(())
+        },
+    )
+    .await;
+    let mut spec = world.template_spec(30);
+    spec["vmnametemplate"] = json!("{namespace}-{name}");
+    spec["gracefulshutdowntimeoutseconds"] = json!(30);
+    spec["datadisks"] = json!([{"name": "data", "sizegb": 5, "storagedomainname": "data2"}]);
+    objects::apply_machine_template(&world.client, &world.namespace, "shaped", spec)
+        .await
+        .expect("template");
+    objects::apply_machine_deployment(
+        &world.client,
+        &world.namespace,
+        DEPLOYMENT,
+        CLUSTER,
+        2,
+        "shaped",
+        BOOTSTRAP_SECRET,
+    )
+    .await
+    .expect("machine deployment");
+    let two = world.settle(2, "2 Running Machines").await;
+
+    let control = world.sim.control();
+    let machines = world.ovirt_machines().list(&ListParams::default()).await.expect("list");
+    let mut data_disks = BTreeMap::new();
+    for machine in machines
+        .items
+        .iter()
+        .filter(|m| m.metadata.name.as_deref() != Some(CONTROL_PLANE))
+    {
+        let name = machine.metadata.name.clone().unwrap_or_default();
+        let vm_id = machine.data["spec"]["providerID"]
+            .as_str()
+            .and_then(|id| id.strip_prefix("ovirt://"))
+            .expect("providerID");
+        let vm = control.vm(vm_id).expect("vm");
+        let vm_name = format!("{}-{name}", world.namespace);
+        assert_eq!(vm.name, vm_name);
+        let disk = vm
+            .disks
+            .iter()
+            .find(|d| d.alias == format!("{vm_name}_data"))
+            .unwrap_or_else(|| panic!("{vm_name}: no data disk in {:?}", vm.disks));
+        assert_eq!(disk.provisioned_size, 5 << 30);
+        assert_eq!(
+            machine.data["status"]["dataDisks"][0]["diskID"].as_str(),
+            Some(disk.id.as_str())
+        );
+        let mut tags = vm.tags.clone();
+        tags.sort();
+        assert_eq!(
+            tags,
+            [
+                "capov".to_string(),
+                format!("capov-cluster-{}-{CLUSTER}", world.namespace),
+                format!("capov-ns-{}", world.namespace),
+            ]
+        );
+        data_disks.insert(vm_id.to_string(), disk.id.clone());
+    }
+    assert_eq!(data_disks.len(), 2);
+
+    world.scale(1).await;
+    let one = world.settle(1, "1 Running Machine").await;
+    let removed: Vec<&String> = two
+        .values()
+        .filter(|vm| !one.values().any(|kept| kept == *vm))
+        .collect();
+    assert_eq!(removed.len(), 1);
+    let removed = removed[0];
+    assert!(
+        !control.disk_exists(&data_disks[removed]),
+        "the data disk goes with the VM"
+    );
+    let writes: Vec<String> = control
+        .writes()
+        .into_iter()
+        .filter(|w| w.path.contains(removed.as_str()) && w.method == "POST")
+        .map(|w| w.path.rsplit('/').next().unwrap_or_default().to_string())
+        .collect();
+    assert!(writes.contains(&"shutdown".to_string()), "{writes:?}");
+    assert!(
+        !writes.contains(&"stop".to_string()),
+        "the guest shut down in time: {writes:?}"
+    );
+}
+

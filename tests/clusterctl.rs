@@ -339,7 +339,12 @@ fn list_variables_of_both_flavors() {
 fn every_variable_is_documented() {
     let clusterctl = Clusterctl::new();
     let mut variables = BTreeSet::new();
-    for flavor in [&[][..], &["--flavor", "no-kcp"][..], &["--flavor", "kube-vip"][..]] {
+    for flavor in [
+        &[][..],
+        &["--flavor", "no-kcp"][..],
+        &["--flavor", "kube-vip"][..],
+        &["--flavor", "data-disks"][..],
+    ] {
         let mut args = vec![
             "generate",
             "cluster",
@@ -796,8 +801,9 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
         ("OVIRT_TEMPLATE", "ubuntu"),
         ("CONTROL_PLANE_ENDPOINT_IP", "10.0.1.100"),
         ("VIP_POOL_NAME", "vips"),
+        ("OVIRT_DATA_STORAGE_DOMAIN", "data1"),
     ];
-    for flavor in ["", "no-kcp", "kube-vip"] {
+    for flavor in ["", "no-kcp", "kube-vip", "data-disks"] {
         let mut args = vec![
             "generate",
             "cluster",
@@ -874,4 +880,80 @@ fn committed_release_matches_the_generated_one() {
         "stale or missing files in {}; {hint}",
         committed.display()
     );
+}
+
+/// The `data-disks` flavor: the default flavor's objects, with a data disk, the namespace in the VM name and a
+/// graceful shutdown on both machine templates.
+#[test]
+fn data_disks_flavor_adds_disks_names_and_graceful_shutdown() {
+    let clusterctl = Clusterctl::new();
+    let args = [
+        "generate",
+        "cluster",
+        "demo",
+        "--infrastructure",
+        PROVIDER,
+        "--flavor",
+        "data-disks",
+        "--target-namespace",
+        "team-a",
+        "--kubernetes-version",
+        "v1.34.0",
+        "--list-variables",
+    ];
+    let (required, _) = listed_variables(&clusterctl.run(&args, &[]).unwrap_or_else(|err| panic!("{err}")));
+    assert_eq!(
+        required,
+        // KUBERNETES_VERSION is given by --kubernetes-version.
+        [
+            "CONTROL_PLANE_ENDPOINT_IP",
+            "OVIRT_DATA_STORAGE_DOMAIN",
+            "OVIRT_TEMPLATE"
+        ]
+    );
+    let mut env = OVIRT_ENV.to_vec();
+    env.extend([
+        ("OVIRT_DATA_STORAGE_DOMAIN", "fast-ssd"),
+        ("OVIRT_WORKER_DATA_DISK_GB", "250"),
+    ]);
+    let yaml = clusterctl
+        .run(&args[..args.len() - 1], &env)
+        .unwrap_or_else(|err| panic!("{err}"));
+    let documents = manifests::documents(&yaml);
+    let default = clusterctl
+        .run(
+            &[
+                "generate",
+                "cluster",
+                "demo",
+                "--infrastructure",
+                PROVIDER,
+                "--target-namespace",
+                "team-a",
+                "--kubernetes-version",
+                "v1.34.0",
+            ],
+            &env,
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(
+        manifests::kinds_and_names(&documents),
+        manifests::kinds_and_names(&manifests::documents(&default)),
+        "the default flavor's objects"
+    );
+    let spec =
+        |name: &str| manifests::find(&documents, "OVirtMachineTemplate", name)["spec"]["template"]["spec"].clone();
+    let (control_plane, workers) = (spec("demo-control-plane"), spec("demo-md-0"));
+    assert_eq!(
+        control_plane["datadisks"],
+        json!([{"name": "etcd", "sizegb": 20, "storagedomainname": "fast-ssd"}])
+    );
+    assert_eq!(
+        workers["datadisks"],
+        json!([{"name": "data", "sizegb": 250, "storagedomainname": "fast-ssd"}])
+    );
+    for spec in [&control_plane, &workers] {
+        assert_eq!(spec["vmnametemplate"], "{namespace}-{name}");
+        assert_eq!(spec["gracefulshutdowntimeoutseconds"], 120);
+    }
 }

@@ -117,6 +117,12 @@ pub mod reasons {
     pub const DISK_SHRINK_NOT_ALLOWED: &str = "DiskShrinkNotAllowed";
     pub const NO_BOOTABLE_DISK: &str = "NoBootableDisk";
     pub const INVALID_DISK_SIZE: &str = "InvalidDiskSize";
+    /// A data disk of spec.datadisks is being created.
+    pub const WAITING_FOR_DATA_DISKS: &str = "WaitingForDataDisks";
+    /// A data disk's image could not be created (the engine shows it illegal).
+    pub const DATA_DISK_FAILED: &str = "DataDiskFailed";
+    /// spec.datadisks[].diskprofile names no disk profile of the disk's storage domain.
+    pub const DISK_PROFILE_NOT_FOUND: &str = "DiskProfileNotFound";
 
     // MachineNetworkSet.
     pub const VNIC_PROFILE_NOT_FOUND: &str = "VnicProfileNotFound";
@@ -140,6 +146,8 @@ pub mod reasons {
     pub const VM_HAS_NON_SYSTEM_DISK: &str = "VMHasNonSystemDisk";
     pub const VM_LOCKED: &str = "VMLocked";
     pub const VM_STOPPING: &str = "VMStopping";
+    /// spec.gracefulshutdowntimeoutseconds: the guest was asked to shut down (ACPI) and has until the deadline.
+    pub const VM_SHUTTING_DOWN: &str = "VMShuttingDown";
     pub const VM_DELETING: &str = "VMDeleting";
     /// The VM is `unknown`, `saving_state` or `restoring_state`: the engine refuses stop and remove until it leaves.
     pub const VM_STATE_BLOCKS_DELETION: &str = "VMStateBlocksDeletion";
@@ -397,6 +405,9 @@ const ALL_REASONS: &[&str] = &[
     reasons::DISK_SHRINK_NOT_ALLOWED,
     reasons::NO_BOOTABLE_DISK,
     reasons::INVALID_DISK_SIZE,
+    reasons::WAITING_FOR_DATA_DISKS,
+    reasons::DATA_DISK_FAILED,
+    reasons::DISK_PROFILE_NOT_FOUND,
     reasons::VNIC_PROFILE_NOT_FOUND,
     reasons::VNIC_PROFILE_AMBIGUOUS,
     reasons::VM_POWERING_UP,
@@ -410,6 +421,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::VM_HAS_NON_SYSTEM_DISK,
     reasons::VM_LOCKED,
     reasons::VM_STOPPING,
+    reasons::VM_SHUTTING_DOWN,
     reasons::VM_DELETING,
     reasons::VM_STATE_BLOCKS_DELETION,
     reasons::DETACHING_VOLUMES,

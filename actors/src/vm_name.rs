@@ -8,7 +8,10 @@
 //! * a longer one becomes its first 53 characters (trailing `-`/`.` dropped, so the name stays readable), `-`, and
 //!   the first 10 hex digits of the SHA-256 of the whole name: `<prefix>-<hash10>`, at most 64 characters.
 //!
-//! The rule depends only on the object's name, so every pass (and every CAPOV version with this rule) finds the same
+//! With `spec.vmnametemplate` the name is first built from the template's placeholders (`{name}`, `{namespace}`,
+//! `{cluster}`), then shortened by the same rule ([`for_machine`]); the template cannot change once the VM exists.
+//!
+//! The rule depends only on the object's name (and its template), so every pass (and every CAPOV version with this rule) finds the same
 //! VM by name. The VM is still CAPOV's only through the ownership marker, which names the OVirtMachine and its UID in
 //! full ([`crate::identity`]); its Node, whose name is the shortened host name, is matched through the VM id
 //! (systemUUID, providerID), never through the OVirtMachine's name.
@@ -20,9 +23,42 @@ pub const VM_NAME_LIMIT: usize = 64;
 /// characters and these bits).
 const HASH_DIGITS: usize = 10;
 
+/// What a name template's placeholders stand for.
+#[derive(Clone, Copy, Debug)]
+pub struct NameParts<'a> {
+    pub name: &'a str,
+    pub namespace: &'a str,
+    /// The CAPI cluster's name; empty when unknown.
+    pub cluster: &'a str,
+}
+
+/// The VM name of a machine: its `spec.vmnametemplate` filled in (or its name without one), shortened to the
+/// engine's limit. Every lookup of the VM by name (creation, adoption, deletion, the workload Node) uses this.
+pub fn for_machine(template: Option<&str>, parts: NameParts<'_>) -> String {
+    match template {
+        None => for_object(parts.name),
+        Some(template) => for_object(&render(template, parts)),
+    }
+}
+
+/// Fills in the placeholders; anything else in the template stays as written (the CRD admits only `{name}`,
+/// `{namespace}` and `{cluster}` besides letters, digits, '.', '_' and '-').
+pub fn render(template: &str, parts: NameParts<'_>) -> String {
+    template
+        .replace("{name}", parts.name)
+        .replace("{namespace}", parts.namespace)
+        .replace("{cluster}", parts.cluster)
+}
+
 /// The VM name for an OVirtMachine named `object_name`.
 pub fn for_object(object_name: &str) -> String {
-    if engine_length(object_name) <= VM_NAME_LIMIT {
+    shortened(object_name, VM_NAME_LIMIT)
+}
+
+/// `name` unchanged when it has at most `limit` UTF-16 units, else its longest prefix that leaves room for `-` and
+/// the hash (trailing `-`/`.` dropped), `-`, and 10 hex digits of the SHA-256 of the whole name.
+pub fn shortened(object_name: &str, limit: usize) -> String {
+    if engine_length(object_name) <= limit {
         return object_name.to_string();
     }
     let digest = ring::digest::digest(&ring::digest::SHA256, object_name.as_bytes());
@@ -33,7 +69,7 @@ pub fn for_object(object_name: &str) -> String {
         .take(HASH_DIGITS)
         .map(|nibble| char::from_digit(u32::from(nibble), 16).unwrap_or('0'))
         .collect();
-    let room = VM_NAME_LIMIT - 1 - HASH_DIGITS;
+    let room = limit.saturating_sub(1 + HASH_DIGITS);
     let mut prefix = String::new();
     for ch in object_name.chars() {
         if engine_length(&prefix) + ch.len_utf16() > room {
@@ -97,6 +133,46 @@ mod tests {
         let vm = for_object(&name);
         assert!(!vm.contains("--"), "{vm}");
         assert!(engine_length(&vm) <= VM_NAME_LIMIT);
+    }
+
+    #[test]
+    fn a_template_fills_in_its_placeholders_then_shortens() {
+        let parts = NameParts {
+            name: "worker-1",
+            namespace: "team-a",
+            cluster: "prod",
+        };
+        assert_eq!(for_machine(None, parts), "worker-1");
+        assert_eq!(for_machine(Some("{namespace}-{name}"), parts), "team-a-worker-1");
+        assert_eq!(
+            for_machine(Some("k8s.{cluster}.{namespace}.{name}"), parts),
+            "k8s.prod.team-a.worker-1"
+        );
+        // Two namespaces, one machine name: different VM names with a template that holds the namespace.
+        let other = NameParts {
+            namespace: "team-b",
+            ..parts
+        };
+        assert_ne!(
+            for_machine(Some("{namespace}-{name}"), parts),
+            for_machine(Some("{namespace}-{name}"), other)
+        );
+        let long = NameParts {
+            namespace: &"n".repeat(63),
+            ..parts
+        };
+        let vm = for_machine(Some("{namespace}-{name}"), long);
+        assert_eq!(engine_length(&vm), VM_NAME_LIMIT);
+        assert_eq!(vm, for_object(&format!("{}-worker-1", "n".repeat(63))));
+    }
+
+    #[test]
+    fn shortening_to_another_limit_keeps_the_rule() {
+        assert_eq!(shortened("capov", 50), "capov");
+        let long = format!("capov-cluster-{}", "x".repeat(60));
+        let short = shortened(&long, 50);
+        assert_eq!(engine_length(&short), 50);
+        assert_eq!(short, shortened(&long, 50));
     }
 
     #[test]

@@ -171,15 +171,36 @@ async fn a_non_admin_engine_user_runs_the_lifecycle_and_refusals_are_permission_
     let mut world = World::new_non_admin("nonadmin").await;
     world.start_operator().await;
     world
+        .apply_provider(provider_spec(&world, json!({"vmtags": true})))
+        .await;
+    provider_applied(&world).await;
+    world
         .create_machine(
             "worker-0",
             json!({"ovirtcluster": "Default", "template": "ubuntu-22.04", "storagedomainname": "data1",
                    "osdisksizegb": 30, "nics": [{"vnicprofile": "ovirtmgmt"}]}),
         )
         .await;
+    // Tags need tag management on the system, which this user lacks: refused, and said so, until the provider no
+    // longer asks for them.
+    let machine = world
+        .wait_reason(
+            Duration::from_secs(60),
+            "worker-0",
+            "MachineCreated",
+            "PermissionDenied",
+        )
+        .await;
+    let message = condition(&machine, "MachineCreated")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("/tags"), "{message}");
+    world
+        .apply_provider(provider_spec(&world, json!({"vmtags": false})))
+        .await;
     let vm_id = world.vm_id("worker-0").await;
     world.register_node("worker-0", &vm_id).await;
-    eventually(Duration::from_secs(60), "Ready", || async {
+    eventually(Duration::from_secs(90), "Ready", || async {
         let machine = world.machine("worker-0").await;
         condition(&machine, "Ready")
             .is_some_and(|c| c.status == capov_crds::ConditionStatus::True)
@@ -226,4 +247,30 @@ async fn a_non_admin_engine_user_runs_the_lifecycle_and_refusals_are_permission_
         "{message}"
     );
     world.stop_operator().await;
+}
+
+/// The provider spec of `world`'s engine with `extra` fields.
+fn provider_spec(world: &World, extra: serde_json::Value) -> serde_json::Value {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(world.sim.ca_pem().expect("ca"));
+    let mut spec =
+        json!({"engine": world.sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}});
+    for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+        spec[key] = value;
+    }
+    spec
+}
+
+/// Waits until the provider's actor has taken in its current spec.
+async fn provider_applied(world: &World) {
+    eventually(
+        Duration::from_secs(60),
+        "the provider's spec to reach its actor",
+        || async {
+            let providers: kube::Api<capov_crds::OVirtProvider> = kube::Api::all(world.client.clone());
+            let provider = providers.get(&world.provider).await.ok()?;
+            (provider.metadata.generation == provider.status?.conditions.first()?.observed_generation).then_some(())
+        },
+    )
+    .await;
 }

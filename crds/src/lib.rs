@@ -17,8 +17,8 @@ pub use cluster::{ApiEndpoint, EndpointFromPool, OVirtCluster, OVirtClusterSpec,
 pub use condition::{Condition, ConditionStatus, Severity};
 pub use ipam::IpPoolRef;
 pub use machine::{
-    CpuTopology, Dns, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
-    OVirtMachineStatus, VmType,
+    CpuTopology, DataDisk, DataDiskStatus, DiskFormat, DiskInterface, Dns, Initialization, MachineAddress,
+    MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec, OVirtMachineStatus, VmType,
 };
 pub use provider::{AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
 pub use template::{OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec, TemplateObjectMeta};

@@ -44,6 +44,13 @@ use crate::condition::Condition;
     "spec.provider cannot change once the VM exists (spec.providerID is set): the VM lives on that OVirtProvider's \
      engine. To move the machine to another engine, delete this OVirtMachine and let CAPI create a new one"
 ))]
+#[x_kube(validation = Rule::new(
+    "!has(oldSelf.providerID) || (has(self.vmnametemplate) ? self.vmnametemplate : '') == \
+     (has(oldSelf.vmnametemplate) ? oldSelf.vmnametemplate : '')"
+).message(
+    "spec.vmnametemplate cannot change once the VM exists (spec.providerID is set): CAPOV finds the VM by that name. \
+     Change it in the OVirtMachineTemplate and roll the machines out instead"
+))]
 #[serde(rename_all = "camelCase")]
 pub struct OVirtMachineSpec {
     #[serde(flatten)]
@@ -116,6 +123,130 @@ pub struct MachineSettings {
     /// Omitted: the guest's own (DHCP's) DNS settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<Dns>,
+    /// Disks created for the VM besides the template's, attached before its first start and deleted with it.
+    #[x_kube(validation = Rule::new("self.all(d, self.exists_one(e, e.name == d.name))").message(
+        "spec.datadisks[].name must be unique among the machine's data disks"
+    ))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub datadisks: Vec<DataDisk>,
+
+    /// The VM's name in oVirt, built from `{name}` (the OVirtMachine's name), `{namespace}` and `{cluster}` (the
+    /// CAPI cluster's name), e.g. `{namespace}-{name}`. Omitted: the OVirtMachine's name. A result longer than the
+    /// engine's 64 characters is shortened to its first 53, `-` and 10 hex digits of its SHA-256. Fixed once the
+    /// VM exists.
+    #[x_kube(validation = Rule::new("self.contains('{name}')").message(
+        "spec.vmnametemplate must contain {name}, so that every machine gets its own VM name, e.g. {namespace}-{name}"
+    ))]
+    #[x_kube(validation = Rule::new(
+        "self.matches('^([A-Za-z0-9._-]|[{]name[}]|[{]namespace[}]|[{]cluster[}])+\\\\z')"
+    ).message(
+        "spec.vmnametemplate may hold only letters, digits, '.', '_', '-' and the placeholders {name}, {namespace} \
+         and {cluster}, e.g. {cluster}-{name}"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub vmnametemplate: Option<String>,
+
+    /// On deletion, ask the guest to shut down (ACPI) and power the VM off only if it is still running this many
+    /// seconds after the deletion was requested. Omitted or 0: powered off at once.
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 3600").message(
+        "spec.gracefulshutdowntimeoutseconds must be between 0 (power off at once) and 3600"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gracefulshutdowntimeoutseconds: Option<i64>,
+}
+
+/// One extra disk of the VM.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new(
+    "!has(self.sparse) || self.sparse || (has(self.format) && self.format == 'raw')"
+).message(
+    "spec.datadisks[]: a preallocated disk (sparse: false) needs format: raw; the engine refuses preallocated \
+     copy-on-write disks"
+))]
+pub struct DataDisk {
+    /// Name of the disk, unique in the machine; the disk's alias in oVirt is `<vm name>_<name>`.
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([a-z0-9_-]{0,30}[a-z0-9])?\\\\z')").message(
+        "spec.datadisks[].name must be 1 to 32 lower-case letters, digits, '-' or '_', starting and ending with a \
+         letter or digit, e.g. data or etcd-0"
+    ))]
+    #[schemars(length(max = 32))]
+    pub name: String,
+
+    /// Size in GiB.
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 8192").message(
+        "spec.datadisks[].sizegb must be between 1 and 8192 (GiB; the engine's default MaxBlockDiskSize)"
+    ))]
+    pub sizegb: i64,
+
+    /// Storage domain the disk is created on (e.g. data1).
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.datadisks[].storagedomainname must name a storage domain in oVirt, e.g. data1"
+    ))]
+    #[schemars(length(max = 255))]
+    pub storagedomainname: String,
+
+    /// How the guest sees the disk. Default: virtio_scsi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<DiskInterface>,
+
+    /// Image format: cow (thin, qcow2) or raw. Default: cow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<DiskFormat>,
+
+    /// Thin provisioned (true) or preallocated (false; needs format raw). Default: true. Block storage (iSCSI,
+    /// FC) takes raw disks only preallocated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse: Option<bool>,
+
+    /// Disk profile of the storage domain (e.g. for a storage QoS). Omitted: the engine's choice.
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.datadisks[].diskprofile must name a disk profile of the storage domain, or be omitted"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
+    pub diskprofile: Option<String>,
+}
+
+/// The interface a data disk is attached with.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DiskInterface {
+    #[default]
+    VirtioScsi,
+    Virtio,
+    Sata,
+}
+
+impl DiskInterface {
+    /// The value oVirt uses on the wire.
+    pub fn as_ovirt(self) -> &'static str {
+        match self {
+            DiskInterface::VirtioScsi => "virtio_scsi",
+            DiskInterface::Virtio => "virtio",
+            DiskInterface::Sata => "sata",
+        }
+    }
+}
+
+/// The image format of a data disk.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DiskFormat {
+    #[default]
+    Cow,
+    Raw,
+}
+
+impl DiskFormat {
+    /// The value oVirt uses on the wire.
+    pub fn as_ovirt(self) -> &'static str {
+        match self {
+            DiskFormat::Cow => "cow",
+            DiskFormat::Raw => "raw",
+        }
+    }
 }
 
 /// oVirt VM type.
@@ -283,6 +414,25 @@ pub struct OVirtMachineStatus {
     /// Last VM status seen in oVirt: image_locked, down, wait_for_launch, powering_up, up, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm_status: Option<String>,
+
+    /// The data disks of spec.datadisks as created in oVirt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_disks: Vec<DataDiskStatus>,
+}
+
+/// One data disk in oVirt.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataDiskStatus {
+    /// The name in spec.datadisks.
+    pub name: String,
+    /// The disk's id in oVirt.
+    #[serde(rename = "diskID")]
+    pub disk_id: String,
+    /// The disk's alias in oVirt.
+    pub alias: String,
+    /// Provisioned size in bytes.
+    pub size_bytes: u64,
 }
 
 /// CAPI v1beta2 initialization status.

@@ -89,6 +89,12 @@ pub struct OVirtProviderSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storagedomainname: Option<String>,
 
+    /// Tag new VMs in oVirt with `capov`, their namespace and their cluster, creating the tags CAPOV needs, so that
+    /// engine administrators see what a VM belongs to. The engine lets only users with tag management on the system
+    /// (e.g. the TagManager role) create and assign tags. Default: false (no tags; one request per tag and VM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmtags: Option<bool>,
+
     /// Namespaces whose OVirtMachines may use this provider: those listed in `names` and those whose labels match
     /// `selector`. Unset: every namespace (single-tenant management clusters). Set but empty: none. Machines of
     /// other namespaces get CanConnectToOVirt False, reason NamespaceNotAllowed, and cause no engine request.

@@ -45,6 +45,18 @@ const NIC_ADD: BodyOf = BodyOf {
     root: "Nic",
     usage: "vm_nics/methods/add",
 };
+const DISK_ATTACHMENT_ADD: BodyOf = BodyOf {
+    root: "DiskAttachment",
+    usage: "disk_attachments/methods/add",
+};
+const TAG_ADD: BodyOf = BodyOf {
+    root: "Tag",
+    usage: "tags/methods/add",
+};
+const VM_TAG_ADD: BodyOf = BodyOf {
+    root: "Tag",
+    usage: "assigned_tags/methods/add",
+};
 const NIC_UPDATE: BodyOf = BodyOf {
     root: "Nic",
     usage: "vm_nic/methods/update",
@@ -146,6 +158,7 @@ pub fn handle(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Forma
         (&Method::PUT, ["disks", id]) => update_disk(shared, req, id, format, |state, _| {
             Some(render::disk(state.disks.get(*id)?))
         }),
+        (&Method::POST, ["tags"]) => add_tag(shared, req, format, caller),
         (&Method::GET, _) => read_only(&shared.lock(), req, path, format),
         _ => Reply::empty(405),
     }
@@ -184,6 +197,36 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
         ["storagedomains", id] => state.storage_domains.get(*id).map_or_else(not_found, |sd| {
             wire::object(200, &render::storage_domain(sd, false), format)
         }),
+        ["storagedomains", id, "diskprofiles"] => {
+            if !state.storage_domains.contains_key(*id) {
+                return not_found();
+            }
+            let items = state
+                .disk_profiles
+                .values()
+                .filter(|p| p.storage_domain_id == *id)
+                .map(render::disk_profile)
+                .collect();
+            wire::object(200, &model::DiskProfiles { items }, format)
+        }
+        ["diskprofiles", id] => state
+            .disk_profiles
+            .get(*id)
+            .map_or_else(not_found, |p| wire::object(200, &render::disk_profile(p), format)),
+        ["tags"] => {
+            let items = state.tags.values().map(render::tag).collect();
+            wire::object(
+                200,
+                &model::Tags {
+                    items: limit(items, req),
+                },
+                format,
+            )
+        }
+        ["tags", id] => state
+            .tags
+            .get(*id)
+            .map_or_else(not_found, |t| wire::object(200, &render::tag(t), format)),
         ["networks"] => list_networks(state, &query, req, format),
         ["networks", id] => state
             .networks
@@ -546,6 +589,7 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, call
         (Method::POST, [id, verb @ ("start" | "stop" | "shutdown")]) => vm_action(shared, req, id, verb, format),
         (_, [id, "diskattachments", rest @ ..]) => vm_disk_attachments(shared, req, id, rest, format),
         (_, [id, "nics", rest @ ..]) => vm_nics(shared, req, id, rest, format),
+        (_, [id, "tags"]) => vm_tags(shared, req, id, format, caller),
         (Method::GET, [id, "reporteddevices"]) => {
             let state = shared.lock();
             let Some(vm) = state.vms.get(*id) else {
@@ -591,6 +635,26 @@ fn vm_disk_attachments(shared: &Arc<Shared>, req: &Incoming, id: &str, rest: &[&
                     None => not_found(),
                 },
                 _ => not_found(),
+            }
+        }
+        (&Method::POST, []) => {
+            let attachment: model::DiskAttachment = match decode(shared, req, format, &DISK_ATTACHMENT_ADD, None) {
+                Ok(a) => a,
+                Err(reply) => return reply,
+            };
+            let timings = shared.timings();
+            let mut state = shared.lock();
+            match engine::add_vm_disk(&mut state, &timings, id, &attachment) {
+                Ok((disk_id, scheduled)) => {
+                    let reply = match state.disks.get(&disk_id) {
+                        Some(d) => wire::object(201, &render::disk_attachment(d, "vms", id, true), format),
+                        None => Reply::empty(500),
+                    };
+                    drop(state);
+                    shared.schedule(scheduled);
+                    reply
+                }
+                Err(e) => wire::error(&e, format),
             }
         }
         (&Method::PUT, [disk_id]) => {
@@ -788,5 +852,61 @@ fn apply_disk_update<T: serde::Serialize>(
             reply
         }
         Err(e) => wire::error(&e, format),
+    }
+}
+
+/// `POST /tags`: administrators only (`TAG_MANAGEMENT` on the system).
+fn add_tag(shared: &Arc<Shared>, req: &Incoming, format: Format, caller: &Caller) -> Reply {
+    let tag: model::Tag = match decode(shared, req, format, &TAG_ADD, None) {
+        Ok(t) => t,
+        Err(reply) => return reply,
+    };
+    let mut state = shared.lock();
+    if state.non_admin_users.contains(&caller.user) {
+        return wire::error(&engine::not_authorized(), format);
+    }
+    match engine::add_tag(&mut state, &tag) {
+        Ok(id) => match state.tags.get(&id) {
+            Some(t) => wire::object(201, &render::tag(t), format),
+            None => Reply::empty(500),
+        },
+        Err(e) => wire::error(&e, format),
+    }
+}
+
+/// `GET|POST /vms/{id}/tags`: the VM's tags; assigning one needs `TAG_MANAGEMENT` on the system.
+fn vm_tags(shared: &Arc<Shared>, req: &Incoming, id: &str, format: Format, caller: &Caller) -> Reply {
+    match req.method {
+        Method::GET => {
+            let state = shared.lock();
+            let Some(vm) = state.vms.get(id) else {
+                return not_found();
+            };
+            let items = vm
+                .tag_ids
+                .iter()
+                .filter_map(|t| state.tags.get(t))
+                .map(|t| render::vm_tag(id, t))
+                .collect();
+            wire::object(200, &model::Tags { items }, format)
+        }
+        Method::POST => {
+            let tag: model::Tag = match decode(shared, req, format, &VM_TAG_ADD, None) {
+                Ok(t) => t,
+                Err(reply) => return reply,
+            };
+            let mut state = shared.lock();
+            if state.non_admin_users.contains(&caller.user) {
+                return wire::error(&engine::not_authorized(), format);
+            }
+            match engine::assign_vm_tag(&mut state, id, &tag) {
+                Ok(tag_id) => match state.tags.get(&tag_id) {
+                    Some(t) => wire::object(201, &render::vm_tag(id, t), format),
+                    None => Reply::empty(500),
+                },
+                Err(e) => wire::error(&e, format),
+            }
+        }
+        _ => Reply::empty(405),
     }
 }

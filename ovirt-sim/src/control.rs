@@ -339,6 +339,39 @@ impl Control {
         Ok(())
     }
 
+    /// Makes the VM's guest ignore (or again obey) ACPI shutdown requests.
+    pub fn set_guest_ignores_acpi(&self, id: &str, ignores: bool) -> Result<(), String> {
+        let mut state = self.shared.lock();
+        let vm = state.vms.get_mut(id).ok_or_else(|| format!("no VM {id}"))?;
+        vm.ignores_acpi = ignores;
+        Ok(())
+    }
+
+    /// Whether a disk exists (attached or floating).
+    pub fn disk_exists(&self, id: &str) -> bool {
+        self.shared.lock().disks.contains_key(id)
+    }
+
+    /// The tags of the engine: (name, description).
+    pub fn tags(&self) -> Vec<(String, String)> {
+        let state = self.shared.lock();
+        state
+            .tags
+            .values()
+            .map(|t| (t.name.clone(), t.description.clone()))
+            .collect()
+    }
+
+    /// Adds a tag as an engine administrator would (e.g. one CAPOV did not create); returns its id.
+    pub fn add_tag(&self, name: &str, description: &str) -> Result<String, String> {
+        let tag = capov_ovirt::model::Tag {
+            name: Some(name.to_string()),
+            description: Some(description.to_string()),
+            ..Default::default()
+        };
+        engine::add_tag(&mut self.shared.lock(), &tag).map_err(|e| format!("{e:?}"))
+    }
+
     /// Forces a VM into a status (e.g. `not_responding`, `up`) without the usual transitions.
     pub fn set_vm_status(&self, id: &str, status: &str) -> Result<(), String> {
         engine::force_vm_status(&mut self.shared.lock(), id, status).map_err(|e| format!("{e:?}"))
@@ -363,6 +396,11 @@ impl Control {
             "network" => state.networks.values().find(|x| x.name == name).map(|x| x.id.clone()),
             "vnicprofile" => state
                 .vnic_profiles
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
+            "diskprofile" => state
+                .disk_profiles
                 .values()
                 .find(|x| x.name == name)
                 .map(|x| x.id.clone()),

@@ -49,6 +49,8 @@ pub struct StorageDomainSeed {
     pub external_status: String,
     pub available_bytes: u64,
     pub used_bytes: u64,
+    /// nfs (default), glusterfs, posixfs, iscsi or fcp.
+    pub storage_type: String,
 }
 
 impl Default for StorageDomainSeed {
@@ -62,6 +64,7 @@ impl Default for StorageDomainSeed {
             external_status: "ok".into(),
             available_bytes: 1024 * GIB,
             used_bytes: 100 * GIB,
+            storage_type: "nfs".into(),
         }
     }
 }
@@ -260,6 +263,12 @@ fn id_or_new(id: &Option<String>) -> String {
 /// Adds an inventory to the state. Unknown references are errors (nothing is half-added for the
 /// failing object, earlier objects stay).
 pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
+    state.tags.entry(ROOT_TAG_ID.to_string()).or_insert_with(|| TagRecord {
+        id: ROOT_TAG_ID.to_string(),
+        name: "root".into(),
+        description: "root".into(),
+        parent_id: None,
+    });
     for dc in &inventory.data_centers {
         let id = id_or_new(&dc.id);
         state.data_centers.insert(
@@ -303,6 +312,7 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
                 .any(|s| s.data_center_id.as_ref() == Some(dc) && s.master)
         });
         let id = id_or_new(&sd.id);
+        let id_for_profile = id.clone();
         state.storage_domains.insert(
             id.clone(),
             StorageDomainRecord {
@@ -315,6 +325,17 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
                 available: sd.available_bytes,
                 used: sd.used_bytes,
                 master,
+                storage_type: sd.storage_type.clone(),
+            },
+        );
+        // `AddStorageDomainCommand` gives every data domain a disk profile of its own name.
+        let profile_id = new_id();
+        state.disk_profiles.insert(
+            profile_id.clone(),
+            DiskProfileRecord {
+                id: profile_id,
+                name: sd.name.clone(),
+                storage_domain_id: id_for_profile,
             },
         );
     }
@@ -400,6 +421,7 @@ fn seed_template(state: &mut State, template: &TemplateSeed) -> Result<(), Strin
                 active: true,
                 generation: 0,
                 pending_size: None,
+                disk_profile_id: None,
             },
         );
         disk_ids.push(disk_id);
@@ -486,6 +508,7 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
                     vm_id: Some(id.clone()),
                     generation: 0,
                     pending_size: None,
+                    disk_profile_id: None,
                     ..template_disk
                 },
             );
@@ -541,6 +564,8 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
         removing: false,
         last_start_init: None,
         copy_outcome: CopyOutcome::Succeeds,
+        ignores_acpi: false,
+        tag_ids: Default::default(),
         created_by: seed.created_by.clone(),
     });
     Ok(())

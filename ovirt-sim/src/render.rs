@@ -178,7 +178,7 @@ pub fn storage_domain(sd: &StorageDomainRecord, in_data_center: bool) -> Storage
         storage: Some(StorageConnection {
             address: Some("storage.sim.local".into()),
             path: Some(format!("/exports/{}", sd.name)),
-            kind: Some("nfs".into()),
+            kind: Some(sd.storage_type.clone()),
         }),
         storage_format: Some("v5".into()),
         kind: Some(sd.kind.clone()),
@@ -592,5 +592,32 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         original_template: Some(linked("templates", &v.original_template_id)),
         storage_domain: None,
         template: Some(linked("templates", &v.template_id)),
+    }
+}
+
+pub fn tag(t: &TagRecord) -> capov_ovirt::model::Tag {
+    capov_ovirt::model::Tag {
+        href: Some(href(&format!("tags/{}", t.id))),
+        id: Some(t.id.clone()),
+        name: Some(t.name.clone()),
+        description: Some(t.description.clone()),
+        parent: t.parent_id.as_deref().map(|id| linked("tags", id)),
+    }
+}
+
+/// A tag as `/vms/{id}/tags` lists it: under the VM's path.
+pub fn vm_tag(vm_id: &str, t: &TagRecord) -> capov_ovirt::model::Tag {
+    capov_ovirt::model::Tag {
+        href: Some(href(&format!("vms/{vm_id}/tags/{}", t.id))),
+        ..tag(t)
+    }
+}
+
+pub fn disk_profile(p: &DiskProfileRecord) -> capov_ovirt::model::DiskProfile {
+    capov_ovirt::model::DiskProfile {
+        href: Some(href(&format!("diskprofiles/{}", p.id))),
+        id: Some(p.id.clone()),
+        name: Some(p.name.clone()),
+        storage_domain: Some(linked("storagedomains", &p.storage_domain_id)),
     }
 }

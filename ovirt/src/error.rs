@@ -199,6 +199,11 @@ impl Error {
         self.conflict_contains(&["vm is not running"])
     }
 
+    /// 409 "The specified Tag name already exists." (`TAGS_SPECIFY_TAG_IS_IN_USE`).
+    pub fn is_tag_name_taken(&self) -> bool {
+        self.conflict_contains(&["tag name already exists"])
+    }
+
     /// 409 name already in use on add.
     pub fn is_name_in_use(&self) -> bool {
         self.conflict_contains(&["name is already in use"])

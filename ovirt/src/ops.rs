@@ -500,6 +500,52 @@ impl Client {
             .await
     }
 
+    // ---- data disks, disk profiles and tags ----
+
+    /// Creates a new disk on the VM (`POST /vms/{id}/diskattachments` with a disk that has no id); the engine
+    /// answers at once with the disk `locked` until its image exists.
+    pub async fn add_vm_disk(&self, vm_id: &str, attachment: &DiskAttachment) -> Result<DiskAttachment> {
+        let call = Call::new(Method::POST, "diskattachments", &["vms", vm_id, "diskattachments"]);
+        self.fetch(call.xml_body(attachment)?).await
+    }
+
+    /// The disk profiles of a storage domain.
+    pub async fn storage_domain_disk_profiles(&self, storage_domain_id: &str) -> Result<Vec<DiskProfile>> {
+        let call = Call::new(
+            Method::GET,
+            "diskprofiles",
+            &["storagedomains", storage_domain_id, "diskprofiles"],
+        );
+        Ok(self.fetch::<DiskProfiles>(call).await?.items)
+    }
+
+    /// The tags assigned to a VM.
+    pub async fn vm_tags(&self, vm_id: &str) -> Result<Vec<Tag>> {
+        let call = Call::new(Method::GET, "tags", &["vms", vm_id, "tags"]);
+        Ok(self.fetch::<Tags>(call).await?.items)
+    }
+
+    /// Creates a tag (under the root tag); 409 "The specified Tag name already exists." when the name is taken.
+    pub async fn add_tag(&self, name: &str, description: &str) -> Result<Tag> {
+        let tag = Tag {
+            name: Some(name.to_string()),
+            description: Some(description.to_string()),
+            ..Tag::default()
+        };
+        self.fetch(Call::new(Method::POST, "tags", &["tags"]).xml_body(&tag)?)
+            .await
+    }
+
+    /// Assigns the tag of this name to the VM (the engine looks the name up; 404 when no tag has it).
+    pub async fn assign_vm_tag(&self, vm_id: &str, name: &str) -> Result<Tag> {
+        let tag = Tag {
+            name: Some(name.to_string()),
+            ..Tag::default()
+        };
+        self.fetch(Call::new(Method::POST, "tags", &["vms", vm_id, "tags"]).xml_body(&tag)?)
+            .await
+    }
+
     /// Devices the guest agent reports (network interfaces with their IPs); empty until it runs.
     pub async fn reported_devices(&self, vm_id: &str) -> Result<Vec<ReportedDevice>> {
         let call = Call::new(Method::GET, "reporteddevices", &["vms", vm_id, "reporteddevices"]);

@@ -126,7 +126,9 @@ pub(super) fn find_own_vm<'o>(
                 Severity::Error,
                 format!(
                     "a VM named {:?} exists in oVirt but was not created for this OVirtMachine: {}; it is left \
-                     untouched: rename or remove it in oVirt",
+                     untouched: rename or remove it in oVirt, or give the machines other VM names with \
+                     spec.vmnametemplate (e.g. {{namespace}}-{{name}} when machines of several namespaces share \
+                     the engine)",
                     o.vm_name(),
                     vm.ownership.unproven_by_name()
                 ),
@@ -210,10 +212,16 @@ pub(super) fn vm_created(vm: &ObservedVm, started: bool, passed: &mut Passed) ->
     Ok(())
 }
 
-/// The tail of step 3 for a VM that is down and was never started: its disks are the ones it got from the template,
-/// recorded in the system-disks annotation before anything else (deletion, SPEC §2.1, counts on them).
+/// The tail of step 3 for a VM that is down and was never started: its disks are the ones it got from the template
+/// and its data disks, recorded in the system-disks annotation before it first starts (deletion, SPEC §2.1, counts
+/// on them). Nothing else can be attached to a VM that never ran, so a recorded list that lacks one of its disks
+/// (data disks added after an earlier CAPOV recorded the list) is recorded again.
 pub(super) fn record_system_disks(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Result<(), Box<Decision>> {
-    if o.system_disks.is_none() {
+    let complete = o
+        .system_disks
+        .as_ref()
+        .is_some_and(|recorded| vm.disks.iter().all(|d| recorded.contains(&d.disk_id)));
+    if !complete {
         let ids = vm.disks.iter().map(|d| d.disk_id.clone()).collect();
         return Err(Box::new(passed.take().stop(Action::RecordSystemDisks(ids), None)));
     }

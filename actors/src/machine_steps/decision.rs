@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use capov_crds::{CpuTopology, MachineAddress, Memory, VmType};
+use capov_crds::{CpuTopology, DataDiskStatus, DiskFormat, DiskInterface, MachineAddress, Memory, VmType};
 
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::ConditionUpdate;
@@ -32,6 +32,8 @@ pub struct StatusChange {
     pub mark_provisioned: bool,
     pub addresses: Option<Vec<MachineAddress>>,
     pub vm_status: Option<String>,
+    /// `status.dataDisks`: the data disks as created.
+    pub data_disks: Option<Vec<DataDiskStatus>>,
 }
 
 /// When to reconcile again without an event.
@@ -47,6 +49,9 @@ pub enum Requeue {
     /// status (a change wakes the actor) and a full pass runs once per sync period to refresh the addresses.
     Steady,
     After(Duration),
+    /// As `PollVm`, and a pass at the latest after this long even if the VM does not change (a deadline such as
+    /// the graceful shutdown's).
+    PollVmWithin(Duration),
 }
 
 /// The one next thing to do.
@@ -79,6 +84,10 @@ pub enum Action {
         vm_id: String,
         description: String,
     },
+    /// Assign these tags to the VM, creating those the engine does not have ([`crate::vm_tags`]).
+    TagVm(Vec<String>),
+    /// Create one data disk of spec.datadisks on the VM (before the first start).
+    AddDataDisk(Box<DataDiskPlan>),
     /// Record the VM's disks in the system-disks annotation (before the first start).
     RecordSystemDisks(Vec<String>),
     ResizeDisk {
@@ -105,6 +114,12 @@ pub enum Action {
     SetNodeProviderId {
         node_name: String,
         provider_id: String,
+    },
+    /// `POST /vms/{id}/shutdown` (ACPI through the guest); the forced stop follows if the VM is still running
+    /// `deadline_in` from now.
+    ShutdownVm {
+        vm_id: String,
+        deadline_in: Duration,
     },
     /// Deletion with the gate `disk-detach-when-node-gone`: the VM still has disks CAPOV did not create and the
     /// workload cluster's Node and VolumeAttachments have not been read in this pass
@@ -151,6 +166,19 @@ pub struct CreateVmPlan {
     pub network: GuestNetwork,
 }
 
+/// One data disk to create: the executor resolves the storage domain and disk profile by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataDiskPlan {
+    /// `<vm name>_<spec name>`: how the VM's disks show which data disk is which.
+    pub alias: String,
+    pub size_bytes: u64,
+    pub storage_domain_name: String,
+    pub interface: DiskInterface,
+    pub format: DiskFormat,
+    pub sparse: bool,
+    pub disk_profile_name: Option<String>,
+}
+
 impl Action {
     /// Whether this action talks only to the workload cluster (or to nothing): the actor carries it out without a
     /// reconcile permit. Everything else (engine and management-cluster calls) runs with one.
@@ -178,7 +206,10 @@ impl Action {
                 | Action::ResizeDisk { .. }
                 | Action::RenameDiskAlias { .. }
                 | Action::SyncNics(_)
+                | Action::TagVm(_)
+                | Action::AddDataDisk(_)
                 | Action::StartVm { .. }
+                | Action::ShutdownVm { .. }
                 | Action::StopVmForce { .. }
                 | Action::DetachDisks { .. }
                 | Action::DeleteVm { .. }

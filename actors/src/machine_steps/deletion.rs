@@ -92,7 +92,7 @@ pub(super) fn decide(o: &Observed) -> Decision {
     };
     let foreign = non_system_disks(o, vm);
     let (action, condition) = if foreign.is_empty() {
-        by_status(vm)
+        by_status(o, vm)
     } else if o.gates.disk_detach_when_node_gone {
         volume_release::decide(o, vm, foreign)
     } else {

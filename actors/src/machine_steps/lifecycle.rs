@@ -5,7 +5,9 @@
 use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
-use super::{connection, creation, disks, network, node, power, preconditions, static_addresses};
+use super::{
+    connection, creation, data_disks, disks, network, node, power, preconditions, static_addresses, tags,
+};
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{reasons, types};
 use crate::guest_network::GuestNetwork;
@@ -61,8 +63,13 @@ fn before_first_start(
     mut passed: Passed,
 ) -> Result<Decision, Box<Decision>> {
     power::down_before_first_start(vm, &mut passed)?;
+    tags::check(o, vm, &mut passed)?;
+    // Data disks first: the system disks recorded next include them (deletion, SPEC §2.1).
+    let data_disks = data_disks::check(o, vm, &mut passed)?;
     creation::record_system_disks(o, vm, &mut passed)?;
     disks::check(o, vm, &mut passed)?;
     network::check(o, &mut passed)?;
-    Ok(power::first_start(o, vm, format, passed))
+    let mut decision = power::first_start(o, vm, format, passed);
+    decision.status.data_disks = Some(data_disks);
+    Ok(decision)
 }

@@ -21,16 +21,19 @@ mod volume_release;
 // power, node.
 mod connection;
 mod creation;
+mod data_disks;
 mod disks;
 mod network;
 mod node;
 mod power;
 mod preconditions;
+mod tags;
 
 #[cfg(test)]
 mod tests;
 
-pub use decision::{Action, CreateVmPlan, Decision, Requeue, StatusChange};
+pub use data_disks::data_disk_alias;
+pub use decision::{Action, CreateVmPlan, DataDiskPlan, Decision, Requeue, StatusChange};
 pub use deletion::releasable_without_engine;
 pub use observed::{
     Bootstrap, ConnectionFailure, FailureState, FoundBy, NodeObservation, NodeRelease, Observed, ObservedVm,

@@ -17,7 +17,12 @@ use crate::nics::NicAssessment;
 impl Observed {
     /// The engine name of this machine's VM ([`crate::vm_name`]).
     pub fn vm_name(&self) -> String {
-        crate::vm_name::for_object(&self.name)
+        let parts = crate::vm_name::NameParts {
+            name: &self.name,
+            namespace: &self.namespace,
+            cluster: self.cluster_name.as_deref().unwrap_or_default(),
+        };
+        crate::vm_name::for_machine(self.settings.vmnametemplate.as_deref(), parts)
     }
 }
 
@@ -34,6 +39,11 @@ pub struct Observed {
     pub paused: bool,
     /// `metadata.deletionTimestamp` is set.
     pub deletion_requested: bool,
+    /// How long ago the deletion was requested (now − deletionTimestamp, zero when the clocks disagree); None
+    /// without a deletion or without a graceful shutdown. The graceful shutdown's deadline counts from it.
+    pub deletion_requested_for: Option<Duration>,
+    /// The CAPI cluster's name (the `cluster.x-k8s.io/cluster-name` label, else the Machine's spec.clusterName).
+    pub cluster_name: Option<String>,
     /// The annotation `clusterctl move` sets on the source's objects before deleting them: the object lives on in
     /// the target management cluster, and so does its VM.
     pub deleted_for_move: bool,
@@ -235,6 +245,8 @@ pub enum FailureState {
 pub struct ProviderDefaults {
     pub diskclone: Option<bool>,
     pub storagedomainname: Option<String>,
+    /// `spec.vmtags`: None = false.
+    pub vmtags: Option<bool>,
 }
 
 /// The VM as the engine shows it.
@@ -255,6 +267,9 @@ pub struct ObservedVm {
     pub disks: Vec<VmDisk>,
     pub nics: Vec<VmNic>,
     pub reported_devices: Vec<ReportedDevice>,
+    /// Names of the tags assigned to the VM; read only before the first start when the provider tags VMs, else
+    /// None.
+    pub tags: Option<Vec<String>>,
 }
 
 /// How the observed VM was found.

@@ -68,12 +68,12 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, foreign: Vec<&VmDisk>) -> (A
             if *total == 1 { "s" } else { "" },
             if *total == 1 { "it" } else { "them" },
         )),
-        NodeRelease::Released { node } => release(vm, foreign, &ids, node),
+        NodeRelease::Released { node } => release(o, vm, foreign, &ids, node),
     }
 }
 
 /// The Node is gone and nothing names it: power the VM off, then detach the disks.
-fn release(vm: &ObservedVm, foreign: Vec<&VmDisk>, ids: &str, node: &str) -> (Action, ConditionUpdate) {
+fn release(o: &Observed, vm: &ObservedVm, foreign: Vec<&VmDisk>, ids: &str, node: &str) -> (Action, ConditionUpdate) {
     let why = format!("the Node {node:?} is gone from the workload cluster and no VolumeAttachment names it");
     match vm.status.as_str() {
         "down" => (
@@ -111,7 +111,7 @@ fn release(vm: &ObservedVm, foreign: Vec<&VmDisk>, ids: &str, node: &str) -> (Ac
                 blocked_by_state_message(status),
             ),
         ),
-        "image_locked" => by_status(vm),
+        "image_locked" => by_status(o, vm),
         _ => (
             Action::StopVmForce { vm_id: vm.id.clone() },
             deleted(

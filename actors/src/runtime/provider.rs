@@ -319,6 +319,7 @@ fn checked(me: &ActorRef<ProviderMsg>, state: &mut ProviderState, outcome: Resul
             let defaults = ProviderDefaults {
                 diskclone: state.provider.spec.diskclone,
                 storagedomainname: state.provider.spec.storagedomainname.clone(),
+                vmtags: state.provider.spec.vmtags,
             };
             let engine = state.applied.as_ref().map(|applied| crate::identity::EngineIdentity {
                 url: applied.url.clone(),

@@ -118,6 +118,8 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         removing: false,
         last_start_init: None,
         copy_outcome: CopyOutcome::Succeeds,
+        ignores_acpi: false,
+        tag_ids: Default::default(),
         created_by: None,
     });
     let scheduled = image_timers(timings, &vm_id, accepted, clone);
@@ -326,6 +328,7 @@ fn copied_disk(
         active: true,
         generation: 1,
         pending_size: None,
+        disk_profile_id: None,
     })
 }
 

@@ -89,6 +89,7 @@ pub fn attach_extra_disk(state: &mut State, vm_id: &str, alias: &str, size_bytes
             active: true,
             generation: 0,
             pending_size: None,
+            disk_profile_id: None,
         },
     );
     vm_mut(state, vm_id)?.disk_ids.push(disk_id.clone());

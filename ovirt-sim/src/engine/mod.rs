@@ -5,14 +5,18 @@ mod add_vm;
 mod disks;
 pub mod init;
 pub mod init_network;
+mod new_disks;
 mod nics;
 mod power;
+mod tags;
 
 pub use add_vm::add_vm;
 pub use disks::{attach_extra_disk, detach_disk, update_disk};
+pub use new_disks::add_vm_disk;
 pub use nics::{add_nic, remove_nic, update_nic};
 use power::power_off;
 pub use power::{force_vm_status, remove_vm, shutdown_vm, start_vm, stop_vm};
+pub use tags::{add_tag, assign_vm_tag, not_authorized};
 
 use std::time::Duration;
 
@@ -289,6 +293,12 @@ pub fn apply(state: &mut State, timings: &Timings, scheduled: &Scheduled) -> Vec
             power_off(vm);
             Vec::new()
         }
+        Transition::VmShutdownFailed => {
+            if vm.status == VmStatus::PoweringDown {
+                vm.status = VmStatus::Up;
+            }
+            Vec::new()
+        }
         Transition::VmRemoved => {
             state.remove_vm(&scheduled.target);
             Vec::new()
@@ -500,6 +510,169 @@ mod tests {
         settle(&mut state, added.scheduled);
         start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
         assert!(shutdown_vm(&mut state, &timings, &added.vm_id).unwrap().is_empty());
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Down);
+    }
+
+    fn new_disk(domain: &str, format: &str, sparse: bool, profile: Option<&str>) -> model::DiskAttachment {
+        model::DiskAttachment {
+            interface: Some("virtio_scsi".into()),
+            disk: Some(model::Disk {
+                alias: Some("vm_data".into()),
+                provisioned_size: Some(1 << 30),
+                format: Some(format.into()),
+                sparse: Some(sparse),
+                storage_domains: Some(model::StorageDomainRefs {
+                    items: vec![Ref::id(domain)],
+                }),
+                disk_profile: profile.map(Ref::id),
+                ..model::Disk::default()
+            }),
+            ..model::DiskAttachment::default()
+        }
+    }
+
+    fn refusal(result: EngineResult<(String, Vec<Scheduled>)>) -> (u16, String) {
+        match result {
+            Err(EngineError::Fault { status, detail, .. }) => (status, detail),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn new_disks_follow_the_engines_format_and_profile_rules() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("e", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        let vm = added.vm_id;
+        let domain = |state: &State, name: &str| {
+            state
+                .storage_domains
+                .values()
+                .find(|d| d.name == name)
+                .unwrap()
+                .id
+                .clone()
+        };
+        let (data1, data2) = (domain(&state, "data1"), domain(&state, "data2"));
+        let profile_of = |state: &State, sd: &str| {
+            state
+                .disk_profiles
+                .values()
+                .find(|p| p.storage_domain_id == sd)
+                .unwrap()
+                .id
+                .clone()
+        };
+        let profile2 = profile_of(&state, &data2);
+
+        // A thin cow disk: locked until its image exists, then ok, with the domain's own profile.
+        let (disk, job) = add_vm_disk(&mut state, &timings, &vm, &new_disk(&data1, "cow", true, None)).unwrap();
+        assert_eq!(state.disks[&disk].status, DiskStatus::Locked);
+        settle(&mut state, job);
+        assert_eq!(state.disks[&disk].status, DiskStatus::Ok);
+        assert_eq!(state.disks[&disk].disk_profile_id, Some(profile_of(&state, &data1)));
+        assert!(state.vms[&vm].disk_ids.contains(&disk));
+
+        assert_eq!(
+            refusal(add_vm_disk(
+                &mut state,
+                &timings,
+                &vm,
+                &new_disk(&data1, "cow", false, None)
+            )),
+            (
+                409,
+                "[Cannot add Virtual Disk. Disk configuration (COW Preallocated backup-None) is incompatible with the \
+                 storage domain type.]"
+                    .into()
+            )
+        );
+        // Thin raw: fine on file storage, refused on block storage.
+        let job = add_vm_disk(&mut state, &timings, &vm, &new_disk(&data1, "raw", true, None))
+            .unwrap()
+            .1;
+        settle(&mut state, job);
+        state.storage_domains.get_mut(&data1).unwrap().storage_type = "iscsi".into();
+        assert_eq!(
+            refusal(add_vm_disk(
+                &mut state,
+                &timings,
+                &vm,
+                &new_disk(&data1, "raw", true, None)
+            ))
+            .0,
+            409
+        );
+        let job = add_vm_disk(&mut state, &timings, &vm, &new_disk(&data1, "raw", false, None))
+            .unwrap()
+            .1;
+        settle(&mut state, job);
+        // A profile of another domain.
+        let (status, detail) = refusal(add_vm_disk(
+            &mut state,
+            &timings,
+            &vm,
+            &new_disk(&data1, "cow", true, Some(&profile2)),
+        ));
+        assert_eq!(status, 400);
+        assert!(detail.contains("is not assigned to Storage Domain data1"), "{detail}");
+        let job = add_vm_disk(
+            &mut state,
+            &timings,
+            &vm,
+            &new_disk(&data2, "cow", true, Some(&profile2)),
+        )
+        .unwrap()
+        .1;
+        settle(&mut state, job);
+        // Removing the VM removes its disks.
+        let disks = state.vms[&vm].disk_ids.clone();
+        let removal = remove_vm(&mut state, &timings, &vm).unwrap();
+        settle(&mut state, removal);
+        assert!(disks.iter().all(|d| !state.disks.contains_key(d)));
+    }
+
+    #[test]
+    fn tags_are_unique_by_name_and_assigned_by_name() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("f", &cluster, &template), false).unwrap();
+        let tag = |name: &str| model::Tag {
+            name: Some(name.into()),
+            ..model::Tag::default()
+        };
+        assert_eq!(
+            assign_vm_tag(&mut state, &added.vm_id, &tag("capov")),
+            Err(EngineError::NotFound)
+        );
+        let id = add_tag(&mut state, &tag("capov")).unwrap();
+        assert_eq!(state.tags[&id].parent_id.as_deref(), Some(ROOT_TAG_ID));
+        assert_eq!(
+            add_tag(&mut state, &tag("capov")),
+            Err(operation_failed(409, "The specified Tag name already exists."))
+        );
+        assert!(add_tag(&mut state, &tag("no spaces")).is_err());
+        assert!(add_tag(&mut state, &tag(&"x".repeat(51))).is_err());
+        assert_eq!(assign_vm_tag(&mut state, &added.vm_id, &tag("capov")), Ok(id.clone()));
+        assert_eq!(assign_vm_tag(&mut state, &added.vm_id, &tag("capov")), Ok(id.clone()));
+        assert_eq!(state.vms[&added.vm_id].tag_ids.len(), 1);
+    }
+
+    #[test]
+    fn a_guest_that_ignores_acpi_is_up_again_after_a_shutdown() {
+        let (mut state, cluster, template) = engine();
+        let timings = Timings::fast();
+        let added = add_vm(&mut state, &timings, &request("g", &cluster, &template), false).unwrap();
+        settle(&mut state, added.scheduled);
+        let boot = start_vm(&mut state, &timings, &added.vm_id, &model::Action::default()).unwrap();
+        settle(&mut state, boot);
+        state.vms.get_mut(&added.vm_id).unwrap().ignores_acpi = true;
+        let shutdown = shutdown_vm(&mut state, &timings, &added.vm_id).unwrap();
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::PoweringDown);
+        settle(&mut state, shutdown);
+        assert_eq!(state.vms[&added.vm_id].status, VmStatus::Up);
+        stop_vm(&mut state, &added.vm_id).unwrap();
         assert_eq!(state.vms[&added.vm_id].status, VmStatus::Down);
     }
 }

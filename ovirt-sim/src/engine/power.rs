@@ -154,12 +154,14 @@ pub fn shutdown_vm(state: &mut State, timings: &Timings, id: &str) -> EngineResu
     }
     vm.generation += 1;
     vm.status = VmStatus::PoweringDown;
-    Ok(vec![later(
-        timings.shutdown_ms,
-        id,
-        vm.generation,
-        Transition::VmPoweredDown,
-    )])
+    // vdsm asks the guest (agent, then ACPI) and waits; a guest that ignores it stays up, and the engine reports
+    // the VM `up` again ("Failed to power off VM").
+    let outcome = if vm.ignores_acpi {
+        Transition::VmShutdownFailed
+    } else {
+        Transition::VmPoweredDown
+    };
+    Ok(vec![later(timings.shutdown_ms, id, vm.generation, outcome)])
 }
 
 /// `DELETE /vms/{id}`.

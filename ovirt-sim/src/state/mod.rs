@@ -46,7 +46,37 @@ pub struct StorageDomainRecord {
     pub available: u64,
     pub used: u64,
     pub master: bool,
+    /// nfs, glusterfs, posixfs (file) or iscsi, fcp (block): decides which disk formats it takes.
+    pub storage_type: String,
 }
+
+impl StorageDomainRecord {
+    /// Block storage (`StorageType.isBlockDomain`): iSCSI and FC.
+    pub fn is_block(&self) -> bool {
+        matches!(self.storage_type.as_str(), "iscsi" | "fcp")
+    }
+}
+
+/// A disk profile of a storage domain; the engine gives every data domain one named after it.
+#[derive(Debug, Clone)]
+pub struct DiskProfileRecord {
+    pub id: String,
+    pub name: String,
+    pub storage_domain_id: String,
+}
+
+/// An engine tag (`/tags`): names are unique engine-wide.
+#[derive(Debug, Clone)]
+pub struct TagRecord {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// The parent tag's id; the root tag has none.
+    pub parent_id: Option<String>,
+}
+
+/// Id of the engine's root tag (`tags` row 0), the parent of tags added without one.
+pub const ROOT_TAG_ID: &str = "00000000-0000-0000-0000-000000000000";
 
 #[derive(Debug, Clone)]
 pub struct NetworkRecord {
@@ -112,6 +142,7 @@ pub struct DiskRecord {
     pub generation: u64,
     /// Size being applied by a running extend job.
     pub pending_size: Option<u64>,
+    pub disk_profile_id: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -173,6 +204,11 @@ pub struct VmRecord {
     pub last_start_init: Option<String>,
     /// How the disk copy of an accepted add ends (fault injection).
     pub copy_outcome: CopyOutcome,
+    /// The guest ignores ACPI shutdown requests (a hung or misconfigured guest): a shutdown leaves the VM
+    /// `powering_down` until the engine gives up and it is `up` again ([`crate::Control::set_guest_ignores_acpi`]).
+    pub ignores_acpi: bool,
+    /// Ids of the tags assigned to it.
+    pub tag_ids: BTreeSet<String>,
     /// The user whose `POST /vms` made it: the engine grants the creator `UserVmManager` on the new VM, which is
     /// what lets a filtered caller see it. None for seeded VMs.
     pub created_by: Option<String>,
@@ -223,6 +259,8 @@ pub struct State {
     pub storage_domains: BTreeMap<String, StorageDomainRecord>,
     pub networks: BTreeMap<String, NetworkRecord>,
     pub vnic_profiles: BTreeMap<String, VnicProfileRecord>,
+    pub disk_profiles: BTreeMap<String, DiskProfileRecord>,
+    pub tags: BTreeMap<String, TagRecord>,
     pub templates: BTreeMap<String, TemplateRecord>,
     pub vms: BTreeMap<String, VmRecord>,
     /// Lower-cased name → ids, for case-insensitive exact lookups without scans.
@@ -331,6 +369,8 @@ pub struct VmSnapshot {
     pub last_start_init: Option<String>,
     pub disks: Vec<DiskSnapshot>,
     pub nics: Vec<NicSnapshot>,
+    /// Names of the tags assigned to it.
+    pub tags: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -341,6 +381,9 @@ pub struct DiskSnapshot {
     pub status: String,
     pub bootable: bool,
     pub format: String,
+    pub sparse: bool,
+    pub interface: String,
+    pub disk_profile_id: Option<String>,
     pub storage_domain_ids: Vec<String>,
 }
 
@@ -353,6 +396,9 @@ impl DiskSnapshot {
             status: d.status.to_string(),
             bootable: d.bootable,
             format: d.format.clone(),
+            sparse: d.sparse,
+            interface: d.interface.clone(),
+            disk_profile_id: d.disk_profile_id.clone(),
             storage_domain_ids: d.storage_domain_ids.clone(),
         }
     }
@@ -393,6 +439,12 @@ impl State {
                     mac: n.mac.clone(),
                     vnic_profile_id: n.vnic_profile_id.clone(),
                 })
+                .collect(),
+            tags: vm
+                .tag_ids
+                .iter()
+                .filter_map(|id| self.tags.get(id))
+                .map(|t| t.name.clone())
                 .collect(),
         }
     }

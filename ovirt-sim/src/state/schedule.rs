@@ -18,6 +18,8 @@ pub enum Transition {
     VmUp,
     VmDevicesReported,
     VmPoweredDown,
+    /// A guest that ignores ACPI did not shut down: the engine gives up and the VM is `up` again.
+    VmShutdownFailed,
     VmRemoved,
     DiskJobDone,
     /// A cloned VM's disk copy joins its storage domain's pool (after `image_locked_ms`).

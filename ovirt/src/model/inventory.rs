@@ -238,3 +238,37 @@ pub struct Template {
 }
 
 collection!(Templates, "templates", "template", Template);
+
+/// A tag (`/tags`): engine-wide, unique by name, in a tree under the root tag.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "tag")]
+pub struct Tag {
+    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<Ref>,
+}
+
+collection!(Tags, "tags", "tag", Tag);
+
+/// A disk profile of a storage domain (`/storagedomains/{id}/diskprofiles`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "disk_profile")]
+pub struct DiskProfile {
+    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_domain: Option<Ref>,
+}
+
+collection!(DiskProfiles, "disk_profiles", "disk_profile", DiskProfile);

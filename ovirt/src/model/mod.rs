@@ -29,6 +29,8 @@ macros::roots!(
     Disk = "disk",
     DiskAttachment = "disk_attachment",
     Nic = "nic",
+    Tag = "tag",
+    DiskProfile = "disk_profile",
     ReportedDevice = "reported_device",
     Action = "action",
     Fault = "fault",

@@ -72,6 +72,7 @@ fn no_vm_and_no_provider_id_creates_the_vm_with_marker_and_placement() {
         provider_defaults: ProviderDefaults {
             diskclone: Some(true),
             storagedomainname: Some("slow".into()),
+            vmtags: None,
         },
         bootstrap: Bootstrap::Ready(BootstrapFormat::Ignition),
         ..ready_to_create()

@@ -44,6 +44,8 @@ pub(super) fn ready_to_create() -> Observed {
         owner: owner(),
         paused: false,
         deletion_requested: false,
+        deletion_requested_for: None,
+        cluster_name: Some("cluster-1".into()),
         deleted_for_move: false,
         has_finalizer: true,
         owner_machine_found: true,
@@ -106,6 +108,7 @@ pub(super) fn vm(status: &str, ever_started: bool) -> ObservedVm {
             mac: Some("56:6f:00:00:00:01".into()),
             ips: vec!["10.0.1.11".into(), "fe80::1".into()],
         }],
+        tags: None,
     }
 }
 
@@ -133,6 +136,7 @@ pub(super) fn running() -> Observed {
 pub(super) fn deleting(o: Observed) -> Observed {
     Observed {
         deletion_requested: true,
+        deletion_requested_for: Some(Duration::ZERO),
         ..o
     }
 }

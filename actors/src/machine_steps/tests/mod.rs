@@ -17,4 +17,5 @@ mod pause;
 mod power;
 mod preconditions;
 mod static_addresses;
+mod vm_shape;
 mod volume_release;

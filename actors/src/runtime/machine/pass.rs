@@ -156,8 +156,9 @@ async fn observe_and_decide(
     if decision.action == Action::ReadNode {
         // Workload I/O: without the permit.
         *permit = None;
+        let vm_name = observation.observed.vm_name();
         observation.observed.node = match (&observation.cluster, &observation.observed.vm) {
-            (Some(cluster), Some(vm)) => workload::observe_node(state, cluster, &vm.id).await,
+            (Some(cluster), Some(vm)) => workload::observe_node(state, cluster, &vm.id, &vm_name).await,
             _ => NodeObservation::NotFound,
         };
         decision = decide(&observation.observed);
@@ -277,6 +278,9 @@ fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: Statu
     }
     if let Some(addresses) = change.addresses {
         state.status.addresses = addresses;
+    }
+    if let Some(data_disks) = change.data_disks {
+        state.status.data_disks = data_disks;
     }
     if let Some(vm_status) = change.vm_status {
         state.last_seen_vm_status = Some(vm_status.clone());

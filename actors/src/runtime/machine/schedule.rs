@@ -29,7 +29,12 @@ pub enum Next {
 }
 
 /// What an action's `Requeue` means for this machine: a wait for the VM becomes a watch of it, when its id is known.
-pub fn to_next(state: &MachineState, requeue: Requeue, vm_id: Option<String>) -> Next {
+pub fn to_next(state: &mut MachineState, requeue: Requeue, vm_id: Option<String>) -> Next {
+    state.deadline = match requeue {
+        Requeue::PollVmWithin(deadline) => Some(deadline),
+        _ => None,
+    };
+    let state = &*state;
     let watch = |cadence, otherwise| {
         let provider_id = state
             .object
@@ -49,6 +54,10 @@ pub fn to_next(state: &MachineState, requeue: Requeue, vm_id: Option<String>) ->
         Requeue::After(delay) => Next::After(delay),
         Requeue::PollVm => watch(Cadence::EveryPoll, Next::After(state.shared.settings.poll_interval)),
         Requeue::Steady => watch(Cadence::Steady, Next::Idle),
+        Requeue::PollVmWithin(deadline) => watch(
+            Cadence::EveryPoll,
+            Next::After(deadline.min(state.shared.settings.poll_interval)),
+        ),
     }
 }
 
@@ -146,7 +155,10 @@ fn delay_until_next_pass(state: &mut MachineState, next: &Next) -> Duration {
         Next::WatchVm(VmWatch {
             cadence: Cadence::EveryPoll,
             vm_id,
-        }) => transition_guard(state, vm_id),
+        }) => {
+            let guard = transition_guard(state, vm_id);
+            state.deadline.take().map_or(guard, |deadline| guard.min(deadline))
+        }
     }
 }
 

@@ -51,6 +51,9 @@ pub struct MachineState {
     /// The VM this actor created and has not recorded in spec.providerID yet (it is recorded once its disks are
     /// copied): recording it then is not an adoption.
     pub(super) created_vm: Option<String>,
+    /// A deadline the decision set (`Requeue::PollVmWithin`): the next pass runs at the latest then, even if the
+    /// watched VM does not change. Taken when the next pass is scheduled.
+    pub(super) deadline: Option<std::time::Duration>,
     /// The disks this actor detached from the VM while deleting it (gate disk-detach-when-node-gone), named in the
     /// MachineDeleted conditions until the VM is gone.
     pub(super) detached_disks: Vec<String>,
@@ -91,6 +94,7 @@ impl MachineState {
             quiet_guards: 0,
             carried_success: None,
             created_vm: None,
+            deadline: None,
             detached_disks: Vec::new(),
             _alive: mail.alive(),
             mail,

@@ -38,7 +38,12 @@ impl NoClient {
     }
 }
 
-pub async fn observe_node(state: &MachineState, cluster: &capi::Cluster, vm_id: &str) -> NodeObservation {
+pub async fn observe_node(
+    state: &MachineState,
+    cluster: &capi::Cluster,
+    vm_id: &str,
+    vm_name: &str,
+) -> NodeObservation {
     let (client, _turn) = match connect(state, cluster).await {
         Ok(connected) => connected,
         Err(NoClient::Rejected(message)) => return NodeObservation::Rejected { message },
@@ -47,8 +52,7 @@ pub async fn observe_node(state: &MachineState, cluster: &capi::Cluster, vm_id: 
     let api = Api::<Node>::all(client);
     // Kubelets name their Node after the host name, which CAPOV sets to the VM name: one GET usually finds it,
     // without listing every Node of a large cluster for each machine.
-    let vm_name = crate::vm_name::for_object(&state.key.name);
-    match api.get_opt(&vm_name).await {
+    match api.get_opt(vm_name).await {
         Ok(Some(node)) => return found(node),
         Ok(None) => {}
         Err(err) => {
@@ -57,7 +61,7 @@ pub async fn observe_node(state: &MachineState, cluster: &capi::Cluster, vm_id: 
             };
         }
     }
-    match tokio::time::timeout(NODE_LISTING_TIMEOUT, find_by_system_uuid(&api, vm_id, &vm_name)).await {
+    match tokio::time::timeout(NODE_LISTING_TIMEOUT, find_by_system_uuid(&api, vm_id, vm_name)).await {
         Ok(Ok(Some(node))) => found(node),
         Ok(Ok(None)) => NodeObservation::NotFound,
         Ok(Err(message)) => NodeObservation::Unreachable { message },

@@ -8,6 +8,7 @@ mod disks;
 mod ip_claims;
 mod nics;
 mod node;
+mod tags;
 mod vm;
 mod volumes;
 
@@ -49,28 +50,11 @@ pub async fn execute(
             .await
         }
         Action::RecordSystemDisks(ids) => bookkeeping::record_system_disks(state, &ids).await,
-        Action::ResizeDisk {
-            attachment_id,
-            size_bytes,
-            ..
-        } => {
-            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
-                disks::resize(client, &vm_id, &attachment_id, size_bytes)
-            })
-            .await
-        }
-        Action::RenameDiskAlias { disk_id, new_alias } => {
-            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
-                disks::rename_alias(client, &disk_id, &new_alias)
-            })
-            .await
-        }
-        Action::SyncNics(changes) => {
-            on_engine(client, types::MACHINE_NETWORK_SET, |client| {
-                nics::sync(client, &vm_id, changes)
-            })
-            .await
-        }
+        action @ (Action::TagVm(_)
+        | Action::AddDataDisk(_)
+        | Action::ResizeDisk { .. }
+        | Action::RenameDiskAlias { .. }
+        | Action::SyncNics(_)) => prepare(client, &vm_id, action).await,
         Action::CreateIpClaims(claims) => ip_claims::create(state, &claims).await,
         Action::ReleaseIpClaims(names) => ip_claims::release(state, &names).await,
         Action::StartVm { use_ignition } => {
@@ -85,6 +69,12 @@ pub async fn execute(
         Action::SetNodeProviderId { node_name, provider_id } => {
             node::set_provider_id(state, cluster, &node_name, &provider_id).await
         }
+        Action::ShutdownVm { vm_id, deadline_in } => {
+            on_engine(client, types::MACHINE_DELETED, |client| {
+                vm::shutdown(client, &vm_id, deadline_in)
+            })
+            .await
+        }
         Action::DetachDisks { vm_id, disks } => {
             on_engine(client, types::MACHINE_DELETED, |client| {
                 volumes::detach(state, client, &vm_id, &disks)
@@ -98,5 +88,50 @@ pub async fn execute(
             on_engine(client, types::MACHINE_DELETED, |client| vm::delete(client, &vm_id)).await
         }
         Action::RemoveFinalizer { left_alone } => bookkeeping::remove_finalizer(state, left_alone).await,
+    }
+}
+
+/// The changes to a VM that was never started, before its first start: tags, data disks, the bootable disk's size,
+/// disk aliases and NICs.
+async fn prepare(client: Option<&capov_ovirt::Client>, vm_id: &str, action: Action) -> Executed {
+    match action {
+        Action::TagVm(names) => {
+            on_engine(client, types::MACHINE_CREATED, |client| {
+                tags::tag_vm(client, vm_id, &names)
+            })
+            .await
+        }
+        Action::AddDataDisk(plan) => {
+            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
+                disks::add_data_disk(client, vm_id, &plan)
+            })
+            .await
+        }
+        Action::ResizeDisk {
+            attachment_id,
+            size_bytes,
+            ..
+        } => {
+            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
+                disks::resize(client, vm_id, &attachment_id, size_bytes)
+            })
+            .await
+        }
+        Action::RenameDiskAlias { disk_id, new_alias } => {
+            on_engine(client, types::MACHINE_DISK_RESIZED, |client| {
+                disks::rename_alias(client, &disk_id, &new_alias)
+            })
+            .await
+        }
+        Action::SyncNics(changes) => {
+            on_engine(client, types::MACHINE_NETWORK_SET, |client| {
+                nics::sync(client, vm_id, changes)
+            })
+            .await
+        }
+        other => {
+            tracing::error!(action = ?other, "not a preparation of the VM; nothing done");
+            Executed::Requeue(Requeue::Backoff)
+        }
     }
 }

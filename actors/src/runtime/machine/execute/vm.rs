@@ -1,5 +1,7 @@
 //! The VM itself: creating, starting, stopping and deleting it.
 
+use std::time::Duration;
+
 use capov_ovirt::{Client, StartOptions};
 
 use super::create::create_vm;
@@ -52,6 +54,16 @@ pub async fn start(client: &Client, vm_id: &str, use_ignition: bool) -> capov_ov
     match client.start_vm(vm_id, options).await {
         Ok(()) => Ok(Executed::Requeue(Requeue::PollVm)),
         Err(err) if err.is_vm_running() => Ok(Executed::Requeue(Requeue::PollVm)),
+        Err(err) => Err(err),
+    }
+}
+
+/// Asks the guest to shut down before the VM's deletion; the pass after the deadline powers it off if it still
+/// runs. A VM not running, or gone, needs no shutdown.
+pub async fn shutdown(client: &Client, vm_id: &str, deadline_in: Duration) -> capov_ovirt::Result<Executed> {
+    match client.shutdown_vm(vm_id, false).await {
+        Ok(()) => Ok(Executed::Requeue(Requeue::PollVmWithin(deadline_in))),
+        Err(err) if err.is_vm_not_running() || err.is_not_found() => Ok(Executed::Continue),
         Err(err) => Err(err),
     }
 }

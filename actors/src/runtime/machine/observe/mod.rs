@@ -38,7 +38,7 @@ use crate::runtime::{capi, ipam};
 pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Observation, ObserveError> {
     let machine = owner_machine(state);
     let cluster = owner_cluster(state, machine.as_deref());
-    let mut observed = from_objects(state, machine.is_some(), cluster.as_deref());
+    let mut observed = from_objects(state, machine.as_deref(), cluster.as_deref());
     if observed.paused || releasable_without_engine(&observed) {
         return Ok(Observation {
             observed,
@@ -100,7 +100,8 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
 
 /// What the OVirtMachine, the CAPI objects in the stores and this actor's own status show, before anything is read:
 /// no bootstrap data, a ready connection, no VM and no Node until the pass looks.
-fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi::Cluster>) -> Observed {
+fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: Option<&capi::Cluster>) -> Observed {
+    let machine_found = machine.is_some();
     let object = &state.object;
     let annotations = object.annotations();
     Observed {
@@ -109,6 +110,8 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
         owner: owner_identity(state),
         paused: annotations.contains_key(PAUSED_ANNOTATION) || cluster.is_some_and(capi::cluster_paused),
         deletion_requested: object.metadata.deletion_timestamp.is_some(),
+        deletion_requested_for: deletion_requested_for(object),
+        cluster_name: cluster_name(state, machine),
         deleted_for_move: annotations.contains_key(DELETE_FOR_MOVE_ANNOTATION),
         has_finalizer: object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
         owner_machine_found: machine_found,
@@ -162,6 +165,15 @@ fn ip_claims(state: &MachineState) -> Vec<crate::ip_claims::ClaimFact> {
     )
 }
 
+/// How long ago the deletion was requested, only when a graceful shutdown needs it: the observation stays equal
+/// from pass to pass otherwise, which the check for actions without effect relies on.
+fn deletion_requested_for(object: &capov_crds::OVirtMachine) -> Option<std::time::Duration> {
+    object.spec.settings.gracefulshutdowntimeoutseconds.filter(|s| *s > 0)?;
+    let at = object.metadata.deletion_timestamp.as_ref()?;
+    let elapsed = crate::runtime::now().duration_since(at.0);
+    Some(std::time::Duration::try_from(elapsed).unwrap_or_default())
+}
+
 /// Whose VM this machine may change: this object's UID, the UID the owner-UID annotation recorded when that differs,
 /// and, until the provider's connection names the management clusters its markers name, this cluster's own id.
 fn owner_identity(state: &MachineState) -> OwnerIdentity {
@@ -208,13 +220,18 @@ pub(super) fn owner_machine(state: &MachineState) -> Option<Arc<capi::Machine>> 
     state.shared.capi_machines.get(&reference)
 }
 
-fn owner_cluster(state: &MachineState, machine: Option<&capi::Machine>) -> Option<Arc<capi::Cluster>> {
-    let name = state
+/// The CAPI cluster's name: the OVirtMachine's cluster-name label, else the Machine's spec.clusterName.
+fn cluster_name(state: &MachineState, machine: Option<&capi::Machine>) -> Option<String> {
+    state
         .object
         .labels()
         .get(CLUSTER_NAME_LABEL)
         .cloned()
-        .or_else(|| machine.and_then(capi::machine_cluster_name))?;
+        .or_else(|| machine.and_then(capi::machine_cluster_name))
+}
+
+fn owner_cluster(state: &MachineState, machine: Option<&capi::Machine>) -> Option<Arc<capi::Cluster>> {
+    let name = cluster_name(state, machine)?;
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let reference = ObjectRef::new(&name).within(&namespace);
     state.shared.capi_clusters.get(&reference)

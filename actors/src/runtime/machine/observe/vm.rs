@@ -139,6 +139,7 @@ async fn observed_vm(
         disks: Vec::new(),
         nics: Vec::new(),
         reported_devices: Vec::new(),
+        tags: None,
     };
     let status = vm.status.as_str();
     if !ours || status == "image_locked" {
@@ -149,9 +150,20 @@ async fn observed_vm(
     // its pass only records it in spec.providerID.
     let before_first_start = found_by == FoundBy::ProviderId && !found.ever_started && status == "down";
     if observed.deletion_requested || before_first_start {
-        found.disks = match vm_disks(client, vm).await? {
+        // Creating a data disk is not idempotent (aliases are not unique in the engine): the pass that decides
+        // whether one is missing reads the disks afresh, never from a snapshot the poll may not have updated yet.
+        let fresh = before_first_start && !observed.settings.datadisks.is_empty();
+        found.disks = match vm_disks(client, vm, fresh).await? {
             Some(disks) => disks,
             None => return Ok(None),
+        };
+    }
+    // The tags matter only before the first start, and only when the provider tags VMs (crate::vm_tags).
+    if before_first_start && !observed.deletion_requested && observed.provider_defaults.vmtags == Some(true) {
+        found.tags = match client.vm_tags(&vm.id).await {
+            Ok(tags) => Some(tags.into_iter().filter_map(|t| t.name).collect()),
+            Err(err) if err.is_not_found() => return Ok(None),
+            Err(err) => return Err(vm_read_error(err)),
         };
     }
     if matches!(status, "up" | "migrating") {
@@ -161,9 +173,9 @@ async fn observed_vm(
     Ok(Some(found))
 }
 
-/// The VM's disks, inlined in the snapshot or read; None when the VM is not found.
-async fn vm_disks(client: &Client, vm: &VmSnapshot) -> Result<Option<Vec<VmDisk>>, ObserveError> {
-    if let Some(disks) = &vm.disks {
+/// The VM's disks, inlined in the snapshot (unless `fresh`) or read; None when the VM is not found.
+async fn vm_disks(client: &Client, vm: &VmSnapshot, fresh: bool) -> Result<Option<Vec<VmDisk>>, ObserveError> {
+    if let Some(disks) = vm.disks.as_ref().filter(|_| !fresh) {
         return Ok(Some(disks.clone()));
     }
     // Found by name, or an engine that did not inline whole disks.

@@ -1,0 +1,267 @@
+//! Data disks (step 4), tags (step 3's tail), the VM name template and the graceful shutdown on deletion.
+
+use std::time::Duration;
+
+use capov_crds::{DataDisk, DataDiskStatus, DiskFormat, DiskInterface, MachineSettings};
+
+use super::fixtures::{GIB, VM_ID, deleting, disk, ready_to_create, running, state_of, with_vm};
+use crate::conditions::{State, reasons, types};
+use crate::machine_steps::{Action, DataDiskPlan, Observed, ObservedVm, Requeue, decide};
+
+fn data_disk(name: &str, gb: i64) -> DataDisk {
+    DataDisk {
+        name: name.into(),
+        sizegb: gb,
+        storagedomainname: "data1".into(),
+        ..DataDisk::default()
+    }
+}
+
+fn with_settings(o: Observed, change: impl FnOnce(&mut MachineSettings)) -> Observed {
+    let mut o = o;
+    change(&mut o.settings);
+    o
+}
+
+fn vm_of(o: &mut Observed) -> &mut ObservedVm {
+    o.vm.as_mut().expect("a VM")
+}
+
+/// A never-started, down VM with its system disks not recorded yet, asking for two data disks.
+fn before_first_start_with_data_disks() -> Observed {
+    let mut o = with_settings(with_vm("down", false), |s| {
+        s.datadisks = vec![
+            data_disk("data", 10),
+            DataDisk {
+                interface: Some(DiskInterface::Virtio),
+                format: Some(DiskFormat::Raw),
+                sparse: Some(false),
+                diskprofile: Some("gold".into()),
+                ..data_disk("etcd", 2)
+            },
+        ];
+    });
+    o.system_disks = None;
+    o
+}
+
+#[test]
+fn data_disks_are_created_one_at_a_time_before_the_system_disks_are_recorded() {
+    let d = decide(&before_first_start_with_data_disks());
+    let Action::AddDataDisk(plan) = &d.action else {
+        panic!("expected AddDataDisk, got {:?}", d.action);
+    };
+    assert_eq!(
+        **plan,
+        DataDiskPlan {
+            alias: "worker-abc123_data".into(),
+            size_bytes: 10 * GIB,
+            storage_domain_name: "data1".into(),
+            interface: DiskInterface::VirtioScsi,
+            format: DiskFormat::Cow,
+            sparse: true,
+            disk_profile_name: None,
+        }
+    );
+    assert_eq!(
+        state_of(&d, types::MACHINE_DISK_RESIZED),
+        Some((
+            State::False(capov_crds::Severity::Info),
+            reasons::WAITING_FOR_DATA_DISKS
+        ))
+    );
+
+    let mut o = before_first_start_with_data_disks();
+    vm_of(&mut o)
+        .disks
+        .push(disk("d-data", "worker-abc123_data", false, 10));
+    let d = decide(&o);
+    let Action::AddDataDisk(plan) = &d.action else {
+        panic!("expected the second AddDataDisk, got {:?}", d.action);
+    };
+    assert_eq!(
+        (plan.alias.as_str(), plan.interface, plan.format, plan.sparse),
+        ("worker-abc123_etcd", DiskInterface::Virtio, DiskFormat::Raw, false)
+    );
+    assert_eq!(plan.disk_profile_name.as_deref(), Some("gold"));
+}
+
+#[test]
+fn a_locked_data_disk_is_waited_for_and_a_broken_one_is_reported() {
+    let mut o = before_first_start_with_data_disks();
+    let mut locked = disk("d-data", "worker-abc123_data", false, 10);
+    locked.status = "locked".into();
+    vm_of(&mut o).disks.push(locked);
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::PollVm));
+
+    vm_of(&mut o).disks[1].status = "illegal".into();
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    let (state, reason) = state_of(&d, types::MACHINE_DISK_RESIZED).expect("condition");
+    assert_eq!(
+        (state, reason),
+        (State::False(capov_crds::Severity::Error), reasons::DATA_DISK_FAILED)
+    );
+}
+
+#[test]
+fn the_system_disks_recorded_include_the_data_disks_and_are_reported() {
+    let mut o = before_first_start_with_data_disks();
+    vm_of(&mut o)
+        .disks
+        .push(disk("d-data", "worker-abc123_data", false, 10));
+    vm_of(&mut o).disks.push(disk("d-etcd", "worker-abc123_etcd", false, 2));
+    let d = decide(&o);
+    assert_eq!(
+        d.action,
+        Action::RecordSystemDisks(vec!["d-boot".into(), "d-data".into(), "d-etcd".into()])
+    );
+
+    // Recorded by an earlier CAPOV before the data disks existed: recorded again, the VM never ran.
+    o.system_disks = Some(vec!["d-boot".into()]);
+    assert!(matches!(decide(&o).action, Action::RecordSystemDisks(ids) if ids.len() == 3));
+
+    o.system_disks = Some(vec!["d-boot".into(), "d-data".into(), "d-etcd".into()]);
+    let d = decide(&o);
+    assert!(matches!(d.action, Action::StartVm { .. }), "{:?}", d.action);
+    assert_eq!(
+        d.status.data_disks,
+        Some(vec![
+            DataDiskStatus {
+                name: "data".into(),
+                disk_id: "d-data".into(),
+                alias: "worker-abc123_data".into(),
+                size_bytes: 10 * GIB,
+            },
+            DataDiskStatus {
+                name: "etcd".into(),
+                disk_id: "d-etcd".into(),
+                alias: "worker-abc123_etcd".into(),
+                size_bytes: 2 * GIB,
+            },
+        ])
+    );
+}
+
+#[test]
+fn data_disks_count_as_the_vms_own_at_deletion_and_a_csi_disk_still_blocks() {
+    let mut o = deleting(running());
+    vm_of(&mut o).status = "down".into();
+    vm_of(&mut o)
+        .disks
+        .push(disk("d-data", "worker-abc123_data", false, 10));
+    o.system_disks = Some(vec!["d-boot".into(), "d-data".into()]);
+    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    vm_of(&mut o).disks.push(disk("d-pvc", "pvc-0001", false, 1));
+    let d = decide(&o);
+    assert_eq!(
+        state_of(&d, types::MACHINE_DELETED).map(|(_, r)| r),
+        Some(reasons::VM_HAS_NON_SYSTEM_DISK)
+    );
+}
+
+#[test]
+fn missing_tags_are_assigned_before_the_first_start_when_the_provider_asks_for_them() {
+    let mut o = with_vm("down", false);
+    o.provider_defaults.vmtags = Some(true);
+    vm_of(&mut o).tags = Some(vec!["capov".into()]);
+    assert_eq!(
+        decide(&o).action,
+        Action::TagVm(vec![
+            "capov-ns-default".into(),
+            "capov-cluster-default-cluster-1".into()
+        ])
+    );
+    for off in [Some(false), None] {
+        o.provider_defaults.vmtags = off;
+        assert!(matches!(decide(&o).action, Action::StartVm { .. }), "{off:?}");
+    }
+    o.provider_defaults.vmtags = Some(true);
+    vm_of(&mut o).tags = Some(vec![
+        "capov".into(),
+        "capov-ns-default".into(),
+        "capov-cluster-default-cluster-1".into(),
+        "an-admins-own".into(),
+    ]);
+    assert!(matches!(decide(&o).action, Action::StartVm { .. }));
+}
+
+#[test]
+fn the_name_template_names_the_vm_everywhere() {
+    let o = with_settings(ready_to_create(), |s| {
+        s.vmnametemplate = Some("{cluster}-{namespace}-{name}".into())
+    });
+    assert_eq!(o.vm_name(), "cluster-1-default-worker-abc123");
+    let Action::CreateVm(plan) = decide(&o).action else {
+        panic!("expected CreateVm");
+    };
+    assert_eq!(plan.name, "cluster-1-default-worker-abc123");
+    // Data disk aliases follow the VM name.
+    let mut o = with_settings(before_first_start_with_data_disks(), |s| {
+        s.vmnametemplate = Some("{namespace}-{name}".into())
+    });
+    o.system_disks = None;
+    let Action::AddDataDisk(plan) = decide(&o).action else {
+        panic!("expected AddDataDisk");
+    };
+    assert_eq!(plan.alias, "default-worker-abc123_data");
+}
+
+fn graceful(seconds: i64, status: &str, elapsed: Duration) -> Observed {
+    let mut o = with_settings(deleting(running()), |s| {
+        s.gracefulshutdowntimeoutseconds = Some(seconds)
+    });
+    vm_of(&mut o).status = status.into();
+    o.deletion_requested_for = Some(elapsed);
+    o
+}
+
+#[test]
+fn graceful_shutdown_asks_the_guest_then_forces_after_the_timeout() {
+    let d = decide(&graceful(60, "up", Duration::from_secs(10)));
+    assert_eq!(
+        d.action,
+        Action::ShutdownVm {
+            vm_id: VM_ID.into(),
+            deadline_in: Duration::from_secs(50)
+        }
+    );
+    assert_eq!(
+        state_of(&d, types::MACHINE_DELETED).map(|(_, r)| r),
+        Some(reasons::VM_SHUTTING_DOWN)
+    );
+    // Shutting down: wait, at the latest until the deadline.
+    let d = decide(&graceful(60, "powering_down", Duration::from_secs(45)));
+    assert_eq!(d.action, Action::Wait(Requeue::PollVmWithin(Duration::from_secs(15))));
+    // The guest ignored it (the engine shows the VM up again, or still powering down): forced at the deadline.
+    for status in ["up", "powering_down"] {
+        let d = decide(&graceful(60, status, Duration::from_secs(60)));
+        assert_eq!(d.action, Action::StopVmForce { vm_id: VM_ID.into() });
+        let (state, reason) = state_of(&d, types::MACHINE_DELETED).expect("condition");
+        assert_eq!(
+            (state, reason),
+            (State::False(capov_crds::Severity::Warning), reasons::VM_STOPPING)
+        );
+    }
+    // Down: deleted, whatever the timeout.
+    assert!(matches!(
+        decide(&graceful(60, "down", Duration::ZERO)).action,
+        Action::DeleteVm { .. }
+    ));
+}
+
+#[test]
+fn without_a_timeout_or_in_a_state_the_guest_cannot_answer_the_vm_is_powered_off_at_once() {
+    for (seconds, status) in [(0, "up"), (60, "powering_up"), (60, "not_responding"), (60, "paused")] {
+        let d = decide(&graceful(seconds, status, Duration::ZERO));
+        assert_eq!(
+            d.action,
+            Action::StopVmForce { vm_id: VM_ID.into() },
+            "{seconds}s, {status}"
+        );
+    }
+    let mut o = deleting(running());
+    o.deletion_requested_for = Some(Duration::from_secs(5));
+    assert!(matches!(decide(&o).action, Action::StopVmForce { .. }));
+}

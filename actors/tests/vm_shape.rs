@@ -1,0 +1,265 @@
+//! The shape of a machine's VM on the engine simulator (issue #25): data disks created, attached, reported, counted
+//! as the VM's own and deleted with it while a CSI disk still blocks deletion; the VM name template; the tags;
+//! another namespace's machine of the same name clashing without the template and not with it; the graceful
+//! shutdown on deletion and its fallback to a forced stop.
+
+mod support;
+
+use std::time::Duration;
+
+use capov_crds::OVirtMachine;
+use capov_crds::labels::SYSTEM_DISKS_ANNOTATION;
+use capov_ovirt_sim::{Inventory, VmSeed};
+use capov_testkit::eventually;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
+use support::World;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+async fn provisioned(world: &World, name: &str) -> OVirtMachine {
+    eventually(MINUTE, &format!("{name}: provisioned"), || async {
+        let machine = world.machine(name).await;
+        machine.status.as_ref().is_some_and(|s| s.ready).then_some(machine)
+    })
+    .await
+}
+
+async fn gone(world: &World, name: &str, within: Duration) {
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    eventually(within, &format!("{name}: deleted"), || async {
+        machines.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// The (method, last path segment) of the engine writes on this VM.
+fn vm_writes(world: &World, vm_id: &str) -> Vec<(String, String)> {
+    world
+        .sim
+        .control()
+        .writes()
+        .into_iter()
+        .filter(|w| w.path.contains(vm_id))
+        .map(|w| (w.method, w.path.rsplit('/').next().unwrap_or_default().to_string()))
+        .collect()
+}
+
+fn spec(extra: Value) -> Value {
+    let mut spec = json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"});
+    for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+        spec[key] = value;
+    }
+    spec
+}
+
+#[tokio::test]
+async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
+    let mut world = World::new("vmshape").await;
+    world
+        .apply_provider(provider_spec(&world, json!({"vmtags": true})))
+        .await;
+    world.start_operator().await;
+    let control = world.sim.control().clone();
+    let data1 = control.id_of("storagedomain", "data1").expect("data1");
+    let data2 = control.id_of("storagedomain", "data2").expect("data2");
+    let profile2 = control.id_of("diskprofile", "data2").expect("data2's disk profile");
+    // An administrator's own tag of the name CAPOV wants: assigned, never changed.
+    control.add_tag("capov", "the admins' own").expect("tag");
+    // Machines `worker` and `twin` of another namespace, created without a name template, own VMs of those names.
+    let foreign = |name: &str| VmSeed {
+        name: name.into(),
+        cluster: Some("Default".into()),
+        description: format!("capov:team-b/{name} uid:0b0b0b0b-0000-4000-8000-000000000001 mc:other"),
+        ..VmSeed::default()
+    };
+    control
+        .seed(&Inventory {
+            vms: vec![foreign("worker"), foreign("twin")],
+            ..Inventory::default()
+        })
+        .expect("seed");
+    let foreign_vms = control.vms();
+
+    world
+        .create_machine(
+            "worker",
+            spec(json!({
+                "vmnametemplate": "{namespace}-{name}",
+                "datadisks": [
+                    {"name": "data", "sizegb": 2, "storagedomainname": "data1"},
+                    {"name": "etcd", "sizegb": 1, "storagedomainname": "data2", "interface": "virtio",
+                     "format": "raw", "sparse": false, "diskprofile": "data2"}
+                ]
+            })),
+        )
+        .await;
+    world.create_machine("twin", spec(json!({}))).await;
+    world
+        .create_machine("polite", spec(json!({"gracefulshutdowntimeoutseconds": 30})))
+        .await;
+    world
+        .create_machine("stubborn", spec(json!({"gracefulshutdowntimeoutseconds": 3})))
+        .await;
+
+    // The name template, the data disks as the engine made them, their report, and the tags.
+    let machine = provisioned(&world, "worker").await;
+    let vm_name = format!("{}-worker", world.namespace);
+    let vm = control.vm_by_name(&vm_name).expect("the VM is named by the template");
+    // Without a template the other namespace's `twin` blocks this one's; with it, `worker` did not clash.
+    world
+        .wait_reason(MINUTE, "twin", "MachineCreated", "VMNameConflict")
+        .await;
+    let data_disks: Vec<_> = vm.disks.iter().filter(|d| !d.bootable).collect();
+    let shape: Vec<_> = data_disks
+        .iter()
+        .map(|d| {
+            (
+                d.alias.clone(),
+                d.provisioned_size,
+                d.format.clone(),
+                d.sparse,
+                d.interface.clone(),
+                d.storage_domain_ids.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (
+                format!("{vm_name}_data"),
+                2 << 30,
+                "cow".into(),
+                true,
+                "virtio_scsi".into(),
+                vec![data1]
+            ),
+            (
+                format!("{vm_name}_etcd"),
+                1 << 30,
+                "raw".into(),
+                false,
+                "virtio".into(),
+                vec![data2]
+            ),
+        ]
+    );
+    assert_eq!(data_disks[1].disk_profile_id.as_deref(), Some(profile2.as_str()));
+    let reported: Vec<_> = machine
+        .status
+        .as_ref()
+        .map(|s| {
+            s.data_disks
+                .iter()
+                .map(|d| (d.name.clone(), d.disk_id.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        reported,
+        [
+            ("data".to_string(), data_disks[0].id.clone()),
+            ("etcd".to_string(), data_disks[1].id.clone())
+        ]
+    );
+    let recorded = machine
+        .annotations()
+        .get(SYSTEM_DISKS_ANNOTATION)
+        .cloned()
+        .unwrap_or_default();
+    assert!(vm.disks.iter().all(|d| recorded.contains(&d.id)), "{recorded}");
+    let cluster_tag = format!("capov-cluster-{}-{}", world.namespace, world.cluster);
+    let mut tags = vm.tags.clone();
+    tags.sort();
+    let mut expected = vec![
+        "capov".to_string(),
+        format!("capov-ns-{}", world.namespace),
+        cluster_tag,
+    ];
+    expected.sort();
+    assert_eq!(tags, expected);
+    assert!(
+        control.tags().contains(&("capov".into(), "the admins' own".into())),
+        "a tag CAPOV did not create is left as it was"
+    );
+
+    // Deletion: a CSI disk still blocks it (the data disks do not); once it is detached, the VM goes with its data
+    // disks.
+    let csi = control.attach_disk(&vm.id, "pvc-0001", 1 << 30).expect("CSI disk");
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    machines
+        .delete("worker", &DeleteParams::default())
+        .await
+        .expect("delete");
+    world
+        .wait_reason(MINUTE, "worker", "MachineDeleted", "VMHasNonSystemDisk")
+        .await;
+    assert!(control.vm(&vm.id).is_some());
+    control.detach_disk(&vm.id, &csi).expect("detach");
+
+    // Meanwhile: a guest that shuts down when asked, and one that ignores ACPI and is powered off at the deadline.
+    let polite = world.vm_id("polite").await;
+    let stubborn = world.vm_id("stubborn").await;
+    provisioned(&world, "polite").await;
+    provisioned(&world, "stubborn").await;
+    control.set_guest_ignores_acpi(&stubborn, true).expect("stubborn guest");
+    machines
+        .delete("polite", &DeleteParams::default())
+        .await
+        .expect("delete");
+    machines
+        .delete("stubborn", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let started = std::time::Instant::now();
+    world
+        .wait_reason(MINUTE, "polite", "MachineDeleted", "VMShuttingDown")
+        .await;
+    gone(&world, "polite", MINUTE).await;
+    gone(&world, "stubborn", MINUTE).await;
+    let polite_writes = vm_writes(&world, &polite);
+    assert!(
+        polite_writes.contains(&("POST".into(), "shutdown".into())),
+        "{polite_writes:?}"
+    );
+    assert!(
+        !polite_writes.contains(&("POST".into(), "stop".into())),
+        "{polite_writes:?}"
+    );
+    let stubborn_writes = vm_writes(&world, &stubborn);
+    let shutdown_at = stubborn_writes.iter().position(|w| w.1 == "shutdown");
+    let stop_at = stubborn_writes.iter().position(|w| w.1 == "stop");
+    assert!(
+        matches!((shutdown_at, stop_at), (Some(a), Some(b)) if a < b),
+        "asked first, then forced: {stubborn_writes:?}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "the stop waited for the deadline"
+    );
+
+    gone(&world, "worker", Duration::from_secs(150)).await;
+    assert!(control.vm(&vm.id).is_none());
+    let disks_left: Vec<_> = data_disks.iter().filter(|d| control.disk_exists(&d.id)).collect();
+    assert!(disks_left.is_empty(), "the data disks go with the VM");
+    assert!(control.disk_exists(&csi), "the CSI disk stays");
+    for before in &foreign_vms {
+        assert_eq!(control.vm(&before.id).as_ref(), Some(before), "{} changed", before.name);
+    }
+    assert_eq!(control.rejected_bodies(), Default::default());
+    world.stop_operator().await;
+}
+
+/// The provider spec of `world`'s engine with `extra` fields.
+fn provider_spec(world: &World, extra: Value) -> Value {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(world.sim.ca_pem().expect("ca"));
+    let mut spec =
+        json!({"engine": world.sim.api_url(), "credentialsSecretName": "engine-credentials", "tls": {"certs": ca}});
+    for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+        spec[key] = value;
+    }
+    spec
+}
