@@ -26,11 +26,11 @@ fn bad_search(message: &str, format: Format) -> Reply {
 }
 
 /// What a request body must be: the model type of its root and the usage link the engine names when it is not.
-struct BodyOf {
+pub(crate) struct BodyOf {
     /// Model type (`Vm`, `Nic`, …; `Action` for actions).
-    root: &'static str,
+    pub(crate) root: &'static str,
     /// `service/methods/method` of the engine's API documentation (`UsageFinder`).
-    usage: &'static str,
+    pub(crate) usage: &'static str,
 }
 
 const VM_ADD: BodyOf = BodyOf {
@@ -59,7 +59,7 @@ const DISK_UPDATE: BodyOf = BodyOf {
 };
 
 /// Checks the body against the engine's model (see [`crate::schema`]), then decodes it.
-fn decode<T: serde::de::DeserializeOwned>(
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     shared: &Arc<Shared>,
     req: &Incoming,
     format: Format,
@@ -140,6 +140,9 @@ pub fn handle(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Forma
         // (`QueriesCommandBase.validatePermissions`; the list below is a user query).
         (&Method::GET, ["datacenters", _, "storagedomains", _]) if caller.filtered => {
             wire::error(&engine::operation_failed(400, INSUFFICIENT_PERMISSIONS), format)
+        }
+        (_, ["hosts", ..] | ["affinitylabels", ..] | ["clusters", _, "affinitygroups", ..]) => {
+            crate::api_placement::handle(shared, req, path, format, caller)
         }
         (_, ["vms", id, ..]) if !vm_visible(shared, id, caller) => not_found(),
         (_, ["vms", ..]) => vms(shared, req, &path[1..], format, caller),

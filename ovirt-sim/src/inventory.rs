@@ -19,6 +19,49 @@ pub struct Inventory {
     pub vnic_profiles: Vec<VnicProfileSeed>,
     pub templates: Vec<TemplateSeed>,
     pub vms: Vec<VmSeed>,
+    pub hosts: Vec<HostSeed>,
+    /// Affinity labels; hosts name the ones they carry ([`HostSeed::labels`]).
+    pub affinity_labels: Vec<AffinityLabelSeed>,
+}
+
+/// A hypervisor of a cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostSeed {
+    pub id: Option<String>,
+    pub name: String,
+    pub cluster: String,
+    /// up, maintenance, non_responsive, …
+    pub status: String,
+    pub memory_bytes: u64,
+    pub sockets: u32,
+    pub cores: u32,
+    pub threads: u32,
+    /// Names of the affinity labels the host carries.
+    pub labels: Vec<String>,
+}
+
+impl Default for HostSeed {
+    fn default() -> Self {
+        Self {
+            id: None,
+            name: String::new(),
+            cluster: "Default".into(),
+            status: "up".into(),
+            memory_bytes: 256 * GIB,
+            sockets: 2,
+            cores: 16,
+            threads: 2,
+            labels: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AffinityLabelSeed {
+    pub id: Option<String>,
+    pub name: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -49,6 +92,9 @@ pub struct StorageDomainSeed {
     pub external_status: String,
     pub available_bytes: u64,
     pub used_bytes: u64,
+    /// GiB: below this much available space the engine refuses new disks (`critical_space_action_blocker`; the
+    /// engine's default `CriticalSpaceActionBlocker` is 5).
+    pub critical_space_action_blocker: u64,
 }
 
 impl Default for StorageDomainSeed {
@@ -60,8 +106,10 @@ impl Default for StorageDomainSeed {
             kind: "data".into(),
             status: "active".into(),
             external_status: "ok".into(),
-            available_bytes: 1024 * GIB,
+            // A large SAN: a thousand clones of the default template (2.5 GiB allocated each) fit.
+            available_bytes: 16 * 1024 * GIB,
             used_bytes: 100 * GIB,
+            critical_space_action_blocker: 5,
         }
     }
 }
@@ -246,6 +294,18 @@ pub fn default_inventory() -> Inventory {
             },
         ],
         vms: Vec::new(),
+        // Three hosts as large as the largest a cluster level 4.x host may be, so that thousands of VMs of the
+        // default templates fit (benchmarks); tests that need scarcity seed their own.
+        hosts: (1..=3)
+            .map(|n| HostSeed {
+                name: format!("host-{n}"),
+                memory_bytes: 16 * 1024 * GIB,
+                sockets: 4,
+                cores: 64,
+                ..HostSeed::default()
+            })
+            .collect(),
+        affinity_labels: Vec::new(),
     }
 }
 
@@ -310,6 +370,7 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
                 external_status: sd.external_status.clone(),
                 available: sd.available_bytes,
                 used: sd.used_bytes,
+                critical_space_action_blocker: sd.critical_space_action_blocker,
                 master,
             },
         );
@@ -346,9 +407,56 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
     for template in &inventory.templates {
         seed_template(state, template)?;
     }
+    for label in &inventory.affinity_labels {
+        let id = id_or_new(&label.id);
+        state.affinity_labels.insert(
+            id.clone(),
+            AffinityLabelRecord {
+                id,
+                name: label.name.clone(),
+                host_ids: Vec::new(),
+                vm_ids: Vec::new(),
+            },
+        );
+    }
+    for host in &inventory.hosts {
+        seed_host(state, host)?;
+    }
     for vm in &inventory.vms {
         seed_vm(state, vm)?;
     }
+    Ok(())
+}
+
+fn seed_host(state: &mut State, seed: &HostSeed) -> Result<(), String> {
+    let cluster_id = state
+        .clusters
+        .values()
+        .find(|c| c.name == seed.cluster)
+        .map(|c| c.id.clone())
+        .ok_or_else(|| format!("unknown cluster {:?}", seed.cluster))?;
+    let id = id_or_new(&seed.id);
+    for name in &seed.labels {
+        let label = state
+            .affinity_labels
+            .values_mut()
+            .find(|l| &l.name == name)
+            .ok_or_else(|| format!("unknown affinity label {name:?}"))?;
+        label.host_ids.push(id.clone());
+    }
+    state.hosts.insert(
+        id.clone(),
+        HostRecord {
+            id,
+            name: seed.name.clone(),
+            cluster_id,
+            status: capov_ovirt::model::HostStatus::parse(&seed.status),
+            memory: seed.memory_bytes,
+            sockets: seed.sockets,
+            cores: seed.cores,
+            threads: seed.threads,
+        },
+    );
     Ok(())
 }
 
@@ -491,6 +599,16 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
     let address_index = state.allocate_address();
     let status = VmStatus::parse(&seed.status);
     let guest_agent = state.templates.get(&template_id).is_none_or(|t| t.guest_agent);
+    // A running VM runs somewhere: the first host of its cluster that is up.
+    let host = runs_on_a_host(&status)
+        .then(|| {
+            state
+                .hosts
+                .values()
+                .find(|h| h.cluster_id == cluster && h.status == capov_ovirt::model::HostStatus::Up)
+                .map(|h| h.id.clone())
+        })
+        .flatten();
     state.insert_vm(VmRecord {
         id: id.clone(),
         name: seed.name.clone(),
@@ -537,6 +655,10 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
         last_start_init: None,
         copy_outcome: CopyOutcome::Succeeds,
         created_by: None,
+        placement: Placement {
+            host,
+            migrating_to: None,
+        },
     });
     Ok(())
 }

@@ -10,13 +10,16 @@
 //! ```
 
 mod api;
+mod api_placement;
 mod control;
+mod control_hosts;
 mod engine;
 mod engine_only;
 mod faults;
 mod ids;
 mod inventory;
 mod render;
+mod render_placement;
 mod request;
 mod routes;
 mod schema;
@@ -33,9 +36,12 @@ pub use control::Control;
 pub use engine::Timings;
 pub use faults::{BodyFault, FaultInjection, SlowReplies, SsoErrorStyle};
 pub use inventory::{
-    ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
-    TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
+    AffinityLabelSeed, ClusterSeed, DataCenterSeed, GIB, HostSeed, Inventory, NetworkSeed, StorageDomainSeed,
+    TemplateDiskSeed, TemplateNicSeed, TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
 };
 pub use server::{Simulator, SimulatorBuilder, SimulatorHandle};
 pub use shared::WriteRecord;
-pub use state::{Delivered, DiskSnapshot, EngineVersion, NicSnapshot, Transition, VmSnapshot};
+pub use state::{
+    AffinityGroupSnapshot, Delivered, DiskSnapshot, EngineVersion, HostSnapshot, NicSnapshot, Rule, Transition,
+    VmSnapshot,
+};

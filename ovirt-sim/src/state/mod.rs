@@ -9,10 +9,12 @@ use capov_ovirt::model::{DiskStatus, VmStatus};
 use serde::Serialize;
 
 pub mod copies;
+mod placement;
 mod schedule;
 mod version;
 
 pub use copies::CopyPools;
+pub use placement::*;
 pub use schedule::{Scheduled, Transition, later};
 pub use version::EngineVersion;
 
@@ -43,6 +45,8 @@ pub struct StorageDomainRecord {
     pub external_status: String,
     pub available: u64,
     pub used: u64,
+    /// GiB: the engine refuses new disks once less than this is available.
+    pub critical_space_action_blocker: u64,
     pub master: bool,
 }
 
@@ -172,6 +176,9 @@ pub struct VmRecord {
     /// The user whose `POST /vms` made it: the engine grants the creator `UserVmManager` on the new VM, which is
     /// what lets a filtered caller see it. None for seeded VMs.
     pub created_by: Option<String>,
+    /// Where the VM runs (the engine's `run_on_vds`): set by the scheduler when it starts, the source host while it
+    /// migrates, None while it is not running.
+    pub placement: Placement,
 }
 
 /// What a start delivered to the guest.
@@ -218,6 +225,9 @@ pub struct State {
     pub vnic_profiles: BTreeMap<String, VnicProfileRecord>,
     pub templates: BTreeMap<String, TemplateRecord>,
     pub vms: BTreeMap<String, VmRecord>,
+    pub hosts: BTreeMap<String, HostRecord>,
+    pub affinity_groups: BTreeMap<String, AffinityGroupRecord>,
+    pub affinity_labels: BTreeMap<String, AffinityLabelRecord>,
     /// Lower-cased name → ids, for case-insensitive exact lookups without scans.
     pub vm_names: HashMap<String, BTreeSet<String>>,
     pub disks: HashMap<String, DiskRecord>,
@@ -260,7 +270,16 @@ impl State {
             }
         }
         for disk_id in &vm.disk_ids {
-            self.disks.remove(disk_id);
+            if let Some(disk) = self.disks.remove(disk_id) {
+                self.release_space(&disk);
+            }
+        }
+        // The engine drops a removed VM from every affinity group and label (the rows cascade).
+        for group in self.affinity_groups.values_mut() {
+            group.vm_ids.retain(|member| member != id);
+        }
+        for label in self.affinity_labels.values_mut() {
+            label.vm_ids.retain(|member| member != id);
         }
         Some(vm)
     }
@@ -322,6 +341,8 @@ pub struct VmSnapshot {
     pub last_start_init: Option<String>,
     pub disks: Vec<DiskSnapshot>,
     pub nics: Vec<NicSnapshot>,
+    /// The host it runs on (its source while it migrates).
+    pub host_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -378,6 +399,7 @@ impl State {
                     vnic_profile_id: n.vnic_profile_id.clone(),
                 })
                 .collect(),
+            host_id: vm.placement.host.clone(),
         }
     }
 }

@@ -155,6 +155,9 @@ pub struct Vm {
     pub kind: Option<VmType>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Ref>,
+    /// The host the VM runs on; absent while it is not running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Ref>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VmStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -211,6 +214,9 @@ pub struct VmFacts {
     pub os: Option<OperatingSystem>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VmStatus>,
+    /// The host the VM runs on (absent while it is not running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Ref>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
