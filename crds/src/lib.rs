@@ -12,11 +12,14 @@ pub mod machine;
 pub mod provider;
 pub mod template;
 
-pub use cluster::{ApiEndpoint, OVirtCluster, OVirtClusterSpec, OVirtClusterStatus};
+pub use cluster::{
+    ApiEndpoint, ClusterCapacity, FailureDomainSpec, FailureDomainStatus, OVirtCluster, OVirtClusterCapacity,
+    OVirtClusterSpec, OVirtClusterStatus, StorageDomainCapacity,
+};
 pub use condition::{Condition, ConditionStatus, Severity};
 pub use machine::{
-    CpuTopology, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
-    OVirtMachineStatus, VmType,
+    AntiAffinity, CpuTopology, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine,
+    OVirtMachineSpec, OVirtMachineStatus, VmType,
 };
 pub use provider::{AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
 pub use template::{OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec, TemplateObjectMeta};
