@@ -2,15 +2,20 @@
 //! runtime (`runtime`) that observes, acts through the oVirt client and the Kubernetes API, and reports.
 
 pub mod addresses;
+pub mod affinity_groups;
 pub mod backoff;
 pub mod bootstrap_payload;
+pub mod capacity;
 pub mod conditions;
 pub mod disk_alias;
+pub mod engine_refusals;
+pub mod failure_domains;
 pub mod feature_gates;
 pub mod identity;
 pub mod machine_steps;
 pub mod metrics;
 pub mod nics;
+pub mod node_topology;
 pub mod placement;
 pub mod runtime;
 pub mod tenancy;

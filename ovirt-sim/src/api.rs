@@ -141,9 +141,6 @@ pub fn handle(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Forma
         (&Method::GET, ["datacenters", _, "storagedomains", _]) if caller.filtered => {
             wire::error(&engine::operation_failed(400, INSUFFICIENT_PERMISSIONS), format)
         }
-        (_, ["hosts", ..] | ["affinitylabels", ..] | ["clusters", _, "affinitygroups", ..]) => {
-            crate::api_placement::handle(shared, req, path, format, caller)
-        }
         (_, ["vms", id, ..]) if !vm_visible(shared, id, caller) => not_found(),
         (_, ["vms", ..]) => vms(shared, req, &path[1..], format, caller),
         (&Method::PUT, ["disks", id]) => update_disk(shared, req, id, format, |state, _| {

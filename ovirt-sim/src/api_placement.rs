@@ -37,6 +37,14 @@ fn not_found() -> Reply {
     Reply::empty(404)
 }
 
+/// Whether a request path (what follows `/ovirt-engine/api`) is this module's.
+pub fn handles(path: &[&str]) -> bool {
+    matches!(
+        path,
+        ["hosts", ..] | ["affinitylabels", ..] | ["clusters", _, "affinitygroups", ..]
+    )
+}
+
 /// Dispatches a request under `/hosts`, `/affinitylabels` or `/clusters/{id}/affinitygroups`.
 pub fn handle(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, caller: &Caller) -> Reply {
     match path {

@@ -437,9 +437,6 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
         };
     }
     match (&req.method, path) {
-        (_, ["hosts", ..] | ["affinitygroups"] | ["storagedomains", ..]) => {
-            crate::control_hosts::handle(control, req, path)
-        }
         (&Method::GET, ["health"]) => Reply::json(200, &json!({"status": "ok"})),
         (&Method::GET, ["counters"]) => Reply::json(200, &json!(control.counters())),
         (&Method::GET, ["correlation-ids"]) => Reply::json(200, &json!(control.correlation_ids())),

@@ -114,6 +114,11 @@ struct Available {
     bytes: u64,
 }
 
+/// Whether a control path (what follows `/sim/`) is this module's.
+pub fn handles(path: &[&str]) -> bool {
+    matches!(path, ["hosts", ..] | ["affinitygroups"] | ["storagedomains", ..])
+}
+
 /// `/sim/hosts[/{name}/{maintenance|activate|lose|recover|fence}]`, `/sim/affinitygroups`,
 /// `/sim/storagedomains/{name}/available`.
 pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {

@@ -68,6 +68,16 @@ impl Client {
         self.perform(call).await
     }
 
+    /// Takes a VM out of an affinity group; the group stays, even empty.
+    pub async fn remove_affinity_group_vm(&self, cluster_id: &str, group_id: &str, vm_id: &str) -> Result<()> {
+        self.perform(Call::new(
+            Method::DELETE,
+            "affinitygroups",
+            &["clusters", cluster_id, "affinitygroups", group_id, "vms", vm_id],
+        ))
+        .await
+    }
+
     // ---- affinity labels ----
 
     /// Every affinity label (the engine offers no search on them).

@@ -10,6 +10,7 @@ use super::passed::Passed;
 use super::recorded_engine::engine_changed;
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{ConditionUpdate, reasons, types};
+use crate::failure_domains::FailureDomainChoice;
 use crate::identity::{Ownership, format_provider_id, parse_provider_id};
 use crate::placement::choose_placement;
 
@@ -101,9 +102,23 @@ pub(super) fn find_own_vm<'o>(
                 ),
             ),
         },
-        (None, None) => passed
-            .take()
-            .stop(Action::CreateVm(Box::new(create_plan(o, format))), None),
+        (None, None) => match &o.failure_domain {
+            FailureDomainChoice::Unknown { name, known } => passed.take().wait(
+                Requeue::OnChange,
+                ConditionUpdate::false_(
+                    types::MACHINE_CREATED,
+                    reasons::FAILURE_DOMAIN_NOT_FOUND,
+                    Severity::Error,
+                    format!(
+                        "the Machine's spec.failureDomain {name:?} is not among the OVirtCluster's \
+                         spec.failureDomains ({known:?}): add it there, or place the Machine in one of those"
+                    ),
+                ),
+            ),
+            _ => passed
+                .take()
+                .stop(Action::CreateVm(Box::new(create_plan(o, format))), None),
+        },
         // Created by this object, disks still being copied: the create may still fail and the engine then deletes
         // the VM; spec.providerID (write-once) waits until the copy is done.
         (None, Some(vm)) if vm.ownership == Ownership::Owned && vm.status == "image_locked" => {
@@ -140,7 +155,7 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan 
     CreateVmPlan {
         name: o.vm_name(),
         description: o.owner.marker(),
-        ovirt_cluster: s.ovirtcluster.clone(),
+        ovirt_cluster: o.failure_domain.ovirt_cluster(&s.ovirtcluster).to_string(),
         template: s.template.clone(),
         vm_type: s.vmtype,
         cpu: s.cpu.clone(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use capov_crds::{CpuTopology, MachineAddress, Memory, VmType};
 
+use crate::affinity_groups::{Leave, WantedGroup};
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::ConditionUpdate;
 use crate::nics::NicChange;
@@ -28,6 +29,10 @@ pub struct StatusChange {
     pub mark_provisioned: bool,
     pub addresses: Option<Vec<MachineAddress>>,
     pub vm_status: Option<String>,
+    /// `status.host`: Some(None) clears it (the VM is not running).
+    pub host: Option<Option<String>>,
+    /// `status.failureDomain`.
+    pub failure_domain: Option<String>,
 }
 
 /// When to reconcile again without an event.
@@ -84,6 +89,10 @@ pub enum Action {
         new_alias: String,
     },
     SyncNics(Vec<NicChange>),
+    /// Put the VM into one of its affinity groups, creating the group (with the VM in it) when there is none yet.
+    JoinAffinityGroup(Box<JoinGroup>),
+    /// Take the VM out of one of its affinity groups before it goes; the last member removes the group.
+    LeaveAffinityGroup(Box<LeaveGroup>),
     StartVm {
         use_ignition: bool,
     },
@@ -94,6 +103,11 @@ pub enum Action {
     SetNodeProviderId {
         node_name: String,
         provider_id: String,
+    },
+    /// Set CAPOV's topology labels on the VM's Node ([`crate::node_topology`]).
+    SetNodeLabels {
+        node_name: String,
+        labels: std::collections::BTreeMap<String, String>,
     },
     /// `POST /vms/{id}/stop` with `force=true`.
     StopVmForce {
@@ -109,6 +123,23 @@ pub enum Action {
     },
     /// Every step is done; keep addresses current per `Requeue`.
     Done(Requeue),
+}
+
+/// An affinity group the VM joins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinGroup {
+    pub group: WantedGroup,
+    /// The VM's oVirt cluster, where the group lives.
+    pub cluster_id: String,
+    pub vm_id: String,
+}
+
+/// An affinity group the VM leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaveGroup {
+    pub cluster_id: String,
+    pub vm_id: String,
+    pub leave: Leave,
 }
 
 /// What the create request needs from the spec; the executor resolves cluster, template and storage domain in
@@ -138,6 +169,7 @@ impl Action {
                 | Action::Done(_)
                 | Action::ReadNode
                 | Action::SetNodeProviderId { .. }
+                | Action::SetNodeLabels { .. }
         )
     }
 }
@@ -153,6 +185,8 @@ impl Action {
                 | Action::ResizeDisk { .. }
                 | Action::RenameDiskAlias { .. }
                 | Action::SyncNics(_)
+                | Action::JoinAffinityGroup(_)
+                | Action::LeaveAffinityGroup(_)
                 | Action::StartVm { .. }
                 | Action::StopVmForce { .. }
                 | Action::DeleteVm { .. }

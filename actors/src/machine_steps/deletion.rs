@@ -9,6 +9,7 @@ use capov_crds::labels::SYSTEM_DISKS_ANNOTATION;
 
 use super::decision::{Action, Decision, Requeue};
 use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection};
+use super::placement;
 use super::recorded_engine::engine_changed;
 use crate::backoff::NON_SYSTEM_DISK_RETRY;
 use crate::conditions::{ConditionUpdate, reasons, types};
@@ -116,6 +117,18 @@ pub(super) fn decide(o: &Observed) -> Decision {
                 ),
             ),
         }
+    };
+    // Its affinity groups first (issue #25): the last member takes its group along.
+    let (action, condition) = match (&action, placement::leave(o, vm)) {
+        (Action::StopVmForce { .. } | Action::DeleteVm { .. }, Some(leave)) => (
+            leave,
+            deleted(
+                reasons::LEAVING_AFFINITY_GROUP,
+                Severity::Info,
+                "taking the VM out of its affinity groups before deleting it",
+            ),
+        ),
+        _ => (action, condition),
     };
     let mut decision = Decision::new(action, vec![connected, condition]);
     decision.status.vm_status = Some(vm.status.clone());

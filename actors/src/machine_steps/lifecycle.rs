@@ -5,7 +5,7 @@
 use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
-use super::{connection, creation, disks, network, node, power, preconditions};
+use super::{connection, creation, disks, network, node, placement, power, preconditions};
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{reasons, types};
 
@@ -42,6 +42,11 @@ fn with_own_vm(
     }
     passed.pass(types::MACHINE_DISK_RESIZED, reasons::DISKS_READY);
     passed.pass(types::MACHINE_NETWORK_SET, reasons::NETWORK_SET);
+    passed.pass_with(
+        types::MACHINE_PLACEMENT_SET,
+        reasons::PLACEMENT_SET,
+        placement::describe(o),
+    );
     let addresses = power::running(o, vm, &mut passed)?;
     let mut decision = node::decide(o, vm, passed, power::has_internal_ip(&addresses));
     decision.status.mark_provisioned = true;
@@ -60,5 +65,6 @@ fn before_first_start(
     creation::record_system_disks(o, vm, &mut passed)?;
     disks::check(o, vm, &mut passed)?;
     network::check(o, &mut passed)?;
+    placement::check(o, vm, &mut passed)?;
     Ok(power::first_start(o, vm, format, passed))
 }

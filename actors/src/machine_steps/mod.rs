@@ -13,22 +13,24 @@ mod passed;
 mod recorded_engine;
 
 // The steps lifecycle runs, one module each; in SPEC order: preconditions, connection, creation, disks, network,
-// power, node.
+// placement (issue #25), power, node; and where the VM runs (`host`, issue #27), which applies to every decision.
 mod connection;
 mod creation;
 mod disks;
+mod host;
 mod network;
 mod node;
+mod placement;
 mod power;
 mod preconditions;
 
 #[cfg(test)]
 mod tests;
 
-pub use decision::{Action, CreateVmPlan, Decision, Requeue, StatusChange};
+pub use decision::{Action, CreateVmPlan, Decision, JoinGroup, LeaveGroup, Requeue, StatusChange};
 pub use observed::{
-    Bootstrap, ConnectionFailure, FailureState, FoundBy, NodeObservation, Observed, ObservedVm, ProviderConnection,
-    ProviderDefaults, VmDisk,
+    Bootstrap, ConnectionFailure, FailureState, FoundBy, GroupsObservation, NodeObservation, Observed, ObservedVm,
+    ProviderConnection, ProviderDefaults, VmDisk, VmHost,
 };
 // Defined with the payload it shapes; re-exported here, where the lifecycle's observation names it.
 pub use crate::bootstrap_payload::BootstrapFormat;
@@ -57,6 +59,7 @@ pub fn decide(observed: &Observed) -> Decision {
     } else {
         lifecycle::decide(observed)
     };
+    host::apply(observed, &mut decision);
     decision.conditions.insert(
         0,
         ConditionUpdate::false_(types::PAUSED, reasons::NOT_PAUSED, capov_crds::Severity::Info, ""),

@@ -12,6 +12,7 @@ use ractor::ActorRef;
 use super::capi;
 use super::lookups::{LOOKUP_TTL, Lookups};
 use super::permits::ReconcilePermits;
+use super::placements::Placements;
 use super::provider::ProviderMsg;
 use super::settings::RuntimeSettings;
 use super::status_writer::StatusWriterMsg;
@@ -33,6 +34,10 @@ pub struct Shared {
     pub capi_clusters: Store<capi::Cluster>,
     /// The namespaces machines live in (for the labels `spec.allowedNamespaces.selector` of providers matches).
     pub namespaces: Store<Namespace>,
+    /// OVirtClusters, for their failure domains (machines) and capacity (the supervisor, after inventory polls).
+    pub ovirt_clusters: Store<capov_crds::OVirtCluster>,
+    /// Engine inventories, where machines are, affinity group locks.
+    pub placements: Arc<Placements>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
     /// Each provider's `spec.allowedNamespaces`, as last seen by the supervisor.
     pub provider_access: RwLock<HashMap<String, Option<capov_crds::AllowedNamespaces>>>,
@@ -46,6 +51,7 @@ pub struct Stores {
     pub capi_machines: Store<capi::Machine>,
     pub capi_clusters: Store<capi::Cluster>,
     pub namespaces: Store<Namespace>,
+    pub ovirt_clusters: Store<capov_crds::OVirtCluster>,
 }
 
 /// Workload cluster clients by (namespace, kubeconfig Secret name), with the kubeconfig each was built from.
@@ -71,6 +77,8 @@ impl Shared {
             capi_machines: stores.capi_machines,
             capi_clusters: stores.capi_clusters,
             namespaces: stores.namespaces,
+            ovirt_clusters: stores.ovirt_clusters,
+            placements: Arc::new(Placements::default()),
             providers: RwLock::new(HashMap::new()),
             provider_access: RwLock::new(HashMap::new()),
             workload_clients: Mutex::new(HashMap::new()),

@@ -22,6 +22,7 @@ use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::{FinalizerOwner, MachineMsg, SupervisorMsg};
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::provider_finalizers::ProviderFinalizers;
+use super::provider_inventory::InventorySink;
 use super::relisting::Relisting;
 use super::settings::RuntimeSettings;
 use super::shared::Shared;
@@ -174,6 +175,7 @@ impl Actor for Supervisor {
                 state.finalizers.retry(owner, in_use).await
             }
             SupervisorMsg::Restart(key) => restart_machine(&me, state, key).await,
+            SupervisorMsg::InventoryPolled => cluster::refresh_all(&state.shared).await,
         }
         Ok(())
     }
@@ -333,6 +335,11 @@ async fn spawn_provider(
         settings: state.shared.settings.clone(),
         status_writer: state.shared.status_writer.clone(),
         metrics: state.shared.metrics.clone(),
+        inventory: InventorySink {
+            placements: state.shared.placements.clone(),
+            metrics: state.shared.metrics.clone(),
+            supervisor: me.clone(),
+        },
     };
     match Actor::spawn_linked(None, ProviderActor, args, me.get_cell()).await {
         Ok((actor, _)) => {

@@ -214,6 +214,9 @@ pub struct VmFacts {
     pub os: Option<OperatingSystem>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VmStatus>,
+    /// The cluster the VM is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Ref>,
     /// The host the VM runs on (absent while it is not running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<Ref>,

@@ -2,6 +2,7 @@
 //! action has its function in the file of what it touches; this dispatcher names, for each action that calls the
 //! engine, the condition its failure is reported on.
 
+mod affinity;
 mod bookkeeping;
 mod create;
 mod disks;
@@ -68,11 +69,12 @@ pub async fn execute(
             })
             .await
         }
+        action @ (Action::JoinAffinityGroup(_) | Action::LeaveAffinityGroup(_)) => {
+            affinity::execute(state, observed, client, action).await
+        }
         Action::StartVm { use_ignition } => {
-            on_engine(client, types::MACHINE_ON, |client| {
-                vm::start(client, &vm_id, use_ignition)
-            })
-            .await
+            let hard = observed.settings.antiaffinity == Some(capov_crds::AntiAffinity::Hard);
+            on_engine(client, types::MACHINE_ON, |c| vm::start(c, &vm_id, use_ignition, hard)).await
         }
         // The pass reads the Node and decides again before executing (see `pass::observe_and_decide`); nothing to do
         // here.
@@ -80,6 +82,7 @@ pub async fn execute(
         Action::SetNodeProviderId { node_name, provider_id } => {
             node::set_provider_id(state, cluster, &node_name, &provider_id).await
         }
+        Action::SetNodeLabels { node_name, labels } => node::set_labels(state, cluster, &node_name, &labels).await,
         Action::StopVmForce { vm_id } => {
             on_engine(client, types::MACHINE_DELETED, |client| vm::stop_force(client, &vm_id)).await
         }

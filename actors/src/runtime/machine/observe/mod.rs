@@ -3,6 +3,7 @@
 //! vNIC profiles: `nics`) and the workload cluster's Node (`super::workload`). Only what the current step can need
 //! is read from the engine.
 
+mod groups;
 mod nics;
 mod observation;
 mod provider;
@@ -20,10 +21,13 @@ use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use ractor::ActorRef;
 
+pub use self::groups::groups_of_vm;
 pub use self::nics::nics_before_start;
 pub use self::observation::{Engine, Observation, ObserveError};
 use self::provider::connection;
 use self::vm::find_vm;
+
+mod placement;
 use super::state::MachineState;
 use crate::conditions::types;
 use crate::identity::OwnerIdentity;
@@ -35,7 +39,8 @@ use crate::runtime::messages::MachineMsg;
 pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Observation, ObserveError> {
     let machine = owner_machine(state);
     let cluster = owner_cluster(state, machine.as_deref());
-    let mut observed = from_objects(state, machine.is_some(), cluster.as_deref());
+    let mut observed = from_objects(state, machine.as_deref(), cluster.as_deref());
+    note_placement(state, &observed);
     if observed.paused {
         return Ok(Observation {
             observed,
@@ -93,9 +98,10 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
 
 /// What the OVirtMachine, the CAPI objects in the stores and this actor's own status show, before anything is read:
 /// no bootstrap data, a ready connection, no VM and no Node until the pass looks.
-fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi::Cluster>) -> Observed {
+fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: Option<&capi::Cluster>) -> Observed {
     let object = &state.object;
     let annotations = object.annotations();
+    let (failure_domain, group_owner, groups_wanted) = placement::of_machine(state, machine, cluster);
     Observed {
         namespace: state.key.namespace.clone().unwrap_or_default(),
         name: state.key.name.clone(),
@@ -103,7 +109,7 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
         paused: annotations.contains_key(PAUSED_ANNOTATION) || cluster.is_some_and(capi::cluster_paused),
         deletion_requested: object.metadata.deletion_timestamp.is_some(),
         has_finalizer: object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
-        owner_machine_found: machine_found,
+        owner_machine_found: machine.is_some(),
         cluster_found: cluster.is_some(),
         cluster_infrastructure_provisioned: cluster.is_some_and(capi::cluster_infrastructure_provisioned),
         bootstrap: Bootstrap::NotReady,
@@ -129,7 +135,28 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
         nics: NicAssessment::InSync,
         node: NodeObservation::NotFound,
         control_plane_host: cluster.and_then(capi::cluster_control_plane_host),
+        failure_domain,
+        groups_wanted,
+        group_owner,
+        groups: crate::machine_steps::GroupsObservation::NotRead,
     }
+}
+
+/// Tells the runtime which oVirt cluster the machine uses, for its OVirtCluster's capacity.
+fn note_placement(state: &MachineState, observed: &Observed) {
+    if observed.group_owner.cluster.is_empty() {
+        return;
+    }
+    let placement = crate::runtime::placements::MachinePlacement {
+        namespace: observed.namespace.clone(),
+        cluster: observed.group_owner.cluster.clone(),
+        provider: observed.settings.provider.clone(),
+        ovirt_cluster: observed
+            .failure_domain
+            .ovirt_cluster(&observed.settings.ovirtcluster)
+            .to_string(),
+    };
+    state.shared.placements.note_machine(&state.key, placement);
 }
 
 /// Whose VM this machine may change: this object's UID, the UID the owner-UID annotation recorded when that differs,
