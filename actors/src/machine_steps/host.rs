@@ -29,7 +29,10 @@ pub(super) fn apply(o: &Observed, decision: &mut Decision) {
         return;
     };
     let mut condition = condition(host, vm);
-    if condition.reason == reasons::HOST_NON_RESPONSIVE && decision.action.writes_engine() {
+    // Deletion says why it waits whatever it would do: a stop, a removal, or waiting for the engine (which refuses
+    // both while the VM is unknown).
+    let holds = decision.action.writes_engine() || o.deletion_requested;
+    if condition.reason == reasons::HOST_NON_RESPONSIVE && holds {
         let held = format!(
             "{}; CAPOV holds back what it would do now ({})",
             condition.message,
@@ -114,6 +117,7 @@ fn describe(action: &Action) -> &'static str {
         Action::DeleteVm { .. } => "delete the VM",
         Action::StartVm { .. } => "start the VM",
         Action::LeaveAffinityGroup(_) => "take the VM out of its affinity group",
+        Action::Wait(_) => "wait for the engine, which refuses to stop or remove a VM in an unknown state",
         _ => "change the VM",
     }
 }

@@ -138,7 +138,8 @@ fn cluster_fact(cluster: Cluster) -> Option<ClusterFact> {
     })
 }
 
-fn domain_fact(domain: StorageDomain) -> Option<DomainFact> {
+/// A storage domain as the inventory (and the clone preflight) sees it.
+pub fn domain_fact(domain: StorageDomain) -> Option<DomainFact> {
     let storage_kind = domain.storage.as_ref().and_then(|s| s.kind.clone()).unwrap_or_default();
     Some(DomainFact {
         id: domain.id?,

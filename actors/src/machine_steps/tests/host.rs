@@ -68,6 +68,13 @@ fn no_engine_write_while_the_host_is_non_responsive() {
         state_of(&d, types::HOST_READY),
         Some((State::False(Severity::Error), reasons::HOST_NON_RESPONSIVE))
     );
+    // Deleting a VM the engine shows unknown: deletion waits either way, and says it is the host.
+    let d = decide(&deleting(on_host(running(), "unknown", "non_responsive")));
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DELETED),
+        Some((State::False(Severity::Error), reasons::HOST_NON_RESPONSIVE))
+    );
 }
 
 #[test]

@@ -49,7 +49,7 @@ pub async fn create_vm(
     let placement = plan_placement(&plan.placement, domain.as_ref(), &template_disks)
         .map_err(|problem| Failure::error(problem.reason(), problem.message()))?;
     if placement.clone {
-        clone_fits(state, plan, placement.target_domain.as_ref(), &sized_disks)?;
+        clone_fits(state, client, plan, placement.target_domain.as_ref(), &sized_disks).await?;
     }
     let mut vm = Vm {
         name: Some(plan.name.clone()),
@@ -71,17 +71,16 @@ pub async fn create_vm(
 }
 
 /// Issue #27's preflight: a clone whose disks do not fit the storage domain they go to (per the provider's last
-/// inventory poll, with the engine's own sizing) is refused before the engine is asked. Without an inventory yet the
-/// engine decides.
-fn clone_fits(
+/// inventory poll, with the engine's own sizing) is refused before the engine is asked. A domain the inventory does
+/// not show (before the provider's first poll) is read on its own.
+async fn clone_fits(
     state: &MachineState,
+    client: &Client,
     plan: &CreateVmPlan,
     target: Option<&crate::placement::TargetDomain>,
     disks: &[(TemplateDisk, DiskSize)],
 ) -> Result<(), Failure> {
-    let Some(inventory) = state.shared.placements.inventory(&state.object.spec.settings.provider) else {
-        return Ok(());
-    };
+    let inventory = state.shared.placements.inventory(&state.object.spec.settings.provider);
     let mut by_domain: std::collections::BTreeMap<String, Vec<DiskSize>> = Default::default();
     for (disk, size) in disks {
         let domain = target
@@ -92,10 +91,14 @@ fn clone_fits(
         }
     }
     for (domain_id, sizes) in by_domain {
-        let Some(domain) = inventory.domain(&domain_id) else {
-            continue;
+        let domain = match inventory.as_ref().and_then(|i| i.domain(&domain_id)) {
+            Some(domain) => domain.clone(),
+            None => match crate::runtime::provider_inventory::domain_fact(client.storage_domain(&domain_id).await?) {
+                Some(domain) => domain,
+                None => continue,
+            },
         };
-        if let Err(shortfall) = check_clone(domain, &sizes) {
+        if let Err(shortfall) = check_clone(&domain, &sizes) {
             return Err(Failure {
                 reason: reasons::INSUFFICIENT_STORAGE,
                 severity: Severity::Warning,
