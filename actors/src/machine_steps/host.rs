@@ -58,7 +58,7 @@ pub(super) fn apply(o: &Observed, decision: &mut Decision) {
 fn own_vm(o: &Observed) -> Option<&ObservedVm> {
     o.vm.as_ref().filter(|vm| match vm.ownership {
         Ownership::Owned => true,
-        Ownership::Legacy => vm.found_by == FoundBy::ProviderId,
+        Ownership::Legacy | Ownership::Moved => vm.found_by == FoundBy::ProviderId,
         Ownership::NotOwned(_) => false,
     })
 }

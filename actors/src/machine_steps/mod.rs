@@ -28,6 +28,7 @@ mod preconditions;
 mod tests;
 
 pub use decision::{Action, CreateVmPlan, Decision, JoinGroup, LeaveGroup, Requeue, StatusChange};
+pub use deletion::releasable_without_engine;
 pub use observed::{
     Bootstrap, ConnectionFailure, FailureState, FoundBy, GroupsObservation, NodeObservation, Observed, ObservedVm,
     ProviderConnection, ProviderDefaults, VmDisk, VmHost,

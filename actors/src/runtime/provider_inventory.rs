@@ -29,6 +29,16 @@ pub struct InventorySink {
     pub supervisor: ActorRef<SupervisorMsg>,
 }
 
+impl InventorySink {
+    pub fn new(placements: &Arc<Placements>, metrics: &Metrics, supervisor: &ActorRef<SupervisorMsg>) -> Self {
+        InventorySink {
+            placements: placements.clone(),
+            metrics: metrics.clone(),
+            supervisor: supervisor.clone(),
+        }
+    }
+}
+
 /// The inventory poll's state in the provider actor.
 pub struct InventoryPoll {
     sink: InventorySink,

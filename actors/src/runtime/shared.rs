@@ -3,7 +3,7 @@
 //! engine lookups. The supervisor builds it once.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, Store};
@@ -16,6 +16,7 @@ use super::placements::Placements;
 use super::provider::ProviderMsg;
 use super::settings::RuntimeSettings;
 use super::status_writer::StatusWriterMsg;
+use super::workload_clients::WorkloadClients;
 use crate::metrics::Metrics;
 
 /// What every actor of the runtime shares.
@@ -41,7 +42,8 @@ pub struct Shared {
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
     /// Each provider's `spec.allowedNamespaces`, as last seen by the supervisor.
     pub provider_access: RwLock<HashMap<String, Option<capov_crds::AllowedNamespaces>>>,
-    pub workload_clients: Mutex<WorkloadClients>,
+    /// Clients of the tenants' workload apiservers, and how many requests they send at once.
+    pub workload_clients: WorkloadClients,
     /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
     pub lookups: Lookups,
 }
@@ -53,9 +55,6 @@ pub struct Stores {
     pub namespaces: Store<Namespace>,
     pub ovirt_clusters: Store<capov_crds::OVirtCluster>,
 }
-
-/// Workload cluster clients by (namespace, kubeconfig Secret name), with the kubeconfig each was built from.
-pub type WorkloadClients = HashMap<(String, String), (Vec<u8>, kube::Client)>;
 
 impl Shared {
     /// What the actors share when the runtime starts: no provider actor yet, nothing cached.
@@ -81,7 +80,7 @@ impl Shared {
             placements: Arc::new(Placements::default()),
             providers: RwLock::new(HashMap::new()),
             provider_access: RwLock::new(HashMap::new()),
-            workload_clients: Mutex::new(HashMap::new()),
+            workload_clients: WorkloadClients::default(),
             lookups: Lookups::new(LOOKUP_TTL),
         }
     }

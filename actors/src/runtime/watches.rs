@@ -9,8 +9,8 @@
 //!   the machines a change concerns with [`SupervisorMsg::CapiChanged`] (its wake rule: one machine, or a
 //!   namespace) and every machine with [`SupervisorMsg::CapiListed`] after each complete list.
 //!
-//! A new watch is spawned in [`spawn`], keeps only what CAPOV reads (`slim`), honours `--namespace` ([`namespaced`])
-//! and the watch filter label ([`watch_config`]) where it applies, and adds its name to [`WATCHES`]: the runtime is
+//! A new watch is spawned in [`spawn`], runs on the watch client (`Shared::watch_client`, never the request client),
+//! keeps only what CAPOV reads (`slim`), honours `--namespace` ([`namespaced`]) and the watch filter label ([`watch_config`]) where it applies, and adds its name to [`WATCHES`]: the runtime is
 //! ready only once every watch named there has listed its objects once.
 
 use std::collections::HashSet;
@@ -164,7 +164,7 @@ fn spawn_forwarded(
             me,
             &shared.metrics,
             // Also kept in a store: machines read their failure domains there.
-            watcher(namespaced::<OVirtCluster>(client, settings), filtered.clone())
+            watcher(namespaced::<OVirtCluster>(shared), filtered.clone())
                 .modify(slim::crd)
                 .reflect(ovirt_clusters),
             SupervisorMsg::Cluster,
@@ -172,7 +172,7 @@ fn spawn_forwarded(
         forward(
             me,
             &shared.metrics,
-            watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()).modify(slim::machine),
+            watcher(namespaced::<OVirtMachine>(shared), filtered.clone()).modify(slim::machine),
             SupervisorMsg::Machine,
         ),
     ]
@@ -200,7 +200,7 @@ where
         + 'static,
 {
     let ready = report_ready(me, &shared.metrics, writer.as_reader(), watch);
-    let api = namespaced::<K>(&shared.client, &shared.settings);
+    let api = namespaced::<K>(shared);
     let stream = watcher::watcher(api, watch_config(&shared.settings))
         .default_backoff()
         .modify(slim::capi)
@@ -297,13 +297,16 @@ fn watch_config(settings: &RuntimeSettings) -> watcher::Config {
     }
 }
 
-fn namespaced<K>(client: &kube::Client, settings: &RuntimeSettings) -> Api<K>
+/// The objects of kind `K` to watch (`--namespace`), on the watch client: the request client's read timeout would
+/// cut a quiet watch every 30 s, and the watcher's backoff then grows to 30 s, delaying events by as much.
+fn namespaced<K>(shared: &Shared) -> Api<K>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
 {
-    match &settings.watch_namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
+    let client = shared.watch_client.clone();
+    match &shared.settings.watch_namespace {
+        Some(namespace) => Api::namespaced(client, namespace),
+        None => Api::all(client),
     }
 }
 
