@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
 const CLUSTER: &str = "placed";
-const MINUTES: Duration = Duration::from_secs(180);
+const DEADLINE: Duration = Duration::from_secs(180);
 
 async fn management() -> ControlPlane {
     let options = Options {
@@ -70,6 +70,8 @@ fn start_operator(plane: &ControlPlane, namespace: &str) -> Child {
         .arg(format!("--namespace={namespace}"))
         .arg(format!("--credentials-namespace={namespace}"))
         .arg("--metrics-bind-address=0")
+        // The workload cluster runs on loopback.
+        .arg("--allow-internal-workload-servers")
         .arg(format!(
             "--health-probe-bind-address=127.0.0.1:{}",
             capov_harness::free_port()
@@ -138,7 +140,7 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
     // CAPI core copies the published domains to the Cluster: KubeadmControlPlane reads them there.
     let clusters: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &namespace, &objects::capi("Cluster", "clusters"));
-    let for_control_planes = eventually(MINUTES, "the Cluster's failure domains", || async {
+    let for_control_planes = eventually(DEADLINE, "the Cluster's failure domains", || async {
         let cluster = clusters.get(CLUSTER).await.map_err(|e| e.to_string())?;
         let listed = cluster.data["status"]["failureDomains"]
             .as_array()
@@ -190,7 +192,7 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
             Ok(())
         }
     };
-    eventually(MINUTES, "three Running control-plane Machines", || {
+    eventually(DEADLINE, "three Running control-plane Machines", || {
         running(&["cp-a", "cp-b", "cp-edge"])
     })
     .await;
@@ -222,11 +224,11 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
 
     // A second machine in rack-a goes to its other host; a third has no host left there without a sibling.
     control_plane("cp-a2", "rack-a").await;
-    eventually(MINUTES, "cp-a2 Running", || running(&["cp-a2"])).await;
+    eventually(DEADLINE, "cp-a2 Running", || running(&["cp-a2"])).await;
     let rack_a: BTreeSet<Option<String>> = [host_of("cp-a"), host_of("cp-a2")].into();
     assert_eq!(rack_a, BTreeSet::from([Some("a-1".into()), Some("a-2".into())]));
     control_plane("cp-a3", "rack-a").await;
-    let refused = eventually(MINUTES, "cp-a3 refused a host", || async {
+    let refused = eventually(DEADLINE, "cp-a3 refused a host", || async {
         let status = status_of("cp-a3").await;
         let on = status["conditions"]
             .as_array()?
@@ -274,7 +276,7 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
         .delete("cp-a3", &DeleteParams::default())
         .await
         .expect("delete cp-a3");
-    eventually(MINUTES, "cp-a3 out of its groups", || async {
+    eventually(DEADLINE, "cp-a3 out of its groups", || async {
         let in_default = control
             .affinity_groups()
             .into_iter()
@@ -286,14 +288,18 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
         .delete(CLUSTER, &DeleteParams::default())
         .await
         .expect("delete cluster");
-    eventually(MINUTES, "every VM and affinity group gone with the Cluster", || async {
-        let left = (control.vm_count(), control.affinity_groups().len());
-        if left == (0, 0) {
-            Ok(())
-        } else {
-            Err(format!("VMs, groups: {left:?}"))
-        }
-    })
+    eventually(
+        DEADLINE,
+        "every VM and affinity group gone with the Cluster",
+        || async {
+            let left = (control.vm_count(), control.affinity_groups().len());
+            if left == (0, 0) {
+                Ok(())
+            } else {
+                Err(format!("VMs, groups: {left:?}"))
+            }
+        },
+    )
     .await;
     kubelets.abort();
 }
