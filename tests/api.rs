@@ -231,7 +231,7 @@ async fn kubectl_get_prints_the_documented_columns() {
     let machines_wide = stdout_of(&kubectl(plane, &["get", "capovm", "-n", &namespace, "-o", "wide"]));
     assert_eq!(
         header(&machines_wide),
-        ["NAME", "READY", "CLUSTER", "STATE", "PROVIDERID", "AGE"]
+        ["NAME", "READY", "CLUSTER", "STATE", "HOST", "PROVIDERID", "AGE"]
     );
     assert!(machines_wide.contains("ovirt://11111111-2222-4333-8444-555555555555"));
 
