@@ -1,6 +1,6 @@
 //! clusterctl installs CAPOV: the release artifacts (`capov-release`, rendered from the charts and `templates/`)
 //! served as a local provider repository to the real clusterctl (built from Go modules by
-//! `tools/build-go-tools.sh --capi`), offline. Covers `generate provider`, `generate cluster` for both flavors,
+//! `tools/build-go-tools.sh --capi`), offline. Covers `generate provider`, `generate cluster` for every flavor,
 //! `generate yaml` of ovirt-provider.yaml, a server-side dry run of everything rendered against a real API server,
 //! and that the committed `release/` directory is what the generator writes.
 
@@ -253,7 +253,7 @@ fn listed_variables(output: &str) -> (Vec<String>, Vec<String>) {
 }
 
 #[test]
-fn list_variables_of_both_flavors() {
+fn list_variables_of_every_flavor() {
     let clusterctl = Clusterctl::new();
     let list = |flavor: &[&str]| {
         let mut args = vec![
@@ -295,6 +295,22 @@ fn list_variables_of_both_flavors() {
         ]
     );
 
+    // The failure-domains flavor is the default one with its domains and the control plane's anti-affinity.
+    let (domains_required, domains_optional) = list(&["--flavor", "failure-domains"]);
+    assert_eq!(domains_required, required);
+    let mut expected_optional = default_optional.clone();
+    expected_optional.extend(
+        [
+            "FAILURE_DOMAIN_1",
+            "FAILURE_DOMAIN_2",
+            "FAILURE_DOMAIN_3",
+            "OVIRT_CONTROL_PLANE_ANTIAFFINITY",
+        ]
+        .map(String::from),
+    );
+    expected_optional.sort();
+    assert_eq!(domains_optional, expected_optional);
+
     let (no_kcp_required, no_kcp_optional) = list(&["--flavor", "no-kcp"]);
     assert_eq!(no_kcp_required, required);
     assert_eq!(
@@ -320,7 +336,11 @@ fn list_variables_of_both_flavors() {
 fn every_variable_is_documented() {
     let clusterctl = Clusterctl::new();
     let mut variables = BTreeSet::new();
-    for flavor in [&[][..], &["--flavor", "no-kcp"][..]] {
+    for flavor in [
+        &[][..],
+        &["--flavor", "no-kcp"][..],
+        &["--flavor", "failure-domains"][..],
+    ] {
         let mut args = vec![
             "generate",
             "cluster",
@@ -705,7 +725,7 @@ fn install_kubeadm_crds(plane: &ControlPlane) {
 }
 
 /// Everything clusterctl renders passes the real API server's validation (CRD schemas and CEL rules included):
-/// the provider components, ovirt-provider.yaml and both cluster flavors, in a fresh namespace.
+/// the provider components, ovirt-provider.yaml and every cluster flavor, in a fresh namespace.
 #[tokio::test]
 async fn rendered_objects_pass_a_server_side_dry_run() {
     let plane = capov_harness::shared().await;
@@ -777,7 +797,7 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
         ("OVIRT_TEMPLATE", "ubuntu"),
         ("CONTROL_PLANE_ENDPOINT_IP", "10.0.1.100"),
     ];
-    for flavor in ["", "no-kcp"] {
+    for flavor in ["", "no-kcp", "failure-domains"] {
         let mut args = vec![
             "generate",
             "cluster",
