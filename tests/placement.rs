@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use capov_harness::{ControlPlane, Engine, Options, objects, play_kubelets};
-use capov_ovirt_sim::{AffinityLabelSeed, ClusterSeed, HostSeed, Inventory, Simulator, Timings};
+use capov_ovirt_sim::{AffinityGroupSeed, AffinityLabelSeed, ClusterSeed, HostSeed, Inventory, Simulator, Timings};
 use capov_testkit::eventually;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::json;
@@ -271,6 +271,47 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
     assert_eq!(in_default.vm_ids.len(), 4, "cp-a, cp-a2, cp-a3 and cp-b");
     assert!(in_default.vms_rule.enforcing && !in_default.vms_rule.positive);
 
+    // A group an administrator made under the name CAPOV would give the workers' group: a soft rule starts the
+    // worker without it, and the group is never changed or removed.
+    let foreign = format!("capov-{namespace}-{CLUSTER}-md-workers-Default");
+    let admins_group = AffinityGroupSeed {
+        name: foreign.clone(),
+        cluster: "Default".into(),
+        description: "made by hand".into(),
+        ..AffinityGroupSeed::default()
+    };
+    control
+        .seed(&Inventory {
+            affinity_groups: vec![admins_group],
+            ..Inventory::default()
+        })
+        .expect("the administrator's group");
+    let worker_labels =
+        json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/deployment-name": "workers"});
+    let worker_spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "ubuntu-22.04"});
+    objects::create_machine(&client, &namespace, CLUSTER, "worker", worker_labels, worker_spec)
+        .await
+        .expect("worker");
+    eventually(DEADLINE, "the worker Running", || running(&["worker"])).await;
+    let placed = status_of("worker").await["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == "MachinePlacementSet").cloned())
+        .expect("MachinePlacementSet");
+    assert_eq!(
+        (&placed["status"], &placed["reason"]),
+        (&json!("True"), &json!("AntiAffinitySkipped"))
+    );
+    let said = placed["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains(&foreign) && said.contains("CAPOV leaves it alone"),
+        "{said}"
+    );
+    let untouched = |control: &capov_ovirt_sim::Control| {
+        let group = control.affinity_groups().into_iter().find(|g| g.name == foreign);
+        group.is_some_and(|g| g.description == "made by hand" && g.vm_ids.is_empty())
+    };
+    assert!(untouched(&control), "{:?}", control.affinity_groups());
+
     // Membership follows the machines; the last member takes its group along.
     Api::<DynamicObject>::namespaced_with(client.clone(), &namespace, &objects::capi("Machine", "machines"))
         .delete("cp-a3", &DeleteParams::default())
@@ -290,10 +331,10 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
         .expect("delete cluster");
     eventually(
         DEADLINE,
-        "every VM and affinity group gone with the Cluster",
+        "every VM and CAPOV's affinity groups gone with the Cluster",
         || async {
             let left = (control.vm_count(), control.affinity_groups().len());
-            if left == (0, 0) {
+            if left == (0, 1) {
                 Ok(())
             } else {
                 Err(format!("VMs, groups: {left:?}"))
@@ -301,5 +342,6 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
         },
     )
     .await;
+    assert!(untouched(&control), "the administrator's group is left as it was");
     kubelets.abort();
 }

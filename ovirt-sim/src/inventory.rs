@@ -22,6 +22,8 @@ pub struct Inventory {
     pub hosts: Vec<HostSeed>,
     /// Affinity labels; hosts name the ones they carry ([`HostSeed::labels`]).
     pub affinity_labels: Vec<AffinityLabelSeed>,
+    /// Affinity groups made by someone else than CAPOV (an administrator), seeded after the VMs they name.
+    pub affinity_groups: Vec<AffinityGroupSeed>,
 }
 
 /// A hypervisor of a cluster.
@@ -62,6 +64,20 @@ impl Default for HostSeed {
 pub struct AffinityLabelSeed {
     pub id: Option<String>,
     pub name: String,
+}
+
+/// A VM-to-VM negative affinity group of a cluster, with the VMs it names.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AffinityGroupSeed {
+    pub id: Option<String>,
+    pub name: String,
+    pub cluster: String,
+    pub description: String,
+    /// Names of seeded VMs.
+    pub vms: Vec<String>,
+    /// Hard (enforcing) rather than soft.
+    pub enforcing: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -310,6 +326,7 @@ pub fn default_inventory() -> Inventory {
             })
             .collect(),
         affinity_labels: Vec::new(),
+        affinity_groups: Vec::new(),
     }
 }
 
@@ -429,6 +446,49 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
     for vm in &inventory.vms {
         seed_vm(state, vm)?;
     }
+    for group in &inventory.affinity_groups {
+        seed_affinity_group(state, group)?;
+    }
+    Ok(())
+}
+
+fn seed_affinity_group(state: &mut State, seed: &AffinityGroupSeed) -> Result<(), String> {
+    let cluster_id = state
+        .clusters
+        .values()
+        .find(|c| c.name == seed.cluster)
+        .map(|c| c.id.clone())
+        .ok_or_else(|| format!("unknown cluster {:?}", seed.cluster))?;
+    let vm_ids = seed
+        .vms
+        .iter()
+        .map(|name| {
+            let vm = state.vms.values().find(|vm| &vm.name == name);
+            vm.map(|vm| vm.id.clone()).ok_or_else(|| format!("unknown VM {name:?}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let id = id_or_new(&seed.id);
+    let off = Rule::default();
+    state.affinity_groups.insert(
+        id.clone(),
+        AffinityGroupRecord {
+            id,
+            name: seed.name.clone(),
+            description: seed.description.clone(),
+            cluster_id,
+            vms_rule: Rule {
+                enabled: true,
+                positive: false,
+                enforcing: seed.enforcing,
+            },
+            hosts_rule: off,
+            priority: 1.0,
+            vm_ids,
+            host_ids: Vec::new(),
+            vm_label_ids: Vec::new(),
+            host_label_ids: Vec::new(),
+        },
+    );
     Ok(())
 }
 

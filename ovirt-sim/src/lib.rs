@@ -36,8 +36,8 @@ pub use control::Control;
 pub use engine::Timings;
 pub use faults::{BodyFault, FaultInjection, SlowReplies, SsoErrorStyle};
 pub use inventory::{
-    AffinityLabelSeed, ClusterSeed, DataCenterSeed, GIB, HostSeed, Inventory, NetworkSeed, StorageDomainSeed,
-    TemplateDiskSeed, TemplateNicSeed, TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
+    AffinityGroupSeed, AffinityLabelSeed, ClusterSeed, DataCenterSeed, GIB, HostSeed, Inventory, NetworkSeed,
+    StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed, TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
 };
 pub use server::{Simulator, SimulatorBuilder, SimulatorHandle};
 pub use shared::WriteRecord;

@@ -42,11 +42,7 @@ fn with_own_vm(
     }
     passed.pass(types::MACHINE_DISK_RESIZED, reasons::DISKS_READY);
     passed.pass(types::MACHINE_NETWORK_SET, reasons::NETWORK_SET);
-    passed.pass_with(
-        types::MACHINE_PLACEMENT_SET,
-        reasons::PLACEMENT_SET,
-        placement::describe(o),
-    );
+    placement::report_started(o, &mut passed);
     let addresses = power::running(o, vm, &mut passed)?;
     let mut decision = node::decide(o, vm, passed, power::has_internal_ip(&addresses));
     decision.status.mark_provisioned = true;

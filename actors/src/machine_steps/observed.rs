@@ -87,6 +87,9 @@ pub struct Observed {
     /// its groups comes first) or stop or delete it (leaving them comes first); the actor then reads them and
     /// decides again.
     pub groups: GroupsObservation,
+    /// The message of MachinePlacementSet when it said, before the first start, that a soft anti-affinity group
+    /// could not be used: kept once the VM runs, when the groups are no longer read.
+    pub placement_skipped: Option<String>,
 }
 
 /// The affinity groups (and labels) of the VM's oVirt cluster.

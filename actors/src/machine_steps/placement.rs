@@ -82,6 +82,19 @@ fn set(o: &Observed, passed: &mut Passed) -> Result<(), Box<Decision>> {
     Ok(())
 }
 
+/// MachinePlacementSet of a VM that runs: what it said before the first start when a soft group was skipped (the
+/// groups are not read again, and the VM is in none of them), else the placement.
+pub(super) fn report_started(o: &Observed, passed: &mut Passed) {
+    match &o.placement_skipped {
+        Some(message) => passed.pass_with(
+            types::MACHINE_PLACEMENT_SET,
+            reasons::ANTI_AFFINITY_SKIPPED,
+            message.clone(),
+        ),
+        None => passed.pass_with(types::MACHINE_PLACEMENT_SET, reasons::PLACEMENT_SET, describe(o)),
+    }
+}
+
 /// What MachinePlacementSet says of a placed VM: its failure domain and its groups.
 pub(super) fn describe(o: &Observed) -> String {
     let domain = match &o.failure_domain {

@@ -82,6 +82,7 @@ pub(super) fn ready_to_create() -> Observed {
             management_cluster: "mgmt-1".into(),
         },
         groups: crate::machine_steps::GroupsObservation::NotRead,
+        placement_skipped: None,
     }
 }
 

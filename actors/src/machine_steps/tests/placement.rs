@@ -231,3 +231,22 @@ fn a_deleted_vm_leaves_its_groups_first_the_last_member_removing_them() {
         GroupState::Joined { id: "g1".into() }
     );
 }
+
+#[test]
+fn a_running_vm_keeps_saying_its_soft_anti_affinity_was_skipped() {
+    let skipped = "an affinity group named \"x\" exists in oVirt that CAPOV did not create".to_string();
+    let o = Observed {
+        placement_skipped: Some(skipped.clone()),
+        ..running()
+    };
+    let d = decide(&o);
+    let placement = d.condition(types::MACHINE_PLACEMENT_SET).expect("MachinePlacementSet");
+    assert_eq!(
+        (placement.state, placement.reason, placement.message.as_str()),
+        (State::True, reasons::ANTI_AFFINITY_SKIPPED, skipped.as_str())
+    );
+    assert_eq!(
+        state_of(&decide(&running()), types::MACHINE_PLACEMENT_SET),
+        Some((State::True, reasons::PLACEMENT_SET))
+    );
+}

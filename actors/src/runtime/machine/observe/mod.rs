@@ -147,6 +147,7 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         groups_wanted,
         group_owner,
         groups: crate::machine_steps::GroupsObservation::NotRead,
+        placement_skipped: placement::skipped(&state.status),
     }
 }
 

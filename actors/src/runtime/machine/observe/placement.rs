@@ -63,3 +63,13 @@ pub fn of_machine(
     };
     (failure_domain, owner, wanted)
 }
+
+/// The message of the machine's MachinePlacementSet when it says a soft anti-affinity group was skipped.
+pub fn skipped(status: &capov_crds::OVirtMachineStatus) -> Option<String> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::conditions::types::MACHINE_PLACEMENT_SET)
+        .filter(|c| c.reason == crate::conditions::reasons::ANTI_AFFINITY_SKIPPED)
+        .map(|c| c.message.clone())
+}
