@@ -231,7 +231,7 @@ async fn kubectl_get_prints_the_documented_columns() {
     let machines_wide = stdout_of(&kubectl(plane, &["get", "capovm", "-n", &namespace, "-o", "wide"]));
     assert_eq!(
         header(&machines_wide),
-        ["NAME", "READY", "CLUSTER", "STATE", "PROVIDERID", "AGE"]
+        ["NAME", "READY", "CLUSTER", "STATE", "HOST", "PROVIDERID", "AGE"]
     );
     assert!(machines_wide.contains("ovirt://11111111-2222-4333-8444-555555555555"));
 
@@ -460,6 +460,89 @@ async fn invalid_objects_are_rejected_with_messages_that_say_what_to_fix() {
         "no credentials: set spec.credentialsSecretName",
     )
     .await;
+}
+
+/// Failure domains on the OVirtCluster and anti-affinity on machines and templates (issue #25).
+#[tokio::test]
+async fn placement_fields_are_rejected_with_messages_that_say_what_to_fix() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "placement").await.expect("namespace");
+    let cluster_kind = resource::<OVirtCluster>();
+    let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &cluster_kind);
+    let cluster = |name: &str, domains: Value| json!({"metadata": {"name": name}, "spec": {"failureDomains": domains}});
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "fd-nowhere",
+            json!([{"name": "rack-a"}]),
+            "spec.failureDomains[] needs ovirtcluster (an oVirt cluster), hostlabel",
+        ),
+        (
+            "fd-bad-name",
+            json!([{"name": "Rack_A", "ovirtcluster": "A"}]),
+            "spec.failureDomains[].name must be a DNS label",
+        ),
+        (
+            "fd-long-name",
+            json!([{"name": "a".repeat(64), "ovirtcluster": "A"}]),
+            "Too long: may not be more than 63",
+        ),
+        (
+            "fd-twice",
+            json!([{"name": "rack-a", "ovirtcluster": "A"}, {"name": "rack-a", "hostlabel": "rack-a"}]),
+            "spec.failureDomains[].name must be unique",
+        ),
+        (
+            "fd-empty-cluster",
+            json!([{"name": "rack-a", "ovirtcluster": ""}]),
+            "spec.failureDomains[].ovirtcluster must name a cluster in oVirt",
+        ),
+        (
+            "fd-empty-label",
+            json!([{"name": "rack-a", "hostlabel": ""}]),
+            "spec.failureDomains[].hostlabel must name an affinity label in oVirt",
+        ),
+        (
+            "fd-too-many",
+            Value::Array(
+                (0..101)
+                    .map(|n| json!({"name": format!("d{n}"), "ovirtcluster": "A"}))
+                    .collect(),
+            ),
+            "must have at most 100 items",
+        ),
+    ];
+    for (name, domains, expected) in cases {
+        expect_rejected(&clusters, &cluster_kind, cluster(name, domains), expected).await;
+    }
+    let good = json!([{"name": "rack-a", "ovirtcluster": "A", "controlPlane": true},
+                      {"name": "rack-b", "hostlabel": "rack-b", "controlPlane": false}]);
+    create_dynamic(&client, cluster_kind, cluster("fd-good", good), Some(&namespace)).await;
+
+    let machine_kind = resource::<OVirtMachine>();
+    let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &machine_kind);
+    let machine = json!({"metadata": {"name": "strict"}, "spec": merged(valid_machine_spec(), json!({"antiaffinity": "strict"}))});
+    expect_rejected(&machines, &machine_kind, machine, "Unsupported value: \"strict\"").await;
+    let template_kind = resource::<OVirtMachineTemplate>();
+    let templates: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &template_kind);
+    let spec = merged(valid_machine_spec(), json!({"antiaffinity": "always"}));
+    expect_rejected(
+        &templates,
+        &template_kind,
+        json!({"metadata": {"name": "t-always"}, "spec": {"template": {"spec": spec}}}),
+        "supported values: \"soft\", \"hard\", \"none\"",
+    )
+    .await;
+    for value in ["soft", "hard", "none"] {
+        let spec = merged(valid_machine_spec(), json!({"antiaffinity": value}));
+        create_dynamic(
+            &client,
+            machine_kind.clone(),
+            json!({"metadata": {"name": format!("aa-{value}")}, "spec": spec}),
+            Some(&namespace),
+        )
+        .await;
+    }
 }
 
 #[tokio::test]

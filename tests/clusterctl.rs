@@ -1,6 +1,6 @@
 //! clusterctl installs CAPOV: the release artifacts (`capov-release`, rendered from the charts and `templates/`)
 //! served as a local provider repository to the real clusterctl (built from Go modules by
-//! `tools/build-go-tools.sh --capi`), offline. Covers `generate provider`, `generate cluster` for both flavors,
+//! `tools/build-go-tools.sh --capi`), offline. Covers `generate provider`, `generate cluster` for every flavor,
 //! `generate yaml` of ovirt-provider.yaml, a server-side dry run of everything rendered against a real API server,
 //! and that the committed `release/` directory is what the generator writes.
 
@@ -253,7 +253,7 @@ fn listed_variables(output: &str) -> (Vec<String>, Vec<String>) {
 }
 
 #[test]
-fn list_variables_of_both_flavors() {
+fn list_variables_of_every_flavor() {
     let clusterctl = Clusterctl::new();
     let list = |flavor: &[&str]| {
         let mut args = vec![
@@ -294,6 +294,22 @@ fn list_variables_of_both_flavors() {
             "WORKER_MACHINE_COUNT",
         ]
     );
+
+    // The failure-domains flavor is the default one with its domains and the control plane's anti-affinity.
+    let (domains_required, domains_optional) = list(&["--flavor", "failure-domains"]);
+    assert_eq!(domains_required, required);
+    let mut expected_optional = default_optional.clone();
+    expected_optional.extend(
+        [
+            "FAILURE_DOMAIN_1",
+            "FAILURE_DOMAIN_2",
+            "FAILURE_DOMAIN_3",
+            "OVIRT_CONTROL_PLANE_ANTIAFFINITY",
+        ]
+        .map(String::from),
+    );
+    expected_optional.sort();
+    assert_eq!(domains_optional, expected_optional);
 
     let (no_kcp_required, no_kcp_optional) = list(&["--flavor", "no-kcp"]);
     assert_eq!(no_kcp_required, required);
@@ -344,6 +360,7 @@ fn every_variable_is_documented() {
         &["--flavor", "no-kcp"][..],
         &["--flavor", "kube-vip"][..],
         &["--flavor", "data-disks"][..],
+        &["--flavor", "failure-domains"][..],
     ] {
         let mut args = vec![
             "generate",
@@ -729,7 +746,7 @@ fn install_kubeadm_crds(plane: &ControlPlane) {
 }
 
 /// Everything clusterctl renders passes the real API server's validation (CRD schemas and CEL rules included):
-/// the provider components, ovirt-provider.yaml and both cluster flavors, in a fresh namespace.
+/// the provider components, ovirt-provider.yaml and every cluster flavor, in a fresh namespace.
 #[tokio::test]
 async fn rendered_objects_pass_a_server_side_dry_run() {
     let plane = capov_harness::shared().await;
@@ -803,7 +820,7 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
         ("VIP_POOL_NAME", "vips"),
         ("OVIRT_DATA_STORAGE_DOMAIN", "data1"),
     ];
-    for flavor in ["", "no-kcp", "kube-vip", "data-disks"] {
+    for flavor in ["", "no-kcp", "kube-vip", "data-disks", "failure-domains"] {
         let mut args = vec![
             "generate",
             "cluster",

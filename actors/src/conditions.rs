@@ -16,6 +16,11 @@ pub mod types {
     pub const MACHINE_CREATED: &str = "MachineCreated";
     pub const MACHINE_DISK_RESIZED: &str = "MachineDiskResized";
     pub const MACHINE_NETWORK_SET: &str = "MachineNetworkSet";
+    /// The VM is in its failure domain's place and in the affinity groups of its machine group (issue #25).
+    pub const MACHINE_PLACEMENT_SET: &str = "MachinePlacementSet";
+    /// The host the VM runs on, and whether it is up (issue #27); not part of Ready: what it means for the VM
+    /// shows on MachineOn.
+    pub const HOST_READY: &str = "HostReady";
     pub const MACHINE_ON: &str = "MachineOn";
     pub const K8S_PROVIDER_ID_SETUP: &str = "K8sProviderIDSetup";
     pub const MACHINE_DELETED: &str = "MachineDeleted";
@@ -128,7 +133,43 @@ pub mod reasons {
     pub const VNIC_PROFILE_NOT_FOUND: &str = "VnicProfileNotFound";
     pub const VNIC_PROFILE_AMBIGUOUS: &str = "VnicProfileAmbiguous";
 
+    /// The Machine's spec.failureDomain names a domain the OVirtCluster's spec.failureDomains does not define.
+    pub const FAILURE_DOMAIN_NOT_FOUND: &str = "FailureDomainNotFound";
+    /// The clone would not fit its storage domain (CAPOV's preflight); the engine was not asked.
+    pub const INSUFFICIENT_STORAGE: &str = "InsufficientStorage";
+    /// The engine refused the create for low disk space on a storage domain (its threshold or the room needed).
+    pub const LOW_DISK_SPACE: &str = "LowDiskSpace";
+
+    // MachinePlacementSet.
+    /// True: the VM is in its groups (or needs none); the message names them.
+    pub const PLACEMENT_SET: &str = "PlacementSet";
+    /// True: a soft anti-affinity group could not be used (no permission, a foreign group of its name); the VM
+    /// starts without it and the message says why.
+    pub const ANTI_AFFINITY_SKIPPED: &str = "AntiAffinitySkipped";
+    pub const JOINING_AFFINITY_GROUP: &str = "JoiningAffinityGroup";
+    /// A group of the name CAPOV uses exists but is not CAPOV's (no marker, or another's): never touched.
+    pub const AFFINITY_GROUP_CONFLICT: &str = "AffinityGroupConflict";
+    /// The engine does not let CAPOV's user list or change affinity groups (it needs an administrative role on the
+    /// cluster) or labels.
+    pub const AFFINITY_GROUP_UNAVAILABLE: &str = "AffinityGroupUnavailable";
+    /// The failure domain's host label is not an affinity label of the engine.
+    pub const AFFINITY_LABEL_NOT_FOUND: &str = "AffinityLabelNotFound";
+
+    // HostReady.
+    pub const HOST_UP: &str = "HostUp";
+    pub const HOST_PREPARING_FOR_MAINTENANCE: &str = "HostPreparingForMaintenance";
+    pub const HOST_IN_MAINTENANCE: &str = "HostInMaintenance";
+    /// The VM's state is unknown: CAPOV changes nothing on it until the host is back or fenced.
+    pub const HOST_NON_RESPONSIVE: &str = "HostNonResponsive";
+    /// Any other state of the host (connecting, non_operational, reboot, …).
+    pub const HOST_NOT_UP: &str = "HostNotUp";
+    /// The engine shows the VM on a host CAPOV's user cannot see, or before the first inventory poll.
+    pub const HOST_UNKNOWN: &str = "HostUnknown";
+
     // MachineOn.
+    /// The engine found no host that satisfies the scheduling constraints (hard anti-affinity, memory, the
+    /// failure domain's hosts); the start is retried with backoff.
+    pub const NO_SCHEDULABLE_HOST: &str = "NoSchedulableHost";
     pub const VM_POWERING_UP: &str = "VMPoweringUp";
     pub const VM_DOWN: &str = "VMDown";
     pub const VM_NOT_RESPONDING: &str = "VMNotResponding";
@@ -149,6 +190,8 @@ pub mod reasons {
     /// spec.gracefulshutdowntimeoutseconds: the guest was asked to shut down (ACPI) and has until the deadline.
     pub const VM_SHUTTING_DOWN: &str = "VMShuttingDown";
     pub const VM_DELETING: &str = "VMDeleting";
+    /// Taking the VM out of its affinity groups (removing a group it is the last member of) before deleting it.
+    pub const LEAVING_AFFINITY_GROUP: &str = "LeavingAffinityGroup";
     /// The VM is `unknown`, `saving_state` or `restoring_state`: the engine refuses stop and remove until it leaves.
     pub const VM_STATE_BLOCKS_DELETION: &str = "VMStateBlocksDeletion";
     /// The Node is gone and no VolumeAttachment names it: the disks CAPOV did not create are being detached (never
@@ -184,6 +227,7 @@ pub const MACHINE_READY_INPUTS: &[&str] = &[
     types::MACHINE_CREATED,
     types::MACHINE_DISK_RESIZED,
     types::MACHINE_NETWORK_SET,
+    types::MACHINE_PLACEMENT_SET,
     types::MACHINE_ON,
     types::K8S_PROVIDER_ID_SETUP,
 ];
@@ -427,6 +471,23 @@ const ALL_REASONS: &[&str] = &[
     reasons::DETACHING_VOLUMES,
     reasons::VOLUME_DETACHED,
     reasons::DELETED_FOR_MOVE,
+    reasons::FAILURE_DOMAIN_NOT_FOUND,
+    reasons::INSUFFICIENT_STORAGE,
+    reasons::LOW_DISK_SPACE,
+    reasons::PLACEMENT_SET,
+    reasons::ANTI_AFFINITY_SKIPPED,
+    reasons::JOINING_AFFINITY_GROUP,
+    reasons::AFFINITY_GROUP_CONFLICT,
+    reasons::AFFINITY_GROUP_UNAVAILABLE,
+    reasons::AFFINITY_LABEL_NOT_FOUND,
+    reasons::HOST_UP,
+    reasons::HOST_PREPARING_FOR_MAINTENANCE,
+    reasons::HOST_IN_MAINTENANCE,
+    reasons::HOST_NON_RESPONSIVE,
+    reasons::HOST_NOT_UP,
+    reasons::HOST_UNKNOWN,
+    reasons::NO_SCHEDULABLE_HOST,
+    reasons::LEAVING_AFFINITY_GROUP,
 ];
 
 #[cfg(test)]

@@ -2,12 +2,16 @@
 //! runtime (`runtime`) that observes, acts through the oVirt client and the Kubernetes API, and reports.
 
 pub mod addresses;
+pub mod affinity_groups;
 pub mod backoff;
 pub mod bootstrap_payload;
 pub mod bounded_text;
+pub mod capacity;
 pub mod conditions;
 pub mod control_plane_endpoint;
 pub mod disk_alias;
+pub mod engine_refusals;
+pub mod failure_domains;
 pub mod feature_gates;
 pub mod guest_network;
 pub mod identity;
@@ -16,6 +20,7 @@ pub mod machine_steps;
 pub mod management_clusters;
 pub mod metrics;
 pub mod nics;
+pub mod node_topology;
 pub mod placement;
 pub mod runtime;
 pub mod tenancy;

@@ -7,7 +7,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use capov_ovirt::model::{VmFacts, VmStatus};
 
 use crate::addresses::ReportedDevice;
-use crate::machine_steps::VmDisk;
+use crate::machine_steps::{VmDisk, VmHost};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct VmSnapshot {
@@ -25,6 +25,11 @@ pub struct VmSnapshot {
     pub nics: Option<Vec<SnapshotNic>>,
     /// Present when the answer inlined what the guest agent reports (`follow=reported_devices`).
     pub reported_devices: Option<Vec<ReportedDevice>>,
+    /// The id of the oVirt cluster the VM is in.
+    pub cluster_id: Option<String>,
+    /// The host the VM runs on, with its name and status as the provider's last inventory poll saw them
+    /// ([`VmSnapshot::with_hosts`]); None while it is not running.
+    pub host: Option<VmHost>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -93,7 +98,14 @@ impl VmSnapshot {
                 .collect();
             tight(devices)
         });
+        let host = facts.host.and_then(|host| host.id).map(|id| VmHost {
+            id,
+            name: None,
+            status: None,
+        });
         Some(VmSnapshot {
+            cluster_id: facts.cluster.and_then(|cluster| cluster.id),
+            host,
             id: facts.id?,
             name: facts.name.unwrap_or_default(),
             description: facts.description.unwrap_or_default(),
@@ -121,12 +133,27 @@ impl VmSnapshot {
             disks,
             nics,
             reported_devices,
+            cluster_id,
+            host,
         } = self;
         (id, name, description, status, os_type, started, nics, reported_devices).hash(&mut hasher);
+        (cluster_id, host).hash(&mut hasher);
         if with_disks {
             disks.hash(&mut hasher);
         }
         hasher.finish()
+    }
+
+    /// Names the VM's host and its status from an inventory poll: a host that goes into maintenance or stops
+    /// answering changes the snapshot, and so reaches the machine through the provider's poll.
+    pub fn with_hosts(mut self, inventory: Option<&crate::capacity::Inventory>) -> VmSnapshot {
+        if let (Some(host), Some(inventory)) = (self.host.as_mut(), inventory)
+            && let Some(fact) = inventory.host(&host.id)
+        {
+            host.name = Some(fact.name.clone());
+            host.status = Some(fact.status.clone());
+        }
+        self
     }
 
     /// Both fingerprints, for a watch of either cadence.

@@ -202,12 +202,16 @@ async fn without_a_guest_agent_the_machine_says_why_it_has_no_address_and_backs_
             &[("kind", "machine"), ("result", "error")],
         )
     };
-    let (passes, requests) = (backed_off(&world), control.counter("total"));
+    // The provider's inventory poll (issue 27: hosts, clusters, storage domains, one request each, every 6 polls of
+    // 200 ms here) is the provider's, not the machine's: only the inventory reads /hosts, so it is counted by them.
+    let machine_requests =
+        |control: &capov_ovirt_sim::Control| control.counter("total") - 3 * control.counter("GET /hosts");
+    let (passes, requests) = (backed_off(&world), machine_requests(control));
     eventually(Duration::from_secs(60), "two more backed-off passes", || async {
         (backed_off(&world) >= passes + 2.0).then_some(())
     })
     .await;
-    let sent = control.counter("total") - requests;
+    let sent = machine_requests(control) - requests;
     assert!(sent <= 40, "two passes, not a loop: {sent} engine requests");
     world.stop_operator().await;
 }

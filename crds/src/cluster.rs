@@ -1,6 +1,9 @@
 //! OVirtCluster: the infrastructure side of a CAPI Cluster on oVirt.
 
+use std::collections::BTreeMap;
+
 use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::condition::Condition;
@@ -59,6 +62,15 @@ pub struct OVirtClusterSpec {
         "spec.controlPlaneEndpointFromPool cannot change: the address it gave is the workload cluster's API address"
     ))]
     pub control_plane_endpoint_from_pool: Option<EndpointFromPool>,
+    /// Failure domains CAPI may place machines in, each an oVirt cluster, a set of hosts carrying an oVirt affinity
+    /// label, or both. CAPOV publishes them in status.failureDomains: KubeadmControlPlane spreads its machines over
+    /// those with controlPlane true, a MachineDeployment names one in spec.template.spec.failureDomain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    #[x_kube(validation = Rule::new("self.all(d, self.exists_one(e, e.name == d.name))").message(
+        "spec.failureDomains[].name must be unique: give each failure domain a name of its own"
+    ))]
+    pub failure_domains: Vec<FailureDomainSpec>,
 }
 
 /// An IPAM pool to take the control-plane endpoint from, and the API server's port.
@@ -77,6 +89,46 @@ pub struct EndpointFromPool {
 
 fn default_api_port() -> i32 {
     6443
+}
+
+/// One failure domain: where the VMs of the machines CAPI places in it run.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("has(self.ovirtcluster) || has(self.hostlabel)").message(
+    "spec.failureDomains[] needs ovirtcluster (an oVirt cluster), hostlabel (an oVirt affinity label its hosts \
+     carry), or both"
+))]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDomainSpec {
+    /// The name CAPI uses (Machine.spec.failureDomain), e.g. rack-a: lower-case letters, digits and '-'.
+    #[schemars(length(max = 63))]
+    // No `$` anchor: clusterctl would take it for a variable in the released CRDs.
+    #[x_kube(validation = Rule::new(
+        "self != '' && !self.matches('[^-a-z0-9]') && !self.startsWith('-') && !self.endsWith('-')"
+    ).message(
+        "spec.failureDomains[].name must be a DNS label: lower-case letters, digits and '-', at most 63 characters, \
+         starting and ending with a letter or digit, e.g. rack-a"
+    ))]
+    pub name: String,
+
+    /// The oVirt cluster whose hosts make up the domain: a machine placed here gets its VM in this cluster instead of
+    /// its spec.ovirtcluster. Omitted: the machine's spec.ovirtcluster.
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.failureDomains[].ovirtcluster must name a cluster in oVirt, or be left out"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ovirtcluster: Option<String>,
+
+    /// An oVirt affinity label carried by the domain's hosts: a machine placed here runs only on hosts with it
+    /// (CAPOV puts its VM into an affinity group with a hard VM-to-host rule for the label).
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.failureDomains[].hostlabel must name an affinity label in oVirt, or be left out"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostlabel: Option<String>,
+
+    /// Whether control-plane machines may be placed here. Default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<bool>,
 }
 
 /// A host and port of an API server.
@@ -109,4 +161,70 @@ pub struct OVirtClusterStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
+
+    /// CAPI v1beta2 contract: the failure domains of spec.failureDomains, which CAPI copies to the Cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub failure_domains: Vec<FailureDomainStatus>,
+
+    /// What the oVirt clusters and storage domains this cluster's machines use have free, as the engine reported it
+    /// at the provider's last inventory poll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<ClusterCapacity>,
+}
+
+/// A failure domain as CAPI reads it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDomainStatus {
+    pub name: String,
+    /// Whether control-plane machines may be placed here.
+    pub control_plane: bool,
+    /// Where the domain is in oVirt: ovirtcluster and hostlabel, as set in spec.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Free capacity of the oVirt clusters and storage domains a cluster's machines use.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterCapacity {
+    /// The oVirt clusters of the machines and failure domains.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ovirt_clusters: Vec<OVirtClusterCapacity>,
+    /// The data domains of those clusters' data centers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage_domains: Vec<StorageDomainCapacity>,
+}
+
+/// What the hosts of one oVirt cluster can still take.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OVirtClusterCapacity {
+    /// The OVirtProvider whose engine holds the cluster.
+    pub provider: String,
+    pub name: String,
+    pub hosts: i64,
+    /// Hosts that are up: the only ones the engine starts VMs on.
+    pub hosts_up: i64,
+    /// Logical CPUs of the hosts that are up. oVirt shares CPUs among VMs; a VM with more vCPUs than
+    /// largestHostCpus starts on no host.
+    pub cpus: i64,
+    pub largest_host_cpus: i64,
+    /// Memory the engine may still give VMs on the hosts that are up (the sum of their max_scheduling_memory).
+    pub free_memory_bytes: i64,
+    /// The most one host can take: a VM with more memory starts on no host.
+    pub largest_free_memory_bytes: i64,
+}
+
+/// The space of one storage domain.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageDomainCapacity {
+    pub provider: String,
+    pub name: String,
+    pub available_bytes: i64,
+    pub used_bytes: i64,
+    /// Below this much available space the engine refuses new disks on the domain (critical_space_action_blocker).
+    pub critical_space_bytes: i64,
 }

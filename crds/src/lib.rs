@@ -13,12 +13,15 @@ pub mod machine;
 pub mod provider;
 pub mod template;
 
-pub use cluster::{ApiEndpoint, EndpointFromPool, OVirtCluster, OVirtClusterSpec, OVirtClusterStatus};
+pub use cluster::{
+    ApiEndpoint, ClusterCapacity, EndpointFromPool, FailureDomainSpec, FailureDomainStatus, OVirtCluster,
+    OVirtClusterCapacity, OVirtClusterSpec, OVirtClusterStatus, StorageDomainCapacity,
+};
 pub use condition::{Condition, ConditionStatus, Severity};
 pub use ipam::IpPoolRef;
 pub use machine::{
-    CpuTopology, DataDisk, DataDiskStatus, DiskFormat, DiskInterface, Dns, Initialization, MachineAddress,
-    MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec, OVirtMachineStatus, VmType,
+    AntiAffinity, CpuTopology, DataDisk, DataDiskStatus, DiskFormat, DiskInterface, Dns, Initialization,
+    MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec, OVirtMachineStatus, VmType,
 };
 pub use provider::{AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
 pub use template::{OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec, TemplateObjectMeta};

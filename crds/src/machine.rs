@@ -26,6 +26,7 @@ use crate::condition::Condition;
         priority = 1
     ),
     printcolumn(name = "State", type_ = "string", json_path = ".status.vmStatus", priority = 1),
+    printcolumn(name = "Host", type_ = "string", json_path = ".status.host", priority = 1),
     printcolumn(name = "ProviderID", type_ = "string", json_path = ".spec.providerID", priority = 1),
     printcolumn(
         name = "Age",
@@ -155,6 +156,10 @@ pub struct MachineSettings {
     ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gracefulshutdowntimeoutseconds: Option<i64>,
+
+    /// Anti-affinity of the VMs of this machine's group. Default soft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub antiaffinity: Option<AntiAffinity>,
 }
 
 /// One extra disk of the VM.
@@ -247,6 +252,22 @@ impl DiskFormat {
             DiskFormat::Raw => "raw",
         }
     }
+}
+
+/// Keep the VMs of one group (a control plane, or a MachineDeployment) on different hosts, through an oVirt
+/// affinity group CAPOV creates per group and oVirt cluster: soft (the default: the engine prefers other hosts but
+/// stacks VMs when it must), hard (a VM that no host can take without a sibling stays down, with a condition saying
+/// so), or none.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AntiAffinity {
+    /// The engine prefers hosts without a sibling, and uses one when no other host can take the VM.
+    #[default]
+    Soft,
+    /// The engine starts a VM only on a host without a sibling.
+    Hard,
+    /// No affinity group.
+    None,
 }
 
 /// oVirt VM type.
@@ -418,6 +439,14 @@ pub struct OVirtMachineStatus {
     /// The data disks of spec.datadisks as created in oVirt.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data_disks: Vec<DataDiskStatus>,
+
+    /// The host the VM runs on (kept current when it migrates); absent while it is not running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+
+    /// The failure domain the VM was placed in (the Machine's spec.failureDomain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_domain: Option<String>,
 }
 
 /// One data disk in oVirt.

@@ -26,11 +26,11 @@ fn bad_search(message: &str, format: Format) -> Reply {
 }
 
 /// What a request body must be: the model type of its root and the usage link the engine names when it is not.
-struct BodyOf {
+pub(crate) struct BodyOf {
     /// Model type (`Vm`, `Nic`, …; `Action` for actions).
-    root: &'static str,
+    pub(crate) root: &'static str,
     /// `service/methods/method` of the engine's API documentation (`UsageFinder`).
-    usage: &'static str,
+    pub(crate) usage: &'static str,
 }
 
 const VM_ADD: BodyOf = BodyOf {
@@ -71,7 +71,7 @@ const DISK_UPDATE: BodyOf = BodyOf {
 };
 
 /// Checks the body against the engine's model (see [`crate::schema`]), then decodes it.
-fn decode<T: serde::de::DeserializeOwned>(
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     shared: &Arc<Shared>,
     req: &Incoming,
     format: Format,

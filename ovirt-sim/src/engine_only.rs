@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::wire::Format;
 
 /// The elements, as the engine renders them for a server VM of a 4.4 cluster. `up` adds what only a running VM
-/// shows (its host, the guest's OS and time zone as the agent reports them).
+/// shows (the guest's OS and time zone as the agent reports them; its host is in the model, `render::vm`).
 fn elements(up: bool) -> Value {
     let mut value = json!({
         "bios": {"boot_menu": {"enabled": false}, "type": "q35_sea_bios"},
@@ -48,8 +48,6 @@ fn elements(up: bool) -> Value {
     });
     if up {
         let extra = json!({
-            "host": {"@href": "/ovirt-engine/api/hosts/6e3b9bd2-6cfa-4ab7-8d14-9c0c5b2f2e11",
-                     "@id": "6e3b9bd2-6cfa-4ab7-8d14-9c0c5b2f2e11"},
             "guest_operating_system": {
                 "architecture": "x86_64", "codename": "", "distribution": "Red Hat Enterprise Linux CoreOS",
                 "family": "Linux", "kernel": {"version": {"build": 0, "full_version": "5.14.0-284.el9.x86_64",

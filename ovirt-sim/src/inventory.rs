@@ -19,6 +19,65 @@ pub struct Inventory {
     pub vnic_profiles: Vec<VnicProfileSeed>,
     pub templates: Vec<TemplateSeed>,
     pub vms: Vec<VmSeed>,
+    pub hosts: Vec<HostSeed>,
+    /// Affinity labels; hosts name the ones they carry ([`HostSeed::labels`]).
+    pub affinity_labels: Vec<AffinityLabelSeed>,
+    /// Affinity groups made by someone else than CAPOV (an administrator), seeded after the VMs they name.
+    pub affinity_groups: Vec<AffinityGroupSeed>,
+}
+
+/// A hypervisor of a cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostSeed {
+    pub id: Option<String>,
+    pub name: String,
+    pub cluster: String,
+    /// up, maintenance, non_responsive, …
+    pub status: String,
+    pub memory_bytes: u64,
+    pub sockets: u32,
+    pub cores: u32,
+    pub threads: u32,
+    /// Names of the affinity labels the host carries.
+    pub labels: Vec<String>,
+}
+
+impl Default for HostSeed {
+    fn default() -> Self {
+        Self {
+            id: None,
+            name: String::new(),
+            cluster: "Default".into(),
+            status: "up".into(),
+            memory_bytes: 256 * GIB,
+            sockets: 2,
+            cores: 16,
+            threads: 2,
+            labels: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AffinityLabelSeed {
+    pub id: Option<String>,
+    pub name: String,
+}
+
+/// A VM-to-VM negative affinity group of a cluster, with the VMs it names.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AffinityGroupSeed {
+    pub id: Option<String>,
+    pub name: String,
+    pub cluster: String,
+    pub description: String,
+    /// Names of seeded VMs.
+    pub vms: Vec<String>,
+    /// Hard (enforcing) rather than soft.
+    pub enforcing: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -51,6 +110,9 @@ pub struct StorageDomainSeed {
     pub used_bytes: u64,
     /// nfs (default), glusterfs, posixfs, iscsi or fcp.
     pub storage_type: String,
+    /// GiB: below this much available space the engine refuses new disks (`critical_space_action_blocker`; the
+    /// engine's default `CriticalSpaceActionBlocker` is 5).
+    pub critical_space_action_blocker: u64,
 }
 
 impl Default for StorageDomainSeed {
@@ -62,9 +124,11 @@ impl Default for StorageDomainSeed {
             kind: "data".into(),
             status: "active".into(),
             external_status: "ok".into(),
-            available_bytes: 1024 * GIB,
+            // A large SAN: a thousand clones of the default template (2.5 GiB allocated each) fit.
+            available_bytes: 16 * 1024 * GIB,
             used_bytes: 100 * GIB,
             storage_type: "nfs".into(),
+            critical_space_action_blocker: 5,
         }
     }
 }
@@ -253,6 +317,19 @@ pub fn default_inventory() -> Inventory {
             },
         ],
         vms: Vec::new(),
+        // Three hosts as large as the largest a cluster level 4.x host may be, so that thousands of VMs of the
+        // default templates fit (benchmarks); tests that need scarcity seed their own.
+        hosts: (1..=3)
+            .map(|n| HostSeed {
+                name: format!("host-{n}"),
+                memory_bytes: 16 * 1024 * GIB,
+                sockets: 4,
+                cores: 64,
+                ..HostSeed::default()
+            })
+            .collect(),
+        affinity_labels: Vec::new(),
+        affinity_groups: Vec::new(),
     }
 }
 
@@ -324,6 +401,7 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
                 external_status: sd.external_status.clone(),
                 available: sd.available_bytes,
                 used: sd.used_bytes,
+                critical_space_action_blocker: sd.critical_space_action_blocker,
                 master,
                 storage_type: sd.storage_type.clone(),
             },
@@ -371,9 +449,99 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
     for template in &inventory.templates {
         seed_template(state, template)?;
     }
+    for label in &inventory.affinity_labels {
+        let id = id_or_new(&label.id);
+        state.affinity_labels.insert(
+            id.clone(),
+            AffinityLabelRecord {
+                id,
+                name: label.name.clone(),
+                host_ids: Vec::new(),
+                vm_ids: Vec::new(),
+            },
+        );
+    }
+    for host in &inventory.hosts {
+        seed_host(state, host)?;
+    }
     for vm in &inventory.vms {
         seed_vm(state, vm)?;
     }
+    for group in &inventory.affinity_groups {
+        seed_affinity_group(state, group)?;
+    }
+    Ok(())
+}
+
+fn seed_affinity_group(state: &mut State, seed: &AffinityGroupSeed) -> Result<(), String> {
+    let cluster_id = state
+        .clusters
+        .values()
+        .find(|c| c.name == seed.cluster)
+        .map(|c| c.id.clone())
+        .ok_or_else(|| format!("unknown cluster {:?}", seed.cluster))?;
+    let vm_ids = seed
+        .vms
+        .iter()
+        .map(|name| {
+            let vm = state.vms.values().find(|vm| &vm.name == name);
+            vm.map(|vm| vm.id.clone()).ok_or_else(|| format!("unknown VM {name:?}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let id = id_or_new(&seed.id);
+    let off = Rule::default();
+    state.affinity_groups.insert(
+        id.clone(),
+        AffinityGroupRecord {
+            id,
+            name: seed.name.clone(),
+            description: seed.description.clone(),
+            cluster_id,
+            vms_rule: Rule {
+                enabled: true,
+                positive: false,
+                enforcing: seed.enforcing,
+            },
+            hosts_rule: off,
+            priority: 1.0,
+            vm_ids,
+            host_ids: Vec::new(),
+            vm_label_ids: Vec::new(),
+            host_label_ids: Vec::new(),
+        },
+    );
+    Ok(())
+}
+
+fn seed_host(state: &mut State, seed: &HostSeed) -> Result<(), String> {
+    let cluster_id = state
+        .clusters
+        .values()
+        .find(|c| c.name == seed.cluster)
+        .map(|c| c.id.clone())
+        .ok_or_else(|| format!("unknown cluster {:?}", seed.cluster))?;
+    let id = id_or_new(&seed.id);
+    for name in &seed.labels {
+        let label = state
+            .affinity_labels
+            .values_mut()
+            .find(|l| &l.name == name)
+            .ok_or_else(|| format!("unknown affinity label {name:?}"))?;
+        label.host_ids.push(id.clone());
+    }
+    state.hosts.insert(
+        id.clone(),
+        HostRecord {
+            id,
+            name: seed.name.clone(),
+            cluster_id,
+            status: capov_ovirt::model::HostStatus::parse(&seed.status),
+            memory: seed.memory_bytes,
+            sockets: seed.sockets,
+            cores: seed.cores,
+            threads: seed.threads,
+        },
+    );
     Ok(())
 }
 
@@ -518,6 +686,16 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
     let address_index = state.allocate_address();
     let status = VmStatus::parse(&seed.status);
     let guest_agent = state.templates.get(&template_id).is_none_or(|t| t.guest_agent);
+    // A running VM runs somewhere: the first host of its cluster that is up.
+    let host = runs_on_a_host(&status)
+        .then(|| {
+            state
+                .hosts
+                .values()
+                .find(|h| h.cluster_id == cluster && h.status == capov_ovirt::model::HostStatus::Up)
+                .map(|h| h.id.clone())
+        })
+        .flatten();
     state.insert_vm(VmRecord {
         id: id.clone(),
         name: seed.name.clone(),
@@ -567,6 +745,10 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
         ignores_acpi: false,
         tag_ids: Default::default(),
         created_by: seed.created_by.clone(),
+        placement: Placement {
+            host,
+            migrating_to: None,
+        },
     });
     Ok(())
 }

@@ -10,7 +10,9 @@
 //! ```
 
 mod api;
+mod api_placement;
 mod control;
+mod control_hosts;
 mod engine;
 mod engine_only;
 mod faults;
@@ -18,6 +20,7 @@ mod guest_network;
 mod ids;
 mod inventory;
 mod render;
+mod render_placement;
 mod request;
 mod routes;
 mod schema;
@@ -34,11 +37,12 @@ pub use control::Control;
 pub use engine::Timings;
 pub use faults::{BodyFault, FaultInjection, SlowReplies, SsoErrorStyle};
 pub use inventory::{
-    ClusterSeed, DataCenterSeed, GIB, Inventory, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed,
-    TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
+    AffinityGroupSeed, AffinityLabelSeed, ClusterSeed, DataCenterSeed, GIB, HostSeed, Inventory, NetworkSeed,
+    StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed, TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
 };
 pub use server::{Simulator, SimulatorBuilder, SimulatorHandle};
 pub use shared::WriteRecord;
 pub use state::{
-    Delivered, DiskSnapshot, EngineVersion, InitNetwork, InitNic, NicSnapshot, Protocol, Transition, VmSnapshot,
+    AffinityGroupSnapshot, Delivered, DiskSnapshot, EngineVersion, HostSnapshot, InitNetwork, InitNic, NicSnapshot,
+    Protocol, Rule, Transition, VmSnapshot,
 };

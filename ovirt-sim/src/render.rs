@@ -29,9 +29,11 @@ fn actions(base: &str, rels: &[&str]) -> Option<Actions> {
 
 pub fn api_root(state: &State) -> Api {
     let collections = [
+        "affinitylabels",
         "clusters",
         "datacenters",
         "disks",
+        "hosts",
         "jobs",
         "networks",
         "storagedomains",
@@ -42,7 +44,7 @@ pub fn api_root(state: &State) -> Api {
     let mut api_links = Vec::new();
     for collection in collections {
         api_links.push(Link::new(href(collection), collection));
-        if collection != "vnicprofiles" && collection != "jobs" {
+        if !matches!(collection, "vnicprofiles" | "jobs" | "affinitylabels") {
             api_links.push(Link::new(
                 format!("{}?search={{query}}", href(collection)),
                 format!("{collection}/search"),
@@ -71,8 +73,8 @@ pub fn api_root(state: &State) -> Api {
         }),
         summary: Some(ApiSummary {
             hosts: Some(SummaryCount {
-                active: Some(1),
-                total: Some(1),
+                active: Some(state.hosts.values().filter(|h| h.status == HostStatus::Up).count() as u64),
+                total: Some(state.hosts.len() as u64),
             }),
             storage_domains: Some(SummaryCount {
                 active: Some(state.storage_domains.values().filter(|s| s.status == "active").count() as u64),
@@ -172,6 +174,7 @@ pub fn storage_domain(sd: &StorageDomainRecord, in_data_center: bool) -> Storage
         ),
         available: Some(sd.available),
         committed: Some(sd.used),
+        critical_space_action_blocker: Some(sd.critical_space_action_blocker),
         external_status: Some(sd.external_status.clone()),
         master: Some(sd.master),
         status,
@@ -570,6 +573,8 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         }),
         kind: Some(VmType::parse(&v.kind)),
         cluster: Some(linked("clusters", &v.cluster_id)),
+        // `VmMapper` links the host the VM runs on (`run_on_vds`), none while it is not running.
+        host: v.placement.host.as_ref().map(|host| linked("hosts", host)),
         // `VmMapper.mapVmStatus` maps ImageIllegal to nothing: the element is left out.
         status: (v.status.as_str() != crate::engine::IMAGE_ILLEGAL).then(|| v.status.clone()),
         start_time: if is_down { None } else { v.start_time.map(format_time) },

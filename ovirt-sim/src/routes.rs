@@ -13,7 +13,7 @@ use crate::faults::{fault_matches, faulty_body};
 use crate::request::Incoming;
 use crate::shared::{Shared, WriteRecord};
 use crate::wire::{Format, Reply};
-use crate::{api, sso};
+use crate::{api, api_placement, control_hosts, sso};
 
 /// Where the engine's REST API lives.
 pub const API_PREFIX: &str = "/ovirt-engine/api";
@@ -45,7 +45,11 @@ fn api_path(path: &str) -> Option<&str> {
 pub async fn respond(shared: Arc<Shared>, req: Incoming) -> Reply {
     if let Some(rest) = req.path.strip_prefix("/sim/") {
         let path: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-        return control::handle(&Control { shared: shared.clone() }, &req, &path);
+        let control = Control { shared: shared.clone() };
+        if control_hosts::handles(&path) {
+            return control_hosts::handle(&control, &req, &path);
+        }
+        return control::handle(&control, &req, &path);
     }
     let correlation_id = req
         .header("correlation-id")
@@ -108,6 +112,11 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
             let received_ms = u64::try_from(crate::ids::now_millis()).unwrap_or_default();
             let matching = (faults.body_fault.is_some() || faults.writes_without_effect) && fault_matches(&faults, req);
             let write = matches!(req.method, Method::PUT | Method::POST | Method::DELETE);
+            let handle = if api_placement::handles(&segments) {
+                api_placement::handle
+            } else {
+                api::handle
+            };
             let reply = if matching && faults.writes_without_effect && write {
                 let read = Incoming {
                     method: Method::GET,
@@ -116,9 +125,9 @@ async fn engine_reply(shared: &Arc<Shared>, req: &Incoming) -> Reply {
                     headers: req.headers.clone(),
                     body: Bytes::new(),
                 };
-                api::handle(shared, &read, &segments, format, &caller)
+                handle(shared, &read, &segments, format, &caller)
             } else {
-                api::handle(shared, req, &segments, format, &caller)
+                handle(shared, req, &segments, format, &caller)
             };
             if write {
                 shared.record_write(WriteRecord {

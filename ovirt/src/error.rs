@@ -209,6 +209,41 @@ impl Error {
         self.conflict_contains(&["name is already in use"])
     }
 
+    /// 409 `ACTION_TYPE_FAILED_DISK_SPACE_LOW_ON_STORAGE_DOMAIN`: "Low disk space on Storage Domain …" (add VM, add
+    /// disk).
+    pub fn is_low_disk_space(&self) -> bool {
+        self.conflict_contains(&["low disk space on storage domain"])
+    }
+
+    /// 409 from the scheduler on run or migrate: no host passed its filters (`SCHEDULING_ALL_HOSTS_FILTERED_OUT`), or
+    /// the cluster has no host that is up (`SCHEDULING_NO_HOSTS`).
+    pub fn is_no_host_to_run(&self) -> bool {
+        self.conflict_contains(&[
+            "no host that satisfies current scheduling constraints",
+            "there are no hosts to use",
+        ])
+    }
+
+    /// 400 `ACTION_TYPE_FAILED_AFFINITY_GROUP_NAME_EXISTS`: affinity group names are unique in the whole engine.
+    pub fn is_affinity_group_name_taken(&self) -> bool {
+        self.bad_request_contains(&["affinity group name already exists"])
+    }
+
+    /// 400 `ACTION_TYPE_FAILED_DUPLICATE_ENTITY_IN_AFFINITY_GROUP`: the VM is a member already.
+    pub fn is_already_a_member(&self) -> bool {
+        self.bad_request_contains(&["duplicate vm"])
+    }
+
+    fn bad_request_contains(&self, needles: &[&str]) -> bool {
+        match self {
+            Error::BadRequest { detail, .. } => {
+                let detail = detail.to_ascii_lowercase();
+                needles.iter().any(|needle| detail.contains(needle))
+            }
+            _ => false,
+        }
+    }
+
     fn conflict_contains(&self, needles: &[&str]) -> bool {
         match self {
             Error::Conflict { detail, .. } => {

@@ -20,6 +20,7 @@ mod config;
 mod error;
 mod observe;
 mod ops;
+mod ops_placement;
 mod redact;
 mod sso;
 

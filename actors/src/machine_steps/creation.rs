@@ -11,6 +11,7 @@ use super::recorded_engine::engine_changed;
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::guest_network::GuestNetwork;
+use crate::failure_domains::FailureDomainChoice;
 use crate::identity::{NotOwned, Ownership, format_provider_id, parse_provider_id};
 use crate::placement::choose_placement;
 
@@ -98,10 +99,23 @@ pub(super) fn find_own_vm<'o>(
                 created_or_on(reasons::VM_NOT_OWNED, not_owned_message(provider_id, why)),
             ),
         },
-        (None, None) => passed.take().stop(
-            Action::CreateVm(Box::new(create_plan(o, format, network.clone()))),
-            None,
-        ),
+        (None, None) => match &o.failure_domain {
+            FailureDomainChoice::Unknown { name, known } => passed.take().wait(
+                Requeue::OnChange,
+                ConditionUpdate::false_(
+                    types::MACHINE_CREATED,
+                    reasons::FAILURE_DOMAIN_NOT_FOUND,
+                    Severity::Error,
+                    format!(
+                        "the Machine's spec.failureDomain {name:?} is not among the OVirtCluster's \
+                         spec.failureDomains ({known:?}): add it there, or place the Machine in one of those"
+                    ),
+                ),
+            ),
+            _ => passed
+                .take()
+                .stop(Action::CreateVm(Box::new(create_plan(o, format, network.clone()))), None),
+        },
         // Created by this object, disks still being copied: the create may still fail and the engine then deletes
         // the VM; spec.providerID (write-once) waits until the copy is done. The VM is recorded meanwhile, so that a
         // deletion while the machine's access is revoked does not release it with its VM still there.
@@ -162,7 +176,7 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat, network: GuestNe
     CreateVmPlan {
         name: o.vm_name(),
         description: o.owner.marker(),
-        ovirt_cluster: s.ovirtcluster.clone(),
+        ovirt_cluster: o.failure_domain.ovirt_cluster(&s.ovirtcluster).to_string(),
         template: s.template.clone(),
         vm_type: s.vmtype,
         cpu: s.cpu.clone(),

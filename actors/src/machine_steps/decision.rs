@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use capov_crds::{CpuTopology, DataDiskStatus, DiskFormat, DiskInterface, MachineAddress, Memory, VmType};
 
+use crate::affinity_groups::{Leave, WantedGroup};
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::ConditionUpdate;
 use crate::guest_network::GuestNetwork;
@@ -34,6 +35,10 @@ pub struct StatusChange {
     pub vm_status: Option<String>,
     /// `status.dataDisks`: the data disks as created.
     pub data_disks: Option<Vec<DataDiskStatus>>,
+    /// `status.host`: Some(None) clears it (the VM is not running).
+    pub host: Option<Option<String>>,
+    /// `status.failureDomain`.
+    pub failure_domain: Option<String>,
 }
 
 /// When to reconcile again without an event.
@@ -104,6 +109,10 @@ pub enum Action {
     CreateIpClaims(Vec<WantedClaim>),
     /// Let these IPAddressClaims of the OVirtMachine go: CAPOV's finalizer removed, the claim deleted.
     ReleaseIpClaims(Vec<String>),
+    /// Put the VM into one of its affinity groups, creating the group (with the VM in it) when there is none yet.
+    JoinAffinityGroup(Box<JoinGroup>),
+    /// Take the VM out of one of its affinity groups before it goes; the last member removes the group.
+    LeaveAffinityGroup(Box<LeaveGroup>),
     StartVm {
         use_ignition: bool,
     },
@@ -132,6 +141,11 @@ pub enum Action {
         vm_id: String,
         disks: Vec<VmDisk>,
     },
+    /// Set CAPOV's topology labels on the VM's Node ([`crate::node_topology`]).
+    SetNodeLabels {
+        node_name: String,
+        labels: std::collections::BTreeMap<String, String>,
+    },
     /// `POST /vms/{id}/stop` with `force=true`.
     StopVmForce {
         vm_id: String,
@@ -146,6 +160,23 @@ pub enum Action {
     },
     /// Every step is done; keep addresses current per `Requeue`.
     Done(Requeue),
+}
+
+/// An affinity group the VM joins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinGroup {
+    pub group: WantedGroup,
+    /// The VM's oVirt cluster, where the group lives.
+    pub cluster_id: String,
+    pub vm_id: String,
+}
+
+/// An affinity group the VM leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaveGroup {
+    pub cluster_id: String,
+    pub vm_id: String,
+    pub leave: Leave,
 }
 
 /// What the create request needs from the spec; the executor resolves cluster, template and storage domain in
@@ -191,6 +222,7 @@ impl Action {
                 | Action::ReadNode
                 | Action::ReadNodeRelease
                 | Action::SetNodeProviderId { .. }
+                | Action::SetNodeLabels { .. }
         )
     }
 }
@@ -208,6 +240,8 @@ impl Action {
                 | Action::SyncNics(_)
                 | Action::TagVm(_)
                 | Action::AddDataDisk(_)
+                | Action::JoinAffinityGroup(_)
+                | Action::LeaveAffinityGroup(_)
                 | Action::StartVm { .. }
                 | Action::ShutdownVm { .. }
                 | Action::StopVmForce { .. }

@@ -9,6 +9,7 @@ use capov_crds::labels::{DELETE_FOR_MOVE_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
 
 use super::decision::{Action, Decision, Requeue};
 use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection, VmDisk};
+use super::placement;
 use super::recorded_engine::engine_changed;
 use super::removal::{NON_SYSTEM_DISK_MESSAGE, by_status, deleted};
 use super::volume_release;
@@ -106,6 +107,18 @@ pub(super) fn decide(o: &Observed) -> Decision {
         )
     };
     let condition = volume_release::naming_detached(o, condition);
+    // Its affinity groups first (issue #25): the last member takes its group along.
+    let (action, condition) = match (&action, placement::leave(o, vm)) {
+        (Action::StopVmForce { .. } | Action::DeleteVm { .. }, Some(leave)) => (
+            leave,
+            deleted(
+                reasons::LEAVING_AFFINITY_GROUP,
+                Severity::Info,
+                "taking the VM out of its affinity groups before deleting it",
+            ),
+        ),
+        _ => (action, condition),
+    };
     let mut decision = Decision::new(action, vec![connected, condition]);
     decision.status.vm_status = Some(vm.status.clone());
     decision

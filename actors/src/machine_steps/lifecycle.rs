@@ -6,7 +6,8 @@ use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use super::{
-    connection, creation, data_disks, disks, network, node, power, preconditions, static_addresses, tags,
+    connection, creation, data_disks, disks, network, node, placement, power, preconditions, static_addresses,
+    tags,
 };
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{reasons, types};
@@ -48,6 +49,7 @@ fn with_own_vm(
     }
     passed.pass(types::MACHINE_DISK_RESIZED, reasons::DISKS_READY);
     passed.pass(types::MACHINE_NETWORK_SET, reasons::NETWORK_SET);
+    placement::report_started(o, &mut passed);
     let addresses = power::running(o, vm, network, &mut passed)?;
     let mut decision = node::decide(o, vm, passed, power::has_internal_ip(&addresses));
     decision.status.mark_provisioned = true;
@@ -69,6 +71,7 @@ fn before_first_start(
     creation::record_system_disks(o, vm, &mut passed)?;
     disks::check(o, vm, &mut passed)?;
     network::check(o, &mut passed)?;
+    placement::check(o, vm, &mut passed)?;
     let mut decision = power::first_start(o, vm, format, passed);
     decision.status.data_disks = Some(data_disks);
     Ok(decision)

@@ -18,13 +18,15 @@ mod removal;
 mod volume_release;
 
 // The steps lifecycle runs, one module each; in SPEC order: preconditions, connection, creation, disks, network,
-// power, node.
+// placement (issue #25), power, node; and where the VM runs (`host`, issue #27), which applies to every decision.
 mod connection;
 mod creation;
 mod data_disks;
 mod disks;
+mod host;
 mod network;
 mod node;
+mod placement;
 mod power;
 mod preconditions;
 mod tags;
@@ -33,11 +35,11 @@ mod tags;
 mod tests;
 
 pub use data_disks::data_disk_alias;
-pub use decision::{Action, CreateVmPlan, DataDiskPlan, Decision, Requeue, StatusChange};
+pub use decision::{Action, CreateVmPlan, DataDiskPlan, Decision, JoinGroup, LeaveGroup, Requeue, StatusChange};
 pub use deletion::releasable_without_engine;
 pub use observed::{
-    Bootstrap, ConnectionFailure, FailureState, FoundBy, NodeObservation, NodeRelease, Observed, ObservedVm,
-    ProviderConnection, ProviderDefaults, VmDisk,
+    Bootstrap, ConnectionFailure, FailureState, FoundBy, GroupsObservation, NodeObservation, NodeRelease, Observed,
+    ObservedVm, ProviderConnection, ProviderDefaults, VmDisk, VmHost,
 };
 // Defined with the payload it shapes; re-exported here, where the lifecycle's observation names it.
 pub use crate::bootstrap_payload::BootstrapFormat;
@@ -66,6 +68,7 @@ pub fn decide(observed: &Observed) -> Decision {
     } else {
         lifecycle::decide(observed)
     };
+    host::apply(observed, &mut decision);
     decision.conditions.insert(
         0,
         ConditionUpdate::false_(types::PAUSED, reasons::NOT_PAUSED, capov_crds::Severity::Info, ""),

@@ -1,5 +1,6 @@
-//! SPEC §2 step 7, `K8sProviderIDSetup`: the VM's Node in the workload cluster carries the VM's providerID. The Node
-//! is read only when a pass reaches this step ([`super::Action::ReadNode`]).
+//! SPEC §2 step 7, `K8sProviderIDSetup`: the VM's Node in the workload cluster carries the VM's providerID, and the
+//! topology labels of where the VM runs ([`crate::node_topology`], issue #27). The Node is read only when a pass
+//! reaches this step ([`super::Action::ReadNode`]).
 
 use capov_crds::Severity;
 
@@ -8,6 +9,7 @@ use super::observed::{NodeObservation, Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::identity::format_provider_id;
+use crate::node_topology;
 
 /// Step 7: K8sProviderIDSetup. `has_ip`: the VM has an InternalIP; without one, waiting for the Node says so and a
 /// machine that is done keeps looking for an address with backoff.
@@ -46,7 +48,11 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool
                 },
             ),
         ),
-        NodeObservation::Found { name, provider_id } => match provider_id.as_deref().map(str::trim) {
+        NodeObservation::Found {
+            name,
+            provider_id,
+            labels,
+        } => match provider_id.as_deref().map(str::trim) {
             None | Some("") => passed.stop(
                 Action::SetNodeProviderId {
                     node_name: name.clone(),
@@ -58,6 +64,16 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool
                 let requeue = if has_ip { Requeue::Steady } else { Requeue::Backoff };
                 let mut passed = passed;
                 passed.pass(types::K8S_PROVIDER_ID_SETUP, reasons::PROVIDER_ID_SET);
+                let ovirt_cluster = o.failure_domain.ovirt_cluster(&o.settings.ovirtcluster);
+                let host = vm.host.as_ref().and_then(|h| h.name.as_deref());
+                let changes = node_topology::changes(labels, ovirt_cluster, host, o.failure_domain.name());
+                if !changes.is_empty() {
+                    let labels = Action::SetNodeLabels {
+                        node_name: name.clone(),
+                        labels: changes,
+                    };
+                    return passed.stop(labels, None);
+                }
                 passed.stop(Action::Done(requeue), None)
             }
             Some(actual) => passed.wait(

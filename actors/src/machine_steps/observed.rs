@@ -7,8 +7,10 @@ use std::time::Duration;
 use capov_crds::MachineSettings;
 
 use crate::addresses::{ReportedDevice, VmNic};
+use crate::affinity_groups::{GroupFact, GroupOwner, WantedGroup};
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::reasons;
+use crate::failure_domains::FailureDomainChoice;
 use crate::feature_gates::FeatureGates;
 use crate::identity::{EngineIdentity, OwnerIdentity, Ownership};
 use crate::ip_claims::ClaimFact;
@@ -93,6 +95,36 @@ pub struct Observed {
     /// The IPAddressClaims of this object, or of the names it would give its claims, as the stores show them
     /// (static addresses, [`crate::ip_claims`]).
     pub ip_claims: Vec<ClaimFact>,
+    /// `Machine.spec.failureDomain` among the OVirtCluster's spec.failureDomains.
+    pub failure_domain: FailureDomainChoice,
+    /// The affinity groups the VM belongs in ([`crate::affinity_groups::wanted_groups`]): its machine group's
+    /// anti-affinity group, its failure domain's host-label group.
+    pub groups_wanted: Vec<WantedGroup>,
+    /// Whose groups the machine's are (its namespace, CAPI cluster and management cluster).
+    pub group_owner: GroupOwner,
+    /// The affinity groups of the VM's oVirt cluster. Left NotRead until a decision would start the VM (joining
+    /// its groups comes first) or stop or delete it (leaving them comes first); the actor then reads them and
+    /// decides again.
+    pub groups: GroupsObservation,
+    /// The message of MachinePlacementSet when it said, before the first start, that a soft anti-affinity group
+    /// could not be used: kept once the VM runs, when the groups are no longer read.
+    pub placement_skipped: Option<String>,
+}
+
+/// The affinity groups (and labels) of the VM's oVirt cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupsObservation {
+    NotRead,
+    Read {
+        groups: Vec<GroupFact>,
+        /// Affinity label names to ids (read only when a host-label group is wanted).
+        labels: std::collections::BTreeMap<String, String>,
+    },
+    /// The engine refused to list them (CAPOV's user lacks an administrative role on the cluster) or could not
+    /// tell the VM's cluster.
+    Unavailable {
+        message: String,
+    },
 }
 
 /// The Machine's bootstrap data.
@@ -265,11 +297,26 @@ pub struct ObservedVm {
     pub os_type: Option<String>,
     /// Read only when a step can need them: before the first start and at deletion; else empty.
     pub disks: Vec<VmDisk>,
+    /// The id of the VM's oVirt cluster (where its affinity groups live).
+    pub cluster_id: Option<String>,
+    /// Where the VM runs; None while it is not running.
+    pub host: Option<VmHost>,
     pub nics: Vec<VmNic>,
     pub reported_devices: Vec<ReportedDevice>,
     /// Names of the tags assigned to the VM; read only before the first start when the provider tags VMs, else
     /// None.
     pub tags: Option<Vec<String>>,
+}
+
+/// The host a VM runs on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VmHost {
+    pub id: String,
+    /// None until the provider's inventory poll showed the host (or when CAPOV's user may not see it).
+    pub name: Option<String>,
+    /// The engine's `host_status` (up, preparing_for_maintenance, maintenance, non_responsive, …), with the same
+    /// proviso.
+    pub status: Option<String>,
 }
 
 /// How the observed VM was found.
@@ -301,19 +348,17 @@ pub enum NodeObservation {
     /// step 7 asks for it ([`super::Action::ReadNode`]), so that workload I/O happens only when step 7 needs it.
     NotRead,
     /// The kubeconfig Secret is missing or the API server did not answer.
-    Unreachable {
-        message: String,
-    },
+    Unreachable { message: String },
     /// The kubeconfig asks for something CAPOV refuses to do ([`crate::workload_kubeconfig`]); no request was
     /// made. The message names the field and what to write instead.
-    Rejected {
-        message: String,
-    },
+    Rejected { message: String },
     /// No Node with the VM's id as systemUUID or the VM's name.
     NotFound,
     Found {
         name: String,
         provider_id: Option<String>,
+        /// Its labels CAPOV keeps ([`crate::node_topology::KEYS`]).
+        labels: std::collections::BTreeMap<String, String>,
     },
 }
 

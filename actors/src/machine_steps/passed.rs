@@ -13,6 +13,11 @@ impl Passed {
         self.0.push(ConditionUpdate::true_(type_, reason));
     }
 
+    /// Records a step as done, with a message saying how.
+    pub(super) fn pass_with(&mut self, type_: &'static str, reason: &'static str, message: String) {
+        self.0.push(ConditionUpdate::true_(type_, reason).with_message(message));
+    }
+
     /// Moves the conditions out, for building the stopping decision from behind a `&mut`.
     pub(super) fn take(&mut self) -> Passed {
         Passed(std::mem::take(&mut self.0))

@@ -37,6 +37,9 @@ pub struct MachineSpec {
     pub bootstrap: MachineBootstrap,
     #[serde(default)]
     pub infrastructure_ref: NameRef,
+    /// The failure domain CAPI placed the Machine in (KubeadmControlPlane spreads over them).
+    #[serde(default)]
+    pub failure_domain: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -70,6 +73,9 @@ pub struct ClusterSpec {
     pub paused: Option<bool>,
     #[serde(default)]
     pub control_plane_endpoint: Endpoint,
+    /// The OVirtCluster of the Cluster.
+    #[serde(default)]
+    pub infrastructure_ref: NameRef,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -165,6 +171,16 @@ pub fn machine_cluster_name(machine: &Machine) -> Option<String> {
 /// `Machine.status.nodeRef.name`: the Node CAPI linked to this Machine.
 pub fn machine_node_name(machine: &Machine) -> Option<String> {
     machine.status.node_ref.name.clone().filter(|name| !name.is_empty())
+}
+
+/// `Machine.spec.failureDomain`.
+pub fn machine_failure_domain(machine: &Machine) -> Option<String> {
+    machine.spec.failure_domain.clone()
+}
+
+/// `Cluster.spec.infrastructureRef.name`: the OVirtCluster of this Cluster.
+pub fn cluster_infrastructure_name(cluster: &Cluster) -> Option<String> {
+    cluster.spec.infrastructure_ref.name.clone()
 }
 
 /// `Machine.spec.infrastructureRef.name`: the OVirtMachine of this Machine.

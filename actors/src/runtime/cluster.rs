@@ -1,7 +1,10 @@
-//! OVirtCluster: nothing to build in oVirt, so the finalizer, ready/provisioned and the Paused condition are all
-//! there is (SPEC §1). Handled by the supervisor directly; no actor of its own. The supervisor keeps the
-//! OVirtClusters it saw ([`SeenClusters`]) so that a change of their CAPI Cluster (a pause lifted) reconciles them
-//! again: no event of their own follows it.
+//! OVirtCluster: nothing to build in oVirt, so the finalizer, ready/provisioned and the Paused condition (SPEC §1),
+//! the failure domains of its spec (issue #25) and the capacity of the oVirt clusters and storage domains its
+//! machines use (issue #27) are all there is. Handled by the supervisor directly; no actor of its own: after each
+//! provider's inventory poll every OVirtCluster is reconciled again from the store (`refresh_all`), and the status
+//! writer skips the statuses that did not change. The supervisor also keeps the OVirtClusters it saw
+//! ([`SeenClusters`]) so that a change of their CAPI Cluster (a pause lifted) reconciles them again: no event of
+//! their own follows it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -141,11 +144,16 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
         now,
         generation,
     );
-    let status = json!({
+    let mut status = json!({
         "ready": true,
         "initialization": {"provisioned": true},
         "conditions": conditions,
     });
+    with_placement(
+        &mut status,
+        &crate::failure_domains::published(&cluster.spec.failure_domains),
+        capacity(shared, cluster).as_ref(),
+    );
     let _ = mailbox::cast(
         &shared.metrics,
         &shared.status_writer,
@@ -154,18 +162,77 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
     Ok(())
 }
 
-/// Writes `conditions` and leaves ready/provisioned as they were observed.
+/// Every OVirtCluster of the store reconciled again (after an inventory poll: its capacity may have changed).
+pub async fn refresh_all(shared: &Shared) {
+    for cluster in shared.ovirt_clusters.state() {
+        if let Err(err) = reconcile(shared, &cluster).await {
+            tracing::debug!(error = %err, "refreshing an OVirtCluster failed; its watch event retries");
+        }
+    }
+}
+
+/// The capacity of the oVirt clusters this cluster's machines use (and its failure domains name), per provider
+/// from that provider's last inventory; None before any is known.
+fn capacity(shared: &Shared, cluster: &OVirtCluster) -> Option<capov_crds::ClusterCapacity> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let capi_cluster = cluster
+        .owner_references()
+        .iter()
+        .find(|owner| owner.kind == "Cluster" && owner.api_version.starts_with("cluster.x-k8s.io/"))
+        .map(|owner| owner.name.clone())
+        .or_else(|| cluster.labels().get(CLUSTER_NAME_LABEL).cloned())
+        .unwrap_or_else(|| cluster.name_any());
+    let mut used: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    for machine in shared.placements.machines_of(&namespace, &capi_cluster) {
+        used.entry(machine.provider).or_default().insert(machine.ovirt_cluster);
+    }
+    let in_domains = cluster
+        .spec
+        .failure_domains
+        .iter()
+        .filter_map(|d| d.ovirtcluster.clone());
+    for ovirt_clusters in used.values_mut() {
+        ovirt_clusters.extend(in_domains.clone());
+    }
+    let mut total = capov_crds::ClusterCapacity::default();
+    for (provider, ovirt_clusters) in &used {
+        if let Some(inventory) = shared.placements.inventory(provider) {
+            let part = crate::capacity::capacity_of(provider, &inventory, ovirt_clusters);
+            total.ovirt_clusters.extend(part.ovirt_clusters);
+            total.storage_domains.extend(part.storage_domains);
+        }
+    }
+    (!total.ovirt_clusters.is_empty() || !total.storage_domains.is_empty()).then_some(total)
+}
+
+/// Adds the failure domains and the capacity to a status, each only when there is any (an empty list or a null
+/// would be written as such).
+fn with_placement(
+    status: &mut serde_json::Value,
+    domains: &[capov_crds::FailureDomainStatus],
+    capacity: Option<&capov_crds::ClusterCapacity>,
+) {
+    if !domains.is_empty() {
+        status["failureDomains"] = json!(domains);
+    }
+    if let Some(capacity) = capacity {
+        status["capacity"] = json!(capacity);
+    }
+}
+
+/// Writes `conditions` and leaves the rest as it was observed.
 fn send_status(
     shared: &Shared,
     key: ObjectKey,
     observed: &capov_crds::OVirtClusterStatus,
     conditions: Vec<capov_crds::Condition>,
 ) {
-    let status = json!({
+    let mut status = json!({
         "ready": observed.ready,
         "initialization": observed.initialization,
         "conditions": conditions,
     });
+    with_placement(&mut status, &observed.failure_domains, observed.capacity.as_ref());
     let _ = mailbox::cast(
         &shared.metrics,
         &shared.status_writer,

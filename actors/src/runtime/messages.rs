@@ -75,6 +75,9 @@ pub enum SupervisorMsg {
     Synced(&'static str),
     /// Whether every watch has listed everything once (readiness).
     IsSynced(ractor::RpcReplyPort<bool>),
+    /// A provider polled its engine's inventory: the OVirtClusters' capacity is written again (unchanged ones are
+    /// not written).
+    InventoryPolled,
 }
 
 /// An object whose finalizer CAPOV must add or remove. A failed write is retried with jittered backoff until it

@@ -27,6 +27,7 @@ use super::connection::{self, ConnectionProblem, ConnectionSettings};
 use super::keys::ObjectKey;
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::{Connection, MachineMsg, ProviderDefaults};
+use super::provider_inventory::{InventoryPoll, InventorySink};
 use super::settings::RuntimeSettings;
 use super::status_writer::StatusWriterMsg;
 use crate::metrics::{Metrics, kind, result};
@@ -72,6 +73,8 @@ pub enum ProviderMsg {
         searched: Vec<(ObjectKey, String)>,
         changed: Option<HashMap<String, Option<Arc<VmSnapshot>>>>,
     },
+    /// The inventory poll's result (None: it failed).
+    Inventoried(Option<Box<crate::capacity::Inventory>>),
 }
 
 /// A VM a machine wants the batched search to watch, and how often.
@@ -105,6 +108,7 @@ pub struct ProviderArgs {
     pub settings: RuntimeSettings,
     pub status_writer: ActorRef<StatusWriterMsg>,
     pub metrics: Metrics,
+    pub inventory: InventorySink,
 }
 
 pub struct ProviderActor;
@@ -132,6 +136,8 @@ pub struct ProviderState {
     poll_timer: Option<tokio::task::JoinHandle<()>>,
     /// A poll task is running; ticks meanwhile are skipped.
     poll_in_flight: bool,
+    /// Hosts, clusters and storage domains, polled every INVENTORY_EVERY polls (issue #27).
+    inventory: InventoryPoll,
     /// Number of the latest check task; outcomes of older ones are dropped.
     check_generation: u64,
     check_in_flight: bool,
@@ -184,6 +190,7 @@ impl Actor for ProviderActor {
             polls: 0,
             poll_timer,
             poll_in_flight: false,
+            inventory: InventoryPoll::new(args.inventory),
             check_generation: 0,
             check_in_flight: false,
             next_check: None,
@@ -199,6 +206,7 @@ impl Actor for ProviderActor {
         for timer in [state.poll_timer.take(), state.next_check.take()].into_iter().flatten() {
             timer.abort();
         }
+        state.inventory.forget(&state.key.name);
         if let Some(client) = state.client.take() {
             client.logout().await;
         }
@@ -268,6 +276,7 @@ impl Actor for ProviderActor {
                     report_polled(state, &searched, &changed);
                 }
             }
+            ProviderMsg::Inventoried(inventory) => state.inventory.received(&state.key.name, inventory),
         }
         Ok(())
     }
@@ -551,7 +560,15 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
         return;
     }
     state.polls = state.polls.wrapping_add(1);
-    let steady_due = state.polls.is_multiple_of(crate::backoff::STEADY_POLL_EVERY);
+    if !state.subscribers.is_empty() {
+        let (me, metrics) = (me.clone(), state.metrics.clone());
+        state.inventory.poll_if_due(state.polls, client, move |inventory| {
+            let _ = mailbox::cast(&metrics, &me, ProviderMsg::Inventoried(inventory));
+        });
+    }
+    // A host that changed state shows in the snapshots of its VMs: search them all now, not at the steady turn.
+    let steady_due = state.polls.is_multiple_of(crate::backoff::STEADY_POLL_EVERY)
+        || std::mem::take(&mut state.inventory.search_all);
     // What each due watch last reported, by VM: the task keeps only the VMs that differ from it, so that a search
     // of thousands of VMs never holds more than one batch of answers at once.
     let mut seen_by_vm: HashMap<String, Vec<(Cadence, Option<Fingerprints>)>> = HashMap::new();
@@ -580,6 +597,7 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     }
     state.poll_in_flight = true;
     let client = client.with_correlation_id("capov-status-poll");
+    let inventory = state.inventory.current();
     let (me, metrics, provider) = (me.clone(), state.metrics.clone(), state.key.clone());
     tokio::spawn(async move {
         let mut changed = HashMap::new();
@@ -596,7 +614,10 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
                     }
                 };
                 for vm_id in batch {
-                    let snapshot = found.remove(vm_id).and_then(VmSnapshot::from_facts);
+                    let snapshot = found
+                        .remove(vm_id)
+                        .and_then(VmSnapshot::from_facts)
+                        .map(|s| s.with_hosts(inventory.as_deref()));
                     let watches = seen_by_vm.get(vm_id).map(Vec::as_slice).unwrap_or_default();
                     if differs_from_any(snapshot.as_ref(), watches) {
                         changed.insert(vm_id.to_string(), snapshot.map(Arc::new));
@@ -723,6 +744,8 @@ mod tests {
             }),
             nics: None,
             reported_devices: None,
+            cluster_id: None,
+            host: None,
         }
     }
 

@@ -13,6 +13,7 @@ use super::capi;
 use super::ipam;
 use super::lookups::{LOOKUP_TTL, Lookups};
 use super::permits::ReconcilePermits;
+use super::placements::Placements;
 use super::provider::ProviderMsg;
 use super::settings::RuntimeSettings;
 use super::status_writer::StatusWriterMsg;
@@ -38,6 +39,10 @@ pub struct Shared {
     /// The IPAddressClaims and IPAddresses of static addresses (`ipam.rs`).
     pub ip_claims: Store<ipam::IpAddressClaim>,
     pub ip_addresses: Store<ipam::IpAddress>,
+    /// OVirtClusters, for their failure domains (machines) and capacity (the supervisor, after inventory polls).
+    pub ovirt_clusters: Store<capov_crds::OVirtCluster>,
+    /// Engine inventories, where machines are, affinity group locks.
+    pub placements: Arc<Placements>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
     /// Each provider's `spec.allowedNamespaces`, as last seen by the supervisor.
     pub provider_access: RwLock<HashMap<String, Option<capov_crds::AllowedNamespaces>>>,
@@ -54,6 +59,7 @@ pub struct Stores {
     pub namespaces: Store<Namespace>,
     pub ip_claims: Store<ipam::IpAddressClaim>,
     pub ip_addresses: Store<ipam::IpAddress>,
+    pub ovirt_clusters: Store<capov_crds::OVirtCluster>,
 }
 
 impl Shared {
@@ -78,6 +84,8 @@ impl Shared {
             namespaces: stores.namespaces,
             ip_claims: stores.ip_claims,
             ip_addresses: stores.ip_addresses,
+            ovirt_clusters: stores.ovirt_clusters,
+            placements: Arc::new(Placements::default()),
             providers: RwLock::new(HashMap::new()),
             provider_access: RwLock::new(HashMap::new()),
             workload_clients: WorkloadClients::default(),

@@ -103,7 +103,16 @@ pub fn secret(secret: &mut Secret) {
 /// A CAPI object (`capi.rs` decodes only the fields read): its identity, without labels, annotations, owners or
 /// managedFields.
 pub fn capi<K: kube::Resource>(object: &mut K) {
-    let meta = identity(object.meta(), None);
+    // Of the labels, only those naming a Machine's group (its affinity group, issue #25): absent on most objects.
+    let labels: BTreeMap<String, String> = object
+        .meta()
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(key, _)| GROUP_LABELS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    let meta = identity(object.meta(), (!labels.is_empty()).then_some(labels));
     *object.meta_mut() = meta;
 }
 
@@ -124,6 +133,12 @@ pub fn ip_claim(claim: &mut super::ipam::IpAddressClaim) {
 pub fn ip_address(address: &mut super::ipam::IpAddress) {
     capi(address);
 }
+/// The labels CAPI sets on a Machine that name its group.
+const GROUP_LABELS: [&str; 3] = [
+    crate::affinity_groups::CONTROL_PLANE_LABEL,
+    crate::affinity_groups::DEPLOYMENT_LABEL,
+    crate::affinity_groups::MACHINE_SET_LABEL,
+];
 
 /// Name, namespace, uid and resourceVersion (what a store's keys and an ObjectRef need), and `labels` if given.
 fn identity(meta: &ObjectMeta, labels: Option<BTreeMap<String, String>>) -> ObjectMeta {
@@ -160,6 +175,21 @@ mod tests {
         assert_eq!(meta.resource_version.as_deref(), Some("7"));
         assert!(meta.managed_fields.is_none() && meta.annotations.is_none() && meta.labels.is_none());
         assert_eq!(machine.spec.cluster_name.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn a_capi_machine_keeps_the_labels_naming_its_group() {
+        let mut machine: crate::runtime::capi::Machine = serde_json::from_value(json!({
+            "metadata": {"name": "m", "labels": {"cluster.x-k8s.io/deployment-name": "workers",
+                                                 "cluster.x-k8s.io/cluster-name": "c", "team": "a"}},
+            "spec": {"failureDomain": "rack-a"}
+        }))
+        .expect("machine");
+        capi(&mut machine);
+        let labels = machine.metadata.labels.expect("labels");
+        assert_eq!(labels.len(), 1);
+        assert_eq!(labels["cluster.x-k8s.io/deployment-name"], "workers");
+        assert_eq!(machine.spec.failure_domain.as_deref(), Some("rack-a"));
     }
 
     #[test]

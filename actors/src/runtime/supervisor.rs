@@ -21,6 +21,7 @@ use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::{MachineMsg, SupervisorMsg};
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::provider_finalizers::{self, ProviderFinalizers};
+use super::provider_inventory::InventorySink;
 use super::provider_restart;
 use super::relisting::Relisting;
 use super::settings::RuntimeSettings;
@@ -173,6 +174,7 @@ impl Actor for Supervisor {
                 state.finalizers.retry(owner, in_use).await
             }
             SupervisorMsg::Restart(key) => restart_machine(&me, state, key).await,
+            SupervisorMsg::InventoryPolled => super::cluster::refresh_all(&state.shared).await,
             SupervisorMsg::RestartProvider(name) => restart_provider(&me, state, name).await,
         }
         Ok(())
@@ -335,6 +337,7 @@ async fn spawn_provider(
         settings: state.shared.settings.clone(),
         status_writer: state.shared.status_writer.clone(),
         metrics: state.shared.metrics.clone(),
+        inventory: InventorySink::new(&state.shared.placements, &state.shared.metrics, me),
     };
     match Actor::spawn_linked(None, ProviderActor, args, me.get_cell()).await {
         Ok((actor, _)) => {

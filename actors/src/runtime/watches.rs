@@ -3,6 +3,7 @@
 //! - **Forwarded**: the objects the supervisor acts on (OVirtProviders, credential Secrets, OVirtClusters,
 //!   OVirtMachines). Each event goes to the supervisor as its own [`SupervisorMsg`] variant ([`forward`]); the
 //!   supervisor routes it, and counts the watch as listed at its `InitDone` ([`SyncedWatches::note`]).
+//!   OVirtClusters also fill a store, where machines read their failure domains.
 //! - **Stored**: the objects machines read (CAPI Machines and Clusters, Namespaces). They fill a store whose reader
 //!   is in [`Shared`]; the watch sends [`SupervisorMsg::Synced`] with its name once the store is ready, and wakes
 //!   the machines a change concerns with [`SupervisorMsg::CapiChanged`] (its wake rule: one machine, or a
@@ -91,6 +92,7 @@ pub struct StoreWriters {
     namespaces: Writer<Namespace>,
     ip_claims: Writer<ipam::IpAddressClaim>,
     ip_addresses: Writer<ipam::IpAddress>,
+    ovirt_clusters: Writer<OVirtCluster>,
 }
 
 impl StoreWriters {
@@ -101,6 +103,7 @@ impl StoreWriters {
             namespaces: Writer::new(()),
             ip_claims: Writer::new(()),
             ip_addresses: Writer::new(()),
+            ovirt_clusters: Writer::new(()),
         }
     }
 
@@ -111,13 +114,14 @@ impl StoreWriters {
             namespaces: self.namespaces.as_reader(),
             ip_claims: self.ip_claims.as_reader(),
             ip_addresses: self.ip_addresses.as_reader(),
+            ovirt_clusters: self.ovirt_clusters.as_reader(),
         }
     }
 }
 
 /// Starts every watch; the tasks end when aborted or when the supervisor is gone.
 pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWriters) -> Vec<JoinHandle<()>> {
-    let mut tasks = spawn_forwarded(me, shared);
+    let mut tasks = spawn_forwarded(me, shared, stores.ovirt_clusters);
     tasks.extend(spawn_capi_watch(
         me,
         shared,
@@ -174,7 +178,11 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
 }
 
 /// The watches of the objects the supervisor acts on.
-fn spawn_forwarded(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
+fn spawn_forwarded(
+    me: &ActorRef<SupervisorMsg>,
+    shared: &Arc<Shared>,
+    ovirt_clusters: Writer<OVirtCluster>,
+) -> Vec<JoinHandle<()>> {
     let client = &shared.watch_client;
     let settings = &shared.settings;
     let filtered = watch_config(settings);
@@ -198,7 +206,10 @@ fn spawn_forwarded(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>) -> Vec<Jo
         forward(
             me,
             &shared.metrics,
-            watcher(namespaced::<OVirtCluster>(shared), filtered.clone()).modify(slim::crd),
+            // Also kept in a store: machines read their failure domains there.
+            watcher(namespaced::<OVirtCluster>(shared), filtered.clone())
+                .modify(slim::crd)
+                .reflect(ovirt_clusters),
             SupervisorMsg::Cluster,
         ),
         forward(

@@ -53,6 +53,9 @@ struct Args {
     /// Guest shutdown time (powering_down → down), in milliseconds.
     #[arg(long, default_value_t = 1000)]
     shutdown_ms: u64,
+    /// Live migration of a VM off a host going into maintenance, in ms.
+    #[arg(long, default_value_t = 5000)]
+    migration_ms: u64,
     /// Bandwidth of each storage domain for the disk copies of cloned VMs, in MiB/s, shared by the copies running
     /// at once (0 = unlimited: a clone takes twice --image-locked-ms).
     #[arg(long, default_value_t = 1024)]
@@ -81,6 +84,7 @@ async fn main() {
         ip_report_delay_ms: args.ip_delay_ms,
         disk_operation_ms: args.disk_op_ms,
         shutdown_ms: args.shutdown_ms,
+        migration_ms: args.migration_ms,
         storage_mib_per_second: args.storage_mib_per_second,
     });
     builder = builder.engine_version(args.engine_version);

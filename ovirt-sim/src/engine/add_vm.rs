@@ -55,6 +55,7 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         Some(template) => place_disks(state, request, template, &cluster.data_center_id, clone, &vm_id)?,
         None => Vec::new(),
     };
+    check_space(state, &new_disks, clone)?;
     let template_id = template
         .as_ref()
         .map(|t| t.id.clone())
@@ -63,6 +64,7 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
     let address_index = state.allocate_address();
     let disk_ids: Vec<String> = new_disks.iter().map(|d| d.id.clone()).collect();
     for disk in new_disks {
+        state.take_space(&disk);
         state.disks.insert(disk.id.clone(), disk);
     }
     state.insert_vm(VmRecord {
@@ -121,6 +123,7 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         ignores_acpi: false,
         tag_ids: Default::default(),
         created_by: None,
+        placement: Placement::default(),
     });
     let scheduled = image_timers(timings, &vm_id, accepted, clone);
     Ok(Added {
@@ -293,6 +296,60 @@ fn check_target_domain(
     Ok(sd_id)
 }
 
+/// `AddVmCommand.validateSpaceRequirements`, per target domain in the order the disks name them: the domain's
+/// threshold first (`isDomainWithinThresholds`: less available than `critical_space_action_blocker` GiB), then the
+/// room for the new disks (`hasSpaceForClonedDisks` for a clone, `hasSpaceForNewDisks` for thin layers). Both fail
+/// with `ACTION_TYPE_FAILED_DISK_SPACE_LOW_ON_STORAGE_DOMAIN`, a 409. The simulator's domains are file domains (NFS).
+fn check_space(state: &State, new_disks: &[DiskRecord], clone: bool) -> EngineResult<()> {
+    let mut domains: Vec<&str> = Vec::new();
+    for disk in new_disks {
+        if let Some(domain) = disk.storage_domain_ids.first()
+            && !domains.contains(&domain.as_str())
+        {
+            domains.push(domain);
+        }
+    }
+    for domain_id in domains {
+        let Some(domain) = state.storage_domains.get(domain_id) else {
+            continue;
+        };
+        let needed: u64 = new_disks
+            .iter()
+            .filter(|d| d.storage_domain_ids.first().map(String::as_str) == Some(domain_id))
+            .map(|d| space_for_new_disk(d, clone))
+            .sum();
+        let below_threshold = domain.available < domain.critical_space_action_blocker.saturating_mul(GIB);
+        if below_threshold || domain.available < needed {
+            return Err(operation_failed(
+                409,
+                &format!("Cannot add VM. Low disk space on Storage Domain {}.", domain.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+const GIB: u64 = 1 << 30;
+
+/// The space the engine asks a file domain to have for one new disk: a clone's collapsed copy takes what the
+/// template disk allocates (all of it when preallocated), plus 10% for qcow2 (`QCOW_OVERHEAD_FACTOR`); a thin layer
+/// takes an empty qcow2 header (1 MiB).
+fn space_for_new_disk(disk: &DiskRecord, clone: bool) -> u64 {
+    if !clone {
+        return 1 << 20;
+    }
+    let size = if disk.sparse {
+        disk.provisioned_size.min(disk.actual_size)
+    } else {
+        disk.provisioned_size
+    };
+    if disk.format == "cow" {
+        size.saturating_mul(11).div_ceil(10)
+    } else {
+        size
+    }
+}
+
 /// The VM's disk made from the template disk `source` on `storage_domain_id`: a whole copy for a clone, else a thin
 /// `cow` layer (which cannot be raw).
 fn copied_disk(
@@ -365,5 +422,86 @@ fn image_timers(timings: &Timings, vm_id: &str, accepted: bool, clone: bool) -> 
             Transition::VmImagesReady,
         )],
         (true, false, _) => vec![later(timings.image_locked_ms, vm_id, 1, Transition::VmImagesReady)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use capov_ovirt::model::{self, Ref};
+
+    use super::*;
+    use crate::inventory::{default_inventory, seed};
+
+    fn engine() -> (State, model::Vm) {
+        let mut state = State::default();
+        seed(&mut state, &default_inventory()).unwrap();
+        let cluster = state.clusters.keys().next().unwrap().clone();
+        let template = state
+            .templates
+            .values()
+            .find(|t| t.name == "ubuntu-22.04")
+            .unwrap()
+            .id
+            .clone();
+        let request = model::Vm {
+            name: Some("worker".into()),
+            cluster: Some(Ref::id(cluster)),
+            template: Some(Ref::id(template)),
+            ..model::Vm::default()
+        };
+        (state, request)
+    }
+
+    fn data1(state: &mut State) -> &mut StorageDomainRecord {
+        state
+            .storage_domains
+            .values_mut()
+            .find(|sd| sd.name == "data1")
+            .unwrap()
+    }
+
+    const LOW: &str = "Cannot add VM. Low disk space on Storage Domain data1.";
+
+    #[test]
+    fn a_clone_needs_the_templates_allocation_plus_qcow_overhead() {
+        let (mut state, request) = engine();
+        // The template disk allocates 2.5 GiB (20 GiB provisioned, sparse cow): a clone needs 2.75 GiB.
+        let needed = (20 * GIB / 8) * 11 / 10;
+        data1(&mut state).available = needed - 1 + 5 * GIB;
+        data1(&mut state).critical_space_action_blocker = 0;
+        let refused = add_vm(&mut state, &Timings::fast(), &request, true).err();
+        assert_eq!(refused, None, "5 GiB more than the copy needs");
+        data1(&mut state).available = needed - 1;
+        let request = model::Vm {
+            name: Some("worker-2".into()),
+            ..request
+        };
+        assert_eq!(
+            add_vm(&mut state, &Timings::fast(), &request, true).err(),
+            Some(operation_failed(409, LOW))
+        );
+        // A thin VM takes a 1 MiB layer: it still fits.
+        assert!(add_vm(&mut state, &Timings::fast(), &request, false).is_ok());
+    }
+
+    #[test]
+    fn below_the_domains_threshold_nothing_is_added_and_created_disks_take_their_space() {
+        let (mut state, request) = engine();
+        let before = data1(&mut state).available;
+        add_vm(&mut state, &Timings::fast(), &request, true).unwrap();
+        assert_eq!(data1(&mut state).available, before - 20 * GIB / 8);
+        data1(&mut state).available = 5 * GIB - 1;
+        let request = model::Vm {
+            name: Some("worker-2".into()),
+            ..request
+        };
+        assert_eq!(
+            add_vm(&mut state, &Timings::fast(), &request, false).err(),
+            Some(operation_failed(409, LOW))
+        );
+        // Removing a VM gives its disks' space back.
+        let vm = state.vms.values().find(|vm| vm.name == "worker").unwrap().id.clone();
+        state.remove_vm(&vm);
+        assert_eq!(data1(&mut state).available, 5 * GIB - 1 + 20 * GIB / 8);
     }
 }

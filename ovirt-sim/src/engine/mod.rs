@@ -2,17 +2,22 @@
 //! timers. Operations return the delayed transitions they start; the server schedules them.
 
 mod add_vm;
+mod affinity;
 mod disks;
+mod hosts;
 pub mod init;
 pub mod init_network;
 mod new_disks;
 mod nics;
 mod power;
 mod tags;
+pub mod scheduling;
 
 pub use add_vm::add_vm;
+pub use affinity::{add_affinity_group, add_affinity_group_vm, remove_affinity_group, remove_affinity_group_vm};
 pub use disks::{attach_extra_disk, detach_disk, update_disk};
 pub use new_disks::add_vm_disk;
+pub use hosts::{activate_host, deactivate_host, fence_host, host_back, host_lost};
 pub use nics::{add_nic, remove_nic, update_nic};
 use power::power_off;
 pub use power::{force_vm_status, remove_vm, shutdown_vm, start_vm, stop_vm};
@@ -81,6 +86,8 @@ pub struct Timings {
     pub disk_operation_ms: u64,
     /// `powering_down` → `down` on shutdown.
     pub shutdown_ms: u64,
+    /// A live migration, from `migrating` to `up` on the new host.
+    pub migration_ms: u64,
     /// Bandwidth of each storage domain for the disk copies of cloned VMs, in MiB/s, shared evenly by the copies
     /// running at once (`state::copies`); 0 = unlimited (a clone then takes twice `image_locked_ms`).
     pub storage_mib_per_second: u64,
@@ -95,6 +102,7 @@ impl Timings {
             ip_report_delay_ms: 300,
             disk_operation_ms: 200,
             shutdown_ms: 200,
+            migration_ms: 300,
             storage_mib_per_second: 0,
         }
     }
@@ -109,6 +117,7 @@ impl Timings {
             ip_report_delay_ms: 2000,
             disk_operation_ms: 1000,
             shutdown_ms: 1000,
+            migration_ms: 5000,
             storage_mib_per_second: 1024,
         }
     }
@@ -301,6 +310,10 @@ pub fn apply(state: &mut State, timings: &Timings, scheduled: &Scheduled) -> Vec
         }
         Transition::VmRemoved => {
             state.remove_vm(&scheduled.target);
+            Vec::new()
+        }
+        Transition::VmMigrated => {
+            hosts::migrated(state, &scheduled.target);
             Vec::new()
         }
         Transition::DiskJobDone | Transition::CopyProgress => Vec::new(),

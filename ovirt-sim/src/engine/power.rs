@@ -47,6 +47,17 @@ pub fn start_vm(
     if !disks.iter().any(|(bootable, active, _)| *bootable && *active) {
         return Err(action_failed(409, "Cannot run VM without at least one bootable disk."));
     }
+    // `RunVmValidator` asks the scheduler before anything runs: no host, no start.
+    let vm = state.vms.get(id).ok_or(EngineError::NotFound)?;
+    let host = match super::scheduling::choose_host(state, vm, "run", None, false) {
+        super::scheduling::Choice::Host(host) => host,
+        super::scheduling::Choice::Refused(lines) => return Err(action_failed(409, &lines.join(", "))),
+    };
+    let vm = vm_mut(state, id)?;
+    vm.placement = Placement {
+        host: Some(host),
+        migrating_to: None,
+    };
     // What reaches the guest depends on the OS type (`engine::init`); the start succeeds either way.
     let delivered = super::init::deliver(
         &vm.os_type,
@@ -132,6 +143,7 @@ fn refuse_power_off(action: &str, status: &VmStatus) -> Option<EngineError> {
 pub(super) fn power_off(vm: &mut VmRecord) {
     vm.generation += 1;
     vm.status = VmStatus::Down;
+    vm.placement = Placement::default();
     vm.ips_reported = false;
     vm.stop_time = Some(now_millis());
 }
@@ -211,9 +223,23 @@ pub fn remove_vm(state: &mut State, timings: &Timings, id: &str) -> EngineResult
 
 /// Used by the control interface to force a state (e.g. `not_responding`) for tests.
 pub fn force_vm_status(state: &mut State, id: &str, status: &str) -> Result<(), EngineError> {
+    let first_up_host = {
+        let vm = state.vms.get(id).ok_or(EngineError::NotFound)?;
+        state
+            .hosts
+            .values()
+            .find(|h| h.cluster_id == vm.cluster_id && h.status == capov_ovirt::model::HostStatus::Up)
+            .map(|h| h.id.clone())
+    };
     let vm = state.vms.get_mut(id).ok_or(EngineError::NotFound)?;
     vm.generation += 1;
     vm.status = VmStatus::parse(status);
     vm.ips_reported = vm.status == VmStatus::Up && vm.guest_agent;
+    // A VM forced into a running state runs somewhere; one forced down nowhere.
+    if !runs_on_a_host(&vm.status) {
+        vm.placement = Placement::default();
+    } else if vm.placement.host.is_none() {
+        vm.placement.host = first_up_host;
+    }
     Ok(())
 }

@@ -10,11 +10,13 @@ use serde::Serialize;
 
 pub mod copies;
 mod init_network;
+mod placement;
 mod schedule;
 mod version;
 
 pub use copies::CopyPools;
 pub use init_network::{InitNetwork, InitNic, Protocol};
+pub use placement::*;
 pub use schedule::{Scheduled, Transition, later};
 pub use version::EngineVersion;
 
@@ -45,6 +47,8 @@ pub struct StorageDomainRecord {
     pub external_status: String,
     pub available: u64,
     pub used: u64,
+    /// GiB: the engine refuses new disks once less than this is available.
+    pub critical_space_action_blocker: u64,
     pub master: bool,
     /// nfs, glusterfs, posixfs (file) or iscsi, fcp (block): decides which disk formats it takes.
     pub storage_type: String,
@@ -212,6 +216,9 @@ pub struct VmRecord {
     /// The user whose `POST /vms` made it: the engine grants the creator `UserVmManager` on the new VM, which is
     /// what lets a filtered caller see it. None for seeded VMs.
     pub created_by: Option<String>,
+    /// Where the VM runs (the engine's `run_on_vds`): set by the scheduler when it starts, the source host while it
+    /// migrates, None while it is not running.
+    pub placement: Placement,
 }
 
 /// What a start delivered to the guest.
@@ -263,6 +270,9 @@ pub struct State {
     pub tags: BTreeMap<String, TagRecord>,
     pub templates: BTreeMap<String, TemplateRecord>,
     pub vms: BTreeMap<String, VmRecord>,
+    pub hosts: BTreeMap<String, HostRecord>,
+    pub affinity_groups: BTreeMap<String, AffinityGroupRecord>,
+    pub affinity_labels: BTreeMap<String, AffinityLabelRecord>,
     /// Lower-cased name → ids, for case-insensitive exact lookups without scans.
     pub vm_names: HashMap<String, BTreeSet<String>>,
     pub disks: HashMap<String, DiskRecord>,
@@ -305,7 +315,16 @@ impl State {
             }
         }
         for disk_id in &vm.disk_ids {
-            self.disks.remove(disk_id);
+            if let Some(disk) = self.disks.remove(disk_id) {
+                self.release_space(&disk);
+            }
+        }
+        // The engine drops a removed VM from every affinity group and label (the rows cascade).
+        for group in self.affinity_groups.values_mut() {
+            group.vm_ids.retain(|member| member != id);
+        }
+        for label in self.affinity_labels.values_mut() {
+            label.vm_ids.retain(|member| member != id);
         }
         Some(vm)
     }
@@ -371,6 +390,8 @@ pub struct VmSnapshot {
     pub nics: Vec<NicSnapshot>,
     /// Names of the tags assigned to it.
     pub tags: Vec<String>,
+    /// The host it runs on (its source while it migrates).
+    pub host_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -446,6 +467,7 @@ impl State {
                 .filter_map(|id| self.tags.get(id))
                 .map(|t| t.name.clone())
                 .collect(),
+            host_id: vm.placement.host.clone(),
         }
     }
 }

@@ -109,6 +109,9 @@ pub struct StorageDomain {
     pub available: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub committed: Option<u64>,
+    /// GiB: the engine refuses new disks on the domain once less than this is available (0 = no threshold).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critical_space_action_blocker: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,12 +8,14 @@ pub mod api;
 pub mod common;
 pub mod disk;
 pub mod inventory;
+pub mod placement;
 pub mod vm;
 
 pub use api::*;
 pub use common::*;
 pub use disk::*;
 pub use inventory::*;
+pub use placement::*;
 pub use vm::*;
 
 macros::roots!(
@@ -34,6 +36,9 @@ macros::roots!(
     ReportedDevice = "reported_device",
     Action = "action",
     Fault = "fault",
+    Host = "host",
+    AffinityGroup = "affinity_group",
+    AffinityLabel = "affinity_label",
 );
 
 /// Id of the Blank template, the `template` of every VM created with `clone=true`.

@@ -206,6 +206,9 @@ pub struct Vm {
     pub kind: Option<VmType>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Ref>,
+    /// The host the VM runs on; absent while it is not running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Ref>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VmStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,6 +265,12 @@ pub struct VmFacts {
     pub os: Option<OperatingSystem>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VmStatus>,
+    /// The cluster the VM is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Ref>,
+    /// The host the VM runs on (absent while it is not running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Ref>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

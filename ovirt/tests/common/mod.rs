@@ -44,6 +44,7 @@ pub fn observable_timings() -> Timings {
         ip_report_delay_ms: 200,
         disk_operation_ms: 1000,
         shutdown_ms: 1000,
+        migration_ms: 1000,
         storage_mib_per_second: 0,
     }
 }

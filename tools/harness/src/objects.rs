@@ -273,6 +273,30 @@ pub async fn create_machine_with_bootstrap_format(
     bootstrap_data: &str,
     format: &str,
 ) -> Result<(), HarnessError> {
+    create_machine_placed(client, namespace, cluster, machine, (bootstrap_data, format), None).await
+}
+
+/// [`create_machine`] with the Machine placed in `failure_domain`, as KubeadmControlPlane and MachineDeployments
+/// place theirs (`Machine.spec.failureDomain`).
+pub async fn create_machine_in_failure_domain(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    machine: MachineSpec<'_>,
+    failure_domain: &str,
+) -> Result<(), HarnessError> {
+    let bootstrap = ("#cloud-config\nhostname: test\n", "cloud-config");
+    create_machine_placed(client, namespace, cluster, machine, bootstrap, Some(failure_domain)).await
+}
+
+async fn create_machine_placed(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    machine: MachineSpec<'_>,
+    (bootstrap_data, format): (&str, &str),
+    failure_domain: Option<&str>,
+) -> Result<(), HarnessError> {
     let MachineSpec { name, labels, spec } = machine;
     let bootstrap = format!("{name}-bootstrap");
     apply_secret(
@@ -283,7 +307,7 @@ pub async fn create_machine_with_bootstrap_format(
     )
     .await?;
     let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &capi("Machine", "machines"));
-    let body = json!({
+    let mut body = json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
         "metadata": {"name": name, "labels": labels},
         "spec": {
@@ -292,6 +316,9 @@ pub async fn create_machine_with_bootstrap_format(
             "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachine", "name": name}
         }
     });
+    if let Some(domain) = failure_domain {
+        body["spec"]["failureDomain"] = json!(domain);
+    }
     let machine: DynamicObject = serde_json::from_value(body).map_err(|err| HarnessError::Kube(err.to_string()))?;
     let created = machines
         .create(&PostParams::default(), &machine)

@@ -6,7 +6,9 @@ use std::time::Duration;
 use capov_crds::MachineSettings;
 
 use crate::addresses::{ReportedDevice, VmNic};
+use crate::affinity_groups::GroupOwner;
 use crate::conditions::State;
+use crate::failure_domains::FailureDomainChoice;
 use crate::feature_gates::FeatureGates;
 use crate::identity::{EngineIdentity, OwnerIdentity, Ownership};
 use crate::machine_steps::{
@@ -77,7 +79,25 @@ pub(super) fn ready_to_create() -> Observed {
         detached_disks: Vec::new(),
         control_plane_host: Some("10.0.1.100".into()),
         ip_claims: Vec::new(),
+        failure_domain: FailureDomainChoice::None,
+        groups_wanted: Vec::new(),
+        group_owner: GroupOwner {
+            namespace: "default".into(),
+            cluster: "prod".into(),
+            management_cluster: "mgmt-1".into(),
+        },
+        groups: crate::machine_steps::GroupsObservation::NotRead,
+        placement_skipped: None,
     }
+}
+
+/// The labels CAPOV keeps on the Node of a machine of [`ready_to_create`] whose VM runs on no known host.
+pub(super) fn node_labels() -> std::collections::BTreeMap<String, String> {
+    [(
+        crate::node_topology::OVIRT_CLUSTER_LABEL.to_string(),
+        "Default".to_string(),
+    )]
+    .into()
 }
 
 pub(super) fn disk(id: &str, alias: &str, bootable: bool, gib: u64) -> VmDisk {
@@ -100,6 +120,8 @@ pub(super) fn vm(status: &str, ever_started: bool) -> ObservedVm {
         ever_started,
         os_type: None,
         disks: vec![disk("d-boot", "rhcos-4.14_Disk1", true, 20)],
+        cluster_id: Some("cluster-1".into()),
+        host: None,
         nics: vec![VmNic {
             name: "nic1".into(),
             mac: "56:6f:00:00:00:01".into(),
@@ -128,6 +150,7 @@ pub(super) fn running() -> Observed {
         node: NodeObservation::Found {
             name: "worker-abc123".into(),
             provider_id: Some(format!("ovirt://{VM_ID}")),
+            labels: node_labels(),
         },
         ..with_vm("up", true)
     }

@@ -72,12 +72,19 @@ fn happy_path_walks_through_every_step_in_order() {
                 o.node = NodeObservation::Found {
                     name: o.name.clone(),
                     provider_id: None,
+                    labels: Default::default(),
                 };
             }
             Action::SetNodeProviderId { provider_id, node_name } => {
                 o.node = NodeObservation::Found {
                     name: node_name,
                     provider_id: Some(provider_id),
+                    labels: Default::default(),
+                }
+            }
+            Action::SetNodeLabels { labels, .. } => {
+                if let NodeObservation::Found { labels: on_node, .. } = &mut o.node {
+                    on_node.extend(labels);
                 }
             }
             Action::Done(_) if !o.deletion_requested => o.deletion_requested = true,
@@ -101,6 +108,7 @@ fn happy_path_walks_through_every_step_in_order() {
             "Wait",
             "Wait",
             "SetNodeProviderId",
+            "SetNodeLabels",
             "Done",
             "StopVmForce",
             "DeleteVm",

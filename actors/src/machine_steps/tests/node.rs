@@ -2,7 +2,7 @@
 
 use capov_crds::Severity;
 
-use super::fixtures::{VM_ID, running, state_of, with_vm};
+use super::fixtures::{VM_ID, node_labels, running, state_of, with_vm};
 use crate::conditions::{State, reasons, types};
 use crate::machine_steps::{Action, NodeObservation, Observed, Requeue, decide};
 
@@ -65,6 +65,7 @@ fn node_without_provider_id_gets_ours() {
     let node = NodeObservation::Found {
         name: "worker-abc123".into(),
         provider_id: None,
+        labels: node_labels(),
     };
     assert_eq!(
         decide(&Observed { node, ..running() }).action,
@@ -80,6 +81,7 @@ fn node_with_another_provider_id_is_a_mismatch_error() {
     let node = NodeObservation::Found {
         name: "worker-abc123".into(),
         provider_id: Some("ovirt://other".into()),
+        labels: node_labels(),
     };
     let d = decide(&Observed { node, ..running() });
     assert_eq!(

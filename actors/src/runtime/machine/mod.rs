@@ -70,6 +70,7 @@ impl Actor for MachineActor {
         if let Some(timer) = state.timer.take() {
             timer.abort();
         }
+        state.shared.placements.forget_machine(&state.key);
         if let Some((_, provider)) = state.subscribed_to.take() {
             let _ = mailbox::cast(
                 &state.shared.metrics,

@@ -15,7 +15,9 @@ use super::schedule::{Next, schedule, to_next};
 use super::state::MachineState;
 use super::workload;
 use crate::conditions::{ConditionUpdate, MACHINE_READY_INPUTS, State, ready_summary, set_condition, types};
-use crate::machine_steps::{Action, Decision, NodeObservation, Observed, StatusChange, decide, without_effect};
+use crate::machine_steps::{
+    Action, Decision, GroupsObservation, NodeObservation, Observed, StatusChange, decide, without_effect,
+};
 use crate::metrics::{kind, result};
 use crate::runtime::mailbox;
 use crate::runtime::messages::MachineMsg;
@@ -153,6 +155,7 @@ async fn observe_and_decide(
             }
         }
     }
+    decision = with_groups(state, &mut observation, decision).await?;
     if decision.action == Action::ReadNode {
         // Workload I/O: without the permit.
         *permit = None;
@@ -177,6 +180,33 @@ async fn observe_and_decide(
         decision = decide(&observation.observed);
     }
     Ok((observation, decision))
+}
+
+/// A decision to start the VM for the first time, or to stop or delete it, is taken again with the VM's affinity
+/// groups read: it joins them before it starts, and leaves them before it goes.
+async fn with_groups(
+    state: &MachineState,
+    observation: &mut Observation,
+    decision: Decision,
+) -> Result<Decision, Next> {
+    let acts_on_groups = matches!(
+        decision.action,
+        Action::StartVm { .. } | Action::StopVmForce { .. } | Action::DeleteVm { .. }
+    );
+    if !acts_on_groups || observation.observed.groups != GroupsObservation::NotRead {
+        return Ok(decision);
+    }
+    match observe::groups_of_vm(observation.engine.as_ref(), &observation.observed).await {
+        None => Ok(decision),
+        Some(Ok(groups)) => {
+            observation.observed.groups = groups;
+            Ok(decide(&observation.observed))
+        }
+        Some(Err(ObserveError { message, .. })) => {
+            tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
+            Err(Next::Backoff)
+        }
+    }
 }
 
 /// Reports the decision's conditions and carries out its action. An action that succeeded is kept in `last_success`
@@ -285,6 +315,12 @@ fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: Statu
     if let Some(vm_status) = change.vm_status {
         state.last_seen_vm_status = Some(vm_status.clone());
         state.status.vm_status = Some(vm_status);
+    }
+    if let Some(host) = change.host {
+        state.status.host = host;
+    }
+    if let Some(domain) = change.failure_domain {
+        state.status.failure_domain = Some(domain);
     }
     let ready = ready_summary(&state.status.conditions, MACHINE_READY_INPUTS);
     set_condition(&mut state.status.conditions, &ready, now, generation);

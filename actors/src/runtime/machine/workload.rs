@@ -133,10 +133,33 @@ pub(super) fn failed(what: &str, err: &kube::Error) -> String {
 const ERROR_TEXT: usize = 300;
 
 fn found(node: Node) -> NodeObservation {
+    let labels = node
+        .labels()
+        .iter()
+        .filter(|(key, _)| crate::node_topology::KEYS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
     NodeObservation::Found {
         name: node.name_any(),
         provider_id: node.spec.and_then(|spec| spec.provider_id).filter(|id| !id.is_empty()),
+        labels,
     }
+}
+
+/// Sets (merges) CAPOV's topology labels on the Node; other labels stay as they are.
+pub async fn set_node_labels(
+    state: &MachineState,
+    cluster: &capi::Cluster,
+    node: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Result<(), String> {
+    let (client, _turn) = connect(state, cluster).await.map_err(NoClient::into_message)?;
+    let patch = json!({"metadata": {"labels": labels}});
+    Api::<Node>::all(client)
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|err| failed("cannot set the Node's topology labels", &err))
 }
 
 pub async fn set_node_provider_id(

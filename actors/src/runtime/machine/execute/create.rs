@@ -8,6 +8,7 @@ use capov_ovirt::model::{
 use capov_ovirt::{Client, DiskPlacement};
 
 use crate::bootstrap_payload::{self, BootstrapFormat};
+use crate::capacity::{DiskSize, check_clone};
 use crate::conditions::reasons;
 use crate::guest_network;
 use crate::machine_steps::CreateVmPlan;
@@ -45,9 +46,13 @@ pub async fn create_vm(
     let custom_script = with_guest_network(plan, custom_script)?;
     let template_id = template.id.clone().unwrap_or_default();
     let domain_name = plan.placement.storage_domain_name.as_deref();
-    let (domain, template_disks) = placement_facts(state, client, &template_id, &data_center_id, domain_name).await?;
+    let (domain, sized_disks) = placement_facts(state, client, &template_id, &data_center_id, domain_name).await?;
+    let template_disks: Vec<TemplateDisk> = sized_disks.iter().map(|(disk, _)| disk.clone()).collect();
     let placement = plan_placement(&plan.placement, domain.as_ref(), &template_disks)
         .map_err(|problem| Failure::error(problem.reason(), problem.message()))?;
+    if placement.clone {
+        clone_fits(state, client, plan, placement.target_domain.as_ref(), &sized_disks).await?;
+    }
     let mut vm = Vm {
         name: Some(plan.name.clone()),
         description: Some(plan.description.clone()),
@@ -88,6 +93,45 @@ fn with_guest_network(plan: &CreateVmPlan, custom_script: String) -> Result<Stri
             format!("the static addresses cannot be added to the Ignition config: {why}"),
         )
     })
+}
+
+/// Issue #27's preflight: a clone whose disks do not fit the storage domain they go to (per the provider's last
+/// inventory poll, with the engine's own sizing) is refused before the engine is asked. A domain the inventory does
+/// not show (before the provider's first poll) is read on its own.
+async fn clone_fits(
+    state: &MachineState,
+    client: &Client,
+    plan: &CreateVmPlan,
+    target: Option<&crate::placement::TargetDomain>,
+    disks: &[(TemplateDisk, DiskSize)],
+) -> Result<(), Failure> {
+    let inventory = state.shared.placements.inventory(&state.object.spec.settings.provider);
+    let mut by_domain: std::collections::BTreeMap<String, Vec<DiskSize>> = Default::default();
+    for (disk, size) in disks {
+        let domain = target
+            .map(|t| t.id.clone())
+            .or_else(|| disk.storage_domain_ids.first().cloned());
+        if let Some(domain) = domain {
+            by_domain.entry(domain).or_default().push(size.clone());
+        }
+    }
+    for (domain_id, sizes) in by_domain {
+        let domain = match inventory.as_ref().and_then(|i| i.domain(&domain_id)) {
+            Some(domain) => domain.clone(),
+            None => match crate::runtime::provider_inventory::domain_fact(client.storage_domain(&domain_id).await?) {
+                Some(domain) => domain,
+                None => continue,
+            },
+        };
+        if let Err(shortfall) = check_clone(&domain, &sizes) {
+            return Err(Failure {
+                reason: reasons::INSUFFICIENT_STORAGE,
+                severity: Severity::Warning,
+                message: shortfall.message(&plan.template),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The oVirt cluster `spec.ovirtcluster` names.
@@ -204,6 +248,11 @@ async fn send(state: &MachineState, client: &Client, vm: &Vm, clone: bool) -> Re
             reasons::VM_NAME_CONFLICT,
             name_in_use_message(vm.name.as_deref().unwrap_or_default()),
         )),
+        Err(err) if err.is_low_disk_space() => Err(Failure {
+            reason: reasons::LOW_DISK_SPACE,
+            severity: Severity::Warning,
+            message: crate::engine_refusals::low_disk_space_message(err.detail().unwrap_or_default()),
+        }),
         Err(err) => Err(Failure::engine(&err)),
     }
 }
@@ -252,15 +301,16 @@ async fn newest_template(
         .max_by_key(|t| t.version.as_ref().and_then(|v| v.version_number).unwrap_or(0)))
 }
 
-/// What the placement needs to know from the engine: the chosen storage domain (if any) and the template disks.
-/// The chosen storage domain is read afresh (its status matters); the template's disks come from the lookups.
+/// What the placement needs to know from the engine: the chosen storage domain (if any) and the template disks with
+/// their sizes. The chosen storage domain is read afresh (its status matters); the template's disks come from the
+/// lookups.
 async fn placement_facts(
     state: &MachineState,
     client: &Client,
     template_id: &str,
     data_center_id: &str,
     domain_name: Option<&str>,
-) -> capov_ovirt::Result<(Option<StorageDomainFact>, Vec<TemplateDisk>)> {
+) -> capov_ovirt::Result<(Option<StorageDomainFact>, Vec<(TemplateDisk, DiskSize)>)> {
     let provider = state.object.spec.settings.provider.as_str();
     let disks = state
         .shared
@@ -301,21 +351,29 @@ async fn placement_facts(
     Ok((Some(fact), disks))
 }
 
-async fn template_disks(client: &Client, template_id: &str) -> capov_ovirt::Result<Vec<TemplateDisk>> {
+async fn template_disks(client: &Client, template_id: &str) -> capov_ovirt::Result<Vec<(TemplateDisk, DiskSize)>> {
     let mut disks = Vec::new();
     for attachment in client.template_disk_attachments(template_id).await? {
         let Some(disk_id) = attachment.disk.as_ref().and_then(|d| d.id.clone()) else {
             continue;
         };
         let disk = client.disk(&disk_id).await?;
-        disks.push(TemplateDisk {
+        let provisioned = disk.provisioned_size.unwrap_or(0);
+        let size = DiskSize {
+            provisioned,
+            actual: disk.actual_size.unwrap_or(provisioned),
+            cow: disk.format.as_deref() == Some("cow"),
+            sparse: disk.sparse.unwrap_or(true),
+        };
+        let template_disk = TemplateDisk {
             id: disk_id,
             alias: disk.alias.unwrap_or_default(),
             storage_domain_ids: disk
                 .storage_domains
                 .map(|refs| refs.items.into_iter().filter_map(|r| r.id).collect())
                 .unwrap_or_default(),
-        });
+        };
+        disks.push((template_disk, size));
     }
     Ok(disks)
 }

@@ -2,6 +2,7 @@
 //! action has its function in the file of what it touches; this dispatcher names, for each action that calls the
 //! engine, the condition its failure is reported on.
 
+mod affinity;
 mod bookkeeping;
 mod create;
 mod disks;
@@ -34,40 +35,56 @@ pub async fn execute(
         Action::AddFinalizer => bookkeeping::add_finalizer(state).await,
         Action::SetFailure { reason, message } => bookkeeping::set_failure(state, reason, message),
         Action::ClearFailure => bookkeeping::clear_failure(state),
+        Action::WriteProviderId(provider_id) => bookkeeping::write_provider_id(state, observed, &provider_id).await,
+        Action::RecordCreatedVm(vm_id) => bookkeeping::record_created_vm(state, &vm_id).await,
+        Action::RecordEngine(engine) => bookkeeping::record_engine(state, &engine).await,
+        Action::RecordSystemDisks(ids) => bookkeeping::record_system_disks(state, &ids).await,
+        Action::CreateIpClaims(claims) => ip_claims::create(state, &claims).await,
+        Action::ReleaseIpClaims(names) => ip_claims::release(state, &names).await,
+        // The pass reads the workload cluster (the Node; while deleting, also its VolumeAttachments) and decides again
+        // before executing (see `pass::observe_and_decide`); nothing to do here.
+        Action::ReadNode | Action::ReadNodeRelease => Executed::Requeue(Requeue::Backoff),
+        Action::SetNodeProviderId { node_name, provider_id } => {
+            node::set_provider_id(state, cluster, &node_name, &provider_id).await
+        }
+        Action::SetNodeLabels { node_name, labels } => node::set_labels(state, cluster, &node_name, &labels).await,
+        Action::RemoveFinalizer { left_alone } => bookkeeping::remove_finalizer(state, left_alone).await,
+        action @ (Action::JoinAffinityGroup(_) | Action::LeaveAffinityGroup(_)) => {
+            affinity::execute(state, observed, client, action).await
+        }
+        action @ (Action::TagVm(_)
+        | Action::AddDataDisk(_)
+        | Action::ResizeDisk { .. }
+        | Action::RenameDiskAlias { .. }
+        | Action::SyncNics(_)) => prepare(client, &vm_id, action).await,
+        action => on_the_vm(state, observed, client, &vm_id, action).await,
+    }
+}
+
+/// The VM's creation, power and removal.
+async fn on_the_vm(
+    state: &mut MachineState,
+    observed: &Observed,
+    client: Option<&capov_ovirt::Client>,
+    vm_id: &str,
+    action: Action,
+) -> Executed {
+    match action {
         Action::CreateVm(plan) => {
             on_engine(client, types::MACHINE_CREATED, |client| {
                 vm::create(state, client, &plan)
             })
             .await
         }
-        Action::WriteProviderId(provider_id) => bookkeeping::write_provider_id(state, observed, &provider_id).await,
-        Action::RecordCreatedVm(vm_id) => bookkeeping::record_created_vm(state, &vm_id).await,
-        Action::RecordEngine(engine) => bookkeeping::record_engine(state, &engine).await,
         Action::UpgradeMarker { vm_id, description } => {
             on_engine(client, types::MACHINE_CREATED, |client| {
                 bookkeeping::upgrade_marker(state, observed, client, &vm_id, &description)
             })
             .await
         }
-        Action::RecordSystemDisks(ids) => bookkeeping::record_system_disks(state, &ids).await,
-        action @ (Action::TagVm(_)
-        | Action::AddDataDisk(_)
-        | Action::ResizeDisk { .. }
-        | Action::RenameDiskAlias { .. }
-        | Action::SyncNics(_)) => prepare(client, &vm_id, action).await,
-        Action::CreateIpClaims(claims) => ip_claims::create(state, &claims).await,
-        Action::ReleaseIpClaims(names) => ip_claims::release(state, &names).await,
         Action::StartVm { use_ignition } => {
-            on_engine(client, types::MACHINE_ON, |client| {
-                vm::start(client, &vm_id, use_ignition)
-            })
-            .await
-        }
-        // The pass reads the workload cluster (the Node; while deleting, also its VolumeAttachments) and decides again
-        // before executing (see `pass::observe_and_decide`); nothing to do here.
-        Action::ReadNode | Action::ReadNodeRelease => Executed::Requeue(Requeue::Backoff),
-        Action::SetNodeProviderId { node_name, provider_id } => {
-            node::set_provider_id(state, cluster, &node_name, &provider_id).await
+            let hard = observed.settings.antiaffinity == Some(capov_crds::AntiAffinity::Hard);
+            on_engine(client, types::MACHINE_ON, |c| vm::start(c, vm_id, use_ignition, hard)).await
         }
         Action::ShutdownVm { vm_id, deadline_in } => {
             on_engine(client, types::MACHINE_DELETED, |client| {
@@ -87,7 +104,7 @@ pub async fn execute(
         Action::DeleteVm { vm_id } => {
             on_engine(client, types::MACHINE_DELETED, |client| vm::delete(client, &vm_id)).await
         }
-        Action::RemoveFinalizer { left_alone } => bookkeeping::remove_finalizer(state, left_alone).await,
+        other => not_for(other, "the VM's creation, power or removal"),
     }
 }
 
@@ -129,9 +146,12 @@ async fn prepare(client: Option<&capov_ovirt::Client>, vm_id: &str, action: Acti
             })
             .await
         }
-        other => {
-            tracing::error!(action = ?other, "not a preparation of the VM; nothing done");
-            Executed::Requeue(Requeue::Backoff)
-        }
+        other => not_for(other, "a preparation of the VM"),
     }
+}
+
+/// A dispatching mistake: logged, nothing done, the pass backs off.
+fn not_for(action: Action, what: &str) -> Executed {
+    tracing::error!(action = ?action, "not {what}; nothing done");
+    Executed::Requeue(Requeue::Backoff)
 }

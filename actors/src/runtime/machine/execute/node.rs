@@ -1,4 +1,4 @@
-//! The workload cluster's Node of the VM: setting its spec.providerID (SPEC §2 step 7).
+//! The workload cluster's Node of the VM: setting its spec.providerID (SPEC §2 step 7) and CAPOV's topology labels.
 
 use capov_crds::Severity;
 
@@ -8,6 +8,29 @@ use crate::runtime::capi;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
 use crate::runtime::machine::workload;
+
+/// Sets CAPOV's topology labels on the Node; backs off while the machine's Cluster is not known.
+pub async fn set_labels(
+    state: &MachineState,
+    cluster: Option<&capi::Cluster>,
+    node_name: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Executed {
+    let Some(cluster) = cluster else {
+        return Executed::Requeue(Requeue::Backoff);
+    };
+    match workload::set_node_labels(state, cluster, node_name, labels).await {
+        Ok(()) => Executed::Continue,
+        Err(message) => Executed::Failed {
+            type_: types::K8S_PROVIDER_ID_SETUP,
+            failure: Failure {
+                reason: reasons::WORKLOAD_CLUSTER_UNREACHABLE,
+                severity: Severity::Warning,
+                message,
+            },
+        },
+    }
+}
 
 /// Sets the Node's providerID; backs off while the machine's Cluster is not known.
 pub async fn set_provider_id(

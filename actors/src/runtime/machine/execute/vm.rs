@@ -45,8 +45,15 @@ fn create_failure(failure: Failure) -> Failure {
     }
 }
 
-/// Starts the VM with its bootstrap data as Ignition or cloud-init; a VM already running counts as started.
-pub async fn start(client: &Client, vm_id: &str, use_ignition: bool) -> capov_ovirt::Result<Executed> {
+/// Starts the VM with its bootstrap data as Ignition or cloud-init; a VM already running counts as started. No host
+/// to run it on is NoSchedulableHost, with the engine's reasons and what to do (`hard_anti_affinity`: the machine's
+/// spec.antiaffinity is hard).
+pub async fn start(
+    client: &Client,
+    vm_id: &str,
+    use_ignition: bool,
+    hard_anti_affinity: bool,
+) -> Result<Executed, Failure> {
     let options = StartOptions {
         use_cloud_init: !use_ignition,
         use_ignition,
@@ -54,7 +61,12 @@ pub async fn start(client: &Client, vm_id: &str, use_ignition: bool) -> capov_ov
     match client.start_vm(vm_id, options).await {
         Ok(()) => Ok(Executed::Requeue(Requeue::PollVm)),
         Err(err) if err.is_vm_running() => Ok(Executed::Requeue(Requeue::PollVm)),
-        Err(err) => Err(err),
+        Err(err) if err.is_no_host_to_run() => Err(Failure {
+            reason: reasons::NO_SCHEDULABLE_HOST,
+            severity: capov_crds::Severity::Warning,
+            message: crate::engine_refusals::no_host_message(err.detail().unwrap_or_default(), hard_anti_affinity),
+        }),
+        Err(err) => Err(err.into()),
     }
 }
 

@@ -3,6 +3,7 @@
 //! vNIC profiles: `nics`) and the workload cluster's Node (`super::workload`). Only what the current step can need
 //! is read from the engine.
 
+mod groups;
 mod nics;
 mod observation;
 mod provider;
@@ -20,10 +21,13 @@ use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use ractor::ActorRef;
 
+pub use self::groups::groups_of_vm;
 pub use self::nics::nics_before_start;
 pub use self::observation::{Engine, Observation, ObserveError};
 use self::provider::connection;
 use self::vm::find_vm;
+
+mod placement;
 use super::state::MachineState;
 use crate::conditions::types;
 use crate::identity::OwnerIdentity;
@@ -39,6 +43,7 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     let machine = owner_machine(state);
     let cluster = owner_cluster(state, machine.as_deref());
     let mut observed = from_objects(state, machine.as_deref(), cluster.as_deref());
+    note_placement(state, &observed);
     if observed.paused || releasable_without_engine(&observed) {
         return Ok(Observation {
             observed,
@@ -101,9 +106,9 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
 /// What the OVirtMachine, the CAPI objects in the stores and this actor's own status show, before anything is read:
 /// no bootstrap data, a ready connection, no VM and no Node until the pass looks.
 fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: Option<&capi::Cluster>) -> Observed {
-    let machine_found = machine.is_some();
     let object = &state.object;
     let annotations = object.annotations();
+    let (failure_domain, group_owner, groups_wanted) = placement::of_machine(state, machine, cluster);
     Observed {
         namespace: state.key.namespace.clone().unwrap_or_default(),
         name: state.key.name.clone(),
@@ -114,7 +119,7 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         cluster_name: cluster_name(state, machine),
         deleted_for_move: annotations.contains_key(DELETE_FOR_MOVE_ANNOTATION),
         has_finalizer: object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
-        owner_machine_found: machine_found,
+        owner_machine_found: machine.is_some(),
         cluster_found: cluster.is_some(),
         cluster_infrastructure_provisioned: cluster.is_some_and(capi::cluster_infrastructure_provisioned),
         bootstrap: Bootstrap::NotReady,
@@ -144,6 +149,11 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         detached_disks: state.detached_disks.clone(),
         control_plane_host: cluster.and_then(capi::cluster_control_plane_host),
         ip_claims: ip_claims(state),
+        failure_domain,
+        groups_wanted,
+        group_owner,
+        groups: crate::machine_steps::GroupsObservation::NotRead,
+        placement_skipped: placement::skipped(&state.status),
     }
 }
 
@@ -172,6 +182,23 @@ fn deletion_requested_for(object: &capov_crds::OVirtMachine) -> Option<std::time
     let at = object.metadata.deletion_timestamp.as_ref()?;
     let elapsed = crate::runtime::now().duration_since(at.0);
     Some(std::time::Duration::try_from(elapsed).unwrap_or_default())
+}
+
+/// Tells the runtime which oVirt cluster the machine uses, for its OVirtCluster's capacity.
+fn note_placement(state: &MachineState, observed: &Observed) {
+    if observed.group_owner.cluster.is_empty() {
+        return;
+    }
+    let placement = crate::runtime::placements::MachinePlacement {
+        namespace: observed.namespace.clone(),
+        cluster: observed.group_owner.cluster.clone(),
+        provider: observed.settings.provider.clone(),
+        ovirt_cluster: observed
+            .failure_domain
+            .ovirt_cluster(&observed.settings.ovirtcluster)
+            .to_string(),
+    };
+    state.shared.placements.note_machine(&state.key, placement);
 }
 
 /// Whose VM this machine may change: this object's UID, the UID the owner-UID annotation recorded when that differs,

@@ -34,7 +34,7 @@ async fn nic_assessment(
 ) -> Result<NicAssessment, ObserveError> {
     let engine_error = |err: capov_ovirt::Error| ObserveError::new(format!("reading NICs and vNIC profiles: {err}"));
     let (lookups, provider) = (&state.shared.lookups, observed.settings.provider.as_str());
-    let cluster_name = &observed.settings.ovirtcluster;
+    let cluster_name = observed.failure_domain.ovirt_cluster(&observed.settings.ovirtcluster);
     let cluster = lookups
         .get(key(provider, &format!("cluster/{cluster_name}")), || {
             client.find_cluster_by_name(cluster_name)

@@ -65,7 +65,7 @@ async fn find_by_id(
     // NICs, reported devices and (until the machine is provisioned, or when deleting) the disks inlined: one engine
     // request per pass.
     match client.vm_facts(id, needs_disks(state, observed)).await {
-        Ok(facts) => Ok(VmSnapshot::from_facts(facts).map(|s| (Arc::new(s), FoundBy::ProviderId))),
+        Ok(facts) => Ok(VmSnapshot::from_facts(facts).map(|s| (Arc::new(with_hosts(state, s)), FoundBy::ProviderId))),
         Err(err) if err.is_not_found() && observed.deletion_requested => {
             find_by_name(state, client, observed, held).await
         }
@@ -87,7 +87,7 @@ async fn find_by_name(
     }
     let found = client.find_vms_facts_by_name(&vm_name).await.map_err(vm_read_error)?;
     let snapshots = found.into_iter().filter_map(VmSnapshot::from_facts).collect();
-    Ok(preferred(snapshots, &observed.owner).map(|s| (Arc::new(s), FoundBy::Name)))
+    Ok(preferred(snapshots, &observed.owner).map(|s| (Arc::new(with_hosts(state, s)), FoundBy::Name)))
 }
 
 /// Of the VMs sharing this machine's VM name (in several data centers), the one whose marker names this machine,
@@ -104,6 +104,12 @@ fn preferred(snapshots: Vec<VmSnapshot>, owner: &crate::identity::OwnerIdentity)
         .min_by_key(|(index, s)| (rank(s), *index))?
         .0;
     snapshots.into_iter().nth(best)
+}
+
+/// The snapshot with its host's name and status from the provider's last inventory poll.
+fn with_hosts(state: &MachineState, snapshot: VmSnapshot) -> VmSnapshot {
+    let inventory = state.shared.placements.inventory(&state.object.spec.settings.provider);
+    snapshot.with_hosts(inventory.as_deref())
 }
 
 /// Remembers what was found. Whether this observation is what was held (and since when) matters for the pass's
@@ -137,6 +143,8 @@ async fn observed_vm(
         ownership,
         found_by,
         disks: Vec::new(),
+        cluster_id: vm.cluster_id.clone(),
+        host: vm.host.clone(),
         nics: Vec::new(),
         reported_devices: Vec::new(),
         tags: None,
@@ -261,13 +269,15 @@ fn needs_disks(state: &MachineState, observed: &Observed) -> bool {
 }
 
 /// CAPOV starts a VM once: it was started if the machine was ever up, the engine reports a start time (checked by
-/// the caller), or CAPOV wrote MachineOn after the engine accepted the start. MachineOn `EngineError` is a start
-/// the engine refused (e.g. a 503): the VM never ran and is started again.
+/// the caller), or CAPOV wrote MachineOn after the engine accepted the start. MachineOn `EngineError` and
+/// `NoSchedulableHost` are starts the engine refused (a 503; no host to run on): the VM never ran and is started
+/// again.
 pub(crate) fn started_by_status(ready: bool, conditions: &[capov_crds::Condition]) -> bool {
+    let refused = |reason: &str| reason == reasons::ENGINE_ERROR || reason == reasons::NO_SCHEDULABLE_HOST;
     ready
         || conditions
             .iter()
-            .any(|c| c.type_ == types::MACHINE_ON && c.reason != reasons::ENGINE_ERROR)
+            .any(|c| c.type_ == types::MACHINE_ON && !refused(&c.reason))
 }
 
 #[cfg(test)]
@@ -286,6 +296,8 @@ mod tests {
             disks: None,
             nics: None,
             reported_devices: None,
+            cluster_id: None,
+            host: None,
         }
     }
 
@@ -324,6 +336,7 @@ mod tests {
     fn a_refused_start_is_not_a_started_vm() {
         assert!(!started_by_status(false, &[]));
         assert!(!started_by_status(false, &[machine_on(reasons::ENGINE_ERROR)]));
+        assert!(!started_by_status(false, &[machine_on(reasons::NO_SCHEDULABLE_HOST)]));
         assert!(started_by_status(false, &[machine_on(reasons::VM_POWERING_UP)]));
         assert!(started_by_status(false, &[machine_on(reasons::VM_DOWN)]));
         assert!(started_by_status(true, &[]));

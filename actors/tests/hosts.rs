@@ -1,0 +1,274 @@
+//! Hypervisor-aware machines and capacity (issue #27) on a real kube-apiserver with the engine simulator: a host
+//! going into maintenance (the VM migrates, the machine follows and shows it), a host going non-responsive (no engine
+//! write on its VMs until it is fenced), the clone preflight with the figures in the OVirtCluster's status, and the
+//! engine's two refusals (low disk space on create, no host on start).
+
+mod support;
+
+use std::time::Duration;
+
+use capov_crds::{ConditionStatus, OVirtCluster, Severity};
+use capov_ovirt_sim::{ClusterSeed, GIB, HostSeed, Inventory, Timings};
+use capov_testkit::eventually;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
+use serde_json::json;
+use support::{World, condition};
+
+const MINUTE: Duration = Duration::from_secs(60);
+const HOST_LABEL: &str = "capov.infrastructure.cluster.x-k8s.io/ovirt-host";
+
+/// The machine's status.host and its HostReady condition (status, reason), once both are there.
+async fn host_of(world: &World, name: &str) -> Option<(String, ConditionStatus, String)> {
+    let machine = world.machine(name).await;
+    let host = machine.status.as_ref()?.host.clone()?;
+    let ready = condition(&machine, "HostReady")?;
+    Some((host, ready.status, ready.reason.clone()))
+}
+
+async fn node_host_label(world: &World, node: &str) -> Option<String> {
+    let nodes = Api::<Node>::all(world.workload.client().await.expect("workload client"));
+    nodes.get(node).await.ok()?.metadata.labels?.get(HOST_LABEL).cloned()
+}
+
+#[tokio::test]
+async fn a_host_going_into_maintenance_moves_the_vm_and_the_machine_follows_then_clears() {
+    let mut world = World::new("maintenance").await;
+    world.start_operator().await;
+    let vm_id = world.bring_to_ready("mover").await;
+    let control = world.sim.control().clone();
+    let first = control.vm_host(&vm_id).expect("the VM runs on a host");
+    let (host, status, reason) = eventually(MINUTE, "status.host and HostReady", || host_of(&world, "mover")).await;
+    assert_eq!(
+        (host.as_str(), status, reason.as_str()),
+        (first.as_str(), ConditionStatus::True, "HostUp")
+    );
+    eventually(MINUTE, "the Node labelled with the host", || async {
+        (node_host_label(&world, "mover-node").await? == first).then_some(())
+    })
+    .await;
+
+    // Migrations long enough to be seen.
+    control.set_timings(Timings {
+        migration_ms: 4000,
+        ..control.timings()
+    });
+    control.deactivate_host(&first).expect("maintenance");
+    let preparing = world
+        .wait_reason(MINUTE, "mover", "HostReady", "HostPreparingForMaintenance")
+        .await;
+    let host_ready = condition(&preparing, "HostReady").expect("HostReady");
+    assert_eq!(host_ready.severity, Some(Severity::Warning));
+    assert!(host_ready.message.contains(&first), "{}", host_ready.message);
+    assert_eq!(
+        condition(&preparing, "Ready").map(|c| c.status),
+        Some(ConditionStatus::True),
+        "a VM being migrated stays Ready"
+    );
+
+    let moved = eventually(MINUTE, "the machine on its new host, HostReady again", || async {
+        match host_of(&world, "mover").await {
+            Some((host, ConditionStatus::True, reason)) if host != first && reason == "HostUp" => Ok(host),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(control.vm_host(&vm_id).as_deref(), Some(moved.as_str()));
+    assert_eq!(control.host_by_name(&first).expect("host").status, "maintenance");
+    eventually(MINUTE, "the Node labelled with the new host", || async {
+        (node_host_label(&world, "mover-node").await? == moved).then_some(())
+    })
+    .await;
+    world.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_non_responsive_host_gets_no_engine_write_on_its_vms_until_it_is_fenced() {
+    let mut world = World::new("lost-host").await;
+    world.start_operator().await;
+    let vm_id = world.bring_to_ready("stranded").await;
+    let control = world.sim.control().clone();
+    let host = control.vm_host(&vm_id).expect("host");
+    control.lose_host(&host).expect("lose the host");
+    let lost_at = now_ms();
+    let machine = world
+        .wait_reason(MINUTE, "stranded", "HostReady", "HostNonResponsive")
+        .await;
+    let host_ready = condition(&machine, "HostReady").expect("HostReady");
+    assert_eq!(host_ready.severity, Some(Severity::Error));
+    assert!(host_ready.message.contains("no engine call"), "{}", host_ready.message);
+
+    // Deleting the machine would stop and remove the VM: held back, and said so.
+    let machines = Api::<capov_crds::OVirtMachine>::namespaced(world.client.clone(), &world.namespace);
+    machines.delete("stranded", &Default::default()).await.expect("delete");
+    let held = world
+        .wait_reason(MINUTE, "stranded", "MachineDeleted", "HostNonResponsive")
+        .await;
+    assert!(
+        condition(&held, "MachineDeleted").is_some_and(|c| c.message.contains("until the host is back or fenced")),
+        "{:?}",
+        condition(&held, "MachineDeleted")
+    );
+    let fenced_at = now_ms();
+    control.fence_host(&host).expect("fence");
+    eventually(MINUTE, "the machine gone once the host was fenced", || async {
+        machines.get_opt("stranded").await.expect("get").is_none().then_some(())
+    })
+    .await;
+    assert!(control.vm(&vm_id).is_none(), "the VM was deleted after the fence");
+    let writes_on_vm = |from: u64, to: u64| {
+        control
+            .writes()
+            .into_iter()
+            .filter(|w| w.path.contains(&vm_id) && w.received_ms >= from && w.received_ms < to)
+            .count()
+    };
+    assert_eq!(
+        writes_on_vm(lost_at, fenced_at),
+        0,
+        "an engine write while the host was non-responsive"
+    );
+    assert!(
+        writes_on_vm(fenced_at, u64::MAX) > 0,
+        "the deletion went on after the fence"
+    );
+    world.stop_operator().await;
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("ms")
+}
+
+#[tokio::test]
+async fn a_clone_that_does_not_fit_is_refused_before_the_engine_is_asked_and_the_cluster_shows_the_figures() {
+    let mut world = World::new("preflight").await;
+    let control = world.sim.control().clone();
+    // The template allocates 2.5 GiB: a clone needs 2.75 GiB; 2 GiB are left (and the 5 GiB threshold is off).
+    control.set_storage_available("data1", 2 * GIB).expect("data1");
+    world.start_operator().await;
+    world
+        .create_machine(
+            "big-clone",
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04", "diskclone": true}),
+        )
+        .await;
+    let machine = world
+        .wait_reason(MINUTE, "big-clone", "MachineCreated", "InsufficientStorage")
+        .await;
+    let created = condition(&machine, "MachineCreated").expect("MachineCreated");
+    assert_eq!(created.severity, Some(Severity::Warning));
+    for part in ["\"data1\"", "2147483648 bytes", "needs 2952790016 bytes"] {
+        assert!(created.message.contains(part), "{part} not in: {}", created.message);
+    }
+    assert_eq!(control.counter("POST /vms"), 0, "the engine was asked to create the VM");
+
+    let clusters = Api::<OVirtCluster>::namespaced(world.client.clone(), &world.namespace);
+    let capacity = eventually(MINUTE, "the cluster's capacity", || async {
+        let cluster = clusters.get(&world.cluster).await.ok()?;
+        let capacity = cluster.status?.capacity?;
+        let data1 = capacity.storage_domains.iter().find(|d| d.name == "data1")?;
+        (data1.available_bytes == (2 * GIB) as i64).then_some(capacity)
+    })
+    .await;
+    let default = capacity
+        .ovirt_clusters
+        .iter()
+        .find(|c| c.name == "Default")
+        .expect("the Default cluster");
+    assert_eq!((default.hosts, default.hosts_up), (3, 3));
+    assert_eq!(default.provider, world.provider);
+    assert_eq!(default.cpus, 3 * 4 * 64 * 2);
+    assert_eq!(default.largest_free_memory_bytes, (16 * 1024 * GIB) as i64);
+
+    // Room again: the next inventory poll shows it and the machine's retry creates the VM.
+    control.set_storage_available("data1", 100 * GIB).expect("data1");
+    world.vm_id("big-clone").await;
+    world.stop_operator().await;
+}
+
+#[tokio::test]
+async fn the_engine_refuses_a_create_for_low_disk_space_and_a_start_without_a_host_with_its_own_texts() {
+    let mut world = World::new("refusals").await;
+    let control = world.sim.control().clone();
+    control
+        .seed(&Inventory {
+            clusters: vec![ClusterSeed {
+                name: "Tiny".into(),
+                data_center: "Default".into(),
+                ..Default::default()
+            }],
+            hosts: vec![HostSeed {
+                name: "tiny-1".into(),
+                cluster: "Tiny".into(),
+                memory_bytes: 2 * GIB,
+                ..HostSeed::default()
+            }],
+            ..Inventory::default()
+        })
+        .expect("seed");
+    // data2 holds no template disk: a thin VM goes to data1, below its 5 GiB threshold.
+    control.set_storage_available("data1", 4 * GIB).expect("data1");
+    world.start_operator().await;
+    world
+        .create_machine("thin", json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
+        .await;
+    let machine = world
+        .wait_reason(MINUTE, "thin", "MachineCreated", "LowDiskSpace")
+        .await;
+    let created = condition(&machine, "MachineCreated").expect("MachineCreated");
+    assert_eq!(created.severity, Some(Severity::Warning));
+    assert!(
+        created
+            .message
+            .ends_with("oVirt said: Cannot add VM. Low disk space on Storage Domain data1."),
+        "{}",
+        created.message
+    );
+
+    control.set_storage_available("data1", 100 * GIB).expect("data1");
+    world
+        .create_machine(
+            "too-big",
+            json!({"ovirtcluster": "Tiny", "template": "ubuntu-22.04", "memory": {"sizemb": 4096}}),
+        )
+        .await;
+    let machine = world
+        .wait_reason(MINUTE, "too-big", "MachineOn", "NoSchedulableHost")
+        .await;
+    let on = condition(&machine, "MachineOn").expect("MachineOn");
+    assert_eq!(on.severity, Some(Severity::Warning));
+    for part in [
+        "no host has the memory",
+        "Cannot run VM. There is no host that satisfies current scheduling constraints.",
+        "The host tiny-1 did not satisfy internal filter Memory because its available memory is too low (2048 MB)",
+    ] {
+        assert!(on.message.contains(part), "{part} not in: {}", on.message);
+    }
+    let vm_id = world.vm_id("too-big").await;
+    assert_eq!(control.vm(&vm_id).expect("vm").status, "down");
+
+    // A host with room: the start is retried and succeeds; the low-disk machine got its VM too.
+    control
+        .seed(&Inventory {
+            hosts: vec![HostSeed {
+                name: "tiny-2".into(),
+                cluster: "Tiny".into(),
+                memory_bytes: 64 * GIB,
+                ..HostSeed::default()
+            }],
+            ..Inventory::default()
+        })
+        .expect("seed");
+    eventually(MINUTE, "the VM up on the new host", || async {
+        (control.vm_host(&vm_id)? == "tiny-2" && control.vm(&vm_id)?.status == "up").then_some(())
+    })
+    .await;
+    world.vm_id("thin").await;
+    world.stop_operator().await;
+}

@@ -1,0 +1,196 @@
+//! Where VMs run: hosts, the affinity groups that keep VMs apart or on chosen hosts, and the affinity labels that
+//! name sets of hosts.
+
+use serde::{Deserialize, Serialize};
+
+use super::common::{Actions, Link, Ref};
+use super::macros::{collection, string_enum};
+use super::vm::Cpu;
+
+string_enum!(
+    /// `host_status` of the engine.
+    HostStatus {
+        Down = "down",
+        Error = "error",
+        Initializing = "initializing",
+        Installing = "installing",
+        InstallFailed = "install_failed",
+        Maintenance = "maintenance",
+        NonOperational = "non_operational",
+        NonResponsive = "non_responsive",
+        PreparingForMaintenance = "preparing_for_maintenance",
+        Connecting = "connecting",
+        Reboot = "reboot",
+        Unassigned = "unassigned",
+        Up = "up",
+        InstallingOs = "installing_os",
+        Kdumping = "kdumping",
+    }
+);
+
+/// `<summary>` of a host: how many VMs run on it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VmSummary {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrating: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+}
+
+/// A hypervisor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "host")]
+pub struct Host {
+    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actions: Option<Actions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<Link>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Cpu>,
+    /// Physical memory in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// What the scheduler can still give a VM on this host, in bytes (the Memory filter's figure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_scheduling_memory: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<HostStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<VmSummary>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Ref>,
+}
+
+collection!(Hosts, "hosts", "host", Host);
+
+impl Host {
+    /// Logical CPUs: sockets × cores × threads of its topology; None when the engine does not know them yet.
+    pub fn logical_cpus(&self) -> Option<u64> {
+        let topology = self.cpu.as_ref()?.topology.as_ref()?;
+        let count = |n: Option<u32>| n.map(u64::from);
+        Some(count(topology.sockets)? * count(topology.cores)? * count(topology.threads).unwrap_or(1))
+    }
+}
+
+/// `<vms_rule>` / `<hosts_rule>` of an affinity group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AffinityRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Hard (true): hosts breaking the rule are filtered out; soft (false): only scored lower.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcing: Option<bool>,
+    /// Together (true) or apart (false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positive: Option<bool>,
+}
+
+/// `<vms><vm id/></vms>` inside an affinity group or label.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VmRefs {
+    #[serde(rename = "vm", default)]
+    pub items: Vec<Ref>,
+}
+
+/// `<hosts><host id/></hosts>` inside an affinity group or label.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostRefs {
+    #[serde(rename = "host", default)]
+    pub items: Vec<Ref>,
+}
+
+/// `<host_labels><affinity_label id/></host_labels>` inside an affinity group.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AffinityLabelRefs {
+    #[serde(rename = "affinity_label", default)]
+    pub items: Vec<Ref>,
+}
+
+/// A set of VMs kept together or apart (`vms_rule`), or on or off a set of hosts (`hosts_rule`), in one cluster.
+/// Names are unique in the whole engine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "affinity_group")]
+pub struct AffinityGroup {
+    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<Link>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<bool>,
+    /// Deprecated mirror of `vms_rule.enforcing` the engine still sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcing: Option<bool>,
+    /// Deprecated mirror of `vms_rule.positive` the engine still sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts_rule: Option<AffinityRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vms_rule: Option<AffinityRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Ref>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_labels: Option<AffinityLabelRefs>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<HostRefs>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_labels: Option<AffinityLabelRefs>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vms: Option<VmRefs>,
+}
+
+collection!(AffinityGroups, "affinity_groups", "affinity_group", AffinityGroup);
+
+impl AffinityGroup {
+    /// The ids of the VMs in the group.
+    pub fn vm_ids(&self) -> Vec<String> {
+        self.vms
+            .as_ref()
+            .map(|vms| vms.items.iter().filter_map(|vm| vm.id.clone()).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// A name for a set of hosts and VMs; affinity groups refer to it (`host_labels`, `vm_labels`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "affinity_label")]
+pub struct AffinityLabel {
+    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<Link>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_implicit_affinity_group: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+}
+
+collection!(AffinityLabels, "affinity_labels", "affinity_label", AffinityLabel);
