@@ -189,7 +189,7 @@ where
         + 'static,
 {
     let ready = report_ready(me, &shared.metrics, writer.as_reader(), watch);
-    let api = namespaced::<K>(&shared.client, &shared.settings);
+    let api = namespaced::<K>(&shared.watch_client, &shared.settings);
     let stream = watcher::watcher(api, watch_config(&shared.settings))
         .default_backoff()
         .modify(slim::capi)
