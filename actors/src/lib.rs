@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod bootstrap_payload;
 pub mod conditions;
 pub mod disk_alias;
+pub mod fair_share;
 pub mod feature_gates;
 pub mod identity;
 pub mod machine_steps;

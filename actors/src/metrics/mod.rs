@@ -2,9 +2,13 @@
 //! operator's HTTPS endpoint serves, plus the process collector.
 //!
 //! Labels are bounded: actor or object *kind*, oVirt *provider* (an OVirtProvider name: a handful per cluster),
-//! HTTP method, engine resource type, status code, result. Never an object name.
+//! HTTP method, engine resource type, status code, result, and CAPI Cluster for the fair queues (at most
+//! `queues::MAX_CLUSTER_LABELS` of them, the rest `other`). Never an object name.
 
 mod process;
+mod queues;
+
+pub use queues::QueueMetrics;
 
 use prometheus::{
     Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -77,6 +81,8 @@ pub struct Metrics {
     pub status_updates_coalesced_total: IntCounterVec,
     /// `capov_max_concurrent_reconciles`: the configured limit.
     pub max_concurrent_reconciles: Gauge,
+    /// Each CAPI Cluster's queue depth and wait at the reconcile permits and the engine rate limits.
+    pub queues: QueueMetrics,
 }
 
 impl Default for Metrics {
@@ -186,6 +192,7 @@ impl Metrics {
                 registry.register(Box::new(gauge.clone())).expect("unique metric");
                 gauge
             },
+            queues: QueueMetrics::new(&registry),
             registry,
         };
         metrics

@@ -60,8 +60,9 @@ pub enum SupervisorMsg {
         namespace: String,
         machine: Option<String>,
     },
-    /// A CAPI store has (re)listed its objects: every machine looks again. Listed objects reach the store only
-    /// when the list is complete, so a machine woken by one of them earlier may not have found it.
+    /// A store (CAPI Machines, Clusters, Namespaces) has listed its objects for the first time: every machine looks
+    /// again. Listed objects reach the store only when the list is complete, so a machine woken by one of them earlier
+    /// may not have found it. A later relist wakes only the machines whose objects changed (`CapiChanged`).
     CapiListed,
     Restart(ObjectKey),
     /// Time to try a failed finalizer write again.

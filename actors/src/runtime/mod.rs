@@ -10,6 +10,7 @@ mod events;
 mod finalizers;
 pub mod keys;
 pub mod kube_clients;
+mod kube_requests;
 mod lookups;
 mod machine;
 pub mod mailbox;

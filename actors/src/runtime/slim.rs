@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use capov_crds::labels::CONTROL_PLANE_LABEL;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -100,11 +101,24 @@ pub fn secret(secret: &mut Secret) {
     };
 }
 
-/// A CAPI object (`capi.rs` decodes only the fields read): its identity, without labels, annotations, owners or
+/// A CAPI object (`capi.rs` decodes only the fields read): its identity and, on a control-plane Machine, the
+/// control-plane label (its work goes first in the fair queues); no other label, no annotations, owners or
 /// managedFields.
 pub fn capi<K: kube::Resource>(object: &mut K) {
-    let meta = identity(object.meta(), None);
+    let control_plane = object
+        .meta()
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get_key_value(CONTROL_PLANE_LABEL))
+        .map(|(key, value)| BTreeMap::from([(key.clone(), value.clone())]));
+    let meta = identity(object.meta(), control_plane);
     *object.meta_mut() = meta;
+}
+
+/// Whether two copies of an object are the same version of it (a relist shows unchanged objects again).
+pub fn same_version<K: kube::Resource>(held: &K, seen: &K) -> bool {
+    let (held, seen) = (held.meta(), seen.meta());
+    held.uid == seen.uid && held.resource_version.is_some() && held.resource_version == seen.resource_version
 }
 
 /// Name, namespace, uid and resourceVersion (what a store's keys and an ObjectRef need), and `labels` if given.
@@ -142,6 +156,27 @@ mod tests {
         assert_eq!(meta.resource_version.as_deref(), Some("7"));
         assert!(meta.managed_fields.is_none() && meta.annotations.is_none() && meta.labels.is_none());
         assert_eq!(machine.spec.cluster_name.as_deref(), Some("c"));
+        let mut control_plane: crate::runtime::capi::Machine = serde_json::from_value(json!({
+            "metadata": {"name": "cp", "labels": {"a": "b", "cluster.x-k8s.io/control-plane": ""}}
+        }))
+        .expect("machine");
+        capi(&mut control_plane);
+        let labels = control_plane.metadata.labels.expect("the control-plane label");
+        assert_eq!(labels.keys().collect::<Vec<_>>(), ["cluster.x-k8s.io/control-plane"]);
+    }
+
+    #[test]
+    fn copies_are_the_same_version_only_with_the_same_uid_and_resource_version() {
+        let object = |uid: &str, version: Option<&str>| {
+            let mut namespace = Namespace::default();
+            namespace.metadata.uid = Some(uid.into());
+            namespace.metadata.resource_version = version.map(String::from);
+            namespace
+        };
+        assert!(same_version(&object("a", Some("7")), &object("a", Some("7"))));
+        assert!(!same_version(&object("a", Some("7")), &object("a", Some("8"))));
+        assert!(!same_version(&object("a", Some("7")), &object("b", Some("7"))));
+        assert!(!same_version(&object("a", None), &object("a", None)));
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub struct MachineState {
     pub(super) shared: Arc<Shared>,
     /// The status CAPOV owns, as last sent to the status writer.
     pub(super) status: OVirtMachineStatus,
+    /// The fingerprint (`status_writer::fingerprint`) of the status last sent to the status writer, or seen on the
+    /// object when the actor started.
+    pub(super) sent_status: Option<u64>,
     /// Since when the machine has waited for a missing provider or credentials (SPEC §2.4: critical after 10 min).
     pub(super) missing_since: Option<std::time::Instant>,
     /// 5 s doubling to 5 min, each wait jittered (crate::backoff).
@@ -51,6 +54,9 @@ pub struct MachineState {
     /// The VM this actor created and has not recorded in spec.providerID yet (it is recorded once its disks are
     /// copied): recording it then is not an adoption.
     pub(super) created_vm: Option<String>,
+    /// This actor has once left its VM to the provider's search (`observe::vm::may_await_search`); later passes
+    /// without a held snapshot read the VM.
+    pub(super) vm_search_asked: bool,
     pub(super) mail: ActorMetrics,
     _alive: Alive,
 }
@@ -69,6 +75,7 @@ impl MachineState {
             object,
             shared,
             status,
+            sent_status: None,
             missing_since: None,
             backoff: crate::backoff::Backoff::steps(),
             pass_queued: true,
@@ -84,6 +91,7 @@ impl MachineState {
             quiet_guards: 0,
             carried_success: None,
             created_vm: None,
+            vm_search_asked: false,
             _alive: mail.alive(),
             mail,
         }

@@ -24,6 +24,7 @@ pub use self::nics::nics_before_start;
 pub use self::observation::{Engine, Observation, ObserveError};
 use self::provider::connection;
 use self::vm::find_vm;
+use super::share::machine_share;
 use super::state::MachineState;
 use crate::conditions::types;
 use crate::identity::OwnerIdentity;
@@ -53,7 +54,11 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
             observed.connection = ProviderConnection::Ready {
                 insecure_transport: client.plain_http(),
             };
-            Engine { client }
+            // The machine's turn at the engine's rate limit: its cluster's, or the urgent one.
+            let lane = machine_share(state, machine.as_deref(), false).lane();
+            Engine {
+                client: client.with_lane(lane),
+            }
         }
         Err(failed) => {
             observed.connection = failed;
