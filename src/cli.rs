@@ -101,11 +101,20 @@ pub struct Cli {
           value_parser = parse_watch_filter)]
     pub watch_filter: String,
 
-    /// Identity of this management cluster in the ownership marker of every VM CAPOV creates. Empty: the UID of the
-    /// `kube-system` namespace. Give both management clusters the same value around a `clusterctl move`.
+    /// Identity of this management cluster, recorded on each OVirtProvider that has none and named by the ownership
+    /// markers of its VMs. Empty: the UID of the `kube-system` namespace. `clusterctl move` needs no value: the
+    /// provider carries the id its VMs were marked with.
     #[arg(long, env = "CAPOV_MANAGEMENT_CLUSTER_ID", default_value = "", value_name = "ID",
           value_parser = parse_management_cluster_id)]
     pub management_cluster_id: String,
+
+    /// Let workload kubeconfigs point at loopback and link-local addresses and at the management cluster's own
+    /// apiserver and service network, which are refused otherwise. For tests and demos whose workload apiservers run
+    /// on the same host; never in production.
+    #[arg(long, env = "CAPOV_ALLOW_INTERNAL_WORKLOAD_SERVERS", default_value = "false", value_name = "BOOL",
+          num_args = 0..=1, require_equals = true, default_missing_value = "true", action = ArgAction::Set,
+          value_parser = |v: &str| parse_bool(or_default(v, "false")))]
+    pub allow_internal_workload_servers: bool,
 
     /// How often every object is reconciled even without a change, e.g. `10m`, `1h30m`, `90s`.
     #[arg(long, env = "CAPOV_SYNC_PERIOD", default_value = "10m", value_name = "DURATION",
@@ -217,6 +226,8 @@ pub struct Config {
     pub watch_filter: Option<String>,
     /// `None` = the UID of the `kube-system` namespace.
     pub management_cluster_id: Option<String>,
+    /// Workload kubeconfigs may point at loopback, link-local and the management cluster's apiserver and services.
+    pub allow_internal_workload_servers: bool,
     #[serde(serialize_with = "serialize_duration")]
     pub sync_period: Duration,
     pub ovirt_qps: f64,
@@ -258,6 +269,7 @@ impl Config {
             credentials_namespace,
             watch_filter: Some(cli.watch_filter).filter(|value| !value.is_empty()),
             management_cluster_id: Some(cli.management_cluster_id).filter(|value| !value.is_empty()),
+            allow_internal_workload_servers: cli.allow_internal_workload_servers,
             sync_period: cli.sync_period,
             ovirt_qps: cli.ovirt_qps,
             ovirt_burst: cli.ovirt_burst,

@@ -5,6 +5,7 @@ pub mod check_engine;
 pub mod cli;
 pub mod fence;
 pub mod health;
+pub mod idle;
 pub mod leader;
 pub mod lease_timing;
 pub mod logging;

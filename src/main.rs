@@ -269,6 +269,7 @@ fn runtime_settings(config: &Config) -> RuntimeSettings {
         sync_period: config.sync_period,
         gates: parsed.gates,
         management_cluster_id: config.management_cluster_id.clone().unwrap_or_default(),
+        allow_internal_workload_servers: config.allow_internal_workload_servers,
         // The engine's access log then tells which replica sent a request.
         instance: std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).ok(),
         ..RuntimeSettings::default()

@@ -205,7 +205,7 @@ async fn kubectl_get_prints_the_documented_columns() {
         resource::<OVirtMachine>(),
         json!({"metadata": {"name": "m1", "labels": {"cluster.x-k8s.io/cluster-name": "workload"}},
                "spec": {"provider": provider_name, "ovirtcluster": "Default", "template": "ubuntu-22.04",
-                        "providerID": "ovirt://1234"}}),
+                        "providerID": "ovirt://11111111-2222-4333-8444-555555555555"}}),
         Some(&namespace),
     )
     .await;
@@ -233,7 +233,7 @@ async fn kubectl_get_prints_the_documented_columns() {
         header(&machines_wide),
         ["NAME", "READY", "CLUSTER", "STATE", "PROVIDERID", "AGE"]
     );
-    assert!(machines_wide.contains("ovirt://1234"));
+    assert!(machines_wide.contains("ovirt://11111111-2222-4333-8444-555555555555"));
 
     let category = stdout_of(&kubectl(plane, &["get", "cluster-api", "-n", &namespace, "-o", "name"]));
     assert!(
@@ -516,13 +516,33 @@ async fn updates_keep_provider_ids_and_require_a_credentials_secret_but_template
         .create(&PostParams::default(), &machine)
         .await
         .expect("create machine");
-    let set_id = json!({"spec": {"providerID": "ovirt://aaaa"}});
+    // Only an engine VM id (a UUID): `ovirt://..` once became a listing of every VM (issue 23).
+    for bad in [
+        "ovirt://..",
+        "ovirt://.",
+        "ovirt://1234",
+        "ovirt://0a5c3c43-4b4e-4a31-9d0e-1b2f5a7e8c90/..",
+    ] {
+        let err = machines
+            .patch(
+                "m",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"providerID": bad}})),
+            )
+            .await
+            .expect_err(bad);
+        assert!(
+            err.to_string().contains("spec.providerID must be ovirt://<VM id>"),
+            "{bad}: {err}"
+        );
+    }
+    let set_id = json!({"spec": {"providerID": "ovirt://0a5c3c43-4b4e-4a31-9d0e-1b2f5a7e8c90"}});
     machines
         .patch("m", &PatchParams::default(), &Patch::Merge(&set_id))
         .await
         .expect("first providerID");
     for change in [
-        json!({"spec": {"providerID": "ovirt://bbbb"}}),
+        json!({"spec": {"providerID": "ovirt://7d2e9f10-5c6b-4d3a-8e1f-2a3b4c5d6e7f"}}),
         json!({"spec": {"providerID": null}}),
     ] {
         let err = machines
@@ -536,7 +556,7 @@ async fn updates_keep_provider_ids_and_require_a_credentials_secret_but_template
     }
     assert_eq!(
         machines.get("m").await.expect("get").spec.provider_id.as_deref(),
-        Some("ovirt://aaaa")
+        Some("ovirt://0a5c3c43-4b4e-4a31-9d0e-1b2f5a7e8c90")
     );
 
     // Templates stay editable: the platform changes live templates (e.g. disk cloning per node group).

@@ -239,6 +239,8 @@ fn start_operator(plane: &ControlPlane, namespace: &str) -> Child {
         .arg(format!("--namespace={namespace}"))
         .arg(format!("--credentials-namespace={namespace}"))
         .arg("--metrics-bind-address=0")
+        // The workload cluster runs on loopback.
+        .arg("--allow-internal-workload-servers")
         .arg(format!(
             "--health-probe-bind-address=127.0.0.1:{}",
             capov_harness::free_port()

@@ -156,6 +156,7 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
             uid: machine.metadata.uid.clone().unwrap_or_default(),
             previous_uid: None,
             management_cluster: management_cluster.clone(),
+            accepted_management_clusters: Vec::new(),
         };
         assert_eq!(
             capov_actors::identity::ownership(&vm.description, &owner),
@@ -327,6 +328,8 @@ impl Operator {
             .arg(format!("--watch-filter={ns}"))
             .arg(format!("--credentials-namespace={ns}"))
             .arg("--metrics-bind-address=0")
+            // The workload cluster runs on loopback.
+            .arg("--allow-internal-workload-servers")
             .arg("--health-probe-bind-address=0")
             .arg("--log-format=json")
             .arg(format!("--ovirt-qps={OVIRT_QPS}"))

@@ -213,6 +213,14 @@ fn rbac_is_least_privilege() {
         verbs_on(&cluster, "cluster.x-k8s.io", "machines"),
         ["get", "list", "watch"]
     );
+    // What workload kubeconfigs may not point at: the service networks, and the apiserver's own EndpointSlice only.
+    assert_eq!(verbs_on(&cluster, "networking.k8s.io", "servicecidrs"), ["list"]);
+    assert_eq!(verbs_on(&cluster, "discovery.k8s.io", "endpointslices"), ["get"]);
+    let slices = cluster
+        .iter()
+        .find(|rule| rule["resources"] == json!(["endpointslices"]))
+        .expect("the EndpointSlice rule");
+    assert_eq!(slices["resourceNames"], json!(["kubernetes"]));
     for kind in ["ovirtproviders", "ovirtclusters", "ovirtmachines"] {
         let group = "infrastructure.cluster.x-k8s.io";
         assert!(verbs_on(&cluster, group, kind).contains(&"patch".to_string()), "{kind}");
@@ -277,6 +285,35 @@ fn granted(rules: &[Value]) -> Vec<(String, String)> {
 
 fn is_watched(group: &str, resource: &str) -> bool {
     WATCHED_RESOURCES.contains(&(group, resource))
+}
+
+/// `managementClusterId` becomes `--management-cluster-id`, quoted as one argument; empty, the flag is not passed
+/// (the operator then uses the UID of `kube-system`).
+#[test]
+fn management_cluster_id_becomes_the_flag() {
+    let documents = manifests::documents(
+        &template(
+            "chart/capov",
+            "capov-system",
+            &["--set", "managementClusterId=prod-mgmt"],
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        args(manager_container(&documents)),
+        [
+            "--metrics-bind-address=:8443",
+            "--leader-elect",
+            "--management-cluster-id=prod-mgmt"
+        ]
+    );
+    let default = manifests::documents(&template("chart/capov", "capov-system", &[]).unwrap());
+    assert!(
+        !args(manager_container(&default))
+            .iter()
+            .any(|arg| arg.starts_with("--management-cluster-id")),
+        "the default passes no id"
+    );
 }
 
 /// `watchNamespace`: the manager gets `--namespace`, and what the default ClusterRole grants on namespaced objects —

@@ -91,6 +91,51 @@ async fn readiness_without_api_check_and_shutdown_releases_the_port() {
     );
 }
 
+/// Opens more silent connections to `port` than the server takes: those past its cap (64) are closed at once, all of
+/// them within the first-byte deadline (10 s) and a margin.
+async fn silent_clients_are_closed_and_the_server_goes_on(port: u16) {
+    use tokio::io::AsyncReadExt;
+    const CAP: usize = 64;
+    let mut silent = Vec::new();
+    for _ in 0..CAP + 16 {
+        silent.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connect"),
+        );
+    }
+    let opened = std::time::Instant::now();
+    let closes = silent.into_iter().map(|mut stream| async move {
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        assert!(read.is_ok(), "port {port}: a silent connection still open after 20 s");
+        opened.elapsed()
+    });
+    let mut closed_at = futures::future::join_all(closes).await;
+    closed_at.sort();
+    let (first, last) = (closed_at[15], closed_at[closed_at.len() - 1]);
+    assert!(
+        first < Duration::from_secs(2),
+        "port {port}: over the cap closed after {first:?}"
+    );
+    assert!(
+        last < Duration::from_secs(15),
+        "port {port}: the last closed after {last:?}"
+    );
+    println!(
+        "port {port}: {} silent connections, 16 over the cap closed by {first:?}, all by {last:?}",
+        CAP + 16
+    );
+}
+
 /// The real `manager` process: probes and metrics on the given ports, JSON logs, exit 0 on SIGTERM.
 #[tokio::test]
 async fn manager_process_serves_probes_and_metrics_and_stops_on_sigterm() {
@@ -129,6 +174,16 @@ async fn manager_process_serves_probes_and_metrics_and_stops_on_sigterm() {
     })
     .await;
     let metrics = format!("https://127.0.0.1:{metrics_port}/metrics");
+    assert_eq!(http::get(&client, &metrics, None).await.0, 401);
+
+    // Issue 23, item 10: clients that connect and send nothing do not hold the servers. Past the cap a connection is
+    // closed at once; the others at the first-byte deadline (10 s); the probes and /metrics answer afterwards.
+    futures::future::join(
+        silent_clients_are_closed_and_the_server_goes_on(health_port),
+        silent_clients_are_closed_and_the_server_goes_on(metrics_port),
+    )
+    .await;
+    assert_eq!(http::get(&client, &healthz, None).await, (200, "ok".into()));
     assert_eq!(http::get(&client, &metrics, None).await.0, 401);
 
     let killed = std::process::Command::new("kill")

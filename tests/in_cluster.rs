@@ -42,6 +42,11 @@ const SERVICE_ACCOUNT: &str = "capov-controller-manager";
 /// The chart's default Lease name (`--leader-election-id` is not passed).
 const LEASE: &str = "capov-controller-manager";
 const POD_SELECTOR: &str = "control-plane=controller-manager";
+/// The tenants' workload cluster here is this very apiserver, by the node's address: the management cluster's own
+/// apiserver, which the operator refuses as a workload apiserver unless started with this flag.
+const ALLOW_INTERNAL: &str = "--allow-internal-workload-servers";
+/// The chart value passing [`ALLOW_INTERNAL`].
+const ALLOW_NODE_WORKLOAD: &str = "extraArgs={--allow-internal-workload-servers}";
 /// Where the image keeps its CA bundle (the Dockerfile's `SSL_CERT_FILE`).
 const IMAGE_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
@@ -347,6 +352,8 @@ async fn upgrade_hands_over_to_new_pods_and_the_lease_survives_a_deleted_leader(
         image_values,
         "--set",
         "replicas=2,featureGates.disk-add-vm-name=true",
+        "--set",
+        ALLOW_NODE_WORKLOAD,
     ]);
     let upgraded = Instant::now();
     run(upgrade);
@@ -588,6 +595,46 @@ async fn engine_credentials(client: &kube::Client) {
     .expect("credentials");
 }
 
+/// Adds [`ALLOW_INTERNAL`] to the operator's arguments (the release renders the chart's defaults, without it), and
+/// waits until the pods without it are gone, so that the Ready pod found next has it.
+async fn allow_internal_workload_servers(client: &kube::Client) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{Patch, PatchParams};
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let deployment = deployments
+        .get(SERVICE_ACCOUNT)
+        .await
+        .expect("the operator's Deployment");
+    let container = (deployment.spec.and_then(|spec| spec.template.spec))
+        .and_then(|spec| spec.containers.into_iter().next())
+        .expect("the manager container");
+    let mut args = container.args.unwrap_or_default();
+    args.push(ALLOW_INTERNAL.to_string());
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": container.name, "args": args}]}}}});
+    deployments
+        .patch(SERVICE_ACCOUNT, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .expect("patch the operator's Deployment");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    eventually(Duration::from_secs(300), "only pods with the flag left", || async {
+        let list = pods
+            .list(&ListParams::default().labels(POD_SELECTOR))
+            .await
+            .expect("pods");
+        let has_flag = |pod: &Pod| {
+            (pod.spec.iter()).any(|spec| {
+                spec.containers[0]
+                    .args
+                    .iter()
+                    .flatten()
+                    .any(|arg| arg == ALLOW_INTERNAL)
+            })
+        };
+        (!list.items.is_empty() && list.items.iter().all(has_flag)).then_some(())
+    })
+    .await;
+}
+
 /// `helm install` of chart/capov with `image_values`; returns the first Ready operator pod.
 async fn install_operator(plane: &ControlPlane, node: &Node, client: &kube::Client, image_values: &str) -> Pod {
     let mut install = helm(plane);
@@ -600,6 +647,8 @@ async fn install_operator(plane: &ControlPlane, node: &Node, client: &kube::Clie
         "--create-namespace",
         "--set",
         image_values,
+        "--set",
+        ALLOW_NODE_WORKLOAD,
     ]);
     let installed = Instant::now();
     run(install);
@@ -1062,6 +1111,7 @@ async fn clusterctl_init_runs_the_release_on_a_real_node() {
                 == ["capov-system", "infrastructure-ovirt", "v0.1.0"]),
         "clusterctl's inventory lacks CAPOV:\n{installed}"
     );
+    allow_internal_workload_servers(&client).await;
     let pod = wait_for_ready_pod(&client, &node, began, "clusterctl init").await;
     // clusterctl's `images:` setting wrote the full reference of the image imported into the node.
     runs_under_its_service_account_only_and_leads(&client, &node, &pod, &format!("docker.io/library/{image}")).await;

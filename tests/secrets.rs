@@ -510,6 +510,8 @@ impl Operator {
             .arg(format!("--credentials-namespace={namespace}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .arg("--metrics-secure=true")
+            // The workload cluster runs on loopback.
+            .arg("--allow-internal-workload-servers")
             .arg("--health-probe-bind-address=0")
             .arg("--debug=true")
             .arg("--log-format=json")

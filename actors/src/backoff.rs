@@ -53,6 +53,12 @@ pub fn jittered_retry(delay: Duration) -> Duration {
     jitter(delay, fastrand::f64())
 }
 
+/// After an actor's `restarts`-th failure: 1 s doubling to 5 min, jittered so that actors that failed together do not
+/// restart together.
+pub fn actor_restart_delay(restarts: u32) -> Duration {
+    jittered_retry(Duration::from_secs(1u64 << restarts.min(8)).min(Duration::from_secs(300)))
+}
+
 /// A doubling retry delay: [`Backoff::next_delay`] hands out the current delay (jittered) and doubles it up to the
 /// ceiling; [`Backoff::reset`] starts again from the first delay after a success.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -56,6 +56,9 @@ pub mod reasons {
     /// spec.engine carries userinfo (`user:password@`), which the CRD rejects only for objects created after the
     /// rule.
     pub const INVALID_ENGINE_URL: &str = "InvalidEngineURL";
+    /// The OVirtProvider's management-cluster annotation is not a list of usable ids
+    /// ([`crate::management_clusters`]).
+    pub const INVALID_MANAGEMENT_CLUSTER_ID: &str = "InvalidManagementClusterID";
 
     // MachineCreated.
     pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
@@ -122,6 +125,8 @@ pub mod reasons {
     pub const VM_DELETING: &str = "VMDeleting";
     /// The VM is `unknown`, `saving_state` or `restoring_state`: the engine refuses stop and remove until it leaves.
     pub const VM_STATE_BLOCKS_DELETION: &str = "VMStateBlocksDeletion";
+    /// clusterctl move deletes the source's copy of a moved object; its VM stays with the target's copy.
+    pub const DELETED_FOR_MOVE: &str = "DeletedForMove";
 }
 
 /// The message of a True CanConnectToOVirt with reason InsecureTransport.
@@ -203,8 +208,9 @@ impl ConditionUpdate {
     }
 }
 
-/// Writes `update` into `conditions`, replacing the condition of the same type. The transition time is kept when
-/// the status is unchanged, and set to `now` otherwise. `observed_generation` is the object's metadata.generation.
+/// Writes `update` into `conditions`, replacing the condition of the same type, its message cut to
+/// [`crate::bounded_text::MAX_MESSAGE_BYTES`]. The transition time is kept when the status is unchanged, and set to
+/// `now` otherwise. `observed_generation` is the object's metadata.generation.
 pub fn set_condition(
     conditions: &mut Vec<Condition>,
     update: &ConditionUpdate,
@@ -231,7 +237,8 @@ pub fn set_condition(
         status,
         severity,
         reason: reason.to_string(),
-        message: update.message.clone(),
+        // Messages carry text from outside (engine fault details, workload apiserver errors).
+        message: crate::bounded_text::message(&update.message),
         last_transition_time,
         observed_generation,
     };
@@ -329,12 +336,20 @@ const ALL_REASONS: &[&str] = &[
     reasons::TLS_VERIFICATION_FAILED,
     reasons::INVALID_CA_BUNDLE,
     reasons::ENGINE_UNREACHABLE,
+    reasons::NAMESPACE_NOT_ALLOWED,
     reasons::INVALID_ENGINE_URL,
+    reasons::INVALID_MANAGEMENT_CLUSTER_ID,
     reasons::WAITING_FOR_BOOTSTRAP_DATA,
     reasons::UNSUPPORTED_BOOTSTRAP_FORMAT,
+    reasons::BOOTSTRAP_FORMAT_MISMATCH,
+    reasons::UNSUPPORTED_BOOTSTRAP_DATA,
     reasons::INVALID_PROVIDER_ID,
     reasons::VM_NOT_FOUND,
     reasons::VM_NAME_CONFLICT,
+    reasons::VM_NOT_OWNED,
+    reasons::VM_LEFT_ALONE,
+    reasons::ENGINE_CHANGED,
+    reasons::VM_MARKER_UPGRADED,
     reasons::CLUSTER_NOT_FOUND,
     reasons::TEMPLATE_NOT_FOUND,
     reasons::TEMPLATE_NOT_READY,
@@ -366,6 +381,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::VM_STOPPING,
     reasons::VM_DELETING,
     reasons::VM_STATE_BLOCKS_DELETION,
+    reasons::DELETED_FOR_MOVE,
 ];
 
 #[cfg(test)]
@@ -587,5 +603,53 @@ mod tests {
             ready_summary(&conditions, &[types::MACHINE_ON]).reason,
             reasons::UNSPECIFIED
         );
+    }
+
+    /// Every reason declared in `reasons` is one Ready may carry: a reason missing from the list made Ready say
+    /// Unspecified while the step said why (VMNotOwned, issue 23).
+    #[test]
+    fn ready_knows_every_declared_reason() {
+        let source = include_str!("conditions.rs");
+        let start = source.find("pub mod reasons {").expect("the reasons module");
+        let end = start + source[start..].find("\n}\n").expect("its end");
+        let declared: Vec<&str> = source[start..end]
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("pub const "))
+            .filter_map(|line| line.split('"').nth(1))
+            .collect();
+        assert!(declared.len() > 50, "{declared:?}");
+        for reason in declared {
+            assert!(ALL_REASONS.contains(&reason), "{reason} is missing from ALL_REASONS");
+        }
+    }
+
+    #[test]
+    fn ready_carries_the_reason_that_blocks_it() {
+        let conditions = with(&[
+            ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, reasons::CONNECTED),
+            ConditionUpdate::false_(
+                types::MACHINE_CREATED,
+                reasons::VM_NOT_OWNED,
+                Severity::Error,
+                "not ours",
+            ),
+        ]);
+        let ready = ready_summary(&conditions, MACHINE_READY_INPUTS);
+        assert_eq!(
+            (ready.reason, ready.message.as_str()),
+            (reasons::VM_NOT_OWNED, "not ours")
+        );
+    }
+
+    #[test]
+    fn a_message_from_outside_is_cut_to_the_bound() {
+        let huge = "e".repeat(8 << 20);
+        let conditions = with(&[ConditionUpdate::false_(
+            types::MACHINE_ON,
+            reasons::ENGINE_ERROR,
+            Severity::Error,
+            huge,
+        )]);
+        assert_eq!(conditions[0].message.len(), crate::bounded_text::MAX_MESSAGE_BYTES);
     }
 }

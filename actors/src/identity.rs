@@ -11,6 +11,11 @@
 //! Markers written before this format (`capov:<namespace>/<name>` alone) are *legacy*: they are trusted only for
 //! the VM that the OVirtMachine already records in spec.providerID (and are then rewritten in the new format), never
 //! for adoption by name, where a same-named object re-created after a deletion would take over an orphan.
+//!
+//! `clusterctl move` re-creates the object with a new UID and keeps its annotations: a marker naming the UID of
+//! the `owner-uid` annotation is *moved*, and trusted by the same rule as a legacy one (only for the VM
+//! spec.providerID names, then rewritten), since a tenant can write that annotation. The management cluster a
+//! marker may name is not the tenant's to say: see [`crate::management_clusters`].
 
 /// Prefix of every provider ID this operator writes.
 pub const PROVIDER_ID_PREFIX: &str = "ovirt://";
@@ -30,10 +35,24 @@ pub fn format_provider_id(vm_id: &str) -> String {
     format!("{PROVIDER_ID_PREFIX}{vm_id}")
 }
 
-/// The VM id of `ovirt://<vm-id>`; None for anything else (other prefix, empty id, a path).
+/// The VM id of `ovirt://<vm-id>`; None for anything else. The engine's ids are UUIDs (`Guid`), and only a UUID is
+/// taken: anything else would be pasted into a request path, where `..` or `.` turn `GET /vms/{id}` into a listing
+/// of every VM (issue 23). The CRD refuses the same values (`OVirtMachineSpec.provider_id`).
 pub fn parse_provider_id(provider_id: &str) -> Option<&str> {
-    let id = provider_id.trim().strip_prefix(PROVIDER_ID_PREFIX)?;
-    (!id.is_empty() && !id.contains('/') && !id.chars().any(char::is_whitespace)).then_some(id)
+    let id = provider_id.strip_prefix(PROVIDER_ID_PREFIX)?;
+    is_engine_id(id).then_some(id)
+}
+
+/// `8-4-4-4-12` hexadecimal digits, as the engine writes its ids.
+fn is_engine_id(id: &str) -> bool {
+    const GROUPS: [usize; 5] = [8, 4, 4, 4, 12];
+    let mut groups = id.split('-');
+    let fits = GROUPS.iter().all(|&len| {
+        groups
+            .next()
+            .is_some_and(|group| group.len() == len && group.bytes().all(|b| b.is_ascii_hexdigit()))
+    });
+    fits && groups.next().is_none()
 }
 
 /// Who a VM must belong to: the OVirtMachine (namespace, name, UID) and the management cluster running CAPOV.
@@ -44,9 +63,14 @@ pub struct OwnerIdentity {
     /// The OVirtMachine's `metadata.uid`.
     pub uid: String,
     /// The UID the VM was created under when it differs from `uid`: `clusterctl move` re-creates objects with new
-    /// UIDs and carries this annotation along ([`capov_crds::labels::OWNER_UID_ANNOTATION`]).
+    /// UIDs and carries this annotation along ([`capov_crds::labels::OWNER_UID_ANNOTATION`]). Tenant-writable, so
+    /// a marker naming it only makes the VM [`Ownership::Moved`].
     pub previous_uid: Option<String>,
+    /// The management cluster id new markers name (the provider's, [`crate::management_clusters`]).
     pub management_cluster: String,
+    /// Further management cluster ids whose markers count as this cluster's (this cluster's own id, and those the
+    /// provider lists).
+    pub accepted_management_clusters: Vec<String>,
 }
 
 impl OwnerIdentity {
@@ -56,8 +80,8 @@ impl OwnerIdentity {
         format!("{}{tail}", object_word(&self.namespace, &self.name, tail.len()))
     }
 
-    fn accepts_uid(&self, uid: &str) -> bool {
-        uid == self.uid || self.previous_uid.as_deref() == Some(uid)
+    fn accepts_management_cluster(&self, id: &str) -> bool {
+        id == self.management_cluster || self.accepted_management_clusters.iter().any(|known| known == id)
     }
 }
 
@@ -82,7 +106,37 @@ pub enum Ownership {
     Owned,
     /// A marker of an earlier CAPOV (`capov:<ns>/<name>` only) naming this object.
     Legacy,
+    /// The marker names this object and this management cluster under the UID of the `owner-uid` annotation: the
+    /// object was re-created (`clusterctl move`, a restore). Trusted only for the VM spec.providerID names.
+    Moved,
     NotOwned(NotOwned),
+}
+
+impl Ownership {
+    /// Whether the VM is this object's when found this way: a legacy or moved marker proves it only for the VM
+    /// that spec.providerID (written by CAPOV) names, never for adoption by name.
+    pub fn proven(self, through_provider_id: bool) -> bool {
+        match self {
+            Ownership::Owned => true,
+            Ownership::Legacy | Ownership::Moved => through_provider_id,
+            Ownership::NotOwned(_) => false,
+        }
+    }
+
+    /// For condition messages and Events: why a VM found by name is not this object's (never the marker itself).
+    pub fn unproven_by_name(self) -> &'static str {
+        match self {
+            Ownership::NotOwned(why) => why.explain(),
+            Ownership::Moved => {
+                "its CAPOV marker names the UID of this OVirtMachine's owner-uid annotation, which counts only for \
+                 the VM that spec.providerID names"
+            }
+            Ownership::Legacy | Ownership::Owned => {
+                "it carries a marker of an earlier CAPOV version, which cannot tell this OVirtMachine from a deleted \
+                 one of the same name"
+            }
+        }
+    }
 }
 
 /// Why a VM is not this object's.
@@ -134,13 +188,16 @@ pub fn ownership(description: &str, owner: &OwnerIdentity) -> Ownership {
     if *object != object_word(&owner.namespace, &owner.name, tail_len) {
         return Ownership::NotOwned(NotOwned::OtherObject);
     }
-    if mc != owner.management_cluster {
+    if !owner.accepts_management_cluster(mc) {
         return Ownership::NotOwned(NotOwned::OtherManagementCluster);
     }
-    if !owner.accepts_uid(uid) {
-        return Ownership::NotOwned(NotOwned::EarlierObject);
+    if uid == owner.uid {
+        Ownership::Owned
+    } else if owner.previous_uid.as_deref() == Some(uid) {
+        Ownership::Moved
+    } else {
+        Ownership::NotOwned(NotOwned::EarlierObject)
     }
-    Ownership::Owned
 }
 
 /// Checks a `--management-cluster-id`: non-empty, at most [`MANAGEMENT_CLUSTER_ID_LIMIT`] characters, no whitespace
@@ -207,6 +264,7 @@ mod tests {
             uid: "6f1c2d3e-0000-4000-8000-000000000001".into(),
             previous_uid: None,
             management_cluster: "3b9a1e52-1111-4111-8111-111111111111".into(),
+            accepted_management_clusters: Vec::new(),
         }
     }
 
@@ -218,9 +276,29 @@ mod tests {
 
     #[test]
     fn malformed_provider_ids_are_rejected() {
-        for bad in ["", "ovirt://", "vsphere://abc", "abc", "ovirt://a/b", "ovirt://a b"] {
-            assert_eq!(parse_provider_id(bad), None, "{bad}");
+        let uuid = "0a5c3c43-4b4e-4a31-9d0e-1b2f5a7e8c90";
+        for bad in [
+            "".to_string(),
+            "ovirt://".into(),
+            "vsphere://abc".into(),
+            "abc".into(),
+            "ovirt://a/b".into(),
+            "ovirt://a b".into(),
+            "ovirt://..".into(),
+            "ovirt://.".into(),
+            "ovirt://1234".into(),
+            format!("ovirt://{uuid}/.."),
+            format!("ovirt://{uuid}-0"),
+            format!("ovirt:// {uuid}"),
+            format!("ovirt://{}", uuid.replace('-', "")),
+            format!("ovirt://{}", uuid.replacen('a', "g", 1)),
+        ] {
+            assert_eq!(parse_provider_id(&bad), None, "{bad}");
         }
+        assert_eq!(
+            parse_provider_id(&format!("ovirt://{}", uuid.to_uppercase())),
+            Some(uuid.to_uppercase().as_str())
+        );
     }
 
     #[test]
@@ -283,15 +361,94 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_moved_object_keeps_the_vms_made_under_its_previous_uid() {
-        let before_move = owner("default", "worker-1");
-        let after_move = OwnerIdentity {
+    /// The target of a `clusterctl move`: a new UID with the old one in the owner-uid annotation, its own cluster id
+    /// and the id the provider brought along.
+    fn moved(before_move: &OwnerIdentity) -> OwnerIdentity {
+        OwnerIdentity {
             uid: "99999999-0000-4000-8000-000000000009".into(),
             previous_uid: Some(before_move.uid.clone()),
+            accepted_management_clusters: vec!["target-cluster".into()],
             ..before_move.clone()
+        }
+    }
+
+    #[test]
+    fn a_moved_object_recognises_the_vms_made_under_its_previous_uid_as_moved() {
+        let before_move = owner("default", "worker-1");
+        let after_move = moved(&before_move);
+        assert_eq!(ownership(&before_move.marker(), &after_move), Ownership::Moved);
+        assert_eq!(ownership(&after_move.marker(), &after_move), Ownership::Owned);
+    }
+
+    #[test]
+    fn a_moved_or_legacy_marker_proves_ownership_only_through_the_provider_id() {
+        assert!(Ownership::Owned.proven(false));
+        for recorded_only in [Ownership::Moved, Ownership::Legacy] {
+            assert!(recorded_only.proven(true), "{recorded_only:?}");
+            assert!(!recorded_only.proven(false), "{recorded_only:?}");
+        }
+        for why in [
+            NotOwned::NoMarker,
+            NotOwned::OtherManagementCluster,
+            NotOwned::EarlierObject,
+        ] {
+            assert!(!Ownership::NotOwned(why).proven(true), "{why:?}");
+        }
+    }
+
+    #[test]
+    fn markers_of_every_accepted_management_cluster_are_owned_and_others_are_not() {
+        let me = OwnerIdentity {
+            accepted_management_clusters: vec!["own-cluster".into(), "merged-cluster".into()],
+            ..owner("default", "worker-1")
         };
-        assert_eq!(ownership(&before_move.marker(), &after_move), Ownership::Owned);
+        for accepted in [me.management_cluster.as_str(), "own-cluster", "merged-cluster"] {
+            let marked = OwnerIdentity {
+                management_cluster: accepted.into(),
+                ..me.clone()
+            };
+            assert_eq!(ownership(&marked.marker(), &me), Ownership::Owned, "{accepted}");
+        }
+        let elsewhere = OwnerIdentity {
+            management_cluster: "another-cluster".into(),
+            ..me.clone()
+        };
+        assert_eq!(
+            ownership(&elsewhere.marker(), &me),
+            Ownership::NotOwned(NotOwned::OtherManagementCluster)
+        );
+    }
+
+    /// Hostile: a tenant writes the owner-uid annotation of another object (its UID read from anywhere) into its
+    /// own OVirtMachine. The marker still has to name this namespace and name, and a management cluster this one
+    /// accepts; and a moved marker counts only for the VM spec.providerID names ([`Ownership::proven`]).
+    #[test]
+    fn a_forged_owner_uid_does_not_reach_another_tenants_or_another_clusters_vm() {
+        let victim = owner("team-a", "worker-1");
+        let forger = OwnerIdentity {
+            previous_uid: Some(victim.uid.clone()),
+            ..owner("team-b", "worker-1")
+        };
+        assert_eq!(
+            ownership(&victim.marker(), &forger),
+            Ownership::NotOwned(NotOwned::OtherObject)
+        );
+        let other_cluster = OwnerIdentity {
+            management_cluster: "another-management-cluster".into(),
+            ..victim.clone()
+        };
+        let same_name_here = OwnerIdentity {
+            uid: "77777777-0000-4000-8000-000000000007".into(),
+            previous_uid: Some(victim.uid.clone()),
+            ..victim.clone()
+        };
+        assert_eq!(
+            ownership(&other_cluster.marker(), &same_name_here),
+            Ownership::NotOwned(NotOwned::OtherManagementCluster)
+        );
+        // The same namespace and name here, after the victim's deletion: the old VM is at most Moved, never Owned.
+        assert_eq!(ownership(&victim.marker(), &same_name_here), Ownership::Moved);
+        assert!(!ownership(&victim.marker(), &same_name_here).proven(false));
     }
 
     #[test]

@@ -330,3 +330,82 @@ async fn a_cached_client_is_not_used_once_its_kubeconfig_turns_hostile() {
          accepted 0 connections from CAPOV and 1 from this test's probe"
     );
 }
+
+/// Issue 23, item 6: without `--allow-internal-workload-servers`, a kubeconfig whose server is (or resolves to) a
+/// loopback or link-local address, or an address of the management cluster's service network, is refused before
+/// any connection, with a message that names the address and what to do.
+#[tokio::test]
+async fn kubeconfigs_pointing_inside_the_management_cluster_are_refused_before_any_connection() {
+    use k8s_openapi::api::networking::v1::ServiceCIDR;
+    use kube::api::Api;
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::new("internal").await;
+    let listener = Listener::start().await;
+    let port = listener.port;
+    let cidrs = Api::<ServiceCIDR>::all(world.client.clone())
+        .list(&Default::default())
+        .await
+        .expect("ServiceCIDRs");
+    let network: ipnet::IpNet = cidrs
+        .items
+        .iter()
+        .flat_map(|cidr| cidr.spec.iter().flat_map(|spec| spec.cidrs.iter().flatten()))
+        .find_map(|cidr| cidr.parse().ok())
+        .expect("the management cluster's service network");
+    let in_services = network.hosts().nth(9).expect("an address of the service network");
+    let ca = ca(&world);
+    let token = format!("    token: {TENANT_TOKEN}\n");
+    let cases = [
+        ("loopback", format!("https://127.0.0.1:{port}"), "a loopback address"),
+        ("localhost", format!("https://localhost:{port}"), "resolves to"),
+        (
+            "link-local",
+            "https://169.254.169.254".to_string(),
+            "a link-local address",
+        ),
+        (
+            "service-network",
+            format!("https://{in_services}:443"),
+            "in the management cluster's service network",
+        ),
+    ];
+    for (name, server, _) in &cases {
+        world
+            .machine_in_own_cluster(&format!("c-{name}"), &kubeconfig(server, &ca, "", &token), name)
+            .await;
+    }
+    let settings = capov_actors::runtime::RuntimeSettings {
+        allow_internal_workload_servers: false,
+        ..world.settings()
+    };
+    world.start_operator_with(settings).await;
+    for (name, _, says) in &cases {
+        let machine = world
+            .wait_reason(TIMEOUT, name, "K8sProviderIDSetup", "WorkloadKubeconfigRejected")
+            .await;
+        let c = condition(&machine, "K8sProviderIDSetup").expect("condition");
+        assert_eq!(c.severity, Some(Severity::Error), "{name}");
+        assert!(c.message.contains(says), "{name}: {}", c.message);
+        assert!(c.message.contains("nothing was sent"), "{name}: {}", c.message);
+        assert!(
+            c.message.contains("--allow-internal-workload-servers"),
+            "{name}: {}",
+            c.message
+        );
+    }
+    // Every machine finished a pass at step 7: only now is "no connection" meaningful.
+    assert_eq!(listener.accepted(), 0, "CAPOV connected to a loopback server");
+    let _probe = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to the listener");
+    eventually(Duration::from_secs(10), "the probe to be counted", || async {
+        (listener.accepted() == 1).then_some(())
+    })
+    .await;
+    world.stop_operator().await;
+    println!(
+        "internal targets: kubeconfigs naming 127.0.0.1, localhost, 169.254.169.254 and {in_services} (service \
+         network {network}) each gave WorkloadKubeconfigRejected naming the address; 0 connections"
+    );
+}

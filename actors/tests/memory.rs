@@ -170,7 +170,9 @@ fn the_operator_holds_less_than_its_bound_per_machine() {
         ovirt_burst: 1000,
         ..world.settings()
     };
-    let config = world_runtime.block_on(proxy.kube_config()).expect("the proxy's kubeconfig");
+    let config = world_runtime
+        .block_on(proxy.kube_config())
+        .expect("the proxy's kubeconfig");
     let operator = operator_runtime
         .block_on(async {
             let clients = runtime::KubeClients::new(config).expect("operator clients");

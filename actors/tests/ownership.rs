@@ -16,6 +16,8 @@ use serde_json::json;
 use support::{World, condition};
 
 const MINUTE: Duration = Duration::from_secs(60);
+const MANAGEMENT_CLUSTER: &str = capov_crds::labels::MANAGEMENT_CLUSTER_ANNOTATION;
+const OWNER_UID: &str = capov_crds::labels::OWNER_UID_ANNOTATION;
 
 fn base_spec() -> serde_json::Value {
     json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"})
@@ -87,6 +89,8 @@ async fn a_hostile_provider_id_never_changes_the_vm_it_names() {
         assert!(created.message.contains("no CAPOV marker"), "{}", created.message);
         let ready = condition(&machine, "Ready").expect("Ready");
         assert_eq!(ready.status, ConditionStatus::False, "{name}");
+        // Ready carries the reason that blocks it (it said Unspecified before issue 23).
+        assert_eq!(ready.reason, "VMNotOwned", "{name}");
         assert_eq!(
             world.sim.control().vm(&victim.id).as_ref(),
             Some(victim),
@@ -210,6 +214,124 @@ async fn a_legacy_marker_is_upgraded_on_the_recorded_vm_only() {
         "legacy marker: the VM recorded in spec.providerID got the marker with UID {uid} and was started; the \
          unrecorded one was refused as VMNameConflict and left unchanged"
     );
+    world.stop_operator().await;
+}
+
+/// After `clusterctl move`: the provider brought the id of the management cluster its VMs were marked by (its
+/// annotation), and each OVirtMachine the UID it had there (its owner-uid annotation). The VM spec.providerID names
+/// is adopted and its marker rewritten with the new UID, without any VM created; the same annotations forged on an
+/// object without providerID, or on a VM of a cluster the provider does not name, get nothing.
+#[tokio::test]
+async fn a_moved_machine_keeps_its_vm_and_forged_annotations_get_nothing() {
+    let mut world = World::new("moved").await;
+    let ns = world.namespace.clone();
+    let providers: Api<OVirtProvider> = Api::all(world.client.clone());
+    let moved_here = json!({"metadata": {"annotations": {MANAGEMENT_CLUSTER: "source-cluster"}}});
+    providers
+        .patch(&world.provider, &PatchParams::default(), &Patch::Merge(&moved_here))
+        .await
+        .expect("annotate the provider");
+    let old_uid = |n: u8| format!("0c0c0c0c-0000-4000-8000-0000000000{n:02}");
+    let moved = seed_vm(
+        &world,
+        "moved-worker",
+        "up",
+        &format!("capov:{ns}/moved-worker uid:{} mc:source-cluster", old_uid(1)),
+    );
+    let orphan = seed_vm(
+        &world,
+        "reborn",
+        "down",
+        &format!("capov:{ns}/reborn uid:{} mc:source-cluster", old_uid(2)),
+    );
+    let third = seed_vm(
+        &world,
+        "third",
+        "up",
+        &format!("capov:{ns}/third uid:{} mc:third-cluster", old_uid(3)),
+    );
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &ns);
+    for (name, vm, n) in [
+        ("moved-worker", Some(&moved), 1),
+        ("reborn", None, 2),
+        ("third", Some(&third), 3),
+    ] {
+        let mut spec = base_spec();
+        if let Some(vm) = vm {
+            spec["providerID"] = json!(format!("ovirt://{}", vm.id));
+        }
+        world.create_machine(name, spec).await;
+        let carried = json!({"metadata": {"annotations": {OWNER_UID: old_uid(n)}}});
+        machines
+            .patch(name, &PatchParams::default(), &Patch::Merge(&carried))
+            .await
+            .expect("owner-uid");
+    }
+    world.start_operator().await;
+
+    let new_uid = eventually(MINUTE, "the moved VM's marker rewritten", || async {
+        let uid = world.machine("moved-worker").await.metadata.uid?;
+        let vm = world.sim.control().vm(&moved.id)?;
+        (vm.description == format!("capov:{ns}/moved-worker uid:{uid} mc:source-cluster")).then_some(uid)
+    })
+    .await;
+    eventually(MINUTE, "the owner-uid annotation follows", || async {
+        let machine = world.machine("moved-worker").await;
+        let recorded = machine.metadata.annotations.as_ref()?.get(OWNER_UID)?.clone();
+        (recorded == new_uid).then_some(())
+    })
+    .await;
+    let reborn = world
+        .wait_reason(MINUTE, "reborn", "MachineCreated", "VMNameConflict")
+        .await;
+    let message = &condition(&reborn, "MachineCreated").expect("condition").message;
+    assert!(message.contains("owner-uid"), "{message}");
+    let foreign = world.wait_reason(MINUTE, "third", "MachineCreated", "VMNotOwned").await;
+    let message = &condition(&foreign, "MachineCreated").expect("condition").message;
+    assert!(message.contains("another management cluster"), "{message}");
+    assert_eq!(world.sim.control().vm(&orphan.id).as_ref(), Some(&orphan));
+    assert_eq!(world.sim.control().vm(&third.id).as_ref(), Some(&third));
+    assert_eq!(world.sim.control().counter("POST /vms"), 0, "a VM was created");
+
+    world.delete_machine_and_wait("moved-worker").await;
+    assert!(
+        world.sim.control().vm(&moved.id).is_none(),
+        "the moved VM was left behind"
+    );
+    for (name, victim) in [("reborn", &orphan), ("third", &third)] {
+        world.delete_machine_and_wait(name).await;
+        assert_eq!(world.sim.control().vm(&victim.id).as_ref(), Some(victim), "{name}");
+    }
+    println!(
+        "moved: the provider's id and the owner-uid annotation adopted the VM spec.providerID names (marker rewritten \
+         to UID {new_uid}, deleted with its machine, no VM created); forged on a name-only object: VMNameConflict; \
+         on a third cluster's VM: VMNotOwned; both VMs unchanged"
+    );
+
+    // An annotation a platform admin got wrong stops the provider with a reason that says so; without one, CAPOV
+    // writes this cluster's id.
+    let wrong = json!({"metadata": {"annotations": {MANAGEMENT_CLUSTER: "two words"}}});
+    providers
+        .patch(&world.provider, &PatchParams::default(), &Patch::Merge(&wrong))
+        .await
+        .expect("annotate the provider");
+    eventually(MINUTE, "the provider refuses the annotation", || async {
+        let provider = providers.get(&world.provider).await.ok()?;
+        let ready = provider.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+        (ready.reason == "InvalidManagementClusterID" && ready.message.contains(MANAGEMENT_CLUSTER)).then_some(())
+    })
+    .await;
+    let removed = json!({"metadata": {"annotations": {MANAGEMENT_CLUSTER: null}}});
+    providers
+        .patch(&world.provider, &PatchParams::default(), &Patch::Merge(&removed))
+        .await
+        .expect("remove the annotation");
+    let own = management_cluster_id(&world).await;
+    eventually(MINUTE, "this cluster's id written", || async {
+        let provider = providers.get(&world.provider).await.ok()?;
+        (provider.metadata.annotations?.get(MANAGEMENT_CLUSTER)? == &own).then_some(())
+    })
+    .await;
     world.stop_operator().await;
 }
 

@@ -26,8 +26,18 @@ pub const SYSTEM_DISKS_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io
 /// Annotation recording the UID an OVirtMachine had when CAPOV created (or adopted) its VM: the VM's ownership
 /// marker names that UID, and `clusterctl move` re-creates the object with a new one but keeps annotations.
 pub const OWNER_UID_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/owner-uid";
+/// Annotation recording the id of the VM CAPOV created for an OVirtMachine until spec.providerID records it (the
+/// VM's disks are still being copied): a machine whose access is revoked meanwhile is not released while its VM
+/// exists. Removed when spec.providerID is written.
+pub const CREATED_VM_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/created-vm";
 /// Annotation recording the engine (URL and user) where the VM of spec.providerID lives, written with it.
 pub const ENGINE_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/engine";
+/// Annotation on an OVirtProvider: the management cluster id(s) its VMs' ownership markers name, comma-separated,
+/// the first for new markers. Written by CAPOV when absent; carried along by `clusterctl move` with the provider.
+pub const MANAGEMENT_CLUSTER_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/management-cluster";
+/// Annotation `clusterctl move` sets on each source object right before deleting it: its copy lives on in the
+/// target management cluster.
+pub const DELETE_FOR_MOVE_ANNOTATION: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
 
 /// Labels every CAPOV CRD carries: the CAPI contract versions it implements (older and current CAPI core find the
 /// version through them) and the clusterctl inventory labels.

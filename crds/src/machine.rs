@@ -49,8 +49,16 @@ pub struct OVirtMachineSpec {
     #[serde(flatten)]
     pub settings: MachineSettings,
 
-    /// Set by the controller once the VM exists: ovirt://<vm-id>. Write-once.
+    /// Set by the controller once the VM exists: ovirt://<vm-id>, the engine's VM id (a UUID). Write-once.
     #[serde(rename = "providerID", default, skip_serializing_if = "Option::is_none")]
+    // No `$` anchor: clusterctl would take it for a variable in the release; the length pins the end instead.
+    #[x_kube(validation = Rule::new(
+        "size(self) == 44 && self.matches('^ovirt://[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}')"
+    )
+    .message(
+        "spec.providerID must be ovirt://<VM id>, the VM's id in oVirt (a UUID such as \
+         ovirt://0a5c3c43-4b4e-4a31-9d0e-1b2f5a7e8c90); CAPOV writes it once the VM exists: leave it out"
+    ))]
     pub provider_id: Option<String>,
 }
 

@@ -160,6 +160,9 @@ pub struct VmSeed {
     pub template: Option<String>,
     pub status: String,
     pub description: String,
+    /// The user the engine gave `UserVmManager` on the VM, as on the VMs it creates; a user without an
+    /// administrative role sees only such VMs. None: no user but administrators sees it.
+    pub created_by: Option<String>,
 }
 
 impl Default for VmSeed {
@@ -171,6 +174,7 @@ impl Default for VmSeed {
             template: None,
             status: "down".into(),
             description: String::new(),
+            created_by: None,
         }
     }
 }
@@ -536,7 +540,7 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
         removing: false,
         last_start_init: None,
         copy_outcome: CopyOutcome::Succeeds,
-        created_by: None,
+        created_by: seed.created_by.clone(),
     });
     Ok(())
 }

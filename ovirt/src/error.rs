@@ -216,10 +216,12 @@ impl Error {
 
     pub(crate) fn from_fault(status: u16, fault: Option<Fault>, what: &str) -> Error {
         let fault = fault.unwrap_or_default();
-        let reason = fault.reason.unwrap_or_default();
+        // A fault's texts reach conditions, Events and logs: an engine (or what answers in its place) decides their
+        // length, up to the whole body cap.
+        let reason = bounded(&fault.reason.unwrap_or_default());
         let detail = fault.detail.unwrap_or_default();
         // Validation failures come as "[message]": strip the Java list brackets.
-        let detail = strip_brackets(&detail).to_string();
+        let detail = bounded(strip_brackets(&detail));
         match status {
             // A user without an administrative role: every request is filtered and admin-only queries fail with
             // a 400 (`QueriesCommandBase.validatePermissions`), not a 403.
@@ -243,6 +245,21 @@ impl Error {
     }
 }
 
+/// Longest fault reason or detail kept, in bytes; the engine's own texts are a few hundred.
+const MAX_FAULT_TEXT: usize = 1024;
+
+/// `text` cut to [`MAX_FAULT_TEXT`] bytes on a character boundary, ending in `…` when cut.
+fn bounded(text: &str) -> String {
+    if text.len() <= MAX_FAULT_TEXT {
+        return text.to_string();
+    }
+    let mut end = MAX_FAULT_TEXT - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 fn strip_brackets(detail: &str) -> &str {
     let trimmed = detail.trim();
     trimmed
@@ -253,4 +270,36 @@ fn strip_brackets(detail: &str) -> &str {
 
 fn non_empty(detail: String, reason: &str) -> String {
     if detail.is_empty() { reason.to_string() } else { detail }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_fault_detail_is_cut_and_still_classified() {
+        let fault = Fault {
+            reason: Some("Operation Failed".into()),
+            detail: Some(format!(
+                "[Cannot add VM. The VM name is already in use. {}]",
+                "x".repeat(8 << 20)
+            )),
+        };
+        let err = Error::from_fault(409, Some(fault), "POST /vms");
+        let detail = err.detail().expect("detail");
+        assert!(detail.len() <= MAX_FAULT_TEXT, "{}", detail.len());
+        assert!(detail.ends_with('…'));
+        assert!(err.is_name_in_use());
+        assert!(err.to_string().len() < 2 * MAX_FAULT_TEXT);
+    }
+
+    #[test]
+    fn an_ordinary_fault_detail_is_kept_whole() {
+        let fault = Fault {
+            reason: Some("Operation Failed".into()),
+            detail: Some("[Cannot run VM. VM is running.]".into()),
+        };
+        let err = Error::from_fault(409, Some(fault), "POST /vms/1/start");
+        assert_eq!(err.detail(), Some("Cannot run VM. VM is running."));
+    }
 }

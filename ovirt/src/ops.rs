@@ -270,11 +270,12 @@ impl Client {
             .await
     }
 
-    /// The VM named exactly `name`, as CAPOV observes it (without inlined devices).
-    pub async fn find_vm_facts_by_name(&self, name: &str) -> Result<Option<VmFacts>> {
+    /// Every VM named exactly `name`, as CAPOV observes it (without inlined devices). Names are unique per data
+    /// center only, so several VMs of other data centers may share one; the caller picks.
+    pub async fn find_vms_facts_by_name(&self, name: &str) -> Result<Vec<VmFacts>> {
         let call = Call::new(Method::GET, "vms", &["vms"]).query("search", &search::name_is(name)?);
         let found = self.fetch::<VmFactsList>(call).await?.items;
-        Ok(exact_name(found, name, |v| v.name.as_deref()).into_iter().next())
+        Ok(exact_name(found, name, |v| v.name.as_deref()))
     }
 
     /// `GET /vms?search=id=… or …` per 50 ids. A batch whose answer exceeds [`crate::MAX_BODY_BYTES`] (VMs carrying

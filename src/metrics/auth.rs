@@ -24,6 +24,9 @@ pub const CACHE_CAPACITY: usize = 1024;
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 /// Reviews in flight at once: a flood of scrapes with fresh tokens cannot become a flood of API requests.
 const MAX_CONCURRENT_REVIEWS: usize = 8;
+/// Longest wait for one of the [`MAX_CONCURRENT_REVIEWS`]: a request that gets none is answered 503 instead of
+/// holding its connection (a flood with fresh tokens would otherwise queue requests without limit).
+const REVIEW_SLOT_WAIT: Duration = Duration::from_secs(5);
 
 /// The outcome for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +39,8 @@ pub enum Decision {
     Forbidden { user: String, reason: String },
     /// 500: the API server could not be asked.
     Error(String),
+    /// 503: every review slot stayed taken for [`REVIEW_SLOT_WAIT`]; the client may try again.
+    Busy,
 }
 
 impl Decision {
@@ -46,6 +51,7 @@ impl Decision {
             Decision::Unauthenticated(_) => http::StatusCode::UNAUTHORIZED,
             Decision::Forbidden { .. } => http::StatusCode::FORBIDDEN,
             Decision::Error(_) => http::StatusCode::INTERNAL_SERVER_ERROR,
+            Decision::Busy => http::StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
@@ -58,6 +64,7 @@ pub struct Authorizer {
     client: kube::Client,
     cache: Arc<Mutex<DecisionCache>>,
     reviews: Arc<Semaphore>,
+    slot_wait: Duration,
 }
 
 impl Authorizer {
@@ -68,6 +75,7 @@ impl Authorizer {
             client,
             cache: Arc::new(Mutex::new(DecisionCache::default())),
             reviews: Arc::new(Semaphore::new(MAX_CONCURRENT_REVIEWS)),
+            slot_wait: REVIEW_SLOT_WAIT,
         }
     }
 
@@ -81,14 +89,15 @@ impl Authorizer {
         if let Some(decision) = self.cached(&key) {
             return decision;
         }
-        let decision = match self.reviews.acquire().await {
-            Ok(_permit) => self.review(token, &verb, path).await,
-            Err(_) => Decision::Error("authorizer closed".into()),
+        let decision = match tokio::time::timeout(self.slot_wait, self.reviews.acquire()).await {
+            Ok(Ok(_permit)) => self.review(token, &verb, path).await,
+            Ok(Err(_)) => Decision::Error("authorizer closed".into()),
+            Err(_) => Decision::Busy,
         };
         let ttl = match &decision {
             Decision::Allowed => Some(ALLOW_TTL),
             Decision::Unauthenticated(_) | Decision::Forbidden { .. } => Some(DENY_TTL),
-            Decision::Error(_) => None,
+            Decision::Error(_) | Decision::Busy => None,
         };
         if let Some(ttl) = ttl {
             self.remember(key, ttl, decision.clone());
@@ -220,6 +229,53 @@ fn cache_key(token: &str, verb: &str, path: &str) -> CacheKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An apiserver that accepts connections and never answers.
+    async fn silent_apiserver() -> kube::Client {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        kube::Client::try_from(kube::Config::new(url.parse().expect("url"))).expect("client")
+    }
+
+    /// Issue 23, item 10: with every review slot held by reviews the apiserver does not answer, a request waits a
+    /// bounded time and gets 503 instead of queueing for as long as the reviews take.
+    #[tokio::test]
+    async fn a_request_that_gets_no_review_slot_in_time_is_answered_busy() {
+        let authorizer = Authorizer {
+            slot_wait: Duration::from_millis(200),
+            ..Authorizer::new(silent_apiserver().await)
+        };
+        let held: Vec<_> = (0..MAX_CONCURRENT_REVIEWS)
+            .map(|index| {
+                let authorizer = authorizer.clone();
+                tokio::spawn(async move {
+                    authorizer
+                        .authorize(Some(&format!("Bearer token-{index}")), "GET", "/metrics")
+                        .await
+                })
+            })
+            .collect();
+        // The slots are taken once every held review is waiting for the silent apiserver.
+        capov_testkit::eventually(Duration::from_secs(5), "every review slot taken", || async {
+            (authorizer.reviews.available_permits() == 0).then_some(())
+        })
+        .await;
+        let started = std::time::Instant::now();
+        let decision = authorizer.authorize(Some("Bearer one-more"), "GET", "/metrics").await;
+        assert_eq!(decision, Decision::Busy);
+        assert_eq!(decision.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert_eq!(authorizer.cached_decisions(), 0, "a busy answer is not remembered");
+        for review in held {
+            review.abort();
+        }
+    }
 
     #[test]
     fn bearer_tokens() {

@@ -108,6 +108,14 @@ async fn handle(
                 tracing::warn!(%path, %reason, "metrics request could not be authorized");
                 return text(decision.status(), "Internal Server Error\n".into());
             }
+            Decision::Busy => {
+                tracing::debug!(%path, "every review slot is taken; answered 503");
+                let mut response = text(decision.status(), "Service Unavailable\n".into());
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, http::HeaderValue::from_static("5"));
+                return response;
+            }
         }
     }
     if path != "/metrics" {

@@ -48,6 +48,8 @@ impl Manager {
             .arg(format!("--health-probe-bind-address=127.0.0.1:{health_port}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .arg("--metrics-secure=false")
+            // The workload clusters of the tests run on loopback.
+            .arg("--allow-internal-workload-servers")
             .args(args)
             .env_remove("HOSTNAME")
             .env("POD_NAME", name)

@@ -10,7 +10,7 @@ use super::passed::Passed;
 use super::recorded_engine::engine_changed;
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{ConditionUpdate, reasons, types};
-use crate::identity::{Ownership, format_provider_id, parse_provider_id};
+use crate::identity::{NotOwned, Ownership, format_provider_id, parse_provider_id};
 use crate::placement::choose_placement;
 
 /// Ok = the format of the Machine's bootstrap data; Err = the decision that waits for usable data.
@@ -61,7 +61,7 @@ pub(super) fn find_own_vm<'o>(
                 types::MACHINE_CREATED,
                 reasons::INVALID_PROVIDER_ID,
                 Severity::Error,
-                format!("spec.providerID {provider_id:?} is not of the form ovirt://<vm-id>"),
+                super::deletion::invalid_provider_id_message(provider_id),
             ),
         ),
         (Some(provider_id), _) if engine_changed(o, provider_id).is_some() => {
@@ -82,7 +82,9 @@ pub(super) fn find_own_vm<'o>(
                 None => return Ok(vm),
             },
             Ownership::Owned => return Ok(vm),
-            Ownership::Legacy => passed.take().stop(
+            // With a providerID set, the VM was found by its id: a legacy or moved marker proves it is this
+            // object's, and is rewritten with this UID before anything else (the owner-uid annotation then follows).
+            Ownership::Legacy | Ownership::Moved => passed.take().stop(
                 Action::UpgradeMarker {
                     vm_id: vm.id.clone(),
                     description: o.owner.marker(),
@@ -91,21 +93,22 @@ pub(super) fn find_own_vm<'o>(
             ),
             Ownership::NotOwned(why) => passed.take().wait(
                 Requeue::OnChange,
-                created_or_on(
-                    reasons::VM_NOT_OWNED,
-                    format!(
-                        "the VM {provider_id} is not this OVirtMachine's: {}; CAPOV never changes it. Delete this \
-                         OVirtMachine (the VM is left alone) and let CAPI create a new one",
-                        why.explain()
-                    ),
-                ),
+                created_or_on(reasons::VM_NOT_OWNED, not_owned_message(provider_id, why)),
             ),
         },
         (None, None) => passed
             .take()
             .stop(Action::CreateVm(Box::new(create_plan(o, format))), None),
         // Created by this object, disks still being copied: the create may still fail and the engine then deletes
-        // the VM; spec.providerID (write-once) waits until the copy is done.
+        // the VM; spec.providerID (write-once) waits until the copy is done. The VM is recorded meanwhile, so that a
+        // deletion while the machine's access is revoked does not release it with its VM still there.
+        (None, Some(vm))
+            if vm.ownership == Ownership::Owned
+                && vm.status == "image_locked"
+                && o.created_vm.as_deref() != Some(vm.id.as_str()) =>
+        {
+            passed.take().stop(Action::RecordCreatedVm(vm.id.clone()), None)
+        }
         (None, Some(vm)) if vm.ownership == Ownership::Owned && vm.status == "image_locked" => {
             passed.take().wait(Requeue::PollVm, image_locked())
         }
@@ -122,17 +125,31 @@ pub(super) fn find_own_vm<'o>(
                     "a VM named {:?} exists in oVirt but was not created for this OVirtMachine: {}; it is left \
                      untouched: rename or remove it in oVirt",
                     o.vm_name(),
-                    match vm.ownership {
-                        Ownership::NotOwned(why) => why.explain(),
-                        _ =>
-                            "it carries a marker of an earlier CAPOV version, which cannot tell this \
-                              OVirtMachine from a deleted one of the same name",
-                    }
+                    vm.ownership.unproven_by_name()
                 ),
             ),
         ),
     };
     Err(Box::new(decision))
+}
+
+/// VMNotOwned: what the marker says and what to do. A VM of another management cluster may be this machine's own
+/// after a `clusterctl move` onto a cluster whose OVirtProvider of that name already existed (clusterctl keeps the
+/// existing one): deleting the machine would then leave the VM behind, so the fix comes first.
+fn not_owned_message(provider_id: &str, why: NotOwned) -> String {
+    let what_to_do = match why {
+        NotOwned::OtherManagementCluster => {
+            "If this machine came here with clusterctl move, a platform admin adds the id of the management cluster \
+             it came from to the OVirtProvider's annotation capov.infrastructure.cluster.x-k8s.io/management-cluster \
+             (README, \"clusterctl move\"); else delete this OVirtMachine (the VM is left alone) and let CAPI create \
+             a new one"
+        }
+        _ => "Delete this OVirtMachine (the VM is left alone) and let CAPI create a new one",
+    };
+    format!(
+        "the VM {provider_id} is not this OVirtMachine's: {}; CAPOV never changes it. {what_to_do}",
+        why.explain()
+    )
 }
 
 fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat) -> CreateVmPlan {

@@ -64,6 +64,9 @@ pub enum Action {
     /// Adopt a VM carrying this object's marker: write `spec.providerID` (with the engine and owner-UID
     /// annotations).
     WriteProviderId(String),
+    /// Record the id of the VM created for this object (the created-VM annotation) while its disks are copied and
+    /// spec.providerID must wait: until then it is the only record of the VM on the object.
+    RecordCreatedVm(String),
     /// Record where the VM of spec.providerID lives (the engine annotation), for machines that predate it.
     RecordEngine(String),
     /// Rewrite a legacy marker (`capov:<ns>/<name>`) of the VM of spec.providerID in the current format, so that

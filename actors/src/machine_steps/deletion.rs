@@ -5,14 +5,14 @@
 //! created with.
 
 use capov_crds::Severity;
-use capov_crds::labels::SYSTEM_DISKS_ANNOTATION;
+use capov_crds::labels::{DELETE_FOR_MOVE_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
 
 use super::decision::{Action, Decision, Requeue};
 use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection};
 use super::recorded_engine::engine_changed;
 use crate::backoff::NON_SYSTEM_DISK_RETRY;
 use crate::conditions::{ConditionUpdate, reasons, types};
-use crate::identity::Ownership;
+use crate::identity::parse_provider_id;
 
 /// The message the product documents show for a VM that still has a CSI disk.
 pub const NON_SYSTEM_DISK_MESSAGE: &str = "VM has non system disk, cannot delete";
@@ -21,13 +21,45 @@ pub(super) fn decide(o: &Observed) -> Decision {
     if !o.has_finalizer {
         return Decision::new(Action::Done(Requeue::OnChange), vec![]);
     }
+    if o.deleted_for_move {
+        // clusterctl move deletes the source's copy and removes its finalizers itself; the VM belongs to the copy in
+        // the target management cluster. Nothing is asked of the engine, and the finalizer is left to clusterctl, so
+        // that the annotation never lets an object go while its VM stays behind.
+        let moved = ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            reasons::DELETED_FOR_MOVE,
+            Severity::Info,
+            format!(
+                "clusterctl move is deleting this copy; its VM belongs to the copy in the target management cluster \
+                 and is left alone. Not a move? Remove the annotation {DELETE_FOR_MOVE_ANNOTATION} and the VM is \
+                 deleted with this OVirtMachine"
+            ),
+        );
+        return Decision::new(Action::Wait(Requeue::OnChange), vec![moved]);
+    }
+    if releasable_without_engine(o) {
+        return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![]);
+    }
     // Never critical during deletion: failureReason is only for creation (SPEC §2.4).
     if let ProviderConnection::Failed { failure, message, .. } = &o.connection {
         // A machine of a namespace the provider does not serve never got a VM from CAPOV (it is refused before
-        // any engine request), unless it recorded one while its namespace was still allowed.
-        if *failure == ConnectionFailure::NamespaceNotAllowed && o.provider_id.is_none() {
-            return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![]);
-        }
+        // any engine request), unless it created one while its namespace was still allowed: recorded in
+        // spec.providerID, or in the created-VM annotation while its disks were copied.
+        let own_vm = o
+            .provider_id
+            .as_deref()
+            .and_then(parse_provider_id)
+            .or(o.created_vm.as_deref());
+        let message = match own_vm {
+            None if *failure == ConnectionFailure::NamespaceNotAllowed => {
+                return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![]);
+            }
+            Some(vm_id) if *failure == ConnectionFailure::NamespaceNotAllowed => format!(
+                "{message}; CAPOV created the VM {vm_id} for this OVirtMachine, which keeps its finalizer until the \
+                 VM can be deleted"
+            ),
+            _ => message.clone(),
+        };
         let condition = ConditionUpdate::false_(
             types::CAN_CONNECT_TO_OVIRT,
             failure.reason(),
@@ -48,27 +80,16 @@ pub(super) fn decide(o: &Observed) -> Decision {
     }
     let vm = match &o.vm {
         None => return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![connected]),
-        Some(vm) => match (vm.ownership, vm.found_by) {
-            (Ownership::Owned, _) | (Ownership::Legacy, FoundBy::ProviderId) => vm,
-            (Ownership::Legacy, FoundBy::Name) => {
-                let note = format!(
-                    "the VM {} ({}) carries a marker of an earlier CAPOV version and is not recorded in \
-                     spec.providerID; it is left untouched",
-                    o.vm_name(),
-                    vm.id
-                );
-                return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
-            }
-            (Ownership::NotOwned(why), _) => {
-                let note = format!(
-                    "the VM {} ({}) is not this OVirtMachine's: {}; it is left untouched",
-                    o.vm_name(),
-                    vm.id,
-                    why.explain()
-                );
-                return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
-            }
-        },
+        Some(vm) if vm.ownership.proven(vm.found_by == FoundBy::ProviderId) => vm,
+        Some(vm) => {
+            let note = format!(
+                "the VM {} ({}) is not this OVirtMachine's: {}; it is left untouched",
+                o.vm_name(),
+                vm.id,
+                vm.ownership.unproven_by_name()
+            );
+            return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
+        }
     };
     let deleted =
         |reason, severity, message: &str| ConditionUpdate::false_(types::MACHINE_DELETED, reason, severity, message);
@@ -120,6 +141,26 @@ pub(super) fn decide(o: &Observed) -> Decision {
     let mut decision = Decision::new(action, vec![connected, condition]);
     decision.status.vm_status = Some(vm.status.clone());
     decision
+}
+
+/// Whether a machine being deleted is released at once, before any engine request (the actor then asks neither the
+/// provider nor the engine): its spec.providerID names no engine VM id, so CAPOV never wrote it and no VM of
+/// CAPOV's is recorded there. Looking it up would read nothing useful, or worse (`ovirt://..` was once a listing of
+/// every VM).
+pub fn releasable_without_engine(o: &Observed) -> bool {
+    o.deletion_requested
+        && o.provider_id
+            .as_deref()
+            .is_some_and(|id| parse_provider_id(id).is_none())
+}
+
+/// MachineCreated's message for a spec.providerID that is not `ovirt://<uuid>`.
+pub(super) fn invalid_provider_id_message(provider_id: &str) -> String {
+    format!(
+        "spec.providerID {:?} is not ovirt://<VM id> with the VM's id in oVirt (a UUID); CAPOV never writes such a \
+         value and looks nothing up for it. Delete this OVirtMachine: it is released without any request to oVirt",
+        crate::bounded_text::cut(provider_id, 100)
+    )
 }
 
 /// Why the engine will not stop or remove the VM now, and what clears it.

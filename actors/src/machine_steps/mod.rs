@@ -26,6 +26,7 @@ mod preconditions;
 mod tests;
 
 pub use decision::{Action, CreateVmPlan, Decision, Requeue, StatusChange};
+pub use deletion::releasable_without_engine;
 pub use observed::{
     Bootstrap, ConnectionFailure, FailureState, FoundBy, NodeObservation, Observed, ObservedVm, ProviderConnection,
     ProviderDefaults, VmDisk,

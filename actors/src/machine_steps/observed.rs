@@ -33,6 +33,9 @@ pub struct Observed {
     pub paused: bool,
     /// `metadata.deletionTimestamp` is set.
     pub deletion_requested: bool,
+    /// The annotation `clusterctl move` sets on the source's objects before deleting them: the object lives on in
+    /// the target management cluster, and so does its VM.
+    pub deleted_for_move: bool,
     pub has_finalizer: bool,
     /// An owner reference of kind Machine (group cluster.x-k8s.io) exists and the Machine was found.
     pub owner_machine_found: bool,
@@ -44,6 +47,9 @@ pub struct Observed {
     pub connection: ProviderConnection,
     /// `spec.providerID` as written (may be malformed if a user set it).
     pub provider_id: Option<String>,
+    /// The VM CAPOV created for this object and has not recorded in spec.providerID yet (the created-VM
+    /// annotation).
+    pub created_vm: Option<String>,
     pub failure: FailureState,
     /// `status.ready` / `status.initialization.provisioned`: the VM has been up once.
     pub provisioned: bool,
@@ -129,10 +135,12 @@ pub enum ConnectionFailure {
     /// The OVirtProvider's spec.allowedNamespaces does not list the machine's namespace.
     NamespaceNotAllowed,
     InvalidEngineUrl,
+    /// The OVirtProvider's management-cluster annotation is unusable: nothing is done through the provider.
+    InvalidManagementClusterId,
 }
 
 impl ConnectionFailure {
-    pub(crate) const ALL: [ConnectionFailure; 10] = [
+    pub(crate) const ALL: [ConnectionFailure; 11] = [
         ConnectionFailure::ProviderNotFound,
         ConnectionFailure::CredentialsNotFound,
         ConnectionFailure::CredentialsInvalid,
@@ -143,6 +151,7 @@ impl ConnectionFailure {
         ConnectionFailure::EngineUnreachable,
         ConnectionFailure::NamespaceNotAllowed,
         ConnectionFailure::InvalidEngineUrl,
+        ConnectionFailure::InvalidManagementClusterId,
     ];
 
     /// The CanConnectToOVirt reason.
@@ -158,6 +167,7 @@ impl ConnectionFailure {
             ConnectionFailure::EngineUnreachable => reasons::ENGINE_UNREACHABLE,
             ConnectionFailure::NamespaceNotAllowed => reasons::NAMESPACE_NOT_ALLOWED,
             ConnectionFailure::InvalidEngineUrl => reasons::INVALID_ENGINE_URL,
+            ConnectionFailure::InvalidManagementClusterId => reasons::INVALID_MANAGEMENT_CLUSTER_ID,
         }
     }
 
@@ -177,12 +187,14 @@ impl ConnectionFailure {
                 Some(crate::backoff::CRITICAL_GRACE)
             }
             // InvalidEngineUrl: only objects older than the CRD rule get here, on an operator upgrade; their
-            // machines wait for the provider to be fixed instead of failing for good.
+            // machines wait for the provider to be fixed instead of failing for good. So do those of a provider
+            // whose management-cluster annotation a platform admin got wrong.
             ConnectionFailure::CredentialsInvalid
             | ConnectionFailure::PermissionDenied
             | ConnectionFailure::EngineUnreachable
             | ConnectionFailure::NamespaceNotAllowed
-            | ConnectionFailure::InvalidEngineUrl => None,
+            | ConnectionFailure::InvalidEngineUrl
+            | ConnectionFailure::InvalidManagementClusterId => None,
         }
     }
 

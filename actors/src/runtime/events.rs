@@ -142,7 +142,8 @@ impl Writer {
             reason: Some(note.reason.clone()),
             event_time: Some(MicroTime(now)),
             regarding: Some(note.reference.clone()),
-            note: Some(note.note.clone()),
+            // The Event API refuses notes over 1 KiB; notes carry text from outside.
+            note: Some(crate::bounded_text::message(&note.note)),
             metadata: ObjectMeta {
                 namespace: Some(note.reference.namespace.clone().unwrap_or_else(|| "default".into())),
                 name: Some(format!("{object}.{:x}", now.as_nanosecond())),

@@ -31,6 +31,57 @@ where
     Ok(None)
 }
 
+/// [`ensure`], and in the same patch the annotation `key: value` unless the object carries `key` already (whatever
+/// its value). The patch applies only to the object as read (its resourceVersion), so a value someone wrote
+/// meanwhile is never replaced.
+pub async fn ensure_with_annotation<K>(
+    api: &Api<K>,
+    object: &K,
+    finalizer: &str,
+    (key, value): (&str, &str),
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut object = object.clone();
+    for attempt in 1..=ATTEMPTS {
+        let has_finalizer = object.finalizers().iter().any(|f| f == finalizer);
+        let annotations = object.meta().annotations.as_ref();
+        let has_annotation = annotations.is_some_and(|a| a.contains_key(key));
+        if has_finalizer && has_annotation {
+            return Ok(None);
+        }
+        let mut operations = vec![json!({"op": "test", "path": "/metadata/resourceVersion",
+                                          "value": object.resource_version()})];
+        if !has_finalizer {
+            let mut wanted = object.finalizers().to_vec();
+            wanted.push(finalizer.to_string());
+            operations.push(json!({"op": "add", "path": "/metadata/finalizers", "value": wanted}));
+        }
+        if !has_annotation {
+            operations.push(match annotations {
+                None => json!({"op": "add", "path": "/metadata/annotations", "value": {key: value}}),
+                Some(_) => json!({"op": "add", "path": format!("/metadata/annotations/{}", pointer_token(key)),
+                                  "value": value}),
+            });
+        }
+        let patch: json_patch::Patch = serde_json::from_value(json!(operations)).map_err(kube::Error::SerdeError)?;
+        match api
+            .patch(&object.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+        {
+            Err(err) if attempt < ATTEMPTS && is_stale(&err) => object = api.get(&object.name_any()).await?,
+            other => return other.map(Some),
+        }
+    }
+    Ok(None)
+}
+
+/// A key as one JSON-pointer token (RFC 6901: `~` → `~0`, `/` → `~1`).
+fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
 /// Removes `finalizer` if present. Returns the object as written, None when no write was needed or it is gone.
 pub async fn remove<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<Option<K>, kube::Error>
 where

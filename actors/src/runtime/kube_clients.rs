@@ -4,7 +4,8 @@
 //!
 //! Two management clients, because one setting cannot serve both kinds of call: a watch legitimately stays silent
 //! for minutes (kube-runtime's watcher has its own idle timeout, the server-side watch timeout plus a margin), while
-//! a get, list or patch that is silent for [`READ_TIMEOUT`] is dead.
+//! a get, list or patch that is silent for [`READ_TIMEOUT`] is dead. Clients of tenants' workload apiservers also cap
+//! the size of every answer ([`workload_client`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -29,11 +30,13 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// apiserver ends its own requests after 60 s (`--request-timeout`); a request still running a little later is lost.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(70);
 
-/// The management cluster's clients: `requests` for everything but watches, `watches` for the watches.
+/// The management cluster's clients: `requests` for everything but watches, `watches` for the watches; and the
+/// apiserver's URL they talk to.
 #[derive(Clone)]
 pub struct KubeClients {
     pub requests: kube::Client,
     pub watches: kube::Client,
+    pub apiserver: http::Uri,
 }
 
 impl KubeClients {
@@ -43,6 +46,7 @@ impl KubeClients {
         watch_config.connect_timeout = Some(CONNECT_TIMEOUT);
         watch_config.write_timeout = Some(WRITE_TIMEOUT);
         Ok(KubeClients {
+            apiserver: config.cluster_url.clone(),
             requests: request_client(config)?,
             watches: kube::client::ClientBuilder::try_from(watch_config)?
                 .with_layer(&NameFailuresLayer)
@@ -65,6 +69,20 @@ pub fn request_client(config: kube::Config) -> Result<kube::Client, kube::Error>
     Ok(kube::client::ClientBuilder::try_from(with_timeouts(config))?
         .with_layer(&DeadlineLayer(REQUEST_TIMEOUT))
         .with_layer(&NameFailuresLayer)
+        .build())
+}
+
+/// The largest answer read from a tenant's workload apiserver: a page of Nodes, a Node, or an error. kube holds an
+/// answer about three times over while it decodes it; how many requests run at once is bounded too
+/// (`workload_clients`).
+pub const WORKLOAD_BODY_LIMIT: u64 = 1 << 20;
+
+/// A client for a tenant's workload apiserver: [`request_client`]'s deadlines, and no answer read past
+/// [`WORKLOAD_BODY_LIMIT`] bytes.
+pub fn workload_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
+    Ok(kube::client::ClientBuilder::try_from(with_timeouts(config))?
+        .with_layer(&DeadlineLayer(REQUEST_TIMEOUT))
+        .with_layer(&super::body_limit::BodyLimitLayer(WORKLOAD_BODY_LIMIT))
         .build())
 }
 

@@ -259,8 +259,14 @@ mod tests {
     #[test]
     fn lookups_and_conflicts_are_expected_failures_the_rest_are_not() {
         assert!(expected(http::StatusCode::NOT_FOUND, false) && expected(http::StatusCode::CONFLICT, false));
-        assert!(expected(http::StatusCode::UNPROCESSABLE_ENTITY, true), "a JSON patch's failed test");
-        assert!(!expected(http::StatusCode::UNPROCESSABLE_ENTITY, false), "an invalid object");
+        assert!(
+            expected(http::StatusCode::UNPROCESSABLE_ENTITY, true),
+            "a JSON patch's failed test"
+        );
+        assert!(
+            !expected(http::StatusCode::UNPROCESSABLE_ENTITY, false),
+            "an invalid object"
+        );
         assert!(!expected(http::StatusCode::GATEWAY_TIMEOUT, false) && !expected(http::StatusCode::FORBIDDEN, false));
     }
 }

@@ -23,6 +23,8 @@ pub enum Connection {
         defaults: ProviderDefaults,
         /// The engine URL and user of this connection, recorded with each VM created through it.
         engine: crate::identity::EngineIdentity,
+        /// The management cluster ids this provider's VM markers name (its annotation and this cluster's id).
+        management_clusters: crate::management_clusters::ManagementClusters,
     },
     Failed {
         problem: ConnectionProblem,
@@ -65,6 +67,9 @@ pub enum SupervisorMsg {
     /// may not have found it. A later relist wakes only the machines whose objects changed (`CapiChanged`).
     CapiListed,
     Restart(ObjectKey),
+    /// Time to start again the actor of the OVirtProvider of this name, which failed: from the object as it is
+    /// now, not as it was when the actor failed.
+    RestartProvider(String),
     /// Time to try a failed finalizer write again.
     RetryFinalizer(FinalizerOwner),
     /// A watch has listed everything once.

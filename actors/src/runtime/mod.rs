@@ -2,6 +2,7 @@
 //! actor per OVirtMachine, and the status writer; what they share is `shared`. Pure decisions live beside it in the
 //! crate; this module does the I/O.
 
+mod body_limit;
 mod capi;
 mod cluster;
 pub mod connection;
@@ -18,6 +19,7 @@ pub mod messages;
 mod permits;
 mod provider;
 mod provider_finalizers;
+mod provider_restart;
 mod relisting;
 pub mod settings;
 mod shared;
@@ -26,6 +28,8 @@ mod status_queue;
 pub mod status_writer;
 mod supervisor;
 mod watches;
+mod workload_clients;
+mod workload_targets;
 
 pub use kube_clients::KubeClients;
 pub use messages::SupervisorMsg;
@@ -73,6 +77,9 @@ pub async fn start(
     metrics: Metrics,
 ) -> Result<ActorRef<SupervisorMsg>, ractor::SpawnErr> {
     let mut settings = settings;
+    if !settings.allow_internal_workload_servers {
+        settings.internal_targets = workload_targets::gather(&clients.requests, &clients.apiserver).await;
+    }
     if settings.management_cluster_id.is_empty() {
         settings.management_cluster_id = management_cluster_id(&clients.requests)
             .await

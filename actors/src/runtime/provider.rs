@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use capov_crds::labels::MANAGEMENT_CLUSTER_ANNOTATION;
 use capov_crds::{Condition, OVirtProvider, Severity};
 use capov_ovirt::{Client, Outcome, RequestEvent};
 use k8s_openapi::ByteString;
@@ -20,6 +21,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
 use crate::conditions::{ConditionUpdate, INSECURE_TRANSPORT_MESSAGE, connected, reasons, set_condition, types};
+use crate::management_clusters::{self, ManagementClusters};
 
 use super::connection::{self, ConnectionProblem, ConnectionSettings};
 use super::keys::ObjectKey;
@@ -132,6 +134,8 @@ pub struct ProviderState {
     settings: RuntimeSettings,
     status_writer: ActorRef<StatusWriterMsg>,
     applied: Option<ConnectionSettings>,
+    /// The management clusters the provider's VM markers name, as last resolved.
+    management_clusters: Option<ManagementClusters>,
     client: Option<Client>,
     connection: Connection,
     conditions: Vec<Condition>,
@@ -189,6 +193,7 @@ impl Actor for ProviderActor {
             settings: args.settings,
             status_writer: args.status_writer,
             applied: None,
+            management_clusters: None,
             client: None,
             connection: Connection::Pending,
             conditions: Vec::new(),
@@ -230,7 +235,7 @@ impl Actor for ProviderActor {
         let _handling = state.mail.handling();
         match message {
             ProviderMsg::Spec(provider) => {
-                if provider.spec != state.provider.spec {
+                if provider.spec != state.provider.spec || lineage(&provider) != lineage(&state.provider) {
                     state.provider = *provider;
                     state.notify_after_check = true;
                     check(&me, state).await;
@@ -347,12 +352,13 @@ fn checked(me: &ActorRef<ProviderMsg>, state: &mut ProviderState, outcome: Resul
                 url: applied.url.clone(),
                 user: applied.credentials.username.clone(),
             });
-            match (client, engine) {
-                (Some(client), Some(engine)) => Connection::Ready {
+            match (client, engine, state.management_clusters.clone()) {
+                (Some(client), Some(engine), Some(management_clusters)) => Connection::Ready {
                     client,
                     engine_version,
                     defaults,
                     engine,
+                    management_clusters,
                 },
                 _ => Connection::Pending,
             }
@@ -391,12 +397,18 @@ fn same_connection(a: &Connection, b: &Connection) -> bool {
     match (a, b) {
         (
             Connection::Ready {
-                client: x, engine: e, ..
+                client: x,
+                engine: e,
+                management_clusters: m,
+                ..
             },
             Connection::Ready {
-                client: y, engine: f, ..
+                client: y,
+                engine: f,
+                management_clusters: n,
+                ..
             },
-        ) => x.same_as(y) && e == f,
+        ) => x.same_as(y) && e == f && m == n,
         (Connection::Failed { problem: x, .. }, Connection::Failed { problem: y, .. }) => x == y,
         _ => false,
     }
@@ -408,6 +420,10 @@ fn prepare(
     me: &ActorRef<ProviderMsg>,
     state: &mut ProviderState,
 ) -> Result<impl std::future::Future<Output = Result<String, ConnectionProblem>> + Send + 'static, ConnectionProblem> {
+    let management_clusters =
+        management_clusters::from_annotation(lineage(&state.provider), &state.settings.management_cluster_id)
+            .map_err(|message| ConnectionProblem::new(reasons::INVALID_MANAGEMENT_CLUSTER_ID, message))?;
+    state.management_clusters = Some(management_clusters);
     let wanted = connection::resolve(
         &state.provider.spec,
         state.secret.as_ref(),
@@ -462,6 +478,16 @@ fn prepare(
             .and_then(|v| v.full_version)
             .unwrap_or_default())
     })
+}
+
+/// The provider's management-cluster annotation ([`crate::management_clusters`]).
+fn lineage(provider: &OVirtProvider) -> Option<&str> {
+    provider
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(MANAGEMENT_CLUSTER_ANNOTATION))
+        .map(String::as_str)
 }
 
 fn report(state: &mut ProviderState) {

@@ -1,19 +1,21 @@
-//! The finalizers the supervisor writes itself: an OVirtProvider's, added at once and removed, once the provider is
-//! being deleted, when no OVirtMachine uses it any more; and an OVirtCluster's (`cluster::reconcile`). No later watch
-//! event may come to trigger a failed write again, so each one is retried with a jittered, growing delay until it
-//! succeeds or its object is gone.
+//! The finalizers the supervisor writes itself: an OVirtProvider's, added at once (in the same patch as its
+//! management-cluster annotation when that is absent, [`crate::management_clusters`]) and removed, once the provider
+//! is being deleted, when no OVirtMachine uses it any more; and an OVirtCluster's (`cluster::reconcile`, for each
+//! watch event and again when a CAPI Cluster of its namespace changes). No later watch event may come to trigger a
+//! failed write again, so each one is retried with a jittered, growing delay until it succeeds or its object is gone.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capov_crds::labels::PROVIDER_FINALIZER;
-use capov_crds::{OVirtCluster, OVirtProvider};
+use capov_crds::labels::{MANAGEMENT_CLUSTER_ANNOTATION, PROVIDER_FINALIZER};
+use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::watcher::Event;
 use ractor::ActorRef;
 
-use super::cluster;
+use super::cluster::{self, SeenClusters};
 use super::finalizers;
 use super::mailbox;
 use super::messages::{FinalizerOwner, SupervisorMsg};
@@ -34,6 +36,8 @@ pub struct ProviderFinalizers {
     me: ActorRef<SupervisorMsg>,
     shared: Arc<Shared>,
     retries: HashMap<FinalizerOwner, FinalizerRetry>,
+    /// The OVirtClusters seen, reconciled again when a CAPI Cluster of their namespace changes.
+    clusters: SeenClusters,
 }
 
 impl ProviderFinalizers {
@@ -42,13 +46,39 @@ impl ProviderFinalizers {
             me,
             shared,
             retries: HashMap::new(),
+            clusters: SeenClusters::default(),
         }
     }
 
     /// Adds the provider's finalizer, or removes it when the provider is being deleted and no longer in use.
     pub async fn sync(&mut self, provider: &OVirtProvider, in_use: impl Fn(&str) -> bool) {
-        let outcome = sync_provider_finalizer(&self.shared.client, provider, in_use).await;
+        let own_id = &self.shared.settings.management_cluster_id;
+        let outcome = sync_provider_finalizer(&self.shared.client, provider, own_id, in_use).await;
         self.note(FinalizerOwner::Provider(provider.name_any()), outcome);
+    }
+
+    /// Notes an OVirtCluster watch event and reconciles the OVirtCluster it shows.
+    pub async fn on_cluster_event(&mut self, event: Event<OVirtCluster>) {
+        if let Some(object) = self.clusters.note(event) {
+            self.reconcile_cluster(&object).await;
+        }
+    }
+
+    /// Reconciles the OVirtClusters of `namespace` again, after a change of a CAPI Cluster there.
+    pub async fn reconcile_clusters_in(&mut self, namespace: &str) {
+        for object in self.clusters.in_namespace(namespace) {
+            self.reconcile_cluster(&object).await;
+        }
+    }
+
+    /// Reconciles an OVirtCluster ([`cluster::reconcile`]); a failed finalizer write is retried.
+    async fn reconcile_cluster(&mut self, object: &OVirtCluster) {
+        let outcome = cluster::reconcile_counted(&self.shared, object).await;
+        let owner = FinalizerOwner::Cluster {
+            namespace: object.namespace().unwrap_or_default(),
+            name: object.name_any(),
+        };
+        self.note(owner, outcome);
     }
 
     /// Releases each of `providers` that is being deleted and no longer in use.
@@ -102,7 +132,10 @@ impl ProviderFinalizers {
                 }
             }
             FinalizerOwner::Provider(name) => match Api::<OVirtProvider>::all(client.clone()).get_opt(name).await {
-                Ok(Some(provider)) => sync_provider_finalizer(&client, &provider, in_use).await,
+                Ok(Some(provider)) => {
+                    let own_id = &self.shared.settings.management_cluster_id;
+                    sync_provider_finalizer(&client, &provider, own_id, in_use).await
+                }
                 Ok(None) => Ok(()),
                 Err(err) => Err(format!("cannot read OVirtProvider {name}: {err}")),
             },
@@ -111,18 +144,33 @@ impl ProviderFinalizers {
     }
 }
 
-/// Adds the provider's finalizer, or, while it is being deleted, removes it once no OVirtMachine references it.
+/// Whether `machine` keeps provider `provider` from being deleted: it names the provider and its namespace is
+/// served by it. A machine the provider refuses (NamespaceNotAllowed) does not count, else any namespace could pin
+/// a provider it may not use (issue 23). Not even one whose VM CAPOV created while its namespace was allowed: its
+/// spec.providerID and annotations are the tenant's to write, so they prove nothing, and the platform administrator
+/// who narrowed the access decides (restoring the access lets CAPOV delete such VMs first).
+pub fn holds_provider(shared: &Shared, machine: &OVirtMachine, provider: &str) -> bool {
+    machine.spec.settings.provider == provider
+        && shared.namespace_allowed(provider, &machine.namespace().unwrap_or_default())
+}
+
+/// Adds the provider's finalizer and, when absent, its management-cluster annotation naming `own_id` (this
+/// cluster's id); or, while it is being deleted, removes the finalizer once no OVirtMachine references it.
 async fn sync_provider_finalizer(
     client: &kube::Client,
     provider: &OVirtProvider,
+    own_id: &str,
     in_use: impl Fn(&str) -> bool,
 ) -> Result<(), String> {
     let api: Api<OVirtProvider> = Api::all(client.clone());
     if provider.metadata.deletion_timestamp.is_none() {
-        return finalizers::ensure(&api, provider, PROVIDER_FINALIZER)
+        let annotation = (MANAGEMENT_CLUSTER_ANNOTATION, own_id);
+        return finalizers::ensure_with_annotation(&api, provider, PROVIDER_FINALIZER, annotation)
             .await
             .map(|_| ())
-            .map_err(|err| format!("cannot add the finalizer {PROVIDER_FINALIZER}: {err}"));
+            .map_err(|err| {
+                format!("cannot add the finalizer {PROVIDER_FINALIZER} or the annotation {MANAGEMENT_CLUSTER_ANNOTATION}: {err}")
+            });
     }
     if in_use(&provider.name_any()) {
         return Ok(());

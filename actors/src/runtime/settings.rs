@@ -28,6 +28,12 @@ pub struct RuntimeSettings {
     pub instance: Option<String>,
     /// How long one engine request may take, answer included, before the client gives up on it.
     pub engine_request_timeout: Duration,
+    /// `--allow-internal-workload-servers`: workload kubeconfigs may point at loopback, link-local and the management
+    /// cluster's own apiserver and service network (tests and demos).
+    pub allow_internal_workload_servers: bool,
+    /// The management cluster's apiserver and service networks, refused as workload apiservers unless allowed; read
+    /// when the runtime starts.
+    pub internal_targets: crate::workload_target::InternalTargets,
 }
 
 /// The gate every engine client of the runtime consults before a write (see [`capov_ovirt::WriteGate`]).
@@ -56,6 +62,8 @@ impl Default for RuntimeSettings {
             engine_write_gate: None,
             instance: None,
             engine_request_timeout: capov_ovirt::ClientConfig::DEFAULT_REQUEST_TIMEOUT,
+            allow_internal_workload_servers: false,
+            internal_targets: Default::default(),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! engine lookups. The supervisor builds it once.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, Store};
@@ -15,6 +15,7 @@ use super::permits::ReconcilePermits;
 use super::provider::ProviderMsg;
 use super::settings::RuntimeSettings;
 use super::status_writer::StatusWriterMsg;
+use super::workload_clients::WorkloadClients;
 use crate::metrics::Metrics;
 
 /// What every actor of the runtime shares.
@@ -36,7 +37,8 @@ pub struct Shared {
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
     /// Each provider's `spec.allowedNamespaces`, as last seen by the supervisor.
     pub provider_access: RwLock<HashMap<String, Option<capov_crds::AllowedNamespaces>>>,
-    pub workload_clients: Mutex<WorkloadClients>,
+    /// Clients of the tenants' workload apiservers, and how many requests they send at once.
+    pub workload_clients: WorkloadClients,
     /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
     pub lookups: Lookups,
 }
@@ -47,9 +49,6 @@ pub struct Stores {
     pub capi_clusters: Store<capi::Cluster>,
     pub namespaces: Store<Namespace>,
 }
-
-/// Workload cluster clients by (namespace, kubeconfig Secret name), with the kubeconfig each was built from.
-pub type WorkloadClients = HashMap<(String, String), (Vec<u8>, kube::Client)>;
 
 impl Shared {
     /// What the actors share when the runtime starts: no provider actor yet, nothing cached.
@@ -74,7 +73,7 @@ impl Shared {
             namespaces: stores.namespaces,
             providers: RwLock::new(HashMap::new()),
             provider_access: RwLock::new(HashMap::new()),
-            workload_clients: Mutex::new(HashMap::new()),
+            workload_clients: WorkloadClients::default(),
             lookups: Lookups::new(LOOKUP_TTL),
         }
     }

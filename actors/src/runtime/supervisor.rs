@@ -14,14 +14,14 @@ use kube::runtime::watcher::Event;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::task::JoinHandle;
 
-use super::cluster;
 use super::credential_secrets::CredentialSecrets;
 use super::keys::ObjectKey;
 use super::machine::{MachineActor, MachineArgs};
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
-use super::messages::{FinalizerOwner, MachineMsg, SupervisorMsg};
+use super::messages::{MachineMsg, SupervisorMsg};
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
-use super::provider_finalizers::ProviderFinalizers;
+use super::provider_finalizers::{self, ProviderFinalizers};
+use super::provider_restart;
 use super::relisting::Relisting;
 use super::settings::RuntimeSettings;
 use super::shared::Shared;
@@ -149,14 +149,7 @@ impl Actor for Supervisor {
             }
             SupervisorMsg::Cluster(event) => {
                 state.synced.note(watches::CLUSTERS, &event);
-                if let Event::Apply(object) | Event::InitApply(object) = event {
-                    let outcome = cluster::reconcile_counted(&state.shared, &object).await;
-                    let owner = FinalizerOwner::Cluster {
-                        namespace: object.namespace().unwrap_or_default(),
-                        name: object.name_any(),
-                    };
-                    state.finalizers.note(owner, outcome);
-                }
+                state.finalizers.on_cluster_event(event).await;
             }
             SupervisorMsg::Machine(event) => {
                 state.synced.note(watches::MACHINES, &event);
@@ -166,14 +159,21 @@ impl Actor for Supervisor {
             SupervisorMsg::IsSynced(reply) => {
                 let _ = reply.send(state.synced.all());
             }
-            SupervisorMsg::CapiChanged { namespace, machine } => wake_machines(state, &namespace, machine),
+            SupervisorMsg::CapiChanged { namespace, machine } => {
+                if machine.is_none() {
+                    // A CAPI Cluster (or the Namespace) changed: its OVirtClusters may have to say so (a pause lifted).
+                    state.finalizers.reconcile_clusters_in(&namespace).await;
+                }
+                wake_machines(state, &namespace, machine)
+            }
             SupervisorMsg::CapiListed => poke(state, |_| true),
             SupervisorMsg::RetryFinalizer(owner) => {
                 let machines = &state.machines;
-                let in_use = |provider: &str| provider_in_use(machines, provider);
+                let in_use = |provider: &str| provider_in_use(&state.shared, machines, provider);
                 state.finalizers.retry(owner, in_use).await
             }
             SupervisorMsg::Restart(key) => restart_machine(&me, state, key).await,
+            SupervisorMsg::RestartProvider(name) => restart_provider(&me, state, name).await,
         }
         Ok(())
     }
@@ -195,54 +195,36 @@ impl Actor for Supervisor {
                 child.actor = None;
                 if let Some(reason) = failure {
                     child.restarts += 1;
-                    let delay = restart_delay(child.restarts);
+                    let delay = crate::backoff::actor_restart_delay(child.restarts);
                     tracing::error!(object = %key, error = %reason, ?delay, "machine actor failed; restarting");
-                    state
-                        .shared
-                        .metrics
-                        .actor_restarts_total
-                        .with_label_values(&[kind::MACHINE])
-                        .inc();
+                    let restarts = &state.shared.metrics.actor_restarts_total;
+                    restarts.with_label_values(&[kind::MACHINE]).inc();
                     mailbox::cast_after(&state.shared.metrics, delay, me, move || SupervisorMsg::Restart(key));
                 }
             }
         } else if let Some(name) = state.provider_cells.remove(&cell.get_id()) {
-            if let Some((_, provider)) = state.providers.remove(&name) {
+            if state.providers.remove(&name).is_some() {
                 if let Ok(mut providers) = state.shared.providers.write() {
                     providers.remove(&name);
                 }
                 if failure.is_some() {
                     tracing::error!(provider = %name, "provider actor failed; restarting");
-                    state
-                        .shared
-                        .metrics
-                        .actor_restarts_total
-                        .with_label_values(&[kind::PROVIDER])
-                        .inc();
-                    let delay = crate::backoff::jittered_retry(Duration::from_secs(1));
-                    mailbox::cast_after(&state.shared.metrics, delay, me, move || {
-                        SupervisorMsg::Provider(Event::Apply(provider))
-                    });
+                    let restarts = &state.shared.metrics.actor_restarts_total;
+                    restarts.with_label_values(&[kind::PROVIDER]).inc();
+                    let (delay, retry) = (Duration::from_secs(1), move || SupervisorMsg::RestartProvider(name));
+                    mailbox::cast_after(&state.shared.metrics, crate::backoff::jittered_retry(delay), me, retry);
                 }
             }
         } else if cell.get_id() == state.shared.status_writer.get_id() {
             // Without the status writer nothing the actors decide reaches the API server: a runtime that goes on
             // would renew its Lease and do no visible work. It stops instead, and the process exits non-zero.
-            return Err(format!(
-                "the status writer stopped ({}); stopping the runtime",
-                failure.as_deref().unwrap_or("terminated")
-            )
-            .into());
+            let failure = failure.as_deref().unwrap_or("terminated");
+            return Err(format!("the status writer stopped ({failure}); stopping the runtime").into());
         } else if failure.is_some() {
             return Err(format!("a runtime actor failed: {failure:?}").into());
         }
         Ok(())
     }
-}
-
-/// 1 s doubling to 5 min, jittered so that actors that failed together do not restart together.
-fn restart_delay(restarts: u32) -> Duration {
-    crate::backoff::jittered_retry(Duration::from_secs(1u64 << restarts.min(8)).min(Duration::from_secs(300)))
 }
 
 /// Wakes the machine a CAPI Machine names (`machine`), or every machine of the namespace.
@@ -269,11 +251,31 @@ fn poke(state: &SupervisorState, wanted: impl Fn(&ObjectKey) -> bool) {
     }
 }
 
-/// Whether an OVirtMachine uses the provider of this name.
-fn provider_in_use(machines: &HashMap<ObjectKey, Child>, provider: &str) -> bool {
-    machines
-        .values()
-        .any(|child| child.latest.spec.settings.provider == provider)
+/// Whether an OVirtMachine holds the provider of this name ([`provider_finalizers::holds_provider`]).
+fn provider_in_use(shared: &Shared, machines: &HashMap<ObjectKey, Child>, provider: &str) -> bool {
+    (machines.values()).any(|child| provider_finalizers::holds_provider(shared, &child.latest, provider))
+}
+
+/// Starts again the actor of a provider that failed, from the object as the apiserver has it now; nothing when a
+/// newer event started one meanwhile or the provider is gone.
+async fn restart_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, name: String) {
+    if state.providers.contains_key(&name) || state.pending_providers.contains_key(&name) {
+        return;
+    }
+    match provider_restart::current(&state.shared, &name).await {
+        Ok(Some(provider)) => apply_provider(me, state, provider).await,
+        Ok(None) => {}
+        Err(err) => {
+            tracing::warn!(provider = %name, error = %err, "cannot read the provider to restart its actor; retrying");
+            let (delay, retry) = (Duration::from_secs(5), move || SupervisorMsg::RestartProvider(name));
+            mailbox::cast_after(
+                &state.shared.metrics,
+                crate::backoff::jittered_retry(delay),
+                me.clone(),
+                retry,
+            );
+        }
+    }
 }
 
 async fn on_provider_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, event: Event<OVirtProvider>) {
@@ -300,7 +302,7 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
         access.insert(name.clone(), provider.spec.allowed_namespaces.clone());
     }
     let machines = &state.machines;
-    let in_use = |provider: &str| provider_in_use(machines, provider);
+    let in_use = |provider: &str| provider_in_use(&state.shared, machines, provider);
     state.finalizers.sync(&provider, in_use).await;
     if let Some((actor, latest)) = state.providers.get_mut(&name) {
         *latest = provider.clone();
@@ -421,7 +423,7 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
 /// Providers being deleted wait for their last machine to go: a machine gone may release one.
 async fn release_deleting_providers(state: &mut SupervisorState) {
     let machines = &state.machines;
-    let in_use = |provider: &str| provider_in_use(machines, provider);
+    let in_use = |provider: &str| provider_in_use(&state.shared, machines, provider);
     let providers = state.providers.values().map(|(_, provider)| provider);
     state.finalizers.release_deleting(providers, in_use).await;
 }
@@ -475,9 +477,12 @@ async fn spawn_machine(
                     restarts,
                 },
             );
-            mailbox::cast_after(&state.shared.metrics, restart_delay(restarts), me.clone(), move || {
-                SupervisorMsg::Restart(key)
-            });
+            mailbox::cast_after(
+                &state.shared.metrics,
+                crate::backoff::actor_restart_delay(restarts),
+                me.clone(),
+                move || SupervisorMsg::Restart(key),
+            );
         }
     }
 }

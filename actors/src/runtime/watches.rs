@@ -9,8 +9,8 @@
 //!   namespace), every machine with [`SupervisorMsg::CapiListed`] after its first complete list, and after a relist
 //!   the machines whose objects changed or went away meanwhile.
 //!
-//! A new watch is spawned in [`spawn`], keeps only what CAPOV reads (`slim`), honours `--namespace` ([`namespaced`])
-//! and the watch filter label ([`watch_config`]) where it applies, and adds its name to [`WATCHES`]: the runtime is
+//! A new watch is spawned in [`spawn`], runs on the watch client (`Shared::watch_client`, never the request client),
+//! keeps only what CAPOV reads (`slim`), honours `--namespace` ([`namespaced`]) and the watch filter label ([`watch_config`]) where it applies, and adds its name to [`WATCHES`]: the runtime is
 //! ready only once every watch named there has listed its objects once.
 
 use std::collections::HashSet;
@@ -157,13 +157,13 @@ fn spawn_forwarded(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>) -> Vec<Jo
         forward(
             me,
             &shared.metrics,
-            watcher(namespaced::<OVirtCluster>(client, settings), filtered.clone()).modify(slim::crd),
+            watcher(namespaced::<OVirtCluster>(shared), filtered.clone()).modify(slim::crd),
             SupervisorMsg::Cluster,
         ),
         forward(
             me,
             &shared.metrics,
-            watcher(namespaced::<OVirtMachine>(client, settings), filtered.clone()).modify(slim::machine),
+            watcher(namespaced::<OVirtMachine>(shared), filtered.clone()).modify(slim::machine),
             SupervisorMsg::Machine,
         ),
     ]
@@ -190,7 +190,7 @@ where
         + Sync
         + 'static,
 {
-    let api = namespaced::<K>(&shared.watch_client, &shared.settings);
+    let api = namespaced::<K>(shared);
     let stream = watcher::watcher(api, watch_config(&shared.settings))
         .default_backoff()
         .modify(slim::capi);
@@ -308,13 +308,16 @@ fn watch_config(settings: &RuntimeSettings) -> watcher::Config {
     }
 }
 
-fn namespaced<K>(client: &kube::Client, settings: &RuntimeSettings) -> Api<K>
+/// The objects of kind `K` to watch (`--namespace`), on the watch client: the request client's read timeout would
+/// cut a quiet watch every 30 s, and the watcher's backoff then grows to 30 s, delaying events by as much.
+fn namespaced<K>(shared: &Shared) -> Api<K>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
 {
-    match &settings.watch_namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::all(client.clone()),
+    let client = shared.watch_client.clone();
+    match &shared.settings.watch_namespace {
+        Some(namespace) => Api::namespaced(client, namespace),
+        None => Api::all(client),
     }
 }
 

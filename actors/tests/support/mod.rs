@@ -114,6 +114,8 @@ impl World {
             watch_namespace: Some(self.namespace.clone()),
             watch_filter: Some(self.namespace.clone()),
             poll_interval: Duration::from_millis(200),
+            // The workload clusters of the tests run on loopback.
+            allow_internal_workload_servers: true,
             ..RuntimeSettings::default()
         }
     }
@@ -329,6 +331,16 @@ impl World {
 /// The operator's clients for the shared control plane, built as the manager builds them (with its deadlines).
 pub async fn operator_clients() -> runtime::KubeClients {
     runtime::KubeClients::new(admin_config().await).expect("operator clients")
+}
+
+/// [`operator_clients`] whose request client gives up on an answer silent for `read_timeout` (30 s in the
+/// manager): a watch run on it by mistake is cut as often, so a short quiet period stands for a long one.
+pub async fn operator_clients_with_request_read_timeout(read_timeout: Duration) -> runtime::KubeClients {
+    let mut config = runtime::kube_clients::with_timeouts(admin_config().await);
+    config.read_timeout = Some(read_timeout);
+    let mut clients = operator_clients().await;
+    clients.requests = kube::Client::try_from(config).expect("request client");
+    clients
 }
 
 /// [`operator_clients`] acting as `user` (impersonated, as `kubectl --as`): the API server authorizes every

@@ -514,6 +514,8 @@ fn start_manager(args: &Args, kubeconfig: &Path, log: &Path, metrics_port: Optio
         .arg(format!("--credentials-namespace={NAMESPACE}"))
         .args(metrics)
         .arg("--health-probe-bind-address=0")
+        // The benchmark's workload cluster runs on this host, which the operator refuses otherwise.
+        .arg("--allow-internal-workload-servers")
         .args(&args.manager_args)
         .stdin(Stdio::null())
         .stdout(log_file.try_clone()?)

@@ -334,6 +334,8 @@ fn start_manager(manager: &Path, kubeconfig: &Path, log: &Path) -> Result<Child,
             capov_harness::free_port()
         ))
         .arg("--log-format=text")
+        // The demo's workload cluster runs on this host, which the operator refuses otherwise.
+        .arg("--allow-internal-workload-servers")
         .stdin(Stdio::null())
         .stdout(log_file.try_clone()?)
         .stderr(log_file)

@@ -44,6 +44,9 @@ pub async fn install(plane: &ControlPlane, image: &str) -> Result<Node, Error> {
             "--create-namespace",
             "--set",
             &values,
+            // The demo's workload cluster runs on this node, which the operator refuses otherwise.
+            "--set",
+            "extraArgs={--allow-internal-workload-servers}",
         ],
     )?;
     let pod = wait_for_ready_pod(plane, &node).await?;

@@ -143,8 +143,8 @@ impl ApiserverProxy {
 
     /// A kube client for the operator, as `config_with` shapes its configuration from the proxy's kubeconfig.
     pub async fn kube_config(&self) -> Result<kube::Config, HarnessError> {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig)
-            .map_err(|err| HarnessError::Kube(err.to_string()))?;
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(&self.kubeconfig).map_err(|err| HarnessError::Kube(err.to_string()))?;
         kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
             .await
             .map_err(|err| HarnessError::Kube(err.to_string()))
@@ -284,10 +284,7 @@ const HOP_BY_HOP: [&str; 7] = [
     "host",
 ];
 
-async fn pass_on(
-    shared: &Shared,
-    request: hyper::Request<Incoming>,
-) -> Result<hyper::Response<Streamed>, ProxyError> {
+async fn pass_on(shared: &Shared, request: hyper::Request<Incoming>) -> Result<hyper::Response<Streamed>, ProxyError> {
     let (parts, mut body) = request.into_parts();
     let path = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let mut upstream = shared

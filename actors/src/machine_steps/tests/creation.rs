@@ -186,17 +186,29 @@ fn provisioned_machine_whose_vm_vanished_reports_vm_not_found_on_machine_on() {
 
 #[test]
 fn malformed_provider_id_is_an_error_not_a_create() {
-    let o = Observed {
-        provider_id: Some("vsphere://x".into()),
-        vm: None,
-        ..ready_to_create()
-    };
-    let d = decide(&o);
-    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
-    assert_eq!(
-        state_of(&d, types::MACHINE_CREATED),
-        Some((State::False(Severity::Error), reasons::INVALID_PROVIDER_ID))
-    );
+    for provider_id in ["vsphere://x", "ovirt://..", "ovirt://."] {
+        let o = Observed {
+            provider_id: Some(provider_id.into()),
+            vm: None,
+            ..ready_to_create()
+        };
+        let d = decide(&o);
+        assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+        assert_eq!(
+            state_of(&d, types::MACHINE_CREATED),
+            Some((State::False(Severity::Error), reasons::INVALID_PROVIDER_ID))
+        );
+        let message = &d
+            .conditions
+            .iter()
+            .find(|c| c.type_ == types::MACHINE_CREATED)
+            .expect("condition")
+            .message;
+        assert!(
+            message.contains("a UUID") && message.contains("Delete this OVirtMachine"),
+            "{message}"
+        );
+    }
 }
 
 #[test]
@@ -259,6 +271,25 @@ fn vm_found_by_provider_id_without_this_objects_marker_is_never_changed() {
     }
 }
 
+/// A moved machine on a cluster whose provider does not name the cluster it came from must not be deleted before
+/// the provider is fixed (its VM would be left behind): the message says what to fix first.
+#[test]
+fn a_vm_of_another_management_cluster_says_how_a_moved_machine_gets_it_back() {
+    let o = Observed {
+        vm: Some(ObservedVm {
+            ownership: Ownership::NotOwned(NotOwned::OtherManagementCluster),
+            ..vm("up", true)
+        }),
+        ..with_vm("up", true)
+    };
+    let created = decide(&o).condition(types::MACHINE_CREATED).unwrap().message.clone();
+    assert!(created.contains("clusterctl move"), "{created}");
+    assert!(
+        created.contains("capov.infrastructure.cluster.x-k8s.io/management-cluster"),
+        "{created}"
+    );
+}
+
 #[test]
 fn a_legacy_marker_on_the_recorded_vm_is_upgraded_before_anything_else() {
     let o = Observed {
@@ -275,6 +306,65 @@ fn a_legacy_marker_on_the_recorded_vm_is_upgraded_before_anything_else() {
             description: owner().marker(),
         }
     );
+}
+
+/// `clusterctl move` gave the object a new UID; its owner-uid annotation names the old one, which the VM's marker
+/// names: the VM spec.providerID names is rewritten with the new UID (then the annotation follows) before anything
+/// else, and is never re-created.
+#[test]
+fn a_moved_marker_on_the_recorded_vm_is_rewritten_with_this_uid_before_anything_else() {
+    for status in ["down", "up"] {
+        let o = Observed {
+            vm: Some(ObservedVm {
+                ownership: Ownership::Moved,
+                ..vm(status, status == "up")
+            }),
+            provisioned: false,
+            ..with_vm(status, status == "up")
+        };
+        assert_eq!(
+            decide(&o).action,
+            Action::UpgradeMarker {
+                vm_id: VM_ID.into(),
+                description: owner().marker(),
+            },
+            "{status}"
+        );
+    }
+}
+
+/// Hostile: a tenant re-creates an OVirtMachine of a deleted one's name with the old owner-uid annotation and no
+/// providerID, to take over the VM left behind. Found by name, the moved marker proves nothing.
+#[test]
+fn a_moved_marker_found_by_name_is_not_adopted() {
+    let d = decide(&Observed {
+        vm: Some(ObservedVm {
+            ownership: Ownership::Moved,
+            found_by: FoundBy::Name,
+            ..vm("down", false)
+        }),
+        ..ready_to_create()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    let created = d.condition(types::MACHINE_CREATED).unwrap();
+    assert_eq!(created.reason, reasons::VM_NAME_CONFLICT);
+    assert!(created.message.contains("owner-uid"), "{}", created.message);
+}
+
+#[test]
+fn new_vms_are_marked_with_the_management_cluster_the_provider_names() {
+    let o = Observed {
+        owner: OwnerIdentity {
+            management_cluster: "source-cluster".into(),
+            accepted_management_clusters: vec!["source-cluster".into(), "this-cluster".into()],
+            ..owner()
+        },
+        ..ready_to_create()
+    };
+    let Action::CreateVm(plan) = decide(&o).action else {
+        panic!("expected CreateVm")
+    };
+    assert!(plan.description.ends_with(" mc:source-cluster"), "{}", plan.description);
 }
 
 #[test]
@@ -355,7 +445,8 @@ fn image_locked_vm_waits_with_vm_image_locked_and_polls() {
 }
 
 /// Found by name and marker right after the create: while its disks are copied the VM may still vanish (the engine
-/// deletes it when the copy fails), so the write-once providerID waits.
+/// deletes it when the copy fails), so the write-once providerID waits; the VM is recorded in the created-VM
+/// annotation meanwhile (issue 23: a deletion while access is revoked must not release a machine whose VM exists).
 #[test]
 fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_copied() {
     let by_name = |status: &str| Observed {
@@ -365,7 +456,14 @@ fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_cop
         }),
         ..ready_to_create()
     };
-    let d = decide(&by_name("image_locked"));
+    assert_eq!(
+        decide(&by_name("image_locked")).action,
+        Action::RecordCreatedVm(VM_ID.into())
+    );
+    let d = decide(&Observed {
+        created_vm: Some(VM_ID.into()),
+        ..by_name("image_locked")
+    });
     assert_eq!(d.action, Action::Wait(Requeue::PollVm));
     assert_eq!(
         state_of(&d, types::MACHINE_CREATED),

@@ -81,6 +81,48 @@ fn deletion_deletes_a_recorded_vm_with_a_legacy_marker_but_not_one_found_by_name
     ));
 }
 
+/// After `clusterctl move`, the VM's marker names the UID the owner-uid annotation carried: the VM spec.providerID
+/// names is this machine's and is deleted with it; one found by name (a tenant's forged annotation on a new object
+/// of the same name) is left alone.
+#[test]
+fn deletion_deletes_a_recorded_vm_with_a_moved_marker_but_not_one_found_by_name() {
+    let mut o = deleting(with_vm("down", true));
+    if let Some(vm) = o.vm.as_mut() {
+        vm.ownership = Ownership::Moved;
+    }
+    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    if let Some(vm) = o.vm.as_mut() {
+        vm.found_by = FoundBy::Name;
+    }
+    assert!(
+        matches!(&decide(&o).action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains("owner-uid")),
+        "{:?}",
+        decide(&o).action
+    );
+}
+
+/// clusterctl move deletes the source's copy right after creating the target's: the VM belongs to the target's
+/// copy. No engine request, and the finalizer stays for clusterctl to remove (a tenant setting the annotation
+/// gains nothing: the object waits, its VM is not orphaned by CAPOV).
+#[test]
+fn an_object_clusterctl_move_deletes_leaves_its_vm_and_its_finalizer_alone() {
+    for o in [
+        deleting(running()),
+        deleting(with_vm("down", true)),
+        deleting(ready_to_create()),
+    ] {
+        let d = decide(&Observed {
+            deleted_for_move: true,
+            ..o
+        });
+        assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+        assert_eq!(
+            state_of(&d, types::MACHINE_DELETED),
+            Some((State::False(Severity::Info), reasons::DELETED_FOR_MOVE))
+        );
+    }
+}
+
 #[test]
 fn deletion_of_a_machine_refused_by_its_provider_releases_it_unless_it_recorded_a_vm() {
     let refused = ProviderConnection::Failed {
@@ -223,4 +265,58 @@ fn a_vm_without_status_is_deleted_without_a_stop() {
 fn vm_gone_after_delete_releases_the_machine() {
     let d = decide(&deleting(Observed { vm: None, ..running() }));
     assert_eq!(d.action, Action::RemoveFinalizer { left_alone: None });
+}
+
+/// Issue 23: `ovirt://..` (or any providerID without a UUID) was read as a listing of every VM, once per pass.
+#[test]
+fn deletion_with_a_provider_id_that_names_no_vm_id_releases_at_once_even_without_a_connection() {
+    for provider_id in ["ovirt://..", "ovirt://.", "ovirt://1234", "vsphere://x"] {
+        let o = Observed {
+            provider_id: Some(provider_id.into()),
+            vm: None,
+            connection: ProviderConnection::Failed {
+                failure: ConnectionFailure::EngineUnreachable,
+                message: "down".into(),
+                persisted_for: Duration::ZERO,
+            },
+            ..deleting(running())
+        };
+        assert!(crate::machine_steps::releasable_without_engine(&o), "{provider_id}");
+        assert_eq!(
+            decide(&o).action,
+            Action::RemoveFinalizer { left_alone: None },
+            "{provider_id}"
+        );
+    }
+    let recorded = deleting(running());
+    assert!(!crate::machine_steps::releasable_without_engine(&recorded));
+    assert!(!crate::machine_steps::releasable_without_engine(&Observed {
+        provider_id: Some("ovirt://..".into()),
+        ..running()
+    }));
+}
+
+/// Issue 23, item 9: a machine whose access was revoked after CAPOV created its VM, but before its disks were copied
+/// and spec.providerID written, keeps its finalizer: releasing it would orphan the VM.
+#[test]
+fn deletion_without_access_waits_while_a_created_vm_is_recorded() {
+    let refused = Observed {
+        connection: ProviderConnection::Failed {
+            failure: ConnectionFailure::NamespaceNotAllowed,
+            message: "not allowed".into(),
+            persisted_for: Duration::ZERO,
+        },
+        ..deleting(ready_to_create())
+    };
+    assert_eq!(decide(&refused).action, Action::RemoveFinalizer { left_alone: None });
+    let with_created_vm = Observed {
+        created_vm: Some(VM_ID.into()),
+        ..refused
+    };
+    let d = decide(&with_created_vm);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::CAN_CONNECT_TO_OVIRT).map(|(_, reason)| reason),
+        Some(reasons::NAMESPACE_NOT_ALLOWED)
+    );
 }

@@ -25,6 +25,7 @@ pub(super) fn owner() -> OwnerIdentity {
         uid: "0000aaaa-0000-4000-8000-00000000000a".into(),
         previous_uid: None,
         management_cluster: "mgmt-1".into(),
+        accepted_management_clusters: Vec::new(),
     }
 }
 
@@ -43,6 +44,7 @@ pub(super) fn ready_to_create() -> Observed {
         owner: owner(),
         paused: false,
         deletion_requested: false,
+        deleted_for_move: false,
         has_finalizer: true,
         owner_machine_found: true,
         cluster_found: true,
@@ -52,6 +54,7 @@ pub(super) fn ready_to_create() -> Observed {
             insecure_transport: false,
         },
         provider_id: None,
+        created_vm: None,
         failure: FailureState::Clear,
         provisioned: false,
         vm: None,

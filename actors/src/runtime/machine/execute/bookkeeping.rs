@@ -1,8 +1,10 @@
-//! What the actions record on the OVirtMachine itself: its finalizer, failureReason, spec.providerID, the engine,
-//! owner and system-disk annotations, and (through the engine) the upgrade of a VM's legacy ownership marker.
+//! What the actions record on the OVirtMachine itself: its finalizer, failureReason, spec.providerID, the created-VM,
+//! engine, owner and system-disk annotations, and (through the engine) the upgrade of a VM's legacy ownership marker.
 
 use capov_crds::OVirtMachine;
-use capov_crds::labels::{ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
+use capov_crds::labels::{
+    CREATED_VM_ANNOTATION, ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION, SYSTEM_DISKS_ANNOTATION,
+};
 use capov_ovirt::Client;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
@@ -58,6 +60,7 @@ pub async fn remove_finalizer(state: &mut MachineState, left_alone: Option<Strin
 pub fn set_failure(state: &mut MachineState, reason: &'static str, message: String) -> Executed {
     debug_assert_eq!(reason, FAILURE_ENGINE_CONNECTION_CRITICAL);
     state.status.failure_reason = Some(reason.to_string());
+    let message = crate::bounded_text::cut(&message, crate::bounded_text::MAX_MESSAGE_BYTES / 2);
     state.status.failure_message = Some(format!(
         "{message}. Fix the OVirtProvider, then clear status.failureReason (kubectl patch with --subresource=status)"
     ));
@@ -84,8 +87,11 @@ pub async fn write_provider_id(state: &mut MachineState, observed: &Observed, pr
             ),
         };
     }
+    // From now on spec.providerID records the VM: the created-VM annotation goes with the same patch.
+    let mut annotations = owner_annotations(observed);
+    annotations.insert(CREATED_VM_ANNOTATION.into(), serde_json::Value::Null);
     let patch = json!({
-        "metadata": {"annotations": owner_annotations(observed)},
+        "metadata": {"annotations": annotations},
         "spec": {"providerID": format_provider_id(vm_id)},
     });
     match patch_machine(state, &patch, "writing spec.providerID").await {
@@ -100,6 +106,11 @@ pub async fn write_provider_id(state: &mut MachineState, observed: &Observed, pr
         tracing::info!(object = %state.key, vm = %vm_id, "adopted the VM carrying this machine's marker");
     }
     Executed::Continue
+}
+
+pub async fn record_created_vm(state: &mut MachineState, vm_id: &str) -> Executed {
+    let patch = json!({"metadata": {"annotations": {CREATED_VM_ANNOTATION: vm_id}}});
+    patch_machine(state, &patch, "recording the created VM").await
 }
 
 pub async fn record_engine(state: &mut MachineState, engine: &str) -> Executed {

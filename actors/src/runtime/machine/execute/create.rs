@@ -173,9 +173,24 @@ async fn send(state: &MachineState, client: &Client, vm: &Vm, clone: bool) -> Re
                 "the engine accepted the VM but its answer carried no VM id; looking it up by name next",
             )),
         },
-        Err(err) if err.is_name_in_use() => Err(Failure::retry()),
+        // The name search found no VM of this name, yet the engine has one in the cluster's data center: one this
+        // engine user may not see. Retrying quietly would repeat this for ever with nothing on the machine.
+        Err(err) if err.is_name_in_use() => Err(Failure::error(
+            reasons::VM_NAME_CONFLICT,
+            name_in_use_message(vm.name.as_deref().unwrap_or_default()),
+        )),
         Err(err) => Err(Failure::engine(&err)),
     }
+}
+
+/// MachineCreated's message when the engine refuses the create because the name is taken by a VM the name search
+/// did not show.
+fn name_in_use_message(name: &str) -> String {
+    format!(
+        "oVirt refused to create the VM: the name {name:?} is already in use in the cluster's data center by a VM \
+         that CAPOV's engine user cannot see; that VM is left untouched. Rename or remove it in oVirt, or give the \
+         engine user a role on it if it is this machine's own; retrying with backoff"
+    )
 }
 
 /// MiB to bytes; None for a negative size or one that does not fit in 64 bits.

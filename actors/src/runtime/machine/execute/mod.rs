@@ -38,6 +38,7 @@ pub async fn execute(
             .await
         }
         Action::WriteProviderId(provider_id) => bookkeeping::write_provider_id(state, observed, &provider_id).await,
+        Action::RecordCreatedVm(vm_id) => bookkeeping::record_created_vm(state, &vm_id).await,
         Action::RecordEngine(engine) => bookkeeping::record_engine(state, &engine).await,
         Action::UpgradeMarker { vm_id, description } => {
             on_engine(client, types::MACHINE_CREATED, |client| {

@@ -11,8 +11,8 @@ mod vm;
 use std::sync::Arc;
 
 use capov_crds::labels::{
-    CLUSTER_NAME_LABEL, ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION, PAUSED_ANNOTATION,
-    SYSTEM_DISKS_ANNOTATION,
+    CLUSTER_NAME_LABEL, CREATED_VM_ANNOTATION, DELETE_FOR_MOVE_ANNOTATION, ENGINE_ANNOTATION, MACHINE_FINALIZER,
+    OWNER_UID_ANNOTATION, PAUSED_ANNOTATION, SYSTEM_DISKS_ANNOTATION,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -28,7 +28,9 @@ use super::share::machine_share;
 use super::state::MachineState;
 use crate::conditions::types;
 use crate::identity::OwnerIdentity;
-use crate::machine_steps::{Bootstrap, FailureState, NodeObservation, Observed, ProviderConnection, ProviderDefaults};
+use crate::machine_steps::{
+    Bootstrap, FailureState, NodeObservation, Observed, ProviderConnection, ProviderDefaults, releasable_without_engine,
+};
 use crate::nics::NicAssessment;
 use crate::runtime::capi;
 use crate::runtime::messages::MachineMsg;
@@ -37,7 +39,7 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     let machine = owner_machine(state);
     let cluster = owner_cluster(state, machine.as_deref());
     let mut observed = from_objects(state, machine.is_some(), cluster.as_deref());
-    if observed.paused {
+    if observed.paused || releasable_without_engine(&observed) {
         return Ok(Observation {
             observed,
             engine: None,
@@ -48,16 +50,18 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         observed.bootstrap = bootstrap(state, machine).await?;
     }
     let engine = match connection(me, state).await? {
-        Ok((client, defaults, engine)) => {
-            observed.provider_defaults = defaults;
-            observed.current_engine = Some(engine);
+        Ok(connected) => {
+            observed.provider_defaults = connected.defaults;
+            observed.current_engine = Some(connected.engine);
             observed.connection = ProviderConnection::Ready {
-                insecure_transport: client.plain_http(),
+                insecure_transport: connected.client.plain_http(),
             };
+            observed.owner.management_cluster = connected.management_clusters.marker;
+            observed.owner.accepted_management_clusters = connected.management_clusters.accepted;
             // The machine's turn at the engine's rate limit: its cluster's, or the urgent one.
             let lane = machine_share(state, machine.as_deref(), false).lane();
             Engine {
-                client: client.with_lane(lane),
+                client: connected.client.with_lane(lane),
             }
         }
         Err(failed) => {
@@ -107,6 +111,7 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
         owner: owner_identity(state),
         paused: annotations.contains_key(PAUSED_ANNOTATION) || cluster.is_some_and(capi::cluster_paused),
         deletion_requested: object.metadata.deletion_timestamp.is_some(),
+        deleted_for_move: annotations.contains_key(DELETE_FOR_MOVE_ANNOTATION),
         has_finalizer: object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
         owner_machine_found: machine_found,
         cluster_found: cluster.is_some(),
@@ -116,6 +121,7 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
             insecure_transport: false,
         },
         provider_id: object.spec.provider_id.clone(),
+        created_vm: annotations.get(CREATED_VM_ANNOTATION).cloned(),
         failure: failure_state(state),
         provisioned: state.status.ready,
         vm: None,
@@ -138,7 +144,7 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
 }
 
 /// Whose VM this machine may change: this object's UID, the UID the owner-UID annotation recorded when that differs,
-/// and the management cluster.
+/// and, until the provider's connection names the management clusters its markers name, this cluster's own id.
 fn owner_identity(state: &MachineState) -> OwnerIdentity {
     let object = &state.object;
     let uid = object.metadata.uid.clone().unwrap_or_default();
@@ -152,6 +158,7 @@ fn owner_identity(state: &MachineState) -> OwnerIdentity {
             .cloned(),
         uid,
         management_cluster: state.shared.settings.management_cluster_id.clone(),
+        accepted_management_clusters: Vec::new(),
     }
 }
 

@@ -97,10 +97,25 @@ async fn find_by_name(
     if let Some(snapshot) = held.filter(|s| state.created_vm.as_deref() == Some(s.id.as_str()) && s.name == vm_name) {
         return Ok(Some((snapshot.clone(), FoundBy::Name)));
     }
-    let found = client.find_vm_facts_by_name(&vm_name).await.map_err(vm_read_error)?;
-    Ok(found
-        .and_then(VmSnapshot::from_facts)
-        .map(|s| (Arc::new(s), FoundBy::Name)))
+    let found = client.find_vms_facts_by_name(&vm_name).await.map_err(vm_read_error)?;
+    let snapshots = found.into_iter().filter_map(VmSnapshot::from_facts).collect();
+    Ok(preferred(snapshots, &observed.owner).map(|s| (Arc::new(s), FoundBy::Name)))
+}
+
+/// Of the VMs sharing this machine's VM name (in several data centers), the one whose marker names this machine,
+/// else the first: a same-named VM of someone else must not hide this machine's own.
+fn preferred(snapshots: Vec<VmSnapshot>, owner: &crate::identity::OwnerIdentity) -> Option<VmSnapshot> {
+    let rank = |snapshot: &VmSnapshot| match ownership(&snapshot.description, owner) {
+        Ownership::Owned => 0,
+        Ownership::Legacy | Ownership::Moved => 1,
+        Ownership::NotOwned(_) => 2,
+    };
+    let best = snapshots
+        .iter()
+        .enumerate()
+        .min_by_key(|(index, s)| (rank(s), *index))?
+        .0;
+    snapshots.into_iter().nth(best)
 }
 
 /// Remembers what was found. Whether this observation is what was held (and since when) matters for the pass's
@@ -125,11 +140,7 @@ async fn observed_vm(
     found_by: FoundBy,
 ) -> Result<Option<ObservedVm>, ObserveError> {
     let ownership = ownership(&vm.description, &observed.owner);
-    let ours = match ownership {
-        Ownership::Owned => true,
-        Ownership::Legacy => found_by == FoundBy::ProviderId,
-        Ownership::NotOwned(_) => false,
-    };
+    let ours = ownership.proven(found_by == FoundBy::ProviderId);
     let mut found = ObservedVm {
         ever_started: started_by_status(state.status.ready, &state.status.conditions) || vm.started,
         os_type: vm.os_type.clone(),
@@ -263,6 +274,44 @@ pub(crate) fn started_by_status(ready: bool, conditions: &[capov_crds::Condition
 mod tests {
     use super::*;
     use capov_crds::Condition;
+
+    fn named(id: &str, description: &str) -> VmSnapshot {
+        VmSnapshot {
+            id: id.into(),
+            name: "twin".into(),
+            description: description.into(),
+            status: "down".into(),
+            os_type: None,
+            started: false,
+            disks: None,
+            nics: None,
+            reported_devices: None,
+        }
+    }
+
+    #[test]
+    fn of_same_named_vms_the_one_marked_for_this_machine_is_taken() {
+        let owner = crate::identity::OwnerIdentity {
+            namespace: "tenant".into(),
+            name: "twin".into(),
+            uid: "6f1c2d3e-0000-4000-8000-000000000001".into(),
+            previous_uid: None,
+            management_cluster: "mc".into(),
+            accepted_management_clusters: Vec::new(),
+        };
+        let foreign = named("a", "production database");
+        let other_object = named("b", "capov:tenant/other uid:x mc:mc");
+        let own = named("c", &owner.marker());
+        let found = preferred(vec![foreign.clone(), other_object.clone(), own.clone()], &owner);
+        assert_eq!(found.map(|s| s.id), Some("c".to_string()));
+        let found = preferred(vec![foreign.clone(), other_object], &owner);
+        assert_eq!(
+            found.map(|s| s.id),
+            Some("a".to_string()),
+            "none is ours: the first, reported as a conflict"
+        );
+        assert_eq!(preferred(vec![], &owner), None);
+    }
 
     fn machine_on(reason: &str) -> Condition {
         serde_json::from_value(serde_json::json!({
