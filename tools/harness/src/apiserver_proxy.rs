@@ -85,6 +85,8 @@ pub struct ApiserverProxy {
     pub kubeconfig: PathBuf,
     pub counts: Arc<Counts>,
     trouble: Arc<RwLock<Trouble>>,
+    /// Bumped to cut every open connection (streams of watches included), as a dying apiserver does.
+    cuts: Arc<tokio::sync::watch::Sender<u64>>,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -121,24 +123,30 @@ impl ApiserverProxy {
             client,
             trouble: Arc::new(RwLock::new(Trouble::NONE)),
             counts: Arc::new(Counts::default()),
+            cuts: Arc::new(tokio::sync::watch::Sender::new(0)),
         });
         let kubeconfig = dir.join(format!("capov-apiserver-proxy-{}.kubeconfig", address.port()));
         let text = operator_kubeconfig(plane_kubeconfig, &format!("https://{address}"), &tls.ca_pem)?;
         std::fs::write(&kubeconfig, text).map_err(|err| HarnessError::io(&kubeconfig, err))?;
-        let (trouble, counts) = (shared.trouble.clone(), shared.counts.clone());
+        let (trouble, counts, cuts) = (shared.trouble.clone(), shared.counts.clone(), shared.cuts.clone());
         let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config);
         let server = tokio::spawn(serve(listener, acceptor, shared));
         Ok(ApiserverProxy {
             kubeconfig,
             counts,
             trouble,
+            cuts,
             server,
         })
     }
 
-    /// From now on, `trouble` (a held request keeps the trouble it got).
+    /// From now on, `trouble` (a held request keeps the trouble it got). `down` also cuts every open connection,
+    /// watches included, so that they resume (or list again) once the apiserver is back.
     pub fn set(&self, trouble: Trouble) {
         *self.trouble.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = trouble;
+        if trouble.down {
+            self.cuts.send_modify(|cuts| *cuts = cuts.wrapping_add(1));
+        }
     }
 
     /// A kube client for the operator, as `config_with` shapes its configuration from the proxy's kubeconfig.
@@ -207,6 +215,7 @@ struct Shared {
     client: reqwest::Client,
     trouble: Arc<RwLock<Trouble>>,
     counts: Arc<Counts>,
+    cuts: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 type ProxyError = Box<dyn std::error::Error + Send + Sync>;
@@ -218,9 +227,14 @@ async fn serve(listener: tokio::net::TcpListener, acceptor: tokio_rustls::TlsAcc
             let Ok(tls) = acceptor.accept(tcp).await else {
                 return;
             };
+            let mut cuts = shared.cuts.subscribe();
             let service = hyper::service::service_fn(move |request| forward(shared.clone(), request));
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let _ = builder.serve_connection(TokioIo::new(tls), service).await;
+            // Dropping the connection's future closes it, with whatever it streams.
+            tokio::select! {
+                _ = builder.serve_connection(TokioIo::new(tls), service) => {}
+                _ = cuts.changed() => {}
+            }
         });
     }
 }
