@@ -14,10 +14,19 @@ const QUIET_AT_DEBUG: &[&str] = &["hyper", "hyper_util", "h2", "rustls", "tower"
 /// object). Its warnings and errors still show.
 const ACTOR_SPANS_OFF: &str = "ractor=warn";
 
+/// kube's trace line for a failed request ("failed with status 504 Gateway Timeout") names no request, and comes once
+/// per retry; the runtime's own line (`runtime::kube_requests`) names verb, resource, namespace and name once per
+/// request.
+const KUBE_BARE_FAILURES_OFF: &str = "kube_client::client::builder=off";
+
 /// The filter for `debug`, refined by `rust_log` (the value of `RUST_LOG`, if any). Directives in `rust_log` win.
 pub fn filter(debug: bool, rust_log: Option<&str>) -> EnvFilter {
     let level = if debug { LevelFilter::DEBUG } else { LevelFilter::INFO };
-    let mut directives = vec![level.to_string(), ACTOR_SPANS_OFF.to_string()];
+    let mut directives = vec![
+        level.to_string(),
+        ACTOR_SPANS_OFF.to_string(),
+        KUBE_BARE_FAILURES_OFF.to_string(),
+    ];
     if debug {
         directives.extend(QUIET_AT_DEBUG.iter().map(|krate| format!("{krate}=info")));
     }
@@ -79,5 +88,15 @@ mod tests {
         assert!(!actor_span_enabled(filter(false, None)));
         assert!(!actor_span_enabled(filter(true, None)));
         assert!(actor_span_enabled(filter(false, Some("ractor=info"))));
+    }
+
+    #[test]
+    fn kubes_bare_failure_lines_are_off_and_capovs_named_ones_on() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let subscriber = tracing_subscriber::registry().with(filter(false, None));
+        tracing::subscriber::with_default(subscriber, || {
+            assert!(!tracing::enabled!(target: "kube_client::client::builder", tracing::Level::ERROR));
+            assert!(tracing::enabled!(target: "capov_actors::runtime::kube_requests", tracing::Level::WARN));
+        });
     }
 }

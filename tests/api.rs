@@ -1115,4 +1115,3 @@ async fn data_disks_name_templates_and_graceful_shutdown_are_validated_with_mess
         );
     }
 }
-

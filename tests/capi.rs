@@ -822,4 +822,3 @@ async fn template_data_disks_names_tags_and_graceful_shutdown_under_capi() {
         "the guest shut down in time: {writes:?}"
     );
 }
-

@@ -12,6 +12,7 @@ pub mod control_plane_endpoint;
 pub mod disk_alias;
 pub mod engine_refusals;
 pub mod failure_domains;
+pub mod fair_share;
 pub mod feature_gates;
 pub mod guest_network;
 pub mod identity;

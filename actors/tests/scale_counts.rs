@@ -1,7 +1,9 @@
 //! Counts, not times: engine requests and status writes per machine from nothing to Ready, and what a steady state
 //! costs, for `CAPOV_COUNT_MACHINES` machines (default 200) on the real apiserver and the engine simulator with the
 //! production poll interval. It fails when a change makes a machine cost more requests or status writes than the
-//! bounds below (docs/benchmarks.md keeps the figures of the larger release-build runs).
+//! bounds below, or when a restart with every machine Ready costs more than the provider's batched searches (about
+//! one per 50 machines), or any engine or status write (docs/benchmarks.md keeps the figures of the larger
+//! release-build runs).
 
 mod support;
 
@@ -27,6 +29,12 @@ const BOUND_STATUS_WRITES_PER_MACHINE: f64 = 6.0;
 /// The steady-state window: long enough for every Ready VM to be in one of its provider's batched searches (once a
 /// minute) and for a sweep of the status writer.
 const STEADY_WINDOW: Duration = Duration::from_secs(75);
+/// The window after a restart with every machine Ready: each machine's first pass leaves its VM to the provider's
+/// first poll (a steady round, 5 s after the start), and the next steady round comes a minute later, outside it.
+const RESTART_WINDOW: Duration = Duration::from_secs(45);
+/// Searches allowed over the restart window besides one per 50 machines: machines whose first pass comes after the
+/// first poll are searched at a later one, in a batch of their own.
+const RESTART_EXTRA_SEARCHES: f64 = 4.0;
 
 fn is_ready(machine: &OVirtMachine) -> bool {
     condition(machine, "Ready").is_some_and(|c| c.status == ConditionStatus::True)
@@ -34,6 +42,15 @@ fn is_ready(machine: &OVirtMachine) -> bool {
 
 fn status_writes(world: &World) -> f64 {
     metric_sum(&world.metrics, "capov_status_writes_total", &[("result", "success")])
+}
+
+/// Status writes of one kind (`machine`, `provider`, `cluster`).
+fn status_writes_of(world: &World, kind: &str) -> f64 {
+    metric_sum(
+        &world.metrics,
+        "capov_status_writes_total",
+        &[("result", "success"), ("kind", kind)],
+    )
 }
 
 #[tokio::test]
@@ -45,15 +62,14 @@ async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
         .unwrap_or(200);
     let mut world = World::new("counts").await;
     let control = world.sim.control().clone();
-    world
-        .start_operator_with(RuntimeSettings {
-            ovirt_qps: 200,
-            ovirt_burst: 200,
-            // The production interval: the batched searches it paces are part of what a machine costs.
-            poll_interval: RuntimeSettings::default().poll_interval,
-            ..world.settings()
-        })
-        .await;
+    let settings = RuntimeSettings {
+        ovirt_qps: 200,
+        ovirt_burst: 200,
+        // The production interval: the batched searches it paces are part of what a machine costs.
+        poll_interval: RuntimeSettings::default().poll_interval,
+        ..world.settings()
+    };
+    world.start_operator_with(settings.clone()).await;
     let names: Vec<String> = (0..machines_wanted).map(|i| format!("c-{i}")).collect();
     world.create_machines(&names).await;
 
@@ -96,6 +112,19 @@ async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
     let steady_writes = status_writes(&world) - writes_before;
     world.stop_operator().await;
 
+    // A restart with every machine Ready: a measurement window again.
+    let before_restart = control.counters();
+    let machine_writes_before_restart = status_writes_of(&world, "machine");
+    let other_writes_before_restart = status_writes(&world) - machine_writes_before_restart;
+    world.start_operator_with(settings.clone()).await;
+    tokio::time::sleep(RESTART_WINDOW).await;
+    let restart = Restart::since(&before_restart, &control.counters());
+    let machine_writes_after_restart = status_writes_of(&world, "machine");
+    let restart_status_writes = machine_writes_after_restart - machine_writes_before_restart;
+    // The provider's and clusters' own statuses (a reconnected provider may record its engine version once).
+    let restart_other_writes = status_writes(&world) - machine_writes_after_restart - other_writes_before_restart;
+    world.stop_operator().await;
+
     println!(
         "counts: {machines_wanted} machines Ready in {:.0} s with {:.2} engine requests and {:.2} status writes per \
          machine (bounds {BOUND_REQUESTS_PER_MACHINE} and {BOUND_STATUS_WRITES_PER_MACHINE}); steady state over \
@@ -117,4 +146,52 @@ async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
         writes / n
     );
     assert_eq!(steady_writes, 0.0, "status writes in the steady state");
+
+    println!(
+        "counts: restart with {machines_wanted} Ready, over {} s: {} searches (bound {:.0}), {} reads of one VM, \
+         {} engine writes, {restart_status_writes} machine status writes ({restart_other_writes} of providers and \
+         clusters)",
+        RESTART_WINDOW.as_secs(),
+        restart.searches,
+        n / 50.0 + RESTART_EXTRA_SEARCHES,
+        restart.reads,
+        restart.writes,
+    );
+    assert!(
+        restart.searches as f64 <= (n / 50.0).ceil() + RESTART_EXTRA_SEARCHES,
+        "{} searches after the restart",
+        restart.searches
+    );
+    assert_eq!(restart.reads, 0, "VMs read one by one after the restart");
+    assert_eq!(restart.writes, 0, "engine writes after the restart (besides the login)");
+    assert_eq!(restart_status_writes, 0.0, "machine status writes after the restart");
+}
+
+/// What the engine saw over a restart window.
+struct Restart {
+    /// `GET /vms` (the provider's batched searches; no machine looks a VM up by name once it is Ready).
+    searches: u64,
+    /// `GET /vms/{id}`.
+    reads: u64,
+    /// Every request but a GET and the SSO login.
+    writes: u64,
+}
+
+impl Restart {
+    fn since(
+        before: &std::collections::BTreeMap<String, u64>,
+        after: &std::collections::BTreeMap<String, u64>,
+    ) -> Restart {
+        let delta = |key: &str| after.get(key).copied().unwrap_or(0) - before.get(key).copied().unwrap_or(0);
+        let writes = after
+            .keys()
+            .filter(|key| *key != "total" && !key.starts_with("GET ") && !key.contains("/sso/"))
+            .map(|key| delta(key))
+            .sum();
+        Restart {
+            searches: delta("GET /vms"),
+            reads: delta("GET /vms/{id}"),
+            writes,
+        }
+    }
 }

@@ -16,6 +16,8 @@ pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
 /// Label naming the CAPI Cluster an object belongs to.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// Label CAPI's control-plane providers put on control-plane Machines and their infrastructure machines.
+pub const CONTROL_PLANE_LABEL: &str = "cluster.x-k8s.io/control-plane";
 /// Label selecting the objects one operator instance handles (`--watch-filter`).
 pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
 /// Annotation recording the disks a VM received from its template, before its first start.

@@ -6,12 +6,14 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::Quota;
 use reqwest::{Method, Url};
 use serde::de::DeserializeOwned;
 
 use crate::config::{ClientConfig, Credentials, TlsMode};
 use crate::error::{Error, Result};
+use crate::fair_queue::Tenant;
+use crate::limiter::{FairLimiter, Lane, PROVIDER_TENANT};
 use crate::model::{Action, Fault};
 use crate::observe::{Outcome, RequestEvent, RequestObserver};
 use crate::redact::{redact_parsed, redact_url};
@@ -78,6 +80,8 @@ pub const CORRELATION_ID_HEADER: &str = "Correlation-Id";
 pub struct Client {
     inner: Arc<Inner>,
     correlation_id: Option<Arc<str>>,
+    /// Whose requests these are, for the fair share of the rate limit (`limiter.rs`); None: the provider's own.
+    lane: Option<Lane>,
 }
 
 impl std::fmt::Debug for Client {
@@ -97,7 +101,7 @@ struct Inner {
     credentials: RwLock<Credentials>,
     /// The current SSO token; the async mutex makes concurrent callers share one login.
     session: tokio::sync::Mutex<Option<String>>,
-    limiter: DefaultDirectRateLimiter,
+    limiter: Arc<FairLimiter>,
     observer: Option<Arc<dyn RequestObserver>>,
     write_gate: Option<Arc<dyn crate::config::WriteGate>>,
 }
@@ -190,7 +194,7 @@ impl Client {
 
         let qps = NonZeroU32::new(config.qps).ok_or_else(|| Error::InvalidConfig("qps must be > 0".into()))?;
         let burst = NonZeroU32::new(config.burst.max(1)).unwrap_or(qps);
-        let limiter = RateLimiter::direct(Quota::per_second(qps).allow_burst(burst));
+        let limiter = FairLimiter::new(Quota::per_second(qps).allow_burst(burst));
 
         let mut builder = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
@@ -237,6 +241,7 @@ impl Client {
                 write_gate: config.write_gate,
             }),
             correlation_id: None,
+            lane: None,
         })
     }
 
@@ -252,7 +257,21 @@ impl Client {
         Client {
             inner: self.inner.clone(),
             correlation_id: (!clean.is_empty()).then(|| Arc::from(clean)),
+            lane: self.lane.clone(),
         }
+    }
+
+    /// A handle whose requests queue for the rate limit in `lane` (a CAPI Cluster's turn, urgent or not).
+    pub fn with_lane(&self, lane: Lane) -> Client {
+        Client {
+            lane: Some(lane),
+            ..self.clone()
+        }
+    }
+
+    /// Requests waiting for the rate limit, per tenant ([`crate::PROVIDER_TENANT`] for the provider's own).
+    pub fn queue_depths(&self) -> std::collections::HashMap<Tenant, usize> {
+        self.inner.limiter.depths()
     }
 
     pub fn correlation_id(&self) -> Option<&str> {
@@ -371,7 +390,10 @@ impl Client {
         request: reqwest::RequestBuilder,
     ) -> Result<(u16, Vec<u8>)> {
         let waited = Instant::now();
-        self.inner.limiter.until_ready().await;
+        match &self.lane {
+            Some(lane) => self.inner.limiter.until_ready(lane).await,
+            None => self.inner.limiter.until_ready(&Lane::provider()).await,
+        }
         let rate_limit_wait = waited.elapsed();
         // Checked after the limiter's wait, which can be long: the gate may have closed meanwhile.
         if method != "GET"
@@ -455,6 +477,7 @@ impl Client {
             latency,
             rate_limit_wait,
             correlation_id: self.correlation_id.as_deref(),
+            tenant: self.lane.as_ref().map_or(PROVIDER_TENANT, |lane| &*lane.tenant),
         });
     }
 

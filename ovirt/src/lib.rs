@@ -2,7 +2,7 @@
 //!
 //! Speaks the engine's canonical XML, logs in through the engine SSO (token cached, one re-login
 //! and retry on 401, revoked on drop or credential change), verifies TLS as an OVirtProvider's
-//! `spec.tls` says, rate-limits per engine with `governor`, tags requests with correlation ids and
+//! `spec.tls` says, rate-limits per engine with `governor` shared fairly between tenants (`limiter`), tags requests with correlation ids and
 //! reports each request to an optional observer for metrics.
 //!
 //! ```no_run
@@ -18,6 +18,8 @@
 mod client;
 mod config;
 mod error;
+mod fair_queue;
+mod limiter;
 mod observe;
 mod ops;
 mod ops_placement;
@@ -31,6 +33,8 @@ pub mod xml;
 pub use client::{CORRELATION_ID_HEADER, Client, MAX_BODY_BYTES, MAX_BODY_BYTES_IN_FLIGHT};
 pub use config::{ClientConfig, Credentials, Password, TlsMode, WriteGate};
 pub use error::{Error, Result, found, reason};
+pub use fair_queue::{FairQueue, Tenant};
+pub use limiter::{Lane, PROVIDER_TENANT};
 pub use observe::{Outcome, RequestEvent, RequestObserver};
 pub use ops::{DiskPlacement, StartOptions, blank_template};
 pub use redact::{has_userinfo, redact_url};

@@ -24,6 +24,9 @@ pub struct RequestEvent<'a> {
     /// Time spent waiting for the rate limiter before sending.
     pub rate_limit_wait: Duration,
     pub correlation_id: Option<&'a str>,
+    /// The tenant whose turn at the rate limit the request waited for ([`crate::PROVIDER_TENANT`]: the provider's
+    /// own work).
+    pub tenant: &'a str,
 }
 
 /// Receives one [`RequestEvent`] per HTTP request. Called inline: keep it cheap.

@@ -10,8 +10,8 @@ use super::passed::Passed;
 use super::recorded_engine::engine_changed;
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{ConditionUpdate, reasons, types};
-use crate::guest_network::GuestNetwork;
 use crate::failure_domains::FailureDomainChoice;
+use crate::guest_network::GuestNetwork;
 use crate::identity::{NotOwned, Ownership, format_provider_id, parse_provider_id};
 use crate::placement::choose_placement;
 
@@ -112,9 +112,10 @@ pub(super) fn find_own_vm<'o>(
                     ),
                 ),
             ),
-            _ => passed
-                .take()
-                .stop(Action::CreateVm(Box::new(create_plan(o, format, network.clone()))), None),
+            _ => passed.take().stop(
+                Action::CreateVm(Box::new(create_plan(o, format, network.clone()))),
+                None,
+            ),
         },
         // Created by this object, disks still being copied: the create may still fail and the engine then deletes
         // the VM; spec.providerID (write-once) waits until the copy is done. The VM is recorded meanwhile, so that a

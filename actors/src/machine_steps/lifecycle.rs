@@ -6,8 +6,7 @@ use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use super::{
-    connection, creation, data_disks, disks, network, node, placement, power, preconditions, static_addresses,
-    tags,
+    connection, creation, data_disks, disks, network, node, placement, power, preconditions, static_addresses, tags,
 };
 use crate::bootstrap_payload::BootstrapFormat;
 use crate::conditions::{reasons, types};

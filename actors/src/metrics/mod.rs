@@ -2,11 +2,15 @@
 //! operator's HTTPS endpoint serves, plus the process collector.
 //!
 //! Labels are bounded: actor or object *kind*, oVirt *provider* (an OVirtProvider name: a handful per cluster),
-//! HTTP method, engine resource type, status code, result. Never an object name.
+//! HTTP method, engine resource type, status code, result, and CAPI Cluster for the fair queues (at most
+//! `queues::MAX_CLUSTER_LABELS` of them, the rest `other`). Never an object name.
 
 pub mod census;
 mod memory_limit;
 mod process;
+mod queues;
+
+pub use queues::QueueMetrics;
 
 use std::sync::Arc;
 
@@ -95,6 +99,8 @@ pub struct Metrics {
     /// `capov_machines`, `capov_machines_longest_in_step_seconds`, `capov_provider_ready`: what the written statuses
     /// say, counted at each scrape ([`census`]).
     pub census: Arc<Census>,
+    /// Each CAPI Cluster's queue depth and wait at the reconcile permits and the engine rate limits.
+    pub queues: QueueMetrics,
 }
 
 impl Default for Metrics {
@@ -225,6 +231,7 @@ impl Metrics {
                 histogram
             },
             census: Arc::new(Census::new()),
+            queues: QueueMetrics::new(&registry),
             registry,
         };
         metrics

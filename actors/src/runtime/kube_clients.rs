@@ -17,6 +17,8 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 use tower::{BoxError, Layer, Service};
 
+use super::kube_requests::NameFailuresLayer;
+
 /// Establishing a connection, TLS handshake included.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Silence while an answer is awaited or read (kube's socket read timeout, restarted by every write so that the time
@@ -46,7 +48,9 @@ impl KubeClients {
         Ok(KubeClients {
             apiserver: config.cluster_url.clone(),
             requests: request_client(config)?,
-            watches: kube::Client::try_from(watch_config)?,
+            watches: kube::client::ClientBuilder::try_from(watch_config)?
+                .with_layer(&NameFailuresLayer)
+                .build(),
         })
     }
 }
@@ -64,6 +68,7 @@ pub fn with_timeouts(mut config: kube::Config) -> kube::Config {
 pub fn request_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
     Ok(kube::client::ClientBuilder::try_from(with_timeouts(config))?
         .with_layer(&DeadlineLayer(REQUEST_TIMEOUT))
+        .with_layer(&NameFailuresLayer)
         .build())
 }
 

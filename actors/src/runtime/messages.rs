@@ -62,8 +62,9 @@ pub enum SupervisorMsg {
         namespace: String,
         machine: Option<String>,
     },
-    /// A CAPI store has (re)listed its objects: every machine looks again. Listed objects reach the store only
-    /// when the list is complete, so a machine woken by one of them earlier may not have found it.
+    /// A store (CAPI Machines, Clusters, Namespaces) has listed its objects for the first time: every machine looks
+    /// again. Listed objects reach the store only when the list is complete, so a machine woken by one of them earlier
+    /// may not have found it. A later relist wakes only the machines whose objects changed (`CapiChanged`).
     CapiListed,
     Restart(ObjectKey),
     /// Time to start again the actor of the OVirtProvider of this name, which failed: from the object as it is

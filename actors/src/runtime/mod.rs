@@ -14,6 +14,7 @@ mod ip_claim_writes;
 pub(crate) mod ipam;
 pub mod keys;
 pub mod kube_clients;
+mod kube_requests;
 mod lookups;
 mod machine;
 pub mod mailbox;

@@ -1,32 +1,30 @@
-//! The `--max-concurrent-reconciles` permits. Two queues instead of one: a machine that already has a VM is served
-//! before one that has none. With a single FIFO queue a large batch goes breadth-first — every VM is created before
-//! the first one is started — so the first machine turns Ready only near the end of the batch. Serving machines with
-//! a VM first finishes machines as the batch goes, for the same engine load. Machines waiting for their VM to boot
-//! hold no permit, so new machines still get permits while earlier ones boot.
+//! The `--max-concurrent-reconciles` permits, queued fairly (`crate::fair_share`): urgent machines (deletions,
+//! control planes) first, then machines that have a VM, then new ones; within each class the CAPI Clusters take
+//! turns. With a single FIFO queue a large batch goes breadth-first (every VM is created before the first one is
+//! started) and another tenant's control-plane machine waits behind the whole batch; serving machines with a VM first
+//! finishes machines as the batch goes, and the turns keep one tenant's batch from holding up the others. Machines
+//! waiting for their VM to boot hold no permit, so new machines still get permits while earlier ones boot.
+//!
+//! Each cluster's queue depth and wait show in `capov_reconcile_queue_depth` and
+//! `capov_reconcile_queue_wait_seconds` (cluster labels bounded: `metrics::QueueMetrics`).
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
+use capov_ovirt::{FairQueue, Tenant};
 use tokio::sync::oneshot;
 
-/// Which queue a pass waits in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Priority {
-    /// The machine has a VM (spec.providerID is set, or its actor created one): it is part way through creation,
-    /// running, or being deleted.
-    HasVm,
-    /// The machine has no VM yet.
-    New,
-}
+use crate::fair_share::Share;
+use crate::metrics::QueueMetrics;
 
 pub struct ReconcilePermits {
     queues: Mutex<Queues>,
+    metrics: Option<QueueMetrics>,
 }
 
 struct Queues {
     free: usize,
-    has_vm: VecDeque<oneshot::Sender<Permit>>,
-    new: VecDeque<oneshot::Sender<Permit>>,
+    waiting: FairQueue<oneshot::Sender<Permit>>,
 }
 
 /// One permit; dropping it hands it to the next waiter.
@@ -34,40 +32,46 @@ pub struct Permit {
     owner: Option<Arc<ReconcilePermits>>,
 }
 
+/// The queue's classes, by `Class as usize`.
+const CLASSES: usize = 3;
+
 impl ReconcilePermits {
-    pub fn new(count: usize) -> Arc<Self> {
+    /// `count` permits; `metrics` receives each cluster's queue depth and wait.
+    pub fn new(count: usize, metrics: Option<QueueMetrics>) -> Arc<Self> {
         Arc::new(Self {
             queues: Mutex::new(Queues {
                 free: count,
-                has_vm: VecDeque::new(),
-                new: VecDeque::new(),
+                waiting: FairQueue::new(CLASSES),
             }),
+            metrics,
         })
     }
 
-    /// Waits for a permit. Cancel-safe: a dropped wait gives up its place, and a permit handed to a wait that was
-    /// dropped meanwhile goes on to the next one.
-    pub async fn acquire(self: &Arc<Self>, priority: Priority) -> Permit {
+    /// Waits for a permit in `share`'s turn. Cancel-safe: a dropped wait gives up its place, and a permit handed to a
+    /// wait that was dropped meanwhile goes on to the next one.
+    pub async fn acquire(self: &Arc<Self>, share: &Share) -> Permit {
+        let asked = Instant::now();
         loop {
             let receiver = {
                 let mut queues = self.lock();
                 // Permits are handed straight to waiters on release, so a free one means nobody is waiting.
                 if queues.free > 0 {
                     queues.free -= 1;
+                    drop(queues);
+                    self.waited(&share.tenant, asked);
                     return Permit {
                         owner: Some(self.clone()),
                     };
                 }
                 let (sender, receiver) = oneshot::channel();
-                match priority {
-                    Priority::HasVm => queues.has_vm.push_back(sender),
-                    Priority::New => queues.new.push_back(sender),
-                }
+                queues.waiting.push(share.class as usize, &share.tenant, sender);
+                self.depth_changed(&queues, &share.tenant);
                 receiver
             };
             // A sender is only dropped unsent when its waiter is gone, which cannot be this one; queue again anyway
             // rather than assume it.
             if let Ok(permit) = receiver.await {
+                self.waited(&share.tenant, asked);
                 return permit;
             }
         }
@@ -76,8 +80,7 @@ impl ReconcilePermits {
     /// How many passes wait for a permit.
     #[cfg(test)]
     fn waiting(&self) -> usize {
-        let queues = self.lock();
-        queues.has_vm.len() + queues.new.len()
+        self.lock().waiting.len()
     }
 
     fn release(self: &Arc<Self>) {
@@ -87,19 +90,34 @@ impl ReconcilePermits {
         loop {
             let next = {
                 let mut queues = self.lock();
-                let next = queues.has_vm.pop_front().or_else(|| queues.new.pop_front());
-                if next.is_none() {
-                    queues.free += 1;
-                    permit.owner = None;
+                let next = queues.waiting.pop();
+                match &next {
+                    Some((tenant, _)) => self.depth_changed(&queues, tenant),
+                    None => {
+                        queues.free += 1;
+                        permit.owner = None;
+                    }
                 }
                 next
             };
-            let Some(waiter) = next else { return };
+            let Some((_, waiter)) = next else { return };
             match waiter.send(permit) {
                 Ok(()) => return,
                 // That wait was dropped: try the next one.
                 Err(returned) => permit = returned,
             }
+        }
+    }
+
+    fn depth_changed(&self, queues: &Queues, tenant: &Tenant) {
+        if let Some(metrics) = &self.metrics {
+            metrics.reconcile_depth(tenant, queues.waiting.depth(tenant));
+        }
+    }
+
+    fn waited(&self, tenant: &Tenant, since: Instant) {
+        if let Some(metrics) = &self.metrics {
+            metrics.reconcile_waited(tenant, since.elapsed());
         }
     }
 
@@ -120,6 +138,7 @@ impl Drop for Permit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fair_share::Class;
 
     /// Lets spawned tasks run until `count` of them wait for a permit (current-thread runtime).
     async fn until_waiting(permits: &ReconcilePermits, count: usize) {
@@ -128,10 +147,17 @@ mod tests {
         }
     }
 
+    fn share(tenant: &str, class: Class) -> Share {
+        Share {
+            tenant: Arc::from(tenant),
+            class,
+        }
+    }
+
     /// A pass of a machine with a VM, started in a task so that it can wait for its permit.
     fn waiting_pass(permits: &Arc<ReconcilePermits>) -> tokio::task::JoinHandle<Permit> {
         let permits = permits.clone();
-        tokio::spawn(async move { permits.acquire(Priority::HasVm).await })
+        tokio::spawn(async move { permits.acquire(&share("ns/a", Class::HasVm)).await })
     }
 
     fn free(permits: &ReconcilePermits) -> usize {
@@ -140,9 +166,9 @@ mod tests {
 
     #[tokio::test]
     async fn no_more_passes_than_permits_run_at_once() {
-        let permits = ReconcilePermits::new(2);
-        let first = permits.acquire(Priority::New).await;
-        let _second = permits.acquire(Priority::New).await;
+        let permits = ReconcilePermits::new(2, None);
+        let first = permits.acquire(&share("ns/a", Class::New)).await;
+        let _second = permits.acquire(&share("ns/a", Class::New)).await;
         let third = waiting_pass(&permits);
         until_waiting(&permits, 1).await;
         assert!(!third.is_finished(), "a third pass ran while two held the only permits");
@@ -155,18 +181,14 @@ mod tests {
 
     #[tokio::test]
     async fn machines_with_a_vm_are_served_before_earlier_new_machines() {
-        let permits = ReconcilePermits::new(1);
-        let held = permits.acquire(Priority::New).await;
+        let permits = ReconcilePermits::new(1, None);
+        let held = permits.acquire(&share("ns/a", Class::New)).await;
         let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = Vec::new();
-        for (name, priority) in [
-            ("new-1", Priority::New),
-            ("new-2", Priority::New),
-            ("vm-1", Priority::HasVm),
-        ] {
+        for (name, class) in [("new-1", Class::New), ("new-2", Class::New), ("vm-1", Class::HasVm)] {
             let (waiter, order_tx) = (permits.clone(), order_tx.clone());
             tasks.push(tokio::spawn(async move {
-                let _permit = waiter.acquire(priority).await;
+                let _permit = waiter.acquire(&share("ns/a", class)).await;
                 let _ = order_tx.send(name);
             }));
             // Queue them in this order.
@@ -186,8 +208,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_wait_gives_up_its_place_without_losing_the_permit() {
-        let permits = ReconcilePermits::new(1);
-        let held = permits.acquire(Priority::New).await;
+        let permits = ReconcilePermits::new(1, None);
+        let held = permits.acquire(&share("ns/a", Class::New)).await;
         let abandoned = waiting_pass(&permits);
         until_waiting(&permits, 1).await;
         abandoned.abort();
@@ -202,8 +224,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_permit_handed_to_a_wait_dropped_before_it_ran_goes_to_the_next() {
-        let permits = ReconcilePermits::new(1);
-        let held = permits.acquire(Priority::New).await;
+        let permits = ReconcilePermits::new(1, None);
+        let held = permits.acquire(&share("ns/a", Class::New)).await;
         let abandoned = waiting_pass(&permits);
         until_waiting(&permits, 1).await;
         // The permit is sent to the waiting task, which is then cancelled before it can take it.
@@ -214,7 +236,48 @@ mod tests {
             "the task was cancelled before it ran"
         );
         assert_eq!(free(&permits), 1, "the permit stuck in the dropped channel came back");
-        let _again = permits.acquire(Priority::New).await;
+        let _again = permits.acquire(&share("ns/a", Class::New)).await;
         assert_eq!(free(&permits), 0);
+    }
+
+    #[tokio::test]
+    async fn another_clusters_control_plane_goes_before_a_batch_and_clusters_take_turns() {
+        let permits = ReconcilePermits::new(1, Some(QueueMetrics::new(&prometheus::Registry::new())));
+        let held = permits.acquire(&share("ns/batch", Class::New)).await;
+        let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut tasks = Vec::new();
+        let waiters = [
+            ("batch-1", "ns/batch", Class::New),
+            ("batch-2", "ns/batch", Class::New),
+            ("batch-3", "ns/batch", Class::New),
+            ("other-worker", "ns/other", Class::New),
+            ("other-control-plane", "ns/other", Class::Urgent),
+        ];
+        for (name, tenant, class) in waiters {
+            let (waiter, order_tx) = (permits.clone(), order_tx.clone());
+            tasks.push(tokio::spawn(async move {
+                let _permit = waiter.acquire(&share(tenant, class)).await;
+                let _ = order_tx.send(name);
+            }));
+            until_waiting(&permits, tasks.len()).await;
+        }
+        let depth = |tenant: &str| {
+            permits
+                .metrics
+                .as_ref()
+                .map(|m| m.reconcile_depth_of(tenant))
+                .unwrap_or_default()
+        };
+        assert_eq!((depth("ns/batch"), depth("ns/other")), (3, 2));
+        drop(held);
+        for task in tasks {
+            task.await.expect("every waiter is served");
+        }
+        let order: Vec<&str> = std::iter::from_fn(|| order_rx.try_recv().ok()).collect();
+        assert_eq!(
+            order,
+            ["other-control-plane", "batch-1", "other-worker", "batch-2", "batch-3"]
+        );
+        assert_eq!((depth("ns/batch"), depth("ns/other")), (0, 0));
     }
 }

@@ -8,7 +8,7 @@
 //! transport error, a 5xx or a 401, so that an outage or a password changed on the engine shows on the provider
 //! and its machines, and both recover by themselves.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -96,6 +96,24 @@ pub enum Cadence {
 struct Watched {
     watch: VmWatch,
     seen: Option<Fingerprints>,
+    /// A search has answered for this VM since the machine began watching it.
+    searched: bool,
+}
+
+impl Watched {
+    /// The machine has seen nothing of its VM and waits for a search to hand it over (its first pass after a
+    /// restart): searched at the next poll whatever its cadence, and reported even when the VM is not found.
+    fn first_sight(&self) -> bool {
+        self.seen.is_none() && !self.searched
+    }
+}
+
+/// What one poll compares a searched VM against: each watch of it (normally one).
+#[derive(Clone, Copy)]
+struct Due {
+    cadence: Cadence,
+    seen: Option<Fingerprints>,
+    first_sight: bool,
 }
 
 impl Mail for ProviderMsg {
@@ -138,6 +156,8 @@ pub struct ProviderState {
     poll_in_flight: bool,
     /// Hosts, clusters and storage domains, polled every INVENTORY_EVERY polls (issue #27).
     inventory: InventoryPoll,
+    /// The tenants whose engine queue depth was last reported above zero.
+    queued_tenants: HashSet<capov_ovirt::Tenant>,
     /// Number of the latest check task; outcomes of older ones are dropped.
     check_generation: u64,
     check_in_flight: bool,
@@ -191,6 +211,7 @@ impl Actor for ProviderActor {
             poll_timer,
             poll_in_flight: false,
             inventory: InventoryPoll::new(args.inventory),
+            queued_tenants: HashSet::new(),
             check_generation: 0,
             check_in_flight: false,
             next_check: None,
@@ -264,12 +285,19 @@ impl Actor for ProviderActor {
                 let _ = reply.send(state.connection.clone());
             }
             ProviderMsg::WatchVm { machine, watch, seen } => {
-                state.watched.insert(machine, Watched { watch, seen });
+                let searched = state
+                    .watched
+                    .get(&machine)
+                    .is_some_and(|w| w.searched && w.watch.vm_id == watch.vm_id);
+                state.watched.insert(machine, Watched { watch, seen, searched });
             }
             ProviderMsg::UnwatchVm(machine) => {
                 state.watched.remove(&machine);
             }
-            ProviderMsg::Poll => poll(&me, state),
+            ProviderMsg::Poll => {
+                report_queue_depths(state);
+                poll(&me, state);
+            }
             ProviderMsg::Polled { searched, changed } => {
                 state.poll_in_flight = false;
                 if let Some(changed) = changed {
@@ -566,20 +594,23 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
             let _ = mailbox::cast(&metrics, &me, ProviderMsg::Inventoried(inventory));
         });
     }
-    // A host that changed state shows in the snapshots of its VMs: search them all now, not at the steady turn.
-    let steady_due = state.polls.is_multiple_of(crate::backoff::STEADY_POLL_EVERY)
-        || std::mem::take(&mut state.inventory.search_all);
+    // The first poll is a steady round: after a restart it hands every machine its VM (they all watch with nothing
+    // seen), and the next steady round comes a whole round later. A host that changed state shows in the snapshots
+    // of its VMs: search them all now, not at the steady turn.
+    let steady_due =
+        state.polls % crate::backoff::STEADY_POLL_EVERY == 1 || std::mem::take(&mut state.inventory.search_all);
     // What each due watch last reported, by VM: the task keeps only the VMs that differ from it, so that a search
     // of thousands of VMs never holds more than one batch of answers at once.
-    let mut seen_by_vm: HashMap<String, Vec<(Cadence, Option<Fingerprints>)>> = HashMap::new();
+    let mut seen_by_vm: HashMap<String, Vec<Due>> = HashMap::new();
     let mut searched: Vec<(ObjectKey, String)> = Vec::new();
     for (machine, watched) in &state.watched {
-        if steady_due || watched.watch.cadence == Cadence::EveryPoll {
+        if steady_due || watched.watch.cadence == Cadence::EveryPoll || watched.first_sight() {
             searched.push((machine.clone(), watched.watch.vm_id.clone()));
-            seen_by_vm
-                .entry(watched.watch.vm_id.clone())
-                .or_default()
-                .push((watched.watch.cadence, watched.seen));
+            seen_by_vm.entry(watched.watch.vm_id.clone()).or_default().push(Due {
+                cadence: watched.watch.cadence,
+                seen: watched.seen,
+                first_sight: watched.first_sight(),
+            });
         }
     }
     if searched.is_empty() {
@@ -589,7 +620,7 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     // watched both ways (two machines naming one VM) is searched with disks, which serves both.
     let (mut moving, mut steady): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     for (vm_id, watches) in &seen_by_vm {
-        if watches.iter().any(|(cadence, _)| *cadence == Cadence::EveryPoll) {
+        if watches.iter().any(|due| due.cadence == Cadence::EveryPoll) {
             moving.push(vm_id.clone());
         } else {
             steady.push(vm_id.clone());
@@ -630,6 +661,26 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     });
 }
 
+/// Each tenant's requests waiting for this provider's rate limit, sampled once per poll interval; a tenant whose
+/// queue emptied since the last sample is reported at zero.
+fn report_queue_depths(state: &mut ProviderState) {
+    let Some(client) = &state.client else {
+        return;
+    };
+    let depths = client.queue_depths();
+    for tenant in state
+        .queued_tenants
+        .iter()
+        .filter(|tenant| !depths.contains_key(*tenant))
+    {
+        state.metrics.queues.engine_depth(&state.key.name, tenant, 0);
+    }
+    for (tenant, depth) in &depths {
+        state.metrics.queues.engine_depth(&state.key.name, tenant, *depth);
+    }
+    state.queued_tenants = depths.into_keys().collect();
+}
+
 /// How many VMs one search asks for (the client halves a batch whose answer is too large).
 const SEARCH_BATCH: usize = 50;
 
@@ -641,10 +692,11 @@ fn differs(snapshot: Option<&VmSnapshot>, cadence: Cadence, seen: Option<&Finger
     snapshot.map(|s| s.fingerprint(with_disks)) != seen.map(pick)
 }
 
-fn differs_from_any(snapshot: Option<&VmSnapshot>, watches: &[(Cadence, Option<Fingerprints>)]) -> bool {
+/// Whether the poll hands `snapshot` over: some watch of it has not seen it yet.
+fn differs_from_any(snapshot: Option<&VmSnapshot>, watches: &[Due]) -> bool {
     watches
         .iter()
-        .any(|(cadence, seen)| differs(snapshot, *cadence, seen.as_ref()))
+        .any(|due| due.first_sight || differs(snapshot, due.cadence, due.seen.as_ref()))
 }
 
 /// Hands each searched VM that differs from what its machine saw to the machine, and keeps watching it: a machine
@@ -663,10 +715,12 @@ fn report_polled(
         if watched.watch.vm_id != *vm_id {
             continue;
         }
+        let first_sight = watched.first_sight();
+        watched.searched = true;
         let Some(snapshot) = changed.get(vm_id) else {
             continue;
         };
-        if !differs(snapshot.as_deref(), watched.watch.cadence, watched.seen.as_ref()) {
+        if !first_sight && !differs(snapshot.as_deref(), watched.watch.cadence, watched.seen.as_ref()) {
             continue;
         }
         watched.seen = snapshot.as_ref().map(|s| s.fingerprints());
@@ -711,6 +765,9 @@ fn engine_request_observer(
             .engine_request_duration_seconds
             .with_label_values(&[provider.as_str(), event.method, event.resource])
             .observe(event.latency.as_secs_f64());
+        metrics
+            .queues
+            .engine_waited(provider.as_str(), event.tenant, event.rate_limit_wait);
         if !event.rate_limit_wait.is_zero() {
             metrics
                 .engine_rate_limit_wait_seconds
@@ -765,8 +822,40 @@ mod tests {
         let seen = Some(snapshot("up", true).fingerprints());
         assert!(!differs(Some(&snapshot("up", false)), Cadence::Steady, seen.as_ref()));
         assert!(differs(Some(&snapshot("up", false)), Cadence::EveryPoll, seen.as_ref()));
-        let watches = [(Cadence::Steady, seen), (Cadence::EveryPoll, seen)];
+        let due = |cadence, first_sight| Due {
+            cadence,
+            seen,
+            first_sight,
+        };
+        let watches = [due(Cadence::Steady, false), due(Cadence::EveryPoll, false)];
         assert!(!differs_from_any(Some(&snapshot("up", true)), &watches));
         assert!(differs_from_any(Some(&snapshot("down", true)), &watches));
+    }
+
+    #[test]
+    fn a_first_sight_is_handed_over_even_when_the_vm_is_not_found() {
+        let first = Due {
+            cadence: Cadence::Steady,
+            seen: None,
+            first_sight: true,
+        };
+        assert!(differs_from_any(None, &[first]), "not found is an answer too");
+        assert!(differs_from_any(Some(&snapshot("up", false)), &[first]));
+        let unseen_after_a_search = Due {
+            first_sight: false,
+            ..first
+        };
+        assert!(!differs_from_any(None, &[unseen_after_a_search]), "still not there");
+        let watched = |seen, searched| Watched {
+            watch: VmWatch {
+                vm_id: "vm-1".into(),
+                cadence: Cadence::Steady,
+            },
+            seen,
+            searched,
+        };
+        assert!(watched(None, false).first_sight());
+        assert!(!watched(None, true).first_sight());
+        assert!(!watched(Some(snapshot("up", false).fingerprints()), false).first_sight());
     }
 }

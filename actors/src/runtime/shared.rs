@@ -72,11 +72,12 @@ impl Shared {
         status_writer: ActorRef<StatusWriterMsg>,
         stores: Stores,
     ) -> Shared {
+        let permits = ReconcilePermits::new(settings.max_concurrent_reconciles.max(1), Some(metrics.queues.clone()));
         Shared {
             client,
             watch_client,
             metrics,
-            permits: ReconcilePermits::new(settings.max_concurrent_reconciles.max(1)),
+            permits,
             settings,
             status_writer,
             capi_machines: stores.capi_machines,

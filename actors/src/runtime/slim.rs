@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use capov_crds::labels::CONTROL_PLANE_LABEL;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -100,10 +101,10 @@ pub fn secret(secret: &mut Secret) {
     };
 }
 
-/// A CAPI object (`capi.rs` decodes only the fields read): its identity, without labels, annotations, owners or
-/// managedFields.
+/// A CAPI object (`capi.rs` decodes only the fields read): its identity and, on a Machine, the labels that name its
+/// group (its affinity group; the control-plane label also puts its work first in the fair queues); no other label,
+/// no annotations, owners or managedFields.
 pub fn capi<K: kube::Resource>(object: &mut K) {
-    // Of the labels, only those naming a Machine's group (its affinity group, issue #25): absent on most objects.
     let labels: BTreeMap<String, String> = object
         .meta()
         .labels
@@ -133,12 +134,19 @@ pub fn ip_claim(claim: &mut super::ipam::IpAddressClaim) {
 pub fn ip_address(address: &mut super::ipam::IpAddress) {
     capi(address);
 }
+
 /// The labels CAPI sets on a Machine that name its group.
 const GROUP_LABELS: [&str; 3] = [
-    crate::affinity_groups::CONTROL_PLANE_LABEL,
+    CONTROL_PLANE_LABEL,
     crate::affinity_groups::DEPLOYMENT_LABEL,
     crate::affinity_groups::MACHINE_SET_LABEL,
 ];
+
+/// Whether two copies of an object are the same version of it (a relist shows unchanged objects again).
+pub fn same_version<K: kube::Resource>(held: &K, seen: &K) -> bool {
+    let (held, seen) = (held.meta(), seen.meta());
+    held.uid == seen.uid && held.resource_version.is_some() && held.resource_version == seen.resource_version
+}
 
 /// Name, namespace, uid and resourceVersion (what a store's keys and an ObjectRef need), and `labels` if given.
 fn identity(meta: &ObjectMeta, labels: Option<BTreeMap<String, String>>) -> ObjectMeta {
@@ -175,6 +183,27 @@ mod tests {
         assert_eq!(meta.resource_version.as_deref(), Some("7"));
         assert!(meta.managed_fields.is_none() && meta.annotations.is_none() && meta.labels.is_none());
         assert_eq!(machine.spec.cluster_name.as_deref(), Some("c"));
+        let mut control_plane: crate::runtime::capi::Machine = serde_json::from_value(json!({
+            "metadata": {"name": "cp", "labels": {"a": "b", "cluster.x-k8s.io/control-plane": ""}}
+        }))
+        .expect("machine");
+        capi(&mut control_plane);
+        let labels = control_plane.metadata.labels.expect("the control-plane label");
+        assert_eq!(labels.keys().collect::<Vec<_>>(), ["cluster.x-k8s.io/control-plane"]);
+    }
+
+    #[test]
+    fn copies_are_the_same_version_only_with_the_same_uid_and_resource_version() {
+        let object = |uid: &str, version: Option<&str>| {
+            let mut namespace = Namespace::default();
+            namespace.metadata.uid = Some(uid.into());
+            namespace.metadata.resource_version = version.map(String::from);
+            namespace
+        };
+        assert!(same_version(&object("a", Some("7")), &object("a", Some("7"))));
+        assert!(!same_version(&object("a", Some("7")), &object("a", Some("8"))));
+        assert!(!same_version(&object("a", Some("7")), &object("b", Some("7"))));
+        assert!(!same_version(&object("a", None), &object("a", None)));
     }
 
     #[test]

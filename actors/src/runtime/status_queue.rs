@@ -34,8 +34,14 @@ impl<K: Hash + Eq + Clone, S> WriteQueue<K, S> {
         false
     }
 
+    #[cfg(test)]
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
+    }
+
+    /// Whether a status is queued for an object outside `busy`.
+    pub fn has_pending_except(&self, busy: &std::collections::HashSet<K>) -> bool {
+        self.pending.len() > busy.iter().filter(|key| self.pending.contains_key(*key)).count()
     }
 
     pub fn has_failed(&self) -> bool {
@@ -49,14 +55,31 @@ impl<K: Hash + Eq + Clone, S> WriteQueue<K, S> {
     }
 
     /// Up to `max` queued statuses, oldest first, to be written now.
+    #[cfg(test)]
     pub fn take_batch(&mut self, max: usize) -> Vec<(K, S)> {
+        self.take_batch_except(max, |_| false)
+    }
+
+    /// Up to `max` queued statuses, oldest first, to be written now, leaving queued (in their place) those of the
+    /// objects `busy` names.
+    pub fn take_batch_except(&mut self, max: usize, busy: impl Fn(&K) -> bool) -> Vec<(K, S)> {
         let mut batch = Vec::new();
+        let mut skipped = Vec::new();
         while batch.len() < max
             && let Some(key) = self.order.pop_front()
         {
+            if busy(&key) {
+                if self.pending.contains_key(&key) {
+                    skipped.push(key);
+                }
+                continue;
+            }
             if let Some(status) = self.pending.remove(&key) {
                 batch.push((key, status));
             }
+        }
+        for key in skipped.into_iter().rev() {
+            self.order.push_front(key);
         }
         if self.pending.is_empty() {
             // Only keys of forgotten objects can be left: nothing to keep them for.
@@ -150,6 +173,21 @@ mod tests {
         assert_eq!(queue.take_batch(2), [("a", 2), ("b", 1)]);
         queue.forget(&"c");
         assert!(queue.take_batch(2).is_empty());
+    }
+
+    #[test]
+    fn a_busy_objects_status_stays_queued_in_its_place() {
+        let mut queue = WriteQueue::default();
+        queue.update("a", 1);
+        queue.update("b", 1);
+        queue.update("c", 1);
+        assert_eq!(queue.take_batch_except(1, |key| *key == "a"), [("b", 1)]);
+        let busy = std::collections::HashSet::from(["a"]);
+        assert!(queue.has_pending_except(&busy), "c");
+        assert_eq!(queue.take_batch_except(1, |key| *key == "a"), [("c", 1)]);
+        assert!(!queue.has_pending_except(&busy), "only a, whose write is under way");
+        queue.update("c", 2);
+        assert_eq!(queue.take_batch(3), [("a", 1), ("c", 2)]);
     }
 
     #[test]

@@ -1,9 +1,16 @@
 //! The only writer of status: server-side apply on the status subresource with field manager `capov`. Several
-//! updates of one object queued before a flush become one write; a write equal to the last one is skipped; a failed
+//! updates of one object queued before a write become one write; a write equal to the last one is skipped; a failed
 //! write is retried unless a newer status of the object arrived meanwhile. It also records Kubernetes Events.
+//!
+//! Writes run as tasks, at most [`WRITES_IN_FLIGHT`] at once and never two for one object, and report back as
+//! messages: the writer keeps reading its mailbox while the apiserver is slow, so updates coalesce in the queue (one
+//! status per object) instead of piling up in the mailbox, and one write held until its deadline (30 s) takes one
+//! slot, not the whole writer. Queued statuses are kept as their JSON text (about a third of the JSON tree), so a
+//! queue of every machine's status while the apiserver struggles costs about 1.5 KB per machine.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -19,14 +26,15 @@ use super::status_queue::WriteQueue;
 use crate::metrics::{Metrics, kind};
 
 pub const FIELD_MANAGER: &str = "capov";
-/// Writes per `Flush` message, sent side by side (each to another object). Between two batches the mailbox is read,
-/// so that updates arriving while the apiserver is slow coalesce in the queue (one status per object) instead of
-/// queueing in the mailbox, one whole status per pass. One write at a time measured 7 writes/s with 10,000 machines
-/// on a busy apiserver: the statuses, not the engine, set the pace, and the queued updates took 270 MiB.
-const WRITES_PER_FLUSH: usize = 8;
+/// Status writes sent side by side (each to another object). One write at a time measured 7 writes/s with 10,000
+/// machines on a busy apiserver: the statuses, not the engine, set the pace.
+const WRITES_IN_FLIGHT: usize = 8;
 /// First retry of a failed write; consecutive failing rounds double it up to [`MAX_RETRY_AFTER`], jittered.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// A status as queued and written: its JSON text.
+type StatusText = Arc<str>;
 
 /// Counts of what the writer did, for metrics and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -59,6 +67,12 @@ pub enum StatusWriterMsg {
     /// The object is gone: forget what was written.
     Forget(ObjectKey),
     Flush,
+    /// A write task's outcome.
+    Written {
+        key: ObjectKey,
+        status: StatusText,
+        result: Result<(), kube::Error>,
+    },
     /// Time to send the writes that failed again.
     Retry,
     Stats(ractor::RpcReplyPort<WriterStats>),
@@ -78,10 +92,12 @@ pub struct StatusWriter;
 pub struct WriterState {
     client: kube::Client,
     recorder: EventRecorder,
-    queue: WriteQueue<ObjectKey, Value>,
+    queue: WriteQueue<ObjectKey, StatusText>,
     /// A hash of each object's last written status (`fingerprint`): enough to skip an unchanged write, where the
     /// status itself (a JSON tree of a few KB per machine) would be one more copy of every status.
     written: HashMap<ObjectKey, u64>,
+    /// The objects whose write is under way.
+    in_flight: HashSet<ObjectKey>,
     flush_queued: bool,
     retry_queued: bool,
     retry: crate::backoff::Backoff,
@@ -109,6 +125,7 @@ impl Actor for StatusWriter {
             recorder,
             queue: WriteQueue::default(),
             written: HashMap::new(),
+            in_flight: HashSet::new(),
             flush_queued: false,
             retry_queued: false,
             retry: crate::backoff::Backoff::new(RETRY_AFTER, MAX_RETRY_AFTER),
@@ -130,7 +147,7 @@ impl Actor for StatusWriter {
             StatusWriterMsg::Update { key, status } => {
                 status_census::record(&state.metrics, &key, &status);
                 let label = [key.kind.label()];
-                if state.queue.update(key, status) {
+                if state.queue.update(key, Arc::from(status.to_string())) {
                     state.stats.coalesced += 1;
                     state
                         .metrics
@@ -144,14 +161,15 @@ impl Actor for StatusWriter {
                 status_census::record_seen(&state.metrics, &key, &status);
                 // After a restart the writer knows nothing it wrote: without this, every machine's first pass would
                 // write back the status its object already has.
-                if !state.written.contains_key(&key) && !state.queue.holds(&key) {
+                if !state.written.contains_key(&key) && !state.queue.holds(&key) && !state.in_flight.contains(&key) {
                     state.written.insert(key, fingerprint(&status));
                 }
             }
             StatusWriterMsg::Flush => {
                 state.flush_queued = false;
-                flush(&me, state).await;
+                flush(&me, state);
             }
+            StatusWriterMsg::Written { key, status, result } => written(&me, state, key, status, result),
             StatusWriterMsg::Retry => {
                 state.retry_queued = false;
                 state.queue.retry_failed();
@@ -185,51 +203,67 @@ impl Actor for StatusWriter {
 }
 
 fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    if !state.flush_queued && state.queue.has_pending() {
+    if !state.flush_queued
+        && state.in_flight.len() < WRITES_IN_FLIGHT
+        && state.queue.has_pending_except(&state.in_flight)
+    {
         state.flush_queued = true;
         let _ = mailbox::cast(&state.metrics, me, StatusWriterMsg::Flush);
     }
 }
 
-/// Writes up to [`WRITES_PER_FLUSH`] pending statuses, oldest first, and queues the next flush behind the messages
-/// that arrived meanwhile.
-async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    let mut writes = Vec::with_capacity(WRITES_PER_FLUSH);
-    for (key, status) in state.queue.take_batch(WRITES_PER_FLUSH) {
-        let fingerprint = fingerprint(&status);
-        if state.written.get(&key) == Some(&fingerprint) {
+/// Starts writes of the oldest pending statuses while fewer than [`WRITES_IN_FLIGHT`] run; an object whose write is
+/// under way keeps its newer status queued until that write is done.
+fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
+    let free = WRITES_IN_FLIGHT.saturating_sub(state.in_flight.len());
+    let in_flight = &state.in_flight;
+    for (key, status) in state.queue.take_batch_except(free, |key| in_flight.contains(key)) {
+        if state.written.get(&key) == Some(&text_fingerprint(&status)) {
             state.stats.unchanged += 1;
             continue;
         }
-        writes.push((key, status, fingerprint));
+        state.in_flight.insert(key.clone());
+        let (client, me, metrics) = (state.client.clone(), me.clone(), state.metrics.clone());
+        tokio::spawn(async move {
+            let result = write_status(&client, &key, &status).await;
+            let _ = mailbox::cast(&metrics, &me, StatusWriterMsg::Written { key, status, result });
+        });
     }
-    let client = &state.client;
-    let results =
-        futures::future::join_all(writes.iter().map(|(key, status, _)| write_status(client, key, status))).await;
-    for ((key, status, fingerprint), result) in writes.into_iter().zip(results) {
-        let outcome = match &result {
-            Ok(()) => "success",
-            Err(kube::Error::Api(status)) if status.code == 409 => "conflict",
-            Err(_) => "error",
-        };
-        state
-            .metrics
-            .status_writes_total
-            .with_label_values(&[key.kind.label(), outcome])
-            .inc();
-        match result {
-            Ok(()) => {
-                state.stats.writes += 1;
-                state.written.insert(key, fingerprint);
-            }
-            Err(err) if is_gone(&err) => {
-                state.written.remove(&key);
-            }
-            Err(err) => {
-                state.stats.failed += 1;
-                tracing::warn!(object = %key, error = %err, "status write failed; retrying");
-                state.queue.write_failed(key, status);
-            }
+    // Statuses skipped as unchanged left slots free.
+    queue_flush(me, state);
+}
+
+/// A write's outcome: remembered, forgotten (the object is gone) or kept for the retry; then the next writes.
+fn written(
+    me: &ActorRef<StatusWriterMsg>,
+    state: &mut WriterState,
+    key: ObjectKey,
+    status: StatusText,
+    result: Result<(), kube::Error>,
+) {
+    state.in_flight.remove(&key);
+    let outcome = match &result {
+        Ok(()) => "success",
+        Err(kube::Error::Api(status)) if status.code == 409 => "conflict",
+        Err(_) => "error",
+    };
+    state
+        .metrics
+        .status_writes_total
+        .with_label_values(&[key.kind.label(), outcome])
+        .inc();
+    match result {
+        Ok(()) => {
+            state.stats.writes += 1;
+            state.written.insert(key, text_fingerprint(&status));
+        }
+        Err(err) if is_gone(&err) => {
+            state.written.remove(&key);
+        }
+        Err(err) => {
+            state.stats.failed += 1;
+            tracing::warn!(object = %key, error = %err, "status write failed; retrying");
+            state.queue.write_failed(key, status);
         }
     }
     queue_flush(me, state);
@@ -242,12 +276,13 @@ async fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
     }
 }
 
-async fn write_status(client: &kube::Client, key: &ObjectKey, status: &Value) -> Result<(), kube::Error> {
+async fn write_status(client: &kube::Client, key: &ObjectKey, status: &str) -> Result<(), kube::Error> {
     let resource = key.kind.api_resource();
     let api: Api<DynamicObject> = match &key.namespace {
         Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
         None => Api::all_with(client.clone(), &resource),
     };
+    let status: Value = serde_json::from_str(status).map_err(kube::Error::SerdeError)?;
     let body = json!({
         "apiVersion": resource.api_version,
         "kind": resource.kind,
@@ -265,9 +300,13 @@ async fn write_status(client: &kube::Client, key: &ObjectKey, status: &Value) ->
 
 /// A 64-bit hash of the status as JSON text (object keys in a fixed order), standing for the status last written. A
 /// collision between an object's consecutive statuses (about 1 in 2^64) would skip one write until the next change.
-fn fingerprint(status: &Value) -> u64 {
+pub(crate) fn fingerprint(status: &Value) -> u64 {
+    text_fingerprint(&status.to_string())
+}
+
+fn text_fingerprint(status: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
-    hasher.write(status.to_string().as_bytes());
+    hasher.write(status.as_bytes());
     hasher.finish()
 }
 

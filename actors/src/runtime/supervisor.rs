@@ -396,6 +396,8 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
             state.relisting_machines.saw(&key);
             let (machine, status) = slim::split_status(machine);
             match state.machines.get_mut(&key) {
+                // A relist shows every object again; one the actor already holds needs no message (and no copy).
+                Some(child) if slim::same_version(&*child.latest, &*machine) => {}
                 Some(child) => {
                     child.latest = machine.clone();
                     if let Some(actor) = &child.actor {

@@ -7,7 +7,8 @@
 //! - **Stored**: the objects machines read (CAPI Machines and Clusters, Namespaces). They fill a store whose reader
 //!   is in [`Shared`]; the watch sends [`SupervisorMsg::Synced`] with its name once the store is ready, and wakes
 //!   the machines a change concerns with [`SupervisorMsg::CapiChanged`] (its wake rule: one machine, or a
-//!   namespace) and every machine with [`SupervisorMsg::CapiListed`] after each complete list.
+//!   namespace), every machine with [`SupervisorMsg::CapiListed`] after its first complete list, and after a relist
+//!   the machines whose objects changed or went away meanwhile.
 //!
 //! A new watch is spawned in [`spawn`], runs on the watch client (`Shared::watch_client`, never the request client),
 //! keeps only what CAPOV reads (`slim`), honours `--namespace` ([`namespaced`]) and the watch filter label ([`watch_config`]) where it applies, and adds its name to [`WATCHES`]: the runtime is
@@ -23,8 +24,8 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use ractor::ActorRef;
 use tokio::task::JoinHandle;
@@ -33,6 +34,7 @@ use super::capi;
 use super::ipam;
 use super::mailbox;
 use super::messages::SupervisorMsg;
+use super::relisting::RelistChanges;
 use super::settings::RuntimeSettings;
 use super::shared::{Shared, Stores};
 use super::slim;
@@ -244,41 +246,14 @@ where
         + Sync
         + 'static,
 {
-    let ready = report_ready(me, &shared.metrics, writer.as_reader(), watch);
     let api = namespaced::<K>(shared);
     let config = if filtered {
         watch_config(&shared.settings)
     } else {
         watcher::Config::default()
     };
-    let stream = watcher::watcher(api, config)
-        .default_backoff()
-        .modify(slim)
-        .reflect(writer);
-    let (me, metrics) = (me.clone(), shared.metrics.clone());
-    let forward = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(item) = stream.next().await {
-            let object = match item {
-                Ok(Event::Apply(object) | Event::Delete(object)) => object,
-                Ok(Event::InitDone) => {
-                    if mailbox::cast(&metrics, &me, SupervisorMsg::CapiListed).is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                // Not in the store before InitDone; InitDone wakes every machine.
-                Ok(Event::Init | Event::InitApply(_)) | Err(_) => continue,
-            };
-            let Some((namespace, machine)) = wakes(&object) else {
-                continue;
-            };
-            if mailbox::cast(&metrics, &me, SupervisorMsg::CapiChanged { namespace, machine }).is_err() {
-                return;
-            }
-        }
-    });
-    vec![ready, forward]
+    let stream = watcher::watcher(api, config).default_backoff().modify(slim);
+    spawn_store_watch(me, shared, writer, watch, stream, wakes)
 }
 
 /// Namespaces (only the watched one with `--namespace`), kept in a store for `spec.allowedNamespaces.selector`; a
@@ -292,28 +267,73 @@ fn spawn_namespace_watch(
         Some(namespace) => watcher::Config::default().fields(&format!("metadata.name={namespace}")),
         None => watcher::Config::default(),
     };
-    let ready = report_ready(me, &shared.metrics, writer.as_reader(), NAMESPACES);
     let stream = watcher::watcher(Api::<Namespace>::all(shared.watch_client.clone()), config)
         .default_backoff()
-        .modify(slim::namespace)
-        .reflect(writer)
-        .touched_objects();
+        .modify(slim::namespace);
+    spawn_store_watch(me, shared, writer, NAMESPACES, stream, |namespace| {
+        Some((namespace.name_any(), None))
+    })
+}
+
+/// A store filled by `stream`, and its wakes: each change wakes the machines `wakes` names; the first complete list
+/// wakes every machine ([`SupervisorMsg::CapiListed`]), a later relist (after the watch was cut, or the apiserver
+/// restarted) only the machines whose objects changed or went away meanwhile (`RelistChanges`). Objects of a list
+/// reach the store only once it is complete, so its wakes are sent then.
+fn spawn_store_watch<K, S>(
+    me: &ActorRef<SupervisorMsg>,
+    shared: &Arc<Shared>,
+    writer: Writer<K>,
+    watch: &'static str,
+    stream: S,
+    wakes: fn(&K) -> Option<Wake>,
+) -> Vec<JoinHandle<()>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    S: futures::Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+{
+    let store = writer.as_reader();
+    let ready = report_ready(me, &shared.metrics, store.clone(), watch);
+    let stream = stream.reflect(writer);
     let (me, metrics) = (me.clone(), shared.metrics.clone());
     let forward = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
+        let mut listed_once = false;
+        let mut relist: Option<RelistChanges<ObjectRef<K>, Wake>> = None;
         while let Some(item) = stream.next().await {
-            if let Ok(namespace) = item
-                && mailbox::cast(
-                    &metrics,
-                    &me,
-                    SupervisorMsg::CapiChanged {
-                        namespace: namespace.name_any(),
-                        machine: None,
-                    },
-                )
-                .is_err()
-            {
-                return;
+            let wake = match item {
+                Ok(Event::Apply(object) | Event::Delete(object)) => wakes(&object).map(|wake| vec![wake]),
+                Ok(Event::Init) => {
+                    // The store still holds what it held before the relist.
+                    let held = store.state().into_iter().map(|object| {
+                        let version = object.meta().resource_version.clone();
+                        (ObjectRef::from_obj(&*object), version, wakes(&object))
+                    });
+                    relist = Some(RelistChanges::start(held));
+                    None
+                }
+                Ok(Event::InitApply(object)) => {
+                    if let Some(relist) = &mut relist {
+                        let version = object.meta().resource_version.as_deref();
+                        relist.saw(&ObjectRef::from_obj(&object), version, wakes(&object));
+                    }
+                    None
+                }
+                Ok(Event::InitDone) => {
+                    let changed = relist.take().map(RelistChanges::finish);
+                    if !std::mem::replace(&mut listed_once, true) {
+                        if mailbox::cast(&metrics, &me, SupervisorMsg::CapiListed).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    changed
+                }
+                Err(_) => None,
+            };
+            for (namespace, machine) in wake.into_iter().flatten() {
+                if mailbox::cast(&metrics, &me, SupervisorMsg::CapiChanged { namespace, machine }).is_err() {
+                    return;
+                }
             }
         }
     });

@@ -10,14 +10,14 @@ pub mod init_network;
 mod new_disks;
 mod nics;
 mod power;
-mod tags;
 pub mod scheduling;
+mod tags;
 
 pub use add_vm::add_vm;
 pub use affinity::{add_affinity_group, add_affinity_group_vm, remove_affinity_group, remove_affinity_group_vm};
 pub use disks::{attach_extra_disk, detach_disk, update_disk};
-pub use new_disks::add_vm_disk;
 pub use hosts::{activate_host, deactivate_host, fence_host, host_back, host_lost};
+pub use new_disks::add_vm_disk;
 pub use nics::{add_nic, remove_nic, update_nic};
 use power::power_off;
 pub use power::{force_vm_status, remove_vm, shutdown_vm, start_vm, stop_vm};

@@ -77,7 +77,19 @@ struct Args {
     /// default `capov-bench.svg` in the temporary directory.
     #[arg(long)]
     plot: Option<PathBuf>,
+    #[command(flatten)]
+    trouble: trouble::TroubleArgs,
+    /// The several-tenants form (`tenants.rs`): this many CAPI Clusters on one provider; the first scales to
+    /// `--machines` workers, the others each create a control-plane machine `--tenant-delay-seconds` later. Reports
+    /// how long each control plane took against an idle operator.
+    #[arg(long, default_value_t = 1)]
+    tenants: usize,
+    #[arg(long, default_value_t = 20)]
+    tenant_delay_seconds: u64,
 }
+
+mod tenants;
+mod trouble;
 
 const NAMESPACE: &str = "capov-bench";
 const CLUSTER: &str = "bench";
@@ -118,9 +130,12 @@ async fn run(args: Args) -> Result<bool, Error> {
     if let Some(bandwidth) = args.storage_mib_per_second {
         timings.storage_mib_per_second = bandwidth;
     }
+    if args.tenants > 1 {
+        return tenants::run(&args, timings).await;
+    }
     let disk_clone = args.disk_clone;
     say("starting the management cluster (etcd + kube-apiserver, CAPOV and CAPI CRDs) and the workload cluster");
-    let plane = ControlPlane::start(Options {
+    let mut plane = ControlPlane::start(Options {
         controller_manager: false,
         crds: true,
         capi_crds: true,
@@ -187,10 +202,17 @@ async fn run(args: Args) -> Result<bool, Error> {
     let writes_before = status_write_requests(&client).await?;
     control.reset_counters();
 
+    let proxy = args.trouble.proxy(&plane).await?;
+    let operator_kubeconfig = match &proxy {
+        Some(proxy) => proxy.kubeconfig.clone(),
+        None => plane.kubeconfig_path().to_path_buf(),
+    };
+    let mut apiserver_restart = trouble::ApiserverRestart::default();
+
     let log_path = std::env::temp_dir().join("capov-bench-manager.log");
     let t0 = Instant::now();
     *lock(&start) = Some(t0);
-    let mut manager = Manager(start_manager(&args, plane.kubeconfig_path(), &log_path, None)?);
+    let mut manager = Manager(start_manager(&args, &operator_kubeconfig, &log_path, None)?);
     let pid = manager.0.id();
     say(&format!("operator started (pid {pid}, log {})", log_path.display()));
     let kubelets = tokio::spawn(play_kubelets(workload.client().await?, control.clone()));
@@ -211,6 +233,12 @@ async fn run(args: Args) -> Result<bool, Error> {
         if let Ok(Some(status)) = manager.0.try_wait() {
             return Err(format!("the operator exited ({status}); see {}", log_path.display()).into());
         }
+        if apiserver_restart.due(&args.trouble, ready, args.machines) {
+            let sample = || rss.sample(pid, t0, lock(&tracker).ready_at.len(), control.counter("total"));
+            apiserver_restart
+                .run(&args.trouble, &mut plane, &client, sample)
+                .await?;
+        }
         let requests = control.counter("total");
         let requests_per_second = progress.rate(requests);
         if progress.due() {
@@ -228,10 +256,18 @@ async fn run(args: Args) -> Result<bool, Error> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let elapsed = t0.elapsed();
+    if let Some(proxy) = &proxy {
+        proxy.set(capov_harness::Trouble::NONE);
+    }
     progress.release();
     let counters = control.counters();
     let response_bytes = control.response_bytes();
     let writes_after = status_write_requests(&client).await?;
+    let write_requests = match apiserver_restart.writes_before {
+        // The restart reset the apiserver's counters: what was counted before it, plus all since.
+        Some(at_restart) => at_restart.delta(&writes_before).plus(&writes_after),
+        None => writes_after.delta(&writes_before),
+    };
     let steady = match (all_ready, args.steady_seconds) {
         (false, _) | (_, 0) => None,
         (true, seconds) => {
@@ -269,7 +305,7 @@ async fn run(args: Args) -> Result<bool, Error> {
     let cpu = proc_cpu_seconds(pid);
     manager.stop();
     let restart = match (all_ready, args.restart) {
-        (true, true) => Some(restart_operator(&args, &plane, &client, &control, &tracker).await?),
+        (true, true) => Some(restart_operator(&args, &operator_kubeconfig, &client, &control, &tracker).await?),
         _ => None,
     };
     kubelets.abort();
@@ -284,13 +320,16 @@ async fn run(args: Args) -> Result<bool, Error> {
         counters: &counters,
         response_bytes,
         timings,
-        write_requests: writes_after.delta(&writes_before),
+        write_requests,
         peak_rss_kib,
         peak_at: rss.peak_at,
         cpu,
         log_levels: log_levels(&log_path),
         steady: steady.as_ref(),
         restart: restart.as_ref(),
+        trouble: proxy
+            .as_ref()
+            .map(|proxy| (args.trouble.describe(), proxy.counts.summary())),
     });
     Ok(all_ready)
 }
@@ -456,6 +495,13 @@ impl WriteRequests {
         WriteRequests {
             status: self.status.saturating_sub(before.status),
             other: self.other.saturating_sub(before.other),
+        }
+    }
+
+    fn plus(&self, more: &WriteRequests) -> WriteRequests {
+        WriteRequests {
+            status: self.status + more.status,
+            other: self.other + more.other,
         }
     }
 }
@@ -662,6 +708,8 @@ struct Report<'a> {
     log_levels: (usize, usize),
     steady: Option<&'a Steady>,
     restart: Option<&'a Restart>,
+    /// What the apiserver proxy was asked to do, and what it did.
+    trouble: Option<(String, String)>,
 }
 
 /// What a restart of the operator with every machine Ready cost.
@@ -680,7 +728,7 @@ struct Restart {
 /// waits (at most the window) until every machine's actor is live, and counts what the window cost.
 async fn restart_operator(
     args: &Args,
-    plane: &ControlPlane,
+    kubeconfig: &Path,
     client: &kube::Client,
     control: &Control,
     tracker: &Arc<Mutex<Tracker>>,
@@ -692,7 +740,7 @@ async fn restart_operator(
     let steady_changes = lock(tracker).steady_changes.replace(BTreeMap::new());
     let log_path = std::env::temp_dir().join("capov-bench-manager-restart.log");
     let started = Instant::now();
-    let mut manager = Manager(start_manager(args, plane.kubeconfig_path(), &log_path, Some(port))?);
+    let mut manager = Manager(start_manager(args, kubeconfig, &log_path, Some(port))?);
     say(&format!("operator restarted (log {})", log_path.display()));
     let window = Duration::from_secs(args.restart_seconds);
     let mut all_live_after = None;
@@ -848,6 +896,9 @@ fn report(r: &Report) {
             "| peak reached (VmHWM sampled each second) | at {seconds:.0} s, {ready} Ready, {requests} engine requests |"
         );
     }
+    if let Some((asked, done)) = &r.trouble {
+        println!("| apiserver trouble | {asked}: {done} |");
+    }
     if let Some((user, system)) = r.cpu {
         println!("| operator CPU time | {user:.1} s user + {system:.1} s system |");
     }
@@ -909,6 +960,11 @@ fn report(r: &Report) {
         for (endpoint, count) in restart.requests.iter().filter(|(k, _)| *k != "total") {
             println!("  {count:>8}  {endpoint}");
         }
+        let searches = restart.requests.get("GET /vms").copied().unwrap_or(0);
+        println!(
+            "Searches (GET /vms) in that window: {searches}, {:.2} per 50 machines (one search asks for 50 VMs)",
+            searches as f64 * 50.0 / n
+        );
         println!("Status changes seen by the watch in that window, by what changed:");
         for (change, count) in &restart.status_changes {
             println!("  {count:>8}  {change}");

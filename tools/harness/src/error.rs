@@ -27,6 +27,8 @@ pub enum HarnessError {
     Crd { path: PathBuf, message: String },
     #[error("the engine simulator did not start: {0}")]
     Simulator(String),
+    #[error("the apiserver proxy: {0}")]
+    Proxy(String),
     #[error("timed out waiting for {what}: {detail}")]
     TimedOut { what: String, detail: String },
 }

@@ -8,8 +8,10 @@
 //!
 //! Around it, what the tests set up on it: the objects CAPI core and users create ([`objects`]), service accounts
 //! with their RBAC ([`rbac`]), an engine simulator with the OVirtProvider pointing at it ([`Engine`]), and server-side
-//! dry runs of manifests ([`ControlPlane::dry_run_apply`]). What needs no Kubernetes is in `capov-testkit`.
+//! dry runs of manifests ([`ControlPlane::dry_run_apply`]), and apiserver trouble between an operator and its
+//! apiserver ([`ApiserverProxy`]). What needs no Kubernetes is in `capov-testkit`.
 
+mod apiserver_proxy;
 mod assets;
 mod capi;
 mod certs;
@@ -26,6 +28,7 @@ mod ports;
 mod promtool;
 pub mod rbac;
 
+pub use apiserver_proxy::{ApiserverProxy, Counts as ProxyCounts, Trouble};
 pub use assets::{binaries_dir, node_binaries_dir};
 pub use capi::{
     CapiModule, capi_crd_dir, capi_module, capi_tools_dir, clusterctl, install_capi_crds, offline_clusterctl,

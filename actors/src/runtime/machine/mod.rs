@@ -11,6 +11,7 @@ mod observe;
 mod outcome;
 mod pass;
 mod schedule;
+mod share;
 mod state;
 mod workload;
 
@@ -52,9 +53,11 @@ impl Actor for MachineActor {
 
     async fn pre_start(&self, me: ActorRef<MachineMsg>, args: MachineArgs) -> Result<MachineState, ActorProcessingErr> {
         let key = ObjectKey::machine(&args.object.namespace().unwrap_or_default(), &args.object.name_any());
+        let mut sent_status = None;
         if let Some(seen) = &args.status
             && let Ok(status) = serde_json::to_value(seen)
         {
+            sent_status = Some(crate::runtime::status_writer::fingerprint(&status));
             let seen = StatusWriterMsg::Seen {
                 key: key.clone(),
                 status,
@@ -63,7 +66,9 @@ impl Actor for MachineActor {
         }
         mailbox::cast(&args.shared.metrics, &me, MachineMsg::Tick)?;
         let status = args.status.unwrap_or_default();
-        Ok(MachineState::new(key, args.object, status, args.shared))
+        let mut state = MachineState::new(key, args.object, status, args.shared);
+        state.sent_status = sent_status;
+        Ok(state)
     }
 
     async fn post_stop(&self, _me: ActorRef<MachineMsg>, state: &mut MachineState) -> Result<(), ActorProcessingErr> {

@@ -12,6 +12,7 @@ use super::node_release;
 use super::observe::{self, Observation, ObserveError};
 use super::outcome::Executed;
 use super::schedule::{Next, schedule, to_next};
+use super::share::machine_share;
 use super::state::MachineState;
 use super::workload;
 use crate::conditions::{ConditionUpdate, MACHINE_READY_INPUTS, State, ready_summary, set_condition, types};
@@ -21,8 +22,8 @@ use crate::machine_steps::{
 use crate::metrics::{kind, result};
 use crate::runtime::mailbox;
 use crate::runtime::messages::MachineMsg;
-use crate::runtime::permits::{Permit, Priority};
-use crate::runtime::provider::Cadence;
+use crate::runtime::permits::Permit;
+use crate::runtime::provider::{Cadence, VmWatch};
 use crate::runtime::status_writer::StatusWriterMsg;
 
 /// How many actions one pass may take before it hands its permit back.
@@ -31,11 +32,8 @@ const MAX_ACTIONS_PER_PASS: usize = 12;
 /// Waits for a permit, then runs the pass.
 pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     // A VM this actor created counts before it is recorded in spec.providerID (once its disks are copied).
-    let priority = match (&state.object.spec.provider_id, &state.created_vm) {
-        (None, None) => Priority::New,
-        _ => Priority::HasVm,
-    };
-    let permit = state.shared.permits.acquire(priority).await;
+    let share = machine_share(state, observe::owner_machine(state).as_deref(), false);
+    let permit = state.shared.permits.acquire(&share).await;
     // A pass's future holds the futures of every engine and API request it awaits, about 18 KB. Inline, it would be
     // part of `handle`'s future, which ractor allocates once per actor for the actor's whole life (its processing
     // loop): 18 KB for each idle machine. Boxed after the permit, it exists only for the passes that run.
@@ -73,16 +71,29 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: Permi
     drop(permit);
     record_pass(state, &next, started);
     // A pass that ended only to wait for its permit is continued by the next one, which reports the status: an
-    // intermediate status written meanwhile would be one more write per machine.
-    if next != Next::Resume {
-        let status = serde_json::to_value(&state.status).unwrap_or_default();
-        let update = StatusWriterMsg::Update {
-            key: state.key.clone(),
-            status,
-        };
-        let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, update);
+    // intermediate status written meanwhile would be one more write per machine. One that waits for the provider's
+    // search decided nothing.
+    if !matches!(next, Next::Resume | Next::AwaitSearch(_)) {
+        report_status(state);
     }
     schedule(me, state, next);
+}
+
+/// Hands the status to the status writer, unless it is the one this actor sent last: most passes change nothing,
+/// and when thousands of machines pass at once (a relist, a reconnected engine) while the apiserver is slow, their
+/// unchanged statuses would queue in the writer's mailbox, a JSON tree each.
+fn report_status(state: &mut MachineState) {
+    let status = serde_json::to_value(&state.status).unwrap_or_default();
+    let sent = crate::runtime::status_writer::fingerprint(&status);
+    if state.sent_status == Some(sent) {
+        return;
+    }
+    state.sent_status = Some(sent);
+    let update = StatusWriterMsg::Update {
+        key: state.key.clone(),
+        status,
+    };
+    let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, update);
 }
 
 /// One step of a pass: observes, decides and carries out the action, unless the action would repeat one that
@@ -117,7 +128,8 @@ async fn step(
         return Some(Next::Backoff);
     }
     if permit.is_none() && decision.action.needs_permit() {
-        *permit = Some(state.shared.permits.acquire(Priority::HasVm).await);
+        let share = machine_share(state, observe::owner_machine(state).as_deref(), true);
+        *permit = Some(state.shared.permits.acquire(&share).await);
     }
     act(state, observation, decision, last_success).await
 }
@@ -132,7 +144,18 @@ async fn observe_and_decide(
 ) -> Result<(Observation, Decision), Next> {
     let mut observation = match observe::observe(me, state).await {
         Ok(observation) => observation,
-        Err(ObserveError { message, expected }) => {
+        Err(ObserveError {
+            awaiting_search: Some(vm_id),
+            ..
+        }) => {
+            // Searched with disks when the steps before the first start or a deletion may need them.
+            let cadence = match state.status.ready {
+                true => Cadence::Steady,
+                false => Cadence::EveryPoll,
+            };
+            return Err(Next::AwaitSearch(VmWatch { vm_id, cadence }));
+        }
+        Err(ObserveError { message, expected, .. }) => {
             if expected {
                 tracing::debug!(object = %state.key, %message, "cannot observe yet; retrying");
             } else {
@@ -264,7 +287,7 @@ fn record_pass(state: &MachineState, next: &Next, started: Instant) {
         Next::Backoff => result::ERROR,
         Next::Idle => result::SUCCESS,
         Next::WatchVm(watch) if watch.cadence == Cadence::Steady => result::SUCCESS,
-        Next::After(_) | Next::Resume | Next::WatchVm(_) => result::REQUEUE,
+        Next::After(_) | Next::Resume | Next::WatchVm(_) | Next::AwaitSearch(_) => result::REQUEUE,
     };
     let metrics = &state.shared.metrics;
     metrics

@@ -26,6 +26,10 @@ pub enum Next {
     /// The provider's batched poll hands over the VM when it changes: each poll while the VM is in a transition,
     /// every minute once the machine is Ready (which then resyncs only once per sync period, from what it holds).
     WatchVm(VmWatch),
+    /// The provider's next batched search hands over the VM, which this machine has not seen yet (its first pass
+    /// after a restart); the timer (two steady rounds) is only a deadline in case no search answers: the search
+    /// answers at its next poll, and a failed search is retried at the poll after.
+    AwaitSearch(VmWatch),
 }
 
 /// What an action's `Requeue` means for this machine: a wait for the VM becomes a watch of it, when its id is known.
@@ -90,7 +94,7 @@ pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next)
 /// The VM the provider's poll should watch for the machine until its next pass; None: none.
 fn vm_to_watch(state: &MachineState, next: &Next) -> Option<VmWatch> {
     match next {
-        Next::WatchVm(watch) => Some(watch.clone()),
+        Next::WatchVm(watch) | Next::AwaitSearch(watch) => Some(watch.clone()),
         Next::Resume => state.watched_vm.clone(),
         // A pass that failed (an engine hiccup) keeps its VM watched: the provider's batched poll wakes the machine
         // as soon as the VM changes, instead of the machine waiting out a backoff that grew during the hiccup. A
@@ -152,6 +156,10 @@ fn delay_until_next_pass(state: &mut MachineState, next: &Next) -> Duration {
         Next::Backoff => state.backoff.next_delay(),
         Next::After(delay) => *delay,
         Next::Resume => Duration::ZERO,
+        Next::AwaitSearch(_) => {
+            let two_steady_rounds = state.shared.settings.poll_interval * 2 * crate::backoff::STEADY_POLL_EVERY as u32;
+            crate::backoff::jittered(two_steady_rounds, fastrand::f64())
+        }
         Next::WatchVm(VmWatch {
             cadence: Cadence::EveryPoll,
             vm_id,

@@ -22,6 +22,9 @@ pub struct MachineState {
     pub(super) shared: Arc<Shared>,
     /// The status CAPOV owns, as last sent to the status writer.
     pub(super) status: OVirtMachineStatus,
+    /// The fingerprint (`status_writer::fingerprint`) of the status last sent to the status writer, or seen on the
+    /// object when the actor started.
+    pub(super) sent_status: Option<u64>,
     /// Since when the machine has waited for a missing provider or credentials (SPEC §2.4: critical after 10 min).
     pub(super) missing_since: Option<std::time::Instant>,
     /// 5 s doubling to 5 min, each wait jittered (crate::backoff).
@@ -60,6 +63,9 @@ pub struct MachineState {
     /// Whether the machine had never been provisioned when this actor started: its first Ready is then timed
     /// (`capov_machine_time_to_ready_seconds`), once.
     pub(super) awaiting_first_ready: bool,
+    /// This actor has once left its VM to the provider's search (`observe::vm::may_await_search`); later passes
+    /// without a held snapshot read the VM.
+    pub(super) vm_search_asked: bool,
     pub(super) mail: ActorMetrics,
     _alive: Alive,
 }
@@ -79,6 +85,7 @@ impl MachineState {
             shared,
             awaiting_first_ready: !status.ready,
             status,
+            sent_status: None,
             missing_since: None,
             backoff: crate::backoff::Backoff::steps(),
             pass_queued: true,
@@ -96,6 +103,7 @@ impl MachineState {
             created_vm: None,
             deadline: None,
             detached_disks: Vec::new(),
+            vm_search_asked: false,
             _alive: mail.alive(),
             mail,
         }

@@ -26,6 +26,7 @@ pub use self::nics::nics_before_start;
 pub use self::observation::{Engine, Observation, ObserveError};
 use self::provider::connection;
 use self::vm::find_vm;
+use super::share::machine_share;
 
 mod placement;
 use super::state::MachineState;
@@ -63,8 +64,10 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
             };
             observed.owner.management_cluster = connected.management_clusters.marker;
             observed.owner.accepted_management_clusters = connected.management_clusters.accepted;
+            // The machine's turn at the engine's rate limit: its cluster's, or the urgent one.
+            let lane = machine_share(state, machine.as_deref(), false).lane();
             Engine {
-                client: connected.client,
+                client: connected.client.with_lane(lane),
             }
         }
         Err(failed) => {

@@ -20,12 +20,15 @@ pub struct Observation {
     pub cluster: Option<Arc<capi::Cluster>>,
 }
 
-/// Why observing stopped early: the actor should look again after a backoff.
+/// Why observing stopped early: the actor should look again after a backoff, or once the provider's search has
+/// delivered the VM.
 pub struct ObserveError {
     pub message: String,
     /// A wait that is part of every start (the provider's first connection): not worth a warning. With thousands of
     /// machines each start would otherwise log hundreds of them.
     pub expected: bool,
+    /// The VM (by id) the provider's next batched search should hand over, instead of this pass reading it.
+    pub awaiting_search: Option<String>,
 }
 
 impl ObserveError {
@@ -33,6 +36,23 @@ impl ObserveError {
         ObserveError {
             message: message.into(),
             expected: false,
+            awaiting_search: None,
+        }
+    }
+
+    /// A wait that is part of every start: logged at debug.
+    pub fn expected(message: impl Into<String>) -> ObserveError {
+        ObserveError {
+            expected: true,
+            ..ObserveError::new(message)
+        }
+    }
+
+    /// The VM `vm_id` is left to the provider's batched search.
+    pub fn awaiting_search(vm_id: &str) -> ObserveError {
+        ObserveError {
+            awaiting_search: Some(vm_id.to_string()),
+            ..ObserveError::expected("waiting for the provider's search to hand over the VM")
         }
     }
 }

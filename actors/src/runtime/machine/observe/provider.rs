@@ -65,10 +65,7 @@ pub async fn connection(
                 management_clusters,
             }))
         }
-        Ok(Connection::Pending) => Err(ObserveError {
-            message: "the provider is still connecting".into(),
-            expected: true,
-        }),
+        Ok(Connection::Pending) => Err(ObserveError::expected("the provider is still connecting")),
         Ok(Connection::Failed { problem, since }) => {
             let failure =
                 ConnectionFailure::from_reason(problem.reason).unwrap_or(ConnectionFailure::EngineUnreachable);
