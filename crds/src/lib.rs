@@ -1,10 +1,11 @@
-//! CAPOV's Kubernetes API, group `infrastructure.cluster.x-k8s.io`, version `v1beta1`: the Rust types of the four
+//! CAPOV's Kubernetes API, group `infrastructure.cluster.x-k8s.io`, version `v1beta1`: the Rust types of the five
 //! custom resources, their validation (schema and CEL), and the generator of the CRD manifests.
 
 // kube's `printcolumn(...)` attributes repeat `type_`/`priority` keys by design; clippy mistakes them for duplicates.
 #![allow(clippy::duplicated_attributes)]
 
 pub mod cluster;
+pub mod cluster_template;
 pub mod condition;
 pub mod generate;
 pub mod labels;
@@ -13,10 +14,14 @@ pub mod provider;
 pub mod template;
 
 pub use cluster::{ApiEndpoint, OVirtCluster, OVirtClusterSpec, OVirtClusterStatus};
+pub use cluster_template::{OVirtClusterTemplate, OVirtClusterTemplateResource, OVirtClusterTemplateSpec};
 pub use condition::{Condition, ConditionStatus, Severity};
 pub use machine::{
     CpuTopology, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
     OVirtMachineStatus, VmType,
 };
 pub use provider::{AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
-pub use template::{OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec, TemplateObjectMeta};
+pub use template::{
+    Architecture, NodeInfo, OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec,
+    OVirtMachineTemplateStatus, TemplateObjectMeta,
+};
