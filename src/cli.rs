@@ -69,7 +69,8 @@ pub struct Cli {
     pub leader_election_id: String,
 
     /// Feature gates, `key=bool,...`: disk-keep-template-name (default true), disk-add-vm-name (default false),
-    /// disk-clone (default false). Unknown keys and invalid values are ignored (logged at debug level).
+    /// disk-clone (default false), disk-detach-when-node-gone (default false). Unknown keys and invalid values are
+    /// ignored (logged at debug level).
     #[arg(long, env = "CAPOV_FEATURE_GATES", default_value = "", value_name = "GATES")]
     pub feature_gates: String,
 

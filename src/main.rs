@@ -91,6 +91,9 @@ async fn run(config: Config) -> ExitCode {
         .max_concurrent_reconciles
         .set(f64::from(config.max_concurrent_reconciles));
     metrics.leader.set(i64::from(!config.leader_elect));
+    let settings = runtime_settings(&config);
+    metrics.engine_rate_limit_qps.set(f64::from(settings.ovirt_qps));
+    metrics.engine_rate_limit_burst.set(f64::from(settings.ovirt_burst));
     let client = clients.requests.clone();
     let readiness = Readiness::new(client.clone());
 
@@ -124,7 +127,6 @@ async fn run(config: Config) -> ExitCode {
         None => None,
     };
 
-    let settings = runtime_settings(&config);
     let code = if config.leader_elect {
         // A standby is ready as soon as the API server answers: it has no caches, and a rollout must not wait for
         // a leader that never comes.

@@ -535,6 +535,175 @@ fn service_monitor_follows_enabled_and_the_cluster_capabilities() {
     );
 }
 
+/// The PrometheusRule and the dashboard's ConfigMap follow their switches as the ServiceMonitor does (`auto`: only
+/// where monitoring.coreos.com/v1 is served), carry the labels Prometheus and Grafana's sidecar select by, and take
+/// the thresholds and the runbook address from the values.
+#[test]
+fn alerts_and_dashboard_follow_enabled_and_the_cluster_capabilities() {
+    let find = |args: &[&str], kind: &str| -> Option<Value> {
+        let documents = manifests::documents(&template("chart/capov", "capov-system", args).unwrap());
+        documents
+            .into_iter()
+            .find(|d| d["kind"] == kind && (kind != "ConfigMap" || d["metadata"]["name"] == "capov-dashboard"))
+    };
+    let api = ["--api-versions", "monitoring.coreos.com/v1"];
+    for kind in ["PrometheusRule", "ConfigMap"] {
+        assert!(
+            find(&[], kind).is_none(),
+            "{kind}: auto without the Prometheus Operator"
+        );
+        assert!(find(&api, kind).is_some(), "{kind}: auto with monitoring.coreos.com/v1");
+    }
+    let off = [
+        "--api-versions",
+        "monitoring.coreos.com/v1",
+        "--set",
+        "prometheusRule.enabled=false",
+        "--set",
+        "grafanaDashboard.enabled=false",
+    ];
+    assert!(find(&off, "PrometheusRule").is_none());
+    assert!(find(&off, "ConfigMap").is_none());
+    let error = template(
+        "chart/capov",
+        "capov-system",
+        &["--set", "grafanaDashboard.enabled=yes"],
+    )
+    .unwrap_err();
+    assert!(
+        error.contains("grafanaDashboard.enabled must be auto, true or false"),
+        "{error}"
+    );
+
+    let rule = find(&api, "PrometheusRule").unwrap();
+    assert_eq!(rule["metadata"]["name"], "capov-alerts");
+    assert_eq!(rule["metadata"]["namespace"], "capov-system");
+    assert_eq!(rule["metadata"]["labels"]["release"], "shturval-metrics");
+    let rules = rule["spec"]["groups"][0]["rules"].as_array().unwrap();
+    let alerts: Vec<&str> = rules.iter().map(|r| r["alert"].as_str().unwrap()).collect();
+    assert_eq!(alerts, ALERTS);
+    for rule in rules {
+        let description = rule["annotations"]["description"].as_str().unwrap();
+        let alert = rule["alert"].as_str().unwrap();
+        assert!(
+            description.ends_with(&format!("(README.md, Troubleshooting → Alerts: {alert})."),),
+            "{alert}: {description}"
+        );
+        assert!(rule["annotations"]["runbook_url"].is_null());
+        assert!(["warning", "critical"].contains(&rule["labels"]["severity"].as_str().unwrap()));
+    }
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    for alert in ALERTS {
+        assert!(
+            readme.contains(&format!("#### {alert}")),
+            "README.md has no section for {alert}"
+        );
+    }
+
+    let tuned = find(
+        &[
+            "--set",
+            "prometheusRule.enabled=true",
+            "--set",
+            "prometheusRule.machineStuckMinutes=45",
+            "--set",
+            "prometheusRule.runbookURL=https://git.example.com/capov/README.md",
+            "--set",
+            "prometheusRule.labels.release=kube-prometheus",
+        ],
+        "PrometheusRule",
+    )
+    .unwrap();
+    assert_eq!(tuned["metadata"]["labels"]["release"], "kube-prometheus");
+    let stuck = &tuned["spec"]["groups"][0]["rules"][2];
+    assert_eq!(stuck["alert"], "CAPOVMachineStuck");
+    assert!(stuck["expr"].as_str().unwrap().ends_with("> 2700"), "{stuck}");
+    assert_eq!(
+        stuck["annotations"]["runbook_url"],
+        "https://git.example.com/capov/README.md#capovmachinestuck"
+    );
+
+    let dashboard = find(&api, "ConfigMap").unwrap();
+    assert_eq!(dashboard["metadata"]["namespace"], "capov-system");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json: Value = serde_json::from_str(dashboard["data"]["capov-dashboard.json"].as_str().unwrap()).unwrap();
+    assert_eq!(json["uid"], "capov-overview");
+    assert!(json["panels"].as_array().unwrap().len() > 10);
+    let elsewhere = find(
+        &[
+            "--set",
+            "grafanaDashboard.enabled=true",
+            "--set",
+            "grafanaDashboard.namespace=monitoring",
+            "--set",
+            "grafanaDashboard.annotations.grafana_folder=Cluster API",
+        ],
+        "ConfigMap",
+    )
+    .unwrap();
+    assert_eq!(elsewhere["metadata"]["namespace"], "monitoring");
+    assert_eq!(elsewhere["metadata"]["annotations"]["grafana_folder"], "Cluster API");
+}
+
+/// The alerts of the chart, in their order.
+const ALERTS: [&str; 9] = [
+    "CAPOVEngineUnreachable",
+    "CAPOVEngineAuthenticationFailing",
+    "CAPOVMachineStuck",
+    "CAPOVMachineFailed",
+    "CAPOVEngineThrottled",
+    "CAPOVReconcileErrorsRising",
+    "CAPOVActorRestarts",
+    "CAPOVNoLeader",
+    "CAPOVMemoryNearLimit",
+];
+
+/// The rendered rules pass Prometheus' own checker (`promtool check rules`) and the unit tests of
+/// tests/fixtures/prometheus/capov-rules.test.yaml (`promtool test rules`), which make each alert fire and not fire.
+#[test]
+fn alerting_rules_pass_promtool_check_and_unit_tests() {
+    let documents = manifests::documents(
+        &template("chart/capov", "capov-system", &["--set", "prometheusRule.enabled=true"]).unwrap(),
+    );
+    let rule = manifests::find(&documents, "PrometheusRule", "capov-alerts");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // JSON is YAML: the spec (`groups:`) is a Prometheus rule file as it is.
+    std::fs::write(dir.path().join("capov-rules.yaml"), rule["spec"].to_string()).expect("rules file");
+    let tests = std::fs::read_to_string("tests/fixtures/prometheus/capov-rules.test.yaml").expect("rule tests");
+    std::fs::write(dir.path().join("capov-rules.test.yaml"), &tests).expect("rule tests file");
+
+    let promtool = |args: &[&str]| {
+        let mut command = capov_harness::promtool().unwrap_or_else(|err| panic!("{err}"));
+        command.args(args).current_dir(dir.path());
+        stdout_of(&mut command).unwrap_or_else(|err| panic!("promtool {args:?}: {err}"))
+    };
+    let checked = promtool(&["check", "rules", "capov-rules.yaml"]);
+    assert!(
+        checked.contains(&format!("SUCCESS: {} rules found", ALERTS.len())),
+        "{checked}"
+    );
+    let tested = promtool(&["test", "rules", "capov-rules.test.yaml"]);
+    assert!(tested.contains("SUCCESS"), "{tested}");
+
+    // Every alert has a case where it fires and one where it does not.
+    let tests: Value = serde_saphyr::from_str(&tests).expect("rule tests parse");
+    let cases: Vec<&Value> = tests["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|group| group["alert_rule_test"].as_array().unwrap())
+        .collect();
+    for alert in ALERTS {
+        let of_alert = || cases.iter().filter(|case| case["alertname"] == alert);
+        let fires = |case: &&&Value| case["exp_alerts"].as_array().is_some_and(|alerts| !alerts.is_empty());
+        assert!(of_alert().any(|case| fires(&case)), "no case where {alert} fires");
+        assert!(
+            of_alert().any(|case| !fires(&case)),
+            "no case where {alert} stays quiet"
+        );
+    }
+}
+
 /// Both charts, rendered, pass the real API server's validation (server-side dry-run apply) in a fresh namespace.
 #[tokio::test]
 async fn rendered_charts_pass_a_server_side_dry_run() {
@@ -579,34 +748,72 @@ const SERVICE_MONITOR_CRD: &str = r#"{
   }
 }"#;
 
-/// With the Prometheus Operator's CRD served, `auto` renders the ServiceMonitor — both with `--api-versions` and
-/// with helm asking the cluster itself (`--validate`) — and the API server accepts it.
+/// The PrometheusRule CRD with the structural schema of the Prometheus Operator's (monitoring.coreos.com_prometheusrules,
+/// v1) for what the chart's rules use: groups with a name and rules; a rule's expr (string or integer), for (a
+/// Prometheus duration), labels and annotations (strings). The API server then refuses a rule the operator would.
+const PROMETHEUS_RULE_CRD: &str = r#"{
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {"name": "prometheusrules.monitoring.coreos.com"},
+  "spec": {
+    "group": "monitoring.coreos.com",
+    "scope": "Namespaced",
+    "names": {"kind": "PrometheusRule", "listKind": "PrometheusRuleList", "plural": "prometheusrules",
+              "singular": "prometheusrule"},
+    "versions": [{"name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+          "groups": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+            "rules": {"type": "array", "items": {"type": "object", "required": ["expr"], "properties": {
+              "alert": {"type": "string"},
+              "record": {"type": "string"},
+              "expr": {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": true},
+              "for": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+              "keep_firing_for": {"type": "string", "minLength": 1},
+              "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+              "annotations": {"type": "object", "additionalProperties": {"type": "string"}}
+            }}}
+          }}}
+        }}
+      }}}}
+    ]
+  }
+}"#;
+
+/// With the Prometheus Operator's CRDs served, `auto` renders the ServiceMonitor, the PrometheusRule and the
+/// dashboard's ConfigMap — both with `--api-versions` and with helm asking the cluster itself (`--validate`) — and
+/// the API server accepts them.
 #[tokio::test]
 async fn service_monitor_applies_where_the_crd_exists() {
     let plane = ControlPlane::start(Options::default()).await.expect("control plane");
     let client = plane.client().await.expect("client");
-    let crd: CustomResourceDefinition = serde_json::from_str(SERVICE_MONITOR_CRD).unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &crd)
-        .await
-        .expect("ServiceMonitor CRD");
-    eventually(
-        Duration::from_secs(30),
-        "the ServiceMonitor CRD Established",
-        || async {
-            let crd = crds.get("servicemonitors.monitoring.coreos.com").await.expect("CRD");
-            let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-            if conditions
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-            {
-                Ok(())
-            } else {
-                Err(format!("{conditions:?}"))
-            }
-        },
-    )
-    .await;
+    for (name, json) in [
+        ("servicemonitors.monitoring.coreos.com", SERVICE_MONITOR_CRD),
+        ("prometheusrules.monitoring.coreos.com", PROMETHEUS_RULE_CRD),
+    ] {
+        let crd: CustomResourceDefinition = serde_json::from_str(json).unwrap();
+        crds.create(&PostParams::default(), &crd).await.expect(name);
+        eventually(
+            Duration::from_secs(30),
+            format!("the CRD {name} Established"),
+            || async {
+                let crd = crds.get(name).await.expect("CRD");
+                let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+                if conditions
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                {
+                    Ok(())
+                } else {
+                    Err(format!("{conditions:?}"))
+                }
+            },
+        )
+        .await;
+    }
     let namespace = plane
         .create_namespace(&client, "chart-monitor")
         .await
@@ -622,19 +829,25 @@ async fn service_monitor_applies_where_the_crd_exists() {
     let output = plane
         .dry_run_apply(&rendered)
         .unwrap_or_else(|err| panic!("capov: {err}"));
-    assert!(
-        output.contains("servicemonitor.monitoring.coreos.com/capov-metrics-monitor"),
-        "{output}"
-    );
+    for object in [
+        "servicemonitor.monitoring.coreos.com/capov-metrics-monitor",
+        "prometheusrule.monitoring.coreos.com/capov-alerts",
+        "configmap/capov-dashboard",
+    ] {
+        assert!(output.contains(object), "{object} missing from:\n{output}");
+    }
 
     // helm discovers the API itself when it talks to the cluster.
     let kubeconfig = plane.kubeconfig_path().to_str().unwrap().to_string();
     let discovered = template("chart/capov", &namespace, &["--validate", "--kubeconfig", &kubeconfig])
         .unwrap_or_else(|err| panic!("{err}"));
-    assert!(
-        discovered.contains("kind: ServiceMonitor"),
-        "auto did not see monitoring.coreos.com/v1"
-    );
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert!(
+            discovered.contains(&format!("kind: {kind}")),
+            "auto did not see monitoring.coreos.com/v1 for the {kind}"
+        );
+    }
+    assert!(discovered.contains("name: capov-dashboard"));
 }
 
 /// A client of `plane`'s admin that impersonates `user`, as `kubectl --as` does: the API server authorizes each

@@ -217,7 +217,10 @@ async fn manager_process_serves_probes_and_metrics_and_stops_on_sigterm() {
     let gates: Vec<&&str> = messages.iter().filter(|m| m.contains("feature gates")).collect();
     assert_eq!(
         gates,
-        [&"feature gates: disk-add-vm-name=false, disk-clone=false, disk-keep-template-name=true"],
+        [
+            &"feature gates: disk-add-vm-name=false, disk-clone=false, disk-detach-when-node-gone=false, \
+            disk-keep-template-name=true"
+        ],
         "one feature-gates line at start"
     );
 }

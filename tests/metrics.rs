@@ -1,7 +1,11 @@
 //! The metrics endpoint served in-process on a loopback port, its bearer tokens checked by the real API server
 //! (TokenReview + SubjectAccessReview): no token or a bad token → 401, a service account without the
-//! `capov-metrics-reader` rule → 403, with it → 200 and the `capov_` families; API errors → 500.
+//! `capov-metrics-reader` rule → 403, with it → 200 and the `capov_` families; API errors → 500. And the real
+//! `manager` bringing machines up serves every metric the chart's alerting rules and dashboard panels read.
 
+mod support;
+
+use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
@@ -9,10 +13,11 @@ use base64::Engine as _;
 use capov::Metrics;
 use capov::cli::ListenAddress;
 use capov::metrics::{self, MetricsServerOptions};
-use capov_harness::{ControlPlane, rbac};
-use capov_testkit::http;
+use capov_harness::{ControlPlane, objects, rbac};
+use capov_testkit::{eventually, http, manifests, promql, stdout_of};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::{Value, json};
 
 fn loopback() -> ListenAddress {
     ListenAddress {
@@ -252,4 +257,139 @@ async fn insecure_mode_serves_plain_http_without_authentication() {
     assert!(body.contains("capov_build_info"));
     assert_eq!(http::get(&client, &format!("{base}/other"), None).await.0, 404);
     server.shutdown().await;
+}
+
+/// The names of the samples a scrape holds (`capov_x_bucket`, `capov_x_count` … for a histogram).
+fn served_names(scrape: &str) -> BTreeSet<String> {
+    scrape
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| line.split(['{', ' ']).next())
+        .map(String::from)
+        .collect()
+}
+
+/// Each expression of the chart's alerting rules, named by its alert.
+fn rule_expressions() -> Vec<(String, String)> {
+    let mut helm = capov_harness::helm().unwrap_or_else(|err| panic!("{err}"));
+    helm.args([
+        "template",
+        "capov",
+        "chart/capov",
+        "--set",
+        "prometheusRule.enabled=true",
+    ]);
+    let documents = manifests::documents(&stdout_of(&mut helm).unwrap_or_else(|err| panic!("{err}")));
+    let rule = manifests::find(&documents, "PrometheusRule", "capov-alerts");
+    rule["spec"]["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .flat_map(|group| group["rules"].as_array().expect("rules"))
+        .map(|rule| {
+            let alert = rule["alert"].as_str().expect("alert");
+            (
+                format!("alert {alert}"),
+                rule["expr"].as_str().expect("expr").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Each query of the dashboard: its panels' targets and its variables, named by panel or variable.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string("chart/capov/files/capov-dashboard.json").expect("dashboard");
+    let dashboard: Value = serde_json::from_str(&text).expect("dashboard JSON");
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().expect("a target's expr");
+            queries.push((format!("panel {}", panel["title"]), expr.to_string()));
+        }
+    }
+    for variable in dashboard["templating"]["list"].as_array().expect("variables") {
+        if let Some(query) = variable["query"]["query"].as_str() {
+            queries.push((format!("variable {}", variable["name"]), query.to_string()));
+        }
+    }
+    queries
+}
+
+/// Every metric the chart's alerting rules and dashboard panels read is one the real `manager` serves, so that a
+/// renamed metric breaks this test instead of the pager. The manager brings one machine to Ready and keeps one at a
+/// step (a template the engine lacks), with a rate limit low enough that requests wait; then its /metrics is scraped
+/// and the names each rule and panel reads are compared with the names of the samples served. The scrape also shows
+/// the new families with what happened: one time to Ready, the machines by phase and step, the provider Connected.
+#[tokio::test]
+async fn alerts_and_dashboard_read_only_metrics_the_manager_serves() {
+    let plane = capov_harness::shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "served").await.expect("namespace");
+    let engine = support::engine(&client, &namespace).await;
+    let kubelets = capov_harness::play_kubelets(
+        engine.sim.control().clone(),
+        engine.workload.client().await.expect("workload client"),
+    );
+    for (name, template) in [("ready-0", "ubuntu-22.04"), ("stuck-0", "no-such-template")] {
+        let spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": template});
+        objects::create_machine(&client, &namespace, "workload", name, support::labels(&namespace), spec)
+            .await
+            .expect("machine");
+    }
+    let dir = tempfile::tempdir().expect("log dir");
+    let args = ["--ovirt-qps=2", "--ovirt-burst=1"];
+    let manager = support::Manager::start_with(plane.kubeconfig_path(), &namespace, "served", dir.path(), &args);
+    let url = format!("http://127.0.0.1:{}/metrics", manager.metrics_port);
+    let http = support::http();
+    let provider = &engine.provider;
+    let expected = [
+        "capov_machine_time_to_ready_seconds_count 1".to_string(),
+        "capov_machines{phase=\"Running\",reason=\"Ready\",step=\"Ready\"} 1".to_string(),
+        "capov_machines{phase=\"Provisioning\",reason=\"TemplateNotFound\",step=\"MachineCreated\"} 1".to_string(),
+        "capov_machines_longest_in_step_seconds{step=\"MachineCreated\"}".to_string(),
+        format!("capov_provider_ready{{provider=\"{provider}\",reason=\"Connected\"}} 1"),
+        format!("capov_engine_rate_limit_wait_seconds_count{{provider=\"{provider}\"}}"),
+        "capov_engine_rate_limit_qps 2".to_string(),
+        "capov_process_memory_limit_bytes".to_string(),
+    ];
+    let scrape = eventually(
+        Duration::from_secs(120),
+        manager.with_log("one machine Ready and one at MachineCreated in the scrape"),
+        || async {
+            // Refused until the manager listens.
+            let response = http.get(&url).send().await.map_err(|err| err.to_string())?;
+            let status = response.status().as_u16();
+            let body = response.text().await.map_err(|err| err.to_string())?;
+            let missing: Vec<&String> = expected.iter().filter(|line| !body.contains(line.as_str())).collect();
+            if status == 200 && missing.is_empty() {
+                Ok(body)
+            } else {
+                Err(format!("{status}, missing {missing:?}"))
+            }
+        },
+    )
+    .await;
+    kubelets.abort();
+
+    let served = served_names(&scrape);
+    let queries: Vec<(String, String)> = rule_expressions().into_iter().chain(dashboard_queries()).collect();
+    assert!(queries.len() > 30, "only {} queries found", queries.len());
+    let mut unserved = Vec::new();
+    for (what, expr) in &queries {
+        let names = promql::metric_names(expr);
+        // Grafana's label_values(METRIC, LABEL) names a label too.
+        let names: Vec<&String> = names
+            .iter()
+            .filter(|name| name.starts_with("capov_") || !expr.starts_with("label_values("))
+            .collect();
+        assert!(!names.is_empty(), "{what} reads no metric: {expr}");
+        for name in names.into_iter().filter(|name| !served.contains(*name)) {
+            unserved.push(format!("{what}: {name}"));
+        }
+    }
+    assert!(
+        unserved.is_empty(),
+        "metrics read by the chart but not served by the manager:\n{}",
+        unserved.join("\n")
+    );
 }

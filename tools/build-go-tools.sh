@@ -13,9 +13,13 @@
 #   tools/build-go-tools.sh --containerd -> the directory holding containerd 2.x, its runc shim and ctr (tools/containerd)
 #   tools/build-go-tools.sh --ignition -> the directory holding ignition-validate, Ignition's own config validator
 #                                       (github.com/coreos/ignition/v2/validate; tools/ignition)
+#   tools/build-go-tools.sh --promtool -> the directory holding promtool, Prometheus' own rule checker and rule
+#                                       unit-test runner (github.com/prometheus/prometheus/cmd/promtool; tools/promtool)
 #
-# KUBEBUILDER_ASSETS (envtest), CAPOV_HELM_DIR (helm), CAPOV_CAPI_DIR (capi) or CAPOV_IGNITION_DIR (ignition), when set to a directory that already holds the binaries,
-# is used as is. CAPOV_TOOLS_CACHE moves the cache (default: ~/.cache/capov-tools).
+# KUBEBUILDER_ASSETS (envtest), CAPOV_HELM_DIR (helm), CAPOV_CAPI_DIR (capi), CAPOV_IGNITION_DIR (ignition) or
+# CAPOV_PROMTOOL_DIR (promtool), when set to a directory that already holds the binaries, is used as is. CAPOV_TOOLS_CACHE moves the cache (default: ~/.cache/capov-tools).
+# --help prints the comment above, before anything is built or changed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -108,6 +112,16 @@ build_ignition() {  # build_ignition OUT_DIR
     github.com/coreos/ignition/v2/validate
 }
 
+build_promtool() {  # build_promtool OUT_DIR
+  local out=$1 pver p
+  pver=$(go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+  p=github.com/prometheus/common/version
+  log "building promtool (Prometheus module $pver) — the first build takes a few minutes"
+  # remove_all_sd: without the service discovery plugins (cloud SDKs), which checking and testing rules never use.
+  go build -pgo=off -tags remove_all_sd -ldflags "-s -w -X $p.Version=$pver -X $p.Branch=module -X $p.Revision=module-$pver" \
+    -o "$out/promtool" github.com/prometheus/prometheus/cmd/promtool
+}
+
 # cached MODULE OVERRIDE_DIR BINARY... : prints a directory holding the module's binaries, building them on a miss.
 cached() {
   local module=$1 override=$2 key out tmp start
@@ -144,6 +158,7 @@ case "${1:-}" in
   --node) cached node "${CAPOV_NODE_DIR:-}" kubelet kube-proxy kube-scheduler ;;
   --containerd) cached containerd "${CAPOV_CONTAINERD_DIR:-}" containerd containerd-shim-runc-v2 ctr ;;
   --ignition) cached ignition "${CAPOV_IGNITION_DIR:-}" ignition-validate ;;
+  --promtool) cached promtool "${CAPOV_PROMTOOL_DIR:-}" promtool ;;
   "") cached envtest "${KUBEBUILDER_ASSETS:-}" kube-apiserver kube-controller-manager kubectl etcd ;;
-  *) log "unknown argument $1 (use no argument, --helm, --capi, --node, --containerd or --ignition)"; exit 2 ;;
+  *) log "unknown argument $1 (use no argument, --helm, --capi, --node, --containerd, --ignition or --promtool; --help)"; exit 2 ;;
 esac

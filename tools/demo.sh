@@ -8,7 +8,20 @@
 # built offline (tools/image/build.sh), as a pod installed by Helm on a real node (containerd, kubelet, kube-proxy:
 # tools/node/up.sh; the first run builds them from Go modules, a few minutes more). Otherwise it runs as a process.
 # --mode pod|process forces one; the demo prints which mode it runs.
-#   ./tools/demo.sh [--headless] [--machines N] [--kubeconfig FILE] [--mode pod|process]   (--help for all options)
+#
+# On a terminal the machines' table is redrawn in place, under an "N of M Ready" line; otherwise (a pipe, CI) each
+# change is one plain line.
+#
+# Usage: ./tools/demo.sh [OPTIONS]
+#   --mode pod|process        how the operator runs (default: pod as root without --kubeconfig, else process)
+#   --machines N              how many machines to create (default 3)
+#   --kubeconfig FILE         use this cluster instead of starting a local apiserver (also from KUBECONFIG)
+#   --headless                plain progress lines, and exit 0 once every machine is Ready (for CI)
+#   --timeout SECONDS         give up after this many seconds (default 600)
+#   --help                    this text
+# CAPOV_DEMO_PROFILE=dev builds with the test profile instead of release.
+# --help prints the comment above, before anything is built or changed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -3,6 +3,8 @@
 # k8s.io/kubernetes go.mod (its staging modules are replaced by ./staging paths that consumers ignore, so the wrapper
 # must pin each to the published v0.MINOR.PATCH). Use on every Kubernetes bump:
 #   tools/gen-staging-replaces.sh v1.36.3
+# --help prints the comment above, before anything is built or changed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -euo pipefail
 kver=${1:?usage: $0 vMAJOR.MINOR.PATCH}
 sver="v0.${kver#v1.}"

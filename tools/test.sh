@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # CAPOV's test suite: builds (once, cached by go.sum) the real Kubernetes control plane, helm and the Cluster API
-# core manager + clusterctl and Ignition's validator from Go modules, unpacks Debian's cloud-init (apt, cached), then
+# core manager + clusterctl, Ignition's validator and promtool from Go modules, unpacks Debian's cloud-init (apt, cached), then
 # runs formatting and lint checks and every Rust test, unit and integration, against that control plane and the oVirt
 # engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io, apt
 # (Debian) with its package sources, root and rustup's musl target for the operator image (tests/image.rs:
 # tools/image/build.sh installs docker.io and starts dockerd) and the in-cluster e2e on a real node (tests/in_cluster.rs:
 # containerd, kubelet, kube-proxy, iptables, mounts). Without root those two steps are skipped with a note, and
 # CAPOV_IMAGE_TESTS=0 / CAPOV_NODE_TESTS=0 skip them on purpose (the node step needs the image).
+# --help prints the comment above, before anything is built or changed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -33,6 +35,9 @@ echo "using $CAPOV_CAPI_DIR (capi-manager, clusterctl)"
 CAPOV_IGNITION_DIR=$(tools/build-go-tools.sh --ignition)
 export CAPOV_IGNITION_DIR
 echo "using $CAPOV_IGNITION_DIR/ignition-validate"
+CAPOV_PROMTOOL_DIR=$(tools/build-go-tools.sh --promtool)
+export CAPOV_PROMTOOL_DIR
+echo "using $CAPOV_PROMTOOL_DIR/promtool"
 
 step "Debian's cloud-init, unpacked (tools/cloud-init/fetch.sh)"
 CAPOV_CLOUD_INIT_DIR=$(tools/cloud-init/fetch.sh)
@@ -102,6 +107,21 @@ fi
 demo_mode=$([[ $node_tests == 1 ]] && echo pod || echo process)
 step "demo, $demo_mode mode (headless: exits 0 once three machines are Ready)"
 CAPOV_DEMO_PROFILE=dev ./tools/demo.sh --headless --timeout 600 --mode "$demo_mode"
+
+# The benchmark, small (the test build: 20 machines, fast engine timings, no steady window): its progress lines and
+# the plot it writes next to its report (SVG: machines Ready, engine requests/s, operator RSS over time).
+step "benchmark, small: 20 machines (tools/bench; writes the plot)"
+bench_started=$(date +%s)
+cargo build --locked -p capov --bin manager -p capov-bench --bin capov-bench
+plot=$target_dir/bench/capov-bench.svg
+rm -f "$plot"
+"$target_dir/debug/capov-bench" --manager "$target_dir/debug/manager" --machines 20 --timings fast \
+  --steady-seconds 0 --timeout 300 --plot "$plot"
+if ! grep -q '</svg>' "$plot" || [[ $(grep -c '<polyline' "$plot") != 3 ]]; then
+  echo "tools/test.sh: the benchmark wrote no plot with its three lines at $plot" >&2
+  exit 1
+fi
+echo "benchmark done in $(( $(date +%s) - bench_started ))s; plot: $plot"
 
 echo
 echo "tools/test.sh: all checks passed in $(( $(date +%s) - started ))s"

@@ -125,6 +125,11 @@ pub mod reasons {
     pub const VM_DELETING: &str = "VMDeleting";
     /// The VM is `unknown`, `saving_state` or `restoring_state`: the engine refuses stop and remove until it leaves.
     pub const VM_STATE_BLOCKS_DELETION: &str = "VMStateBlocksDeletion";
+    /// The Node is gone and no VolumeAttachment names it: the disks CAPOV did not create are being detached (never
+    /// deleted) before the VM is deleted (gate disk-detach-when-node-gone).
+    pub const DETACHING_VOLUMES: &str = "DetachingVolumes";
+    /// Event: a disk CAPOV did not create was detached from the VM being deleted and kept on its storage domain.
+    pub const VOLUME_DETACHED: &str = "VolumeDetached";
     /// clusterctl move deletes the source's copy of a moved object; its VM stays with the target's copy.
     pub const DELETED_FOR_MOVE: &str = "DeletedForMove";
 }
@@ -381,6 +386,8 @@ const ALL_REASONS: &[&str] = &[
     reasons::VM_STOPPING,
     reasons::VM_DELETING,
     reasons::VM_STATE_BLOCKS_DELETION,
+    reasons::DETACHING_VOLUMES,
+    reasons::VOLUME_DETACHED,
     reasons::DELETED_FOR_MOVE,
 ];
 

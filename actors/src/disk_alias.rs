@@ -96,7 +96,7 @@ mod tests {
         FeatureGates {
             disk_keep_template_name: keep,
             disk_add_vm_name: add,
-            disk_clone: false,
+            ..FeatureGates::default()
         }
     }
 

@@ -16,6 +16,9 @@ pub const DISK_KEEP_TEMPLATE_NAME: &str = "disk-keep-template-name";
 pub const DISK_ADD_VM_NAME: &str = "disk-add-vm-name";
 /// Key of the gate that is the last fallback for disk cloning.
 pub const DISK_CLONE: &str = "disk-clone";
+/// Key of the gate that lets the deletion of a machine detach the disks CAPOV did not create (CSI volumes) once its
+/// Node is gone from the workload cluster and no VolumeAttachment names it (issue 27; docs/decisions.md).
+pub const DISK_DETACH_WHEN_NODE_GONE: &str = "disk-detach-when-node-gone";
 
 /// The effective feature gates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +29,10 @@ pub struct FeatureGates {
     pub disk_add_vm_name: bool,
     /// Clone disks when neither the OVirtMachine nor its OVirtProvider says (default false).
     pub disk_clone: bool,
+    /// A machine being deleted detaches (never deletes) the disks CAPOV did not create once its Node is gone and no
+    /// VolumeAttachment names it, then deletes the VM (default false: the documents' deletion waits until the disks
+    /// are detached by someone else).
+    pub disk_detach_when_node_gone: bool,
 }
 
 impl Default for FeatureGates {
@@ -34,6 +41,7 @@ impl Default for FeatureGates {
             disk_keep_template_name: true,
             disk_add_vm_name: false,
             disk_clone: false,
+            disk_detach_when_node_gone: false,
         }
     }
 }
@@ -102,6 +110,7 @@ impl FeatureGates {
             DISK_KEEP_TEMPLATE_NAME => &mut self.disk_keep_template_name,
             DISK_ADD_VM_NAME => &mut self.disk_add_vm_name,
             DISK_CLONE => &mut self.disk_clone,
+            DISK_DETACH_WHEN_NODE_GONE => &mut self.disk_detach_when_node_gone,
             _ => {
                 ignored.push(IgnoredGate::UnknownKey { key: key.to_string() });
                 return;
@@ -131,8 +140,9 @@ impl fmt::Display for FeatureGates {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "feature gates: {DISK_ADD_VM_NAME}={}, {DISK_CLONE}={}, {DISK_KEEP_TEMPLATE_NAME}={}",
-            self.disk_add_vm_name, self.disk_clone, self.disk_keep_template_name
+            "feature gates: {DISK_ADD_VM_NAME}={}, {DISK_CLONE}={}, {DISK_DETACH_WHEN_NODE_GONE}={}, \
+             {DISK_KEEP_TEMPLATE_NAME}={}",
+            self.disk_add_vm_name, self.disk_clone, self.disk_detach_when_node_gone, self.disk_keep_template_name
         )
     }
 }
@@ -151,6 +161,7 @@ mod tests {
         assert!(g.disk_keep_template_name);
         assert!(!g.disk_add_vm_name);
         assert!(!g.disk_clone);
+        assert!(!g.disk_detach_when_node_gone);
     }
 
     #[test]
@@ -176,6 +187,7 @@ mod tests {
         assert!(!gates("disk-keep-template-name=false").disk_keep_template_name);
         assert!(gates("disk-add-vm-name=true").disk_add_vm_name);
         assert!(gates("disk-clone=true").disk_clone);
+        assert!(gates("disk-detach-when-node-gone=true").disk_detach_when_node_gone);
     }
 
     #[test]
@@ -272,7 +284,8 @@ mod tests {
         let line = FeatureGates::default().to_string();
         assert_eq!(
             line,
-            "feature gates: disk-add-vm-name=false, disk-clone=false, disk-keep-template-name=true"
+            "feature gates: disk-add-vm-name=false, disk-clone=false, disk-detach-when-node-gone=false, \
+             disk-keep-template-name=true"
         );
         assert!(!line.contains('\n'));
     }

@@ -14,7 +14,7 @@ use crate::faults::{BodyFault, FaultInjection, SlowReplies, SsoErrorStyle};
 use crate::inventory::{Inventory, VmSeed};
 use crate::request::Incoming;
 use crate::shared::{REJECTED_BODY, Shared, WriteRecord};
-use crate::state::{Delivered, EngineVersion, Transition, VmSnapshot};
+use crate::state::{Delivered, DiskSnapshot, EngineVersion, Transition, VmSnapshot};
 use crate::wire::Reply;
 
 /// In-process handle on a running simulator's control interface. Cheap to clone.
@@ -52,6 +52,13 @@ impl Control {
     /// Detaches a disk from a VM (the disk stays, unattached), as a user would before deletion.
     pub fn detach_disk(&self, vm_id: &str, disk_id: &str) -> Result<(), String> {
         engine::detach_disk(&mut self.shared.lock(), vm_id, disk_id, false).map_err(|e| format!("{e:?}"))
+    }
+
+    /// A disk that exists and is attached to no VM (a disk detached with `detach_only=true` stays so on its storage
+    /// domains); None when it is attached or gone.
+    pub fn floating_disk(&self, id: &str) -> Option<DiskSnapshot> {
+        let state = self.shared.lock();
+        state.disks.get(id).filter(|d| d.vm_id.is_none()).map(DiskSnapshot::of)
     }
 
     pub fn faults(&self) -> FaultInjection {

@@ -471,7 +471,13 @@ async fn non_system_disk_shows_as_extra_attachment() {
         Some("data"),
         "detached, not deleted"
     );
-    assert!(client.detach_disk(&id, &disk_id).await.unwrap_err().is_not_found());
+    // The engine's `DetachDiskFromVmCommand`: a disk no longer attached is a bad request that names the VM.
+    let again = client.detach_disk(&id, &disk_id).await.unwrap_err();
+    assert_eq!(
+        again.detail(),
+        Some("Cannot detach Virtual Disk. The specified disk is not attached to the VM data-disk."),
+        "{again:?}"
+    );
 }
 
 #[tokio::test]

@@ -13,6 +13,8 @@
 # Debian update of any of them fetches again. CAPOV_CLOUD_INIT_DIR, when it already holds both commands, is used as
 # is; CAPOV_TOOLS_CACHE moves the cache (default: ~/.cache/capov-tools). Needs apt (Debian), and root when the apt
 # lists or python3 are missing (then `apt-get update` / `apt-get install python3` run).
+# --help prints the comment above, before anything is built or changed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -11,10 +11,16 @@ rendering, whether jinja was rendered, the final user-data and the configuration
 WORK_DIR.
 """
 
-import json
-import os
-import shutil
 import sys
+
+# --help before cloud-init's imports, which need tools/cloud-init/fetch.sh's PYTHONPATH.
+if __name__ == "__main__" and any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+    print(__doc__)
+    sys.exit(0)
+
+import json  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
 
 from cloudinit import distros, helpers, settings, util, version
 from cloudinit.handlers import type_from_starts_with

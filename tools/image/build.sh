@@ -8,6 +8,8 @@
 #
 # Usage: tools/image/build.sh [IMAGE]   (default capov-manager:<workspace version>)
 # Prints progress on stderr and, last on stdout, the image reference.
+# --help prints the comment above, before anything is built or changed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 

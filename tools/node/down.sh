@@ -5,6 +5,8 @@
 # network namespaces that nothing uses any more. Only processes recorded in STATE_DIR/*.pid are signalled.
 #
 # Usage: tools/node/down.sh STATE_DIR [--keep]   (--keep: leave STATE_DIR's files, e.g. the logs)
+# --help prints the comment above, before anything is built or changed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 state=$(realpath "$1")

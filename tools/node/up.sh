@@ -11,6 +11,8 @@
 #   containerd socket last on stdout. tools/node/down.sh STATE_DIR stops them.
 #
 # This machine kind runs cgroup v1 (hybrid): kubelet 1.36 starts there only with failCgroupV1: false.
+# --help prints the comment above, before anything is built or changed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 kubeconfig=$(realpath "$1")

@@ -11,6 +11,8 @@ use crate::conditions::ConditionUpdate;
 use crate::nics::NicChange;
 use crate::placement::PlacementChoice;
 
+use super::observed::VmDisk;
+
 /// One reconcile's outcome.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
@@ -98,6 +100,17 @@ pub enum Action {
         node_name: String,
         provider_id: String,
     },
+    /// Deletion with the gate `disk-detach-when-node-gone`: the VM still has disks CAPOV did not create and the
+    /// workload cluster's Node and VolumeAttachments have not been read in this pass
+    /// ([`super::NodeRelease::NotRead`]). The actor reads them without a reconcile permit and decides again.
+    ReadNodeRelease,
+    /// Detach these disks from the VM (`DELETE /vms/{vm}/diskattachments/{id}?detach_only=true`): the engine keeps
+    /// each on its storage domain. Only ever decided for disks CAPOV did not create, of a VM proven its own, once the
+    /// workload cluster shows the Node gone and no VolumeAttachment naming it.
+    DetachDisks {
+        vm_id: String,
+        disks: Vec<VmDisk>,
+    },
     /// `POST /vms/{id}/stop` with `force=true`.
     StopVmForce {
         vm_id: String,
@@ -140,6 +153,7 @@ impl Action {
                 | Action::Wait(_)
                 | Action::Done(_)
                 | Action::ReadNode
+                | Action::ReadNodeRelease
                 | Action::SetNodeProviderId { .. }
         )
     }
@@ -158,6 +172,7 @@ impl Action {
                 | Action::SyncNics(_)
                 | Action::StartVm { .. }
                 | Action::StopVmForce { .. }
+                | Action::DetachDisks { .. }
                 | Action::DeleteVm { .. }
         )
     }

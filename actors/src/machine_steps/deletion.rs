@@ -8,14 +8,13 @@ use capov_crds::Severity;
 use capov_crds::labels::{DELETE_FOR_MOVE_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
 
 use super::decision::{Action, Decision, Requeue};
-use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection};
+use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection, VmDisk};
 use super::recorded_engine::engine_changed;
+use super::removal::{NON_SYSTEM_DISK_MESSAGE, by_status, deleted};
+use super::volume_release;
 use crate::backoff::NON_SYSTEM_DISK_RETRY;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::identity::parse_provider_id;
-
-/// The message the product documents show for a VM that still has a CSI disk.
-pub const NON_SYSTEM_DISK_MESSAGE: &str = "VM has non system disk, cannot delete";
 
 pub(super) fn decide(o: &Observed) -> Decision {
     if !o.has_finalizer {
@@ -91,53 +90,22 @@ pub(super) fn decide(o: &Observed) -> Decision {
             return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
         }
     };
-    let deleted =
-        |reason, severity, message: &str| ConditionUpdate::false_(types::MACHINE_DELETED, reason, severity, message);
-    let (action, condition) = if has_non_system_disk(o, vm) {
+    let foreign = non_system_disks(o, vm);
+    let (action, condition) = if foreign.is_empty() {
+        by_status(vm)
+    } else if o.gates.disk_detach_when_node_gone {
+        volume_release::decide(o, vm, foreign)
+    } else {
         (
             Action::Wait(Requeue::After(NON_SYSTEM_DISK_RETRY)),
             deleted(
                 reasons::VM_HAS_NON_SYSTEM_DISK,
                 Severity::Warning,
-                &non_system_disk_message(o),
+                non_system_disk_message(o),
             ),
         )
-    } else {
-        match vm.status.as_str() {
-            // ImageIllegal is a stopped state for the engine (`VMStatus.isNotRunning`): removed as it is.
-            "down" | "unassigned" | capov_ovirt::model::VmStatus::IMAGE_ILLEGAL => (
-                Action::DeleteVm { vm_id: vm.id.clone() },
-                deleted(reasons::VM_DELETING, Severity::Info, "deleting the VM"),
-            ),
-            "image_locked" => (
-                Action::Wait(Requeue::PollVm),
-                deleted(
-                    reasons::VM_LOCKED,
-                    Severity::Info,
-                    "waiting for the VM to be unlocked in oVirt",
-                ),
-            ),
-            // The engine refuses both stop and remove in these states (`StopVmCommandBase`/`RemoveVmCommand`
-            // validate): a stop would come back 409 on every pass. Wait with backoff (the VM watch wakes the machine
-            // as soon as the status changes) and say what the user can do.
-            status @ ("unknown" | "saving_state" | "restoring_state") => (
-                Action::Wait(Requeue::Backoff),
-                deleted(
-                    reasons::VM_STATE_BLOCKS_DELETION,
-                    Severity::Warning,
-                    &blocked_by_state_message(status),
-                ),
-            ),
-            _ => (
-                Action::StopVmForce { vm_id: vm.id.clone() },
-                deleted(
-                    reasons::VM_STOPPING,
-                    Severity::Info,
-                    "powering the VM off before deleting it",
-                ),
-            ),
-        }
     };
+    let condition = volume_release::naming_detached(o, condition);
     let mut decision = Decision::new(action, vec![connected, condition]);
     decision.status.vm_status = Some(vm.status.clone());
     decision
@@ -163,25 +131,6 @@ pub(super) fn invalid_provider_id_message(provider_id: &str) -> String {
     )
 }
 
-/// Why the engine will not stop or remove the VM now, and what clears it.
-fn blocked_by_state_message(status: &str) -> String {
-    let (what, clears) = match status {
-        "unknown" => (
-            "its host lost contact with it",
-            "the engine sees the VM again (check the host in oVirt; fencing or confirming the host rebooted sets \
-             the VM down)",
-        ),
-        _ => (
-            "it is being suspended or resumed",
-            "the VM is up or down (resume or power it off in oVirt if it stays there)",
-        ),
-    };
-    format!(
-        "the VM is {status} in oVirt ({what}); the engine refuses to stop or delete it until {clears}; retrying \
-         with backoff"
-    )
-}
-
 /// The documents' message; when the system disks were never recorded, also how to release the VM.
 fn non_system_disk_message(o: &Observed) -> String {
     match o.system_disks {
@@ -194,13 +143,17 @@ fn non_system_disk_message(o: &Observed) -> String {
     }
 }
 
-/// A disk counts as a system disk when the system-disks annotation lists it. Without the annotation, every disk
-/// of a never-started VM does (nothing can have been attached yet); of a started VM only the bootable one, since
-/// the engine does not tell template disks from volumes attached later (a CSI disk deleted with the VM is data
-/// lost), and listing the disks in the annotation releases the VM.
-fn has_non_system_disk(o: &Observed, vm: &ObservedVm) -> bool {
-    vm.disks.iter().any(|disk| match &o.system_disks {
-        Some(system) => !system.contains(&disk.disk_id),
-        None => vm.ever_started && !disk.bootable,
-    })
+/// The disks that are not system disks: never deleted with the VM. A disk counts as a system disk when the
+/// system-disks annotation lists it. Without the annotation, every disk of a never-started VM does (nothing can have
+/// been attached yet); of a started VM only the bootable one, since the engine does not tell template disks from
+/// volumes attached later (a CSI disk deleted with the VM is data lost), and listing the disks in the annotation
+/// releases the VM.
+pub(super) fn non_system_disks<'a>(o: &Observed, vm: &'a ObservedVm) -> Vec<&'a VmDisk> {
+    vm.disks
+        .iter()
+        .filter(|disk| match &o.system_disks {
+            Some(system) => !system.contains(&disk.disk_id),
+            None => vm.ever_started && !disk.bootable,
+        })
+        .collect()
 }

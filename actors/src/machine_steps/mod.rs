@@ -11,6 +11,10 @@ mod lifecycle;
 mod observed;
 mod passed;
 mod recorded_engine;
+// Deletion's parts: removing the VM by its status, and releasing the disks CAPOV did not create (gate
+// disk-detach-when-node-gone).
+mod removal;
+mod volume_release;
 
 // The steps lifecycle runs, one module each; in SPEC order: preconditions, connection, creation, disks, network,
 // power, node.
@@ -28,8 +32,8 @@ mod tests;
 pub use decision::{Action, CreateVmPlan, Decision, Requeue, StatusChange};
 pub use deletion::releasable_without_engine;
 pub use observed::{
-    Bootstrap, ConnectionFailure, FailureState, FoundBy, NodeObservation, Observed, ObservedVm, ProviderConnection,
-    ProviderDefaults, VmDisk,
+    Bootstrap, ConnectionFailure, FailureState, FoundBy, NodeObservation, NodeRelease, Observed, ObservedVm,
+    ProviderConnection, ProviderDefaults, VmDisk,
 };
 // Defined with the payload it shapes; re-exported here, where the lifecycle's observation names it.
 pub use crate::bootstrap_payload::BootstrapFormat;

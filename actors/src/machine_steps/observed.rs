@@ -72,6 +72,11 @@ pub struct Observed {
     pub nics: NicAssessment,
     /// What the workload cluster says about the VM's Node (only read while the VM is up).
     pub node: NodeObservation,
+    /// During deletion with the gate `disk-detach-when-node-gone`: whether the workload cluster still has the
+    /// machine's Node or VolumeAttachments naming it. Read only when the decision reaches that point.
+    pub node_release: NodeRelease,
+    /// Disks this actor detached from the VM during this deletion (ids), named in the conditions that follow.
+    pub detached_disks: Vec<String>,
     /// `OVirtCluster.spec.controlPlaneEndpoint.host`, never reported as a machine address.
     pub control_plane_host: Option<String>,
 }
@@ -291,4 +296,28 @@ pub enum NodeObservation {
         name: String,
         provider_id: Option<String>,
     },
+}
+
+/// What the workload cluster says about the Node of a machine being deleted whose VM still has disks CAPOV did not
+/// create, with the gate `disk-detach-when-node-gone` on: only a cluster that answers, without the Node and without a
+/// VolumeAttachment naming it, lets those disks be detached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeRelease {
+    /// Not read in this pass: a decision that needs it asks for it ([`super::Action::ReadNodeRelease`]).
+    NotRead,
+    /// The Cluster or its kubeconfig Secret is missing, or the apiserver did not answer (in time, within bounds):
+    /// nothing shows the Node gone.
+    Unreachable { message: String },
+    /// The kubeconfig asks for something CAPOV refuses to do; nothing was sent.
+    Rejected { message: String },
+    /// The Node (by the Machine's nodeRef, the VM's name or the VM id as systemUUID) still exists.
+    NodeExists { name: String },
+    /// The Node is gone but VolumeAttachments still name it: `names` (the first few) of `total`.
+    VolumeAttachments {
+        node: String,
+        names: Vec<String>,
+        total: usize,
+    },
+    /// The Node is gone and no VolumeAttachment names it.
+    Released { node: String },
 }

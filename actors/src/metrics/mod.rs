@@ -4,12 +4,18 @@
 //! Labels are bounded: actor or object *kind*, oVirt *provider* (an OVirtProvider name: a handful per cluster),
 //! HTTP method, engine resource type, status code, result. Never an object name.
 
+pub mod census;
+mod memory_limit;
 mod process;
 
+use std::sync::Arc;
+
 use prometheus::{
-    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
-    exponential_buckets,
+    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder, exponential_buckets,
 };
+
+pub use census::{Census, Subject};
 
 /// Content type of the Prometheus text format.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -77,6 +83,18 @@ pub struct Metrics {
     pub status_updates_coalesced_total: IntCounterVec,
     /// `capov_max_concurrent_reconciles`: the configured limit.
     pub max_concurrent_reconciles: Gauge,
+    /// `capov_engine_rate_limit_qps`: the requests per second each provider's limiter lets through
+    /// (`--ovirt-qps`, rounded up to a whole request).
+    pub engine_rate_limit_qps: Gauge,
+    /// `capov_engine_rate_limit_burst`: the requests above that rate it lets through at once (`--ovirt-burst`).
+    pub engine_rate_limit_burst: Gauge,
+    /// `capov_machine_time_to_ready_seconds`: from an OVirtMachine's creation until its Ready condition first
+    /// turned True, observed once per machine (by the actor that saw it happen; not for machines that were
+    /// provisioned before the operator started).
+    pub machine_time_to_ready_seconds: Histogram,
+    /// `capov_machines`, `capov_machines_longest_in_step_seconds`, `capov_provider_ready`: what the written statuses
+    /// say, counted at each scrape ([`census`]).
+    pub census: Arc<Census>,
 }
 
 impl Default for Metrics {
@@ -186,8 +204,33 @@ impl Metrics {
                 registry.register(Box::new(gauge.clone())).expect("unique metric");
                 gauge
             },
+            engine_rate_limit_qps: gauge(
+                &registry,
+                "capov_engine_rate_limit_qps",
+                "Requests per second the client-side rate limiter lets through to each oVirt engine (--ovirt-qps).",
+            ),
+            engine_rate_limit_burst: gauge(
+                &registry,
+                "capov_engine_rate_limit_burst",
+                "Requests to each oVirt engine the rate limiter lets through at once above that rate (--ovirt-burst).",
+            ),
+            machine_time_to_ready_seconds: {
+                let opts = HistogramOpts::new(
+                    "capov_machine_time_to_ready_seconds",
+                    "Time from an OVirtMachine's creation until its Ready condition first turned True.",
+                )
+                .buckets(exponential_buckets(15.0, 2.0, 10).expect("valid buckets"));
+                let histogram = Histogram::with_opts(opts).expect("valid metric");
+                registry.register(Box::new(histogram.clone())).expect("unique metric");
+                histogram
+            },
+            census: Arc::new(Census::new()),
             registry,
         };
+        metrics
+            .registry
+            .register(Box::new(SharedCollector(metrics.census.clone())))
+            .expect("unique census metrics");
         metrics
             .build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
@@ -198,6 +241,11 @@ impl Metrics {
             .expect("unique process metrics");
         for kind in kind::ACTORS {
             metrics.init_kind(kind);
+        }
+        // The status families at zero, so that dashboards show them before the first write (or coalesced update).
+        for kind in [kind::PROVIDER, kind::CLUSTER, kind::MACHINE] {
+            metrics.status_updates_coalesced_total.with_label_values(&[kind]);
+            metrics.status_writes_total.with_label_values(&[kind, "success"]);
         }
         metrics
     }
@@ -235,6 +283,25 @@ fn int_gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -
     let metric = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
     registry.register(Box::new(metric.clone())).expect("unique metric");
     metric
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> Gauge {
+    let metric = Gauge::with_opts(Opts::new(name, help)).expect("valid metric");
+    registry.register(Box::new(metric.clone())).expect("unique metric");
+    metric
+}
+
+/// Registers a collector that the [`Metrics`] keep a handle on.
+struct SharedCollector<C>(Arc<C>);
+
+impl<C: prometheus::core::Collector> prometheus::core::Collector for SharedCollector<C> {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.0.desc()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        self.0.collect()
+    }
 }
 
 fn int_gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
@@ -280,6 +347,8 @@ mod tests {
             "capov_process_resident_memory_bytes",
             "capov_process_cpu_seconds_total",
             "capov_process_open_fds",
+            "capov_status_updates_coalesced_total{kind=\"machine\"} 0",
+            "capov_status_writes_total{kind=\"provider\",result=\"success\"} 0",
         ] {
             assert!(text.contains(family), "missing {family} in\n{text}");
         }

@@ -1,5 +1,6 @@
 //! `capov_process_*`: resident memory, virtual memory, CPU seconds, open and maximum file descriptors, threads and
-//! start time of this process, read from `/proc/self` at each scrape (Linux; elsewhere the families are absent).
+//! start time of this process, read from `/proc/self` at each scrape (Linux; elsewhere the families are absent), and
+//! the memory limit it runs under (`memory_limit.rs`).
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
@@ -9,6 +10,7 @@ pub(super) struct ProcessCollector {
     descs: Vec<Desc>,
     cpu_seconds: Counter,
     resident_memory: IntGauge,
+    memory_limit: IntGauge,
     virtual_memory: IntGauge,
     open_fds: IntGauge,
     max_fds: IntGauge,
@@ -25,6 +27,10 @@ impl ProcessCollector {
         .expect("valid metric");
         let gauge = |name: &str, help: &str| IntGauge::with_opts(Opts::new(name, help)).expect("valid metric");
         let resident_memory = gauge("capov_process_resident_memory_bytes", "Resident memory size in bytes.");
+        let memory_limit = gauge(
+            "capov_process_memory_limit_bytes",
+            "Memory the process may use before the OOM killer ends it: its cgroup's limit, else the machine's memory.",
+        );
         let virtual_memory = gauge("capov_process_virtual_memory_bytes", "Virtual memory size in bytes.");
         let open_fds = gauge("capov_process_open_fds", "Open file descriptors.");
         let max_fds = gauge("capov_process_max_fds", "Maximum number of open file descriptors.");
@@ -36,7 +42,14 @@ impl ProcessCollector {
         .expect("valid metric");
         let mut descs = Vec::new();
         descs.extend(cpu_seconds.desc().into_iter().cloned());
-        for metric in [&resident_memory, &virtual_memory, &open_fds, &max_fds, &threads] {
+        for metric in [
+            &resident_memory,
+            &memory_limit,
+            &virtual_memory,
+            &open_fds,
+            &max_fds,
+            &threads,
+        ] {
             descs.extend(metric.desc().into_iter().cloned());
         }
         descs.extend(start_time.desc().into_iter().cloned());
@@ -44,6 +57,7 @@ impl ProcessCollector {
             descs,
             cpu_seconds,
             resident_memory,
+            memory_limit,
             virtual_memory,
             open_fds,
             max_fds,
@@ -87,9 +101,13 @@ impl Collector for ProcessCollector {
         if let Some(max) = read_max_fds() {
             self.max_fds.set(max);
         }
+        if let Some(limit) = super::memory_limit::read() {
+            self.memory_limit.set(limit);
+        }
         let mut families = self.cpu_seconds.collect();
         for metric in [
             &self.resident_memory,
+            &self.memory_limit,
             &self.virtual_memory,
             &self.open_fds,
             &self.max_fds,

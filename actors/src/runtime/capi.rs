@@ -16,6 +16,16 @@ pub struct Machine {
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: MachineSpec,
+    #[serde(default)]
+    pub status: MachineStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatus {
+    /// The workload cluster's Node of this Machine, once CAPI linked them (v1beta1 and v1beta2 alike).
+    #[serde(default)]
+    pub node_ref: NameRef,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -152,6 +162,11 @@ pub fn machine_cluster_name(machine: &Machine) -> Option<String> {
     machine.spec.cluster_name.clone()
 }
 
+/// `Machine.status.nodeRef.name`: the Node CAPI linked to this Machine.
+pub fn machine_node_name(machine: &Machine) -> Option<String> {
+    machine.status.node_ref.name.clone().filter(|name| !name.is_empty())
+}
+
 /// `Machine.spec.infrastructureRef.name`: the OVirtMachine of this Machine.
 pub fn machine_infrastructure_name(machine: &Machine) -> Option<String> {
     machine.spec.infrastructure_ref.name.clone()
@@ -169,14 +184,16 @@ mod tests {
             "metadata": {"name": "m", "namespace": "ns"},
             "spec": {"clusterName": "c", "bootstrap": {"dataSecretName": "s", "configRef": {"name": "k"}},
                      "infrastructureRef": {"name": "om", "kind": "OVirtMachine"}, "version": "v1.36"},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready"}]}
+            "status": {"phase": "Running", "conditions": [{"type": "Ready"}], "nodeRef": {"name": "n-1"}}
         }))
         .expect("machine");
         assert_eq!(machine_cluster_name(&machine).as_deref(), Some("c"));
+        assert_eq!(machine_node_name(&machine).as_deref(), Some("n-1"));
         assert_eq!(machine_bootstrap_secret(&machine).as_deref(), Some("s"));
         assert_eq!(machine_infrastructure_name(&machine).as_deref(), Some("om"));
         let bare: Machine = serde_json::from_value(json!({"metadata": {"name": "m"}, "spec": {}})).expect("bare");
         assert_eq!(machine_bootstrap_secret(&bare), None);
+        assert_eq!(machine_node_name(&bare), None);
     }
 
     #[test]

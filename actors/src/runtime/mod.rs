@@ -23,6 +23,7 @@ mod relisting;
 pub mod settings;
 mod shared;
 mod slim;
+mod status_census;
 mod status_queue;
 pub mod status_writer;
 mod supervisor;

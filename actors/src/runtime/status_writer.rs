@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::events::{EventRecorder, Note};
 use super::keys::ObjectKey;
 use super::mailbox::{self, ActorMetrics, Alive, Mail};
+use super::status_census;
 use super::status_queue::WriteQueue;
 use crate::metrics::{Metrics, kind};
 
@@ -127,6 +128,7 @@ impl Actor for StatusWriter {
         let _handling = state.mail.handling();
         match message {
             StatusWriterMsg::Update { key, status } => {
+                status_census::record(&state.metrics, &key, &status);
                 let label = [key.kind.label()];
                 if state.queue.update(key, status) {
                     state.stats.coalesced += 1;
@@ -139,6 +141,7 @@ impl Actor for StatusWriter {
                 queue_flush(&me, state);
             }
             StatusWriterMsg::Seen { key, status } => {
+                status_census::record_seen(&state.metrics, &key, &status);
                 // After a restart the writer knows nothing it wrote: without this, every machine's first pass would
                 // write back the status its object already has.
                 if !state.written.contains_key(&key) && !state.queue.holds(&key) {
@@ -169,6 +172,7 @@ impl Actor for StatusWriter {
                 });
             }
             StatusWriterMsg::Forget(key) => {
+                status_census::forget(&state.metrics, &key);
                 state.queue.forget(&key);
                 state.written.remove(&key);
             }

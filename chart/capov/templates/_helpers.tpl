@@ -45,3 +45,15 @@ In the ClusterRole when every namespace is watched, else in the watched namespac
 {{- fail (printf "serviceMonitor.enabled must be auto, true or false, not %q" $enabled) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Whether to render an object of the Prometheus Operator's (monitoring.coreos.com/v1): `value` true, or auto and
+the cluster serves that API. `name` is the value's path, for the error message. */}}
+{{- define "capov.prometheusOperatorObject" -}}
+{{- $enabled := toString .value -}}
+{{- if eq $enabled "true" -}}true
+{{- else if eq $enabled "auto" -}}
+{{- if .root.Capabilities.APIVersions.Has "monitoring.coreos.com/v1" -}}true{{- end -}}
+{{- else if ne $enabled "false" -}}
+{{- fail (printf "%s must be auto, true or false, not %q" .name $enabled) -}}
+{{- end -}}
+{{- end -}}

@@ -335,6 +335,20 @@ pub struct DiskSnapshot {
     pub storage_domain_ids: Vec<String>,
 }
 
+impl DiskSnapshot {
+    pub fn of(d: &DiskRecord) -> DiskSnapshot {
+        DiskSnapshot {
+            id: d.id.clone(),
+            alias: d.alias.clone(),
+            provisioned_size: d.provisioned_size,
+            status: d.status.to_string(),
+            bootable: d.bootable,
+            format: d.format.clone(),
+            storage_domain_ids: d.storage_domain_ids.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct NicSnapshot {
     pub id: String,
@@ -358,15 +372,7 @@ impl State {
                 .disk_ids
                 .iter()
                 .filter_map(|id| self.disks.get(id))
-                .map(|d| DiskSnapshot {
-                    id: d.id.clone(),
-                    alias: d.alias.clone(),
-                    provisioned_size: d.provisioned_size,
-                    status: d.status.to_string(),
-                    bootable: d.bootable,
-                    format: d.format.clone(),
-                    storage_domain_ids: d.storage_domain_ids.clone(),
-                })
+                .map(DiskSnapshot::of)
                 .collect(),
             nics: vm
                 .nics

@@ -7,8 +7,14 @@
 //! independently of the operator: status changes seen by a watch, and status write requests in the apiserver's
 //! own metrics; the operator's peak RSS (VmHWM) and CPU time from /proc.
 //!
+//! Progress shows on a terminal as a few lines redrawn in place (`progress.rs`), elsewhere as a line every 15 s; the
+//! run is drawn as SVG (`plot.rs`: machines Ready, engine requests/s, operator RSS over time) at `--plot`.
+//!
 //!   cargo build --release -p capov --bin manager -p capov-bench
 //!   target/release/capov-bench --manager target/release/manager [--machines 1000] [--manager-arg=--ovirt-qps=50]
+
+mod plot;
+mod progress;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -67,6 +73,10 @@ struct Args {
     restart: bool,
     #[arg(long, default_value_t = 120)]
     restart_seconds: u64,
+    /// Where to write the plot of the run (SVG: machines Ready, engine requests/s and operator RSS over time);
+    /// default `capov-bench.svg` in the temporary directory.
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 const NAMESPACE: &str = "capov-bench";
@@ -186,7 +196,7 @@ async fn run(args: Args) -> Result<bool, Error> {
     let kubelets = tokio::spawn(play_kubelets(workload.client().await?, control.clone()));
 
     let deadline = t0 + Duration::from_secs(args.timeout);
-    let mut last_progress = Instant::now();
+    let mut progress = progress::Progress::new(args.machines);
     let rss_path = std::env::temp_dir().join("capov-bench-rss.csv");
     let mut rss = RssSamples::create(&rss_path)?;
     let all_ready = loop {
@@ -201,21 +211,24 @@ async fn run(args: Args) -> Result<bool, Error> {
         if let Ok(Some(status)) = manager.0.try_wait() {
             return Err(format!("the operator exited ({status}); see {}", log_path.display()).into());
         }
-        if last_progress.elapsed() >= Duration::from_secs(15) {
-            last_progress = Instant::now();
+        let requests = control.counter("total");
+        let requests_per_second = progress.rate(requests);
+        if progress.due() {
             let vms = control.vms();
-            let up = vms.iter().filter(|vm| vm.status == "up").count();
-            say(&format!(
-                "{:>6.0}s: {} VMs ({up} up), {ready} Ready, {} engine requests, operator RSS {} MiB",
-                t0.elapsed().as_secs_f64(),
-                vms.len(),
-                control.counter("total"),
-                proc_status_kib(pid, "VmRSS:").unwrap_or(0) / 1024
-            ));
+            progress.show(&progress::Moment {
+                elapsed: t0.elapsed(),
+                ready,
+                vms: vms.len(),
+                vms_up: vms.iter().filter(|vm| vm.status == "up").count(),
+                requests,
+                requests_per_second,
+                rss_mib: proc_status_kib(pid, "VmRSS:").unwrap_or(0) / 1024,
+            });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let elapsed = t0.elapsed();
+    progress.release();
     let counters = control.counters();
     let response_bytes = control.response_bytes();
     let writes_after = status_write_requests(&client).await?;
@@ -247,6 +260,12 @@ async fn run(args: Args) -> Result<bool, Error> {
     let peak_rss_kib = proc_status_kib(pid, "VmHWM:");
     rss.sample(pid, t0, lock(&tracker).ready_at.len(), control.counter("total"));
     say(&format!("RSS every second: {}", rss_path.display()));
+    let plot_path = args
+        .plot
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("capov-bench.svg"));
+    plot::write(&plot_path, &rss.points, &plot_title(&args))?;
+    say(&format!("plot of the run: {}", plot_path.display()));
     let cpu = proc_cpu_seconds(pid);
     manager.stop();
     let restart = match (all_ready, args.restart) {
@@ -274,6 +293,19 @@ async fn run(args: Args) -> Result<bool, Error> {
         restart: restart.as_ref(),
     });
     Ok(all_ready)
+}
+
+/// What the plot's title says of the run.
+fn plot_title(args: &Args) -> String {
+    let flags = if args.manager_args.is_empty() {
+        "default flags".to_string()
+    } else {
+        args.manager_args.join(" ")
+    };
+    format!(
+        "capov-bench: {} machines, {} timings, {flags}",
+        args.machines, args.timings
+    )
 }
 
 fn say(line: &str) {
@@ -538,6 +570,8 @@ struct RssSamples {
     last: Option<Instant>,
     hwm_kib: u64,
     peak_at: Option<(f64, usize, u64)>,
+    /// Every sample, for the plot.
+    points: Vec<plot::Point>,
 }
 
 impl RssSamples {
@@ -550,12 +584,15 @@ impl RssSamples {
             last: None,
             hwm_kib: 0,
             peak_at: None,
+            points: Vec::new(),
         })
     }
 
     fn sample(&mut self, pid: u32, t0: Instant, ready: usize, requests: u64) {
         use std::io::Write as _;
-        if self.last.is_some_and(|last| last.elapsed() < Duration::from_secs(1)) {
+        // Once a second, and whenever more machines are Ready (the plot's last point is the last Ready).
+        let more_ready = self.points.last().is_some_and(|point| ready > point.ready);
+        if self.last.is_some_and(|last| last.elapsed() < Duration::from_secs(1)) && !more_ready {
             return;
         }
         self.last = Some(Instant::now());
@@ -567,6 +604,12 @@ impl RssSamples {
             self.hwm_kib = hwm;
             self.peak_at = Some((seconds, ready, requests));
         }
+        self.points.push(plot::Point {
+            seconds,
+            ready,
+            requests,
+            rss_kib: rss,
+        });
         let _ = writeln!(self.file, "{seconds:.1},{rss},{hwm},{ready},{requests}");
         let _ = self.file.flush();
     }

@@ -10,22 +10,23 @@
 //! a process on this machine with the admin kubeconfig.
 
 mod pod;
+mod progress;
 
-use std::collections::BTreeSet;
-use std::io::IsTerminal;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use capov_crds::{ConditionStatus, OVirtMachine};
+use capov_crds::OVirtMachine;
 use capov_harness::{ControlPlane, Options, objects, routable_address};
 use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
 use clap::Parser;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use progress::Row;
 use serde_json::json;
 
 /// Shows CAPOV bringing machines to Ready on a local control plane and the oVirt engine simulator.
@@ -372,8 +373,12 @@ async fn watch(
     let workload_client = workload.client().await?;
     let mut registered = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
-    let live = !args.headless && std::io::stdout().is_terminal();
-    let mut last = String::new();
+    let width = if args.headless {
+        None
+    } else {
+        capov_testkit::terminal::width()
+    };
+    let mut shown = Shown::new(width, args.machines);
     loop {
         let list = machines.list(&ListParams::default()).await?;
         for machine in &list.items {
@@ -387,19 +392,13 @@ async fn watch(
             let up = sim.control().vm_by_name(&name).is_some_and(|vm| vm.status == "up");
             if let (Some(vm_id), true, false) = (vm_id, up, registered.contains(&name)) {
                 objects::register_node(&workload_client, &name, &vm_id).await?;
-                println!("(demo) the kubelet of {name} registered its Node");
+                shown.note(format!("(demo) the kubelet of {name} registered its Node"));
                 registered.insert(name);
             }
         }
-        let table = render(&list.items);
-        if table != last {
-            if live {
-                print!("\x1b[2J\x1b[H");
-            }
-            println!("{table}");
-            last = table;
-        }
-        let ready = list.items.iter().filter(|m| is_ready(m)).count();
+        let rows: Vec<Row> = list.items.iter().map(Row::of).collect();
+        shown.show(&rows);
+        let ready = rows.iter().filter(|row| row.ready).count();
         if ready == args.machines {
             return Ok(());
         }
@@ -414,42 +413,61 @@ async fn watch(
     }
 }
 
-fn is_ready(machine: &OVirtMachine) -> bool {
-    machine.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == ConditionStatus::True)
-    })
+/// The progress on standard output: on a terminal (`width` known) one screen redrawn in place, holding the last
+/// notes; otherwise plain lines of what changed, and the notes as they come.
+struct Shown {
+    width: Option<usize>,
+    expected: usize,
+    started: Instant,
+    /// Plain lines: the rows last printed.
+    rows: BTreeMap<String, Row>,
+    /// The terminal: the screen last drawn and the notes it shows.
+    screen: String,
+    notes: Vec<String>,
 }
 
-/// A table like `kubectl get capovm -o wide`, with the step each machine is at.
-fn render(machines: &[OVirtMachine]) -> String {
-    let mut out = format!(
-        "{:<22} {:<6} {:<16} {:<45} {}\n",
-        "NAME", "READY", "STATE", "PROVIDERID", "STEP"
-    );
-    for machine in machines {
-        let status = machine.status.clone().unwrap_or_default();
-        let step = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ != "Ready" && c.type_ != "Paused" && c.status != ConditionStatus::True)
-            .map(|c| format!("{}: {} {}", c.type_, c.reason, c.message))
-            .unwrap_or_else(|| {
-                if is_ready(machine) {
-                    "Ready".into()
-                } else {
-                    "starting".into()
-                }
-            });
-        out.push_str(&format!(
-            "{:<22} {:<6} {:<16} {:<45} {}\n",
-            machine.metadata.name.clone().unwrap_or_default(),
-            is_ready(machine),
-            status.vm_status.unwrap_or_default(),
-            machine.spec.provider_id.clone().unwrap_or_default(),
-            step
-        ));
+impl Shown {
+    const NOTES: usize = 3;
+
+    fn new(width: Option<usize>, expected: usize) -> Shown {
+        Shown {
+            width,
+            expected,
+            started: Instant::now(),
+            rows: BTreeMap::new(),
+            screen: String::new(),
+            notes: Vec::new(),
+        }
     }
-    out
+
+    fn note(&mut self, note: String) {
+        if self.width.is_none() {
+            println!("{note}");
+            return;
+        }
+        self.notes.push(note);
+        let excess = self.notes.len().saturating_sub(Self::NOTES);
+        self.notes.drain(..excess);
+    }
+
+    fn show(&mut self, rows: &[Row]) {
+        use std::io::Write as _;
+        let elapsed = self.started.elapsed();
+        let Some(width) = self.width else {
+            for line in progress::changes(&self.rows, rows, self.expected, elapsed) {
+                println!("{line}");
+            }
+            self.rows = rows.iter().map(|row| (row.name.clone(), row.clone())).collect();
+            return;
+        };
+        let screen = progress::screen(rows, self.expected, elapsed, &self.notes, width);
+        if screen != self.screen {
+            print!(
+                "{}",
+                capov_testkit::terminal::redraw(self.screen.lines().count(), &screen)
+            );
+            let _ = std::io::stdout().flush();
+            self.screen = screen;
+        }
+    }
 }

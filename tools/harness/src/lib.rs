@@ -23,6 +23,7 @@ mod launcher;
 mod node;
 pub mod objects;
 mod ports;
+mod promtool;
 pub mod rbac;
 
 pub use assets::{binaries_dir, node_binaries_dir};
@@ -36,3 +37,4 @@ pub use error::HarnessError;
 pub use helm::helm;
 pub use node::{Node, routable_address};
 pub use ports::free_port;
+pub use promtool::promtool;

@@ -12,6 +12,7 @@ fn only_workload_and_waiting_actions_run_without_a_permit() {
     };
     for action in [
         Action::ReadNode,
+        Action::ReadNodeRelease,
         node,
         Action::Wait(Requeue::Backoff),
         Action::Done(Requeue::Steady),
@@ -22,6 +23,10 @@ fn only_workload_and_waiting_actions_run_without_a_permit() {
         Action::AddFinalizer,
         Action::StartVm { use_ignition: false },
         Action::DeleteVm { vm_id: VM_ID.into() },
+        Action::DetachDisks {
+            vm_id: VM_ID.into(),
+            disks: vec![],
+        },
         Action::RecordEngine(engine().annotation()),
     ] {
         assert!(action.needs_permit(), "{action:?}");
@@ -34,6 +39,10 @@ fn what_was_seen_of_a_vm_is_dropped_after_every_engine_write_and_only_then() {
         Action::StartVm { use_ignition: false },
         Action::StopVmForce { vm_id: VM_ID.into() },
         Action::DeleteVm { vm_id: VM_ID.into() },
+        Action::DetachDisks {
+            vm_id: VM_ID.into(),
+            disks: vec![],
+        },
         Action::ResizeDisk {
             attachment_id: "a".into(),
             disk_id: "d".into(),
@@ -57,6 +66,7 @@ fn what_was_seen_of_a_vm_is_dropped_after_every_engine_write_and_only_then() {
         Action::RecordEngine(engine().annotation()),
         Action::RecordSystemDisks(vec!["d".into()]),
         Action::ReadNode,
+        Action::ReadNodeRelease,
         Action::Wait(Requeue::PollVm),
         Action::Done(Requeue::Steady),
     ] {

@@ -10,8 +10,8 @@ use crate::conditions::State;
 use crate::feature_gates::FeatureGates;
 use crate::identity::{EngineIdentity, OwnerIdentity, Ownership};
 use crate::machine_steps::{
-    Bootstrap, BootstrapFormat, ConnectionFailure, Decision, FailureState, FoundBy, NodeObservation, Observed,
-    ObservedVm, ProviderConnection, ProviderDefaults, VmDisk,
+    Bootstrap, BootstrapFormat, ConnectionFailure, Decision, FailureState, FoundBy, NodeObservation, NodeRelease,
+    Observed, ObservedVm, ProviderConnection, ProviderDefaults, VmDisk,
 };
 use crate::nics::NicAssessment;
 
@@ -71,6 +71,8 @@ pub(super) fn ready_to_create() -> Observed {
         gates: FeatureGates::default(),
         nics: NicAssessment::InSync,
         node: NodeObservation::NotFound,
+        node_release: NodeRelease::NotRead,
+        detached_disks: Vec::new(),
         control_plane_host: Some("10.0.1.100".into()),
     }
 }

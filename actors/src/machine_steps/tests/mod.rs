@@ -16,3 +16,4 @@ mod node;
 mod pause;
 mod power;
 mod preconditions;
+mod volume_release;

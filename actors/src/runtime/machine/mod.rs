@@ -6,6 +6,7 @@
 //! (with `outcome`), and what follows it is `schedule`.
 
 mod execute;
+mod node_release;
 mod observe;
 mod outcome;
 mod pass;

@@ -8,6 +8,7 @@ use kube::Resource;
 use ractor::ActorRef;
 
 use super::execute::execute;
+use super::node_release;
 use super::observe::{self, Observation, ObserveError};
 use super::outcome::Executed;
 use super::schedule::{Next, schedule, to_next};
@@ -161,6 +162,19 @@ async fn observe_and_decide(
         };
         decision = decide(&observation.observed);
     }
+    if decision.action == Action::ReadNodeRelease {
+        // Workload I/O during deletion: without the permit as well.
+        *permit = None;
+        let vm_id = observation
+            .observed
+            .vm
+            .as_ref()
+            .map(|vm| vm.id.clone())
+            .unwrap_or_default();
+        observation.observed.node_release =
+            node_release::observe_node_release(state, observation.cluster.as_deref(), &vm_id).await;
+        decision = decide(&observation.observed);
+    }
     Ok((observation, decision))
 }
 
@@ -270,6 +284,20 @@ fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: Statu
     }
     let ready = ready_summary(&state.status.conditions, MACHINE_READY_INPUTS);
     set_condition(&mut state.status.conditions, &ready, now, generation);
+    if ready.state == State::True {
+        record_first_ready(state, now);
+    }
+}
+
+/// `capov_machine_time_to_ready_seconds`: the first Ready of a machine this actor saw being provisioned.
+fn record_first_ready(state: &mut MachineState, now: jiff::Timestamp) {
+    if !std::mem::take(&mut state.awaiting_first_ready) {
+        return;
+    }
+    if let Some(created) = &state.object.metadata.creation_timestamp {
+        let seconds = now.duration_since(created.0).as_secs_f64().max(0.0);
+        state.shared.metrics.machine_time_to_ready_seconds.observe(seconds);
+    }
 }
 
 fn record_event(state: &MachineState, update: &ConditionUpdate) {

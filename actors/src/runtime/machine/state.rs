@@ -51,6 +51,12 @@ pub struct MachineState {
     /// The VM this actor created and has not recorded in spec.providerID yet (it is recorded once its disks are
     /// copied): recording it then is not an adoption.
     pub(super) created_vm: Option<String>,
+    /// The disks this actor detached from the VM while deleting it (gate disk-detach-when-node-gone), named in the
+    /// MachineDeleted conditions until the VM is gone.
+    pub(super) detached_disks: Vec<String>,
+    /// Whether the machine had never been provisioned when this actor started: its first Ready is then timed
+    /// (`capov_machine_time_to_ready_seconds`), once.
+    pub(super) awaiting_first_ready: bool,
     pub(super) mail: ActorMetrics,
     _alive: Alive,
 }
@@ -68,6 +74,7 @@ impl MachineState {
             key,
             object,
             shared,
+            awaiting_first_ready: !status.ready,
             status,
             missing_since: None,
             backoff: crate::backoff::Backoff::steps(),
@@ -84,6 +91,7 @@ impl MachineState {
             quiet_guards: 0,
             carried_success: None,
             created_vm: None,
+            detached_disks: Vec::new(),
             _alive: mail.alive(),
             mail,
         }

@@ -23,7 +23,7 @@ use crate::runtime::workload_targets::{self, Refusal};
 use crate::workload_kubeconfig;
 
 /// Why there is no client for the workload cluster.
-enum NoClient {
+pub(super) enum NoClient {
     /// The kubeconfig was refused; nothing was sent anywhere.
     Rejected(String),
     /// The Secret could not be read or no client could be built from it.
@@ -82,7 +82,7 @@ pub const NODE_LISTING_TIMEOUT: Duration = Duration::from_secs(60);
 /// The Node whose systemUUID is the VM id (case-insensitive) or whose name is the VM's, page by page, stopping at the
 /// match: a whole list of a cluster of thousands of Nodes, decoded, is tens of MB for each pass that looks. Err: why
 /// the list could not be read.
-async fn find_by_system_uuid(api: &Api<Node>, vm_id: &str, vm_name: &str) -> Result<Option<Node>, String> {
+pub(super) async fn find_by_system_uuid(api: &Api<Node>, vm_id: &str, vm_name: &str) -> Result<Option<Node>, String> {
     let mut page_size = NODE_PAGE;
     let mut token: Option<String> = None;
     for _ in 0..MAX_NODE_PAGES {
@@ -121,7 +121,7 @@ fn is_vm_node(node: &Node, vm_id: &str, vm_name: &str) -> bool {
 }
 
 /// What went wrong, with the error cut short: a workload apiserver's error carries its own text.
-fn failed(what: &str, err: &kube::Error) -> String {
+pub(super) fn failed(what: &str, err: &kube::Error) -> String {
     format!("{what}: {}", bounded_text::cut(&err.to_string(), ERROR_TEXT))
 }
 
@@ -151,7 +151,7 @@ pub async fn set_node_provider_id(
 }
 
 /// The workload cluster's client and a turn to use it (`workload_clients`).
-async fn connect(state: &MachineState, cluster: &capi::Cluster) -> Result<(kube::Client, Turn), NoClient> {
+pub(super) async fn connect(state: &MachineState, cluster: &capi::Cluster) -> Result<(kube::Client, Turn), NoClient> {
     let client = workload_client(state, cluster).await?;
     match state.shared.workload_clients.turn(&client).await {
         Some(turn) => Ok((client.client, turn)),

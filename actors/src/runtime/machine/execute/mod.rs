@@ -8,6 +8,7 @@ mod disks;
 mod nics;
 mod node;
 mod vm;
+mod volumes;
 
 use super::observe::Engine;
 use super::outcome::{Executed, on_engine};
@@ -75,11 +76,17 @@ pub async fn execute(
             })
             .await
         }
-        // The pass reads the Node and decides again before executing (see `pass::observe_and_decide`); nothing to do
-        // here.
-        Action::ReadNode => Executed::Requeue(Requeue::Backoff),
+        // The pass reads the workload cluster (the Node; while deleting, also its VolumeAttachments) and decides again
+        // before executing (see `pass::observe_and_decide`); nothing to do here.
+        Action::ReadNode | Action::ReadNodeRelease => Executed::Requeue(Requeue::Backoff),
         Action::SetNodeProviderId { node_name, provider_id } => {
             node::set_provider_id(state, cluster, &node_name, &provider_id).await
+        }
+        Action::DetachDisks { vm_id, disks } => {
+            on_engine(client, types::MACHINE_DELETED, |client| {
+                volumes::detach(state, client, &vm_id, &disks)
+            })
+            .await
         }
         Action::StopVmForce { vm_id } => {
             on_engine(client, types::MACHINE_DELETED, |client| vm::stop_force(client, &vm_id)).await

@@ -28,7 +28,8 @@ use super::state::MachineState;
 use crate::conditions::types;
 use crate::identity::OwnerIdentity;
 use crate::machine_steps::{
-    Bootstrap, FailureState, NodeObservation, Observed, ProviderConnection, ProviderDefaults, releasable_without_engine,
+    Bootstrap, FailureState, NodeObservation, NodeRelease, Observed, ProviderConnection, ProviderDefaults,
+    releasable_without_engine,
 };
 use crate::nics::NicAssessment;
 use crate::runtime::capi;
@@ -136,6 +137,8 @@ fn from_objects(state: &MachineState, machine_found: bool, cluster: Option<&capi
         gates: state.shared.settings.gates,
         nics: NicAssessment::InSync,
         node: NodeObservation::NotFound,
+        node_release: NodeRelease::NotRead,
+        detached_disks: state.detached_disks.clone(),
         control_plane_host: cluster.and_then(capi::cluster_control_plane_host),
     }
 }

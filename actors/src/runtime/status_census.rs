@@ -1,0 +1,41 @@
+//! Hands the statuses the status writer is given to the metrics' census (`metrics/census.rs`): the machines by
+//! phase and step and the providers' connections then count what users see in the objects' status.
+
+use serde_json::Value;
+
+use super::keys::{Kind, ObjectKey};
+use crate::metrics::{Metrics, Subject};
+
+fn subject(key: &ObjectKey) -> Option<Subject> {
+    match key.kind {
+        Kind::Machine => Some(Subject::Machine),
+        Kind::Provider => Some(Subject::Provider),
+        // OVirtClusters are few and their status tells little the machines' does not.
+        Kind::Cluster => None,
+    }
+}
+
+/// The object's latest status, as CAPOV computed it.
+pub(super) fn record(metrics: &Metrics, key: &ObjectKey, status: &Value) {
+    if let Some(subject) = subject(key) {
+        let namespace = key.namespace.as_deref().unwrap_or_default();
+        metrics.census.record(subject, namespace, &key.name, status);
+    }
+}
+
+/// The status the object carried when its actor started: counted until CAPOV computes one.
+pub(super) fn record_seen(metrics: &Metrics, key: &ObjectKey, status: &Value) {
+    if let Some(subject) = subject(key) {
+        let namespace = key.namespace.as_deref().unwrap_or_default();
+        if !metrics.census.knows(subject, namespace, &key.name) {
+            metrics.census.record(subject, namespace, &key.name, status);
+        }
+    }
+}
+
+pub(super) fn forget(metrics: &Metrics, key: &ObjectKey) {
+    if let Some(subject) = subject(key) {
+        let namespace = key.namespace.as_deref().unwrap_or_default();
+        metrics.census.forget(subject, namespace, &key.name);
+    }
+}
