@@ -241,8 +241,8 @@ fn rbac_is_least_privilege() {
 }
 
 /// (API group, resource) of every namespaced object the operator reads where it watches — OVirtClusters,
-/// OVirtMachines, their templates, CAPI Clusters and Machines, and Secrets (bootstrap data, `<cluster>-kubeconfig`).
-const WATCHED_RESOURCES: [(&str, &str); 10] = [
+/// OVirtMachines, their templates (+ status), CAPI Clusters and Machines, and Secrets (bootstrap data, `<cluster>-kubeconfig`).
+const WATCHED_RESOURCES: [(&str, &str); 11] = [
     ("infrastructure.cluster.x-k8s.io", "ovirtclusters"),
     ("infrastructure.cluster.x-k8s.io", "ovirtclusters/status"),
     ("infrastructure.cluster.x-k8s.io", "ovirtclusters/finalizers"),
@@ -250,6 +250,7 @@ const WATCHED_RESOURCES: [(&str, &str); 10] = [
     ("infrastructure.cluster.x-k8s.io", "ovirtmachines/status"),
     ("infrastructure.cluster.x-k8s.io", "ovirtmachines/finalizers"),
     ("infrastructure.cluster.x-k8s.io", "ovirtmachinetemplates"),
+    ("infrastructure.cluster.x-k8s.io", "ovirtmachinetemplates/status"),
     ("cluster.x-k8s.io", "clusters"),
     ("cluster.x-k8s.io", "machines"),
     ("", "secrets"),

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod nics;
 pub mod placement;
 pub mod runtime;
+pub mod template_capacity;
 pub mod tenancy;
 pub mod vm_name;
 pub mod vm_snapshot;

@@ -23,5 +23,5 @@ pub use machine::{
 pub use provider::{AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
 pub use template::{
     Architecture, NodeInfo, OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec,
-    OVirtMachineTemplateStatus, TemplateObjectMeta,
+    OVirtMachineTemplateStatus, OperatingSystem, TemplateObjectMeta,
 };

@@ -2,11 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use kube::{CustomResource, KubeSchema};
+use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::condition::Condition;
 use crate::machine::MachineSettings;
 
 /// Settings for the OVirtMachines of a MachineDeployment or control plane (spec.template.spec of their
@@ -55,26 +54,22 @@ pub struct TemplateObjectMeta {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// What one machine of the template offers, as CAPOV computed it from the template's spec and, for what the spec
-/// leaves to it, the oVirt template (CAPI's "autoscaling from zero" contract for InfraMachineTemplates).
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+/// What one machine of the template offers, as CAPOV computed it from the template's spec (CAPI's "autoscaling
+/// from zero" contract for InfraMachineTemplates). A value the spec leaves to the oVirt template is not reported.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OVirtMachineTemplateStatus {
-    /// Resources of one machine as Kubernetes quantities: `cpu` (sockets × cores × threads), `memory` (e.g.
-    /// `4096Mi`) and `ephemeral-storage` (the bootable disk, e.g. `40Gi`). The cluster autoscaler reads them to
-    /// scale a MachineDeployment up from zero; annotations on the MachineDeployment override them.
+    /// Resources of one machine as Kubernetes quantities: `cpu` (sockets × cores × threads, when spec.cpu sets all
+    /// three), `memory` (spec.memory.sizemb, e.g. `4096Mi`) and `ephemeral-storage` (spec.osdisksizegb, e.g.
+    /// `40Gi`). The cluster autoscaler reads them to scale a MachineDeployment up from zero; the capacity
+    /// annotations on the MachineDeployment override them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub capacity: BTreeMap<String, String>,
 
-    /// Architecture and operating system of the machines, from the oVirt template.
+    /// Operating system of the machines (always linux: CAPOV boots machines with cloud-init or Ignition only);
+    /// the architecture is left out, it is the oVirt cluster's, which the autoscaler then takes as amd64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_info: Option<NodeInfo>,
-
-    /// CapacityKnown: True once capacity and nodeInfo are complete; False with the reason when a value could not
-    /// be read from oVirt.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
-    pub conditions: Vec<Condition>,
 }
 
 /// The architecture and operating system a machine of the template runs, as a Node reports them.
@@ -86,7 +81,7 @@ pub struct NodeInfo {
     pub architecture: Option<Architecture>,
     /// Operating system: linux or windows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operating_system: Option<String>,
+    pub operating_system: Option<OperatingSystem>,
 }
 
 /// A CPU architecture as Kubernetes names it (a Node's `status.nodeInfo.architecture`).
@@ -97,4 +92,12 @@ pub enum Architecture {
     Arm64,
     S390x,
     Ppc64le,
+}
+
+/// An operating system as Kubernetes names it (a Node's `status.nodeInfo.operatingSystem`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OperatingSystem {
+    Linux,
+    Windows,
 }

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use capov_crds::labels::WATCH_FILTER_LABEL;
-use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
+use capov_crds::{OVirtCluster, OVirtMachine, OVirtMachineTemplate, OVirtProvider};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
@@ -34,6 +34,7 @@ use super::messages::SupervisorMsg;
 use super::settings::RuntimeSettings;
 use super::shared::{Shared, Stores};
 use super::slim;
+use super::template_status;
 use crate::metrics::Metrics;
 
 pub const NAMESPACES: &str = "namespaces";
@@ -127,6 +128,9 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         |cluster: &capi::Cluster| cluster.namespace().map(|namespace| (namespace, None)),
     ));
     tasks.extend(spawn_namespace_watch(me, shared, stores.namespaces));
+    // Not in WATCHES: machines never wait for templates, so readiness does not either.
+    let templates = watcher(namespaced::<OVirtMachineTemplate>(shared), watch_config(&shared.settings)).modify(slim::crd);
+    tasks.push(template_status::spawn(templates, shared.status_writer.clone(), shared.metrics.clone()));
     tasks
 }
 
