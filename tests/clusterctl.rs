@@ -67,8 +67,9 @@ impl Clusterctl {
     }
 }
 
-const CRDS: [&str; 4] = [
+const CRDS: [&str; 5] = [
     "ovirtclusters.infrastructure.cluster.x-k8s.io",
+    "ovirtclustertemplates.infrastructure.cluster.x-k8s.io",
     "ovirtmachines.infrastructure.cluster.x-k8s.io",
     "ovirtmachinetemplates.infrastructure.cluster.x-k8s.io",
     "ovirtproviders.infrastructure.cluster.x-k8s.io",
@@ -100,7 +101,7 @@ fn generate_provider_prints_the_components() {
         assert_eq!(labels["cluster.x-k8s.io/v1beta2"], "v1beta1", "{name}");
         assert_eq!(labels["cluster.x-k8s.io/v1beta1"], "v1beta1", "{name}");
     }
-    let provider_crd = manifests::find(&documents, "CustomResourceDefinition", CRDS[3]);
+    let provider_crd = manifests::find(&documents, "CustomResourceDefinition", CRDS[4]);
     assert_eq!(
         provider_crd["metadata"]["labels"]["clusterctl.cluster.x-k8s.io/move-hierarchy"], "",
         "clusterctl move must carry OVirtProviders and what they own"
@@ -140,6 +141,7 @@ fn generate_provider_prints_the_components() {
             "ClusterRole/capov-metrics-reader",
             "ClusterRoleBinding/capov-manager-rolebinding",
             "CustomResourceDefinition/ovirtclusters.infrastructure.cluster.x-k8s.io",
+            "CustomResourceDefinition/ovirtclustertemplates.infrastructure.cluster.x-k8s.io",
             "CustomResourceDefinition/ovirtmachines.infrastructure.cluster.x-k8s.io",
             "CustomResourceDefinition/ovirtmachinetemplates.infrastructure.cluster.x-k8s.io",
             "CustomResourceDefinition/ovirtproviders.infrastructure.cluster.x-k8s.io",
@@ -253,7 +255,7 @@ fn listed_variables(output: &str) -> (Vec<String>, Vec<String>) {
 }
 
 #[test]
-fn list_variables_of_both_flavors() {
+fn list_variables_of_every_flavor() {
     let clusterctl = Clusterctl::new();
     let list = |flavor: &[&str]| {
         let mut args = vec![
@@ -273,6 +275,8 @@ fn list_variables_of_both_flavors() {
 
     let (default_required, default_optional) = list(&[]);
     assert_eq!(default_required, required);
+    // The topology flavor sets the ClusterClass's variables from the same environment as the default flavor.
+    assert_eq!(list(&["--flavor", "topology"]), (default_required.clone(), default_optional.clone()));
     assert_eq!(
         default_optional,
         [
@@ -320,7 +324,7 @@ fn list_variables_of_both_flavors() {
 fn every_variable_is_documented() {
     let clusterctl = Clusterctl::new();
     let mut variables = BTreeSet::new();
-    for flavor in [&[][..], &["--flavor", "no-kcp"][..]] {
+    for flavor in [&[][..], &["--flavor", "no-kcp"][..], &["--flavor", "topology"][..]] {
         let mut args = vec![
             "generate",
             "cluster",
@@ -698,6 +702,7 @@ fn install_kubeadm_crds(plane: &ControlPlane) {
         "--for=condition=Established",
         "--timeout=60s",
         "crd/kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+        "crd/kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io",
         "crd/kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
     ]);
     let output = wait.output().expect("kubectl wait");
@@ -705,7 +710,8 @@ fn install_kubeadm_crds(plane: &ControlPlane) {
 }
 
 /// Everything clusterctl renders passes the real API server's validation (CRD schemas and CEL rules included):
-/// the provider components, ovirt-provider.yaml and both cluster flavors, in a fresh namespace.
+/// the provider components, ovirt-provider.yaml and every cluster flavor (topology: with its ClusterClass), in a
+/// fresh namespace.
 #[tokio::test]
 async fn rendered_objects_pass_a_server_side_dry_run() {
     let plane = capov_harness::shared().await;
@@ -777,7 +783,7 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
         ("OVIRT_TEMPLATE", "ubuntu"),
         ("CONTROL_PLANE_ENDPOINT_IP", "10.0.1.100"),
     ];
-    for flavor in ["", "no-kcp"] {
+    for flavor in ["", "no-kcp", "topology"] {
         let mut args = vec![
             "generate",
             "cluster",
@@ -804,12 +810,24 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
             .filter(|line| line.contains("serverside-applied (server dry run)"))
             .count();
         assert_eq!(applied, expected, "flavor {flavor:?}:\n{output}");
-        for object in [
-            "cluster.cluster.x-k8s.io/demo",
-            "ovirtcluster.infrastructure.cluster.x-k8s.io/demo",
-            "ovirtmachinetemplate.infrastructure.cluster.x-k8s.io/demo-md-0",
-            "machinedeployment.cluster.x-k8s.io/demo-md-0",
-        ] {
+        let objects: &[&str] = if flavor == "topology" {
+            // The topology controller makes the rest from the class; clusterctl added the class and its templates.
+            &[
+                "cluster.cluster.x-k8s.io/demo",
+                "clusterclass.cluster.x-k8s.io/ovirt",
+                "ovirtclustertemplate.infrastructure.cluster.x-k8s.io/ovirt",
+                "ovirtmachinetemplate.infrastructure.cluster.x-k8s.io/ovirt-default-worker",
+                "kubeadmcontrolplanetemplate.controlplane.cluster.x-k8s.io/ovirt-control-plane",
+            ]
+        } else {
+            &[
+                "cluster.cluster.x-k8s.io/demo",
+                "ovirtcluster.infrastructure.cluster.x-k8s.io/demo",
+                "ovirtmachinetemplate.infrastructure.cluster.x-k8s.io/demo-md-0",
+                "machinedeployment.cluster.x-k8s.io/demo-md-0",
+            ]
+        };
+        for object in objects {
             assert!(
                 output.contains(object),
                 "flavor {flavor:?}: {object} missing from:\n{output}"
