@@ -276,7 +276,10 @@ fn list_variables_of_every_flavor() {
     let (default_required, default_optional) = list(&[]);
     assert_eq!(default_required, required);
     // The topology flavor sets the ClusterClass's variables from the same environment as the default flavor.
-    assert_eq!(list(&["--flavor", "topology"]), (default_required.clone(), default_optional.clone()));
+    assert_eq!(
+        list(&["--flavor", "topology"]),
+        (default_required.clone(), default_optional.clone())
+    );
     assert_eq!(
         default_optional,
         [

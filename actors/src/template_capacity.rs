@@ -42,7 +42,11 @@ mod tests {
 
     use super::*;
 
-    fn settings(cpu: Option<(Option<i32>, Option<i32>, Option<i32>)>, mib: Option<i64>, gib: Option<i64>) -> MachineSettings {
+    fn settings(
+        cpu: Option<(Option<i32>, Option<i32>, Option<i32>)>,
+        mib: Option<i64>,
+        gib: Option<i64>,
+    ) -> MachineSettings {
         MachineSettings {
             cpu: cpu.map(|(sockets, cores, threads)| CpuTopology {
                 sockets,

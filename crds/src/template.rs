@@ -24,7 +24,12 @@ use crate::machine::MachineSettings;
     printcolumn(name = "Template", type_ = "string", json_path = ".spec.template.spec.template"),
     printcolumn(name = "Provider", type_ = "string", json_path = ".spec.template.spec.provider"),
     printcolumn(name = "CPU", type_ = "string", json_path = ".status.capacity.cpu", priority = 1),
-    printcolumn(name = "Memory", type_ = "string", json_path = ".status.capacity.memory", priority = 1),
+    printcolumn(
+        name = "Memory",
+        type_ = "string",
+        json_path = ".status.capacity.memory",
+        priority = 1
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 pub struct OVirtMachineTemplateSpec {

@@ -63,5 +63,8 @@ fn on_template(template: &OVirtMachineTemplate) -> Vec<StatusWriterMsg> {
 }
 
 fn key_of(template: &OVirtMachineTemplate) -> Option<ObjectKey> {
-    Some(ObjectKey::machine_template(&template.namespace()?, &template.name_any()))
+    Some(ObjectKey::machine_template(
+        &template.namespace()?,
+        &template.name_any(),
+    ))
 }

@@ -129,8 +129,16 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
     ));
     tasks.extend(spawn_namespace_watch(me, shared, stores.namespaces));
     // Not in WATCHES: machines never wait for templates, so readiness does not either.
-    let templates = watcher(namespaced::<OVirtMachineTemplate>(shared), watch_config(&shared.settings)).modify(slim::crd);
-    tasks.push(template_status::spawn(templates, shared.status_writer.clone(), shared.metrics.clone()));
+    let templates = watcher(
+        namespaced::<OVirtMachineTemplate>(shared),
+        watch_config(&shared.settings),
+    )
+    .modify(slim::crd);
+    tasks.push(template_status::spawn(
+        templates,
+        shared.status_writer.clone(),
+        shared.metrics.clone(),
+    ));
     tasks
 }
 
