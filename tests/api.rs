@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use capov_crds::{OVirtCluster, OVirtMachine, OVirtMachineTemplate, OVirtProvider};
+use capov_crds::{OVirtCluster, OVirtClusterTemplate, OVirtMachine, OVirtMachineTemplate, OVirtProvider};
 use capov_harness::{ControlPlane, shared};
 use capov_testkit::eventually;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -61,7 +61,7 @@ fn dynamic(api_resource: &ApiResource, value: Value) -> DynamicObject {
 }
 
 #[tokio::test]
-async fn all_four_crds_are_established_with_capi_labels_and_categories() {
+async fn all_five_crds_are_established_with_capi_labels_and_categories() {
     let plane = shared().await;
     let client = plane.client().await.expect("client");
     let crds: Api<CustomResourceDefinition> = Api::all(client);
@@ -70,6 +70,7 @@ async fn all_four_crds_are_established_with_capi_labels_and_categories() {
         ("ovirtclusters.infrastructure.cluster.x-k8s.io", Some("capovc")),
         ("ovirtmachines.infrastructure.cluster.x-k8s.io", Some("capovm")),
         ("ovirtmachinetemplates.infrastructure.cluster.x-k8s.io", None),
+        ("ovirtclustertemplates.infrastructure.cluster.x-k8s.io", None),
     ] {
         let crd = crds.get(name).await.expect(name);
         let established = crd
@@ -422,6 +423,18 @@ async fn invalid_objects_are_rejected_with_messages_that_say_what_to_fix() {
         )
         .await;
     }
+    // An OVirtClusterTemplate's spec is an OVirtCluster's, with the same rules.
+    let cluster_template_kind = resource::<OVirtClusterTemplate>();
+    let cluster_templates: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &cluster_template_kind);
+    expect_rejected(
+        &cluster_templates,
+        &cluster_template_kind,
+        json!({"metadata": {"name": "ct-port-zero"},
+               "spec": {"template": {"spec": {"controlPlaneEndpoint": {"host": "10.0.0.1", "port": 0}}}}}),
+        "spec.controlPlaneEndpoint.port must be between 1 and 65535",
+    )
+    .await;
 
     let provider_kind = resource::<OVirtProvider>();
     let providers: Api<DynamicObject> = Api::all_with(client.clone(), &provider_kind);

@@ -245,8 +245,9 @@ fn rbac_is_least_privilege() {
 }
 
 /// (API group, resource) of every namespaced object the operator reads where it watches — OVirtClusters,
-/// OVirtMachines, their templates, CAPI Clusters and Machines, and Secrets (bootstrap data, `<cluster>-kubeconfig`).
-const WATCHED_RESOURCES: [(&str, &str); 12] = [
+/// OVirtMachines, their templates (+ status), CAPI Clusters and Machines, Secrets (bootstrap data,
+/// `<cluster>-kubeconfig`), and IPAM's claims and addresses.
+const WATCHED_RESOURCES: [(&str, &str); 13] = [
     ("infrastructure.cluster.x-k8s.io", "ovirtclusters"),
     ("infrastructure.cluster.x-k8s.io", "ovirtclusters/status"),
     ("infrastructure.cluster.x-k8s.io", "ovirtclusters/finalizers"),
@@ -254,6 +255,7 @@ const WATCHED_RESOURCES: [(&str, &str); 12] = [
     ("infrastructure.cluster.x-k8s.io", "ovirtmachines/status"),
     ("infrastructure.cluster.x-k8s.io", "ovirtmachines/finalizers"),
     ("infrastructure.cluster.x-k8s.io", "ovirtmachinetemplates"),
+    ("infrastructure.cluster.x-k8s.io", "ovirtmachinetemplates/status"),
     ("cluster.x-k8s.io", "clusters"),
     ("cluster.x-k8s.io", "machines"),
     ("", "secrets"),

@@ -67,8 +67,9 @@ impl Clusterctl {
     }
 }
 
-const CRDS: [&str; 4] = [
+const CRDS: [&str; 5] = [
     "ovirtclusters.infrastructure.cluster.x-k8s.io",
+    "ovirtclustertemplates.infrastructure.cluster.x-k8s.io",
     "ovirtmachines.infrastructure.cluster.x-k8s.io",
     "ovirtmachinetemplates.infrastructure.cluster.x-k8s.io",
     "ovirtproviders.infrastructure.cluster.x-k8s.io",
@@ -100,7 +101,7 @@ fn generate_provider_prints_the_components() {
         assert_eq!(labels["cluster.x-k8s.io/v1beta2"], "v1beta1", "{name}");
         assert_eq!(labels["cluster.x-k8s.io/v1beta1"], "v1beta1", "{name}");
     }
-    let provider_crd = manifests::find(&documents, "CustomResourceDefinition", CRDS[3]);
+    let provider_crd = manifests::find(&documents, "CustomResourceDefinition", CRDS[4]);
     assert_eq!(
         provider_crd["metadata"]["labels"]["clusterctl.cluster.x-k8s.io/move-hierarchy"], "",
         "clusterctl move must carry OVirtProviders and what they own"
@@ -140,6 +141,7 @@ fn generate_provider_prints_the_components() {
             "ClusterRole/capov-metrics-reader",
             "ClusterRoleBinding/capov-manager-rolebinding",
             "CustomResourceDefinition/ovirtclusters.infrastructure.cluster.x-k8s.io",
+            "CustomResourceDefinition/ovirtclustertemplates.infrastructure.cluster.x-k8s.io",
             "CustomResourceDefinition/ovirtmachines.infrastructure.cluster.x-k8s.io",
             "CustomResourceDefinition/ovirtmachinetemplates.infrastructure.cluster.x-k8s.io",
             "CustomResourceDefinition/ovirtproviders.infrastructure.cluster.x-k8s.io",
@@ -273,6 +275,11 @@ fn list_variables_of_every_flavor() {
 
     let (default_required, default_optional) = list(&[]);
     assert_eq!(default_required, required);
+    // The topology flavor sets the ClusterClass's variables from the same environment as the default flavor.
+    assert_eq!(
+        list(&["--flavor", "topology"]),
+        (default_required.clone(), default_optional.clone())
+    );
     assert_eq!(
         default_optional,
         [
@@ -361,6 +368,7 @@ fn every_variable_is_documented() {
         &["--flavor", "kube-vip"][..],
         &["--flavor", "data-disks"][..],
         &["--flavor", "failure-domains"][..],
+        &["--flavor", "topology"][..],
     ] {
         let mut args = vec![
             "generate",
@@ -739,6 +747,7 @@ fn install_kubeadm_crds(plane: &ControlPlane) {
         "--for=condition=Established",
         "--timeout=60s",
         "crd/kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+        "crd/kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io",
         "crd/kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
     ]);
     let output = wait.output().expect("kubectl wait");
@@ -746,7 +755,8 @@ fn install_kubeadm_crds(plane: &ControlPlane) {
 }
 
 /// Everything clusterctl renders passes the real API server's validation (CRD schemas and CEL rules included):
-/// the provider components, ovirt-provider.yaml and every cluster flavor, in a fresh namespace.
+/// the provider components, ovirt-provider.yaml and every cluster flavor (topology: with its ClusterClass), in a
+/// fresh namespace.
 #[tokio::test]
 async fn rendered_objects_pass_a_server_side_dry_run() {
     let plane = capov_harness::shared().await;
@@ -820,7 +830,7 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
         ("VIP_POOL_NAME", "vips"),
         ("OVIRT_DATA_STORAGE_DOMAIN", "data1"),
     ];
-    for flavor in ["", "no-kcp", "kube-vip", "data-disks", "failure-domains"] {
+    for flavor in ["", "no-kcp", "kube-vip", "data-disks", "failure-domains", "topology"] {
         let mut args = vec![
             "generate",
             "cluster",
@@ -847,12 +857,24 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
             .filter(|line| line.contains("serverside-applied (server dry run)"))
             .count();
         assert_eq!(applied, expected, "flavor {flavor:?}:\n{output}");
-        for object in [
-            "cluster.cluster.x-k8s.io/demo",
-            "ovirtcluster.infrastructure.cluster.x-k8s.io/demo",
-            "ovirtmachinetemplate.infrastructure.cluster.x-k8s.io/demo-md-0",
-            "machinedeployment.cluster.x-k8s.io/demo-md-0",
-        ] {
+        let objects: &[&str] = if flavor == "topology" {
+            // The topology controller makes the rest from the class; clusterctl added the class and its templates.
+            &[
+                "cluster.cluster.x-k8s.io/demo",
+                "clusterclass.cluster.x-k8s.io/ovirt",
+                "ovirtclustertemplate.infrastructure.cluster.x-k8s.io/ovirt",
+                "ovirtmachinetemplate.infrastructure.cluster.x-k8s.io/ovirt-default-worker",
+                "kubeadmcontrolplanetemplate.controlplane.cluster.x-k8s.io/ovirt-control-plane",
+            ]
+        } else {
+            &[
+                "cluster.cluster.x-k8s.io/demo",
+                "ovirtcluster.infrastructure.cluster.x-k8s.io/demo",
+                "ovirtmachinetemplate.infrastructure.cluster.x-k8s.io/demo-md-0",
+                "machinedeployment.cluster.x-k8s.io/demo-md-0",
+            ]
+        };
+        for object in objects {
             assert!(
                 output.contains(object),
                 "flavor {flavor:?}: {object} missing from:\n{output}"

@@ -24,6 +24,7 @@ pub mod nics;
 pub mod node_topology;
 pub mod placement;
 pub mod runtime;
+pub mod template_capacity;
 pub mod tenancy;
 pub mod vm_name;
 pub mod vm_snapshot;

@@ -6,7 +6,7 @@ use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
 use crate::labels::{CRD_LABELS, GROUP, MOVE_HIERARCHY_LABEL, VERSION};
-use crate::{OVirtCluster, OVirtMachine, OVirtMachineTemplate, OVirtProvider};
+use crate::{OVirtCluster, OVirtClusterTemplate, OVirtMachine, OVirtMachineTemplate, OVirtProvider};
 
 /// One file of `chart/capov-crds/templates`.
 pub struct Manifest {
@@ -38,6 +38,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![
         provider,
         OVirtCluster::crd(),
+        OVirtClusterTemplate::crd(),
         OVirtMachine::crd(),
         OVirtMachineTemplate::crd(),
     ];

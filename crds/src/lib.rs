@@ -1,10 +1,11 @@
-//! CAPOV's Kubernetes API, group `infrastructure.cluster.x-k8s.io`, version `v1beta1`: the Rust types of the four
+//! CAPOV's Kubernetes API, group `infrastructure.cluster.x-k8s.io`, version `v1beta1`: the Rust types of the five
 //! custom resources, their validation (schema and CEL), and the generator of the CRD manifests.
 
 // kube's `printcolumn(...)` attributes repeat `type_`/`priority` keys by design; clippy mistakes them for duplicates.
 #![allow(clippy::duplicated_attributes)]
 
 pub mod cluster;
+pub mod cluster_template;
 pub mod condition;
 pub mod generate;
 pub mod ipam;
@@ -17,6 +18,7 @@ pub use cluster::{
     ApiEndpoint, ClusterCapacity, EndpointFromPool, FailureDomainSpec, FailureDomainStatus, OVirtCluster,
     OVirtClusterCapacity, OVirtClusterSpec, OVirtClusterStatus, StorageDomainCapacity,
 };
+pub use cluster_template::{OVirtClusterTemplate, OVirtClusterTemplateResource, OVirtClusterTemplateSpec};
 pub use condition::{Condition, ConditionStatus, Severity};
 pub use ipam::IpPoolRef;
 pub use machine::{
@@ -24,4 +26,7 @@ pub use machine::{
     MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec, OVirtMachineStatus, VmType,
 };
 pub use provider::{AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
-pub use template::{OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec, TemplateObjectMeta};
+pub use template::{
+    Architecture, NodeInfo, OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec,
+    OVirtMachineTemplateStatus, OperatingSystem, TemplateObjectMeta,
+};

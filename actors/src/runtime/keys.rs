@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
+use capov_crds::{OVirtCluster, OVirtMachine, OVirtMachineTemplate, OVirtProvider};
 use kube::api::ApiResource;
 
 /// The CAPOV kinds whose status the runtime writes.
@@ -11,6 +11,7 @@ pub enum Kind {
     Provider,
     Cluster,
     Machine,
+    MachineTemplate,
 }
 
 impl Kind {
@@ -19,6 +20,7 @@ impl Kind {
             Kind::Provider => ApiResource::erase::<OVirtProvider>(&()),
             Kind::Cluster => ApiResource::erase::<OVirtCluster>(&()),
             Kind::Machine => ApiResource::erase::<OVirtMachine>(&()),
+            Kind::MachineTemplate => ApiResource::erase::<OVirtMachineTemplate>(&()),
         }
     }
 
@@ -27,6 +29,7 @@ impl Kind {
             Kind::Provider => "provider",
             Kind::Cluster => "cluster",
             Kind::Machine => "machine",
+            Kind::MachineTemplate => "machinetemplate",
         }
     }
 }
@@ -59,6 +62,14 @@ impl ObjectKey {
     pub fn machine(namespace: &str, name: &str) -> Self {
         ObjectKey {
             kind: Kind::Machine,
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn machine_template(namespace: &str, name: &str) -> Self {
+        ObjectKey {
+            kind: Kind::MachineTemplate,
             namespace: Some(namespace.to_string()),
             name: name.to_string(),
         }

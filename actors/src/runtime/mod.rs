@@ -33,6 +33,7 @@ mod status_census;
 mod status_queue;
 pub mod status_writer;
 mod supervisor;
+mod template_status;
 mod watches;
 mod workload_clients;
 mod workload_targets;

@@ -10,8 +10,9 @@ fn subject(key: &ObjectKey) -> Option<Subject> {
     match key.kind {
         Kind::Machine => Some(Subject::Machine),
         Kind::Provider => Some(Subject::Provider),
-        // OVirtClusters are few and their status tells little the machines' does not.
-        Kind::Cluster => None,
+        // OVirtClusters are few and their status tells little the machines' does not; a template's status is
+        // computed from its spec and cannot go wrong.
+        Kind::Cluster | Kind::MachineTemplate => None,
     }
 }
 

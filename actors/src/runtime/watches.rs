@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use capov_crds::labels::WATCH_FILTER_LABEL;
-use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
+use capov_crds::{OVirtCluster, OVirtMachine, OVirtMachineTemplate, OVirtProvider};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
@@ -38,6 +38,7 @@ use super::relisting::RelistChanges;
 use super::settings::RuntimeSettings;
 use super::shared::{Shared, Stores};
 use super::slim;
+use super::template_status;
 use crate::metrics::Metrics;
 
 pub const NAMESPACES: &str = "namespaces";
@@ -175,6 +176,17 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         // An IPAddress names its claim, not the claim's owner: its namespace's machines look again (cheap: they
         // read the stores; only those with addressesFromPools act).
         |address: &ipam::IpAddress| address.namespace().map(|namespace| (namespace, None)),
+    ));
+    // Not in WATCHES: machines never wait for templates, so readiness does not either.
+    let templates = watcher(
+        namespaced::<OVirtMachineTemplate>(shared),
+        watch_config(&shared.settings),
+    )
+    .modify(slim::crd);
+    tasks.push(template_status::spawn(
+        templates,
+        shared.status_writer.clone(),
+        shared.metrics.clone(),
     ));
     tasks
 }

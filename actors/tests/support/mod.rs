@@ -151,7 +151,8 @@ impl World {
         }
     }
 
-    fn labels(&self) -> Value {
+    /// The labels of the test's objects: the cluster name and the watch filter the runtime under test honours.
+    pub fn labels(&self) -> Value {
         objects::cluster_labels(&self.namespace, &self.cluster)
     }
 

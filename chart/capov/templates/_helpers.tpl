@@ -18,6 +18,10 @@ In the ClusterRole when every namespace is watched, else in the watched namespac
 - apiGroups: ["infrastructure.cluster.x-k8s.io"]
   resources: ["ovirtmachinetemplates"]
   verbs: ["get", "list", "watch"]
+# status.capacity and status.nodeInfo, which the cluster autoscaler reads to scale up from zero.
+- apiGroups: ["infrastructure.cluster.x-k8s.io"]
+  resources: ["ovirtmachinetemplates/status"]
+  verbs: ["get", "update", "patch"]
 - apiGroups: ["cluster.x-k8s.io"]
   resources: ["clusters", "machines"]
   verbs: ["get", "list", "watch"]
