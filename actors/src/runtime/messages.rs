@@ -53,8 +53,10 @@ pub enum MachineMsg {
 pub enum SupervisorMsg {
     Provider(Event<OVirtProvider>),
     Secret(Event<Secret>),
-    Cluster(Event<OVirtCluster>),
-    Machine(Event<OVirtMachine>),
+    /// Boxed, as machines are: an OVirtCluster or OVirtMachine (failure domains, capacity, the VM's shape) is much
+    /// larger than the other messages.
+    Cluster(Box<Event<OVirtCluster>>),
+    Machine(Box<Event<OVirtMachine>>),
     /// A CAPI Cluster or a Namespace changed: every machine of the namespace looks again. With `machine`, a CAPI
     /// Machine changed: only the OVirtMachine it names (spec.infrastructureRef) looks again; it is the only one that
     /// reads it, and waking the whole namespace for each Machine event costs N² messages while N Machines are listed.

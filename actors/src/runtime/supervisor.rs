@@ -21,14 +21,12 @@ use super::mailbox::{self, ActorMetrics, Alive, Mail};
 use super::messages::{MachineMsg, SupervisorMsg};
 use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
 use super::provider_finalizers::{self, ProviderFinalizers};
-use super::provider_inventory::InventorySink;
-use super::provider_restart;
 use super::relisting::Relisting;
 use super::settings::RuntimeSettings;
 use super::shared::Shared;
-use super::slim;
 use super::status_writer::{StatusWriter, StatusWriterArgs, StatusWriterMsg};
 use super::watches::{self, StoreWriters, SyncedWatches};
+use super::{provider_restart, slim};
 use crate::metrics::{Metrics, kind};
 
 impl Mail for SupervisorMsg {
@@ -149,12 +147,12 @@ impl Actor for Supervisor {
                 on_secret_event(&me, state, event).await
             }
             SupervisorMsg::Cluster(event) => {
-                state.synced.note(watches::CLUSTERS, &event);
-                state.finalizers.on_cluster_event(event).await;
+                state.synced.note(watches::CLUSTERS, &*event);
+                state.finalizers.on_cluster_event(*event).await;
             }
             SupervisorMsg::Machine(event) => {
-                state.synced.note(watches::MACHINES, &event);
-                on_machine_event(&me, state, event).await
+                state.synced.note(watches::MACHINES, &*event);
+                on_machine_event(&me, state, *event).await
             }
             SupervisorMsg::Synced(watch) => state.synced.insert(watch),
             SupervisorMsg::IsSynced(reply) => {
@@ -337,7 +335,7 @@ async fn spawn_provider(
         settings: state.shared.settings.clone(),
         status_writer: state.shared.status_writer.clone(),
         metrics: state.shared.metrics.clone(),
-        inventory: InventorySink::new(&state.shared.placements, &state.shared.metrics, me),
+        inventory: super::provider_inventory::InventorySink::new(&state.shared.placements, &state.shared.metrics, me),
     };
     match Actor::spawn_linked(None, ProviderActor, args, me.get_cell()).await {
         Ok((actor, _)) => {
@@ -396,7 +394,7 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
             state.relisting_machines.saw(&key);
             let (machine, status) = slim::split_status(machine);
             match state.machines.get_mut(&key) {
-                // A relist shows every object again; one the actor already holds needs no message (and no copy).
+                // A relist shows every object again: one the actor holds already needs no message, no copy.
                 Some(child) if slim::same_version(&*child.latest, &*machine) => {}
                 Some(child) => {
                     child.latest = machine.clone();

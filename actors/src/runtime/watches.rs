@@ -224,13 +224,13 @@ fn spawn_forwarded(
             watcher(namespaced::<OVirtCluster>(shared), filtered.clone())
                 .modify(slim::crd)
                 .reflect(ovirt_clusters),
-            SupervisorMsg::Cluster,
+            |event| SupervisorMsg::Cluster(Box::new(event)),
         ),
         forward(
             me,
             &shared.metrics,
             watcher(namespaced::<OVirtMachine>(shared), filtered.clone()).modify(slim::machine),
-            SupervisorMsg::Machine,
+            |event| SupervisorMsg::Machine(Box::new(event)),
         ),
     ]
 }
