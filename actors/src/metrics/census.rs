@@ -410,6 +410,7 @@ mod tests {
             condition("MachineCreated", "True", "VMCreated", T0),
             condition("MachineDiskResized", "True", "DisksReady", T0),
             condition("MachineNetworkSet", "True", "NetworkSet", T0),
+            condition("MachinePlacementSet", "True", "PlacementSet", T0),
             condition("MachineOn", "False", "VMDown", T1),
             condition("Ready", "False", "VMDown", T1),
         ]});
