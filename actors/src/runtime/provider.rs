@@ -594,8 +594,12 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
             let _ = mailbox::cast(&metrics, &me, ProviderMsg::Inventoried(inventory));
         });
     }
-    // The first poll is a steady round: after a restart it hands every machine its VM (they all watch with nothing
-    // seen), and the next steady round comes a whole round later. A host that changed state shows in the snapshots
+    if state.inventory.awaiting_first() {
+        return;
+    }
+    // Polls count from 1, so steady rounds fall on 1, 13, …: after a restart the first search (at the second poll
+    // while the first inventory is read) hands every machine its VM (they all watch with nothing seen), and the next
+    // steady round comes a whole round later. A host that changed state shows in the snapshots
     // of its VMs: search them all now, not at the steady turn.
     let steady_due =
         state.polls % crate::backoff::STEADY_POLL_EVERY == 1 || std::mem::take(&mut state.inventory.search_all);

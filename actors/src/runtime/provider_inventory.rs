@@ -89,6 +89,12 @@ impl InventoryPoll {
         });
     }
 
+    /// Whether the provider's first poll is still under way. A VM search meanwhile would hand machines their VMs
+    /// without their hosts' names and states, and nothing would hand them again before the steady round.
+    pub fn awaiting_first(&self) -> bool {
+        self.in_flight && self.last.is_none()
+    }
+
     /// Takes a poll's result (None: it failed, the last one stays).
     pub fn received(&mut self, provider: &str, inventory: Option<Box<Inventory>>) {
         self.in_flight = false;
