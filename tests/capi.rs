@@ -470,7 +470,8 @@ const PROTECT_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectAddress";
 /// InClusterIPPools when `CAPOV_IPAM_PROVIDER_DIR` names its build (tools/ipam/build.sh), else the stand-in
 /// [`fulfil_claims`] (CI: the Go module proxy does not serve the provider). Stops with the value.
 enum Allocator {
-    Real(capov_harness::IpamProvider),
+    /// Kept for its Drop, which stops the process.
+    Real { _provider: capov_harness::IpamProvider },
     StandIn(JoinHandle<()>),
 }
 
@@ -488,7 +489,7 @@ impl Allocator {
                 .await
                 .unwrap_or_else(|err| panic!("InClusterIPPool {name}: {err}"));
         }
-        Allocator::Real(provider)
+        Allocator::Real { _provider: provider }
     }
 }
 
