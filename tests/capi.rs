@@ -471,11 +471,28 @@ const PROTECT_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectAddress";
 /// [`fulfil_claims`] (CI: the Go module proxy does not serve the provider). Stops with the value.
 enum Allocator {
     /// Kept for its Drop, which stops the process.
-    Real { _provider: capov_harness::IpamProvider },
+    Real {
+        _provider: capov_harness::IpamProvider,
+    },
     StandIn(JoinHandle<()>),
 }
 
 impl Allocator {
+    /// The real provider's refused writes of a claim's finalizers: it writes the list from its cached copy, so one
+    /// that CAPOV changed while deleting the claim comes back refused ("no new finalizers can be added if the object
+    /// is being deleted") and the release waits for its retry. CAPOV lets go of a claim before deleting it, so there
+    /// are none. (Nothing to check with the stand-in, which writes against the object's resourceVersion.)
+    fn refused_finalizer_writes(&self) -> Vec<String> {
+        let Allocator::Real { _provider: provider } = self else {
+            return Vec::new();
+        };
+        let log = std::fs::read_to_string(provider.log_path()).unwrap_or_default();
+        log.lines()
+            .filter(|line| line.contains("no new finalizers can be added"))
+            .map(String::from)
+            .collect()
+    }
+
     async fn start(plane: &ControlPlane, client: &kube::Client, namespace: &str) -> Allocator {
         let Some(dir) = capov_harness::ipam_provider_dir() else {
             return Allocator::StandIn(fulfil_claims(client.clone(), namespace.to_string()));
@@ -792,6 +809,7 @@ async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down
         left.0.iter().all(|claim| claim.starts_with(&kept_infra)),
         "{left:?} vs {kept_infra}"
     );
+    assert_eq!(allocator.refused_finalizer_writes(), Vec::<String>::new());
     drop(allocator);
 }
 
@@ -877,6 +895,7 @@ async fn the_control_plane_endpoint_comes_from_a_pool_and_goes_back_with_the_clu
         }
     })
     .await;
+    assert_eq!(allocator.refused_finalizer_writes(), Vec::<String>::new());
     drop(allocator);
     let _ = operator.kill();
     let _ = operator.wait();
