@@ -146,14 +146,14 @@ pub fn assess(nic_count: usize, wanted: &[WantedClaim], facts: &[ClaimFact]) -> 
     if let Some(refused) = conflict(wanted, facts) {
         return refused;
     }
-    // A claim CAPOV still holds that is deleted or unwanted, and an unwanted one it let go of but did not delete
-    // (stopped between the two steps of a release).
+    // A deleted claim CAPOV still holds, and an unwanted one not deleted yet, held or not (CAPOV may have stopped
+    // between the two steps of a release).
     let stale: Vec<String> = facts
         .iter()
         .filter(|fact| fact.owned)
         .filter(|fact| {
             let unwanted = !wanted.iter().any(|w| w.name == fact.name && w.pool == fact.pool);
-            (fact.protected && (fact.deleting || unwanted)) || (unwanted && !fact.deleting)
+            if fact.deleting { fact.protected } else { unwanted }
         })
         .map(|fact| fact.name.clone())
         .collect();
