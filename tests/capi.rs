@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use capov_harness::{ControlPlane, Engine, Options, objects, play_kubelets};
 use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
 use capov_testkit::eventually;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -452,12 +453,89 @@ fn ipam(kind: &str, plural: &str) -> kube::api::ApiResource {
     )
 }
 
-/// Stands in for an IPAM provider (cluster-api-ipam-provider-in-cluster is not served by the Go module proxy here,
-/// so CI cannot run it): answers each IPAddressClaim on the pools `v4-pool`, `v6-pool` and `vip-pool` as that
-/// provider does.
-/// It writes an IPAddress named after the claim, owned by it (controller, so that the garbage collector frees the
-/// address when the claim goes), with `claimRef`, `poolRef`, the address, its prefix and the pool's gateway, then
-/// sets the claim's `status.addressRef`. Addresses are handed out in order and never reused.
+/// The pools the tests' machines and clusters name: (name, first address, last address, prefix, gateway). The real
+/// provider gets them as InClusterIPPools; the stand-in hands out their addresses in the same way.
+const POOLS: [(&str, &str, &str, u8, &str); 3] = [
+    ("v4-pool", "192.0.2.10", "192.0.2.99", 24, "192.0.2.1"),
+    ("v6-pool", "2001:db8::10", "2001:db8::99", 64, "2001:db8::1"),
+    ("vip-pool", "198.51.100.10", "198.51.100.19", 24, "198.51.100.1"),
+];
+
+/// Finalizers of cluster-api-ipam-provider-in-cluster: on a claim until its address is released, on an address
+/// until its claim goes.
+const RELEASE_FINALIZER: &str = "ipam.cluster.x-k8s.io/ReleaseAddress";
+const PROTECT_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectAddress";
+
+/// Who answers the IPAddressClaims of a namespace: the real cluster-api-ipam-provider-in-cluster with [`POOLS`] as
+/// InClusterIPPools when `CAPOV_IPAM_PROVIDER_DIR` names its build (README, "Tested with
+/// cluster-api-ipam-provider-in-cluster"), else the stand-in [`fulfil_claims`] (CI: the Go module proxy does not
+/// serve the provider). Stops with the value.
+enum Allocator {
+    /// Kept for its Drop, which stops the process.
+    Real {
+        _provider: capov_harness::IpamProvider,
+    },
+    StandIn(JoinHandle<()>),
+}
+
+impl Allocator {
+    /// The real provider's refused writes of a claim's finalizers: it writes the list from its cached copy, so one
+    /// that CAPOV changed while deleting the claim comes back refused ("no new finalizers can be added if the object
+    /// is being deleted") and the release waits for its retry. CAPOV lets go of a claim before deleting it, so there
+    /// are none. (Nothing to check with the stand-in, which writes against the object's resourceVersion.)
+    fn refused_finalizer_writes(&self) -> Vec<String> {
+        let Allocator::Real { _provider: provider } = self else {
+            return Vec::new();
+        };
+        let log = std::fs::read_to_string(provider.log_path()).unwrap_or_default();
+        log.lines()
+            .filter(|line| line.contains("no new finalizers can be added"))
+            .map(String::from)
+            .collect()
+    }
+
+    async fn start(plane: &ControlPlane, client: &kube::Client, namespace: &str) -> Allocator {
+        let Some(dir) = capov_harness::ipam_provider_dir() else {
+            return Allocator::StandIn(fulfil_claims(client.clone(), namespace.to_string()));
+        };
+        let provider = capov_harness::IpamProvider::start(plane, &dir, namespace)
+            .await
+            .unwrap_or_else(|err| panic!("cluster-api-ipam-provider-in-cluster from {}: {err}", dir.display()));
+        eprintln!("IPAM provider log: {}", provider.log_path().display());
+        for (name, first, last, prefix, gateway) in POOLS {
+            capov_harness::apply_in_cluster_pool(client, namespace, name, &format!("{first}-{last}"), prefix, gateway)
+                .await
+                .unwrap_or_else(|err| panic!("InClusterIPPool {name}: {err}"));
+        }
+        Allocator::Real { _provider: provider }
+    }
+}
+
+impl Drop for Allocator {
+    fn drop(&mut self) {
+        if let Allocator::StandIn(task) = self {
+            task.abort();
+        }
+    }
+}
+
+/// The `index`-th address of a pool of [`POOLS`] with its prefix and gateway.
+fn pool_address(pool: &str, index: u32) -> Option<(String, u8, &'static str)> {
+    let (_, first, _, prefix, gateway) = POOLS.iter().find(|p| p.0 == pool)?;
+    let address = match first.parse::<std::net::IpAddr>().ok()? {
+        std::net::IpAddr::V4(v4) => std::net::Ipv4Addr::from(u32::from(v4) + index).to_string(),
+        std::net::IpAddr::V6(v6) => std::net::Ipv6Addr::from(u128::from(v6) + u128::from(index)).to_string(),
+    };
+    Some((address, *prefix, gateway))
+}
+
+/// Stands in for cluster-api-ipam-provider-in-cluster (not served by the Go module proxy here, so CI cannot run
+/// it) and behaves as it does: it puts its finalizer on each claim on a pool of [`POOLS`], then writes an IPAddress
+/// named after the claim, owned by it (controller), labelled with the claim's cluster, held by its own finalizer,
+/// with `claimRef`, `poolRef`, the address, the pool's prefix and gateway, and sets the claim's
+/// `status.addressRef`. When a claim is deleted it deletes the address (lifting its finalizer) and then lets the
+/// claim go. Addresses are handed out in order and never reused. (The real provider also owns the address by the
+/// pool, and waits while the claim's Cluster does not exist; the stand-in has no pool objects and skips that.)
 fn fulfil_claims(client: kube::Client, namespace: String) -> JoinHandle<()> {
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
@@ -466,26 +544,42 @@ fn fulfil_claims(client: kube::Client, namespace: String) -> JoinHandle<()> {
             Api::namespaced_with(client.clone(), &namespace, &ipam("IPAddressClaim", "ipaddressclaims"));
         let addresses: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &namespace, &ipam("IPAddress", "ipaddresses"));
-        let mut next = 10u32;
+        let mut next = 0u32;
         let stream = watcher(claims.clone(), watcher::Config::default()).applied_objects();
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
             let Ok(claim) = item else { continue };
-            if claim.metadata.deletion_timestamp.is_some() || claim.data["status"]["addressRef"]["name"].is_string() {
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            let held = claim.finalizers().iter().any(|f| f == RELEASE_FINALIZER);
+            if claim.metadata.deletion_timestamp.is_some() {
+                if held && let Err(err) = stand_in_release(&claims, &addresses, &claim).await {
+                    eprintln!("stand-in IPAM: releasing {name}: {err}");
+                }
                 continue;
             }
-            let name = claim.metadata.name.clone().unwrap_or_default();
             let pool = claim.data["spec"]["poolRef"].clone();
-            let (address, prefix, gateway) = match pool["name"].as_str() {
-                Some("v4-pool") => (format!("192.0.2.{next}"), 24, "192.0.2.1"),
-                Some("v6-pool") => (format!("2001:db8::{next:x}"), 64, "2001:db8::1"),
-                Some("vip-pool") => (format!("198.51.100.{next}"), 24, "198.51.100.1"),
-                _ => continue,
+            let Some((address, prefix, gateway)) = pool["name"].as_str().and_then(|p| pool_address(p, next)) else {
+                continue;
             };
+            if !held {
+                if let Err(err) = set_finalizer(&claims, &claim, RELEASE_FINALIZER, true).await {
+                    eprintln!("stand-in IPAM: finalizer on {name}: {err}");
+                }
+                continue;
+            }
+            if claim.data["status"]["addressRef"]["name"].is_string() {
+                continue;
+            }
             next += 1;
+            let labels: BTreeMap<String, String> = claim
+                .labels()
+                .iter()
+                .filter(|(key, _)| key.as_str() == "cluster.x-k8s.io/cluster-name")
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
             let body: DynamicObject = serde_json::from_value(json!({
                 "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddress",
-                "metadata": {"name": name, "ownerReferences": [{
+                "metadata": {"name": name, "labels": labels, "finalizers": [PROTECT_FINALIZER], "ownerReferences": [{
                     "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddressClaim", "name": name,
                     "uid": claim.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
                 "spec": {"claimRef": {"name": name}, "poolRef": pool, "address": address, "prefix": prefix,
@@ -505,6 +599,90 @@ fn fulfil_claims(client: kube::Client, namespace: String) -> JoinHandle<()> {
             }
         }
     })
+}
+
+/// The stand-in's release of a deleted claim: its address loses the protecting finalizer and goes, then the claim
+/// loses the releasing one.
+async fn stand_in_release(
+    claims: &Api<DynamicObject>,
+    addresses: &Api<DynamicObject>,
+    claim: &DynamicObject,
+) -> Result<(), kube::Error> {
+    let name = claim.name_any();
+    if let Some(address) = addresses.get_opt(&name).await? {
+        set_finalizer(addresses, &address, PROTECT_FINALIZER, false).await?;
+        match addresses.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => return Err(err),
+        }
+    }
+    set_finalizer(claims, claim, RELEASE_FINALIZER, false).await
+}
+
+/// Writes `object`'s finalizers with or without `finalizer`; the object's resourceVersion in the patch makes it fail
+/// (409) if someone changed the object meanwhile. One already gone counts as done.
+async fn set_finalizer(
+    api: &Api<DynamicObject>,
+    object: &DynamicObject,
+    finalizer: &str,
+    present: bool,
+) -> Result<(), kube::Error> {
+    let mut finalizers: Vec<String> = object
+        .finalizers()
+        .iter()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
+    if present {
+        finalizers.push(finalizer.to_string());
+    }
+    let patch = json!({"metadata": {"resourceVersion": object.resource_version(), "finalizers": finalizers}});
+    match api
+        .patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Checks what every IPAM provider following CAPI's contract (and the stand-in) writes, as CAPOV relies on it: each
+/// IPAddress is named after its claim and owned by it as controller, names the claim's pool, and holds an address
+/// of that pool with the pool's prefix and gateway; each claim points at its address.
+async fn assert_addresses_follow_the_pools(client: &kube::Client, namespace: &str) {
+    let claims: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &ipam("IPAddressClaim", "ipaddressclaims"));
+    let addresses: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &ipam("IPAddress", "ipaddresses"));
+    for claim in claims.list(&ListParams::default()).await.expect("claims").items {
+        let name = claim.name_any();
+        assert_eq!(
+            claim.data["status"]["addressRef"]["name"].as_str(),
+            Some(name.as_str()),
+            "{claim:?}"
+        );
+        let address = addresses.get(&name).await.expect("the claim's IPAddress");
+        let owner = address.owner_references().iter().find(|o| o.controller == Some(true));
+        assert_eq!(
+            owner.map(|o| (o.kind.as_str(), &o.uid)),
+            Some(("IPAddressClaim", claim.metadata.uid.as_ref().expect("uid")))
+        );
+        let pool = claim.data["spec"]["poolRef"]["name"].as_str().unwrap_or_default();
+        assert_eq!(address.data["spec"]["poolRef"]["name"].as_str(), Some(pool));
+        let (_, first, last, prefix, gateway) = POOLS.iter().find(|p| p.0 == pool).expect("a pool of POOLS");
+        let spec = &address.data["spec"];
+        let ip: std::net::IpAddr = spec["address"]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .expect("an IP address");
+        let (first, last): (std::net::IpAddr, std::net::IpAddr) =
+            (first.parse().expect("ip"), last.parse().expect("ip"));
+        assert!(first <= ip && ip <= last, "{name}: {ip} outside {first}-{last}");
+        assert_eq!(spec["prefix"].as_u64(), Some(u64::from(*prefix)), "{name}");
+        assert_eq!(spec["gateway"].as_str(), Some(*gateway), "{name}");
+    }
 }
 
 /// Names of the IPAddressClaims and IPAddresses of `namespace`.
@@ -570,7 +748,7 @@ async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down
         world.sim.control().vms().iter().all(|vm| vm.name == CONTROL_PLANE),
         "a worker VM was created before its addresses"
     );
-    let allocator = fulfil_claims(world.client.clone(), world.namespace.clone());
+    let allocator = Allocator::start(world.management, &world.client, &world.namespace).await;
     let two = world.settle(2, "2 Running Machines with static addresses").await;
 
     // Each VM's initialization carries its IPv4 and IPv6 address as the engine hands them to cloud-init, and its
@@ -588,6 +766,10 @@ async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down
             "{network}"
         );
         assert!(network.contains("192.0.2.53"), "DNS missing: {network}");
+        assert!(
+            network.contains("192.0.2.1\"") && network.contains("2001:db8::1\""),
+            "the pools' gateways missing: {network}"
+        );
         let machine = machines.get(name).await.expect("machine");
         let reported: Vec<&str> = machine.data["status"]["addresses"]
             .as_array()
@@ -601,6 +783,7 @@ async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down
     }
     let (claims, addresses) = ipam_objects(&world).await.expect("ipam objects");
     assert_eq!((claims.len(), addresses.len()), (4, 4), "{claims:?} {addresses:?}");
+    assert_addresses_follow_the_pools(&world.client, &world.namespace).await;
 
     // Scale-down: the deleted machine's claims and addresses go, the other machine keeps its own.
     world.scale(1).await;
@@ -627,7 +810,8 @@ async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down
         left.0.iter().all(|claim| claim.starts_with(&kept_infra)),
         "{left:?} vs {kept_infra}"
     );
-    allocator.abort();
+    assert_eq!(allocator.refused_finalizer_writes(), Vec::<String>::new());
+    drop(allocator);
 }
 
 #[tokio::test]
@@ -636,7 +820,7 @@ async fn the_control_plane_endpoint_comes_from_a_pool_and_goes_back_with_the_clu
     let plane = management().await;
     let client = plane.client().await.expect("client");
     let namespace = plane.create_namespace(&client, "capi-vip").await.expect("namespace");
-    let allocator = fulfil_claims(client.clone(), namespace.clone());
+    let allocator = Allocator::start(plane, &client, &namespace).await;
     let mut operator = start_operator(plane, &namespace);
     let ovirt_clusters: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -695,6 +879,7 @@ async fn the_control_plane_endpoint_comes_from_a_pool_and_goes_back_with_the_clu
     let (claims, addresses) = ipam_objects_in(&client, &namespace).await.expect("ipam");
     assert_eq!(claims, BTreeSet::from(["vip-vip".to_string()]));
     assert_eq!(addresses.len(), 1);
+    assert_addresses_follow_the_pools(&client, &namespace).await;
 
     // Deleting the Cluster releases the address; the OVirtCluster goes.
     clusters.delete("vip", &DeleteParams::default()).await.expect("delete");
@@ -711,7 +896,8 @@ async fn the_control_plane_endpoint_comes_from_a_pool_and_goes_back_with_the_clu
         }
     })
     .await;
-    allocator.abort();
+    assert_eq!(allocator.refused_finalizer_writes(), Vec::<String>::new());
+    drop(allocator);
     let _ = operator.kill();
     let _ = operator.wait();
 }

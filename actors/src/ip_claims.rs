@@ -10,7 +10,7 @@
 //! * The IPAM provider answers a claim with an IPAddress (`status.addressRef`) holding the address, its prefix and
 //!   the pool's gateway. An address that does not parse, a prefix out of its family's range, or a gateway of the
 //!   other family is refused: the guest would get a broken network.
-//! * Released: CAPOV removes its finalizer and deletes the claim; the provider then frees the address.
+//! * Released: CAPOV removes its finalizer, then deletes the claim; the provider then frees the address.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -146,10 +146,15 @@ pub fn assess(nic_count: usize, wanted: &[WantedClaim], facts: &[ClaimFact]) -> 
     if let Some(refused) = conflict(wanted, facts) {
         return refused;
     }
+    // A deleted claim CAPOV still holds, and an unwanted one not deleted yet, held or not (CAPOV may have stopped
+    // between the two steps of a release).
     let stale: Vec<String> = facts
         .iter()
-        .filter(|fact| fact.owned && fact.protected)
-        .filter(|fact| fact.deleting || !wanted.iter().any(|w| w.name == fact.name && w.pool == fact.pool))
+        .filter(|fact| fact.owned)
+        .filter(|fact| {
+            let unwanted = !wanted.iter().any(|w| w.name == fact.name && w.pool == fact.pool);
+            if fact.deleting { fact.protected } else { unwanted }
+        })
         .map(|fact| fact.name.clone())
         .collect();
     if !stale.is_empty() {
@@ -366,6 +371,13 @@ mod tests {
         deleted.deleting = true;
         assert_eq!(
             assess(2, &wanted, &[deleted.clone()]),
+            ClaimsAssessment::Release(vec!["m-0-0".into()])
+        );
+        // A release stopped after CAPOV let go of the claim but before it deleted it: released again.
+        let mut let_go = fact("m-0-0", "old-pool", None);
+        let_go.protected = false;
+        assert_eq!(
+            assess(2, &wanted, &[let_go]),
             ClaimsAssessment::Release(vec!["m-0-0".into()])
         );
         // Once CAPOV let go, it waits for the provider to free it, then creates it anew.

@@ -256,7 +256,7 @@ async fn register_conversion_webhook(
 }
 
 /// Whether `GET path` on a plain-HTTP loopback port answers 200.
-async fn http_ok(port: u16, path: &str) -> bool {
+pub(crate) async fn http_ok(port: u16, path: &str) -> bool {
     let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
         return false;
     };
