@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use capov_harness::{ControlPlane, Engine, Options, objects, play_kubelets};
@@ -820,5 +821,261 @@ async fn template_data_disks_names_tags_and_graceful_shutdown_under_capi() {
     assert!(
         !writes.contains(&"stop".to_string()),
         "the guest shut down in time: {writes:?}"
+    );
+}
+
+/// Every version of the objects of `api` the apiserver shows from now on, in order (also a deleted object's last),
+/// until the task is aborted: a short-lived state, such as a Machine's deletion, is seen however fast it passes.
+fn record(api: Api<DynamicObject>) -> (Arc<Mutex<Vec<DynamicObject>>>, JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+        while let Some(event) = stream.next().await {
+            if let Ok(
+                watcher::Event::Apply(object) | watcher::Event::InitApply(object) | watcher::Event::Delete(object),
+            ) = event
+            {
+                sink.lock().unwrap_or_else(|err| err.into_inner()).push(object);
+            }
+        }
+    });
+    (seen, task)
+}
+
+/// The `(status, reason)` of each version's condition `type_`, for the versions of `name` in `seen`, with whether
+/// that version was being deleted.
+fn condition_history(seen: &Mutex<Vec<DynamicObject>>, name: &str, type_: &str) -> Vec<(String, String, bool)> {
+    let seen = seen.lock().unwrap_or_else(|err| err.into_inner());
+    seen.iter()
+        .filter(|object| object.metadata.name.as_deref() == Some(name))
+        .filter_map(|object| {
+            let conditions = object.data["status"]["conditions"].as_array()?;
+            let condition = conditions.iter().find(|c| c["type"] == type_)?;
+            Some((
+                condition["status"].as_str().unwrap_or_default().to_string(),
+                condition["reason"].as_str().unwrap_or_default().to_string(),
+                object.metadata.deletion_timestamp.is_some(),
+            ))
+        })
+        .collect()
+}
+
+/// `(readyReplicas, availableReplicas)` of the MachineDeployment.
+async fn deployment_ready(world: &World) -> Result<(i64, i64), String> {
+    let deployment = world
+        .api("MachineDeployment", "machinedeployments")
+        .get(DEPLOYMENT)
+        .await
+        .map_err(|err| err.to_string())?;
+    let status = &deployment.data["status"];
+    Ok((
+        status["readyReplicas"].as_i64().unwrap_or_default(),
+        status["availableReplicas"].as_i64().unwrap_or_default(),
+    ))
+}
+
+/// MachineHealthCheck remediation end to end: a worker whose Node turns `Ready=False` in the workload cluster is
+/// found unhealthy by CAPI's MachineHealthCheck, its MachineSet deletes the Machine, CAPOV powers its VM off and
+/// deletes it, and the replacement Machine gets a new VM that comes up and joins; the healthy worker's VM is never
+/// touched.
+#[tokio::test]
+async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
+    let started = Instant::now();
+    let world = World::new("capi-mhc").await;
+    objects::apply_machine_template(&world.client, &world.namespace, "workers-mhc", world.template_spec(30))
+        .await
+        .expect("template");
+    objects::apply_machine_deployment(
+        &world.client,
+        &world.namespace,
+        DEPLOYMENT,
+        CLUSTER,
+        2,
+        "workers-mhc",
+        BOOTSTRAP_SECRET,
+    )
+    .await
+    .expect("machine deployment");
+    let two = world.settle(2, "2 Running Machines").await;
+    let selector = json!({"cluster.x-k8s.io/deployment-name": DEPLOYMENT});
+    objects::apply_machine_health_check(&world.client, &world.namespace, "workers-mhc", CLUSTER, selector, 5)
+        .await
+        .expect("machine health check");
+    // Both workers Ready, and the health check watches both and finds them healthy before anything breaks.
+    let health_checks = world.api("MachineHealthCheck", "machinehealthchecks");
+    eventually(
+        Duration::from_secs(120),
+        "2 Ready workers, both healthy for the health check",
+        || async {
+            let check = health_checks.get("workers-mhc").await.map_err(|err| err.to_string())?;
+            let status = &check.data["status"];
+            let counts = (status["expectedMachines"].as_i64(), status["currentHealthy"].as_i64());
+            let ready = deployment_ready(&world).await?;
+            if counts == (Some(2), Some(2)) && ready == (2, 2) {
+                Ok(())
+            } else {
+                Err(format!("health check {counts:?}, deployment ready/available {ready:?}"))
+            }
+        },
+    )
+    .await;
+    let before_break = started.elapsed();
+
+    let (machines_seen, machine_watch) = record(world.api("Machine", "machines"));
+    let (ovirt_seen, ovirt_watch) = record(world.ovirt_machines());
+    let mut workers = two.iter();
+    let (victim, victim_vm) = workers.next().expect("a first worker");
+    let (healthy, healthy_vm) = workers.next().expect("a second worker");
+    let control = world.sim.control();
+    let victim_node = control.vm(victim_vm).expect("the victim's VM").name;
+    let healthy_node = control.vm(healthy_vm).expect("the healthy VM").name;
+    let victim_infra = world
+        .api("Machine", "machines")
+        .get(victim)
+        .await
+        .expect("the victim's Machine")
+        .data["spec"]["infrastructureRef"]["name"]
+        .as_str()
+        .expect("the victim's OVirtMachine")
+        .to_string();
+    let workload = world.workload.client().await.expect("workload client");
+    objects::mark_node_not_ready(&workload, &victim_node)
+        .await
+        .expect("mark the Node not ready");
+    let broken = Instant::now();
+
+    // CAPI deletes the Machine, CAPOV its VM.
+    eventually(
+        Duration::from_secs(180),
+        "the unhealthy Machine and its VM gone",
+        || async {
+            let machine = world
+                .api("Machine", "machines")
+                .get_opt(victim)
+                .await
+                .map_err(|err| err.to_string())?;
+            match (machine, control.vm(victim_vm)) {
+                (None, None) => Ok(()),
+                (machine, vm) => Err(format!(
+                    "Machine {:?}, VM {:?}",
+                    machine.map(|m| m.data["status"]["conditions"].clone()),
+                    vm.map(|vm| vm.status)
+                )),
+            }
+        },
+    )
+    .await;
+    let removed = broken.elapsed();
+    // The replacement: a new Machine on a new VM, Running with its Node; the deployment back at 2 Ready.
+    let after = eventually(Duration::from_secs(240), "the replacement Machine", || async {
+        let vms = world.settled(2).await?;
+        let ready = deployment_ready(&world).await?;
+        if vms.contains_key(victim) || ready != (2, 2) {
+            return Err(format!("{vms:?}, deployment ready/available {ready:?}"));
+        }
+        Ok(vms)
+    })
+    .await;
+    let replaced = broken.elapsed();
+    machine_watch.abort();
+    ovirt_watch.abort();
+
+    // What CAPI showed on the Machine meanwhile: the failed health check, the owner's remediation, then the deletion.
+    let health = condition_history(&machines_seen, victim, "HealthCheckSucceeded");
+    assert!(
+        health
+            .iter()
+            .any(|(status, reason, _)| status == "False" && reason == "UnhealthyNode"),
+        "{health:?}"
+    );
+    let remediated = condition_history(&machines_seen, victim, "OwnerRemediated");
+    assert!(
+        remediated.iter().any(|(status, _, _)| status == "False"),
+        "{remediated:?}"
+    );
+    assert!(
+        health.iter().any(|(_, _, deleting)| *deleting),
+        "the Machine was never seen deleting: {health:?}"
+    );
+    // What CAPOV showed on the OVirtMachine: the VM powered off, then deleted.
+    let deleted = condition_history(&ovirt_seen, &victim_infra, "MachineDeleted");
+    let reasons: Vec<&str> = deleted.iter().map(|(_, reason, _)| reason.as_str()).collect();
+    assert!(reasons.contains(&"VMStopping"), "{deleted:?}");
+    // In the engine: the VM stopped, then removed; both answered.
+    let writes = control.writes();
+    let vm_path = format!("/vms/{victim_vm}");
+    let of_victim: Vec<(String, String, u16)> = writes
+        .iter()
+        .filter(|w| w.path.contains(&vm_path))
+        .map(|w| (w.method.clone(), w.path.clone(), w.status))
+        .collect();
+    let stop = of_victim
+        .iter()
+        .position(|(method, path, status)| method == "POST" && path.ends_with("/stop") && *status < 300);
+    let delete = of_victim
+        .iter()
+        .position(|(method, path, status)| method == "DELETE" && path.ends_with(&vm_path) && *status < 300);
+    assert!(
+        matches!((stop, delete), (Some(stop), Some(delete)) if stop < delete),
+        "{of_victim:?}"
+    );
+
+    // The replacement runs on a VM that did not exist before; the healthy worker kept its VM, never stopped.
+    let (new_machine, new_vm) = after
+        .iter()
+        .find(|(name, _)| *name != healthy)
+        .expect("a replacement Machine");
+    assert!(
+        !two.values().any(|vm| vm == new_vm),
+        "{new_machine} runs on an old VM {new_vm}"
+    );
+    assert_eq!(control.vm(new_vm).map(|vm| vm.status).as_deref(), Some("up"));
+    assert_eq!(after.get(healthy), Some(healthy_vm), "the healthy worker's VM changed");
+    assert_eq!(control.vm(healthy_vm).map(|vm| vm.status).as_deref(), Some("up"));
+    let healthy_path = format!("/vms/{healthy_vm}");
+    let touched: Vec<String> = writes
+        .iter()
+        .filter(|w| w.path.contains(&healthy_path))
+        .filter(|w| {
+            w.method == "DELETE"
+                || ["/stop", "/shutdown", "/reboot", "/suspend"]
+                    .iter()
+                    .any(|a| w.path.ends_with(a))
+        })
+        .map(|w| format!("{} {}", w.method, w.path))
+        .collect();
+    assert!(touched.is_empty(), "the healthy worker's VM was touched: {touched:?}");
+    let healthy_history = condition_history(&machines_seen, healthy, "HealthCheckSucceeded");
+    assert!(
+        !healthy_history.is_empty()
+            && healthy_history
+                .iter()
+                .all(|(status, _, deleting)| status == "True" && !deleting),
+        "{healthy_history:?}"
+    );
+
+    // The workload cluster: the unhealthy Node went with its Machine; the healthy and the new Node are Ready.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(workload);
+    assert!(
+        nodes.get_opt(&victim_node).await.expect("nodes").is_none(),
+        "the unhealthy Node stayed"
+    );
+    let new_node = control.vm(new_vm).expect("the new VM").name;
+    for name in [&healthy_node, &new_node] {
+        let node = nodes.get(name).await.expect("node");
+        let ready = node
+            .status
+            .and_then(|status| status.conditions)
+            .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        assert!(ready, "{name} is not Ready");
+    }
+    eprintln!("{victim}: HealthCheckSucceeded {health:?}\nOwnerRemediated {remediated:?}\nMachineDeleted {deleted:?}");
+    eprintln!(
+        "remediation: 2 workers ready after {before_break:?}; unhealthy VM deleted {removed:?} and replacement Ready \
+         {replaced:?} after the Node turned Ready=False; test {:?}",
+        started.elapsed()
     );
 }
