@@ -946,6 +946,7 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
         .await
         .expect("mark the Node not ready");
     let broken = Instant::now();
+    let broken_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
 
     // CAPI deletes the Machine, CAPOV its VM.
     eventually(
@@ -1006,21 +1007,36 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
     assert!(reasons.contains(&"VMStopping"), "{deleted:?}");
     // In the engine: the VM stopped, then removed; both answered.
     let writes = control.writes();
-    let vm_path = format!("/vms/{victim_vm}");
-    let of_victim: Vec<(String, String, u16)> = writes
+    // The VM itself, not its membership of an affinity group (`…/affinitygroups/{group}/vms/{id}`).
+    let vm_path = format!("/api/vms/{victim_vm}");
+    let of_victim: Vec<(String, String, u16, u64)> = writes
         .iter()
         .filter(|w| w.path.contains(&vm_path))
-        .map(|w| (w.method.clone(), w.path.clone(), w.status))
+        .map(|w| (w.method.clone(), w.path.clone(), w.status, w.received_ms))
         .collect();
     let stop = of_victim
         .iter()
-        .position(|(method, path, status)| method == "POST" && path.ends_with("/stop") && *status < 300);
+        .position(|(method, path, status, _)| method == "POST" && path.ends_with("/stop") && *status < 300);
     let delete = of_victim
         .iter()
-        .position(|(method, path, status)| method == "DELETE" && path.ends_with(&vm_path) && *status < 300);
-    assert!(
-        matches!((stop, delete), (Some(stop), Some(delete)) if stop < delete),
-        "{of_victim:?}"
+        .position(|(method, path, status, _)| method == "DELETE" && path.ends_with(&vm_path) && *status < 300);
+    let (stop, delete) = match (stop, delete) {
+        (Some(stop), Some(delete)) if stop < delete => (&of_victim[stop], &of_victim[delete]),
+        _ => panic!("no stop, then delete of the VM: {of_victim:?}"),
+    };
+    // When each part happened, in ms after the Node turned Ready=False (the deletion timestamp has second precision).
+    let machine_deleting = machines_seen
+        .lock()
+        .unwrap_or_else(|err| err.into_inner())
+        .iter()
+        .filter(|m| m.metadata.name.as_deref() == Some(victim.as_str()))
+        .find_map(|m| m.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_millisecond()))
+        .map(|at| at - broken_ms);
+    let engine_ms = |at: u64| i64::try_from(at).unwrap_or(i64::MAX) - broken_ms;
+    let phases = format!(
+        "Machine deleting at {machine_deleting:?} ms, VM stop at {} ms, VM DELETE at {} ms",
+        engine_ms(stop.3),
+        engine_ms(delete.3)
     );
 
     // The replacement runs on a VM that did not exist before; the healthy worker kept its VM, never stopped.
@@ -1075,7 +1091,7 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
     eprintln!("{victim}: HealthCheckSucceeded {health:?}\nOwnerRemediated {remediated:?}\nMachineDeleted {deleted:?}");
     eprintln!(
         "remediation: 2 workers ready after {before_break:?}; unhealthy VM deleted {removed:?} and replacement Ready \
-         {replaced:?} after the Node turned Ready=False; test {:?}",
+         {replaced:?} after the Node turned Ready=False ({phases}); test {:?}",
         started.elapsed()
     );
 }
