@@ -877,14 +877,9 @@ async fn deployment_ready(world: &World) -> Result<(i64, i64), String> {
     ))
 }
 
-/// MachineHealthCheck remediation end to end: a worker whose Node turns `Ready=False` in the workload cluster is
-/// found unhealthy by CAPI's MachineHealthCheck, its MachineSet deletes the Machine, CAPOV powers its VM off and
-/// deletes it, and the replacement Machine gets a new VM that comes up and joins; the healthy worker's VM is never
-/// touched.
-#[tokio::test]
-async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
-    let started = Instant::now();
-    let world = World::new("capi-mhc").await;
+/// A MachineDeployment of 2 workers and a MachineHealthCheck over them (`Ready=False` for 5 s), once both workers
+/// are Ready and the health check counts both healthy: the VM id of each worker's Machine.
+async fn two_checked_workers(world: &World) -> BTreeMap<String, String> {
     objects::apply_machine_template(&world.client, &world.namespace, "workers-mhc", world.template_spec(30))
         .await
         .expect("template");
@@ -904,7 +899,6 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
     objects::apply_machine_health_check(&world.client, &world.namespace, "workers-mhc", CLUSTER, selector, 5)
         .await
         .expect("machine health check");
-    // Both workers Ready, and the health check watches both and finds them healthy before anything breaks.
     let health_checks = world.api("MachineHealthCheck", "machinehealthchecks");
     eventually(
         Duration::from_secs(120),
@@ -913,7 +907,7 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
             let check = health_checks.get("workers-mhc").await.map_err(|err| err.to_string())?;
             let status = &check.data["status"];
             let counts = (status["expectedMachines"].as_i64(), status["currentHealthy"].as_i64());
-            let ready = deployment_ready(&world).await?;
+            let ready = deployment_ready(world).await?;
             if counts == (Some(2), Some(2)) && ready == (2, 2) {
                 Ok(())
             } else {
@@ -922,6 +916,103 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
         },
     )
     .await;
+    two
+}
+
+/// What CAPI showed on the remediated Machine (the failed health check, the owner's remediation, the deletion) and
+/// CAPOV on its OVirtMachine (the VM powered off, then deleted), from the recorded versions; the histories, to print.
+fn assert_remediation_shown(
+    machines_seen: &Mutex<Vec<DynamicObject>>,
+    ovirt_seen: &Mutex<Vec<DynamicObject>>,
+    (machine, infra): (&str, &str),
+) -> String {
+    let health = condition_history(machines_seen, machine, "HealthCheckSucceeded");
+    assert!(
+        health
+            .iter()
+            .any(|(status, reason, _)| status == "False" && reason == "UnhealthyNode"),
+        "{health:?}"
+    );
+    assert!(
+        health.iter().any(|(_, _, deleting)| *deleting),
+        "the Machine was never seen deleting: {health:?}"
+    );
+    let remediated = condition_history(machines_seen, machine, "OwnerRemediated");
+    assert!(
+        remediated
+            .iter()
+            .any(|(status, reason, _)| status == "False" && reason == "WaitingForRemediation"),
+        "{remediated:?}"
+    );
+    let deleted = condition_history(ovirt_seen, infra, "MachineDeleted");
+    let reasons: Vec<&str> = deleted.iter().map(|(_, reason, _)| reason.as_str()).collect();
+    let stopping = reasons.iter().position(|r| *r == "VMStopping");
+    let deleting = reasons.iter().rposition(|r| *r == "VMDeleting");
+    assert!(
+        matches!((stopping, deleting), (Some(s), Some(d)) if s < d),
+        "{deleted:?}"
+    );
+    format!("{machine}: HealthCheckSucceeded {health:?}\nOwnerRemediated {remediated:?}\nMachineDeleted {deleted:?}")
+}
+
+/// When (ms since the Unix epoch) the engine answered the VM's stop and then its removal, both successfully. Only
+/// writes to the VM itself count, not to its membership of an affinity group (`…/affinitygroups/{group}/vms/{id}`).
+fn engine_removal(writes: &[capov_ovirt_sim::WriteRecord], vm_id: &str) -> (u64, u64) {
+    let vm_path = format!("/api/vms/{vm_id}");
+    let of_vm: Vec<_> = writes.iter().filter(|w| w.path.contains(&vm_path)).collect();
+    let stop = of_vm
+        .iter()
+        .position(|w| w.method == "POST" && w.path.ends_with("/stop") && w.status < 300);
+    let delete = of_vm
+        .iter()
+        .position(|w| w.method == "DELETE" && w.path.ends_with(&vm_path) && w.status < 300);
+    match (stop, delete) {
+        (Some(stop), Some(delete)) if stop < delete => (of_vm[stop].received_ms, of_vm[delete].received_ms),
+        _ => {
+            let seen: Vec<String> = of_vm
+                .iter()
+                .map(|w| format!("{} {} {}", w.method, w.path, w.status))
+                .collect();
+            panic!("no stop, then delete of VM {vm_id}: {seen:?}")
+        }
+    }
+}
+
+/// The VM was never stopped, shut down, rebooted or removed, and no write named it from `since_ms` on.
+fn assert_untouched(writes: &[capov_ovirt_sim::WriteRecord], vm_id: &str, since_ms: u64) {
+    let path = format!("/vms/{vm_id}");
+    let touched: Vec<String> = writes
+        .iter()
+        .filter(|w| w.path.contains(&path))
+        .filter(|w| {
+            w.received_ms >= since_ms
+                || w.method == "DELETE"
+                || ["/stop", "/shutdown", "/reboot", "/suspend"]
+                    .iter()
+                    .any(|a| w.path.ends_with(a))
+        })
+        .map(|w| format!("{} {}", w.method, w.path))
+        .collect();
+    assert!(touched.is_empty(), "VM {vm_id} was touched: {touched:?}");
+}
+
+/// Whether the workload cluster's Node `name` reports Ready.
+async fn node_ready(nodes: &Api<k8s_openapi::api::core::v1::Node>, name: &str) -> bool {
+    let node = nodes.get(name).await.expect("node");
+    node.status
+        .and_then(|status| status.conditions)
+        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// MachineHealthCheck remediation end to end: a worker whose Node turns `Ready=False` in the workload cluster is
+/// found unhealthy by CAPI's MachineHealthCheck, its MachineSet deletes the Machine, CAPOV powers its VM off and
+/// deletes it, and the replacement Machine gets a new VM that comes up and joins; the healthy worker's VM is never
+/// touched.
+#[tokio::test]
+async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
+    let started = Instant::now();
+    let world = World::new("capi-mhc").await;
+    let two = two_checked_workers(&world).await;
     let before_break = started.elapsed();
 
     let (machines_seen, machine_watch) = record(world.api("Machine", "machines"));
@@ -932,16 +1023,14 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
     let control = world.sim.control();
     let victim_node = control.vm(victim_vm).expect("the victim's VM").name;
     let healthy_node = control.vm(healthy_vm).expect("the healthy VM").name;
-    let victim_infra = world
-        .api("Machine", "machines")
-        .get(victim)
-        .await
-        .expect("the victim's Machine")
-        .data["spec"]["infrastructureRef"]["name"]
-        .as_str()
-        .expect("the victim's OVirtMachine")
-        .to_string();
+    let machines = world.api("Machine", "machines");
+    let victim_infra =
+        machines.get(victim).await.expect("the victim's Machine").data["spec"]["infrastructureRef"]["name"]
+            .as_str()
+            .expect("the victim's OVirtMachine")
+            .to_string();
     let workload = world.workload.client().await.expect("workload client");
+    // The played kubelet never writes the Node again: it stays Ready=False until CAPI deletes it.
     objects::mark_node_not_ready(&workload, &victim_node)
         .await
         .expect("mark the Node not ready");
@@ -953,11 +1042,7 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
         Duration::from_secs(180),
         "the unhealthy Machine and its VM gone",
         || async {
-            let machine = world
-                .api("Machine", "machines")
-                .get_opt(victim)
-                .await
-                .map_err(|err| err.to_string())?;
+            let machine = machines.get_opt(victim).await.map_err(|err| err.to_string())?;
             match (machine, control.vm(victim_vm)) {
                 (None, None) => Ok(()),
                 (machine, vm) => Err(format!(
@@ -984,53 +1069,9 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
     machine_watch.abort();
     ovirt_watch.abort();
 
-    // What CAPI showed on the Machine meanwhile: the failed health check, the owner's remediation, then the deletion.
-    let health = condition_history(&machines_seen, victim, "HealthCheckSucceeded");
-    assert!(
-        health
-            .iter()
-            .any(|(status, reason, _)| status == "False" && reason == "UnhealthyNode"),
-        "{health:?}"
-    );
-    let remediated = condition_history(&machines_seen, victim, "OwnerRemediated");
-    assert!(
-        remediated
-            .iter()
-            .any(|(status, reason, _)| status == "False" && reason == "WaitingForRemediation"),
-        "{remediated:?}"
-    );
-    assert!(
-        health.iter().any(|(_, _, deleting)| *deleting),
-        "the Machine was never seen deleting: {health:?}"
-    );
-    // What CAPOV showed on the OVirtMachine: the VM powered off, then deleted.
-    let deleted = condition_history(&ovirt_seen, &victim_infra, "MachineDeleted");
-    let reasons: Vec<&str> = deleted.iter().map(|(_, reason, _)| reason.as_str()).collect();
-    let stopping = reasons.iter().position(|r| *r == "VMStopping");
-    let deleting = reasons.iter().rposition(|r| *r == "VMDeleting");
-    assert!(
-        matches!((stopping, deleting), (Some(s), Some(d)) if s < d),
-        "{deleted:?}"
-    );
-    // In the engine: the VM stopped, then removed; both answered.
+    let histories = assert_remediation_shown(&machines_seen, &ovirt_seen, (victim, &victim_infra));
     let writes = control.writes();
-    // The VM itself, not its membership of an affinity group (`…/affinitygroups/{group}/vms/{id}`).
-    let vm_path = format!("/api/vms/{victim_vm}");
-    let of_victim: Vec<(String, String, u16, u64)> = writes
-        .iter()
-        .filter(|w| w.path.contains(&vm_path))
-        .map(|w| (w.method.clone(), w.path.clone(), w.status, w.received_ms))
-        .collect();
-    let stop = of_victim
-        .iter()
-        .position(|(method, path, status, _)| method == "POST" && path.ends_with("/stop") && *status < 300);
-    let delete = of_victim
-        .iter()
-        .position(|(method, path, status, _)| method == "DELETE" && path.ends_with(&vm_path) && *status < 300);
-    let (stop, delete) = match (stop, delete) {
-        (Some(stop), Some(delete)) if stop < delete => (&of_victim[stop], &of_victim[delete]),
-        _ => panic!("no stop, then delete of the VM: {of_victim:?}"),
-    };
+    let (stop_ms, delete_ms) = engine_removal(&writes, victim_vm);
     // When each part happened, in ms after the Node turned Ready=False (the deletion timestamp has second precision).
     let machine_deleting = machines_seen
         .lock()
@@ -1039,14 +1080,14 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
         .filter(|m| m.metadata.name.as_deref() == Some(victim.as_str()))
         .find_map(|m| m.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_millisecond()))
         .map(|at| at - broken_ms);
-    let engine_ms = |at: u64| i64::try_from(at).unwrap_or(i64::MAX) - broken_ms;
+    let since_break = |at: u64| i64::try_from(at).unwrap_or(i64::MAX) - broken_ms;
     let phases = format!(
         "Machine deleting at {machine_deleting:?} ms, VM stop at {} ms, VM DELETE at {} ms",
-        engine_ms(stop.3),
-        engine_ms(delete.3)
+        since_break(stop_ms),
+        since_break(delete_ms)
     );
 
-    // The replacement runs on a VM that did not exist before; the healthy worker kept its VM, never stopped.
+    // The replacement runs on a VM that did not exist before; the healthy worker kept its VM, untouched.
     let (new_machine, new_vm) = after
         .iter()
         .find(|(name, _)| *name != healthy)
@@ -1058,21 +1099,7 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
     assert_eq!(control.vm(new_vm).map(|vm| vm.status).as_deref(), Some("up"));
     assert_eq!(after.get(healthy), Some(healthy_vm), "the healthy worker's VM changed");
     assert_eq!(control.vm(healthy_vm).map(|vm| vm.status).as_deref(), Some("up"));
-    let healthy_path = format!("/vms/{healthy_vm}");
-    // Never stopped, shut down, rebooted or removed; and since the Node broke, no write at all names it.
-    let touched: Vec<String> = writes
-        .iter()
-        .filter(|w| w.path.contains(&healthy_path))
-        .filter(|w| {
-            engine_ms(w.received_ms) >= 0
-                || w.method == "DELETE"
-                || ["/stop", "/shutdown", "/reboot", "/suspend"]
-                    .iter()
-                    .any(|a| w.path.ends_with(a))
-        })
-        .map(|w| format!("{} {}", w.method, w.path))
-        .collect();
-    assert!(touched.is_empty(), "the healthy worker's VM was touched: {touched:?}");
+    assert_untouched(&writes, healthy_vm, u64::try_from(broken_ms).unwrap_or_default());
     let healthy_history = condition_history(&machines_seen, healthy, "HealthCheckSucceeded");
     assert!(
         !healthy_history.is_empty()
@@ -1089,15 +1116,9 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
         "the unhealthy Node stayed"
     );
     let new_node = control.vm(new_vm).expect("the new VM").name;
-    for name in [&healthy_node, &new_node] {
-        let node = nodes.get(name).await.expect("node");
-        let ready = node
-            .status
-            .and_then(|status| status.conditions)
-            .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        assert!(ready, "{name} is not Ready");
-    }
-    eprintln!("{victim}: HealthCheckSucceeded {health:?}\nOwnerRemediated {remediated:?}\nMachineDeleted {deleted:?}");
+    assert!(node_ready(&nodes, &healthy_node).await, "{healthy_node} is not Ready");
+    assert!(node_ready(&nodes, &new_node).await, "{new_node} is not Ready");
+    eprintln!("{histories}");
     eprintln!(
         "remediation: 2 workers ready after {before_break:?}; unhealthy VM deleted {removed:?} and replacement Ready \
          {replaced:?} after the Node turned Ready=False ({phases}); test {:?}",
