@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use capov_harness::{ControlPlane, Engine, Options, objects, play_kubelets};
@@ -1006,5 +1007,307 @@ async fn template_data_disks_names_tags_and_graceful_shutdown_under_capi() {
     assert!(
         !writes.contains(&"stop".to_string()),
         "the guest shut down in time: {writes:?}"
+    );
+}
+
+/// Every version of the objects of `api` the apiserver shows from now on, in order (also a deleted object's last),
+/// until the task is aborted: a short-lived state, such as a Machine's deletion, is seen however fast it passes.
+fn record(api: Api<DynamicObject>) -> (Arc<Mutex<Vec<DynamicObject>>>, JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+        while let Some(event) = stream.next().await {
+            if let Ok(
+                watcher::Event::Apply(object) | watcher::Event::InitApply(object) | watcher::Event::Delete(object),
+            ) = event
+            {
+                sink.lock().unwrap_or_else(|err| err.into_inner()).push(object);
+            }
+        }
+    });
+    (seen, task)
+}
+
+/// The `(status, reason)` of each version's condition `type_`, for the versions of `name` in `seen`, with whether
+/// that version was being deleted.
+fn condition_history(seen: &Mutex<Vec<DynamicObject>>, name: &str, type_: &str) -> Vec<(String, String, bool)> {
+    let seen = seen.lock().unwrap_or_else(|err| err.into_inner());
+    seen.iter()
+        .filter(|object| object.metadata.name.as_deref() == Some(name))
+        .filter_map(|object| {
+            let conditions = object.data["status"]["conditions"].as_array()?;
+            let condition = conditions.iter().find(|c| c["type"] == type_)?;
+            Some((
+                condition["status"].as_str().unwrap_or_default().to_string(),
+                condition["reason"].as_str().unwrap_or_default().to_string(),
+                object.metadata.deletion_timestamp.is_some(),
+            ))
+        })
+        .collect()
+}
+
+/// `(readyReplicas, availableReplicas)` of the MachineDeployment.
+async fn deployment_ready(world: &World) -> Result<(i64, i64), String> {
+    let deployment = world
+        .api("MachineDeployment", "machinedeployments")
+        .get(DEPLOYMENT)
+        .await
+        .map_err(|err| err.to_string())?;
+    let status = &deployment.data["status"];
+    Ok((
+        status["readyReplicas"].as_i64().unwrap_or_default(),
+        status["availableReplicas"].as_i64().unwrap_or_default(),
+    ))
+}
+
+/// A MachineDeployment of 2 workers and a MachineHealthCheck over them (`Ready=False` for 5 s), once both workers
+/// are Ready and the health check counts both healthy: the VM id of each worker's Machine.
+async fn two_checked_workers(world: &World) -> BTreeMap<String, String> {
+    objects::apply_machine_template(&world.client, &world.namespace, "workers-mhc", world.template_spec(30))
+        .await
+        .expect("template");
+    objects::apply_machine_deployment(
+        &world.client,
+        &world.namespace,
+        DEPLOYMENT,
+        CLUSTER,
+        2,
+        "workers-mhc",
+        BOOTSTRAP_SECRET,
+    )
+    .await
+    .expect("machine deployment");
+    let two = world.settle(2, "2 Running Machines").await;
+    let selector = json!({"cluster.x-k8s.io/deployment-name": DEPLOYMENT});
+    objects::apply_machine_health_check(&world.client, &world.namespace, "workers-mhc", CLUSTER, selector, 5)
+        .await
+        .expect("machine health check");
+    let health_checks = world.api("MachineHealthCheck", "machinehealthchecks");
+    eventually(
+        Duration::from_secs(120),
+        "2 Ready workers, both healthy for the health check",
+        || async {
+            let check = health_checks.get("workers-mhc").await.map_err(|err| err.to_string())?;
+            let status = &check.data["status"];
+            let counts = (status["expectedMachines"].as_i64(), status["currentHealthy"].as_i64());
+            let ready = deployment_ready(world).await?;
+            if counts == (Some(2), Some(2)) && ready == (2, 2) {
+                Ok(())
+            } else {
+                Err(format!("health check {counts:?}, deployment ready/available {ready:?}"))
+            }
+        },
+    )
+    .await;
+    two
+}
+
+/// What CAPI showed on the remediated Machine (the failed health check, the owner's remediation, the deletion) and
+/// CAPOV on its OVirtMachine (the VM powered off, then deleted), from the recorded versions; the histories, to print.
+fn assert_remediation_shown(
+    machines_seen: &Mutex<Vec<DynamicObject>>,
+    ovirt_seen: &Mutex<Vec<DynamicObject>>,
+    (machine, infra): (&str, &str),
+) -> String {
+    let health = condition_history(machines_seen, machine, "HealthCheckSucceeded");
+    assert!(
+        health
+            .iter()
+            .any(|(status, reason, _)| status == "False" && reason == "UnhealthyNode"),
+        "{health:?}"
+    );
+    assert!(
+        health.iter().any(|(_, _, deleting)| *deleting),
+        "the Machine was never seen deleting: {health:?}"
+    );
+    let remediated = condition_history(machines_seen, machine, "OwnerRemediated");
+    assert!(
+        remediated
+            .iter()
+            .any(|(status, reason, _)| status == "False" && reason == "WaitingForRemediation"),
+        "{remediated:?}"
+    );
+    let deleted = condition_history(ovirt_seen, infra, "MachineDeleted");
+    let reasons: Vec<&str> = deleted.iter().map(|(_, reason, _)| reason.as_str()).collect();
+    let stopping = reasons.iter().position(|r| *r == "VMStopping");
+    let deleting = reasons.iter().rposition(|r| *r == "VMDeleting");
+    assert!(
+        matches!((stopping, deleting), (Some(s), Some(d)) if s < d),
+        "{deleted:?}"
+    );
+    format!("{machine}: HealthCheckSucceeded {health:?}\nOwnerRemediated {remediated:?}\nMachineDeleted {deleted:?}")
+}
+
+/// When (ms since the Unix epoch) the engine answered the VM's stop and then its removal, both successfully. Only
+/// writes to the VM itself count, not to its membership of an affinity group (`…/affinitygroups/{group}/vms/{id}`).
+fn engine_removal(writes: &[capov_ovirt_sim::WriteRecord], vm_id: &str) -> (u64, u64) {
+    let vm_path = format!("/api/vms/{vm_id}");
+    let of_vm: Vec<_> = writes.iter().filter(|w| w.path.contains(&vm_path)).collect();
+    let stop = of_vm
+        .iter()
+        .position(|w| w.method == "POST" && w.path.ends_with("/stop") && w.status < 300);
+    let delete = of_vm
+        .iter()
+        .position(|w| w.method == "DELETE" && w.path.ends_with(&vm_path) && w.status < 300);
+    match (stop, delete) {
+        (Some(stop), Some(delete)) if stop < delete => (of_vm[stop].received_ms, of_vm[delete].received_ms),
+        _ => {
+            let seen: Vec<String> = of_vm
+                .iter()
+                .map(|w| format!("{} {} {}", w.method, w.path, w.status))
+                .collect();
+            panic!("no stop, then delete of VM {vm_id}: {seen:?}")
+        }
+    }
+}
+
+/// The VM was never stopped, shut down, rebooted or removed, and no write named it from `since_ms` on.
+fn assert_untouched(writes: &[capov_ovirt_sim::WriteRecord], vm_id: &str, since_ms: u64) {
+    let path = format!("/vms/{vm_id}");
+    let touched: Vec<String> = writes
+        .iter()
+        .filter(|w| w.path.contains(&path))
+        .filter(|w| {
+            w.received_ms >= since_ms
+                || w.method == "DELETE"
+                || ["/stop", "/shutdown", "/reboot", "/suspend"]
+                    .iter()
+                    .any(|a| w.path.ends_with(a))
+        })
+        .map(|w| format!("{} {}", w.method, w.path))
+        .collect();
+    assert!(touched.is_empty(), "VM {vm_id} was touched: {touched:?}");
+}
+
+/// Whether the workload cluster's Node `name` reports Ready.
+async fn node_ready(nodes: &Api<k8s_openapi::api::core::v1::Node>, name: &str) -> bool {
+    let node = nodes.get(name).await.expect("node");
+    node.status
+        .and_then(|status| status.conditions)
+        .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// MachineHealthCheck remediation end to end: a worker whose Node turns `Ready=False` in the workload cluster is
+/// found unhealthy by CAPI's MachineHealthCheck, its MachineSet deletes the Machine, CAPOV powers its VM off and
+/// deletes it, and the replacement Machine gets a new VM that comes up and joins; the healthy worker's VM is never
+/// touched.
+#[tokio::test]
+async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
+    let started = Instant::now();
+    let world = World::new("capi-mhc").await;
+    let two = two_checked_workers(&world).await;
+    let before_break = started.elapsed();
+
+    let (machines_seen, machine_watch) = record(world.api("Machine", "machines"));
+    let (ovirt_seen, ovirt_watch) = record(world.ovirt_machines());
+    let mut workers = two.iter();
+    let (victim, victim_vm) = workers.next().expect("a first worker");
+    let (healthy, healthy_vm) = workers.next().expect("a second worker");
+    let control = world.sim.control();
+    let victim_node = control.vm(victim_vm).expect("the victim's VM").name;
+    let healthy_node = control.vm(healthy_vm).expect("the healthy VM").name;
+    let machines = world.api("Machine", "machines");
+    let victim_infra =
+        machines.get(victim).await.expect("the victim's Machine").data["spec"]["infrastructureRef"]["name"]
+            .as_str()
+            .expect("the victim's OVirtMachine")
+            .to_string();
+    let workload = world.workload.client().await.expect("workload client");
+    // The played kubelet never writes the Node again: it stays Ready=False until CAPI deletes it.
+    objects::mark_node_not_ready(&workload, &victim_node)
+        .await
+        .expect("mark the Node not ready");
+    let broken = Instant::now();
+    let broken_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+
+    // CAPI deletes the Machine, CAPOV its VM.
+    eventually(
+        Duration::from_secs(180),
+        "the unhealthy Machine and its VM gone",
+        || async {
+            let machine = machines.get_opt(victim).await.map_err(|err| err.to_string())?;
+            match (machine, control.vm(victim_vm)) {
+                (None, None) => Ok(()),
+                (machine, vm) => Err(format!(
+                    "Machine {:?}, VM {:?}",
+                    machine.map(|m| m.data["status"]["conditions"].clone()),
+                    vm.map(|vm| vm.status)
+                )),
+            }
+        },
+    )
+    .await;
+    let removed = broken.elapsed();
+    // The replacement: a new Machine on a new VM, Running with its Node; the deployment back at 2 Ready.
+    let after = eventually(Duration::from_secs(240), "the replacement Machine", || async {
+        let vms = world.settled(2).await?;
+        let ready = deployment_ready(&world).await?;
+        if vms.contains_key(victim) || ready != (2, 2) {
+            return Err(format!("{vms:?}, deployment ready/available {ready:?}"));
+        }
+        Ok(vms)
+    })
+    .await;
+    let replaced = broken.elapsed();
+    machine_watch.abort();
+    ovirt_watch.abort();
+
+    let histories = assert_remediation_shown(&machines_seen, &ovirt_seen, (victim, &victim_infra));
+    let writes = control.writes();
+    let (stop_ms, delete_ms) = engine_removal(&writes, victim_vm);
+    // When each part happened, in ms after the Node turned Ready=False (the deletion timestamp has second precision).
+    let machine_deleting = machines_seen
+        .lock()
+        .unwrap_or_else(|err| err.into_inner())
+        .iter()
+        .filter(|m| m.metadata.name.as_deref() == Some(victim.as_str()))
+        .find_map(|m| m.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_millisecond()))
+        .map(|at| at - broken_ms);
+    let since_break = |at: u64| i64::try_from(at).unwrap_or(i64::MAX) - broken_ms;
+    let phases = format!(
+        "Machine deleting at {machine_deleting:?} ms, VM stop at {} ms, VM DELETE at {} ms",
+        since_break(stop_ms),
+        since_break(delete_ms)
+    );
+
+    // The replacement runs on a VM that did not exist before; the healthy worker kept its VM, untouched.
+    let (new_machine, new_vm) = after
+        .iter()
+        .find(|(name, _)| *name != healthy)
+        .expect("a replacement Machine");
+    assert!(
+        !two.values().any(|vm| vm == new_vm),
+        "{new_machine} runs on an old VM {new_vm}"
+    );
+    assert_eq!(control.vm(new_vm).map(|vm| vm.status).as_deref(), Some("up"));
+    assert_eq!(after.get(healthy), Some(healthy_vm), "the healthy worker's VM changed");
+    assert_eq!(control.vm(healthy_vm).map(|vm| vm.status).as_deref(), Some("up"));
+    assert_untouched(&writes, healthy_vm, u64::try_from(broken_ms).unwrap_or_default());
+    let healthy_history = condition_history(&machines_seen, healthy, "HealthCheckSucceeded");
+    assert!(
+        !healthy_history.is_empty()
+            && healthy_history
+                .iter()
+                .all(|(status, _, deleting)| status == "True" && !deleting),
+        "{healthy_history:?}"
+    );
+
+    // The workload cluster: the unhealthy Node went with its Machine; the healthy and the new Node are Ready.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(workload);
+    assert!(
+        nodes.get_opt(&victim_node).await.expect("nodes").is_none(),
+        "the unhealthy Node stayed"
+    );
+    let new_node = control.vm(new_vm).expect("the new VM").name;
+    assert!(node_ready(&nodes, &healthy_node).await, "{healthy_node} is not Ready");
+    assert!(node_ready(&nodes, &new_node).await, "{new_node} is not Ready");
+    eprintln!("{histories}");
+    eprintln!(
+        "remediation: 2 workers ready after {before_break:?}; unhealthy VM deleted {removed:?} and replacement Ready \
+         {replaced:?} after the Node turned Ready=False ({phases}); test {:?}",
+        started.elapsed()
     );
 }

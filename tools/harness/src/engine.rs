@@ -109,7 +109,8 @@ impl Engine {
 }
 
 /// Plays the kubelet of every VM of the engine `control` drives, until aborted: once a VM is up, registers its Node
-/// in the `workload` cluster, named like the VM, its systemUUID the VM id.
+/// in the `workload` cluster, named like the VM, its systemUUID the VM id. Each VM's Node is written once: a later
+/// change of its conditions (e.g. [`objects::mark_node_not_ready`]) stays, as when a kubelet stops reporting.
 pub fn play_kubelets(control: Control, workload: kube::Client) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut registered = BTreeSet::new();

@@ -229,6 +229,38 @@ pub async fn apply_machine_deployment(
     .await
 }
 
+/// A MachineHealthCheck of `cluster` over the Machines carrying `selector` (a `matchLabels` map): a Machine whose
+/// Node reports `Ready=False` for longer than `not_ready_seconds` is unhealthy, and CAPI remediates it (its owner,
+/// a MachineSet, deletes it and makes a new one).
+pub async fn apply_machine_health_check(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    cluster: &str,
+    selector: Value,
+    not_ready_seconds: u32,
+) -> Result<(), HarnessError> {
+    let body = json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterName": cluster,
+            "selector": {"matchLabels": selector},
+            "checks": {
+                "nodeStartupTimeoutSeconds": 600,
+                "unhealthyNodeConditions": [{"type": "Ready", "status": "False", "timeoutSeconds": not_ready_seconds}]
+            }
+        }
+    });
+    apply(
+        client,
+        &capi("MachineHealthCheck", "machinehealthchecks"),
+        Some(namespace),
+        body,
+    )
+    .await
+}
+
 /// A CAPI Machine of `cluster` with cloud-config bootstrap data, and the OVirtMachine it owns with `spec`.
 pub async fn create_machine(
     client: &kube::Client,
@@ -366,6 +398,22 @@ pub async fn register_node(workload: &kube::Client, name: &str, system_uuid: &st
     }});
     nodes
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map_err(kube_error)?;
+    Ok(())
+}
+
+/// Sets the Node's `Ready` condition to `False` as a kubelet that lost its container runtime reports it (the
+/// transition time now): what a MachineHealthCheck's `Ready=False` check looks for. [`crate::play_kubelets`]
+/// registers each Node once and never writes its conditions again, so the Node stays so until it is deleted.
+pub async fn mark_node_not_ready(workload: &kube::Client, name: &str) -> Result<(), HarnessError> {
+    let now = rfc3339_now();
+    let status = json!({"status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+         "message": "container runtime is down", "lastHeartbeatTime": now, "lastTransitionTime": now}
+    ]}});
+    node_api(workload)
+        .patch_status(name, &PatchParams::default(), &Patch::Strategic(&status))
         .await
         .map_err(kube_error)?;
     Ok(())
