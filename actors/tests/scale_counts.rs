@@ -107,9 +107,12 @@ async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
     // The steady state: a measurement window (counts over it, whatever moment each request comes).
     let requests_before = control.counter("total");
     let writes_before = status_writes(&world);
+    let machine_writes_before = status_writes_of(&world, "machine");
     tokio::time::sleep(STEADY_WINDOW).await;
     let steady_requests = control.counter("total") - requests_before;
-    let steady_writes = status_writes(&world) - writes_before;
+    let steady_machine_writes = status_writes_of(&world, "machine") - machine_writes_before;
+    // The OVirtCluster's capacity follows the provider's inventory poll, which may still see the last VMs start.
+    let steady_other_writes = status_writes(&world) - writes_before - steady_machine_writes;
     world.stop_operator().await;
 
     // A restart with every machine Ready: a measurement window again.
@@ -128,7 +131,8 @@ async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
     println!(
         "counts: {machines_wanted} machines Ready in {:.0} s with {:.2} engine requests and {:.2} status writes per \
          machine (bounds {BOUND_REQUESTS_PER_MACHINE} and {BOUND_STATUS_WRITES_PER_MACHINE}); steady state over \
-         {} s: {steady_requests} engine requests ({:.2} per minute per 50 machines), {steady_writes} status writes",
+         {} s: {steady_requests} engine requests ({:.2} per minute per 50 machines), {steady_machine_writes} machine status \
+         writes ({steady_other_writes} of providers and clusters)",
         to_ready.as_secs_f64(),
         requests / n,
         writes / n,
@@ -145,7 +149,11 @@ async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
         "{:.2} status writes per machine",
         writes / n
     );
-    assert_eq!(steady_writes, 0.0, "status writes in the steady state");
+    assert_eq!(steady_machine_writes, 0.0, "machine status writes in the steady state");
+    assert!(
+        steady_other_writes <= 2.0,
+        "{steady_other_writes} provider and cluster status writes in the steady state"
+    );
 
     println!(
         "counts: restart with {machines_wanted} Ready, over {} s: {} searches (bound {:.0}), {} reads of one VM, \

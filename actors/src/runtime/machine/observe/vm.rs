@@ -45,11 +45,16 @@ pub async fn find_vm(
 }
 
 /// Whether this pass may leave its VM to the provider's next batched search instead of reading it: once in the
-/// actor's life, when it holds nothing of the VM yet (after a restart every machine starts so, and 10,000 reads of one
-/// VM each would cost 18 minutes of the default engine budget where 200 searches cost 20 s). Not during deletion,
-/// which reads at once. If the search cannot answer (it fails, or the VM is gone) the next pass reads the VM.
+/// actor's life, when it never saw the VM yet (after a restart every machine starts so, and 10,000 reads of one VM
+/// each would cost 18 minutes of the default engine budget where 200 searches cost 20 s). Not during deletion, which
+/// reads at once, and not once the actor has seen the VM: the search hands over only what changed since (a VM that
+/// joined an affinity group looks the same), so the machine would wait for the search's deadline. If the search
+/// cannot answer (it fails, or the VM is gone) the next pass reads the VM.
 fn may_await_search(state: &MachineState, observed: &Observed) -> bool {
-    !state.vm_search_asked && !observed.deletion_requested && state.subscribed_to.is_some()
+    !state.vm_search_asked
+        && state.vm_snapshot_at.is_none()
+        && !observed.deletion_requested
+        && state.subscribed_to.is_some()
 }
 
 /// What is held of the VM, when it may stand in for a read. Watched, the VM's changes are delivered; unwatched, what
