@@ -107,7 +107,10 @@ pub fn next_release(root: &Path, helm: &Path, next: &str) -> Result<Vec<Artifact
     let current = parse_version(version())?;
     let (major, minor, patch) = parse_version(next)?;
     if (major, minor, patch) <= current {
-        return Err(error(format!("{next} is not later than the current version {}", version())));
+        return Err(error(format!(
+            "{next} is not later than the current version {}",
+            version()
+        )));
     }
     let staged = tempfile::tempdir().map_err(|err| error(format!("temporary directory: {err}")))?;
     for chart in ["chart/capov", "chart/capov-crds"] {
@@ -117,7 +120,9 @@ pub fn next_release(root: &Path, helm: &Path, next: &str) -> Result<Vec<Artifact
     let mut metadata = read(&root.join("metadata.yaml"))?;
     if contract_of(&metadata, next).is_err() {
         let contract = contract_of(&metadata, version())?;
-        metadata.push_str(&format!("  - major: {major}\n    minor: {minor}\n    contract: {contract}\n"));
+        metadata.push_str(&format!(
+            "  - major: {major}\n    minor: {minor}\n    contract: {contract}\n"
+        ));
     }
     render(staged.path(), root, helm, next, metadata)
 }
@@ -210,7 +215,8 @@ fn bump_chart(chart_yaml: &Path, version: &str) -> Result<(), Error> {
             }
         })
         .collect();
-    std::fs::write(chart_yaml, bumped.join("\n") + "\n").map_err(|err| error(format!("{}: {err}", chart_yaml.display())))
+    std::fs::write(chart_yaml, bumped.join("\n") + "\n")
+        .map_err(|err| error(format!("{}: {err}", chart_yaml.display())))
 }
 
 /// Writes `artifacts` into the provider repository at `out` and returns the version directory. Directories of
@@ -495,7 +501,11 @@ mod tests {
     fn bump_chart_sets_both_versions_and_keeps_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         let chart = dir.path().join("Chart.yaml");
-        std::fs::write(&chart, "apiVersion: v2\nname: capov\nversion: 0.1.0\nappVersion: \"0.1.0\"\nkubeVersion: x\n").unwrap();
+        std::fs::write(
+            &chart,
+            "apiVersion: v2\nname: capov\nversion: 0.1.0\nappVersion: \"0.1.0\"\nkubeVersion: x\n",
+        )
+        .unwrap();
         bump_chart(&chart, "0.2.0").unwrap();
         assert_eq!(
             std::fs::read_to_string(&chart).unwrap(),
