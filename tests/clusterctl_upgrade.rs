@@ -57,8 +57,8 @@ const CRDS: [&str; 5] = [
     "ovirtproviders.infrastructure.cluster.x-k8s.io",
 ];
 const WAIT: Duration = Duration::from_secs(240);
-/// The scale-up after the upgrade: in half the runs the new VM's start came 113-135 s after its affinity-group join
-/// (the first start by a freshly started operator; cause not found, see docs/benchmarks.md), so this wait is longer.
+/// The scale-up after the upgrade: in half the runs the new VM's start came 113-135 s after its affinity-group join,
+/// the machine waiting out its AwaitSearch deadline (see docs/benchmarks.md), so this wait is longer.
 const SCALE_UP_WAIT: Duration = Duration::from_secs(420);
 
 /// A local provider repository with CAPOV's committed release and the core provider's metadata, the clusterctl
