@@ -25,6 +25,9 @@ pub const NAMESPACE: &str = "capov-system";
 /// images before substituting variables in `init --list-images` and `generate provider --describe/--raw`.
 pub const IMAGE_REPOSITORY: &str = "docker.io/library/capov-manager";
 
+/// The recommended label naming the release that wrote an object.
+pub const VERSION_LABEL_KEY: &str = "app.kubernetes.io/version";
+
 const METADATA_API_VERSION: &str = "clusterctl.cluster.x-k8s.io/v1alpha3";
 /// Labels helm's charts carry that would be false once clusterctl installs the objects.
 const HELM_LABELS: [&str; 2] = ["helm.sh/chart", "app.kubernetes.io/managed-by"];
@@ -40,9 +43,14 @@ pub fn repo_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
-/// The directory of one version inside a provider repository at `out`.
+/// The directory of the current version inside a provider repository at `out`.
 pub fn release_dir(out: &Path) -> PathBuf {
-    out.join(PROVIDER_LABEL).join(format!("v{}", version()))
+    version_dir(out, version())
+}
+
+/// The directory of `version` (without its `v`) inside a provider repository at `out`.
+pub fn version_dir(out: &Path, version: &str) -> PathBuf {
+    out.join(PROVIDER_LABEL).join(format!("v{version}"))
 }
 
 #[derive(Debug)]
@@ -86,11 +94,46 @@ pub fn helm_dir(root: &Path) -> Result<PathBuf, Error> {
 
 /// Every artifact of the current version, rendered from the repository at `root` with the helm binary `helm`.
 pub fn artifacts(root: &Path, helm: &Path) -> Result<Vec<Artifact>, Error> {
-    for chart in ["chart/capov", "chart/capov-crds"] {
-        check_chart_version(root, chart)?;
-    }
     let metadata = read(&root.join("metadata.yaml"))?;
-    let contract = contract_of_this_version(&metadata)?;
+    render(root, root, helm, version(), metadata)
+}
+
+/// The artifacts this source would ship as the later release `next` (e.g. `0.2.0`) if nothing but the version
+/// changed: both charts bumped to `next` (so the image tag and every object's `app.kubernetes.io/version` say it),
+/// and metadata.yaml given a release series for `next` with the contract of the current one, as clusterctl wants
+/// from a release it upgrades to (it reads the newest release's metadata.yaml, which must hold the series of the
+/// installed version and of every later one). The upgrade test builds its "next version" with this.
+pub fn next_release(root: &Path, helm: &Path, next: &str) -> Result<Vec<Artifact>, Error> {
+    let current = parse_version(version())?;
+    let (major, minor, patch) = parse_version(next)?;
+    if (major, minor, patch) <= current {
+        return Err(error(format!(
+            "{next} is not later than the current version {}",
+            version()
+        )));
+    }
+    let staged = tempfile::tempdir().map_err(|err| error(format!("temporary directory: {err}")))?;
+    for chart in ["chart/capov", "chart/capov-crds"] {
+        copy_dir(&root.join(chart), &staged.path().join(chart))?;
+        bump_chart(&staged.path().join(chart).join("Chart.yaml"), next)?;
+    }
+    let mut metadata = read(&root.join("metadata.yaml"))?;
+    if contract_of(&metadata, next).is_err() {
+        let contract = contract_of(&metadata, version())?;
+        metadata.push_str(&format!(
+            "  - major: {major}\n    minor: {minor}\n    contract: {contract}\n"
+        ));
+    }
+    render(staged.path(), root, helm, next, metadata)
+}
+
+/// The release `version`: the charts under `charts` (whose appVersion must be `version`), the templates of `root`
+/// and `metadata`.
+fn render(charts: &Path, root: &Path, helm: &Path, version: &str, metadata: String) -> Result<Vec<Artifact>, Error> {
+    for chart in ["chart/capov", "chart/capov-crds"] {
+        check_chart_version(charts, chart, version)?;
+    }
+    let contract = contract_of(&metadata, version)?;
     let mut artifacts = vec![
         Artifact {
             file_name: "metadata.yaml".into(),
@@ -98,10 +141,15 @@ pub fn artifacts(root: &Path, helm: &Path) -> Result<Vec<Artifact>, Error> {
         },
         Artifact {
             file_name: "infrastructure-components.yaml".into(),
-            content: components(root, helm, &contract)?,
+            content: components(charts, helm, &contract, version)?,
         },
     ];
+    artifacts.extend(templates(root)?);
+    Ok(artifacts)
+}
 
+/// The cluster templates of `templates/` (and ovirt-provider.yaml), checked.
+fn templates(root: &Path) -> Result<Vec<Artifact>, Error> {
     let templates = root.join("templates");
     let mut names: Vec<String> = std::fs::read_dir(&templates)
         .map_err(|err| error(format!("{}: {err}", templates.display())))?
@@ -113,6 +161,7 @@ pub fn artifacts(root: &Path, helm: &Path) -> Result<Vec<Artifact>, Error> {
     if !names.iter().any(|name| name == "cluster-template.yaml") {
         return Err(error("templates/cluster-template.yaml (the default flavor) is missing"));
     }
+    let mut artifacts = Vec::new();
     for name in names {
         let content = read(&templates.join(&name))?;
         check_template(&name, &content)?;
@@ -124,6 +173,52 @@ pub fn artifacts(root: &Path, helm: &Path) -> Result<Vec<Artifact>, Error> {
     Ok(artifacts)
 }
 
+fn parse_version(version: &str) -> Result<(u64, u64, u64), Error> {
+    let parts: Vec<u64> = version
+        .split('.')
+        .map(|part| part.parse::<u64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| error(format!("{version:?} is not a version major.minor.patch")))?;
+    match parts.as_slice() {
+        [major, minor, patch] => Ok((*major, *minor, *patch)),
+        _ => Err(error(format!("{version:?} is not a version major.minor.patch"))),
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(to).map_err(|err| error(format!("{}: {err}", to.display())))?;
+    let entries = std::fs::read_dir(from).map_err(|err| error(format!("{}: {err}", from.display())))?;
+    for entry in entries {
+        let entry = entry.map_err(|err| error(format!("{}: {err}", from.display())))?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        if source.is_dir() {
+            copy_dir(&source, &target)?;
+        } else {
+            std::fs::copy(&source, &target).map_err(|err| error(format!("{}: {err}", source.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets a Chart.yaml's `version` and `appVersion` to `version`.
+fn bump_chart(chart_yaml: &Path, version: &str) -> Result<(), Error> {
+    let content = read(chart_yaml)?;
+    let bumped: Vec<String> = content
+        .lines()
+        .map(|line| {
+            if line.starts_with("version:") {
+                format!("version: {version}")
+            } else if line.starts_with("appVersion:") {
+                format!("appVersion: \"{version}\"")
+            } else {
+                line.to_string()
+            }
+        })
+        .collect();
+    std::fs::write(chart_yaml, bumped.join("\n") + "\n")
+        .map_err(|err| error(format!("{}: {err}", chart_yaml.display())))
+}
+
 /// Writes `artifacts` into the provider repository at `out` and returns the version directory. Directories of
 /// other versions are removed: a generated repository holds the current version only (git keeps the others).
 pub fn write(out: &Path, artifacts: &[Artifact]) -> Result<PathBuf, Error> {
@@ -131,7 +226,13 @@ pub fn write(out: &Path, artifacts: &[Artifact]) -> Result<PathBuf, Error> {
     if provider_dir.exists() {
         std::fs::remove_dir_all(&provider_dir).map_err(|err| error(format!("{}: {err}", provider_dir.display())))?;
     }
-    let dir = release_dir(out);
+    write_version(out, version(), artifacts)
+}
+
+/// Writes `artifacts` of `version` into the provider repository at `out`, beside the versions already there (a
+/// repository to upgrade from one to the other), and returns the version directory.
+pub fn write_version(out: &Path, version: &str, artifacts: &[Artifact]) -> Result<PathBuf, Error> {
+    let dir = version_dir(out, version);
     std::fs::create_dir_all(&dir).map_err(|err| error(format!("{}: {err}", dir.display())))?;
     for artifact in artifacts {
         let path = dir.join(&artifact.file_name);
@@ -151,22 +252,21 @@ fn parse_documents(yaml: &str, source: &str) -> Result<Vec<Value>, Error> {
 }
 
 /// The image tag comes from the chart's appVersion: it must be the version being released.
-fn check_chart_version(root: &Path, chart: &str) -> Result<(), Error> {
+fn check_chart_version(root: &Path, chart: &str, version: &str) -> Result<(), Error> {
     let file = format!("{chart}/Chart.yaml");
     let documents = parse_documents(&read(&root.join(&file))?, &file)?;
     let app_version = documents.first().and_then(|d| d["appVersion"].as_str()).unwrap_or("");
-    if app_version != version() {
+    if app_version != version {
         return Err(error(format!(
-            "{file} has appVersion {app_version:?}, but the release is {}; bump the chart with the workspace",
-            version()
+            "{file} has appVersion {app_version:?}, but the release is {version}; bump the chart with the workspace"
         )));
     }
     Ok(())
 }
 
-/// The contract metadata.yaml declares for the release series (major.minor) of this version. clusterctl refuses
+/// The contract metadata.yaml declares for the release series (major.minor) of `version`. clusterctl refuses
 /// a version without a series, so a missing entry is an error here already.
-fn contract_of_this_version(metadata: &str) -> Result<String, Error> {
+fn contract_of(metadata: &str, version: &str) -> Result<String, Error> {
     let documents = parse_documents(metadata, "metadata.yaml")?;
     let [metadata] = documents.as_slice() else {
         return Err(error("metadata.yaml must hold exactly one document"));
@@ -176,7 +276,7 @@ fn contract_of_this_version(metadata: &str) -> Result<String, Error> {
             "metadata.yaml must be apiVersion {METADATA_API_VERSION}, kind Metadata"
         )));
     }
-    let mut parts = version().split('.').map(|p| p.parse::<u64>().unwrap_or(u64::MAX));
+    let mut parts = version.split('.').map(|p| p.parse::<u64>().unwrap_or(u64::MAX));
     let (major, minor) = (parts.next(), parts.next());
     metadata["releaseSeries"]
         .as_array()
@@ -187,15 +287,14 @@ fn contract_of_this_version(metadata: &str) -> Result<String, Error> {
         .map(str::to_string)
         .ok_or_else(|| {
             error(format!(
-                "metadata.yaml has no releaseSeries entry (with a contract) for version {}",
-                version()
+                "metadata.yaml has no releaseSeries entry (with a contract) for version {version}"
             ))
         })
 }
 
 /// `infrastructure-components.yaml`: the Namespace, then the CRD chart, then the operator chart, as clusterctl
 /// wants them.
-fn components(root: &Path, helm: &Path, contract: &str) -> Result<String, Error> {
+fn components(root: &Path, helm: &Path, contract: &str, version: &str) -> Result<String, Error> {
     let crds = helm_template(helm, root, "chart/capov-crds", &[])?;
     let image = format!("manager.image={IMAGE_REPOSITORY}");
     // No ServiceMonitor: clusterctl cannot make it depend on the cluster serving monitoring.coreos.com/v1.
@@ -223,7 +322,7 @@ fn components(root: &Path, helm: &Path, contract: &str) -> Result<String, Error>
 
     let mut deployments = 0;
     for object in &mut objects {
-        relabel(object)?;
+        relabel(object, version)?;
         match object["kind"].as_str() {
             Some("CustomResourceDefinition") => check_contract_label(object, contract)?,
             Some("Deployment") => {
@@ -274,8 +373,9 @@ fn helm_template(helm: &Path, root: &Path, chart: &str, args: &[&str]) -> Result
 }
 
 /// Every object gets the provider label (clusterctl adds it on install too, but the file should say what it
-/// installs); helm's own labels go.
-fn relabel(object: &mut Value) -> Result<(), Error> {
+/// installs) and the release's `app.kubernetes.io/version` (the CRD chart's objects lack it; it tells which
+/// release last wrote a CRD); helm's own labels go.
+fn relabel(object: &mut Value, version: &str) -> Result<(), Error> {
     let metadata = object
         .get_mut("metadata")
         .and_then(Value::as_object_mut)
@@ -289,6 +389,9 @@ fn relabel(object: &mut Value) -> Result<(), Error> {
         labels.remove(label);
     }
     labels.insert(PROVIDER_LABEL_KEY.into(), PROVIDER_LABEL.into());
+    labels
+        .entry(VERSION_LABEL_KEY)
+        .or_insert_with(|| Value::String(version.into()));
     Ok(())
 }
 
@@ -349,14 +452,14 @@ mod tests {
             "apiVersion: {METADATA_API_VERSION}\nkind: Metadata\nreleaseSeries:\n  - major: 0\n    minor: 0\n    \
              contract: v1beta1\n  - major: 0\n    minor: 1\n    contract: v1beta2\n"
         );
-        assert_eq!(contract_of_this_version(&metadata).unwrap(), "v1beta2");
+        assert_eq!(contract_of(&metadata, "0.1.0").unwrap(), "v1beta2");
 
         let other_series = metadata.replace("minor: 1", "minor: 2");
-        let err = contract_of_this_version(&other_series).unwrap_err();
+        let err = contract_of(&other_series, "0.1.0").unwrap_err();
         assert!(err.to_string().contains("no releaseSeries entry"), "{err}");
 
         let wrong_api = metadata.replace(METADATA_API_VERSION, "clusterctl.cluster.x-k8s.io/v1alpha2");
-        assert!(contract_of_this_version(&wrong_api).is_err());
+        assert!(contract_of(&wrong_api, "0.1.0").is_err());
     }
 
     #[test]
@@ -380,16 +483,40 @@ mod tests {
     fn relabel_adds_the_provider_label_and_drops_helms() {
         let mut object = json!({"metadata": {"labels": {"helm.sh/chart": "capov-0.1.0",
                                                        "app.kubernetes.io/managed-by": "Helm", "keep": "me"}}});
-        relabel(&mut object).unwrap();
+        relabel(&mut object, "0.1.0").unwrap();
         assert_eq!(
             object["metadata"]["labels"],
-            json!({"keep": "me", "cluster.x-k8s.io/provider": "infrastructure-ovirt"})
+            json!({"keep": "me", "cluster.x-k8s.io/provider": "infrastructure-ovirt",
+                   "app.kubernetes.io/version": "0.1.0"})
         );
         let mut bare = json!({"metadata": {"name": "n"}});
-        relabel(&mut bare).unwrap();
+        relabel(&mut bare, "0.2.0").unwrap();
         assert_eq!(
-            bare["metadata"]["labels"]["cluster.x-k8s.io/provider"],
-            "infrastructure-ovirt"
+            bare["metadata"]["labels"],
+            json!({"cluster.x-k8s.io/provider": "infrastructure-ovirt", "app.kubernetes.io/version": "0.2.0"})
         );
+    }
+
+    #[test]
+    fn bump_chart_sets_both_versions_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let chart = dir.path().join("Chart.yaml");
+        std::fs::write(
+            &chart,
+            "apiVersion: v2\nname: capov\nversion: 0.1.0\nappVersion: \"0.1.0\"\nkubeVersion: x\n",
+        )
+        .unwrap();
+        bump_chart(&chart, "0.2.0").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&chart).unwrap(),
+            "apiVersion: v2\nname: capov\nversion: 0.2.0\nappVersion: \"0.2.0\"\nkubeVersion: x\n"
+        );
+    }
+
+    #[test]
+    fn versions_parse_as_major_minor_patch() {
+        assert_eq!(parse_version("0.2.0").unwrap(), (0, 2, 0));
+        assert!(parse_version("0.2").is_err());
+        assert!(parse_version("v0.2.0").is_err());
     }
 }
