@@ -109,11 +109,18 @@ async fn step(
         Err(next) => return Some(next),
     };
     // An engine write is decided on what was seen of the VM within two poll intervals: a Ready machine's
-    // snapshot can be a minute old (deletion of a VM that went `unknown`, a disk attached since).
+    // snapshot can be a minute old (deletion of a VM that went `unknown`, a disk attached since). A stop, a removal
+    // or a detach is decided only on the VM as read now: a held snapshot can miss the last poll's change (a VM that
+    // just went `unknown` must get no stop).
     let seen_long_ago = state
         .observed_snapshot_at
         .is_some_and(|at| at.elapsed() > state.shared.settings.poll_interval * 2);
-    if decision.action.writes_engine() && seen_long_ago {
+    let destroys = matches!(
+        decision.action,
+        Action::ShutdownVm { .. } | Action::StopVmForce { .. } | Action::DetachDisks { .. } | Action::DeleteVm { .. }
+    );
+    let held = state.observed_snapshot_at.is_some();
+    if decision.action.writes_engine() && (seen_long_ago || (destroys && held)) {
         state.vm_snapshot = None;
         return None;
     }
