@@ -265,26 +265,17 @@ fn secrets() -> ApiResource {
 /// made themselves.
 async fn create_cluster(client: &kube::Client, namespace: &str, workload: &ControlPlane, workers: u32) {
     let kubeconfig = workload.kubeconfig_yaml().expect("workload kubeconfig");
-    objects::create_capi_managed_cluster(
-        client,
-        namespace,
-        CLUSTER,
-        ("127.0.0.1", workload.api_port()),
-        &kubeconfig,
-    )
-    .await
-    .expect("cluster");
-    let data = [
-        ("value", "#cloud-config\nhostname: worker\n"),
-        ("format", "cloud-config"),
-    ];
-    objects::apply_secret(client, namespace, BOOTSTRAP_SECRET, &data)
+    let cluster = objects::TestCluster {
+        name: CLUSTER,
+        control_plane: CONTROL_PLANE,
+        deployment: DEPLOYMENT,
+        bootstrap_secret: BOOTSTRAP_SECRET,
+        workers,
+        machine_spec: machine_spec(),
+    };
+    objects::create_test_cluster(client, namespace, (workload.api_port(), &kubeconfig), &cluster)
         .await
-        .expect("bootstrap secret");
-    let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
-    objects::create_machine(client, namespace, CLUSTER, CONTROL_PLANE, labels, machine_spec())
-        .await
-        .expect("control-plane machine");
+        .expect("cluster");
     let label = json!({"metadata": {"labels": {MOVE_LABEL: ""}}});
     let secret_api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     for secret in [BOOTSTRAP_SECRET.to_string(), format!("{CONTROL_PLANE}-bootstrap")] {
@@ -293,20 +284,6 @@ async fn create_cluster(client: &kube::Client, namespace: &str, workload: &Contr
             .await
             .expect("move label");
     }
-    objects::apply_machine_template(client, namespace, "workers", machine_spec())
-        .await
-        .expect("template");
-    objects::apply_machine_deployment(
-        client,
-        namespace,
-        DEPLOYMENT,
-        CLUSTER,
-        workers,
-        "workers",
-        BOOTSTRAP_SECRET,
-    )
-    .await
-    .expect("machine deployment");
 }
 
 fn machine_spec() -> Value {

@@ -316,40 +316,17 @@ async fn apply_provider_file(client: &kube::Client, sim: &SimulatorHandle, repos
 /// A Cluster with a control-plane Machine and a MachineDeployment of `workers` machines on `workload`.
 async fn create_cluster(client: &kube::Client, namespace: &str, workload: &ControlPlane, workers: u32) {
     let kubeconfig = workload.kubeconfig_yaml().expect("workload kubeconfig");
-    objects::create_capi_managed_cluster(
-        client,
-        namespace,
-        CLUSTER,
-        ("127.0.0.1", workload.api_port()),
-        &kubeconfig,
-    )
-    .await
-    .expect("cluster");
-    let data = [
-        ("value", "#cloud-config\nhostname: worker\n"),
-        ("format", "cloud-config"),
-    ];
-    objects::apply_secret(client, namespace, BOOTSTRAP_SECRET, &data)
-        .await
-        .expect("bootstrap secret");
-    let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
-    objects::create_machine(client, namespace, CLUSTER, CONTROL_PLANE, labels, machine_spec())
-        .await
-        .expect("control-plane machine");
-    objects::apply_machine_template(client, namespace, "workers", machine_spec())
-        .await
-        .expect("template");
-    objects::apply_machine_deployment(
-        client,
-        namespace,
-        DEPLOYMENT,
-        CLUSTER,
+    let cluster = objects::TestCluster {
+        name: CLUSTER,
+        control_plane: CONTROL_PLANE,
+        deployment: DEPLOYMENT,
+        bootstrap_secret: BOOTSTRAP_SECRET,
         workers,
-        "workers",
-        BOOTSTRAP_SECRET,
-    )
-    .await
-    .expect("machine deployment");
+        machine_spec: machine_spec(),
+    };
+    objects::create_test_cluster(client, namespace, (workload.api_port(), &kubeconfig), &cluster)
+        .await
+        .expect("cluster");
 }
 
 fn machine_spec() -> Value {

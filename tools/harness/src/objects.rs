@@ -438,3 +438,60 @@ pub fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
         .and_then(|status| status.conditions.as_ref())
         .is_some_and(|conditions| conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
+
+/// A CAPI-managed cluster as the clusterctl e2e tests build it: the Cluster (its API at `workload_port` on loopback,
+/// `workload_kubeconfig` as its kubeconfig Secret), a control-plane Machine `control_plane` and a MachineDeployment
+/// `deployment` of `workers` machines from the OVirtMachineTemplate `workers`, both of `machine_spec`; the workers
+/// boot the cloud-config in the Secret `bootstrap_secret`.
+pub struct TestCluster<'a> {
+    pub name: &'a str,
+    pub control_plane: &'a str,
+    pub deployment: &'a str,
+    pub bootstrap_secret: &'a str,
+    pub workers: u32,
+    pub machine_spec: Value,
+}
+
+pub async fn create_test_cluster(
+    client: &kube::Client,
+    namespace: &str,
+    (workload_port, workload_kubeconfig): (u16, &str),
+    cluster: &TestCluster<'_>,
+) -> Result<(), HarnessError> {
+    let name = cluster.name;
+    create_capi_managed_cluster(
+        client,
+        namespace,
+        name,
+        ("127.0.0.1", workload_port),
+        workload_kubeconfig,
+    )
+    .await?;
+    let data = [
+        ("value", "#cloud-config\nhostname: worker\n"),
+        ("format", "cloud-config"),
+    ];
+    apply_secret(client, namespace, cluster.bootstrap_secret, &data).await?;
+    let labels = json!({"cluster.x-k8s.io/cluster-name": name, "cluster.x-k8s.io/control-plane": ""});
+    create_machine(
+        client,
+        namespace,
+        name,
+        cluster.control_plane,
+        labels,
+        cluster.machine_spec.clone(),
+    )
+    .await?;
+    apply_machine_template(client, namespace, "workers", cluster.machine_spec.clone()).await?;
+    apply_machine_deployment(
+        client,
+        namespace,
+        cluster.deployment,
+        name,
+        cluster.workers,
+        "workers",
+        cluster.bootstrap_secret,
+    )
+    .await?;
+    Ok(())
+}
