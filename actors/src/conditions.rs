@@ -201,6 +201,11 @@ pub mod reasons {
     pub const VOLUME_DETACHED: &str = "VolumeDetached";
     /// clusterctl move deletes the source's copy of a moved object; its VM stays with the target's copy.
     pub const DELETED_FOR_MOVE: &str = "DeletedForMove";
+
+    // An OVirtCluster's Ready while it is deleted.
+    pub const DELETING: &str = "Deleting";
+    /// Releasing the endpoint's address or removing the finalizer failed; retried.
+    pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 }
 
 /// The message of a True CanConnectToOVirt with reason InsecureTransport.
@@ -220,6 +225,22 @@ pub fn connected(type_: &'static str, insecure_transport: bool) -> ConditionUpda
 
 /// The machine's failureReason for connection errors that retrying cannot fix (SPEC §2.4).
 pub const FAILURE_ENGINE_CONNECTION_CRITICAL: &str = "OVirtEngineConnectionCritical";
+
+/// The machine's Ready. While it is being deleted (MachineDeleted is set only then), the deletion's progress: False
+/// with MachineDeleted's severity, reason and message, as CAPI's contract asks Ready to describe the whole life,
+/// deletion included (CAPI mirrors it into the Machine's InfrastructureReady). Else the summary of
+/// [`MACHINE_READY_INPUTS`].
+pub fn machine_ready(conditions: &[Condition]) -> ConditionUpdate {
+    match conditions.iter().find(|c| c.type_ == types::MACHINE_DELETED) {
+        Some(deleted) => ConditionUpdate {
+            type_: types::READY,
+            state: State::False(deleted.severity.unwrap_or(Severity::Info)),
+            reason: static_reason(&deleted.reason),
+            message: summary_message(deleted),
+        },
+        None => ready_summary(conditions, MACHINE_READY_INPUTS),
+    }
+}
 
 /// The condition types the machine's Ready summarises, in step order.
 pub const MACHINE_READY_INPUTS: &[&str] = &[
@@ -471,6 +492,8 @@ const ALL_REASONS: &[&str] = &[
     reasons::DETACHING_VOLUMES,
     reasons::VOLUME_DETACHED,
     reasons::DELETED_FOR_MOVE,
+    reasons::DELETING,
+    reasons::DELETION_BLOCKED,
     reasons::FAILURE_DOMAIN_NOT_FOUND,
     reasons::INSUFFICIENT_STORAGE,
     reasons::LOW_DISK_SPACE,
@@ -590,6 +613,33 @@ mod tests {
         let ready = ready_summary(&with(&all_true), MACHINE_READY_INPUTS);
         assert_eq!(ready.state, State::True);
         assert_eq!(ready.reason, reasons::READY);
+    }
+
+    #[test]
+    fn ready_of_a_machine_being_deleted_is_its_deletion() {
+        let mut updates: Vec<_> = MACHINE_READY_INPUTS
+            .iter()
+            .map(|t| ConditionUpdate::true_(t, reasons::READY))
+            .collect();
+        updates.push(ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            reasons::VM_STOPPING,
+            Severity::Info,
+            "stopping the VM",
+        ));
+        let ready = machine_ready(&with(&updates));
+        assert_eq!(ready.state, State::False(Severity::Info));
+        assert_eq!(ready.reason, reasons::VM_STOPPING);
+        assert_eq!(ready.message, "stopping the VM");
+    }
+
+    #[test]
+    fn ready_of_a_machine_not_being_deleted_summarises_its_steps() {
+        let all_true: Vec<_> = MACHINE_READY_INPUTS
+            .iter()
+            .map(|t| ConditionUpdate::true_(t, reasons::READY))
+            .collect();
+        assert_eq!(machine_ready(&with(&all_true)).state, State::True);
     }
 
     #[test]

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use capov_crds::{ConditionStatus, OVirtMachine, Severity};
+use capov_crds::{ConditionStatus, OVirtCluster, OVirtMachine, Severity};
 use capov_ovirt::{Client, ClientConfig, TlsMode};
 use capov_testkit::eventually;
 use kube::ResourceExt;
@@ -539,5 +539,77 @@ async fn a_template_created_after_template_not_found_is_used_at_the_next_retry()
         world.machine("worker").await.spec.provider_id.map(|_| ())
     })
     .await;
+    world.stop_operator().await;
+}
+
+/// CAPI's InfraCluster contract: an OVirtCluster annotated `cluster.x-k8s.io/managed-by` is another controller's
+/// (CAPOV adds no finalizer and writes no status until the annotation goes), and a paused one only reports Paused.
+#[tokio::test]
+async fn externally_managed_and_paused_ovirt_clusters_are_left_alone() {
+    let mut world = World::new("external").await;
+    let clusters: Api<OVirtCluster> = Api::namespaced(world.client.clone(), &world.namespace);
+    for (name, annotation) in [
+        ("external", "cluster.x-k8s.io/managed-by"),
+        ("paused", "cluster.x-k8s.io/paused"),
+    ] {
+        let body = json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtCluster",
+            "metadata": {"name": name, "labels": world.labels(), "annotations": {annotation: "someone-else"}},
+            "spec": {"controlPlaneEndpoint": {"host": "10.0.1.101", "port": 6443}}
+        });
+        capov_harness::objects::apply(
+            &world.client,
+            &capov_harness::objects::capov("OVirtCluster", "ovirtclusters"),
+            Some(&world.namespace),
+            body,
+        )
+        .await
+        .expect("OVirtCluster");
+    }
+    world.start_operator().await;
+    let paused_condition = |cluster: &OVirtCluster| {
+        cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Paused"))
+            .map(|c| c.status)
+    };
+    // Created after the external one, so once CAPOV wrote its Paused condition it has seen the external one too.
+    let paused = eventually(MINUTE, "the paused OVirtCluster reports Paused", || async {
+        let cluster = clusters.get("paused").await.ok()?;
+        (paused_condition(&cluster) == Some(ConditionStatus::True)).then_some(cluster)
+    })
+    .await;
+    assert!(paused.finalizers().is_empty(), "no finalizer while paused");
+    assert!(
+        !paused.status.as_ref().is_some_and(|s| s.ready),
+        "not ready while paused"
+    );
+    let external = clusters.get("external").await.expect("external");
+    assert!(external.finalizers().is_empty(), "{:?}", external.finalizers());
+    assert!(
+        external.status.is_none(),
+        "a status on an externally managed OVirtCluster: {:?}",
+        external.status
+    );
+
+    let adopt = json!({"metadata": {"annotations": {"cluster.x-k8s.io/managed-by": null}}});
+    clusters
+        .patch("external", &PatchParams::default(), &Patch::Merge(&adopt))
+        .await
+        .expect("remove the annotation");
+    let adopted = eventually(MINUTE, "the OVirtCluster ready once CAPOV manages it", || async {
+        let cluster = clusters.get("external").await.ok()?;
+        cluster.status.as_ref().is_some_and(|s| s.ready).then_some(cluster)
+    })
+    .await;
+    assert!(
+        adopted
+            .finalizers()
+            .iter()
+            .any(|f| f == capov_crds::labels::MACHINE_FINALIZER),
+        "{:?}",
+        adopted.finalizers()
+    );
     world.stop_operator().await;
 }

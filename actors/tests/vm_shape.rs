@@ -14,7 +14,7 @@ use capov_testkit::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
-use support::World;
+use support::{World, condition};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -214,9 +214,16 @@ async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
         .await
         .expect("delete");
     let started = std::time::Instant::now();
-    world
+    let shutting_down = world
         .wait_reason(MINUTE, "polite", "MachineDeleted", "VMShuttingDown")
         .await;
+    // Ready describes the deletion too (CAPI mirrors it into the Machine's InfrastructureReady).
+    let ready = condition(&shutting_down, "Ready").map(|c| (c.status, c.reason.clone()));
+    assert_eq!(
+        ready,
+        Some((capov_crds::ConditionStatus::False, "VMShuttingDown".to_string())),
+        "Ready of a machine being deleted"
+    );
     gone(&world, "polite", MINUTE).await;
     gone(&world, "stubborn", MINUTE).await;
     let polite_writes = vm_writes(&world, &polite);

@@ -111,12 +111,17 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
     }
     let api: Api<OVirtCluster> = Api::namespaced(shared.client.clone(), &namespace);
     if cluster.metadata.deletion_timestamp.is_some() {
-        // The endpoint's address goes back to its pool before the OVirtCluster goes.
-        cluster_endpoint::release_on_deletion(shared, cluster).await?;
-        return finalizers::remove(&api, cluster, MACHINE_FINALIZER)
-            .await
-            .map(|_| ())
-            .map_err(|err| format!("cannot remove the finalizer {MACHINE_FINALIZER}: {err}"));
+        let outcome = let_go(shared, cluster, &api).await;
+        // Ready describes the deletion too (CAPI contract): under way, or what holds it. Once the finalizer is gone
+        // the object may be too, and the status writer drops a write to a gone object.
+        set_condition(
+            &mut conditions,
+            &deletion_ready(outcome.as_ref().err()),
+            now,
+            generation,
+        );
+        send_status(shared, key, &observed, conditions);
+        return outcome;
     }
     if let Err(err) = finalizers::ensure(&api, cluster, MACHINE_FINALIZER).await {
         let message = format!("cannot add the finalizer {MACHINE_FINALIZER}: {err}; retrying");
@@ -160,6 +165,34 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
         StatusWriterMsg::Update { key, status },
     );
     Ok(())
+}
+
+/// The endpoint's address goes back to its pool, then the finalizer goes.
+async fn let_go(shared: &Shared, cluster: &OVirtCluster, api: &Api<OVirtCluster>) -> Result<(), String> {
+    cluster_endpoint::release_on_deletion(shared, cluster).await?;
+    finalizers::remove(api, cluster, MACHINE_FINALIZER)
+        .await
+        .map(|_| ())
+        .map_err(|err| format!("cannot remove the finalizer {MACHINE_FINALIZER}: {err}"))
+}
+
+/// Ready of an OVirtCluster being deleted: False, Deleting while it goes, DeletionBlocked with the cause while a
+/// step fails (it is retried).
+fn deletion_ready(failure: Option<&String>) -> ConditionUpdate {
+    match failure {
+        None => ConditionUpdate::false_(
+            types::READY,
+            reasons::DELETING,
+            Severity::Info,
+            "the OVirtCluster is being deleted: an endpoint address from a pool goes back to it, then the finalizer goes",
+        ),
+        Some(err) => ConditionUpdate::false_(
+            types::READY,
+            reasons::DELETION_BLOCKED,
+            Severity::Warning,
+            format!("the OVirtCluster is being deleted, but {err}; retrying"),
+        ),
+    }
 }
 
 /// Every OVirtCluster of the store reconciled again (after an inventory poll: its capacity may have changed).
@@ -266,6 +299,28 @@ mod tests {
 
     fn names(clusters: &[Arc<OVirtCluster>]) -> Vec<String> {
         clusters.iter().map(|c| c.name_any()).collect()
+    }
+
+    #[test]
+    fn ready_of_a_cluster_being_deleted_says_so_or_what_holds_it() {
+        let going = deletion_ready(None);
+        assert_eq!(
+            (going.state, going.reason),
+            (crate::conditions::State::False(Severity::Info), reasons::DELETING)
+        );
+        let held = deletion_ready(Some(&"cannot remove the finalizer: conflict".to_string()));
+        assert_eq!(
+            (held.state, held.reason),
+            (
+                crate::conditions::State::False(Severity::Warning),
+                reasons::DELETION_BLOCKED
+            )
+        );
+        assert!(
+            held.message.contains("cannot remove the finalizer: conflict"),
+            "{}",
+            held.message
+        );
     }
 
     #[test]

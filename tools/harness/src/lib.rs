@@ -22,6 +22,7 @@ mod engine;
 mod error;
 mod helm;
 mod ipam;
+mod kubeadm;
 mod launcher;
 mod node;
 pub mod objects;
@@ -40,6 +41,7 @@ pub use engine::{ADMIN_PASSWORD, ADMIN_USER, CREDENTIALS_SECRET, Engine, Provide
 pub use error::HarnessError;
 pub use helm::helm;
 pub use ipam::{IPAM_PROVIDER_DIR_ENV, IpamProvider, apply_in_cluster_pool, in_cluster_ip_pool, ipam_provider_dir};
+pub use kubeadm::play_kubeadm;
 pub use node::{Node, routable_address};
 pub use ports::free_port;
 pub use promtool::promtool;

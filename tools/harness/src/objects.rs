@@ -127,6 +127,24 @@ pub async fn create_workload_cluster(
     create_provisioned_cluster(client, namespace, name, labels).await
 }
 
+/// The Secret `<cluster>-kubeconfig` holding the workload cluster's `kubeconfig`, as a control-plane provider writes
+/// it: how CAPI core and CAPOV reach the workload cluster.
+pub async fn apply_kubeconfig_secret(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    kubeconfig: &str,
+) -> Result<(), HarnessError> {
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": format!("{cluster}-kubeconfig"), "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+        "type": "cluster.x-k8s.io/secret",
+        "stringData": {"value": kubeconfig}
+    });
+    let secrets = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets");
+    apply(client, &secrets, Some(namespace), secret).await
+}
+
 /// A Cluster left to CAPI core (no status written here) whose infrastructure is the OVirtCluster of the same
 /// name, the control plane at `endpoint` (host, port), and its `<name>-kubeconfig` Secret holding `kubeconfig`, so
 /// that CAPI reaches the workload cluster. Without a controlPlaneRef: the machines are workers only.
@@ -138,15 +156,7 @@ pub async fn create_capi_managed_cluster(
     kubeconfig: &str,
 ) -> Result<(), HarnessError> {
     let endpoint = json!({"host": endpoint.0, "port": endpoint.1});
-    let labels = json!({"cluster.x-k8s.io/cluster-name": name});
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": format!("{name}-kubeconfig"), "labels": labels},
-        "type": "cluster.x-k8s.io/secret",
-        "stringData": {"value": kubeconfig}
-    });
-    let secrets = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets");
-    apply(client, &secrets, Some(namespace), secret).await?;
+    apply_kubeconfig_secret(client, namespace, name, kubeconfig).await?;
     let ovirt_cluster = json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtCluster",
         "metadata": {"name": name}, "spec": {"controlPlaneEndpoint": endpoint}

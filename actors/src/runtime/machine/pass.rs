@@ -15,7 +15,7 @@ use super::schedule::{Next, schedule, to_next};
 use super::share::machine_share;
 use super::state::MachineState;
 use super::workload;
-use crate::conditions::{ConditionUpdate, MACHINE_READY_INPUTS, State, ready_summary, set_condition, types};
+use crate::conditions::{ConditionUpdate, State, machine_ready, set_condition, types};
 use crate::machine_steps::{
     Action, Decision, GroupsObservation, NodeObservation, Observed, StatusChange, decide, without_effect,
 };
@@ -352,7 +352,7 @@ fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: Statu
     if let Some(domain) = change.failure_domain {
         state.status.failure_domain = Some(domain);
     }
-    let ready = ready_summary(&state.status.conditions, MACHINE_READY_INPUTS);
+    let ready = machine_ready(&state.status.conditions);
     set_condition(&mut state.status.conditions, &ready, now, generation);
     if ready.state == State::True {
         record_first_ready(state, now);
