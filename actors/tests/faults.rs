@@ -23,8 +23,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// One retry at the backoff's ceiling with its +20 % jitter: a machine whose engine calls failed several times in a
 /// row may wait that long once (by design), and a run that ends within the deadlines must allow for it.
 const LONGEST_BACKOFF: Duration = Duration::from_secs(capov_actors::backoff::MAX_BACKOFF.as_secs() * 6 / 5);
-/// How long the latency spike lasts.
+/// How long the latency spike lasts at least, and at most while no POST has outlived the client's timeout yet (on a
+/// busy machine the first creates can come late in the spike: the 503s before them send machines into backoff).
 const SPIKE: Duration = Duration::from_secs(20);
+const SPIKE_AT_MOST: Duration = Duration::from_secs(90);
 
 fn from_env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -113,13 +115,15 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
     loop {
         let items = world.register_up_nodes(&workload, &registered).await;
         let ready = items.iter().filter(|m| is_ready(m)).count();
-        if let Some(since) = spike.filter(|since| since.elapsed() >= SPIKE) {
+        let given_up = metric_sum(
+            &world.metrics,
+            "capov_engine_requests_total",
+            &[("method", "POST"), ("code", "error")],
+        );
+        let spike_over =
+            |since: &Instant| since.elapsed() >= SPIKE_AT_MOST || (since.elapsed() >= SPIKE && given_up > 0.0);
+        if let Some(since) = spike.filter(spike_over) {
             control.set_slow_replies(None);
-            let given_up = metric_sum(
-                &world.metrics,
-                "capov_engine_requests_total",
-                &[("method", "POST"), ("code", "error")],
-            );
             findings.note(
                 &format!(
                     "POST answers held {} s (the client's request timeout: {} s) for {} s from the first create",
@@ -134,7 +138,11 @@ async fn machines_reach_ready_and_are_deleted_through_engine_faults() {
                     machines_wanted
                 ),
             );
-            assert!(given_up > 0.0, "no POST outlived the client's request timeout");
+            assert!(
+                given_up > 0.0,
+                "no POST outlived the client's request timeout in {} s",
+                SPIKE_AT_MOST.as_secs()
+            );
             spike = None;
         }
         let requests = metric_sum(&world.metrics, "capov_engine_requests_total", &[]);
