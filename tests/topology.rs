@@ -123,7 +123,7 @@ fn cluster(provider: &str, shape: &Shape) -> Value {
     })
 }
 
-/// The objects of `kind` in the namespace that belong to the Cluster (the topology controller labels them).
+/// The objects of `resource` in the namespace that belong to the Cluster (the topology controller labels them).
 async fn owned(client: &kube::Client, namespace: &str, resource: &ApiResource) -> Vec<DynamicObject> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
     let selector = ListParams::default().labels(&format!("cluster.x-k8s.io/cluster-name={CLUSTER}"));

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
@@ -97,12 +98,18 @@ async fn hand_out_bootstrap_data(
     let (Some(name), Some(uid)) = (config.metadata.name.as_deref(), config.metadata.uid.as_deref()) else {
         return Ok(());
     };
-    let labels = config.metadata.labels.clone().unwrap_or_default();
+    // The cluster's label, as CABPK sets it on the Secret (the config carries it from its Machine).
+    let labels: serde_json::Map<String, Value> = config
+        .labels()
+        .get("cluster.x-k8s.io/cluster-name")
+        .map(|cluster| ("cluster.x-k8s.io/cluster-name".to_string(), json!(cluster)))
+        .into_iter()
+        .collect();
     let secret = json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {
             "name": name,
-            "labels": {"cluster.x-k8s.io/cluster-name": labels.get("cluster.x-k8s.io/cluster-name")},
+            "labels": labels,
             "ownerReferences": [{"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
                                  "name": name, "uid": uid, "controller": true}]
         },
