@@ -246,7 +246,7 @@ async fn apply_provider_file(management: &Management, sim: &SimulatorHandle, hom
     let yaml = stdout_of(&mut clusterctl).unwrap_or_else(|err| panic!("{err}"));
     for document in manifests::documents(&yaml) {
         let (resource, namespace) = match document["kind"].as_str() {
-            Some("Secret") => (secrets(), Some(CAPOV_NAMESPACE)),
+            Some("Secret") => (objects::secrets(), Some(CAPOV_NAMESPACE)),
             Some("OVirtProvider") => (objects::capov("OVirtProvider", "ovirtproviders"), None),
             other => panic!("unexpected {other:?} in ovirt-provider.yaml"),
         };
@@ -254,10 +254,6 @@ async fn apply_provider_file(management: &Management, sim: &SimulatorHandle, hom
             .await
             .expect("apply ovirt-provider.yaml");
     }
-}
-
-fn secrets() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets")
 }
 
 /// A Cluster with a control-plane Machine and a MachineDeployment of `workers` machines, on the workload apiserver

@@ -300,10 +300,9 @@ async fn apply_provider_file(client: &kube::Client, sim: &SimulatorHandle, repos
         ("CAPOV_NAMESPACE", CAPOV_NAMESPACE),
     ]);
     let yaml = stdout_of(&mut clusterctl).unwrap_or_else(|err| panic!("{err}"));
-    let secrets = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets");
     for document in manifests::documents(&yaml) {
         let (resource, namespace) = match document["kind"].as_str() {
-            Some("Secret") => (secrets.clone(), Some(CAPOV_NAMESPACE)),
+            Some("Secret") => (objects::secrets(), Some(CAPOV_NAMESPACE)),
             Some("OVirtProvider") => (objects::capov("OVirtProvider", "ovirtproviders"), None),
             other => panic!("unexpected {other:?} in ovirt-provider.yaml"),
         };

@@ -521,6 +521,14 @@ mod tests {
         Timestamp::from_second(seconds).unwrap()
     }
 
+    /// Every condition the machine's Ready summarises, True.
+    fn every_step_true() -> Vec<ConditionUpdate> {
+        MACHINE_READY_INPUTS
+            .iter()
+            .map(|t| ConditionUpdate::true_(t, reasons::READY))
+            .collect()
+    }
+
     fn with(updates: &[ConditionUpdate]) -> Vec<Condition> {
         let mut conditions = vec![];
         for u in updates {
@@ -606,10 +614,7 @@ mod tests {
 
     #[test]
     fn ready_is_true_only_when_every_relevant_condition_is_true() {
-        let all_true: Vec<_> = MACHINE_READY_INPUTS
-            .iter()
-            .map(|t| ConditionUpdate::true_(t, reasons::READY))
-            .collect();
+        let all_true = every_step_true();
         let ready = ready_summary(&with(&all_true), MACHINE_READY_INPUTS);
         assert_eq!(ready.state, State::True);
         assert_eq!(ready.reason, reasons::READY);
@@ -617,10 +622,7 @@ mod tests {
 
     #[test]
     fn ready_of_a_machine_being_deleted_is_its_deletion() {
-        let mut updates: Vec<_> = MACHINE_READY_INPUTS
-            .iter()
-            .map(|t| ConditionUpdate::true_(t, reasons::READY))
-            .collect();
+        let mut updates = every_step_true();
         updates.push(ConditionUpdate::false_(
             types::MACHINE_DELETED,
             reasons::VM_STOPPING,
@@ -635,10 +637,7 @@ mod tests {
 
     #[test]
     fn ready_of_a_machine_not_being_deleted_summarises_its_steps() {
-        let all_true: Vec<_> = MACHINE_READY_INPUTS
-            .iter()
-            .map(|t| ConditionUpdate::true_(t, reasons::READY))
-            .collect();
+        let all_true = every_step_true();
         assert_eq!(machine_ready(&with(&all_true)).state, State::True);
     }
 
@@ -714,10 +713,7 @@ mod tests {
 
     #[test]
     fn insecure_transport_is_true_and_leaves_ready_true() {
-        let mut updates: Vec<_> = MACHINE_READY_INPUTS
-            .iter()
-            .map(|t| ConditionUpdate::true_(t, reasons::READY))
-            .collect();
+        let mut updates = every_step_true();
         updates[0] = connected(types::CAN_CONNECT_TO_OVIRT, true);
         let conditions = with(&updates);
         assert_eq!(conditions[0].reason, reasons::INSECURE_TRANSPORT);

@@ -11,7 +11,7 @@ use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-const MANAGER: &str = "capov-harness-kubeadm";
+use crate::{HarnessError, objects};
 
 /// What every played KubeadmConfig's data Secret holds: a cloud-config, as the ClusterClass's templates ask for.
 const BOOTSTRAP_DATA: &str = "#cloud-config\nhostname: worker\n";
@@ -91,7 +91,7 @@ async fn hand_out_bootstrap_data(
     namespace: &str,
     api: &Api<DynamicObject>,
     config: &DynamicObject,
-) -> Result<(), kube::Error> {
+) -> Result<(), HarnessError> {
     if config.data["status"]["dataSecretName"].is_string() || config.metadata.deletion_timestamp.is_some() {
         return Ok(());
     }
@@ -116,15 +116,12 @@ async fn hand_out_bootstrap_data(
         "type": "cluster.x-k8s.io/secret",
         "stringData": {"value": BOOTSTRAP_DATA, "format": "cloud-config"}
     });
-    let secrets = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets");
-    let secret_api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &secrets);
-    secret_api
-        .patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&secret))
-        .await?;
+    objects::apply(client, &objects::secrets(), Some(namespace), secret).await?;
     let status = json!({"status": {"dataSecretName": name, "initialization": {"dataSecretCreated": true}}});
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await
         .map(drop)
+        .map_err(|err| HarnessError::Kube(err.to_string()))
 }
 
 #[cfg(test)]

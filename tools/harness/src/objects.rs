@@ -28,6 +28,11 @@ pub fn capov(kind: &str, plural: &str) -> ApiResource {
     )
 }
 
+/// Secrets (core v1), for [`apply`] and dynamic APIs.
+pub fn secrets() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets")
+}
+
 /// Server-side applies `body` (which names apiVersion, kind and metadata.name).
 pub async fn apply(
     client: &kube::Client,
@@ -55,8 +60,7 @@ pub async fn apply_secret(
 ) -> Result<(), HarnessError> {
     let data: serde_json::Map<String, Value> = pairs.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
     let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data});
-    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets");
-    apply(client, &resource, Some(namespace), body).await
+    apply(client, &secrets(), Some(namespace), body).await
 }
 
 /// An OVirtProvider (cluster-scoped) with these labels and spec.
@@ -141,8 +145,7 @@ pub async fn apply_kubeconfig_secret(
         "type": "cluster.x-k8s.io/secret",
         "stringData": {"value": kubeconfig}
     });
-    let secrets = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets");
-    apply(client, &secrets, Some(namespace), secret).await
+    apply(client, &secrets(), Some(namespace), secret).await
 }
 
 /// A Cluster left to CAPI core (no status written here) whose infrastructure is the OVirtCluster of the same
