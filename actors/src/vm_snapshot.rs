@@ -102,6 +102,7 @@ impl VmSnapshot {
             id,
             name: None,
             status: None,
+            inventoried: false,
         });
         Some(VmSnapshot {
             cluster_id: facts.cluster.and_then(|cluster| cluster.id),
@@ -147,11 +148,12 @@ impl VmSnapshot {
     /// Names the VM's host and its status from an inventory poll: a host that goes into maintenance or stops
     /// answering changes the snapshot, and so reaches the machine through the provider's poll.
     pub fn with_hosts(mut self, inventory: Option<&crate::capacity::Inventory>) -> VmSnapshot {
-        if let (Some(host), Some(inventory)) = (self.host.as_mut(), inventory)
-            && let Some(fact) = inventory.host(&host.id)
-        {
-            host.name = Some(fact.name.clone());
-            host.status = Some(fact.status.clone());
+        if let (Some(host), Some(inventory)) = (self.host.as_mut(), inventory) {
+            host.inventoried = true;
+            if let Some(fact) = inventory.host(&host.id) {
+                host.name = Some(fact.name.clone());
+                host.status = Some(fact.status.clone());
+            }
         }
         self
     }

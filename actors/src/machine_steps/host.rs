@@ -16,10 +16,15 @@ pub(super) fn apply(o: &Observed, decision: &mut Decision) {
     let Some(vm) = own_vm(o) else {
         return;
     };
-    decision.status.host = Some(vm.host.as_ref().map(host_name));
     if let Some(domain) = o.failure_domain.name() {
         decision.status.failure_domain = Some(domain.to_string());
     }
+    // Seen before the provider's first host inventory (a read right after a restart): the status keeps its host and
+    // HostReady until the poll names the host, rather than going Unknown for seconds and back.
+    if vm.host.as_ref().is_some_and(|host| !host.inventoried) {
+        return;
+    }
+    decision.status.host = Some(vm.host.as_ref().map(host_name));
     if !vm.ever_started && vm.host.is_none() {
         return;
     }

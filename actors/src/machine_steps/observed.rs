@@ -317,6 +317,10 @@ pub struct VmHost {
     /// The engine's `host_status` (up, preparing_for_maintenance, maintenance, non_responsive, …), with the same
     /// proviso.
     pub status: Option<String>,
+    /// Whether the provider had read its host inventory when the VM was seen. Before that (the first seconds after a
+    /// restart) name and status are None for want of a poll, not because the host is hidden: what the machine's
+    /// status says of the host stands until the poll shows it.
+    pub inventoried: bool,
 }
 
 /// How the observed VM was found.

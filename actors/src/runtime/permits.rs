@@ -7,6 +7,11 @@
 //!
 //! Each cluster's queue depth and wait show in `capov_reconcile_queue_depth` and
 //! `capov_reconcile_queue_wait_seconds` (cluster labels bounded: `metrics::QueueMetrics`).
+//!
+//! A pass whose management-cluster request hangs can hand its permit on and finish its step on a [`Loan`]
+//! ([`Permit::lend`]): with 1 % of requests held until their 30 s read timeout, a dozen hung requests would otherwise
+//! hold every permit and stop all machines. Loans are capped at [`LOANS_PER_PERMIT`] per permit, so at most that many
+//! more passes (and their memory) are alive at once however the apiserver behaves.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -25,12 +30,24 @@ pub struct ReconcilePermits {
 struct Queues {
     free: usize,
     waiting: FairQueue<oneshot::Sender<Permit>>,
+    /// Loans out now, and how many may be.
+    lent: usize,
+    max_lent: usize,
 }
 
 /// One permit; dropping it hands it to the next waiter.
 pub struct Permit {
     owner: Option<Arc<ReconcilePermits>>,
 }
+
+/// Leave for a pass that handed its permit on while a request of its hung, to finish the step it is in; dropping it
+/// ends the loan.
+pub struct Loan {
+    owner: Arc<ReconcilePermits>,
+}
+
+/// Loans allowed per permit.
+pub const LOANS_PER_PERMIT: usize = 4;
 
 /// The queue's classes, by `Class as usize`.
 const CLASSES: usize = 3;
@@ -42,6 +59,8 @@ impl ReconcilePermits {
             queues: Mutex::new(Queues {
                 free: count,
                 waiting: FairQueue::new(CLASSES),
+                lent: 0,
+                max_lent: count.saturating_mul(LOANS_PER_PERMIT),
             }),
             metrics,
         })
@@ -127,11 +146,39 @@ impl ReconcilePermits {
     }
 }
 
+impl Permit {
+    /// Hands the permit on to the next waiter and returns a loan in its place; the permit back when every loan is
+    /// out.
+    pub fn lend(mut self) -> Result<Loan, Permit> {
+        let Some(owner) = self.owner.clone() else {
+            return Err(self);
+        };
+        {
+            let mut queues = owner.lock();
+            if queues.lent >= queues.max_lent {
+                return Err(self);
+            }
+            queues.lent += 1;
+        }
+        if let Some(owner) = self.owner.take() {
+            owner.release();
+        }
+        Ok(Loan { owner })
+    }
+}
+
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(owner) = self.owner.take() {
             owner.release();
         }
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        let mut queues = self.owner.lock();
+        queues.lent = queues.lent.saturating_sub(1);
     }
 }
 
@@ -176,6 +223,36 @@ mod tests {
         let third = third.await.expect("the waiting pass gets the released permit");
         assert_eq!(permits.waiting(), 0);
         drop(third);
+        assert_eq!(free(&permits), 1);
+    }
+
+    #[tokio::test]
+    async fn a_lent_permit_goes_to_the_next_waiter_and_loans_are_capped() {
+        let permits = ReconcilePermits::new(1, None);
+        let held = permits.acquire(&share("ns/a", Class::New)).await;
+        let waiting = waiting_pass(&permits);
+        until_waiting(&permits, 1).await;
+        let loan = held.lend().map_err(|_| "refused").expect("a first loan");
+        let next = waiting.await.expect("the waiting pass gets the lent permit");
+        // Up to the cap, each holder may lend again; past it the permit stays where it is.
+        let mut loans = vec![loan];
+        let mut permit = next;
+        loop {
+            match permit.lend() {
+                Ok(loan) => {
+                    loans.push(loan);
+                    permit = permits.acquire(&share("ns/a", Class::New)).await;
+                }
+                Err(kept) => {
+                    permit = kept;
+                    break;
+                }
+            }
+        }
+        assert_eq!(loans.len(), LOANS_PER_PERMIT);
+        assert_eq!(free(&permits), 0, "the refused loan kept its permit");
+        drop(loans.pop());
+        let _loan = permit.lend().map_err(|_| "refused").expect("an ended loan makes room");
         assert_eq!(free(&permits), 1);
     }
 

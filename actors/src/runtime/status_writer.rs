@@ -29,6 +29,11 @@ pub const FIELD_MANAGER: &str = "capov";
 /// Status writes sent side by side (each to another object). One write at a time measured 7 writes/s with 10,000
 /// machines on a busy apiserver: the statuses, not the engine, set the pace.
 const WRITES_IN_FLIGHT: usize = 8;
+/// A write not answered after this long is taken for hung (the apiserver answers one in milliseconds) and stops
+/// taking a slot, up to [`MAX_SLOW_WRITES`] at once: with 1 % of requests held until their 30 s timeout, a few hung
+/// writes would otherwise hold all eight slots and every status would wait behind them.
+const SLOW_WRITE: Duration = Duration::from_secs(1);
+const MAX_SLOW_WRITES: usize = 4 * WRITES_IN_FLIGHT;
 /// First retry of a failed write; consecutive failing rounds double it up to [`MAX_RETRY_AFTER`], jittered.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -62,11 +67,13 @@ pub enum StatusWriterMsg {
     /// status needs no write. Ignored once this writer wrote or holds a status of the object, which is newer.
     Seen {
         key: ObjectKey,
-        status: Value,
+        fingerprint: u64,
     },
     /// The object is gone: forget what was written.
     Forget(ObjectKey),
     Flush,
+    /// A write under way is slow: it gives up its slot.
+    Slow(ObjectKey),
     /// A write task's outcome.
     Written {
         key: ObjectKey,
@@ -98,6 +105,8 @@ pub struct WriterState {
     written: HashMap<ObjectKey, u64>,
     /// The objects whose write is under way.
     in_flight: HashSet<ObjectKey>,
+    /// Those of them whose write is slow: they take no slot.
+    slow: HashSet<ObjectKey>,
     flush_queued: bool,
     retry_queued: bool,
     retry: crate::backoff::Backoff,
@@ -126,6 +135,7 @@ impl Actor for StatusWriter {
             queue: WriteQueue::default(),
             written: HashMap::new(),
             in_flight: HashSet::new(),
+            slow: HashSet::new(),
             flush_queued: false,
             retry_queued: false,
             retry: crate::backoff::Backoff::new(RETRY_AFTER, MAX_RETRY_AFTER),
@@ -157,12 +167,17 @@ impl Actor for StatusWriter {
                 }
                 queue_flush(&me, state);
             }
-            StatusWriterMsg::Seen { key, status } => {
-                status_census::record_seen(&state.metrics, &key, &status);
+            StatusWriterMsg::Seen { key, fingerprint } => {
                 // After a restart the writer knows nothing it wrote: without this, every machine's first pass would
                 // write back the status its object already has.
                 if !state.written.contains_key(&key) && !state.queue.holds(&key) && !state.in_flight.contains(&key) {
-                    state.written.insert(key, fingerprint(&status));
+                    state.written.insert(key, fingerprint);
+                }
+            }
+            StatusWriterMsg::Slow(key) => {
+                if state.in_flight.contains(&key) && state.slow.len() < MAX_SLOW_WRITES {
+                    state.slow.insert(key);
+                    flush(&me, state);
                 }
             }
             StatusWriterMsg::Flush => {
@@ -215,7 +230,8 @@ fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
 /// Starts writes of the oldest pending statuses while fewer than [`WRITES_IN_FLIGHT`] run; an object whose write is
 /// under way keeps its newer status queued until that write is done.
 fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    let free = WRITES_IN_FLIGHT.saturating_sub(state.in_flight.len());
+    let busy = state.in_flight.len().saturating_sub(state.slow.len());
+    let free = WRITES_IN_FLIGHT.saturating_sub(busy);
     let in_flight = &state.in_flight;
     for (key, status) in state.queue.take_batch_except(free, |key| in_flight.contains(key)) {
         if state.written.get(&key) == Some(&text_fingerprint(&status)) {
@@ -225,7 +241,16 @@ fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
         state.in_flight.insert(key.clone());
         let (client, me, metrics) = (state.client.clone(), me.clone(), state.metrics.clone());
         tokio::spawn(async move {
-            let result = write_status(&client, &key, &status).await;
+            let result = {
+                let mut write = std::pin::pin!(write_status(&client, &key, &status));
+                match tokio::time::timeout(SLOW_WRITE, &mut write).await {
+                    Ok(result) => result,
+                    Err(_) => {
+                        let _ = mailbox::cast(&metrics, &me, StatusWriterMsg::Slow(key.clone()));
+                        write.await
+                    }
+                }
+            };
             let _ = mailbox::cast(&metrics, &me, StatusWriterMsg::Written { key, status, result });
         });
     }
@@ -242,6 +267,7 @@ fn written(
     result: Result<(), kube::Error>,
 ) {
     state.in_flight.remove(&key);
+    state.slow.remove(&key);
     let outcome = match &result {
         Ok(()) => "success",
         Err(kube::Error::Api(status)) if status.code == 409 => "conflict",
@@ -300,6 +326,16 @@ async fn write_status(client: &kube::Client, key: &ObjectKey, status: &str) -> R
 
 /// A 64-bit hash of the status as JSON text (object keys in a fixed order), standing for the status last written. A
 /// collision between an object's consecutive statuses (about 1 in 2^64) would skip one write until the next change.
+/// The [`StatusWriterMsg::Seen`] of a status an object already carries, counted in the status census now. Only its
+/// fingerprint travels: after a restart every object's actor sends one at once, and 10,000 statuses as JSON trees
+/// queued in the writer's mailbox were a peak of their own.
+/// Returns the fingerprint too, for the sender's own record of what it sent.
+pub(crate) fn seen(metrics: &Metrics, key: ObjectKey, status: &Value) -> (u64, StatusWriterMsg) {
+    status_census::record_seen(metrics, &key, status);
+    let fingerprint = fingerprint(status);
+    (fingerprint, StatusWriterMsg::Seen { key, fingerprint })
+}
+
 pub(crate) fn fingerprint(status: &Value) -> u64 {
     text_fingerprint(&status.to_string())
 }

@@ -24,7 +24,7 @@ where
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
             let messages = match item {
-                Ok(Event::Apply(template) | Event::InitApply(template)) => on_template(&template),
+                Ok(Event::Apply(template) | Event::InitApply(template)) => on_template(&metrics, &template),
                 Ok(Event::Delete(template)) => key_of(&template).map(StatusWriterMsg::Forget).into_iter().collect(),
                 Ok(Event::Init | Event::InitDone) => Vec::new(),
                 Err(err) => {
@@ -43,7 +43,7 @@ where
 
 /// What the writer is told about one template: the status it carries now (so that an equal one is not written
 /// again after a restart), then the status its spec gives.
-fn on_template(template: &OVirtMachineTemplate) -> Vec<StatusWriterMsg> {
+fn on_template(metrics: &Metrics, template: &OVirtMachineTemplate) -> Vec<StatusWriterMsg> {
     let Some(key) = key_of(template) else {
         return Vec::new();
     };
@@ -53,10 +53,7 @@ fn on_template(template: &OVirtMachineTemplate) -> Vec<StatusWriterMsg> {
     };
     let mut messages = Vec::with_capacity(2);
     if let Some(current) = template.status.as_ref().and_then(|s| serde_json::to_value(s).ok()) {
-        messages.push(StatusWriterMsg::Seen {
-            key: key.clone(),
-            status: current,
-        });
+        messages.push(super::status_writer::seen(metrics, key.clone(), &current).1);
     }
     messages.push(StatusWriterMsg::Update { key, status });
     messages

@@ -14,6 +14,7 @@ fn on_host(mut o: Observed, status: &str, host_status: &str) -> Observed {
         id: "h1".into(),
         name: Some("host-1".into()),
         status: Some(host_status.into()),
+        inventoried: true,
     });
     o
 }
@@ -113,4 +114,29 @@ fn the_node_gets_the_host_and_zone_labels_and_follows_the_host() {
         }
         other => panic!("expected SetNodeLabels, got {other:?}"),
     }
+}
+
+#[test]
+fn a_vm_seen_before_the_first_host_inventory_leaves_the_host_as_the_status_has_it() {
+    let mut o = running();
+    o.vm.as_mut().expect("vm").host = Some(VmHost {
+        id: "h1".into(),
+        name: None,
+        status: None,
+        inventoried: false,
+    });
+    let d = decide(&o);
+    assert!(
+        d.condition(types::HOST_READY).is_none(),
+        "no HostReady Unknown for want of a poll"
+    );
+    assert_eq!(d.status.host, None, "status.host left as it is");
+    // Once the inventory was read, a host it does not show is unknown to CAPOV.
+    o.vm.as_mut().expect("vm").host.as_mut().expect("host").inventoried = true;
+    let d = decide(&o);
+    assert_eq!(
+        state_of(&d, types::HOST_READY),
+        Some((State::Unknown, reasons::HOST_UNKNOWN))
+    );
+    assert_eq!(d.status.host, Some(Some("h1".into())));
 }

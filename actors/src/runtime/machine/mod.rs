@@ -6,6 +6,7 @@
 //! (with `outcome`), and what follows it is `schedule`.
 
 mod execute;
+mod held_permit;
 mod node_release;
 mod observe;
 mod outcome;
@@ -29,7 +30,6 @@ use super::mailbox::{self, Mail};
 use super::messages::MachineMsg;
 use super::provider::ProviderMsg;
 use super::shared::Shared;
-use super::status_writer::StatusWriterMsg;
 use crate::metrics::kind;
 
 impl Mail for MachineMsg {
@@ -57,11 +57,8 @@ impl Actor for MachineActor {
         if let Some(seen) = &args.status
             && let Ok(status) = serde_json::to_value(seen)
         {
-            sent_status = Some(crate::runtime::status_writer::fingerprint(&status));
-            let seen = StatusWriterMsg::Seen {
-                key: key.clone(),
-                status,
-            };
+            let (fingerprint, seen) = crate::runtime::status_writer::seen(&args.shared.metrics, key.clone(), &status);
+            sent_status = Some(fingerprint);
             let _ = mailbox::cast(&args.shared.metrics, &args.shared.status_writer, seen);
         }
         mailbox::cast(&args.shared.metrics, &me, MachineMsg::Tick)?;

@@ -22,7 +22,6 @@ use crate::machine_steps::{
 use crate::metrics::{kind, result};
 use crate::runtime::mailbox;
 use crate::runtime::messages::MachineMsg;
-use crate::runtime::permits::Permit;
 use crate::runtime::provider::{Cadence, VmWatch};
 use crate::runtime::status_writer::StatusWriterMsg;
 
@@ -34,10 +33,11 @@ pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     // A VM this actor created counts before it is recorded in spec.providerID (once its disks are copied).
     let share = machine_share(state, observe::owner_machine(state).as_deref(), false);
     let permit = state.shared.permits.acquire(&share).await;
+    state.permit.put(permit);
     // A pass's future holds the futures of every engine and API request it awaits, about 18 KB. Inline, it would be
     // part of `handle`'s future, which ractor allocates once per actor for the actor's whole life (its processing
     // loop): 18 KB for each idle machine. Boxed after the permit, it exists only for the passes that run.
-    Box::pin(pass(me, state, permit)).await;
+    Box::pin(pass(me, state)).await;
 }
 
 /// Observe, decide, act — again at once after an action that succeeded — then report and schedule.
@@ -45,16 +45,16 @@ pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
 /// The reconcile permit is held for engine and management-cluster work only. Workload-cluster calls (reading the
 /// Node, setting its providerID) run with the permit released: a tenant's workload apiserver that is slow or hung
 /// must not take a permit from every other machine for as long as its requests last. The permit is taken again
-/// before the next step that needs it.
-async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: Permit) {
-    let mut permit = Some(permit);
+/// before the next step that needs it. A step whose management-cluster request hung finishes on a loan
+/// (`held_permit`), and the pass then ends as after a workload step.
+async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     let started = Instant::now();
     let mut next = Next::After(Duration::ZERO);
     // The observation and action of the last action that reported success, for the hot-loop guard.
     let mut last_success: Option<(Observed, Action)> = state.carried_success.take().map(|carried| *carried);
     for _ in 0..MAX_ACTIONS_PER_PASS {
-        if permit.is_none() {
-            // A workload step released the permit and the next step needs it again. Waiting for it here would keep
+        if !state.permit.holds_permit() {
+            // A workload step released the permit (or a hung request lent it) and the next step needs it again. Waiting for it here would keep
             // this boxed pass (about 18 KB, and the observation) alive for as long as the queue takes: in a large
             // batch thousands of machines between their Node step and the next pass wait at once. The next pass
             // waits for its permit in `run_pass`, before its future exists, and starts from the same observation
@@ -63,12 +63,12 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: Permi
             next = Next::Resume;
             break;
         }
-        if let Some(end) = step(me, state, &mut permit, &mut last_success).await {
+        if let Some(end) = step(me, state, &mut last_success).await {
             next = end;
             break;
         }
     }
-    drop(permit);
+    state.permit.clear();
     record_pass(state, &next, started);
     // A pass that ended only to wait for its permit is continued by the next one, which reports the status: an
     // intermediate status written meanwhile would be one more write per machine. One that waits for the provider's
@@ -101,10 +101,9 @@ fn report_status(state: &mut MachineState) {
 async fn step(
     me: &ActorRef<MachineMsg>,
     state: &mut MachineState,
-    permit: &mut Option<Permit>,
     last_success: &mut Option<(Observed, Action)>,
 ) -> Option<Next> {
-    let (observation, decision) = match observe_and_decide(me, state, permit).await {
+    let (observation, decision) = match observe_and_decide(me, state).await {
         Ok(decided) => decided,
         Err(next) => return Some(next),
     };
@@ -134,9 +133,10 @@ async fn step(
         );
         return Some(Next::Backoff);
     }
-    if permit.is_none() && decision.action.needs_permit() {
+    if !state.permit.may_work() && decision.action.needs_permit() {
         let share = machine_share(state, observe::owner_machine(state).as_deref(), true);
-        *permit = Some(state.shared.permits.acquire(&share).await);
+        let permit = state.shared.permits.acquire(&share).await;
+        state.permit.put(permit);
     }
     act(state, observation, decision, last_success).await
 }
@@ -147,7 +147,6 @@ async fn step(
 async fn observe_and_decide(
     me: &ActorRef<MachineMsg>,
     state: &mut MachineState,
-    permit: &mut Option<Permit>,
 ) -> Result<(Observation, Decision), Next> {
     let mut observation = match observe::observe(me, state).await {
         Ok(observation) => observation,
@@ -188,7 +187,7 @@ async fn observe_and_decide(
     decision = with_groups(state, &mut observation, decision).await?;
     if decision.action == Action::ReadNode {
         // Workload I/O: without the permit.
-        *permit = None;
+        state.permit.clear();
         let vm_name = observation.observed.vm_name();
         observation.observed.node = match (&observation.cluster, &observation.observed.vm) {
             (Some(cluster), Some(vm)) => workload::observe_node(state, cluster, &vm.id, &vm_name).await,
@@ -198,7 +197,7 @@ async fn observe_and_decide(
     }
     if decision.action == Action::ReadNodeRelease {
         // Workload I/O during deletion: without the permit as well.
-        *permit = None;
+        state.permit.clear();
         let vm_id = observation
             .observed
             .vm

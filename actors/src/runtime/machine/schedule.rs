@@ -27,8 +27,8 @@ pub enum Next {
     /// every minute once the machine is Ready (which then resyncs only once per sync period, from what it holds).
     WatchVm(VmWatch),
     /// The provider's next batched search hands over the VM, which this machine has not seen yet (its first pass
-    /// after a restart); the timer (two steady rounds) is only a deadline in case no search answers: the search
-    /// answers at its next poll, and a failed search is retried at the poll after.
+    /// after a restart); the timer (the deadline set at the first ask, two steady rounds) only guards against no
+    /// search answering: the search answers at its next poll, and a failed search is retried at the poll after.
     AwaitSearch(VmWatch),
 }
 
@@ -156,10 +156,10 @@ fn delay_until_next_pass(state: &mut MachineState, next: &Next) -> Duration {
         Next::Backoff => state.backoff.next_delay(),
         Next::After(delay) => *delay,
         Next::Resume => Duration::ZERO,
-        Next::AwaitSearch(_) => {
-            let two_steady_rounds = state.shared.settings.poll_interval * 2 * crate::backoff::STEADY_POLL_EVERY as u32;
-            crate::backoff::jittered(two_steady_rounds, fastrand::f64())
-        }
+        // The deadline set at the machine's first ask; a pass at or after it reads the VM.
+        Next::AwaitSearch(_) => state.vm_search_until.map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(std::time::Instant::now())
+        }),
         Next::WatchVm(VmWatch {
             cadence: Cadence::EveryPoll,
             vm_id,

@@ -63,9 +63,11 @@ pub struct MachineState {
     /// Whether the machine had never been provisioned when this actor started: its first Ready is then timed
     /// (`capov_machine_time_to_ready_seconds`), once.
     pub(super) awaiting_first_ready: bool,
-    /// This actor has once left its VM to the provider's search (`observe::vm::may_await_search`); later passes
-    /// without a held snapshot read the VM.
-    pub(super) vm_search_asked: bool,
+    /// Until when this actor leaves its VM, never seen yet, to the provider's search
+    /// (`observe::vm::may_await_search`): set at its first ask; passes after it without a held snapshot read the VM.
+    pub(super) vm_search_until: Option<std::time::Instant>,
+    /// The running pass's permit or loan (`held_permit`); nothing between passes.
+    pub(super) permit: super::held_permit::HeldPermit,
     pub(super) mail: ActorMetrics,
     _alive: Alive,
 }
@@ -103,7 +105,8 @@ impl MachineState {
             created_vm: None,
             deadline: None,
             detached_disks: Vec::new(),
-            vm_search_asked: false,
+            vm_search_until: None,
+            permit: Default::default(),
             _alive: mail.alive(),
             mail,
         }

@@ -21,7 +21,9 @@ use crate::runtime::slim;
 use crate::runtime::status_writer::StatusWriterMsg;
 
 pub async fn add_finalizer(state: &mut MachineState) -> Executed {
-    match finalizers::ensure(&machines(state), &*state.object, MACHINE_FINALIZER).await {
+    let machines = machines(state);
+    let ensure = finalizers::ensure(&machines, &*state.object, MACHINE_FINALIZER);
+    match state.permit.awaiting(ensure).await {
         Ok(written) => {
             // The next observation must see the finalizer: deciding again on the old object would add it again with
             // a stale resourceVersion, fail, and back off for 5 s.
@@ -46,7 +48,9 @@ pub async fn remove_finalizer(state: &mut MachineState, left_alone: Option<Strin
         };
         let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
     }
-    match finalizers::remove(&machines(state), &*state.object, MACHINE_FINALIZER).await {
+    let machines = machines(state);
+    let remove = finalizers::remove(&machines, &*state.object, MACHINE_FINALIZER);
+    match state.permit.awaiting(remove).await {
         Ok(written) => {
             if let Some(updated) = written {
                 state.object = slim::own(updated);
@@ -163,10 +167,10 @@ fn machines(state: &MachineState) -> Api<OVirtMachine> {
 
 /// Merge-patches the OVirtMachine; what follows goes on from the object as written.
 async fn patch_machine(state: &mut MachineState, patch: &serde_json::Value, what: &str) -> Executed {
-    match machines(state)
-        .patch(&state.key.name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
+    let machines = machines(state);
+    let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
+    let request = machines.patch(&state.key.name, &params, &patch);
+    match state.permit.awaiting(request).await {
         Ok(updated) => {
             state.object = slim::own(updated);
             Executed::Continue

@@ -24,7 +24,8 @@ pub async fn create(state: &MachineState, claims: &[WantedClaim]) -> Executed {
         watch_filter: machine.labels().get(WATCH_FILTER_LABEL).cloned(),
     };
     for claim in claims {
-        if let Err(message) = ip_claim_writes::create(&state.shared.client, &owner, claim).await {
+        let request = ip_claim_writes::create(&state.shared.client, &owner, claim);
+        if let Err(message) = state.permit.awaiting(request).await {
             return failed(types::MACHINE_CREATED, message);
         }
     }
@@ -40,7 +41,8 @@ pub async fn release(state: &MachineState, names: &[String]) -> Executed {
     };
     let namespace = state.key.namespace.clone().unwrap_or_default();
     for name in names {
-        if let Err(message) = ip_claim_writes::release(&state.shared.client, &namespace, name).await {
+        let request = ip_claim_writes::release(&state.shared.client, &namespace, name);
+        if let Err(message) = state.permit.awaiting(request).await {
             return failed(type_, message);
         }
     }

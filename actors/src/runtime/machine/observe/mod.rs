@@ -284,8 +284,9 @@ pub async fn bootstrap_secret(
     };
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
-    let secret = secrets
-        .get_opt(&secret_name)
+    let secret = state
+        .permit
+        .awaiting(secrets.get_opt(&secret_name))
         .await
         .map_err(|err| ObserveError::new(format!("bootstrap Secret: {err}")))?;
     let Some(data) = secret.and_then(|s| s.data) else {

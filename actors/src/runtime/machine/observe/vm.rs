@@ -30,8 +30,10 @@ pub async fn find_vm(
     let found = match observed.provider_id.as_deref().map(parse_provider_id) {
         // A providerID without a VM id: nothing to look up, and what is held stays as it is.
         Some(None) => return Ok(None),
-        Some(Some(id)) if held.is_none() && may_await_search(state, observed) => {
-            state.vm_search_asked = true;
+        Some(Some(id)) if held.is_none() && may_await_search(state, observed, Instant::now()) => {
+            if state.vm_search_until.is_none() {
+                state.vm_search_until = Some(Instant::now() + search_deadline(state));
+            }
             return Err(ObserveError::awaiting_search(id));
         }
         Some(Some(id)) => find_by_id(state, client, observed, id, held.as_ref()).await?,
@@ -44,17 +46,26 @@ pub async fn find_vm(
     observed_vm(state, client, observed, &vm, found_by).await
 }
 
-/// Whether this pass may leave its VM to the provider's next batched search instead of reading it: once in the
-/// actor's life, when it never saw the VM yet (after a restart every machine starts so, and 10,000 reads of one VM
-/// each would cost 18 minutes of the default engine budget where 200 searches cost 20 s). Not during deletion, which
-/// reads at once, and not once the actor has seen the VM: the search hands over only what changed since (a VM that
-/// joined an affinity group looks the same), so the machine would wait for the search's deadline. If the search
-/// cannot answer (it fails, or the VM is gone) the next pass reads the VM.
-fn may_await_search(state: &MachineState, observed: &Observed) -> bool {
-    !state.vm_search_asked
+/// Whether this pass may leave its VM to the provider's next batched search instead of reading it: while the actor
+/// never saw the VM yet (after a restart every machine starts so, and 10,000 reads of one VM each would cost 18
+/// minutes of the default engine budget where 200 searches cost 20 s), until the deadline set at its first ask.
+/// Passes woken meanwhile (the CAPI Machines' first list pokes every machine, and at 10,000 it ends after most of them
+/// asked) wait for the same search. Not during deletion, which reads at once, and not once the actor has seen the VM:
+/// the search hands over only what changed since (a VM that joined an affinity group looks the same), so the machine
+/// would wait for the deadline. If the search cannot answer by then (it fails, or the VM is gone) the next pass reads
+/// the VM.
+fn may_await_search(state: &MachineState, observed: &Observed, now: Instant) -> bool {
+    state.vm_search_until.is_none_or(|until| now < until)
         && state.vm_snapshot_at.is_none()
         && !observed.deletion_requested
         && state.subscribed_to.is_some()
+}
+
+/// How long a machine leaves its VM to the search: two steady rounds (jittered), time for the round that answers it
+/// and for one retry of a failed search.
+fn search_deadline(state: &MachineState) -> std::time::Duration {
+    let two_steady_rounds = state.shared.settings.poll_interval * 2 * crate::backoff::STEADY_POLL_EVERY as u32;
+    crate::backoff::jittered(two_steady_rounds, fastrand::f64())
 }
 
 /// What is held of the VM, when it may stand in for a read. Watched, the VM's changes are delivered; unwatched, what

@@ -1,0 +1,120 @@
+//! What a running pass holds of the reconcile permits: its permit, a loan after it handed the permit on while a
+//! management-cluster request hung ([`HeldPermit::awaiting`]), or nothing (during workload-cluster I/O).
+//!
+//! A loan lasts for the rest of the step: the pass ends at the next step boundary and continues in a new pass that
+//! waits for a permit before its future exists (`pass::pass`).
+
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::runtime::permits::{Loan, Permit};
+
+/// A management-cluster request that has not answered after this long is taken for hung: the apiserver answers
+/// reads and patches in milliseconds, and seconds only when it struggles.
+pub const SLOW_REQUEST: Duration = Duration::from_secs(1);
+
+enum Held {
+    Permit(Permit),
+    Loan(#[allow(dead_code, reason = "held for its drop: it ends the loan")] Loan),
+}
+
+/// Kept in the machine's state, so that the requests deep in a step can hand the permit on without it being passed
+/// down to them. Behind a mutex only because the state is shared (`&MachineState`) across the step's awaits.
+#[derive(Default)]
+pub struct HeldPermit(Mutex<Option<Held>>);
+
+impl HeldPermit {
+    pub fn put(&self, permit: Permit) {
+        *self.lock() = Some(Held::Permit(permit));
+    }
+
+    /// Gives back the permit, or ends the loan.
+    pub fn clear(&self) {
+        self.lock().take();
+    }
+
+    /// Whether the pass may go on with work the permits bound: it holds a permit or a loan.
+    pub fn may_work(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// Whether the pass holds a permit itself (not a loan): only then does it start another step.
+    pub fn holds_permit(&self) -> bool {
+        matches!(*self.lock(), Some(Held::Permit(_)))
+    }
+
+    /// Awaits a management-cluster request made under the permit. Past [`SLOW_REQUEST`] the permit goes on to the
+    /// next waiting pass (unless every loan is out) and this one finishes the step on a loan, so that hung requests
+    /// do not hold every permit until their timeout.
+    pub async fn awaiting<F: Future>(&self, request: F) -> F::Output {
+        let mut request = std::pin::pin!(request);
+        if let Ok(answer) = tokio::time::timeout(SLOW_REQUEST, &mut request).await {
+            return answer;
+        }
+        self.lend();
+        request.await
+    }
+
+    fn lend(&self) {
+        let mut held = self.lock();
+        if let Some(Held::Permit(permit)) = held.take() {
+            *held = Some(match permit.lend() {
+                Ok(loan) => Held::Loan(loan),
+                Err(permit) => Held::Permit(permit),
+            });
+        }
+    }
+
+    /// Every change is one assignment, so a poisoned lock still holds a consistent value.
+    fn lock(&self) -> MutexGuard<'_, Option<Held>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::fair_share::{Class, Share};
+    use crate::runtime::permits::ReconcilePermits;
+
+    fn share() -> Share {
+        Share {
+            tenant: Arc::from("ns/a"),
+            class: Class::New,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quick_request_keeps_the_permit() {
+        let permits = ReconcilePermits::new(1, None);
+        let held = HeldPermit::default();
+        held.put(permits.acquire(&share()).await);
+        let answer = held.awaiting(async { 7 }).await;
+        assert_eq!(answer, 7);
+        assert!(held.holds_permit());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_request_hands_the_permit_on_and_finishes_on_a_loan() {
+        let permits = ReconcilePermits::new(1, None);
+        let held = HeldPermit::default();
+        held.put(permits.acquire(&share()).await);
+        let waiter = {
+            let permits = permits.clone();
+            tokio::spawn(async move { permits.acquire(&share()).await })
+        };
+        let hung = tokio::time::sleep(SLOW_REQUEST * 30);
+        held.awaiting(hung).await;
+        assert!(!held.holds_permit(), "the permit went on");
+        assert!(held.may_work(), "the step finishes on its loan");
+        assert!(
+            waiter.is_finished(),
+            "the waiting pass got the permit while the request hung"
+        );
+        held.clear();
+        assert!(!held.may_work());
+    }
+}
