@@ -54,11 +54,11 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     let mut last_success: Option<(Observed, Action)> = state.carried_success.take().map(|carried| *carried);
     for _ in 0..MAX_ACTIONS_PER_PASS {
         if !state.permit.holds_permit() {
-            // A workload step released the permit (or a hung request lent it) and the next step needs it again. Waiting for it here would keep
-            // this boxed pass (about 18 KB, and the observation) alive for as long as the queue takes: in a large
-            // batch thousands of machines between their Node step and the next pass wait at once. The next pass
-            // waits for its permit in `run_pass`, before its future exists, and starts from the same observation
-            // the loop would have made here.
+            // A workload step released the permit (or a hung request lent it on) and the next step needs it again.
+            // Waiting for it here would keep this boxed pass (about 18 KB, and the observation) alive for as long as
+            // the queue takes: in a large batch thousands of machines between their Node step and the next pass wait
+            // at once. The next pass waits for its permit in `run_pass`, before its future exists, and starts from
+            // the same observation the loop would have made here.
             state.carried_success = last_success.take().map(Box::new);
             next = Next::Resume;
             break;
