@@ -66,6 +66,8 @@ pub struct MachineState {
     /// Until when this actor leaves its VM, never seen yet, to the provider's search
     /// (`observe::vm::may_await_search`): set at its first ask; passes after it without a held snapshot read the VM.
     pub(super) vm_search_until: Option<std::time::Instant>,
+    /// The bootstrap data Secret a pass found the data in, and its format (`observe::bootstrap`).
+    pub(super) bootstrap_seen: Option<(String, crate::machine_steps::BootstrapFormat)>,
     /// The running pass's permit or loan (`held_permit`); nothing between passes.
     pub(super) permit: super::held_permit::HeldPermit,
     pub(super) mail: ActorMetrics,
@@ -106,6 +108,7 @@ impl MachineState {
             deadline: None,
             detached_disks: Vec::new(),
             vm_search_until: None,
+            bootstrap_seen: None,
             permit: Default::default(),
             _alive: mail.alive(),
             mail,
