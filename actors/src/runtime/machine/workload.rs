@@ -220,6 +220,11 @@ pub async fn set_node_provider_id(
         .map_err(|err| NodeWriteError::Failed(failed("cannot set the Node's providerID", &err)))
 }
 
+/// Whether a management-cluster error is the apiserver struggling (5xx, 429, no answer): a retry, nothing to report.
+fn management_cluster_struggles(err: &kube::Error) -> bool {
+    !matches!(err, kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 429)
+}
+
 /// The workload cluster's client and a turn to use it (`workload_clients`).
 /// A place in the workload step is taken first, so that the kubeconfig Secret reads are bounded too.
 pub(super) async fn connect(state: &MachineState, cluster: &capi::Cluster) -> Result<(kube::Client, Turn), NoClient> {
@@ -242,10 +247,14 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secret_name = format!("{}-kubeconfig", cluster.name_any());
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
-    let secret = secrets
-        .get_opt(&secret_name)
-        .await
-        .map_err(|err| NoClient::ManagementCluster(format!("cannot read Secret {secret_name}: {err}")))?;
+    let secret = secrets.get_opt(&secret_name).await.map_err(|err| {
+        let message = format!("cannot read Secret {secret_name}: {err}");
+        match management_cluster_struggles(&err) {
+            true => NoClient::ManagementCluster(message),
+            // Forbidden and the like: the user has something to fix, and the condition says what.
+            false => NoClient::Unreachable(message),
+        }
+    })?;
     let value = secret
         .and_then(|s| s.data)
         .and_then(|data| data.get("value").cloned())
@@ -291,4 +300,30 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
         ))
     })?;
     Ok(clients.insert(cache_key, value.0, client))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("the apiserver said no", "")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn only_a_struggling_management_cluster_is_a_mere_retry() {
+        for code in [500, 503, 504, 429] {
+            assert!(management_cluster_struggles(&api_error(code)), "{code}");
+        }
+        let no_answer = kube::Error::Service(Box::new(std::io::Error::other("connection reset")));
+        assert!(management_cluster_struggles(&no_answer));
+        // Forbidden (missing RBAC on the tenant's namespace) and the like are the user's to fix: reported.
+        for code in [400, 401, 403, 422] {
+            assert!(!management_cluster_struggles(&api_error(code)), "{code}");
+        }
+    }
 }
