@@ -56,14 +56,16 @@ impl HeldPermit {
         request.await
     }
 
+    /// A permit becomes a loan (if one is left); a loan or nothing stays as it is.
     fn lend(&self) {
         let mut held = self.lock();
-        if let Some(Held::Permit(permit)) = held.take() {
-            *held = Some(match permit.lend() {
+        *held = match held.take() {
+            Some(Held::Permit(permit)) => Some(match permit.lend() {
                 Ok(loan) => Held::Loan(loan),
                 Err(permit) => Held::Permit(permit),
-            });
-        }
+            }),
+            other => other,
+        };
     }
 
     /// Every change is one assignment, so a poisoned lock still holds a consistent value.
@@ -114,6 +116,9 @@ mod tests {
             waiter.is_finished(),
             "the waiting pass got the permit while the request hung"
         );
+        // A second hung request in the same step keeps the loan.
+        held.awaiting(tokio::time::sleep(SLOW_REQUEST * 30)).await;
+        assert!(held.may_work(), "a second slow request ended the loan");
         held.clear();
         assert!(!held.may_work());
     }
