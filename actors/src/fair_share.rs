@@ -1,8 +1,10 @@
 //! Whose turn a machine's work takes: at the reconcile permits (`runtime/permits.rs`) and at its provider's engine
 //! rate limit (`capov_ovirt::Lane`). Work is shared fairly between CAPI Clusters (tenants), and within that order
 //! deletions and control-plane machines go first: a tenant's control plane or a remediation must not wait behind
-//! another tenant's batch of workers. Among workers a machine that has a VM goes before one that has none, so that
-//! a batch finishes machines as it goes.
+//! another tenant's batch of workers. Among workers a machine that has a VM, or whose provisioning began, goes
+//! before one not begun, so that a batch finishes machines as it goes: also when failing or hung management-cluster
+//! requests cut passes short (each cut pass queues again, and behind thousands of untouched machines a batch would
+//! go breadth-first, one step per machine per round).
 
 use std::sync::Arc;
 
@@ -13,8 +15,9 @@ use capov_ovirt::{Lane, Tenant};
 pub enum Class {
     /// Being deleted, or a control-plane machine.
     Urgent = 0,
-    /// A worker that has a VM (spec.providerID is set, or its actor created one).
-    HasVm = 1,
+    /// A worker that has a VM (spec.providerID is set, or its actor created one) or whose provisioning began (it
+    /// carries CAPOV's finalizer, added by its first step).
+    Begun = 1,
     /// A worker without a VM yet.
     New = 2,
 }
@@ -37,13 +40,15 @@ pub struct MachineFacts<'a> {
     pub control_plane: bool,
     pub deleting: bool,
     pub has_vm: bool,
+    /// CAPOV's finalizer is on the OVirtMachine: a pass began to provision it.
+    pub begun: bool,
 }
 
 pub fn share(facts: &MachineFacts<'_>) -> Share {
     let class = if facts.deleting || facts.control_plane {
         Class::Urgent
-    } else if facts.has_vm {
-        Class::HasVm
+    } else if facts.has_vm || facts.begun {
+        Class::Begun
     } else {
         Class::New
     };
@@ -74,6 +79,7 @@ mod tests {
             control_plane,
             deleting,
             has_vm,
+            begun: has_vm,
         }
     }
 
@@ -81,9 +87,18 @@ mod tests {
     fn deletions_and_control_planes_are_urgent_then_workers_with_a_vm() {
         assert_eq!(share(&facts(true, false, false)).class, Class::Urgent);
         assert_eq!(share(&facts(false, true, true)).class, Class::Urgent);
-        assert_eq!(share(&facts(false, false, true)).class, Class::HasVm);
+        assert_eq!(share(&facts(false, false, true)).class, Class::Begun);
         assert_eq!(share(&facts(false, false, false)).class, Class::New);
-        assert!(Class::Urgent < Class::HasVm && Class::HasVm < Class::New);
+        assert!(Class::Urgent < Class::Begun && Class::Begun < Class::New);
+    }
+
+    #[test]
+    fn a_worker_whose_provisioning_began_goes_before_untouched_ones() {
+        let begun = MachineFacts {
+            begun: true,
+            ..facts(false, false, false)
+        };
+        assert_eq!(share(&begun).class, Class::Begun);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use prometheus::{HistogramOpts, HistogramVec, IntGaugeVec, Opts, Registry, exponential_buckets};
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntGaugeVec, Opts, Registry, exponential_buckets};
 
 /// Clusters with a label of their own.
 pub const MAX_CLUSTER_LABELS: usize = 50;
@@ -28,6 +28,9 @@ pub struct QueueMetrics {
     engine_depth: IntGaugeVec,
     /// `capov_engine_queue_wait_seconds{provider,cluster}`: how long each engine request waited for it.
     engine_wait: HistogramVec,
+    /// `capov_reconcile_permit_loans_total`: passes that handed their permit on while a management-cluster request
+    /// hung (`runtime::permits`); a rising rate says the apiserver struggles.
+    permit_loans: IntCounter,
     labelled: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -66,8 +69,18 @@ impl QueueMetrics {
                 "Time requests waited for their OVirtProvider's rate limit, by provider and CAPI Cluster.",
                 &["provider", "cluster"],
             ),
+            permit_loans: {
+                let help = "Machine reconciles that handed their permit on while a management-cluster request hung.";
+                let metric = IntCounter::new("capov_reconcile_permit_loans_total", help).expect("valid metric");
+                registry.register(Box::new(metric.clone())).expect("unique metric");
+                metric
+            },
             labelled: Arc::new(Mutex::new(HashSet::new())),
         }
+    }
+
+    pub fn permit_lent(&self) {
+        self.permit_loans.inc();
     }
 
     pub fn reconcile_depth(&self, tenant: &str, depth: usize) {
@@ -141,6 +154,7 @@ mod tests {
         metrics.reconcile_waited("ns/a", Duration::from_millis(200));
         metrics.engine_depth("engine", "ns/b", 7);
         metrics.engine_waited("engine", "", Duration::from_millis(50));
+        metrics.permit_lent();
         let text = {
             let mut buffer = Vec::new();
             prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut buffer)
@@ -152,6 +166,7 @@ mod tests {
             "capov_reconcile_queue_wait_seconds_count{cluster=\"ns/a\"} 1",
             "capov_engine_queue_depth{cluster=\"ns/b\",provider=\"engine\"} 7",
             "capov_engine_queue_wait_seconds_count{cluster=\"(provider)\",provider=\"engine\"} 1",
+            "capov_reconcile_permit_loans_total 1",
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

@@ -78,6 +78,9 @@ pub enum SupervisorMsg {
     Synced(&'static str),
     /// Whether every watch has listed everything once (readiness).
     IsSynced(ractor::RpcReplyPort<bool>),
+    /// Answered once handled, so once every message sent before it was: a watch waits for it every few events
+    /// (`watches::forward`), so that a list of 10,000 objects waits in the watch's page instead of in the mailbox.
+    CaughtUp(ractor::RpcReplyPort<()>),
     /// A provider polled its engine's inventory: the OVirtClusters' capacity is written again (unchanged ones are
     /// not written).
     InventoryPolled,

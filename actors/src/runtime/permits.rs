@@ -1,5 +1,6 @@
 //! The `--max-concurrent-reconciles` permits, queued fairly (`crate::fair_share`): urgent machines (deletions,
-//! control planes) first, then machines that have a VM, then new ones; within each class the CAPI Clusters take
+//! control planes) first, then machines that have a VM or whose provisioning began, then untouched ones; within each
+//! class the CAPI Clusters take
 //! turns. With a single FIFO queue a large batch goes breadth-first (every VM is created before the first one is
 //! started) and another tenant's control-plane machine waits behind the whole batch; serving machines with a VM first
 //! finishes machines as the batch goes, and the turns keep one tenant's batch from holding up the others. Machines
@@ -160,6 +161,9 @@ impl Permit {
             }
             queues.lent += 1;
         }
+        if let Some(metrics) = &owner.metrics {
+            metrics.permit_lent();
+        }
         if let Some(owner) = self.owner.take() {
             owner.release();
         }
@@ -204,7 +208,7 @@ mod tests {
     /// A pass of a machine with a VM, started in a task so that it can wait for its permit.
     fn waiting_pass(permits: &Arc<ReconcilePermits>) -> tokio::task::JoinHandle<Permit> {
         let permits = permits.clone();
-        tokio::spawn(async move { permits.acquire(&share("ns/a", Class::HasVm)).await })
+        tokio::spawn(async move { permits.acquire(&share("ns/a", Class::Begun)).await })
     }
 
     fn free(permits: &ReconcilePermits) -> usize {
@@ -262,7 +266,7 @@ mod tests {
         let held = permits.acquire(&share("ns/a", Class::New)).await;
         let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = Vec::new();
-        for (name, class) in [("new-1", Class::New), ("new-2", Class::New), ("vm-1", Class::HasVm)] {
+        for (name, class) in [("new-1", Class::New), ("new-2", Class::New), ("vm-1", Class::Begun)] {
             let (waiter, order_tx) = (permits.clone(), order_tx.clone());
             tasks.push(tokio::spawn(async move {
                 let _permit = waiter.acquire(&share("ns/a", class)).await;

@@ -158,6 +158,9 @@ impl Actor for Supervisor {
             SupervisorMsg::IsSynced(reply) => {
                 let _ = reply.send(state.synced.all());
             }
+            SupervisorMsg::CaughtUp(reply) => {
+                let _ = reply.send(());
+            }
             SupervisorMsg::CapiChanged { namespace, machine } => {
                 if machine.is_none() {
                     // A CAPI Cluster (or the Namespace) changed: its OVirtClusters may have to say so (a pause lifted).

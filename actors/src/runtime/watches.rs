@@ -402,7 +402,15 @@ where
     watcher::watcher(api, config).default_backoff()
 }
 
-/// Sends each event of `stream` to the supervisor as `wrap(event)`; a watch error is retried by the stream's backoff.
+/// Events a watch sends before it waits for the supervisor to have handled them. After a restart the OVirtMachine
+/// list brings 10,000 objects with their statuses, faster than the supervisor starts their actors; without the wait
+/// they would all be held in its mailbox at once. With it, a watch holds at most its current page (500) and this many.
+const FORWARDED_AHEAD: usize = 64;
+/// The longest wait for the supervisor to catch up; past it the watch goes on (the supervisor is alive, only slow).
+const CATCH_UP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Sends each event of `stream` to the supervisor as `wrap(event)`, waiting for it to catch up every
+/// [`FORWARDED_AHEAD`] events; a watch error is retried by the stream's backoff.
 fn forward<K, S>(
     me: &ActorRef<SupervisorMsg>,
     metrics: &Metrics,
@@ -417,11 +425,21 @@ where
     let metrics = metrics.clone();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
+        let mut unconfirmed = 0;
         while let Some(item) = stream.next().await {
             match item {
                 Ok(event) => {
                     if mailbox::cast(&metrics, &me, wrap(event)).is_err() {
                         return;
+                    }
+                    unconfirmed += 1;
+                    if unconfirmed == FORWARDED_AHEAD {
+                        unconfirmed = 0;
+                        if let Err(mailbox::CallError::Stopped) =
+                            mailbox::call(&metrics, &me, SupervisorMsg::CaughtUp, CATCH_UP_TIMEOUT).await
+                        {
+                            return;
+                        }
                     }
                 }
                 Err(err) => tracing::debug!(error = %err, "watch error; retrying with backoff"),

@@ -73,6 +73,10 @@ struct Args {
     restart: bool,
     #[arg(long, default_value_t = 120)]
     restart_seconds: u64,
+    /// Serve the operator's `/metrics` on 127.0.0.1 at this port (plain HTTP), to look inside a run (the permit
+    /// queues, loans, mailboxes) with curl while it goes.
+    #[arg(long)]
+    metrics_port: Option<u16>,
     /// Where to write the plot of the run (SVG: machines Ready, engine requests/s and operator RSS over time);
     /// default `capov-bench.svg` in the temporary directory.
     #[arg(long)]
@@ -212,7 +216,12 @@ async fn run(args: Args) -> Result<bool, Error> {
     let log_path = std::env::temp_dir().join("capov-bench-manager.log");
     let t0 = Instant::now();
     *lock(&start) = Some(t0);
-    let mut manager = Manager(start_manager(&args, &operator_kubeconfig, &log_path, None)?);
+    let mut manager = Manager(start_manager(
+        &args,
+        &operator_kubeconfig,
+        &log_path,
+        args.metrics_port,
+    )?);
     let pid = manager.0.id();
     say(&format!("operator started (pid {pid}, log {})", log_path.display()));
     let kubelets = tokio::spawn(play_kubelets(workload.client().await?, control.clone()));

@@ -42,7 +42,11 @@ pub async fn observe_node_release(state: &MachineState, cluster: Option<&capi::C
     let (client, _turn) = match workload::connect(state, cluster).await {
         Ok(connected) => connected,
         Err(NoClient::Rejected(message)) => return NodeRelease::Rejected { message },
-        Err(NoClient::Unreachable(message)) => return NodeRelease::Unreachable { message },
+        Err(no_client @ (NoClient::Unreachable(_) | NoClient::ManagementCluster(_) | NoClient::Busy(_))) => {
+            return NodeRelease::Unreachable {
+                message: no_client.into_message(),
+            };
+        }
     };
     let names = node_names(state);
     match tokio::time::timeout(RELEASE_READ_TIMEOUT, read(client, &names, vm_id)).await {

@@ -28,8 +28,13 @@ use crate::runtime::status_writer::StatusWriterMsg;
 /// How many actions one pass may take before it hands its permit back.
 const MAX_ACTIONS_PER_PASS: usize = 12;
 
-/// Waits for a permit, then runs the pass.
+/// Waits for a place at the Node step if the last pass found none, then for a permit, then runs the pass.
 pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
+    if let Some(full) = state.workload_place_awaited.take() {
+        // In the actor, not in a boxed pass: thousands of machines may wait here at once (after a restart). Bounded;
+        // the pass then tries again for a place.
+        let _ = tokio::time::timeout(crate::runtime::workload_clients::TURN_WAIT, full.until_free()).await;
+    }
     // A VM this actor created counts before it is recorded in spec.providerID (once its disks are copied).
     let share = machine_share(state, observe::owner_machine(state).as_deref(), false);
     let permit = state.shared.permits.acquire(&share).await;
@@ -54,11 +59,11 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     let mut last_success: Option<(Observed, Action)> = state.carried_success.take().map(|carried| *carried);
     for _ in 0..MAX_ACTIONS_PER_PASS {
         if !state.permit.holds_permit() {
-            // A workload step released the permit (or a hung request lent it) and the next step needs it again. Waiting for it here would keep
-            // this boxed pass (about 18 KB, and the observation) alive for as long as the queue takes: in a large
-            // batch thousands of machines between their Node step and the next pass wait at once. The next pass
-            // waits for its permit in `run_pass`, before its future exists, and starts from the same observation
-            // the loop would have made here.
+            // A workload step released the permit (or a hung request lent it on) and the next step needs it again.
+            // Waiting for it here would keep this boxed pass (about 18 KB, and the observation) alive for as long as
+            // the queue takes: in a large batch thousands of machines between their Node step and the next pass wait
+            // at once. The next pass waits for its permit in `run_pass`, before its future exists, and starts from
+            // the same observation the loop would have made here.
             state.carried_success = last_success.take().map(Box::new);
             next = Next::Resume;
             break;
@@ -190,7 +195,20 @@ async fn observe_and_decide(
         state.permit.clear();
         let vm_name = observation.observed.vm_name();
         observation.observed.node = match (&observation.cluster, &observation.observed.vm) {
-            (Some(cluster), Some(vm)) => workload::observe_node(state, cluster, &vm.id, &vm_name).await,
+            (Some(cluster), Some(vm)) => match workload::observe_node(state, cluster, &vm.id, &vm_name).await {
+                Ok(node) => node,
+                // Nothing is known of the Node, and nothing is reported.
+                Err(workload::NodeUnknown::ManagementCluster(message)) => {
+                    tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
+                    return Err(Next::Backoff);
+                }
+                // Too many passes at their Node step: this one ends, its actor waits for a free place
+                // (`run_pass`), and the next pass goes on from what this one saw of the VM.
+                Err(workload::NodeUnknown::Busy(full)) => {
+                    state.workload_place_awaited = Some(full);
+                    return Err(Next::Resume);
+                }
+            },
             _ => NodeObservation::NotFound,
         };
         decision = decide(&observation.observed);

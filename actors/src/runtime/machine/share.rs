@@ -1,7 +1,7 @@
 //! The machine's share of the fair queues (`crate::fair_share`), from what it holds: its cluster and control-plane
-//! labels (or its Machine's), whether it is being deleted and whether it has a VM.
+//! labels (or its Machine's), whether it is being deleted, whether it has a VM and whether its provisioning began.
 
-use capov_crds::labels::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL};
+use capov_crds::labels::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_FINALIZER};
 use kube::ResourceExt;
 
 use super::state::MachineState;
@@ -24,5 +24,6 @@ pub fn machine_share(state: &MachineState, machine: Option<&capi::Machine>, has_
         control_plane,
         deleting: state.object.metadata.deletion_timestamp.is_some(),
         has_vm: has_vm || state.object.spec.provider_id.is_some() || state.created_vm.is_some(),
+        begun: state.object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
     })
 }

@@ -66,6 +66,11 @@ pub struct MachineState {
     /// Until when this actor leaves its VM, never seen yet, to the provider's search
     /// (`observe::vm::may_await_search`): set at its first ask; passes after it without a held snapshot read the VM.
     pub(super) vm_search_until: Option<std::time::Instant>,
+    /// The bootstrap data Secret a pass found the data in, and its format (`observe::bootstrap`).
+    pub(super) bootstrap_seen: Option<(String, crate::machine_steps::BootstrapFormat)>,
+    /// The places at the Node step that the last pass found all taken (`workload_clients::NoTurn::Busy`): the next
+    /// pass waits until one is free.
+    pub(super) workload_place_awaited: Option<crate::runtime::workload_clients::Full>,
     /// The running pass's permit or loan (`held_permit`); nothing between passes.
     pub(super) permit: super::held_permit::HeldPermit,
     pub(super) mail: ActorMetrics,
@@ -106,6 +111,8 @@ impl MachineState {
             deadline: None,
             detached_disks: Vec::new(),
             vm_search_until: None,
+            bootstrap_seen: None,
+            workload_place_awaited: None,
             permit: Default::default(),
             _alive: mail.alive(),
             mail,

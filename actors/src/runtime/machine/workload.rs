@@ -18,7 +18,7 @@ use crate::machine_steps::NodeObservation;
 use crate::runtime::body_limit::ResponseTooLarge;
 use crate::runtime::capi;
 use crate::runtime::kube_clients;
-use crate::runtime::workload_clients::{TURN_WAIT, Turn, WorkloadClient};
+use crate::runtime::workload_clients::{Full, NoTurn, TURN_WAIT, Turn, WorkloadClient};
 use crate::runtime::workload_targets::{self, Refusal};
 use crate::workload_kubeconfig;
 
@@ -26,14 +26,51 @@ use crate::workload_kubeconfig;
 pub(super) enum NoClient {
     /// The kubeconfig was refused; nothing was sent anywhere.
     Rejected(String),
-    /// The Secret could not be read or no client could be built from it.
+    /// The Secret is missing or holds no kubeconfig, or no client could be built from it.
     Unreachable(String),
+    /// The management cluster did not answer the read of the kubeconfig Secret: nothing is known of the workload
+    /// cluster, so a Ready machine must not report it unreachable; the pass retries with backoff.
+    ManagementCluster(String),
+    /// Too many passes are in their workload step (`workload_clients::NoTurn::Busy`): nothing is reported; the
+    /// machine waits for a free place and tries again.
+    Busy(Full),
 }
 
 impl NoClient {
-    fn into_message(self) -> String {
+    pub(super) fn into_message(self) -> String {
         match self {
-            NoClient::Rejected(message) | NoClient::Unreachable(message) => message,
+            NoClient::Rejected(message) | NoClient::Unreachable(message) | NoClient::ManagementCluster(message) => {
+                message
+            }
+            NoClient::Busy(_) => BUSY.to_string(),
+        }
+    }
+}
+
+const BUSY: &str = "too many machines are at their Node step at once; retrying";
+
+/// Why the Node is not known, when nothing is to be reported: only a retry.
+pub enum NodeUnknown {
+    /// The management cluster did not answer ([`NoClient::ManagementCluster`]).
+    ManagementCluster(String),
+    /// [`NoClient::Busy`]: the places to wait on.
+    Busy(Full),
+}
+
+/// A write to the workload cluster's Node that failed.
+pub enum NodeWriteError {
+    /// Only a retry: the management cluster did not answer, or too many passes were at their Node step.
+    Retry(String),
+    /// The workload cluster could not be reached, or refused the write.
+    Failed(String),
+}
+
+impl From<NoClient> for NodeWriteError {
+    fn from(no_client: NoClient) -> Self {
+        match no_client {
+            NoClient::ManagementCluster(message) => NodeWriteError::Retry(message),
+            NoClient::Busy(_) => NodeWriteError::Retry(BUSY.to_string()),
+            other => NodeWriteError::Failed(other.into_message()),
         }
     }
 }
@@ -43,13 +80,19 @@ pub async fn observe_node(
     cluster: &capi::Cluster,
     vm_id: &str,
     vm_name: &str,
-) -> NodeObservation {
+) -> Result<NodeObservation, NodeUnknown> {
     let (client, _turn) = match connect(state, cluster).await {
         Ok(connected) => connected,
-        Err(NoClient::Rejected(message)) => return NodeObservation::Rejected { message },
-        Err(NoClient::Unreachable(message)) => return NodeObservation::Unreachable { message },
+        Err(NoClient::Rejected(message)) => return Ok(NodeObservation::Rejected { message }),
+        Err(NoClient::Unreachable(message)) => return Ok(NodeObservation::Unreachable { message }),
+        Err(NoClient::ManagementCluster(message)) => return Err(NodeUnknown::ManagementCluster(message)),
+        Err(NoClient::Busy(full)) => return Err(NodeUnknown::Busy(full)),
     };
-    let api = Api::<Node>::all(client);
+    Ok(node_of_vm(&Api::<Node>::all(client), vm_id, vm_name).await)
+}
+
+/// The Node named like the VM, else the one whose systemUUID is the VM's id.
+async fn node_of_vm(api: &Api<Node>, vm_id: &str, vm_name: &str) -> NodeObservation {
     // Kubelets name their Node after the host name, which CAPOV sets to the VM name: one GET usually finds it,
     // without listing every Node of a large cluster for each machine.
     match api.get_opt(vm_name).await {
@@ -61,7 +104,7 @@ pub async fn observe_node(
             };
         }
     }
-    match tokio::time::timeout(NODE_LISTING_TIMEOUT, find_by_system_uuid(&api, vm_id, vm_name)).await {
+    match tokio::time::timeout(NODE_LISTING_TIMEOUT, find_by_system_uuid(api, vm_id, vm_name)).await {
         Ok(Ok(Some(node))) => found(node),
         Ok(Ok(None)) => NodeObservation::NotFound,
         Ok(Err(message)) => NodeObservation::Unreachable { message },
@@ -152,14 +195,14 @@ pub async fn set_node_labels(
     cluster: &capi::Cluster,
     node: &str,
     labels: &std::collections::BTreeMap<String, String>,
-) -> Result<(), String> {
-    let (client, _turn) = connect(state, cluster).await.map_err(NoClient::into_message)?;
+) -> Result<(), NodeWriteError> {
+    let (client, _turn) = connect(state, cluster).await?;
     let patch = json!({"metadata": {"labels": labels}});
     Api::<Node>::all(client)
         .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
-        .map_err(|err| failed("cannot set the Node's topology labels", &err))
+        .map_err(|err| NodeWriteError::Failed(failed("cannot set the Node's topology labels", &err)))
 }
 
 pub async fn set_node_provider_id(
@@ -167,22 +210,33 @@ pub async fn set_node_provider_id(
     cluster: &capi::Cluster,
     node: &str,
     provider_id: &str,
-) -> Result<(), String> {
-    let (client, _turn) = connect(state, cluster).await.map_err(NoClient::into_message)?;
+) -> Result<(), NodeWriteError> {
+    let (client, _turn) = connect(state, cluster).await?;
     let patch = json!({"spec": {"providerID": provider_id}});
     Api::<Node>::all(client)
         .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
-        .map_err(|err| failed("cannot set the Node's providerID", &err))
+        .map_err(|err| NodeWriteError::Failed(failed("cannot set the Node's providerID", &err)))
+}
+
+/// Whether a management-cluster error is the apiserver struggling (5xx, 429, no answer): a retry, nothing to report.
+fn management_cluster_struggles(err: &kube::Error) -> bool {
+    !matches!(err, kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 429)
 }
 
 /// The workload cluster's client and a turn to use it (`workload_clients`).
+/// A place in the workload step is taken first, so that the kubeconfig Secret reads are bounded too.
 pub(super) async fn connect(state: &MachineState, cluster: &capi::Cluster) -> Result<(kube::Client, Turn), NoClient> {
+    let place = state.shared.workload_clients.enter().map_err(|no_turn| match no_turn {
+        NoTurn::Busy(full) => NoClient::Busy(full),
+        NoTurn::TimedOut => NoClient::Unreachable(BUSY.to_string()),
+    })?;
     let client = workload_client(state, cluster).await?;
-    match state.shared.workload_clients.turn(&client).await {
-        Some(turn) => Ok((client.client, turn)),
-        None => Err(NoClient::Unreachable(format!(
+    match state.shared.workload_clients.turn(&client, place).await {
+        Ok(turn) => Ok((client.client, turn)),
+        Err(NoTurn::Busy(full)) => Err(NoClient::Busy(full)),
+        Err(NoTurn::TimedOut) => Err(NoClient::Unreachable(format!(
             "no turn to talk to the workload cluster within {TURN_WAIT:?}: its apiserver, or those of other \
              workload clusters, answer slowly; retrying with backoff"
         ))),
@@ -193,10 +247,14 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secret_name = format!("{}-kubeconfig", cluster.name_any());
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
-    let secret = secrets
-        .get_opt(&secret_name)
-        .await
-        .map_err(|err| NoClient::Unreachable(format!("cannot read Secret {secret_name}: {err}")))?;
+    let secret = secrets.get_opt(&secret_name).await.map_err(|err| {
+        let message = format!("cannot read Secret {secret_name}: {err}");
+        match management_cluster_struggles(&err) {
+            true => NoClient::ManagementCluster(message),
+            // Forbidden and the like: the user has something to fix, and the condition says what.
+            false => NoClient::Unreachable(message),
+        }
+    })?;
     let value = secret
         .and_then(|s| s.data)
         .and_then(|data| data.get("value").cloned())
@@ -242,4 +300,30 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
         ))
     })?;
     Ok(clients.insert(cache_key, value.0, client))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("the apiserver said no", "")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn only_a_struggling_management_cluster_is_a_mere_retry() {
+        for code in [500, 503, 504, 429] {
+            assert!(management_cluster_struggles(&api_error(code)), "{code}");
+        }
+        let no_answer = kube::Error::Service(Box::new(std::io::Error::other("connection reset")));
+        assert!(management_cluster_struggles(&no_answer));
+        // Forbidden (missing RBAC on the tenant's namespace) and the like are the user's to fix: reported.
+        for code in [400, 401, 403, 422] {
+            assert!(!management_cluster_struggles(&api_error(code)), "{code}");
+        }
+    }
 }

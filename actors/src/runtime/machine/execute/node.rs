@@ -7,7 +7,7 @@ use crate::machine_steps::Requeue;
 use crate::runtime::capi;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
-use crate::runtime::machine::workload;
+use crate::runtime::machine::workload::{self, NodeWriteError};
 
 /// Sets CAPOV's topology labels on the Node; backs off while the machine's Cluster is not known.
 pub async fn set_labels(
@@ -21,14 +21,7 @@ pub async fn set_labels(
     };
     match workload::set_node_labels(state, cluster, node_name, labels).await {
         Ok(()) => Executed::Continue,
-        Err(message) => Executed::Failed {
-            type_: types::K8S_PROVIDER_ID_SETUP,
-            failure: Failure {
-                reason: reasons::WORKLOAD_CLUSTER_UNREACHABLE,
-                severity: Severity::Warning,
-                message,
-            },
-        },
+        Err(err) => failed(err),
     }
 }
 
@@ -44,13 +37,26 @@ pub async fn set_provider_id(
     };
     match workload::set_node_provider_id(state, cluster, node_name, provider_id).await {
         Ok(()) => Executed::Continue,
-        Err(message) => Executed::Failed {
-            type_: types::K8S_PROVIDER_ID_SETUP,
-            failure: Failure {
-                reason: reasons::WORKLOAD_CLUSTER_UNREACHABLE,
-                severity: Severity::Warning,
-                message,
-            },
+        Err(err) => failed(err),
+    }
+}
+
+/// A Node write that failed: K8sProviderIDSetup says the workload cluster is unreachable, unless it was the
+/// management cluster that did not answer (then only a retry, with a log line).
+fn failed(err: NodeWriteError) -> Executed {
+    let failure = match err {
+        NodeWriteError::Retry(message) => {
+            tracing::debug!(%message, "cannot reach the workload cluster's Node for now; retrying");
+            Failure::retry()
+        }
+        NodeWriteError::Failed(message) => Failure {
+            reason: reasons::WORKLOAD_CLUSTER_UNREACHABLE,
+            severity: Severity::Warning,
+            message,
         },
+    };
+    Executed::Failed {
+        type_: types::K8S_PROVIDER_ID_SETUP,
+        failure,
     }
 }

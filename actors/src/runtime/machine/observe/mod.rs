@@ -267,11 +267,28 @@ fn owner_cluster(state: &MachineState, machine: Option<&capi::Machine>) -> Optio
     state.shared.capi_clusters.get(&reference)
 }
 
-async fn bootstrap(state: &MachineState, machine: &capi::Machine) -> Result<Bootstrap, ObserveError> {
-    Ok(match bootstrap_secret(state, machine).await? {
+/// Whether the bootstrap data is there, and its format. Bootstrap providers write a data Secret once and never change
+/// it (new data comes under a new name), so once a pass saw the data of a Secret, later passes take the format from
+/// memory instead of a GET each: every pass of every machine read it, about half of the management-cluster requests
+/// of a batch, each one a chance to fail when the apiserver struggles. The create step reads the data itself.
+/// An unsupported format is read again each time: the tenant may fix it in place.
+async fn bootstrap(state: &mut MachineState, machine: &capi::Machine) -> Result<Bootstrap, ObserveError> {
+    let Some(secret_name) = capi::machine_bootstrap_secret(machine) else {
+        return Ok(Bootstrap::NotReady);
+    };
+    if let Some((seen_name, format)) = &state.bootstrap_seen
+        && *seen_name == secret_name
+    {
+        return Ok(Bootstrap::Ready(*format));
+    }
+    let bootstrap = match bootstrap_secret(state, machine).await? {
         None => Bootstrap::NotReady,
         Some((_, format)) => Bootstrap::from_format_key(format.as_deref()),
-    })
+    };
+    if let Bootstrap::Ready(format) = bootstrap {
+        state.bootstrap_seen = Some((secret_name, format));
+    }
+    Ok(bootstrap)
 }
 
 /// The bootstrap data and its `format` key; None while the bootstrap provider has not written them.
