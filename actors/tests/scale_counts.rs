@@ -56,6 +56,11 @@ fn status_writes_of(world: &World, kind: &str) -> f64 {
 #[tokio::test]
 async fn requests_and_status_writes_per_machine_stay_within_their_bounds() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // `RUST_LOG=capov_actors=debug` shows what the operator did when a run stalls (nothing is logged without it).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
     let machines_wanted: usize = std::env::var("CAPOV_COUNT_MACHINES")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -9,11 +9,12 @@
 //! Waiting for a turn is bounded ([`TURN_WAIT`]): a machine that gets none backs off and says why.
 //!
 //! A pass in its workload step holds no reconcile permit, so the permits do not bound how many are alive (about 20 KB
-//! each). [`PASSES_AT_ONCE`] does, and [`WAITING_PER_CLUSTER`] how many of them one cluster's machines take: a pass
-//! that finds them taken ends ([`NoTurn::Busy`]), its actor waits until a place is free ([`Full::until_free`],
-//! outside any pass), and a new pass tries again. After a restart every Ready machine reads its Node once; without
-//! the bound thousands of passes waited for the eight turns at once (a 3,000-machine restart peaked at 164 MiB,
-//! against 93 MiB).
+//! each). [`PASSES_AT_ONCE`] places do: a pass takes one before it reads the kubeconfig Secret and keeps it to its
+//! end, so that its Node read and the Node writes it decides on go with the same place. A pass that finds every place
+//! taken ends ([`NoTurn::Busy`]); its actor then waits in its own message loop, outside any pass, for a place of its
+//! own ([`WorkloadClients::wait_place`], first come first served), and its next pass goes on with it. After a restart
+//! every Ready machine reads its Node once; without the bound thousands of passes waited for the eight turns at once
+//! (a 3,000-machine restart peaked at 164 MiB, against 93 MiB).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,10 +28,9 @@ pub const PER_CLUSTER: usize = 2;
 pub const IN_ALL: usize = 8;
 /// Longest wait for a turn, each of the two.
 pub const TURN_WAIT: Duration = Duration::from_secs(30);
-/// Passes in their workload step at once, across all clusters.
+/// Passes in their workload step at once, across all clusters. A hung workload apiserver holds a place for at most
+/// [`TURN_WAIT`] per pass; its machines then back off.
 pub const PASSES_AT_ONCE: usize = 64;
-/// Of those, passes of one cluster's machines: a hung workload apiserver holds at most this many.
-pub const WAITING_PER_CLUSTER: usize = 32;
 
 /// (namespace, name of the kubeconfig Secret).
 pub type ClusterKey = (String, String);
@@ -58,39 +58,26 @@ pub const CLIENT_TTL: Duration = Duration::from_secs(600);
 pub struct WorkloadClient {
     pub client: kube::Client,
     turns: Arc<Semaphore>,
-    waiting: Arc<Semaphore>,
 }
 
 /// A pass's place in its workload step ([`PASSES_AT_ONCE`]); it ends when dropped.
+#[derive(Debug)]
 pub struct StepPlace {
     _held: OwnedSemaphorePermit,
 }
 
-/// A turn to talk to a workload cluster: the cluster's and one of all, with the pass's places; all end when dropped.
+/// A turn to talk to a workload cluster: the cluster's and one of all; both end when dropped.
 pub struct Turn {
     _cluster: OwnedSemaphorePermit,
     _in_all: OwnedSemaphorePermit,
-    _waiting: OwnedSemaphorePermit,
-    _place: StepPlace,
-}
-
-/// Places that were all taken, to wait on outside the pass.
-#[derive(Clone, Debug)]
-pub struct Full(Arc<Semaphore>);
-
-impl Full {
-    /// Returns once one of the places is free (it is not kept: the next pass takes it, or another does first).
-    pub async fn until_free(&self) {
-        drop(self.0.acquire().await);
-    }
 }
 
 /// Why a pass got no turn.
 #[derive(Debug)]
 pub enum NoTurn {
-    /// Every place was taken ([`PASSES_AT_ONCE`], [`WAITING_PER_CLUSTER`]): nothing is known of the workload
-    /// cluster; the machine waits for a free place and tries again.
-    Busy(Full),
+    /// Every place was taken ([`PASSES_AT_ONCE`]): nothing is known of the workload cluster; the machine waits for a
+    /// place of its own ([`WorkloadClients::wait_place`]) and tries again.
+    Busy,
     /// A turn did not come within [`TURN_WAIT`]: the cluster (or others) answer slowly.
     TimedOut,
 }
@@ -120,14 +107,9 @@ impl WorkloadClients {
     /// another.
     pub fn insert(&self, key: ClusterKey, kubeconfig: Vec<u8>, client: kube::Client) -> WorkloadClient {
         let mut cached = lock(&self.cached);
-        let (turns, waiting) = match cached.get(&key) {
-            Some(old) => (old.client.turns.clone(), old.client.waiting.clone()),
-            None => (
-                Arc::new(Semaphore::new(PER_CLUSTER)),
-                Arc::new(Semaphore::new(WAITING_PER_CLUSTER)),
-            ),
-        };
-        let client = WorkloadClient { client, turns, waiting };
+        let turns = (cached.get(&key).map(|old| old.client.turns.clone()))
+            .unwrap_or_else(|| Arc::new(Semaphore::new(PER_CLUSTER)));
+        let client = WorkloadClient { client, turns };
         let entry = Cached {
             kubeconfig,
             client: client.clone(),
@@ -143,19 +125,22 @@ impl WorkloadClients {
     }
 
     /// A place for a pass in its workload step, if one is free now (before the pass reads the kubeconfig Secret).
-    pub fn enter(&self) -> Result<StepPlace, NoTurn> {
-        self.passes
-            .clone()
-            .try_acquire_owned()
+    pub fn try_place(&self) -> Result<StepPlace, NoTurn> {
+        (self.passes.clone().try_acquire_owned())
             .map(|held| StepPlace { _held: held })
-            .map_err(|_| NoTurn::Busy(Full(self.passes.clone())))
+            .map_err(|_| NoTurn::Busy)
     }
 
-    /// Takes one of the cluster's waiting places (none free: [`NoTurn::Busy`]), then waits (at most [`TURN_WAIT`]
-    /// each) for the cluster's turn and for one of all.
-    pub async fn turn(&self, client: &WorkloadClient, place: StepPlace) -> Result<Turn, NoTurn> {
-        let waiting =
-            (client.waiting.clone().try_acquire_owned()).map_err(|_| NoTurn::Busy(Full(client.waiting.clone())))?;
+    /// Waits for a place, in turn with the other waiting actors, for at most [`TURN_WAIT`]; None: none came.
+    pub async fn wait_place(&self) -> Option<StepPlace> {
+        let held = tokio::time::timeout(self.turn_wait, self.passes.clone().acquire_owned()).await;
+        Some(StepPlace {
+            _held: held.ok()?.ok()?,
+        })
+    }
+
+    /// Waits (at most [`TURN_WAIT`] each) for the cluster's turn, then for one of all.
+    pub async fn turn(&self, client: &WorkloadClient) -> Result<Turn, NoTurn> {
         let timed = |acquired: Result<Result<OwnedSemaphorePermit, _>, _>| match acquired {
             Ok(Ok(permit)) => Ok(permit),
             _ => Err(NoTurn::TimedOut),
@@ -165,8 +150,6 @@ impl WorkloadClients {
         Ok(Turn {
             _cluster: cluster,
             _in_all: in_all,
-            _waiting: waiting,
-            _place: place,
         })
     }
 }
@@ -206,26 +189,21 @@ mod tests {
         assert!(clients.get(&key("a"), b"one").is_none());
     }
 
-    async fn turn(clients: &WorkloadClients, cluster: &WorkloadClient) -> Result<Turn, NoTurn> {
-        let place = clients.enter()?;
-        clients.turn(cluster, place).await
-    }
-
     #[tokio::test]
     async fn a_cluster_gets_its_turns_and_no_more_and_waits_are_bounded() {
         let clients = impatient();
         let a = clients.insert(key("a"), b"a".to_vec(), client());
         let mut turns: Vec<Turn> = Vec::new();
         for _ in 0..PER_CLUSTER {
-            turns.push(turn(&clients, &a).await.expect("a turn"));
+            turns.push(clients.turn(&a).await.expect("a turn"));
         }
         // The cluster's turns are taken: the next wait ends after the bound without one, while another cluster
         // still gets its own.
-        assert!(matches!(turn(&clients, &a).await, Err(NoTurn::TimedOut)));
+        assert!(matches!(clients.turn(&a).await, Err(NoTurn::TimedOut)));
         let b = clients.insert(key("b"), b"b".to_vec(), client());
-        assert!(turn(&clients, &b).await.is_ok());
+        assert!(clients.turn(&b).await.is_ok());
         turns.pop();
-        assert!(turn(&clients, &a).await.is_ok());
+        assert!(clients.turn(&a).await.is_ok());
     }
 
     #[tokio::test]
@@ -234,49 +212,39 @@ mod tests {
         let mut turns = Vec::new();
         for index in 0..IN_ALL {
             let cluster = clients.insert(key(&index.to_string()), vec![], client());
-            turns.push(turn(&clients, &cluster).await.expect("a turn"));
+            turns.push(clients.turn(&cluster).await.expect("a turn"));
         }
         let one_more = clients.insert(key("one-more"), vec![], client());
         assert!(
-            matches!(turn(&clients, &one_more).await, Err(NoTurn::TimedOut)),
+            matches!(clients.turn(&one_more).await, Err(NoTurn::TimedOut)),
             "more than {IN_ALL} at once"
         );
         turns.pop();
-        assert!(turn(&clients, &one_more).await.is_ok());
+        assert!(clients.turn(&one_more).await.is_ok());
     }
 
-    #[tokio::test]
-    async fn passes_past_the_places_end_at_once_instead_of_waiting() {
+    #[tokio::test(start_paused = true)]
+    async fn places_past_the_bound_are_refused_at_once_and_waited_for_in_turn() {
         let clients = WorkloadClients::default();
-        // Passes waiting for one cluster's turns take at most its waiting places; the next is refused at once.
-        let a = clients.insert(key("a"), b"a".to_vec(), client());
-        let mut waiting = Vec::new();
-        for _ in 0..WAITING_PER_CLUSTER {
-            let place = clients.enter().expect("a place");
-            let (clients, a) = (&clients, a.clone());
-            waiting.push(async move { clients.turn(&a, place).await });
-        }
-        let mut waiting: Vec<_> = waiting.into_iter().map(Box::pin).collect();
-        let mut held = Vec::new();
-        for wait in &mut waiting {
-            // Each takes its waiting place, then gets one of the cluster's two turns or waits for one.
-            if let std::task::Poll::Ready(turn) = futures::poll!(wait.as_mut()) {
-                held.push(turn.expect("a turn"));
-            }
-        }
-        assert_eq!(held.len(), PER_CLUSTER);
-        let Err(NoTurn::Busy(full)) = turn(&clients, &a).await else {
-            panic!("a pass past the cluster's places waited");
-        };
-        // Its actor waits until one of the cluster's places is free.
-        let mut freed = Box::pin(full.until_free());
-        assert!(futures::poll!(freed.as_mut()).is_pending());
-        held.pop();
-        freed.await;
-        // Places across all clusters: taken, a pass of any cluster is refused before it reads anything.
-        let places: Vec<StepPlace> = std::iter::from_fn(|| clients.enter().ok()).collect();
-        // One of the cluster's passes ended above.
-        assert_eq!(places.len() + WAITING_PER_CLUSTER - 1, PASSES_AT_ONCE);
-        assert!(matches!(clients.enter(), Err(NoTurn::Busy(_))));
+        let mut places: Vec<StepPlace> = std::iter::from_fn(|| clients.try_place().ok()).collect();
+        assert_eq!(places.len(), PASSES_AT_ONCE);
+        // A pass finds none and ends; its actor waits, bounded, for one of its own.
+        assert!(matches!(clients.try_place(), Err(NoTurn::Busy)));
+        assert!(
+            clients.wait_place().await.is_none(),
+            "a wait past the bound got a place"
+        );
+        // Waiting actors get the places freed, in the order they came, and keep them: a pass trying meanwhile finds
+        // none.
+        let mut first = Box::pin(clients.wait_place());
+        let mut second = Box::pin(clients.wait_place());
+        assert!(futures::poll!(first.as_mut()).is_pending());
+        assert!(futures::poll!(second.as_mut()).is_pending());
+        places.pop();
+        assert!(matches!(futures::poll!(second.as_mut()), std::task::Poll::Pending));
+        let kept = first.await.expect("the first waiting actor's place");
+        assert!(matches!(clients.try_place(), Err(NoTurn::Busy)));
+        drop(kept);
+        assert!(second.await.is_some());
     }
 }

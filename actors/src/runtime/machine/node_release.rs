@@ -33,7 +33,11 @@ const NAMED_ATTACHMENTS: usize = 3;
 const NAME: usize = 253;
 
 /// What the workload cluster says about the machine's Node; `vm_id` is the VM's, which kubelets report as systemUUID.
-pub async fn observe_node_release(state: &MachineState, cluster: Option<&capi::Cluster>, vm_id: &str) -> NodeRelease {
+pub async fn observe_node_release(
+    state: &mut MachineState,
+    cluster: Option<&capi::Cluster>,
+    vm_id: &str,
+) -> NodeRelease {
     let Some(cluster) = cluster else {
         return NodeRelease::Unreachable {
             message: "the machine's CAPI Cluster is not found, so neither is its workload kubeconfig".into(),
@@ -42,7 +46,7 @@ pub async fn observe_node_release(state: &MachineState, cluster: Option<&capi::C
     let (client, _turn) = match workload::connect(state, cluster).await {
         Ok(connected) => connected,
         Err(NoClient::Rejected(message)) => return NodeRelease::Rejected { message },
-        Err(no_client @ (NoClient::Unreachable(_) | NoClient::ManagementCluster(_) | NoClient::Busy(_))) => {
+        Err(no_client @ (NoClient::Unreachable(_) | NoClient::ManagementCluster(_) | NoClient::Busy)) => {
             return NodeRelease::Unreachable {
                 message: no_client.into_message(),
             };

@@ -30,10 +30,10 @@ const MAX_ACTIONS_PER_PASS: usize = 12;
 
 /// Waits for a place at the Node step if the last pass found none, then for a permit, then runs the pass.
 pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
-    if let Some(full) = state.workload_place_awaited.take() {
-        // In the actor, not in a boxed pass: thousands of machines may wait here at once (after a restart). Bounded;
-        // the pass then tries again for a place.
-        let _ = tokio::time::timeout(crate::runtime::workload_clients::TURN_WAIT, full.until_free()).await;
+    if std::mem::take(&mut state.workload_place_wanted) {
+        // In the actor, not in a boxed pass: thousands of machines may wait here at once (after a restart). In turn
+        // and bounded; without a place the pass tries again for one.
+        state.workload_place = state.shared.workload_clients.wait_place().await;
     }
     // A VM this actor created counts before it is recorded in spec.providerID (once its disks are copied).
     let share = machine_share(state, observe::owner_machine(state).as_deref(), false);
@@ -74,6 +74,7 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
         }
     }
     state.permit.clear();
+    state.workload_place = None;
     record_pass(state, &next, started);
     // A pass that ended only to wait for its permit is continued by the next one, which reports the status: an
     // intermediate status written meanwhile would be one more write per machine. One that waits for the provider's
@@ -202,10 +203,10 @@ async fn observe_and_decide(
                     tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
                     return Err(Next::Backoff);
                 }
-                // Too many passes at their Node step: this one ends, its actor waits for a free place
-                // (`run_pass`), and the next pass goes on from what this one saw of the VM.
-                Err(workload::NodeUnknown::Busy(full)) => {
-                    state.workload_place_awaited = Some(full);
+                // Too many passes at their Node step: this one ends, its actor waits for a place (`run_pass`), and
+                // the next pass goes on from what this one saw of the VM.
+                Err(workload::NodeUnknown::Busy) => {
+                    state.workload_place_wanted = true;
                     return Err(Next::Resume);
                 }
             },

@@ -68,9 +68,12 @@ pub struct MachineState {
     pub(super) vm_search_until: Option<std::time::Instant>,
     /// The bootstrap data Secret a pass found the data in, and its format (`observe::bootstrap`).
     pub(super) bootstrap_seen: Option<(String, crate::machine_steps::BootstrapFormat)>,
-    /// The places at the Node step that the last pass found all taken (`workload_clients::NoTurn::Busy`): the next
-    /// pass waits until one is free.
-    pub(super) workload_place_awaited: Option<crate::runtime::workload_clients::Full>,
+    /// The last pass found every place at the Node step taken (`workload_clients::NoTurn::Busy`): the actor waits
+    /// for one before its next pass.
+    pub(super) workload_place_wanted: bool,
+    /// The running pass's place at the Node step, taken at its first workload request (or before the pass, when
+    /// wanted) and kept to its end: its Node read and the writes decided on it need no other.
+    pub(super) workload_place: Option<crate::runtime::workload_clients::StepPlace>,
     /// The running pass's permit or loan (`held_permit`); nothing between passes.
     pub(super) permit: super::held_permit::HeldPermit,
     pub(super) mail: ActorMetrics,
@@ -112,7 +115,8 @@ impl MachineState {
             detached_disks: Vec::new(),
             vm_search_until: None,
             bootstrap_seen: None,
-            workload_place_awaited: None,
+            workload_place_wanted: false,
+            workload_place: None,
             permit: Default::default(),
             _alive: mail.alive(),
             mail,

@@ -18,7 +18,7 @@ use crate::machine_steps::NodeObservation;
 use crate::runtime::body_limit::ResponseTooLarge;
 use crate::runtime::capi;
 use crate::runtime::kube_clients;
-use crate::runtime::workload_clients::{Full, NoTurn, TURN_WAIT, Turn, WorkloadClient};
+use crate::runtime::workload_clients::{NoTurn, TURN_WAIT, Turn, WorkloadClient};
 use crate::runtime::workload_targets::{self, Refusal};
 use crate::workload_kubeconfig;
 
@@ -32,8 +32,8 @@ pub(super) enum NoClient {
     /// cluster, so a Ready machine must not report it unreachable; the pass retries with backoff.
     ManagementCluster(String),
     /// Too many passes are in their workload step (`workload_clients::NoTurn::Busy`): nothing is reported; the
-    /// machine waits for a free place and tries again.
-    Busy(Full),
+    /// machine waits for a place of its own and tries again.
+    Busy,
 }
 
 impl NoClient {
@@ -42,7 +42,7 @@ impl NoClient {
             NoClient::Rejected(message) | NoClient::Unreachable(message) | NoClient::ManagementCluster(message) => {
                 message
             }
-            NoClient::Busy(_) => BUSY.to_string(),
+            NoClient::Busy => BUSY.to_string(),
         }
     }
 }
@@ -53,8 +53,8 @@ const BUSY: &str = "too many machines are at their Node step at once; retrying";
 pub enum NodeUnknown {
     /// The management cluster did not answer ([`NoClient::ManagementCluster`]).
     ManagementCluster(String),
-    /// [`NoClient::Busy`]: the places to wait on.
-    Busy(Full),
+    /// [`NoClient::Busy`].
+    Busy,
 }
 
 /// A write to the workload cluster's Node that failed.
@@ -69,14 +69,14 @@ impl From<NoClient> for NodeWriteError {
     fn from(no_client: NoClient) -> Self {
         match no_client {
             NoClient::ManagementCluster(message) => NodeWriteError::Retry(message),
-            NoClient::Busy(_) => NodeWriteError::Retry(BUSY.to_string()),
+            NoClient::Busy => NodeWriteError::Retry(BUSY.to_string()),
             other => NodeWriteError::Failed(other.into_message()),
         }
     }
 }
 
 pub async fn observe_node(
-    state: &MachineState,
+    state: &mut MachineState,
     cluster: &capi::Cluster,
     vm_id: &str,
     vm_name: &str,
@@ -86,7 +86,7 @@ pub async fn observe_node(
         Err(NoClient::Rejected(message)) => return Ok(NodeObservation::Rejected { message }),
         Err(NoClient::Unreachable(message)) => return Ok(NodeObservation::Unreachable { message }),
         Err(NoClient::ManagementCluster(message)) => return Err(NodeUnknown::ManagementCluster(message)),
-        Err(NoClient::Busy(full)) => return Err(NodeUnknown::Busy(full)),
+        Err(NoClient::Busy) => return Err(NodeUnknown::Busy),
     };
     Ok(node_of_vm(&Api::<Node>::all(client), vm_id, vm_name).await)
 }
@@ -191,7 +191,7 @@ fn found(node: Node) -> NodeObservation {
 
 /// Sets (merges) CAPOV's topology labels on the Node; other labels stay as they are.
 pub async fn set_node_labels(
-    state: &MachineState,
+    state: &mut MachineState,
     cluster: &capi::Cluster,
     node: &str,
     labels: &std::collections::BTreeMap<String, String>,
@@ -206,7 +206,7 @@ pub async fn set_node_labels(
 }
 
 pub async fn set_node_provider_id(
-    state: &MachineState,
+    state: &mut MachineState,
     cluster: &capi::Cluster,
     node: &str,
     provider_id: &str,
@@ -226,16 +226,20 @@ fn management_cluster_struggles(err: &kube::Error) -> bool {
 }
 
 /// The workload cluster's client and a turn to use it (`workload_clients`).
-/// A place in the workload step is taken first, so that the kubeconfig Secret reads are bounded too.
-pub(super) async fn connect(state: &MachineState, cluster: &capi::Cluster) -> Result<(kube::Client, Turn), NoClient> {
-    let place = state.shared.workload_clients.enter().map_err(|no_turn| match no_turn {
-        NoTurn::Busy(full) => NoClient::Busy(full),
-        NoTurn::TimedOut => NoClient::Unreachable(BUSY.to_string()),
-    })?;
+/// The pass takes a place in the workload step first, unless it holds one, so that the kubeconfig Secret reads are
+/// bounded too; it keeps the place to its end (`MachineState::workload_place`).
+pub(super) async fn connect(
+    state: &mut MachineState,
+    cluster: &capi::Cluster,
+) -> Result<(kube::Client, Turn), NoClient> {
+    if state.workload_place.is_none() {
+        let place = state.shared.workload_clients.try_place().map_err(|_| NoClient::Busy)?;
+        state.workload_place = Some(place);
+    }
     let client = workload_client(state, cluster).await?;
-    match state.shared.workload_clients.turn(&client, place).await {
+    match state.shared.workload_clients.turn(&client).await {
         Ok(turn) => Ok((client.client, turn)),
-        Err(NoTurn::Busy(full)) => Err(NoClient::Busy(full)),
+        Err(NoTurn::Busy) => Err(NoClient::Busy),
         Err(NoTurn::TimedOut) => Err(NoClient::Unreachable(format!(
             "no turn to talk to the workload cluster within {TURN_WAIT:?}: its apiserver, or those of other \
              workload clusters, answer slowly; retrying with backoff"

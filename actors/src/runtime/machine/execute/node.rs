@@ -11,7 +11,7 @@ use crate::runtime::machine::workload::{self, NodeWriteError};
 
 /// Sets CAPOV's topology labels on the Node; backs off while the machine's Cluster is not known.
 pub async fn set_labels(
-    state: &MachineState,
+    state: &mut MachineState,
     cluster: Option<&capi::Cluster>,
     node_name: &str,
     labels: &std::collections::BTreeMap<String, String>,
@@ -27,7 +27,7 @@ pub async fn set_labels(
 
 /// Sets the Node's providerID; backs off while the machine's Cluster is not known.
 pub async fn set_provider_id(
-    state: &MachineState,
+    state: &mut MachineState,
     cluster: Option<&capi::Cluster>,
     node_name: &str,
     provider_id: &str,
