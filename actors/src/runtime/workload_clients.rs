@@ -9,12 +9,17 @@
 //! Waiting for a turn is bounded ([`TURN_WAIT`]): a machine that gets none backs off and says why.
 //!
 //! A pass in its workload step holds no reconcile permit, so the permits do not bound how many are alive (about 20 KB
-//! each). [`PASSES_AT_ONCE`] places do: a pass takes one before it reads the kubeconfig Secret and keeps it to its
-//! end, so that its Node read and the Node writes it decides on go with the same place. A pass that finds every place
-//! taken ends ([`NoTurn::Busy`]); its actor then waits in its own message loop, outside any pass, for a place of its
-//! own ([`WorkloadClients::wait_place`], first come first served), and its next pass goes on with it. After a restart
-//! every Ready machine reads its Node once; without the bound thousands of passes waited for the eight turns at once
-//! (a 3,000-machine restart peaked at 164 MiB, against 93 MiB).
+//! each). Places do ([`StepPlace`]): one of [`PASSES_AT_ONCE`] in all, taken before the pass reads the kubeconfig
+//! Secret, and one of its cluster's [`PLACES_PER_CLUSTER`], taken before it waits for a turn. The pass keeps both to
+//! its end, so that its Node read and the Node writes it decides on go with the same places. A pass that finds no
+//! place ends ([`NoTurn::Busy`]); its actor then waits in its own message loop, outside any pass, for the places the
+//! pass lacked ([`WorkloadClients::wait_place`], first come first served), and its next pass goes on with them.
+//! - After a restart every Ready machine reads its Node once. Without the bound, thousands of passes waited for the
+//!   eight turns at once (a 3,000-machine restart peaked at 164 MiB, against 93 MiB).
+//! - The cluster's places keep a hung workload apiserver from holding more than half of all places, each for up to
+//!   [`TURN_WAIT`]; its other machines wait for its places, not in the queue of all.
+//! - A first form only tried for places and had each write try again: every freed place went to the waiting actors
+//!   first, Node writes found none and backed off longer each time, and 200 machines stalled at 14 Ready.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,9 +33,10 @@ pub const PER_CLUSTER: usize = 2;
 pub const IN_ALL: usize = 8;
 /// Longest wait for a turn, each of the two.
 pub const TURN_WAIT: Duration = Duration::from_secs(30);
-/// Passes in their workload step at once, across all clusters. A hung workload apiserver holds a place for at most
-/// [`TURN_WAIT`] per pass; its machines then back off.
+/// Passes in their workload step at once, across all clusters.
 pub const PASSES_AT_ONCE: usize = 64;
+/// Of those, passes of one workload cluster's machines.
+pub const PLACES_PER_CLUSTER: usize = 32;
 
 /// (namespace, name of the kubeconfig Secret).
 pub type ClusterKey = (String, String);
@@ -58,12 +64,21 @@ pub const CLIENT_TTL: Duration = Duration::from_secs(600);
 pub struct WorkloadClient {
     pub client: kube::Client,
     turns: Arc<Semaphore>,
+    places: Arc<Semaphore>,
 }
 
-/// A pass's place in its workload step ([`PASSES_AT_ONCE`]); it ends when dropped.
+/// A pass's place in its workload step: one of all ([`PASSES_AT_ONCE`]) and, once it knows its workload cluster, one
+/// of the cluster's ([`PLACES_PER_CLUSTER`]); they end when dropped.
 #[derive(Debug)]
 pub struct StepPlace {
-    _held: OwnedSemaphorePermit,
+    _in_all: OwnedSemaphorePermit,
+    cluster: Option<OwnedSemaphorePermit>,
+}
+
+/// The places a pass lacked, for its actor to wait for: the cluster's, if that was the one, and one of all.
+#[derive(Clone, Debug)]
+pub struct Wanted {
+    cluster: Option<Arc<Semaphore>>,
 }
 
 /// A turn to talk to a workload cluster: the cluster's and one of all; both end when dropped.
@@ -75,9 +90,9 @@ pub struct Turn {
 /// Why a pass got no turn.
 #[derive(Debug)]
 pub enum NoTurn {
-    /// Every place was taken ([`PASSES_AT_ONCE`]): nothing is known of the workload cluster; the machine waits for a
-    /// place of its own ([`WorkloadClients::wait_place`]) and tries again.
-    Busy,
+    /// Every place was taken ([`PASSES_AT_ONCE`] or [`PLACES_PER_CLUSTER`]): nothing is known of the workload
+    /// cluster; the machine waits for the places ([`WorkloadClients::wait_place`]) and tries again.
+    Busy(Wanted),
     /// A turn did not come within [`TURN_WAIT`]: the cluster (or others) answer slowly.
     TimedOut,
 }
@@ -103,13 +118,18 @@ impl WorkloadClients {
             .map(|cached| cached.client.clone())
     }
 
-    /// Keeps `client`, built from `kubeconfig`, for `key`; the cluster keeps its turns when a client replaces
+    /// Keeps `client`, built from `kubeconfig`, for `key`; the cluster keeps its turns and places when a client replaces
     /// another.
     pub fn insert(&self, key: ClusterKey, kubeconfig: Vec<u8>, client: kube::Client) -> WorkloadClient {
         let mut cached = lock(&self.cached);
-        let turns = (cached.get(&key).map(|old| old.client.turns.clone()))
-            .unwrap_or_else(|| Arc::new(Semaphore::new(PER_CLUSTER)));
-        let client = WorkloadClient { client, turns };
+        let (turns, places) = match cached.get(&key) {
+            Some(old) => (old.client.turns.clone(), old.client.places.clone()),
+            None => (
+                Arc::new(Semaphore::new(PER_CLUSTER)),
+                Arc::new(Semaphore::new(PLACES_PER_CLUSTER)),
+            ),
+        };
+        let client = WorkloadClient { client, turns, places };
         let entry = Cached {
             kubeconfig,
             client: client.clone(),
@@ -124,23 +144,49 @@ impl WorkloadClients {
         lock(&self.cached).remove(key);
     }
 
-    /// A place for a pass in its workload step, if one is free now (before the pass reads the kubeconfig Secret).
+    /// A place for a pass in its workload step, if one of all is free now (before the pass reads the kubeconfig
+    /// Secret).
     pub fn try_place(&self) -> Result<StepPlace, NoTurn> {
-        (self.passes.clone().try_acquire_owned())
-            .map(|held| StepPlace { _held: held })
-            .map_err(|_| NoTurn::Busy)
-    }
-
-    /// Waits for a place, in turn with the other waiting actors, for at most [`TURN_WAIT`]; None: none came.
-    pub async fn wait_place(&self) -> Option<StepPlace> {
-        let held = tokio::time::timeout(self.turn_wait, self.passes.clone().acquire_owned()).await;
-        Some(StepPlace {
-            _held: held.ok()?.ok()?,
+        let in_all = (self.passes.clone().try_acquire_owned()).map_err(|_| NoTurn::Busy(Wanted { cluster: None }))?;
+        Ok(StepPlace {
+            _in_all: in_all,
+            cluster: None,
         })
     }
 
-    /// Waits (at most [`TURN_WAIT`] each) for the cluster's turn, then for one of all.
-    pub async fn turn(&self, client: &WorkloadClient) -> Result<Turn, NoTurn> {
+    /// Waits for the places `wanted`, in turn with the other waiting actors: the cluster's first, if wanted, then
+    /// one of all; at most [`TURN_WAIT`] in all. None: they did not come.
+    pub async fn wait_place(&self, wanted: Wanted) -> Option<StepPlace> {
+        let deadline = tokio::time::Instant::now() + self.turn_wait;
+        let cluster = match wanted.cluster {
+            Some(places) => Some(
+                tokio::time::timeout_at(deadline, places.acquire_owned())
+                    .await
+                    .ok()?
+                    .ok()?,
+            ),
+            None => None,
+        };
+        let in_all = tokio::time::timeout_at(deadline, self.passes.clone().acquire_owned()).await;
+        Some(StepPlace {
+            _in_all: in_all.ok()?.ok()?,
+            cluster,
+        })
+    }
+
+    /// Takes one of the cluster's places into `place` unless it holds one (none free: [`NoTurn::Busy`]), then waits
+    /// (at most [`TURN_WAIT`] each) for the cluster's turn and for one of all.
+    pub async fn turn(&self, client: &WorkloadClient, place: &mut StepPlace) -> Result<Turn, NoTurn> {
+        let holds_cluster_place =
+            (place.cluster.as_ref()).is_some_and(|held| Arc::ptr_eq(held.semaphore(), &client.places));
+        if !holds_cluster_place {
+            let busy = || {
+                NoTurn::Busy(Wanted {
+                    cluster: Some(client.places.clone()),
+                })
+            };
+            place.cluster = Some(client.places.clone().try_acquire_owned().map_err(|_| busy())?);
+        }
         let timed = |acquired: Result<Result<OwnedSemaphorePermit, _>, _>| match acquired {
             Ok(Ok(permit)) => Ok(permit),
             _ => Err(NoTurn::TimedOut),
@@ -189,21 +235,28 @@ mod tests {
         assert!(clients.get(&key("a"), b"one").is_none());
     }
 
+    /// A pass's place and its turn at `cluster`, as `workload::connect` takes them.
+    async fn pass_turn(clients: &WorkloadClients, cluster: &WorkloadClient) -> Result<(StepPlace, Turn), NoTurn> {
+        let mut place = clients.try_place()?;
+        let turn = clients.turn(cluster, &mut place).await?;
+        Ok((place, turn))
+    }
+
     #[tokio::test]
     async fn a_cluster_gets_its_turns_and_no_more_and_waits_are_bounded() {
         let clients = impatient();
         let a = clients.insert(key("a"), b"a".to_vec(), client());
-        let mut turns: Vec<Turn> = Vec::new();
+        let mut turns = Vec::new();
         for _ in 0..PER_CLUSTER {
-            turns.push(clients.turn(&a).await.expect("a turn"));
+            turns.push(pass_turn(&clients, &a).await.expect("a turn"));
         }
         // The cluster's turns are taken: the next wait ends after the bound without one, while another cluster
         // still gets its own.
-        assert!(matches!(clients.turn(&a).await, Err(NoTurn::TimedOut)));
+        assert!(matches!(pass_turn(&clients, &a).await, Err(NoTurn::TimedOut)));
         let b = clients.insert(key("b"), b"b".to_vec(), client());
-        assert!(clients.turn(&b).await.is_ok());
+        assert!(pass_turn(&clients, &b).await.is_ok());
         turns.pop();
-        assert!(clients.turn(&a).await.is_ok());
+        assert!(pass_turn(&clients, &a).await.is_ok());
     }
 
     #[tokio::test]
@@ -212,15 +265,15 @@ mod tests {
         let mut turns = Vec::new();
         for index in 0..IN_ALL {
             let cluster = clients.insert(key(&index.to_string()), vec![], client());
-            turns.push(clients.turn(&cluster).await.expect("a turn"));
+            turns.push(pass_turn(&clients, &cluster).await.expect("a turn"));
         }
         let one_more = clients.insert(key("one-more"), vec![], client());
         assert!(
-            matches!(clients.turn(&one_more).await, Err(NoTurn::TimedOut)),
+            matches!(pass_turn(&clients, &one_more).await, Err(NoTurn::TimedOut)),
             "more than {IN_ALL} at once"
         );
         turns.pop();
-        assert!(clients.turn(&one_more).await.is_ok());
+        assert!(pass_turn(&clients, &one_more).await.is_ok());
     }
 
     #[tokio::test(start_paused = true)]
@@ -229,22 +282,65 @@ mod tests {
         let mut places: Vec<StepPlace> = std::iter::from_fn(|| clients.try_place().ok()).collect();
         assert_eq!(places.len(), PASSES_AT_ONCE);
         // A pass finds none and ends; its actor waits, bounded, for one of its own.
-        assert!(matches!(clients.try_place(), Err(NoTurn::Busy)));
+        let Err(NoTurn::Busy(wanted)) = clients.try_place() else {
+            panic!("a pass got a place past {PASSES_AT_ONCE}");
+        };
         assert!(
-            clients.wait_place().await.is_none(),
+            clients.wait_place(wanted.clone()).await.is_none(),
             "a wait past the bound got a place"
         );
         // Waiting actors get the places freed, in the order they came, and keep them: a pass trying meanwhile finds
         // none.
-        let mut first = Box::pin(clients.wait_place());
-        let mut second = Box::pin(clients.wait_place());
+        let mut first = Box::pin(clients.wait_place(wanted.clone()));
+        let mut second = Box::pin(clients.wait_place(wanted));
         assert!(futures::poll!(first.as_mut()).is_pending());
         assert!(futures::poll!(second.as_mut()).is_pending());
         places.pop();
-        assert!(matches!(futures::poll!(second.as_mut()), std::task::Poll::Pending));
+        assert!(futures::poll!(second.as_mut()).is_pending());
         let kept = first.await.expect("the first waiting actor's place");
-        assert!(matches!(clients.try_place(), Err(NoTurn::Busy)));
+        assert!(matches!(clients.try_place(), Err(NoTurn::Busy(_))));
         drop(kept);
         assert!(second.await.is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_cluster_holds_at_most_its_places_and_its_machines_wait_for_those() {
+        let clients = WorkloadClients::default();
+        let a = clients.insert(key("a"), b"a".to_vec(), client());
+        // Passes of cluster a take all its places: two get a turn, the others wait for one.
+        let (mut held, mut waiting) = (Vec::new(), Vec::new());
+        for _ in 0..PLACES_PER_CLUSTER {
+            let (clients, a) = (&clients, a.clone());
+            let mut pass = Box::pin(async move {
+                let mut place = clients.try_place().expect("a place of all");
+                let turn = clients.turn(&a, &mut place).await;
+                (place, turn)
+            });
+            match futures::poll!(pass.as_mut()) {
+                std::task::Poll::Ready(with_turn) => held.push(with_turn),
+                std::task::Poll::Pending => waiting.push(pass),
+            }
+        }
+        assert_eq!(held.len(), PER_CLUSTER);
+        // The next pass of a is refused at once, though places of all are free; another cluster's pass is not.
+        let mut place = clients.try_place().expect("a place of all");
+        let Err(NoTurn::Busy(wanted)) = clients.turn(&a, &mut place).await else {
+            panic!("a pass past the cluster's {PLACES_PER_CLUSTER} places waited for a turn");
+        };
+        drop(place);
+        let b = clients.insert(key("b"), b"b".to_vec(), client());
+        assert!(pass_turn(&clients, &b).await.is_ok());
+        // Its actor waits for one of a's places; once a pass of a ends, it has one, and its pass needs no other.
+        let mut wait = Box::pin(clients.wait_place(wanted));
+        assert!(futures::poll!(wait.as_mut()).is_pending());
+        drop(held.pop());
+        let mut place = wait.await.expect("a place of cluster a");
+        let cluster_places_free = a.places.available_permits();
+        let _turn = clients.turn(&a, &mut place).await;
+        assert_eq!(
+            a.places.available_permits(),
+            cluster_places_free,
+            "the pass took a second place of a"
+        );
     }
 }

@@ -46,7 +46,7 @@ pub async fn observe_node_release(
     let (client, _turn) = match workload::connect(state, cluster).await {
         Ok(connected) => connected,
         Err(NoClient::Rejected(message)) => return NodeRelease::Rejected { message },
-        Err(no_client @ (NoClient::Unreachable(_) | NoClient::ManagementCluster(_) | NoClient::Busy)) => {
+        Err(no_client @ (NoClient::Unreachable(_) | NoClient::ManagementCluster(_) | NoClient::Busy(_))) => {
             return NodeRelease::Unreachable {
                 message: no_client.into_message(),
             };

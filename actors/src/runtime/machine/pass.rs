@@ -30,10 +30,10 @@ const MAX_ACTIONS_PER_PASS: usize = 12;
 
 /// Waits for a place at the Node step if the last pass found none, then for a permit, then runs the pass.
 pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
-    if std::mem::take(&mut state.workload_place_wanted) {
+    if let Some(wanted) = state.workload_place_wanted.take() {
         // In the actor, not in a boxed pass: thousands of machines may wait here at once (after a restart). In turn
         // and bounded; without a place the pass tries again for one.
-        state.workload_place = state.shared.workload_clients.wait_place().await;
+        state.workload_place = state.shared.workload_clients.wait_place(wanted).await;
     }
     // A VM this actor created counts before it is recorded in spec.providerID (once its disks are copied).
     let share = machine_share(state, observe::owner_machine(state).as_deref(), false);
@@ -205,8 +205,8 @@ async fn observe_and_decide(
                 }
                 // Too many passes at their Node step: this one ends, its actor waits for a place (`run_pass`), and
                 // the next pass goes on from what this one saw of the VM.
-                Err(workload::NodeUnknown::Busy) => {
-                    state.workload_place_wanted = true;
+                Err(workload::NodeUnknown::Busy(wanted)) => {
+                    state.workload_place_wanted = Some(wanted);
                     return Err(Next::Resume);
                 }
             },

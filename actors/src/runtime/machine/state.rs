@@ -68,9 +68,9 @@ pub struct MachineState {
     pub(super) vm_search_until: Option<std::time::Instant>,
     /// The bootstrap data Secret a pass found the data in, and its format (`observe::bootstrap`).
     pub(super) bootstrap_seen: Option<(String, crate::machine_steps::BootstrapFormat)>,
-    /// The last pass found every place at the Node step taken (`workload_clients::NoTurn::Busy`): the actor waits
-    /// for one before its next pass.
-    pub(super) workload_place_wanted: bool,
+    /// The places at the Node step the last pass found taken (`workload_clients::NoTurn::Busy`): the actor waits
+    /// for them before its next pass.
+    pub(super) workload_place_wanted: Option<crate::runtime::workload_clients::Wanted>,
     /// The running pass's place at the Node step, taken at its first workload request (or before the pass, when
     /// wanted) and kept to its end: its Node read and the writes decided on it need no other.
     pub(super) workload_place: Option<crate::runtime::workload_clients::StepPlace>,
@@ -115,7 +115,7 @@ impl MachineState {
             detached_disks: Vec::new(),
             vm_search_until: None,
             bootstrap_seen: None,
-            workload_place_wanted: false,
+            workload_place_wanted: None,
             workload_place: None,
             permit: Default::default(),
             _alive: mail.alive(),

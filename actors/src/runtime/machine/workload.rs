@@ -18,7 +18,7 @@ use crate::machine_steps::NodeObservation;
 use crate::runtime::body_limit::ResponseTooLarge;
 use crate::runtime::capi;
 use crate::runtime::kube_clients;
-use crate::runtime::workload_clients::{NoTurn, TURN_WAIT, Turn, WorkloadClient};
+use crate::runtime::workload_clients::{NoTurn, TURN_WAIT, Turn, Wanted, WorkloadClient};
 use crate::runtime::workload_targets::{self, Refusal};
 use crate::workload_kubeconfig;
 
@@ -32,8 +32,8 @@ pub(super) enum NoClient {
     /// cluster, so a Ready machine must not report it unreachable; the pass retries with backoff.
     ManagementCluster(String),
     /// Too many passes are in their workload step (`workload_clients::NoTurn::Busy`): nothing is reported; the
-    /// machine waits for a place of its own and tries again.
-    Busy,
+    /// machine waits for the places it lacked and tries again.
+    Busy(Wanted),
 }
 
 impl NoClient {
@@ -42,7 +42,7 @@ impl NoClient {
             NoClient::Rejected(message) | NoClient::Unreachable(message) | NoClient::ManagementCluster(message) => {
                 message
             }
-            NoClient::Busy => BUSY.to_string(),
+            NoClient::Busy(_) => BUSY.to_string(),
         }
     }
 }
@@ -53,8 +53,8 @@ const BUSY: &str = "too many machines are at their Node step at once; retrying";
 pub enum NodeUnknown {
     /// The management cluster did not answer ([`NoClient::ManagementCluster`]).
     ManagementCluster(String),
-    /// [`NoClient::Busy`].
-    Busy,
+    /// [`NoClient::Busy`]: the places to wait for.
+    Busy(Wanted),
 }
 
 /// A write to the workload cluster's Node that failed.
@@ -69,7 +69,7 @@ impl From<NoClient> for NodeWriteError {
     fn from(no_client: NoClient) -> Self {
         match no_client {
             NoClient::ManagementCluster(message) => NodeWriteError::Retry(message),
-            NoClient::Busy => NodeWriteError::Retry(BUSY.to_string()),
+            NoClient::Busy(_) => NodeWriteError::Retry(BUSY.to_string()),
             other => NodeWriteError::Failed(other.into_message()),
         }
     }
@@ -86,7 +86,7 @@ pub async fn observe_node(
         Err(NoClient::Rejected(message)) => return Ok(NodeObservation::Rejected { message }),
         Err(NoClient::Unreachable(message)) => return Ok(NodeObservation::Unreachable { message }),
         Err(NoClient::ManagementCluster(message)) => return Err(NodeUnknown::ManagementCluster(message)),
-        Err(NoClient::Busy) => return Err(NodeUnknown::Busy),
+        Err(NoClient::Busy(wanted)) => return Err(NodeUnknown::Busy(wanted)),
     };
     Ok(node_of_vm(&Api::<Node>::all(client), vm_id, vm_name).await)
 }
@@ -227,23 +227,35 @@ fn management_cluster_struggles(err: &kube::Error) -> bool {
 
 /// The workload cluster's client and a turn to use it (`workload_clients`).
 /// The pass takes a place in the workload step first, unless it holds one, so that the kubeconfig Secret reads are
-/// bounded too; it keeps the place to its end (`MachineState::workload_place`).
+/// bounded too, and one of its cluster's places before it waits for a turn; it keeps them to its end
+/// (`MachineState::workload_place`).
 pub(super) async fn connect(
     state: &mut MachineState,
     cluster: &capi::Cluster,
 ) -> Result<(kube::Client, Turn), NoClient> {
-    if state.workload_place.is_none() {
-        let place = state.shared.workload_clients.try_place().map_err(|_| NoClient::Busy)?;
-        state.workload_place = Some(place);
-    }
-    let client = workload_client(state, cluster).await?;
-    match state.shared.workload_clients.turn(&client).await {
-        Ok(turn) => Ok((client.client, turn)),
-        Err(NoTurn::Busy) => Err(NoClient::Busy),
-        Err(NoTurn::TimedOut) => Err(NoClient::Unreachable(format!(
+    let mut place = match state.workload_place.take() {
+        Some(place) => place,
+        None => state.shared.workload_clients.try_place().map_err(no_turn)?,
+    };
+    let client = match workload_client(state, cluster).await {
+        Ok(client) => client,
+        Err(no_client) => {
+            state.workload_place = Some(place);
+            return Err(no_client);
+        }
+    };
+    let turn = state.shared.workload_clients.turn(&client, &mut place).await;
+    state.workload_place = Some(place);
+    turn.map(|turn| (client.client, turn)).map_err(no_turn)
+}
+
+fn no_turn(err: NoTurn) -> NoClient {
+    match err {
+        NoTurn::Busy(wanted) => NoClient::Busy(wanted),
+        NoTurn::TimedOut => NoClient::Unreachable(format!(
             "no turn to talk to the workload cluster within {TURN_WAIT:?}: its apiserver, or those of other \
              workload clusters, answer slowly; retrying with backoff"
-        ))),
+        )),
     }
 }
 
