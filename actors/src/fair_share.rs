@@ -13,7 +13,7 @@ use capov_ovirt::{Lane, Tenant};
 /// How urgent a machine's work is; the queues serve a more urgent class first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Class {
-    /// Being deleted, or a control-plane machine.
+    /// Being deleted, or a control-plane machine; or a worker holding a place at the Node step (few at a time).
     Urgent = 0,
     /// A worker that has a VM (spec.providerID is set, or its actor created one) or whose provisioning began (it
     /// carries CAPOV's finalizer, added by its first step).
@@ -42,10 +42,13 @@ pub struct MachineFacts<'a> {
     pub has_vm: bool,
     /// CAPOV's finalizer is on the OVirtMachine: a pass began to provision it.
     pub begun: bool,
+    /// The machine waited for and holds a place at the Node step (`runtime/workload_clients.rs`): its pass needs the
+    /// permit only to go on from what it saw, and the place, one of a few, must not sit idle in the queue.
+    pub holds_node_place: bool,
 }
 
 pub fn share(facts: &MachineFacts<'_>) -> Share {
-    let class = if facts.deleting || facts.control_plane {
+    let class = if facts.deleting || facts.control_plane || facts.holds_node_place {
         Class::Urgent
     } else if facts.has_vm || facts.begun {
         Class::Begun
@@ -80,6 +83,7 @@ mod tests {
             deleting,
             has_vm,
             begun: has_vm,
+            holds_node_place: false,
         }
     }
 
@@ -99,6 +103,15 @@ mod tests {
             ..facts(false, false, false)
         };
         assert_eq!(share(&begun).class, Class::Begun);
+    }
+
+    #[test]
+    fn a_worker_holding_a_place_at_the_node_step_goes_first() {
+        let waited = MachineFacts {
+            holds_node_place: true,
+            ..facts(false, false, true)
+        };
+        assert_eq!(share(&waited).class, Class::Urgent);
     }
 
     #[test]

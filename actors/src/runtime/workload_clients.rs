@@ -33,6 +33,10 @@ pub const PER_CLUSTER: usize = 2;
 pub const IN_ALL: usize = 8;
 /// Longest wait for a turn, each of the two.
 pub const TURN_WAIT: Duration = Duration::from_secs(30);
+/// Longest wait of an actor for a place. Longer than a turn's: the actor waits in its message loop, which costs
+/// nothing, and in a batch thousands queue behind a few places; a wait that ends too soon sends the actor through a
+/// pass and to the back of the queue.
+pub const PLACE_WAIT: Duration = Duration::from_secs(300);
 /// Passes in their workload step at once, across all clusters.
 pub const PASSES_AT_ONCE: usize = 64;
 /// Of those, passes of one workload cluster's machines.
@@ -155,9 +159,9 @@ impl WorkloadClients {
     }
 
     /// Waits for the places `wanted`, in turn with the other waiting actors: the cluster's first, if wanted, then
-    /// one of all; at most [`TURN_WAIT`] in all. None: they did not come.
+    /// one of all; at most [`PLACE_WAIT`] in all. None: they did not come.
     pub async fn wait_place(&self, wanted: Wanted) -> Option<StepPlace> {
-        let deadline = tokio::time::Instant::now() + self.turn_wait;
+        let deadline = tokio::time::Instant::now() + PLACE_WAIT;
         let cluster = match wanted.cluster {
             Some(places) => Some(
                 tokio::time::timeout_at(deadline, places.acquire_owned())

@@ -18,6 +18,7 @@ use crate::bounded_text;
 use crate::machine_steps::NodeRelease;
 use crate::runtime::body_limit::ResponseTooLarge;
 use crate::runtime::capi;
+use crate::runtime::workload_clients::Wanted;
 
 /// The whole read (the Node by name, the Node list by systemUUID, the VolumeAttachment list) takes at most this long.
 pub const RELEASE_READ_TIMEOUT: Duration = Duration::from_secs(90);
@@ -33,27 +34,35 @@ const NAMED_ATTACHMENTS: usize = 3;
 const NAME: usize = 253;
 
 /// What the workload cluster says about the machine's Node; `vm_id` is the VM's, which kubelets report as systemUUID.
+/// Err: every place at the Node step was taken (`workload_clients::NoTurn::Busy`), nothing is known; the places to
+/// wait for.
 pub async fn observe_node_release(
     state: &mut MachineState,
     cluster: Option<&capi::Cluster>,
     vm_id: &str,
-) -> NodeRelease {
+) -> Result<NodeRelease, Wanted> {
     let Some(cluster) = cluster else {
-        return NodeRelease::Unreachable {
+        return Ok(NodeRelease::Unreachable {
             message: "the machine's CAPI Cluster is not found, so neither is its workload kubeconfig".into(),
-        };
+        });
     };
     let (client, _turn) = match workload::connect(state, cluster).await {
         Ok(connected) => connected,
-        Err(NoClient::Rejected(message)) => return NodeRelease::Rejected { message },
-        Err(no_client @ (NoClient::Unreachable(_) | NoClient::ManagementCluster(_) | NoClient::Busy(_))) => {
-            return NodeRelease::Unreachable {
+        Err(NoClient::Rejected(message)) => return Ok(NodeRelease::Rejected { message }),
+        Err(NoClient::Busy(wanted)) => return Err(wanted),
+        Err(no_client @ (NoClient::Unreachable(_) | NoClient::ManagementCluster(_))) => {
+            return Ok(NodeRelease::Unreachable {
                 message: no_client.into_message(),
-            };
+            });
         }
     };
     let names = node_names(state);
-    match tokio::time::timeout(RELEASE_READ_TIMEOUT, read(client, &names, vm_id)).await {
+    Ok(released(client, &names, vm_id).await)
+}
+
+/// The read of [`observe_node_release`], within [`RELEASE_READ_TIMEOUT`].
+async fn released(client: kube::Client, names: &[String], vm_id: &str) -> NodeRelease {
+    match tokio::time::timeout(RELEASE_READ_TIMEOUT, read(client, names, vm_id)).await {
         Ok(Ok(release)) => release,
         Ok(Err(message)) => NodeRelease::Unreachable { message },
         Err(_) => NodeRelease::Unreachable {

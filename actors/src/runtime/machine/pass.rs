@@ -223,8 +223,15 @@ async fn observe_and_decide(
             .as_ref()
             .map(|vm| vm.id.clone())
             .unwrap_or_default();
-        observation.observed.node_release =
-            node_release::observe_node_release(state, observation.cluster.as_deref(), &vm_id).await;
+        let release = node_release::observe_node_release(state, observation.cluster.as_deref(), &vm_id).await;
+        observation.observed.node_release = match release {
+            Ok(release) => release,
+            // As at the Node read: the actor waits for a place, and the next pass goes on.
+            Err(wanted) => {
+                state.workload_place_wanted = Some(wanted);
+                return Err(Next::Resume);
+            }
+        };
         decision = decide(&observation.observed);
     }
     Ok((observation, decision))

@@ -1,5 +1,6 @@
 //! The machine's share of the fair queues (`crate::fair_share`), from what it holds: its cluster and control-plane
-//! labels (or its Machine's), whether it is being deleted, whether it has a VM and whether its provisioning began.
+//! labels (or its Machine's), whether it is being deleted, whether it has a VM, whether its provisioning began and
+//! whether it holds a place at the Node step.
 
 use capov_crds::labels::{CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_FINALIZER};
 use kube::ResourceExt;
@@ -25,5 +26,6 @@ pub fn machine_share(state: &MachineState, machine: Option<&capi::Machine>, has_
         deleting: state.object.metadata.deletion_timestamp.is_some(),
         has_vm: has_vm || state.object.spec.provider_id.is_some() || state.created_vm.is_some(),
         begun: state.object.finalizers().iter().any(|f| f == MACHINE_FINALIZER),
+        holds_node_place: state.workload_place.is_some(),
     })
 }
