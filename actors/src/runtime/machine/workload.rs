@@ -262,6 +262,9 @@ fn no_turn(err: NoTurn) -> NoClient {
 async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Result<WorkloadClient, NoClient> {
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secret_name = format!("{}-kubeconfig", cluster.name_any());
+    if let Some(client) = (state.shared.workload_clients).recently_checked(&(namespace.clone(), secret_name.clone())) {
+        return Ok(client);
+    }
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
     let secret = secrets.get_opt(&secret_name).await.map_err(|err| {
         let message = format!("cannot read Secret {secret_name}: {err}");
@@ -287,8 +290,8 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
              sent to its server: {why}"
         ))
     };
-    // Checked on every pass and before the cache, so that a client is only used for a kubeconfig that passes now,
-    // and a rejected one also drops the client of the kubeconfig it replaced.
+    // Checked on every read of the Secret and before the cache, so that a client is only used for a kubeconfig that
+    // passes now, and a rejected one also drops the client of the kubeconfig it replaced.
     let kubeconfig = match workload_kubeconfig::parse(&value.0) {
         Ok(kubeconfig) => kubeconfig,
         Err(rejection) => {
