@@ -63,9 +63,9 @@ struct Cached {
 }
 
 /// How long a client is used without reading its kubeconfig Secret again. Every Node-step pass read it: one
-/// management-cluster request per pass, each a chance to hang while holding a place at the Node step (10,000 machines
-/// with 1 % of requests hanging: Ready 3 times slower). A kubeconfig rotated or deleted is followed within this time;
-/// a refused one drops the client at once.
+/// management-cluster request per pass, each a chance to hang while holding a place at the Node step (docs/decisions.md
+/// has the runs). A kubeconfig rotated or deleted is followed within this time; a refused one drops the client at
+/// once.
 pub const SECRET_RECHECK: Duration = Duration::from_secs(10);
 
 /// How long a client is used before it is built again: its server's name is resolved (and checked) when it is
