@@ -62,6 +62,13 @@ struct Cached {
     checked_at: Instant,
 }
 
+impl Cached {
+    /// Whether the client is still used ([`CLIENT_TTL`]), rather than built again.
+    fn in_use(&self) -> bool {
+        self.built_at.elapsed() < CLIENT_TTL
+    }
+}
+
 /// How long a client is used without reading its kubeconfig Secret again. Every Node-step pass read it: one
 /// management-cluster request per pass, each a chance to hang while holding a place at the Node step (docs/decisions.md
 /// has the runs). A kubeconfig rotated or deleted is followed within this time; a refused one drops the client at
@@ -126,8 +133,7 @@ impl WorkloadClients {
     /// The client cached for `key`, if it was built from this very `kubeconfig` (just read from its Secret).
     pub fn get(&self, key: &ClusterKey, kubeconfig: &[u8]) -> Option<WorkloadClient> {
         let mut cached = lock(&self.cached);
-        let entry = (cached.get_mut(key))
-            .filter(|cached| cached.kubeconfig == kubeconfig && cached.built_at.elapsed() < CLIENT_TTL)?;
+        let entry = (cached.get_mut(key)).filter(|cached| cached.kubeconfig == kubeconfig && cached.in_use())?;
         entry.checked_at = Instant::now();
         Some(entry.client.clone())
     }
@@ -136,9 +142,8 @@ impl WorkloadClients {
     /// pass need not read it again.
     pub fn recently_checked(&self, key: &ClusterKey) -> Option<WorkloadClient> {
         let cached = lock(&self.cached);
-        let entry = cached.get(key).filter(|cached| {
-            cached.checked_at.elapsed() < self.secret_recheck && cached.built_at.elapsed() < CLIENT_TTL
-        })?;
+        let entry =
+            (cached.get(key)).filter(|cached| cached.checked_at.elapsed() < self.secret_recheck && cached.in_use())?;
         Some(entry.client.clone())
     }
 

@@ -24,6 +24,7 @@ use crate::runtime::mailbox;
 use crate::runtime::messages::MachineMsg;
 use crate::runtime::provider::{Cadence, VmWatch};
 use crate::runtime::status_writer::StatusWriterMsg;
+use crate::runtime::workload_clients::Wanted;
 
 /// How many actions one pass may take before it hands its permit back.
 const MAX_ACTIONS_PER_PASS: usize = 12;
@@ -203,12 +204,8 @@ async fn observe_and_decide(
                     tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
                     return Err(Next::Backoff);
                 }
-                // Too many passes at their Node step: this one ends, its actor waits for a place (`run_pass`), and
-                // the next pass goes on from what this one saw of the VM.
-                Err(workload::NodeUnknown::Busy(wanted)) => {
-                    state.workload_place_wanted = Some(wanted);
-                    return Err(Next::Resume);
-                }
+                // Too many passes at their Node step.
+                Err(workload::NodeUnknown::Busy(wanted)) => return Err(await_place(state, wanted)),
             },
             _ => NodeObservation::NotFound,
         };
@@ -226,15 +223,19 @@ async fn observe_and_decide(
         let release = node_release::observe_node_release(state, observation.cluster.as_deref(), &vm_id).await;
         observation.observed.node_release = match release {
             Ok(release) => release,
-            // As at the Node read: the actor waits for a place, and the next pass goes on.
-            Err(wanted) => {
-                state.workload_place_wanted = Some(wanted);
-                return Err(Next::Resume);
-            }
+            // Too many passes at their Node step, as at the Node read.
+            Err(wanted) => return Err(await_place(state, wanted)),
         };
         decision = decide(&observation.observed);
     }
     Ok((observation, decision))
+}
+
+/// A pass that found no place at the Node step ends: its actor waits for the places it lacked (`run_pass`), and
+/// the next pass goes on from what this one saw.
+fn await_place(state: &mut MachineState, wanted: Wanted) -> Next {
+    state.workload_place_wanted = Some(wanted);
+    Next::Resume
 }
 
 /// A decision to start the VM for the first time, or to stop or delete it, is taken again with the VM's affinity

@@ -262,7 +262,9 @@ fn no_turn(err: NoTurn) -> NoClient {
 async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Result<WorkloadClient, NoClient> {
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secret_name = format!("{}-kubeconfig", cluster.name_any());
-    if let Some(client) = (state.shared.workload_clients).recently_checked(&(namespace.clone(), secret_name.clone())) {
+    let cache_key = (namespace.clone(), secret_name.clone());
+    let clients = &state.shared.workload_clients;
+    if let Some(client) = clients.recently_checked(&cache_key) {
         return Ok(client);
     }
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
@@ -282,8 +284,6 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
                 "Secret {namespace}/{secret_name} with the workload kubeconfig (key value) not found"
             ))
         })?;
-    let cache_key = (namespace.clone(), secret_name.clone());
-    let clients = &state.shared.workload_clients;
     let rejected = |why: String| {
         NoClient::Rejected(format!(
             "the workload kubeconfig in Secret {namespace}/{secret_name} (key value) was rejected and nothing was \
