@@ -81,6 +81,10 @@ pub mod reasons {
     /// Event: deletion released the OVirtMachine without touching a VM that is not its own.
     pub const VM_LEFT_ALONE: &str = "VMLeftAlone";
     pub const ENGINE_CHANGED: &str = "EngineChanged";
+    /// MachineDeleted: the VM carries this very machine's marker written by another management cluster (a
+    /// `clusterctl move` onto a cluster whose OVirtProvider already existed); the deletion waits for an admin to
+    /// adopt it or for the release-vm annotation.
+    pub const VM_OF_ANOTHER_MANAGEMENT_CLUSTER: &str = "VMOfAnotherManagementCluster";
     pub const VM_MARKER_UPGRADED: &str = "VMMarkerUpgraded";
     pub const CLUSTER_NOT_FOUND: &str = "ClusterNotFound";
     pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
@@ -110,6 +114,8 @@ pub mod reasons {
     pub const IP_ADDRESS_CLAIM_FAILED: &str = "IPAddressClaimFailed";
     /// MachineDeleted: the VM is gone (or left alone); the machine's IPAddressClaims are being released.
     pub const RELEASING_IP_ADDRESSES: &str = "ReleasingIPAddresses";
+    /// MachineDeleted: right after a restart, the IPAddressClaims are not listed yet; the finalizer waits for them.
+    pub const WAITING_FOR_IP_CLAIMS: &str = "WaitingForIPAddressClaims";
 
     // OVirtCluster Ready (spec.controlPlaneEndpointFromPool).
     /// The control-plane endpoint's claim has no address yet.
@@ -445,6 +451,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::VM_NOT_OWNED,
     reasons::VM_LEFT_ALONE,
     reasons::ENGINE_CHANGED,
+    reasons::VM_OF_ANOTHER_MANAGEMENT_CLUSTER,
     reasons::VM_MARKER_UPGRADED,
     reasons::CLUSTER_NOT_FOUND,
     reasons::TEMPLATE_NOT_FOUND,
@@ -464,6 +471,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::IP_ADDRESS_FAMILY_CONFLICT,
     reasons::IP_ADDRESS_CLAIM_FAILED,
     reasons::RELEASING_IP_ADDRESSES,
+    reasons::WAITING_FOR_IP_CLAIMS,
     reasons::WAITING_FOR_CONTROL_PLANE_ENDPOINT,
     reasons::CONTROL_PLANE_ENDPOINT_MISMATCH,
     reasons::WAITING_FOR_DISK_RESIZE,

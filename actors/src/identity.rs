@@ -44,7 +44,7 @@ pub fn parse_provider_id(provider_id: &str) -> Option<&str> {
 }
 
 /// `8-4-4-4-12` hexadecimal digits, as the engine writes its ids.
-fn is_engine_id(id: &str) -> bool {
+pub fn is_engine_id(id: &str) -> bool {
     const GROUPS: [usize; 5] = [8, 4, 4, 4, 12];
     let mut groups = id.split('-');
     let fits = GROUPS.iter().all(|&len| {
@@ -146,8 +146,13 @@ pub enum NotOwned {
     NoMarker,
     /// A marker of another OVirtMachine (another namespace or name).
     OtherObject,
-    /// This object's name, but written by another management cluster sharing the engine.
+    /// This object's name, but another UID, written by another management cluster sharing the engine.
     OtherManagementCluster,
+    /// This very object (its namespace, name, and its UID or the owner-uid annotation's), written by a management
+    /// cluster this one does not accept: it came here with `clusterctl move` onto a cluster whose OVirtProvider
+    /// already existed, without the provider's management-cluster annotation. Its VM is neither changed nor let go
+    /// of silently ([`marker_management_cluster`] says which cluster the marker names).
+    ThisObjectOtherManagementCluster,
     /// This namespace and name in this management cluster, but another UID: a deleted OVirtMachine of the same
     /// name left this VM behind.
     EarlierObject,
@@ -161,6 +166,9 @@ impl NotOwned {
             NotOwned::NoMarker => "it carries no CAPOV marker in its description",
             NotOwned::OtherObject => "its CAPOV marker names another OVirtMachine",
             NotOwned::OtherManagementCluster => "its CAPOV marker was written by another management cluster",
+            NotOwned::ThisObjectOtherManagementCluster => {
+                "its CAPOV marker names this very OVirtMachine but was written by another management cluster"
+            }
             NotOwned::EarlierObject => {
                 "its CAPOV marker names an earlier OVirtMachine of the same name (another UID) that was deleted"
             }
@@ -189,7 +197,12 @@ pub fn ownership(description: &str, owner: &OwnerIdentity) -> Ownership {
         return Ownership::NotOwned(NotOwned::OtherObject);
     }
     if !owner.accepts_management_cluster(mc) {
-        return Ownership::NotOwned(NotOwned::OtherManagementCluster);
+        let this_object = uid == owner.uid || owner.previous_uid.as_deref() == Some(uid);
+        return Ownership::NotOwned(if this_object {
+            NotOwned::ThisObjectOtherManagementCluster
+        } else {
+            NotOwned::OtherManagementCluster
+        });
     }
     if uid == owner.uid {
         Ownership::Owned
@@ -198,6 +211,14 @@ pub fn ownership(description: &str, owner: &OwnerIdentity) -> Ownership {
     } else {
         Ownership::NotOwned(NotOwned::EarlierObject)
     }
+}
+
+/// The management cluster id a CAPOV marker names (its `mc:` word); None without one.
+pub fn marker_management_cluster(description: &str) -> Option<&str> {
+    description
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix(MC_PREFIX))
+        .filter(|id| !id.is_empty())
 }
 
 /// Checks a `--management-cluster-id`: non-empty, at most [`MANAGEMENT_CLUSTER_ID_LIMIT`] characters, no whitespace
@@ -340,12 +361,39 @@ mod tests {
         let me = owner("default", "worker-1");
         let there = OwnerIdentity {
             management_cluster: "other-management-cluster".into(),
+            uid: "00000000-dead-4000-8000-000000000000".into(),
             ..me.clone()
         };
         assert_eq!(
             ownership(&there.marker(), &me),
             Ownership::NotOwned(NotOwned::OtherManagementCluster)
         );
+        assert_eq!(
+            marker_management_cluster(&there.marker()),
+            Some("other-management-cluster")
+        );
+    }
+
+    #[test]
+    fn this_objects_marker_written_by_another_management_cluster_is_told_apart() {
+        let before_move = owner("default", "worker-1");
+        let source = OwnerIdentity {
+            management_cluster: "source-cluster".into(),
+            ..before_move.clone()
+        };
+        // The same object (same UID, e.g. a VM adopted in both places), and its moved copy (new UID, the old one
+        // in the owner-uid annotation), in a cluster that does not accept the source's id.
+        for here in [before_move.clone(), moved(&before_move)] {
+            let here = OwnerIdentity {
+                accepted_management_clusters: Vec::new(),
+                ..here
+            };
+            let found = ownership(&source.marker(), &here);
+            assert_eq!(found, Ownership::NotOwned(NotOwned::ThisObjectOtherManagementCluster));
+            assert!(!found.proven(true), "never trusted for a change");
+        }
+        assert_eq!(marker_management_cluster(&source.marker()), Some("source-cluster"));
+        assert_eq!(marker_management_cluster("capov:default/worker-1"), None);
     }
 
     #[test]
@@ -390,6 +438,7 @@ mod tests {
         for why in [
             NotOwned::NoMarker,
             NotOwned::OtherManagementCluster,
+            NotOwned::ThisObjectOtherManagementCluster,
             NotOwned::EarlierObject,
         ] {
             assert!(!Ownership::NotOwned(why).proven(true), "{why:?}");
@@ -415,7 +464,7 @@ mod tests {
         };
         assert_eq!(
             ownership(&elsewhere.marker(), &me),
-            Ownership::NotOwned(NotOwned::OtherManagementCluster)
+            Ownership::NotOwned(NotOwned::ThisObjectOtherManagementCluster)
         );
     }
 
@@ -442,10 +491,12 @@ mod tests {
             previous_uid: Some(victim.uid.clone()),
             ..victim.clone()
         };
+        // Its own namespace and name, and the forged UID: at most a held deletion, never a change.
         assert_eq!(
             ownership(&other_cluster.marker(), &same_name_here),
-            Ownership::NotOwned(NotOwned::OtherManagementCluster)
+            Ownership::NotOwned(NotOwned::ThisObjectOtherManagementCluster)
         );
+        assert!(!ownership(&other_cluster.marker(), &same_name_here).proven(true));
         // The same namespace and name here, after the victim's deletion: the old VM is at most Moved, never Owned.
         assert_eq!(ownership(&victim.marker(), &same_name_here), Ownership::Moved);
         assert!(!ownership(&victim.marker(), &same_name_here).proven(false));

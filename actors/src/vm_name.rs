@@ -50,6 +50,16 @@ pub fn render(template: &str, parts: NameParts<'_>) -> String {
         .replace("{cluster}", parts.cluster)
 }
 
+/// A VM name CAPOV recorded on the object (the vm-name annotation), if it is one the engine could have given a VM:
+/// not empty, within [`VM_NAME_LIMIT`], no whitespace or control characters. Anything else is ignored, and the name
+/// is rendered from the spec as before.
+pub fn recorded(value: &str) -> Option<String> {
+    let fits = !value.is_empty()
+        && engine_length(value) <= VM_NAME_LIMIT
+        && !value.chars().any(|c| c.is_whitespace() || c.is_control());
+    fits.then(|| value.to_string())
+}
+
 /// The VM name for an OVirtMachine named `object_name`.
 pub fn for_object(object_name: &str) -> String {
     shortened(object_name, VM_NAME_LIMIT)

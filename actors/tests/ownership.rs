@@ -8,6 +8,7 @@ mod support;
 use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtMachine, OVirtProvider, Severity};
+use capov_harness::objects;
 use capov_ovirt_sim::{Inventory, VmSeed, VmSnapshot};
 use capov_testkit::eventually;
 use k8s_openapi::api::core::v1::{Event, Namespace};
@@ -18,6 +19,7 @@ use support::{World, condition};
 const MINUTE: Duration = Duration::from_secs(60);
 const MANAGEMENT_CLUSTER: &str = capov_crds::labels::MANAGEMENT_CLUSTER_ANNOTATION;
 const OWNER_UID: &str = capov_crds::labels::OWNER_UID_ANNOTATION;
+const RELEASE_VM: &str = capov_crds::labels::RELEASE_VM_ANNOTATION;
 
 fn base_spec() -> serde_json::Value {
     json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"})
@@ -298,10 +300,27 @@ async fn a_moved_machine_keeps_its_vm_and_forged_annotations_get_nothing() {
         world.sim.control().vm(&moved.id).is_none(),
         "the moved VM was left behind"
     );
-    for (name, victim) in [("reborn", &orphan), ("third", &third)] {
-        world.delete_machine_and_wait(name).await;
-        assert_eq!(world.sim.control().vm(&victim.id).as_ref(), Some(victim), "{name}");
-    }
+    world.delete_machine_and_wait("reborn").await;
+    assert_eq!(world.sim.control().vm(&orphan.id).as_ref(), Some(&orphan), "reborn");
+    // "third" is this very machine's VM under a cluster the provider does not name: its deletion waits (issue 35)
+    // until it is told to leave the VM (or the VM is adopted).
+    Api::<OVirtMachine>::namespaced(world.client.clone(), &ns)
+        .delete("third", &Default::default())
+        .await
+        .expect("delete third");
+    world
+        .wait_reason(MINUTE, "third", "MachineDeleted", "VMOfAnotherManagementCluster")
+        .await;
+    let release = json!({"metadata": {"annotations": {RELEASE_VM: "true"}}});
+    machines
+        .patch("third", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .expect("release-vm");
+    eventually(MINUTE, "third: released", || async {
+        machines.get_opt("third").await.expect("get").is_none().then_some(())
+    })
+    .await;
+    assert_eq!(world.sim.control().vm(&third.id).as_ref(), Some(&third), "third");
     println!(
         "moved: the provider's id and the owner-uid annotation adopted the VM spec.providerID names (marker rewritten \
          to UID {new_uid}, deleted with its machine, no VM created); forged on a name-only object: VMNameConflict; \
@@ -504,4 +523,166 @@ fn base64_ca(world: &World) -> String {
         &base64::engine::general_purpose::STANDARD,
         world.sim.ca_pem().expect("https simulator"),
     )
+}
+
+/// Issue 35: after `clusterctl move` onto a management cluster whose OVirtProvider already existed (clusterctl keeps
+/// the target's, without the source's management-cluster id), the machine's VM carries its marker from the source
+/// cluster. Deleting the machine used to release it and leave the VM running in oVirt. Now the deletion waits with
+/// a condition that names the source cluster and both ways on: the admin adopts the VM (it is then deleted with the
+/// machine), or the user lets the machine go with the release-vm annotation (the VM stays, on purpose).
+#[tokio::test]
+async fn a_moved_machines_vm_marked_by_another_management_cluster_is_never_left_behind_unnoticed() {
+    let mut world = World::new("moved-existing").await;
+    let ns = world.namespace.clone();
+    let old_uid = |n: u8| format!("0d0d0d0d-0000-4000-8000-0000000000{n:02}");
+    let adopted = seed_vm(
+        &world,
+        "moved-a",
+        "up",
+        &format!("capov:{ns}/moved-a uid:{} mc:source-cluster", old_uid(1)),
+    );
+    let released = seed_vm(
+        &world,
+        "moved-b",
+        "up",
+        &format!("capov:{ns}/moved-b uid:{} mc:source-cluster", old_uid(2)),
+    );
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &ns);
+    for (name, vm, n) in [("moved-a", &adopted, 1), ("moved-b", &released, 2)] {
+        let mut spec = base_spec();
+        spec["providerID"] = json!(format!("ovirt://{}", vm.id));
+        world.create_machine(name, spec).await;
+        let carried = json!({"metadata": {"annotations": {OWNER_UID: old_uid(n)}}});
+        machines
+            .patch(name, &PatchParams::default(), &Patch::Merge(&carried))
+            .await
+            .expect("owner-uid");
+    }
+    world.start_operator().await;
+    for name in ["moved-a", "moved-b"] {
+        world.wait_reason(MINUTE, name, "MachineCreated", "VMNotOwned").await;
+        machines.delete(name, &Default::default()).await.expect("delete");
+    }
+    let own = management_cluster_id(&world).await;
+    for name in ["moved-a", "moved-b"] {
+        let held = world
+            .wait_reason(MINUTE, name, "MachineDeleted", "VMOfAnotherManagementCluster")
+            .await;
+        let message = &condition(&held, "MachineDeleted").expect("condition").message;
+        for says in [
+            "\"source-cluster\"".to_string(),
+            format!("{MANAGEMENT_CLUSTER}={own},source-cluster --overwrite"),
+            format!("{RELEASE_VM}=true"),
+        ] {
+            assert!(message.contains(&says), "{name}: {says} not in {message}");
+        }
+    }
+    assert!(world.sim.control().vm(&adopted.id).is_some() && world.sim.control().vm(&released.id).is_some());
+
+    // The user lets moved-b go: the object is released and its VM stays, untouched.
+    let release = json!({"metadata": {"annotations": {RELEASE_VM: "true"}}});
+    machines
+        .patch("moved-b", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .expect("release-vm");
+    eventually(MINUTE, "moved-b released", || async {
+        machines.get_opt("moved-b").await.expect("get").is_none().then_some(())
+    })
+    .await;
+    assert_eq!(world.sim.control().vm(&released.id).as_ref(), Some(&released));
+
+    // The admin adopts the source cluster's VMs, as the condition says: moved-a's VM goes with it.
+    let providers: Api<OVirtProvider> = Api::all(world.client.clone());
+    let adopt = json!({"metadata": {"annotations": {MANAGEMENT_CLUSTER: format!("{own},source-cluster")}}});
+    providers
+        .patch(&world.provider, &PatchParams::default(), &Patch::Merge(&adopt))
+        .await
+        .expect("annotate the provider");
+    eventually(MINUTE, "moved-a deleted with its VM", || async {
+        let gone = machines.get_opt("moved-a").await.expect("get").is_none();
+        (gone && world.sim.control().vm(&adopted.id).is_none()).then_some(())
+    })
+    .await;
+    world.stop_operator().await;
+    println!(
+        "moved onto an existing provider: both deletions waited with VMOfAnotherManagementCluster naming \
+         source-cluster; release-vm let moved-b go with its VM kept; adopting source-cluster on the provider \
+         deleted moved-a's VM with it"
+    );
+}
+
+/// Issue 35: the VM's identity is frozen from the moment CAPOV records the VM it created. While a machine's disks
+/// are copied, a tenant changes spec.vmnametemplate on one machine and the cluster-name label (`{cluster}` in its
+/// template) on another. Each used to get a second VM, and deleting both machines left the first VMs in oVirt.
+#[tokio::test]
+async fn edits_while_the_disks_are_copied_make_no_second_vm_and_deletion_finds_the_first() {
+    let mut world = World::new("identity").await;
+    let ns = world.namespace.clone();
+    objects::create_provisioned_cluster(&world.client, &ns, "workload-b", world.labels())
+        .await
+        .expect("second cluster");
+    world.sim.control().hold(capov_ovirt_sim::Transition::VmImagesReady);
+    world.start_operator().await;
+    let mut template_spec = base_spec();
+    template_spec["provider"] = json!(world.provider);
+    template_spec["vmnametemplate"] = json!("a-{name}");
+    let mut label_spec = base_spec();
+    label_spec["provider"] = json!(world.provider);
+    label_spec["vmnametemplate"] = json!("{cluster}-{name}");
+    world.create_machine("by-template", template_spec).await;
+    world.create_machine("by-label", label_spec).await;
+    for name in ["by-template", "by-label"] {
+        world.wait_reason(MINUTE, name, "MachineCreated", "VMImageLocked").await;
+    }
+    let first: Vec<String> = ["a-by-template", "workload-by-label"]
+        .iter()
+        .map(|vm| world.sim.control().vm_by_name(vm).expect("first VM").id)
+        .collect();
+
+    // The edits. The label's is made together with a spec change (memory), so that the pass after it shows in the
+    // conditions' observedGeneration; nothing in the spec change touches the VM's identity.
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &ns);
+    let edits = [
+        ("by-template", json!({"spec": {"vmnametemplate": "edited-{name}"}})),
+        (
+            "by-label",
+            json!({"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "workload-b"}},
+                   "spec": {"memory": {"sizemb": 2048}}}),
+        ),
+    ];
+    for (name, edit) in &edits {
+        let edited = machines
+            .patch(name, &PatchParams::default(), &Patch::Merge(edit))
+            .await
+            .expect("edit");
+        let generation = edited.metadata.generation;
+        eventually(MINUTE, format!("{name}: a pass after the edit"), || async {
+            let machine = machines.get(name).await.ok()?;
+            let seen = condition(&machine, "MachineCreated")?.observed_generation;
+            (seen == generation).then_some(())
+        })
+        .await;
+    }
+    let vms_now = world.sim.control().vm_count();
+    assert_eq!(vms_now, 2, "a second VM was created after an edit");
+
+    world.sim.control().release(capov_ovirt_sim::Transition::VmImagesReady);
+    for (name, vm) in ["by-template", "by-label"].iter().zip(&first) {
+        assert_eq!(
+            &world.vm_id(name).await,
+            vm,
+            "{name}: spec.providerID names the first VM"
+        );
+    }
+    for name in ["by-template", "by-label"] {
+        world.delete_machine_and_wait(name).await;
+    }
+    let left: Vec<String> = world.sim.control().vms().into_iter().map(|vm| vm.name).collect();
+    assert!(left.is_empty(), "VMs left behind: {left:?}");
+    world.stop_operator().await;
+    println!(
+        "edits while the disks were copied (vmnametemplate a-{{name}} -> edited-{{name}}, cluster-name label \
+         workload -> workload-b): 2 VMs in all, each machine's providerID names its first VM, none left after both \
+         deletions"
+    );
 }

@@ -493,3 +493,84 @@ async fn static_addresses_on_an_ignition_guest_pass_ignitions_validator() {
     world.stop_operator().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 35: a restarted operator whose first pass of a deleting machine came before the IPAddressClaims were listed
+/// saw none, removed the finalizer, and left the claim holding CAPOV's finalizer and its address for ever. Here the
+/// claims cannot be listed after the restart (the apiserver answers 503 for them): the VM goes, the finalizer waits
+/// with WaitingForIPAddressClaims, and once the claims are listed they are released and the machine goes.
+#[tokio::test]
+async fn a_restarted_operator_releases_a_deleting_machines_claims_only_once_they_are_listed() {
+    use capov_harness::{ApiserverProxy, Trouble};
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::new("claims-restart").await;
+    world.start_operator().await;
+    let name = "worker-static";
+    let pool = json!({"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "v4"});
+    world
+        .create_machine(
+            name,
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04",
+                   "nics": [{"vnicprofile": "ovirtmgmt", "addressesFromPools": [pool]}]}),
+        )
+        .await;
+    let claim = format!("{name}-0-0");
+    fulfil_claim(&world, &claim, "192.0.2.30", 24, "192.0.2.1").await;
+    let vm_id = world.vm_id(name).await;
+    world.stop_operator().await;
+
+    let machines: Api<capov_crds::OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    machines.delete(name, &Default::default()).await.expect("delete");
+    let plane = capov_harness::shared().await;
+    let kubeconfig = plane.kubeconfig_yaml().expect("kubeconfig");
+    let proxy = ApiserverProxy::start(plane.url(), plane.ca_pem(), &kubeconfig, &std::env::temp_dir())
+        .await
+        .expect("apiserver proxy");
+    proxy.set(Trouble {
+        unavailable: Some("ipaddressclaims"),
+        ..Trouble::NONE
+    });
+    let config = proxy.kube_config().await.expect("the proxy's kubeconfig");
+    let clients = capov_actors::runtime::KubeClients::new(config).expect("clients");
+    world.start_operator_with_clients(clients, world.settings()).await;
+
+    let waiting = world
+        .wait_reason(
+            Duration::from_secs(90),
+            name,
+            "MachineDeleted",
+            "WaitingForIPAddressClaims",
+        )
+        .await;
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    eventually(Duration::from_secs(60), "the VM deleted meanwhile", || async {
+        world.sim.control().vm(&vm_id).is_none().then_some(())
+    })
+    .await;
+
+    proxy.set(Trouble::NONE);
+    let claims: Api<DynamicObject> = Api::namespaced_with(
+        world.client.clone(),
+        &world.namespace,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("ipam.cluster.x-k8s.io", "v1beta2", "IPAddressClaim"),
+            "ipaddressclaims",
+        ),
+    );
+    eventually(
+        Duration::from_secs(90),
+        "the claim released and the machine gone",
+        || async {
+            let claim_gone = claims.get_opt(&claim).await.expect("get claim").is_none();
+            let machine_gone = machines.get_opt(name).await.expect("get machine").is_none();
+            (claim_gone && machine_gone).then_some(())
+        },
+    )
+    .await;
+    world.stop_operator().await;
+    println!(
+        "claims after a restart: while the claims could not be listed the deleting machine kept its finalizer \
+         (WaitingForIPAddressClaims, its VM deleted); once listed, claim {claim} was released and the machine went"
+    );
+}

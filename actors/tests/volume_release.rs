@@ -205,3 +205,68 @@ async fn a_deleted_machine_detaches_foreign_disks_only_once_its_node_and_attachm
     world.stop_operator().await;
     println!("volume release: {:.1} s", started.elapsed().as_secs_f64());
 }
+
+/// Issue 35: with spec.vmnametemplate the kubelet names its Node after the VM's name, not the OVirtMachine's. With
+/// no status.nodeRef (CAPI had not linked the Node yet) and a Node whose systemUUID does not show the VM id, the
+/// deletion used to look for a Node named like the OVirtMachine, find none, and detach the disks while CSI still
+/// had them. The Node named by the template now holds them.
+#[tokio::test]
+async fn the_node_named_by_the_vm_name_template_holds_the_disks_without_a_node_ref() {
+    let mut world = World::new("volumes-tmpl").await;
+    let gates = FeatureGates {
+        disk_detach_when_node_gone: true,
+        ..FeatureGates::default()
+    };
+    world.start_operator_with_gates(gates).await;
+    let name = "tmpl";
+    world
+        .create_machine(
+            name,
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04", "vmnametemplate": "{namespace}-{name}"}),
+        )
+        .await;
+    let vm_id = world.vm_id(name).await;
+    let node = format!("{}-{name}", world.namespace);
+    // The guest's SMBIOS reports another UUID than the VM id (as some guests do): only the name ties it to the VM.
+    world.register_node(&node, "00000000-0000-4000-8000-00000000cafe").await;
+    let control = world.sim.control().clone();
+    eventually(MINUTE, "the VM up", || async {
+        (control.vm(&vm_id)?.status == "up").then_some(())
+    })
+    .await;
+    let csi = control
+        .attach_disk(&vm_id, "pvc-0002", 1 << 30)
+        .expect("attach a CSI disk");
+    let machines = Api::<OVirtMachine>::namespaced(world.client.clone(), &world.namespace);
+    machines.delete(name, &DeleteParams::default()).await.expect("delete");
+    let needle = format!("while the Node \"{node}\" exists");
+    eventually(MINUTE, format!("MachineDeleted naming {needle:?}"), || async {
+        let machine = world.machine(name).await;
+        match condition(&machine, "MachineDeleted") {
+            Some(c) if c.message.contains(&needle) => Ok(()),
+            Some(c) => Err(format!("{:?} {}: {}", c.status, c.reason, c.message)),
+            None => Err("no MachineDeleted".to_string()),
+        }
+    })
+    .await;
+    let vm = control.vm(&vm_id).expect("the VM stays while its Node exists");
+    assert!(vm.disks.iter().any(|d| d.id == csi) && vm.status == "up", "{vm:?}");
+
+    let workload = world.workload.client().await.expect("workload client");
+    Api::<Node>::all(workload)
+        .delete(&node, &DeleteParams::default())
+        .await
+        .expect("delete the Node");
+    let touch = json!({"metadata": {"annotations": {"capov-test/touch": "1"}}});
+    machines
+        .patch(name, &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .expect("touch");
+    eventually(MINUTE, "the machine gone", || async {
+        machines.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(control.floating_disk(&csi).is_some(), "the CSI disk survives");
+    world.stop_operator().await;
+    println!("volume release by the templated Node name {node}: held while the Node existed, released after");
+}

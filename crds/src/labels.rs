@@ -30,6 +30,14 @@ pub const OWNER_UID_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/ow
 /// VM's disks are still being copied): a machine whose access is revoked meanwhile is not released while its VM
 /// exists. Removed when spec.providerID is written.
 pub const CREATED_VM_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/created-vm";
+/// Annotation recording the name CAPOV gave the VM it created (or adopted) for an OVirtMachine, written with the
+/// created-VM annotation and kept: from then on the VM is looked for under this name, whatever later edits of
+/// spec.vmnametemplate or the cluster-name label would render (issue 35: such an edit made a second VM).
+pub const VM_NAME_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/vm-name";
+/// Annotation a user sets on an OVirtMachine being deleted to let it go while its VM, which carries this machine's
+/// marker written by another management cluster, stays in oVirt (after `clusterctl move` onto a cluster whose
+/// OVirtProvider already existed). Without it such a deletion waits, so that no VM is left behind unnoticed.
+pub const RELEASE_VM_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/release-vm";
 /// Annotation recording the engine (URL and user) where the VM of spec.providerID lives, written with it.
 pub const ENGINE_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/engine";
 /// Annotation on an OVirtProvider: the management cluster id(s) its VMs' ownership markers name, comma-separated,

@@ -4,7 +4,7 @@
 use capov_crds::Severity;
 use capov_ovirt::model::VmStatus;
 
-use super::decision::{Action, CreateVmPlan, Decision, Requeue};
+use super::decision::{Action, CreateVmPlan, CreatedVmRecord, Decision, Requeue};
 use super::observed::{Bootstrap, Observed, ObservedVm};
 use super::passed::Passed;
 use super::recorded_engine::engine_changed;
@@ -99,6 +99,18 @@ pub(super) fn find_own_vm<'o>(
                 created_or_on(reasons::VM_NOT_OWNED, not_owned_message(provider_id, why)),
             ),
         },
+        // The VM CAPOV created was recorded on another engine (or user) than the provider reaches now (spec.provider
+        // was changed while its disks were copied): neither looked up there nor created a second time.
+        (None, _) if o.created_vm.as_deref().and_then(|id| engine_changed(o, id)).is_some() => {
+            let message = o
+                .created_vm
+                .as_deref()
+                .and_then(|id| engine_changed(o, id))
+                .unwrap_or_default();
+            passed
+                .take()
+                .wait(Requeue::OnChange, created_or_on(reasons::ENGINE_CHANGED, message))
+        }
         (None, None) => match &o.failure_domain {
             FailureDomainChoice::Unknown { name, known } => passed.take().wait(
                 Requeue::OnChange,
@@ -120,12 +132,23 @@ pub(super) fn find_own_vm<'o>(
         // Created by this object, disks still being copied: the create may still fail and the engine then deletes
         // the VM; spec.providerID (write-once) waits until the copy is done. The VM is recorded meanwhile, so that a
         // deletion while the machine's access is revoked does not release it with its VM still there.
+        // The record also freezes what the VM's identity depends on: the name it was created under and the engine,
+        // so that later edits of the spec or labels neither hide it nor make a second one.
         (None, Some(vm))
             if vm.ownership == Ownership::Owned
                 && vm.status == "image_locked"
-                && o.created_vm.as_deref() != Some(vm.id.as_str()) =>
+                && (o.created_vm.as_deref() != Some(vm.id.as_str())
+                    || o.recorded_vm_name.is_none()
+                    || (o.recorded_engine.is_none() && o.current_engine.is_some())) =>
         {
-            passed.take().stop(Action::RecordCreatedVm(vm.id.clone()), None)
+            passed.take().stop(
+                Action::RecordCreatedVm(Box::new(CreatedVmRecord {
+                    vm_id: vm.id.clone(),
+                    vm_name: o.vm_name(),
+                    engine: o.current_engine.as_ref().map(|engine| engine.annotation()),
+                })),
+                None,
+            )
         }
         (None, Some(vm)) if vm.ownership == Ownership::Owned && vm.status == "image_locked" => {
             passed.take().wait(Requeue::PollVm, image_locked())

@@ -41,6 +41,16 @@ pub struct StatusChange {
     pub failure_domain: Option<String>,
 }
 
+/// What is recorded on an OVirtMachine about the VM CAPOV created for it, before spec.providerID can be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatedVmRecord {
+    pub vm_id: String,
+    /// The name the VM was created under (the vm-name annotation, kept for good).
+    pub vm_name: String,
+    /// The engine annotation's value, when the provider's connection is known.
+    pub engine: Option<String>,
+}
+
 /// When to reconcile again without an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Requeue {
@@ -79,8 +89,9 @@ pub enum Action {
     /// annotations).
     WriteProviderId(String),
     /// Record the id of the VM created for this object (the created-VM annotation) while its disks are copied and
-    /// spec.providerID must wait: until then it is the only record of the VM on the object.
-    RecordCreatedVm(String),
+    /// spec.providerID must wait: until then it is the only record of the VM on the object. The VM's name and
+    /// engine are recorded with it.
+    RecordCreatedVm(Box<CreatedVmRecord>),
     /// Record where the VM of spec.providerID lives (the engine annotation), for machines that predate it.
     RecordEngine(String),
     /// Rewrite a legacy marker (`capov:<ns>/<name>`) of the VM of spec.providerID in the current format, so that

@@ -5,7 +5,9 @@
 //! created with.
 
 use capov_crds::Severity;
-use capov_crds::labels::{DELETE_FOR_MOVE_ANNOTATION, SYSTEM_DISKS_ANNOTATION};
+use capov_crds::labels::{
+    DELETE_FOR_MOVE_ANNOTATION, MANAGEMENT_CLUSTER_ANNOTATION, RELEASE_VM_ANNOTATION, SYSTEM_DISKS_ANNOTATION,
+};
 
 use super::decision::{Action, Decision, Requeue};
 use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection, VmDisk};
@@ -15,7 +17,7 @@ use super::removal::{NON_SYSTEM_DISK_MESSAGE, by_status, deleted};
 use super::volume_release;
 use crate::backoff::NON_SYSTEM_DISK_RETRY;
 use crate::conditions::{ConditionUpdate, reasons, types};
-use crate::identity::parse_provider_id;
+use crate::identity::{NotOwned, Ownership, parse_provider_id};
 
 pub(super) fn decide(o: &Observed) -> Decision {
     if !o.has_finalizer {
@@ -69,7 +71,8 @@ pub(super) fn decide(o: &Observed) -> Decision {
         return Decision::new(Action::Wait(Requeue::Backoff), vec![condition]);
     }
     let connected = crate::conditions::connected(types::CAN_CONNECT_TO_OVIRT, o.connection.insecure_transport());
-    if let Some(message) = o.provider_id.as_deref().and_then(|id| engine_changed(o, id)) {
+    let recorded_vm = o.provider_id.as_deref().or(o.created_vm.as_deref());
+    if let Some(message) = recorded_vm.and_then(|id| engine_changed(o, id)) {
         let blocked = ConditionUpdate::false_(
             types::MACHINE_DELETED,
             reasons::ENGINE_CHANGED,
@@ -81,6 +84,17 @@ pub(super) fn decide(o: &Observed) -> Decision {
     let vm = match &o.vm {
         None => return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![connected]),
         Some(vm) if vm.ownership.proven(vm.found_by == FoundBy::ProviderId) => vm,
+        Some(vm)
+            if vm.ownership == Ownership::NotOwned(NotOwned::ThisObjectOtherManagementCluster)
+                && !o.release_vm_requested =>
+        {
+            let held = deleted(
+                reasons::VM_OF_ANOTHER_MANAGEMENT_CLUSTER,
+                Severity::Warning,
+                another_management_clusters_vm_message(o, vm),
+            );
+            return Decision::new(Action::Wait(Requeue::OnChange), vec![connected, held]);
+        }
         Some(vm) => {
             let note = format!(
                 "the VM {} ({}) is not this OVirtMachine's: {}; it is left untouched",
@@ -122,6 +136,34 @@ pub(super) fn decide(o: &Observed) -> Decision {
     let mut decision = Decision::new(action, vec![connected, condition]);
     decision.status.vm_status = Some(vm.status.clone());
     decision
+}
+
+/// Why the deletion of a machine whose VM carries its marker from another management cluster waits, and the two
+/// ways on: adopt the VM (an admin lists that cluster on the OVirtProvider; the VM is then deleted with the
+/// machine), or let the machine go and leave the VM running (the release-vm annotation).
+fn another_management_clusters_vm_message(o: &Observed, vm: &ObservedVm) -> String {
+    let theirs = vm.foreign_management_cluster.as_deref().unwrap_or("(unnamed)");
+    let mut accepted = vec![o.owner.management_cluster.clone()];
+    for id in &o.owner.accepted_management_clusters {
+        if !accepted.contains(id) {
+            accepted.push(id.clone());
+        }
+    }
+    accepted.push(theirs.to_string());
+    format!(
+        "the VM {} carries this OVirtMachine's ownership marker written by management cluster {theirs:?}, not by \
+         this one: it came here with clusterctl move onto a cluster whose OVirtProvider {:?} already existed. \
+         Deleting it now would leave the VM running in oVirt, so the deletion waits. To delete the VM with this \
+         machine, a platform admin adopts that cluster's VMs: kubectl annotate ovirtprovider {} \
+         {MANAGEMENT_CLUSTER_ANNOTATION}={} --overwrite. To let this OVirtMachine go and keep the VM in oVirt: \
+         kubectl annotate ovirtmachine -n {} {} {RELEASE_VM_ANNOTATION}=true",
+        vm.id,
+        o.settings.provider,
+        o.settings.provider,
+        accepted.join(","),
+        o.namespace,
+        o.name,
+    )
 }
 
 /// Whether a machine being deleted is released at once, before any engine request (the actor then asks neither the

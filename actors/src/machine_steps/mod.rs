@@ -35,7 +35,9 @@ mod tags;
 mod tests;
 
 pub use data_disks::data_disk_alias;
-pub use decision::{Action, CreateVmPlan, DataDiskPlan, Decision, JoinGroup, LeaveGroup, Requeue, StatusChange};
+pub use decision::{
+    Action, CreateVmPlan, CreatedVmRecord, DataDiskPlan, Decision, JoinGroup, LeaveGroup, Requeue, StatusChange,
+};
 pub use deletion::releasable_without_engine;
 pub use observed::{
     Bootstrap, ConnectionFailure, FailureState, FoundBy, GroupsObservation, NodeObservation, NodeRelease, Observed,

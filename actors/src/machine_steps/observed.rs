@@ -17,8 +17,18 @@ use crate::ip_claims::ClaimFact;
 use crate::nics::NicAssessment;
 
 impl Observed {
-    /// The engine name of this machine's VM ([`crate::vm_name`]).
+    /// The engine name of this machine's VM: the name CAPOV recorded when it created the VM, else the one
+    /// spec.vmnametemplate renders now ([`crate::vm_name`]). Once recorded, edits of the template or of the
+    /// cluster-name label no longer change where the VM is looked for.
     pub fn vm_name(&self) -> String {
+        match &self.recorded_vm_name {
+            Some(recorded) => recorded.clone(),
+            None => self.rendered_vm_name(),
+        }
+    }
+
+    /// The VM name spec.vmnametemplate renders with the object's name, namespace and cluster now.
+    pub fn rendered_vm_name(&self) -> String {
         let parts = crate::vm_name::NameParts {
             name: &self.name,
             namespace: &self.namespace,
@@ -61,8 +71,14 @@ pub struct Observed {
     /// `spec.providerID` as written (may be malformed if a user set it).
     pub provider_id: Option<String>,
     /// The VM CAPOV created for this object and has not recorded in spec.providerID yet (the created-VM
-    /// annotation).
+    /// annotation, else what this actor created and could not record yet).
     pub created_vm: Option<String>,
+    /// The VM name CAPOV recorded with the created VM (the vm-name annotation), when it is a name the engine could
+    /// have given a VM; see [`Observed::vm_name`].
+    pub recorded_vm_name: Option<String>,
+    /// The release-vm annotation is set: a deletion held because the VM is this machine's under another
+    /// management cluster lets the object go and leaves the VM.
+    pub release_vm_requested: bool,
     pub failure: FailureState,
     /// `status.ready` / `status.initialization.provisioned`: the VM has been up once.
     pub provisioned: bool,
@@ -95,6 +111,10 @@ pub struct Observed {
     /// The IPAddressClaims of this object, or of the names it would give its claims, as the stores show them
     /// (static addresses, [`crate::ip_claims`]).
     pub ip_claims: Vec<ClaimFact>,
+    /// Whether `ip_claims` can be trusted to be complete: the IPAddressClaims have been listed since the start (or
+    /// CAPI's IPAM API is not served, so no claim can exist). Until then no claim is let go of, and no finalizer
+    /// goes that would leave a claim behind.
+    pub ip_claims_known: bool,
     /// `Machine.spec.failureDomain` among the OVirtCluster's spec.failureDomains.
     pub failure_domain: FailureDomainChoice,
     /// The affinity groups the VM belongs in ([`crate::affinity_groups::wanted_groups`]): its machine group's
@@ -291,6 +311,10 @@ pub struct ObservedVm {
     pub ownership: Ownership,
     /// How the VM was found.
     pub found_by: FoundBy,
+    /// The management cluster id the VM's marker names, when the marker names this very object (namespace, name
+    /// and its UID or recorded owner UID) but a management cluster CAPOV does not accept here
+    /// ([`crate::identity::NotOwned::MovedFromElsewhere`]).
+    pub foreign_management_cluster: Option<String>,
     /// The VM was started at least once (e.g. the engine reports a `start_time`, or we sent a start).
     pub ever_started: bool,
     /// The VM's OS type (`<os><type>`), which decides what guest initialization a start delivers; None = not shown.
@@ -328,6 +352,8 @@ pub struct VmHost {
 pub enum FoundBy {
     /// The id of spec.providerID.
     ProviderId,
+    /// The id of the created-VM annotation: no providerID yet, the VM's disks were being copied.
+    CreatedVm,
     /// Its exact name (no providerID, or the providerID's id was not found during deletion).
     Name,
 }

@@ -58,6 +58,18 @@ pub(super) fn release_before_finalizer(o: &Observed, decision: Decision) -> Deci
     if !matches!(decision.action, Action::RemoveFinalizer { .. }) {
         return decision;
     }
+    if !o.ip_claims_known {
+        // Right after a restart the claims store may still be empty: a finalizer removed now would leave the
+        // machine's claims, and their addresses, taken for ever. The store's first list wakes every machine.
+        let mut conditions = decision.conditions;
+        conditions.push(ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            reasons::WAITING_FOR_IP_CLAIMS,
+            Severity::Info,
+            "waiting for the IPAddressClaims to be listed, so that none of this machine's is left behind",
+        ));
+        return Decision::new(Action::Wait(Requeue::Backoff), conditions);
+    }
     let names = ip_claims::to_release(&o.ip_claims);
     if names.is_empty() {
         return decision;

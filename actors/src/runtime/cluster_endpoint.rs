@@ -78,6 +78,10 @@ async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<Option<Con
 
 /// On deletion: releases the endpoint's claim before the finalizer goes.
 pub async fn release_on_deletion(shared: &Shared, cluster: &OVirtCluster) -> Result<(), String> {
+    if !shared.ip_claims_known() {
+        // After a restart the claims may not be listed yet: seeing none then would let the claim keep its address.
+        return Err("waiting for the IPAddressClaims to be listed before the endpoint's claim is released".into());
+    }
     let names = control_plane_endpoint::to_release(&facts(shared, cluster));
     release(shared, cluster, &names).await
 }

@@ -4,6 +4,7 @@
 //! [`claim_facts`] turns what they hold about one object into the plain facts `crate::ip_claims` decides on.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use capov_crds::IpPoolRef;
@@ -105,6 +106,37 @@ macro_rules! ipam_resource {
 
 ipam_resource!(IpAddressClaim, "IPAddressClaim", "ipaddressclaims");
 ipam_resource!(IpAddress, "IPAddress", "ipaddresses");
+
+/// Whether the IPAddressClaims store can be trusted to hold every claim (issue 35): after a restart a deleting
+/// machine's first pass may come before the claims are listed; releasing it then would leave its claims holding
+/// CAPOV's finalizer, and their addresses, for ever. Release decisions wait until the store has listed once, or
+/// until the list showed that CAPI's IPAM API is not served (then no claim can exist).
+#[derive(Debug, Default)]
+pub struct ClaimsListing {
+    listed: AtomicBool,
+    not_served: AtomicBool,
+}
+
+impl ClaimsListing {
+    pub fn known(&self) -> bool {
+        self.listed.load(Ordering::Acquire) || self.not_served.load(Ordering::Acquire)
+    }
+
+    /// The store has listed its claims once.
+    pub fn note_listed(&self) {
+        self.listed.store(true, Ordering::Release);
+    }
+
+    /// A watch error: a list answered 404 means the IPAM API is not served.
+    pub fn note_error(&self, err: &kube::runtime::watcher::Error) {
+        use kube::runtime::watcher::Error;
+        if let Error::InitialListFailed(kube::Error::Api(status)) = err
+            && status.code == 404
+        {
+            self.not_served.store(true, Ordering::Release);
+        }
+    }
+}
 
 /// The OVirtMachine a claim's change concerns: its owner of that kind.
 pub fn claim_owner_machine(claim: &IpAddressClaim) -> Option<String> {

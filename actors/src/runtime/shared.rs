@@ -39,6 +39,8 @@ pub struct Shared {
     /// The IPAddressClaims and IPAddresses of static addresses (`ipam.rs`).
     pub ip_claims: Store<ipam::IpAddressClaim>,
     pub ip_addresses: Store<ipam::IpAddress>,
+    /// Whether `ip_claims` holds every claim yet (its watch fills it).
+    pub ip_claims_listing: Arc<ipam::ClaimsListing>,
     /// OVirtClusters, for their failure domains (machines) and capacity (the supervisor, after inventory polls).
     pub ovirt_clusters: Store<capov_crds::OVirtCluster>,
     /// Engine inventories, where machines are, affinity group locks.
@@ -85,6 +87,7 @@ impl Shared {
             namespaces: stores.namespaces,
             ip_claims: stores.ip_claims,
             ip_addresses: stores.ip_addresses,
+            ip_claims_listing: Arc::default(),
             ovirt_clusters: stores.ovirt_clusters,
             placements: Arc::new(Placements::default()),
             providers: RwLock::new(HashMap::new()),
@@ -92,6 +95,11 @@ impl Shared {
             workload_clients: WorkloadClients::default(),
             lookups: Lookups::new(LOOKUP_TTL),
         }
+    }
+
+    /// Whether the IPAddressClaims store can be trusted to hold every claim ([`ipam::ClaimsListing`]).
+    pub fn ip_claims_known(&self) -> bool {
+        self.ip_claims_listing.known()
     }
 
     pub fn provider(&self, name: &str) -> Option<ActorRef<ProviderMsg>> {

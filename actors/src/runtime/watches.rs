@@ -147,24 +147,7 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         |cluster: &capi::Cluster| cluster.namespace().map(|namespace| (namespace, None)),
     ));
     tasks.extend(spawn_namespace_watch(me, shared, stores.namespaces));
-    // Static addresses (issue 25). Not in WATCHES: without CAPI's IPAM API installed they never list, and only
-    // machines with addressesFromPools read them (those wait until the claims they create show up here).
-    tasks.extend(spawn_capi_watch(
-        me,
-        shared,
-        stores.ip_claims,
-        IP_ADDRESS_CLAIMS,
-        // CAPOV's claims carry their owner's watch-filter label (ip_claim_writes.rs).
-        true,
-        slim::ip_claim,
-        // The OVirtMachine that owns the claim; else (the control-plane endpoint's claim of an OVirtCluster) the
-        // namespace, whose OVirtClusters are then reconciled.
-        |claim: &ipam::IpAddressClaim| {
-            claim
-                .namespace()
-                .map(|namespace| (namespace, ipam::claim_owner_machine(claim)))
-        },
-    ));
+    tasks.extend(spawn_claims_watch(me, shared, stores.ip_claims));
     tasks.extend(spawn_capi_watch(
         me,
         shared,
@@ -265,7 +248,39 @@ where
         watcher::Config::default()
     };
     let stream = watcher::watcher(api, config).default_backoff().modify(slim);
-    spawn_store_watch(me, shared, writer, watch, stream, wakes)
+    spawn_store_watch(me, shared, writer, watch, stream, |_| {}, wakes)
+}
+
+/// Static addresses (issue 25). Not in WATCHES: without CAPI's IPAM API installed they never list, and only
+/// machines with addressesFromPools read them (those wait until the claims they create show up here). Releases
+/// wait for the first list, or for the 404 that says the API is not served (`ipam::ClaimsListing`).
+fn spawn_claims_watch(
+    me: &ActorRef<SupervisorMsg>,
+    shared: &Arc<Shared>,
+    writer: Writer<ipam::IpAddressClaim>,
+) -> Vec<JoinHandle<()>> {
+    let listing = shared.ip_claims_listing.clone();
+    // CAPOV's claims carry their owner's watch-filter label (ip_claim_writes.rs).
+    let stream = watcher::watcher(
+        namespaced::<ipam::IpAddressClaim>(shared),
+        watch_config(&shared.settings),
+    )
+    .default_backoff()
+    .modify(slim::ip_claim);
+    // Noted once the store holds the list (after the reflector applied it), not when the list arrives. Not through
+    // `Store::wait_until_ready`: its readiness wakes only one waiter, and the readiness report already waits there.
+    let noted = move |item: &Result<Event<ipam::IpAddressClaim>, watcher::Error>| match item {
+        Ok(Event::InitDone) => listing.note_listed(),
+        Err(err) => listing.note_error(err),
+        Ok(_) => {}
+    };
+    spawn_store_watch(me, shared, writer, IP_ADDRESS_CLAIMS, stream, noted, |claim| {
+        // The OVirtMachine that owns the claim; else (the control-plane endpoint's claim of an OVirtCluster) the
+        // namespace, whose OVirtClusters are then reconciled.
+        claim
+            .namespace()
+            .map(|namespace| (namespace, ipam::claim_owner_machine(claim)))
+    })
 }
 
 /// Namespaces (only the watched one with `--namespace`), kept in a store for `spec.allowedNamespaces.selector`; a
@@ -282,9 +297,15 @@ fn spawn_namespace_watch(
     let stream = watcher::watcher(Api::<Namespace>::all(shared.watch_client.clone()), config)
         .default_backoff()
         .modify(slim::namespace);
-    spawn_store_watch(me, shared, writer, NAMESPACES, stream, |namespace| {
-        Some((namespace.name_any(), None))
-    })
+    spawn_store_watch(
+        me,
+        shared,
+        writer,
+        NAMESPACES,
+        stream,
+        |_| {},
+        |namespace| Some((namespace.name_any(), None)),
+    )
 }
 
 /// A store filled by `stream`, and its wakes: each change wakes the machines `wakes` names; the first complete list
@@ -297,6 +318,7 @@ fn spawn_store_watch<K, S>(
     writer: Writer<K>,
     watch: &'static str,
     stream: S,
+    applied: impl FnMut(&Result<Event<K>, watcher::Error>) + Send + 'static,
     wakes: fn(&K) -> Option<Wake>,
 ) -> Vec<JoinHandle<()>>
 where
@@ -305,7 +327,7 @@ where
 {
     let store = writer.as_reader();
     let ready = report_ready(me, &shared.metrics, store.clone(), watch);
-    let stream = stream.reflect(writer);
+    let stream = stream.reflect(writer).inspect(applied);
     let (me, metrics) = (me.clone(), shared.metrics.clone());
     let forward = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);

@@ -277,12 +277,11 @@ impl World {
             .await
             .expect("delete machine");
         eventually(Duration::from_secs(60), format!("{name}: deleted"), || async {
-            machines
-                .get_opt(name)
-                .await
-                .expect("get machine")
-                .is_none()
-                .then_some(())
+            match machines.get_opt(name).await.expect("get machine") {
+                None => Ok(()),
+                // What holds it, for the failure message.
+                Some(machine) => Err(format!("{:?}", machine.status.map(|s| s.conditions))),
+            }
         })
         .await;
     }

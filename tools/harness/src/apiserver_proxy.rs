@@ -38,6 +38,9 @@ pub struct Trouble {
     pub down: bool,
     /// A watch resuming from a resourceVersion is answered `410 Gone` (a restarted apiserver's new watch cache).
     pub watches_gone: bool,
+    /// Requests whose path contains this are answered `503 Service Unavailable` at once, as an apiserver answers
+    /// for a resource it cannot serve for now (e.g. `ipaddressclaims`: that resource's lists fail, others pass).
+    pub unavailable: Option<&'static str>,
 }
 
 impl Trouble {
@@ -49,6 +52,7 @@ impl Trouble {
         held_for: Duration::ZERO,
         down: false,
         watches_gone: false,
+        unavailable: None,
     };
 }
 
@@ -57,6 +61,8 @@ impl Trouble {
 pub struct Counts {
     pub requests: AtomicU64,
     pub answered_504: AtomicU64,
+    /// Answered 503 because their resource was made unavailable ([`Trouble::unavailable`]).
+    pub answered_503: AtomicU64,
     pub held: AtomicU64,
     /// Cut because the proxy played an apiserver that is down, or because the apiserver could not be reached.
     pub cut: AtomicU64,
@@ -251,6 +257,13 @@ async fn forward(
         shared.counts.cut.fetch_add(1, Ordering::Relaxed);
         return Err("the apiserver is down".into());
     }
+    if trouble
+        .unavailable
+        .is_some_and(|resource| request.uri().path().contains(resource))
+    {
+        shared.counts.answered_503.fetch_add(1, Ordering::Relaxed);
+        return Ok(unavailable());
+    }
     if trouble.watches_gone && resumes_a_watch(request.uri()) {
         shared.counts.watches_gone.fetch_add(1, Ordering::Relaxed);
         return Ok(gone());
@@ -344,6 +357,14 @@ fn gateway_timeout() -> hyper::Response<Streamed> {
     status_answer(
         http::StatusCode::GATEWAY_TIMEOUT,
         r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}"#,
+    )
+}
+
+/// What an apiserver answers for a resource it cannot serve for now.
+fn unavailable() -> hyper::Response<Streamed> {
+    status_answer(
+        http::StatusCode::SERVICE_UNAVAILABLE,
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","code":503}"#,
     )
 }
 

@@ -9,7 +9,8 @@ use crate::conditions::{State, reasons, types};
 use crate::feature_gates::FeatureGates;
 use crate::identity::{EngineIdentity, NotOwned, OwnerIdentity, Ownership};
 use crate::machine_steps::{
-    Action, Bootstrap, BootstrapFormat, FoundBy, Observed, ObservedVm, ProviderDefaults, Requeue, decide,
+    Action, Bootstrap, BootstrapFormat, CreatedVmRecord, FoundBy, Observed, ObservedVm, ProviderDefaults, Requeue,
+    decide,
 };
 
 #[test]
@@ -459,10 +460,15 @@ fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_cop
     };
     assert_eq!(
         decide(&by_name("image_locked")).action,
-        Action::RecordCreatedVm(VM_ID.into())
+        Action::RecordCreatedVm(Box::new(CreatedVmRecord {
+            vm_id: VM_ID.into(),
+            vm_name: "worker-abc123".into(),
+            engine: Some(engine().annotation()),
+        }))
     );
     let d = decide(&Observed {
         created_vm: Some(VM_ID.into()),
+        recorded_vm_name: Some("worker-abc123".into()),
         ..by_name("image_locked")
     });
     assert_eq!(d.action, Action::Wait(Requeue::PollVm));
@@ -528,5 +534,78 @@ fn first_down_records_system_disks_before_anything_else() {
     assert_eq!(
         state_of(&d, types::MACHINE_CREATED),
         Some((State::True, reasons::VM_CREATED))
+    );
+}
+
+/// Issue 35: the VM's identity is frozen once CAPOV recorded the VM it created. A tenant who changes
+/// spec.vmnametemplate (or the cluster-name label `{cluster}` renders) while the disks are copied changes neither the
+/// name the VM is looked for under nor the name a re-created VM would get.
+#[test]
+fn a_recorded_vm_name_outlives_edits_of_the_name_template_and_the_cluster_label() {
+    let recorded = Observed {
+        created_vm: Some(VM_ID.into()),
+        recorded_vm_name: Some("worker-abc123".into()),
+        cluster_name: Some("renamed-cluster".into()),
+        settings: MachineSettings {
+            vmnametemplate: Some("{cluster}-{name}".into()),
+            ..ready_to_create().settings
+        },
+        ..ready_to_create()
+    };
+    assert_eq!(recorded.rendered_vm_name(), "renamed-cluster-worker-abc123");
+    assert_eq!(recorded.vm_name(), "worker-abc123");
+    // The recorded VM vanished (the engine removes a VM whose disk copy failed): the next one gets the same name.
+    match decide(&recorded).action {
+        Action::CreateVm(plan) => assert_eq!(plan.name, "worker-abc123"),
+        other => panic!("expected CreateVm, got {other:?}"),
+    }
+    // Without a record the template renders the name, as before.
+    let unrecorded = Observed {
+        created_vm: None,
+        recorded_vm_name: None,
+        ..recorded
+    };
+    assert_eq!(unrecorded.vm_name(), "renamed-cluster-worker-abc123");
+}
+
+/// A created VM found by its recorded id while image_locked is waited for; once its disks are copied it is recorded
+/// in spec.providerID, whatever name the spec now renders.
+#[test]
+fn a_vm_found_by_its_recorded_id_is_waited_for_and_then_recorded() {
+    let found = |status: &str| Observed {
+        created_vm: Some(VM_ID.into()),
+        recorded_vm_name: Some("worker-abc123".into()),
+        settings: MachineSettings {
+            vmnametemplate: Some("edited-{name}".into()),
+            ..ready_to_create().settings
+        },
+        vm: Some(ObservedVm {
+            found_by: FoundBy::CreatedVm,
+            ..vm(status, false)
+        }),
+        ..ready_to_create()
+    };
+    assert_eq!(decide(&found("image_locked")).action, Action::Wait(Requeue::PollVm));
+    assert_eq!(
+        decide(&found("down")).action,
+        Action::WriteProviderId(format!("ovirt://{VM_ID}"))
+    );
+}
+
+/// spec.provider changed to another engine while the created VM's disks were copied: there "not found" proves
+/// nothing, so no second VM is created; the condition says how to go on.
+#[test]
+fn a_created_vm_recorded_on_another_engine_is_neither_looked_for_nor_created_again() {
+    let d = decide(&Observed {
+        created_vm: Some(VM_ID.into()),
+        recorded_vm_name: Some("worker-abc123".into()),
+        recorded_engine: Some("admin@internal at https://old-engine.example.com/ovirt-engine/api".into()),
+        vm: None,
+        ..ready_to_create()
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Error), reasons::ENGINE_CHANGED))
     );
 }

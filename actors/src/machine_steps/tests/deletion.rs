@@ -320,3 +320,87 @@ fn deletion_without_access_waits_while_a_created_vm_is_recorded() {
         Some(reasons::NAMESPACE_NOT_ALLOWED)
     );
 }
+
+/// Issue 35: after `clusterctl move` onto a cluster whose OVirtProvider already existed, the VM's marker names this
+/// very machine but the source management cluster. Releasing the machine would leave the VM running unnoticed: the
+/// deletion waits and says how to adopt the VM or let it go.
+fn moved_onto_an_existing_provider() -> Observed {
+    let mut o = deleting(running());
+    if let Some(vm) = o.vm.as_mut() {
+        vm.ownership = Ownership::NotOwned(NotOwned::ThisObjectOtherManagementCluster);
+        vm.foreign_management_cluster = Some("source-cluster".into());
+    }
+    o
+}
+
+#[test]
+fn the_deletion_of_a_machine_whose_vm_another_management_cluster_marked_waits_and_says_what_to_do() {
+    let d = decide(&moved_onto_an_existing_provider());
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DELETED),
+        Some((
+            State::False(Severity::Warning),
+            reasons::VM_OF_ANOTHER_MANAGEMENT_CLUSTER
+        ))
+    );
+    let message = &d
+        .conditions
+        .iter()
+        .find(|c| c.type_ == types::MACHINE_DELETED)
+        .expect("MachineDeleted")
+        .message;
+    for says in [
+        "\"source-cluster\"",
+        "kubectl annotate ovirtprovider ovirt-prod capov.infrastructure.cluster.x-k8s.io/management-cluster=mgmt-1,source-cluster --overwrite",
+        "kubectl annotate ovirtmachine -n default worker-abc123 capov.infrastructure.cluster.x-k8s.io/release-vm=true",
+    ] {
+        assert!(message.contains(says), "{says} not in: {message}");
+    }
+}
+
+#[test]
+fn the_release_vm_annotation_lets_such_a_machine_go_and_leaves_its_vm() {
+    let d = decide(&Observed {
+        release_vm_requested: true,
+        ..moved_onto_an_existing_provider()
+    });
+    assert!(
+        matches!(&d.action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains("another management cluster")),
+        "{:?}",
+        d.action
+    );
+}
+
+/// Issue 35: right after a restart the IPAddressClaims may not be listed yet; a deletion that saw none would remove
+/// its finalizer and leave its claims holding their addresses for ever.
+#[test]
+fn a_deletion_keeps_its_finalizer_until_the_claims_are_listed() {
+    let gone = deleting(ready_to_create());
+    assert_eq!(decide(&gone).action, Action::RemoveFinalizer { left_alone: None });
+    let d = decide(&Observed {
+        ip_claims_known: false,
+        ..gone
+    });
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DELETED),
+        Some((State::False(Severity::Info), reasons::WAITING_FOR_IP_CLAIMS))
+    );
+}
+
+/// A created VM (no providerID yet) recorded on another engine than the provider now reaches holds the deletion as
+/// a recorded providerID's would: "not found" there would not mean gone.
+#[test]
+fn a_deletion_with_a_created_vm_recorded_on_another_engine_waits() {
+    let d = decide(&deleting(Observed {
+        created_vm: Some(VM_ID.into()),
+        recorded_engine: Some("admin@internal at https://old-engine.example.com/ovirt-engine/api".into()),
+        ..ready_to_create()
+    }));
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    assert_eq!(
+        state_of(&d, types::MACHINE_DELETED),
+        Some((State::False(Severity::Error), reasons::ENGINE_CHANGED))
+    );
+}

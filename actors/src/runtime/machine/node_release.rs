@@ -33,13 +33,15 @@ const NAMED_ATTACHMENTS: usize = 3;
 /// A name from the workload apiserver is kept to the length Kubernetes allows a name.
 const NAME: usize = 253;
 
-/// What the workload cluster says about the machine's Node; `vm_id` is the VM's, which kubelets report as systemUUID.
+/// What the workload cluster says about the machine's Node; `vm_id` is the VM's, which kubelets report as systemUUID,
+/// and `vm_name` its name in the engine (which kubelets take as their host name).
 /// Err: every place at the Node step was taken (`workload_clients::NoTurn::Busy`), nothing is known; the places to
 /// wait for.
 pub async fn observe_node_release(
     state: &mut MachineState,
     cluster: Option<&capi::Cluster>,
     vm_id: &str,
+    vm_name: &str,
 ) -> Result<NodeRelease, Wanted> {
     let Some(cluster) = cluster else {
         return Ok(NodeRelease::Unreachable {
@@ -56,7 +58,7 @@ pub async fn observe_node_release(
             });
         }
     };
-    let names = node_names(state);
+    let names = node_names(state, vm_name);
     Ok(released(client, &names, vm_id).await)
 }
 
@@ -75,15 +77,15 @@ async fn released(client: kube::Client, names: &[String], vm_id: &str) -> NodeRe
 }
 
 /// The names the machine's Node has or had: the one CAPI recorded on the Machine (`status.nodeRef`), then the VM's
-/// name, which kubelets take from the host name CAPOV sets. Never empty.
-fn node_names(state: &MachineState) -> Vec<String> {
-    let vm_name = crate::vm_name::for_object(&state.key.name);
+/// name (spec.vmnametemplate's, as recorded with the VM), which kubelets take from the host name CAPOV sets. Never
+/// empty.
+fn node_names(state: &MachineState, vm_name: &str) -> Vec<String> {
     let mut names: Vec<String> = owner_machine(state)
         .and_then(|machine| capi::machine_node_name(&machine))
         .into_iter()
         .collect();
-    if !names.contains(&vm_name) {
-        names.push(vm_name);
+    if !names.iter().any(|name| name == vm_name) {
+        names.push(vm_name.to_string());
     }
     names
 }

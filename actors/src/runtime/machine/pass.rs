@@ -220,7 +220,8 @@ async fn observe_and_decide(
             .as_ref()
             .map(|vm| vm.id.clone())
             .unwrap_or_default();
-        let release = node_release::observe_node_release(state, observation.cluster.as_deref(), &vm_id).await;
+        let vm_name = observation.observed.vm_name();
+        let release = node_release::observe_node_release(state, observation.cluster.as_deref(), &vm_id, &vm_name).await;
         observation.observed.node_release = match release {
             Ok(release) => release,
             // Too many passes at their Node step, as at the Node read.

@@ -4,6 +4,7 @@
 use capov_crds::OVirtMachine;
 use capov_crds::labels::{
     CREATED_VM_ANNOTATION, ENGINE_ANNOTATION, MACHINE_FINALIZER, OWNER_UID_ANNOTATION, SYSTEM_DISKS_ANNOTATION,
+    VM_NAME_ANNOTATION,
 };
 use capov_ovirt::Client;
 use kube::Resource;
@@ -12,7 +13,7 @@ use serde_json::json;
 
 use crate::conditions::{FAILURE_ENGINE_CONNECTION_CRITICAL, reasons, types};
 use crate::identity::format_provider_id;
-use crate::machine_steps::{Observed, Requeue};
+use crate::machine_steps::{CreatedVmRecord, Observed, Requeue};
 use crate::runtime::finalizers;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
@@ -94,6 +95,9 @@ pub async fn write_provider_id(state: &mut MachineState, observed: &Observed, pr
     // From now on spec.providerID records the VM: the created-VM annotation goes with the same patch.
     let mut annotations = owner_annotations(observed);
     annotations.insert(CREATED_VM_ANNOTATION.into(), serde_json::Value::Null);
+    // The name the VM was found (or created) under: from now on it is looked for by that name, whatever the spec's
+    // name template and the cluster-name label render later.
+    annotations.insert(VM_NAME_ANNOTATION.into(), json!(observed.vm_name()));
     let patch = json!({
         "metadata": {"annotations": annotations},
         "spec": {"providerID": format_provider_id(vm_id)},
@@ -112,8 +116,15 @@ pub async fn write_provider_id(state: &mut MachineState, observed: &Observed, pr
     Executed::Continue
 }
 
-pub async fn record_created_vm(state: &mut MachineState, vm_id: &str) -> Executed {
-    let patch = json!({"metadata": {"annotations": {CREATED_VM_ANNOTATION: vm_id}}});
+/// Records the VM CAPOV created (its id, the name it got and the engine it lives on) while its disks are copied.
+pub async fn record_created_vm(state: &mut MachineState, record: &CreatedVmRecord) -> Executed {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(CREATED_VM_ANNOTATION.into(), json!(record.vm_id));
+    annotations.insert(VM_NAME_ANNOTATION.into(), json!(record.vm_name));
+    if let Some(engine) = &record.engine {
+        annotations.insert(ENGINE_ANNOTATION.into(), json!(engine));
+    }
+    let patch = json!({"metadata": {"annotations": annotations}});
     patch_machine(state, &patch, "recording the created VM").await
 }
 

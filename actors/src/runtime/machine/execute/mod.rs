@@ -36,7 +36,7 @@ pub async fn execute(
         Action::SetFailure { reason, message } => bookkeeping::set_failure(state, reason, message),
         Action::ClearFailure => bookkeeping::clear_failure(state),
         Action::WriteProviderId(provider_id) => bookkeeping::write_provider_id(state, observed, &provider_id).await,
-        Action::RecordCreatedVm(vm_id) => bookkeeping::record_created_vm(state, &vm_id).await,
+        Action::RecordCreatedVm(record) => bookkeeping::record_created_vm(state, &record).await,
         Action::RecordEngine(engine) => bookkeeping::record_engine(state, &engine).await,
         Action::RecordSystemDisks(ids) => bookkeeping::record_system_disks(state, &ids).await,
         Action::CreateIpClaims(claims) => ip_claims::create(state, &claims).await,
@@ -72,7 +72,7 @@ async fn on_the_vm(
     match action {
         Action::CreateVm(plan) => {
             on_engine(client, types::MACHINE_CREATED, |client| {
-                vm::create(state, client, &plan)
+                vm::create(state, client, &plan, observed.current_engine.as_ref())
             })
             .await
         }
@@ -93,8 +93,9 @@ async fn on_the_vm(
             .await
         }
         Action::DetachDisks { vm_id, disks } => {
+            let vm_name = observed.vm_name();
             on_engine(client, types::MACHINE_DELETED, |client| {
-                volumes::detach(state, client, &vm_id, &disks)
+                volumes::detach(state, client, &vm_id, &vm_name, &disks)
             })
             .await
         }

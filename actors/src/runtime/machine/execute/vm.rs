@@ -4,15 +4,22 @@ use std::time::Duration;
 
 use capov_ovirt::{Client, StartOptions};
 
+use super::bookkeeping;
 use super::create::create_vm;
 use crate::conditions::reasons;
-use crate::machine_steps::{CreateVmPlan, Requeue};
+use crate::identity::EngineIdentity;
+use crate::machine_steps::{CreateVmPlan, CreatedVmRecord, Requeue};
 use crate::runtime::machine::observe::{bootstrap_secret, owner_machine};
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
 
 /// Creates the VM with the Machine's bootstrap data; backs off while that cannot be read.
-pub async fn create(state: &mut MachineState, client: &Client, plan: &CreateVmPlan) -> Result<Executed, Failure> {
+pub async fn create(
+    state: &mut MachineState,
+    client: &Client,
+    plan: &CreateVmPlan,
+    engine: Option<&EngineIdentity>,
+) -> Result<Executed, Failure> {
     let data = match owner_machine(state) {
         Some(machine) => bootstrap_secret(state, &machine)
             .await
@@ -29,8 +36,19 @@ pub async fn create(state: &mut MachineState, client: &Client, plan: &CreateVmPl
     // engine deletes the VM when its disk copy fails. So it is recorded only once the VM has left image_locked; until
     // then the passes find the VM by name and marker, and a VM that vanished is simply created again.
     tracing::info!(object = %state.key, vm = %id, "the engine accepted the VM; waiting for its disks");
-    state.created_vm = Some(id);
-    Ok(Executed::Requeue(Requeue::PollVm))
+    state.created_vm = Some(id.clone());
+    // Recorded on the object at once, with the name it got and its engine: from here on the VM is found by its id,
+    // whatever the tenant edits meanwhile (a changed name template or cluster label once made a second VM). Should
+    // the write fail, the actor still holds the id, and the next pass records it (MachineCreated's RecordCreatedVm).
+    let record = CreatedVmRecord {
+        vm_id: id,
+        vm_name: plan.name.clone(),
+        engine: engine.map(EngineIdentity::annotation),
+    };
+    match bookkeeping::record_created_vm(state, &record).await {
+        Executed::Continue => Ok(Executed::Requeue(Requeue::PollVm)),
+        retry => Ok(retry),
+    }
 }
 
 /// Create failures keep their own reasons; bare engine errors on create are CreateFailed.

@@ -22,6 +22,7 @@ pub async fn detach(
     state: &mut MachineState,
     client: &Client,
     vm_id: &str,
+    vm_name: &str,
     disks: &[VmDisk],
 ) -> Result<Executed, Failure> {
     for disk in disks {
@@ -37,7 +38,7 @@ pub async fn detach(
              {kept}",
             disk.disk_id,
             bounded_text::cut(&disk.alias, TEXT),
-            crate::vm_name::for_object(&state.key.name),
+            vm_name,
         );
         let event = StatusWriterMsg::Event {
             reference: state.object.object_ref(&()),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use capov_crds::labels::{
     CLUSTER_NAME_LABEL, CREATED_VM_ANNOTATION, DELETE_FOR_MOVE_ANNOTATION, ENGINE_ANNOTATION, MACHINE_FINALIZER,
-    OWNER_UID_ANNOTATION, PAUSED_ANNOTATION, SYSTEM_DISKS_ANNOTATION,
+    OWNER_UID_ANNOTATION, PAUSED_ANNOTATION, RELEASE_VM_ANNOTATION, SYSTEM_DISKS_ANNOTATION, VM_NAME_ANNOTATION,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -131,6 +131,10 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         },
         provider_id: object.spec.provider_id.clone(),
         created_vm: annotations.get(CREATED_VM_ANNOTATION).cloned(),
+        recorded_vm_name: recorded_vm_name(object),
+        release_vm_requested: annotations
+            .get(RELEASE_VM_ANNOTATION)
+            .is_some_and(|value| value.eq_ignore_ascii_case("true")),
         failure: failure_state(state),
         provisioned: state.status.ready,
         vm: None,
@@ -152,12 +156,24 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         detached_disks: state.detached_disks.clone(),
         control_plane_host: cluster.and_then(capi::cluster_control_plane_host),
         ip_claims: ip_claims(state),
+        ip_claims_known: state.shared.ip_claims_known(),
         failure_domain,
         groups_wanted,
         group_owner,
         groups: crate::machine_steps::GroupsObservation::NotRead,
         placement_skipped: placement::skipped(&state.status),
     }
+}
+
+/// The VM name CAPOV recorded with the VM it created or adopted; only while the object records that VM (the
+/// created-VM annotation or spec.providerID), so that the annotation alone never names a VM.
+fn recorded_vm_name(object: &capov_crds::OVirtMachine) -> Option<String> {
+    let annotations = object.annotations();
+    let records_a_vm = object.spec.provider_id.is_some() || annotations.contains_key(CREATED_VM_ANNOTATION);
+    annotations
+        .get(VM_NAME_ANNOTATION)
+        .filter(|_| records_a_vm)
+        .and_then(|value| crate::vm_name::recorded(value))
 }
 
 /// The machine's IPAddressClaims as the stores show them. Reading them walks every claim in the store, so only a

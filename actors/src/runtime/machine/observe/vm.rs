@@ -9,7 +9,7 @@ use capov_ovirt::Client;
 use super::observation::ObserveError;
 use crate::addresses::{ReportedDevice, VmNic};
 use crate::conditions::{reasons, types};
-use crate::identity::{Ownership, ownership, parse_provider_id};
+use crate::identity::{NotOwned, Ownership, marker_management_cluster, ownership, parse_provider_id};
 use crate::machine_steps::{FoundBy, Observed, ObservedVm, VmDisk};
 use crate::runtime::machine::state::MachineState;
 use crate::vm_snapshot::VmSnapshot;
@@ -37,7 +37,7 @@ pub async fn find_vm(
             return Err(ObserveError::awaiting_search(id));
         }
         Some(Some(id)) => find_by_id(state, client, observed, id, held.as_ref()).await?,
-        None => find_by_name(state, client, observed, held.as_ref()).await?,
+        None => find_created(state, client, observed, held.as_ref()).await?,
     };
     hold_snapshot(state, found.as_ref(), held.as_ref());
     let Some((vm, found_by)) = found else {
@@ -87,16 +87,49 @@ async fn find_by_id(
     id: &str,
     held: Option<&Arc<VmSnapshot>>,
 ) -> Result<Option<Found>, ObserveError> {
+    match read_by_id(state, client, observed, id, held, FoundBy::ProviderId).await? {
+        None if observed.deletion_requested => find_by_name(state, client, observed, held).await,
+        found => Ok(found),
+    }
+}
+
+/// Without a providerID: the VM CAPOV created for this object, by the id it recorded (the created-VM annotation,
+/// else what this actor created and could not record yet), so that an edit of the name template, the cluster label
+/// or the spec while the disks are copied neither hides the VM nor makes a second one (issue 35). A recorded id the
+/// engine does not know (the create failed and the engine removed the VM), or whose VM is not this object's (the
+/// annotation is writable by the tenant), leaves the lookup by name.
+async fn find_created(
+    state: &MachineState,
+    client: &Client,
+    observed: &Observed,
+    held: Option<&Arc<VmSnapshot>>,
+) -> Result<Option<Found>, ObserveError> {
+    let recorded = observed.created_vm.as_deref().or(state.created_vm.as_deref());
+    if let Some(id) = recorded.filter(|id| crate::identity::is_engine_id(id)) {
+        let found = read_by_id(state, client, observed, id, held, FoundBy::CreatedVm).await?;
+        if let Some(found) = found.filter(|(vm, _)| ownership(&vm.description, &observed.owner) == Ownership::Owned) {
+            return Ok(Some(found));
+        }
+    }
+    find_by_name(state, client, observed, held).await
+}
+
+/// The VM of `id`, from what is held when that is it, else read; None when the engine does not know it.
+async fn read_by_id(
+    state: &MachineState,
+    client: &Client,
+    observed: &Observed,
+    id: &str,
+    held: Option<&Arc<VmSnapshot>>,
+    found_by: FoundBy,
+) -> Result<Option<Found>, ObserveError> {
     if let Some(snapshot) = held.filter(|s| s.id == id) {
-        return Ok(Some((snapshot.clone(), FoundBy::ProviderId)));
+        return Ok(Some((snapshot.clone(), found_by)));
     }
     // NICs, reported devices and (until the machine is provisioned, or when deleting) the disks inlined: one engine
     // request per pass.
     match client.vm_facts(id, needs_disks(state, observed)).await {
-        Ok(facts) => Ok(VmSnapshot::from_facts(facts).map(|s| (Arc::new(with_hosts(state, s)), FoundBy::ProviderId))),
-        Err(err) if err.is_not_found() && observed.deletion_requested => {
-            find_by_name(state, client, observed, held).await
-        }
+        Ok(facts) => Ok(VmSnapshot::from_facts(facts).map(|s| (Arc::new(with_hosts(state, s)), found_by))),
         Err(err) if err.is_not_found() => Ok(None),
         Err(err) => Err(vm_read_error(err)),
     }
@@ -170,6 +203,9 @@ async fn observed_vm(
         status: vm.status.clone(),
         ownership,
         found_by,
+        foreign_management_cluster: (ownership == Ownership::NotOwned(NotOwned::ThisObjectOtherManagementCluster))
+            .then(|| marker_management_cluster(&vm.description).map(String::from))
+            .flatten(),
         disks: Vec::new(),
         cluster_id: vm.cluster_id.clone(),
         host: vm.host.clone(),
