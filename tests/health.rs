@@ -1,5 +1,7 @@
 //! Health probes served in-process on a loopback port against a real API server: `/healthz` always 200, `/readyz`
 //! 503 until the caches are marked synced, 200 afterwards, and 503 again once the API server is gone.
+//! The real `manager` process: its probes and metrics, and both answered while hostile clients hold every
+//! connection (issue 35).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
