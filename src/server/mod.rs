@@ -314,7 +314,7 @@ impl Connection {
             + 'static,
         S::Future: Send + 'static,
     {
-        // hyper-util reads the first bytes itself (HTTP/1 or HTTP/2?) before any deadline of hyper's applies.
+        // Bytes: silence, and a client that stops reading its answer. Requests are the driver's.
         let tcp = crate::idle::Idle::new(self.tcp, self.limits.first_request, self.idle_timeout);
         let Some(acceptor) = self.tls else {
             return connection::drive(&self.builder, tcp, service, &self.limits, self.accepted, kill, stop).await;
