@@ -124,7 +124,7 @@ pub fn routes(
 /// Binds `address` and serves the probes in the background.
 pub async fn serve(address: ListenAddress, readiness: Readiness) -> std::io::Result<ServerHandle> {
     let listener = server::bind(address).await?;
-    let handle = server::spawn(listener, routes(readiness), None)?;
+    let handle = server::spawn(listener, routes(readiness), None, server::Limits::probes())?;
     tracing::info!(address = %handle.local_addr(), "health probes listening (/healthz, /readyz)");
     Ok(handle)
 }

@@ -49,9 +49,13 @@ fn args(container: &Value) -> Vec<&str> {
 
 #[test]
 fn both_charts_lint_cleanly() {
-    for chart in ["chart/capov", "chart/capov-crds"] {
+    for (chart, values) in [
+        ("chart/capov", "replicas=1"),
+        ("chart/capov", "networkPolicy.enabled=true"),
+        ("chart/capov-crds", "unused=1"),
+    ] {
         let mut command = helm();
-        command.args(["lint", "--strict", chart]);
+        command.args(["lint", "--strict", chart, "--set", values]);
         let output = stdout_of(&mut command).unwrap_or_else(|err| panic!("{err}"));
         assert!(output.contains("0 chart(s) failed"), "{output}");
     }
@@ -472,6 +476,196 @@ extraArgs: [\"--debug=true\", \"--sync-period=5m\"]
     assert_eq!(args(manager_container(&single))[2], "--feature-gates=disk-clone=true");
 }
 
+/// What a platform sets in `networkPolicy`: where its Prometheus runs and which pods there, an external Prometheus,
+/// a blackbox exporter for the probes, the control-plane nodes' and the engines' addresses, an engine on another
+/// port, NodeLocal DNSCache, a proxy.
+const PLATFORM_NETWORK_POLICY: &str = "
+networkPolicy:
+  enabled: true
+  metrics:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: shturval-metrics}}
+    podSelector: {matchLabels: {app.kubernetes.io/name: prometheus}}
+    extraFrom: [{ipBlock: {cidr: 10.20.0.5/32}}]
+  probes:
+    extraFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: blackbox}}}]
+  egress:
+    apiServer: {to: [{ipBlock: {cidr: 10.0.0.0/28}}]}
+    engines: {to: [{ipBlock: {cidr: 192.0.2.0/24, except: [192.0.2.128/25]}}], ports: [443, 8443]}
+    dns:
+      to:
+        - {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}, podSelector: {matchLabels: {k8s-app: kube-dns}}}
+        - {ipBlock: {cidr: 169.254.20.10/32}}
+    extraRules: [{to: [{ipBlock: {cidr: 10.9.9.9/32}}], ports: [{port: 3128, protocol: TCP}]}]
+";
+
+/// The NetworkPolicy of `args`, if one is rendered.
+fn network_policy(args: &[&str]) -> Option<Value> {
+    let documents = manifests::documents(&template("chart/capov", "capov-system", args).unwrap());
+    documents.into_iter().find(|d| d["kind"] == "NetworkPolicy")
+}
+
+/// The ports (number, protocol) a NetworkPolicy rule names.
+fn rule_ports(rule: &Value) -> Vec<(i64, String)> {
+    rule["ports"]
+        .as_array()
+        .expect("a rule without ports allows every port")
+        .iter()
+        .map(|port| {
+            (
+                port["port"].as_i64().unwrap(),
+                port["protocol"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn tcp(ports: &[i64]) -> Vec<(i64, String)> {
+    ports.iter().map(|port| (*port, "TCP".to_string())).collect()
+}
+
+/// Issue 35, §4: the NetworkPolicy docs/decisions.md names as the remedy for clients that hold the probes and metrics
+/// ports. Off by default; `networkPolicy.enabled=true` selects the manager pods, admits on 8443 only pods that match
+/// both the scrapers' namespace and pod selectors (one peer, so both must match), has no rule for 8081 (the kubelet
+/// comes from the pod's node, which NetworkPolicy always allows), and lets the pods reach DNS, the apiserver, the
+/// engines and the workload apiservers on their ports only.
+#[test]
+fn network_policy_is_off_by_default_and_admits_the_node_and_the_chosen_scrapers_only() {
+    assert!(network_policy(&[]).is_none(), "rendered by default");
+    let policy = network_policy(&["--set", "networkPolicy.enabled=true"]).expect("the NetworkPolicy");
+    assert_eq!(policy["apiVersion"], "networking.k8s.io/v1");
+    assert_eq!(policy["metadata"]["name"], "capov-controller-manager");
+    assert_eq!(policy["metadata"]["namespace"], "capov-system");
+
+    // It selects the Deployment's pods, and the ports it names are the container's.
+    let documents = manifests::documents(&template("chart/capov", "capov-system", &[]).unwrap());
+    let pod_labels = &manifests::find(&documents, "Deployment", "capov-controller-manager")["spec"]["template"]["metadata"]
+        ["labels"];
+    let selector = policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .expect("matchLabels");
+    assert!(!selector.is_empty());
+    for (key, value) in selector {
+        assert_eq!(
+            &pod_labels[key], value,
+            "the policy selects {key}={value}, the pods do not carry it"
+        );
+    }
+    let container_ports: Vec<i64> = manager_container(&documents)["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|port| port["containerPort"].as_i64().unwrap())
+        .collect();
+    assert_eq!(container_ports, [8443, 8081]);
+
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    let ingress = policy["spec"]["ingress"].as_array().expect("ingress rules");
+    assert_eq!(ingress.len(), 1, "{ingress:?}");
+    assert_eq!(rule_ports(&ingress[0]), tcp(&[8443]));
+    assert_eq!(
+        ingress[0]["from"],
+        json!([{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {}
+        }])
+    );
+
+    let egress = policy["spec"]["egress"].as_array().expect("egress rules");
+    let dns = &egress[0];
+    assert_eq!(rule_ports(dns), [(53, "UDP".to_string()), (53, "TCP".to_string())]);
+    assert_eq!(
+        dns["to"],
+        json!([{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}
+        }])
+    );
+    let others: Vec<Vec<(i64, String)>> = egress[1..].iter().map(rule_ports).collect();
+    assert_eq!(others, [tcp(&[443, 6443]), tcp(&[443]), tcp(&[6443])]);
+    assert!(
+        egress[1..].iter().all(|rule| rule["to"].is_null()),
+        "any address by default"
+    );
+
+    // What a platform sets.
+    let file = tempfile::NamedTempFile::new().expect("values file");
+    std::fs::write(file.path(), PLATFORM_NETWORK_POLICY).expect("write values");
+    let policy = network_policy(&["-f", file.path().to_str().unwrap()]).expect("the NetworkPolicy");
+    let ingress = policy["spec"]["ingress"].as_array().unwrap();
+    assert_eq!(
+        ingress[0]["from"],
+        json!([
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "shturval-metrics"}},
+             "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}},
+            {"ipBlock": {"cidr": "10.20.0.5/32"}}
+        ])
+    );
+    assert_eq!(rule_ports(&ingress[1]), tcp(&[8081]));
+    assert_eq!(
+        ingress[1]["from"],
+        json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "blackbox"}}}])
+    );
+    let egress = policy["spec"]["egress"].as_array().unwrap();
+    assert_eq!(egress[1]["to"], json!([{"ipBlock": {"cidr": "10.0.0.0/28"}}]));
+    assert_eq!(
+        rule_ports(&egress[1]),
+        tcp(&[443, 6443]),
+        "the apiserver keeps its default ports"
+    );
+    assert_eq!(
+        egress[2]["to"],
+        json!([{"ipBlock": {"cidr": "192.0.2.0/24", "except": ["192.0.2.128/25"]}}])
+    );
+    assert_eq!(egress[0]["to"][1], json!({"ipBlock": {"cidr": "169.254.20.10/32"}}));
+    assert_eq!(
+        rule_ports(&egress[0]),
+        [(53, "UDP".to_string()), (53, "TCP".to_string())]
+    );
+    assert_eq!(rule_ports(&egress[2]), tcp(&[443, 8443]));
+    assert_eq!(rule_ports(&egress[4]), tcp(&[3128]));
+    assert_eq!(egress.len(), 5);
+
+    // Egress left open: incoming connections only.
+    let ingress_only = network_policy(&[
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set",
+        "networkPolicy.egress.enabled=false",
+    ])
+    .unwrap();
+    assert_eq!(ingress_only["spec"]["policyTypes"], json!(["Ingress"]));
+    assert!(ingress_only["spec"]["egress"].is_null());
+
+    // A rule without ports would open every port; a switch that is not a boolean is a typo.
+    for (args, expected) in [
+        (
+            vec![
+                "--set",
+                "networkPolicy.enabled=true",
+                "--set",
+                "networkPolicy.egress.engines.ports=null",
+            ],
+            "networkPolicy.egress.engines.ports is empty",
+        ),
+        (
+            vec![
+                "--set",
+                "networkPolicy.enabled=true",
+                "--set",
+                "networkPolicy.egress.dns.ports=null",
+            ],
+            "networkPolicy.egress.dns.ports is empty",
+        ),
+        (
+            vec!["--set", "networkPolicy.enabled=yes"],
+            "networkPolicy.enabled must be true or false",
+        ),
+    ] {
+        let error = template("chart/capov", "capov-system", &args).unwrap_err();
+        assert!(error.contains(expected), "{args:?}: {error}");
+    }
+}
+
 #[test]
 fn service_monitor_follows_enabled_and_the_cluster_capabilities() {
     let monitor = |args: &[&str]| -> Option<Value> {
@@ -740,6 +934,19 @@ async fn rendered_charts_pass_a_server_side_dry_run() {
     ] {
         assert!(output.contains(object), "{object} missing from:\n{output}");
     }
+
+    // The NetworkPolicy, with selectors, peers and addresses of every kind set.
+    let file = tempfile::NamedTempFile::new().expect("values file");
+    std::fs::write(file.path(), PLATFORM_NETWORK_POLICY).expect("write values");
+    let with_policy = template("chart/capov", &namespace, &["-f", file.path().to_str().unwrap()]).unwrap();
+    assert!(with_policy.contains("kind: NetworkPolicy"), "{with_policy}");
+    let output = plane
+        .dry_run_apply(&with_policy)
+        .unwrap_or_else(|err| panic!("capov with networkPolicy: {err}"));
+    assert!(
+        output.contains("networkpolicy.networking.k8s.io/capov-controller-manager"),
+        "the NetworkPolicy missing from:\n{output}"
+    );
 }
 
 const SERVICE_MONITOR_CRD: &str = r#"{

@@ -54,7 +54,7 @@ pub async fn serve(
     let listener = server::bind(options.address)
         .await
         .map_err(|err| format!("metrics: cannot listen on {}: {err}", options.address))?;
-    let handle = server::spawn(listener, routes(metrics, authorizer), tls)
+    let handle = server::spawn(listener, routes(metrics, authorizer), tls, server::Limits::metrics())
         .map_err(|err| format!("metrics: cannot serve on {}: {err}", options.address))?;
     tracing::info!(
         address = %handle.local_addr(),
