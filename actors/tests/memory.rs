@@ -24,9 +24,6 @@
 
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use capov_actors::metrics::Metrics;
@@ -69,69 +66,11 @@ const DOWN: Duration = Duration::from_secs(10);
 /// Then watches resuming are answered 410 Gone: long enough for every watch's backoff (at most 30 s) to come round.
 const GONE: Duration = Duration::from_secs(32);
 
-/// Bytes currently allocated by counted threads.
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-thread_local! {
-    /// Set on the threads of the runtime that plays the world around the operator.
-    static UNCOUNTED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The system allocator, with a header before each block that records whether the block was counted.
-struct Counting;
-
-/// Room for the counted flag in front of each block; at least the block's alignment, so the block stays aligned.
-fn header(layout: Layout) -> usize {
-    layout.align().max(16)
-}
-
-fn with_header(layout: Layout) -> Option<Layout> {
-    Layout::from_size_align(layout.size().checked_add(header(layout))?, header(layout)).ok()
-}
-
-// SAFETY: every block is allocated and freed through `System` with the same enlarged layout; the returned pointer is
-// `header` bytes into the block, which keeps the caller's alignment, and the flag byte lies inside the header.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let Some(full) = with_header(layout) else {
-            return std::ptr::null_mut();
-        };
-        // SAFETY: `full` has a non-zero size (it includes the header).
-        let base = unsafe { System.alloc(full) };
-        if base.is_null() {
-            return base;
-        }
-        // Thread-local access never allocates here (const initialiser); during thread teardown it counts.
-        let counted = !UNCOUNTED.try_with(Cell::get).unwrap_or(false);
-        if counted {
-            LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        }
-        // SAFETY: the header is at least 16 bytes of the block just allocated.
-        unsafe {
-            let block = base.add(header(layout));
-            block.sub(1).write(u8::from(counted));
-            block
-        }
-    }
-
-    unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
-        // SAFETY: `block` came from `alloc` above with this layout, so the header precedes it.
-        unsafe {
-            if block.sub(1).read() == 1 {
-                LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-            }
-            if let Some(full) = with_header(layout) {
-                System.dealloc(block.sub(header(layout)), full);
-            }
-        }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: capov_testkit::heap::Counting = capov_testkit::heap::Counting;
 
 fn live() -> i64 {
-    LIVE.load(Ordering::Relaxed)
+    capov_testkit::heap::live()
 }
 
 #[test]
@@ -140,7 +79,7 @@ fn the_operator_holds_less_than_its_bound_per_machine() {
     let world_runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .on_thread_start(|| UNCOUNTED.with(|uncounted| uncounted.set(true)))
+        .on_thread_start(capov_testkit::heap::uncounted)
         .build()
         .expect("runtime for the world");
     let operator_runtime = tokio::runtime::Builder::new_multi_thread()

@@ -21,7 +21,7 @@ pub const VERSION: &str = "v1beta2";
 /// An `IPAddressClaim`: what CAPOV reads of it.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct IpAddressClaim {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::slim_meta::claim_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: ClaimSpec,
@@ -52,7 +52,7 @@ pub struct NameRef {
 /// An `IPAddress`: what CAPOV reads of it.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct IpAddress {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::slim_meta::address_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: AddressSpec,

@@ -29,6 +29,7 @@ mod relisting;
 pub mod settings;
 mod shared;
 mod slim;
+mod slim_meta;
 mod status_census;
 mod status_queue;
 pub mod status_writer;

@@ -35,9 +35,11 @@ pub fn machine(machine: &mut capov_crds::OVirtMachine) {
     }
 }
 
-/// An OVirtMachine a write returned, becoming the machine actor's object (its status as [`held_status`] keeps it).
+/// An OVirtMachine a write returned, becoming the machine actor's object (its status as [`held_status`] keeps it),
+/// trimmed to what the watch keeps of it (`slim_meta::OVIRT_MACHINE`): the write's answer carries every label and
+/// annotation the tenant wrote.
 pub fn own(mut machine: capov_crds::OVirtMachine) -> std::sync::Arc<capov_crds::OVirtMachine> {
-    crd(&mut machine);
+    super::slim_meta::trim_meta(&mut machine.metadata, &super::slim_meta::OVIRT_MACHINE);
     machine.status = machine.status.as_ref().map(held_status);
     std::sync::Arc::new(machine)
 }
@@ -117,10 +119,16 @@ pub fn capi<K: kube::Resource>(object: &mut K) {
     *object.meta_mut() = meta;
 }
 
-/// An IPAddressClaim: its identity, and what tells whose it is and where it stands (owners, finalizers, creation
-/// and deletion times).
+/// An IPAddressClaim: its identity, and, of a claim of CAPOV's (owned by an OVirtMachine or OVirtCluster:
+/// `slim_meta` keeps only owners of those kinds), what tells whose it is and where it stands (owners, finalizers,
+/// creation and deletion times). Another claim keeps only its identity: its name is all a machine checks (a claim of
+/// the name it wants that is not its own is a conflict).
 pub fn ip_claim(claim: &mut super::ipam::IpAddressClaim) {
     let meta = &claim.metadata;
+    if meta.owner_references.is_none() {
+        claim.metadata = identity(meta, None);
+        return;
+    }
     claim.metadata = ObjectMeta {
         owner_references: meta.owner_references.clone(),
         finalizers: meta.finalizers.clone(),

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use capov_crds::labels::WATCH_FILTER_LABEL;
 use capov_crds::{OVirtCluster, OVirtMachine, OVirtMachineTemplate, OVirtProvider};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
 use kube::api::Api;
@@ -38,6 +38,7 @@ use super::relisting::RelistChanges;
 use super::settings::RuntimeSettings;
 use super::shared::{Shared, Stores};
 use super::slim;
+use super::slim_meta::{Slim, SlimKind};
 use super::template_status;
 use crate::metrics::Metrics;
 
@@ -161,8 +162,8 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         |address: &ipam::IpAddress| address.namespace().map(|namespace| (namespace, None)),
     ));
     // Not in WATCHES: machines never wait for templates, so readiness does not either.
-    let templates = watcher(
-        namespaced::<OVirtMachineTemplate>(shared),
+    let templates = slim_watcher(
+        namespaced::<Slim<OVirtMachineTemplate>>(shared),
         watch_config(&shared.settings),
     )
     .modify(slim::crd);
@@ -204,7 +205,7 @@ fn spawn_forwarded(
             me,
             &shared.metrics,
             // Also kept in a store: machines read their failure domains there.
-            watcher(namespaced::<OVirtCluster>(shared), filtered.clone())
+            slim_watcher(namespaced::<Slim<OVirtCluster>>(shared), filtered.clone())
                 .modify(slim::crd)
                 .reflect(ovirt_clusters),
             |event| SupervisorMsg::Cluster(Box::new(event)),
@@ -212,7 +213,7 @@ fn spawn_forwarded(
         forward(
             me,
             &shared.metrics,
-            watcher(namespaced::<OVirtMachine>(shared), filtered.clone()).modify(slim::machine),
+            slim_watcher(namespaced::<Slim<OVirtMachine>>(shared), filtered.clone()).modify(slim::machine),
             |event| SupervisorMsg::Machine(Box::new(event)),
         ),
     ]
@@ -245,7 +246,7 @@ where
     let config = if filtered {
         watch_config(&shared.settings)
     } else {
-        watcher::Config::default()
+        watcher::Config::default().page_size(TENANT_PAGE)
     };
     let stream = watcher::watcher(api, config).default_backoff().modify(slim);
     spawn_store_watch(me, shared, writer, watch, stream, |_| {}, wakes)
@@ -393,8 +394,14 @@ where
     })
 }
 
+/// Objects a list page asks for, of the kinds tenants write. Each is decoded slim (`slim_meta`), but the page's text
+/// is held whole while it is decoded: 100 objects of a few KB (500, kube's default, of a hostile tenant's objects
+/// near etcd's 1.5 MiB limit would be 750 MiB of text). At 10,000 machines a list is 100 pages.
+const TENANT_PAGE: u32 = 100;
+
+/// The watch configuration of the kinds tenants write: [`TENANT_PAGE`], and the watch filter where it applies.
 fn watch_config(settings: &RuntimeSettings) -> watcher::Config {
-    let config = watcher::Config::default();
+    let config = watcher::Config::default().page_size(TENANT_PAGE);
     match &settings.watch_filter {
         Some(value) => config.labels(&format!("{WATCH_FILTER_LABEL}={value}")),
         None => config,
@@ -412,6 +419,23 @@ where
         Some(namespace) => Api::namespaced(client, namespace),
         None => Api::all(client),
     }
+}
+
+/// [`watcher`] of a kind decoded through its `slim_meta` policy, handing on the objects themselves.
+fn slim_watcher<K>(
+    api: Api<Slim<K>>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<Event<K>, watcher::Error>> + Send
+where
+    K: SlimKind + Clone + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, config).map_ok(|event| match event {
+        Event::Apply(object) => Event::Apply(object.into_inner()),
+        Event::Delete(object) => Event::Delete(object.into_inner()),
+        Event::InitApply(object) => Event::InitApply(object.into_inner()),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    })
 }
 
 fn watcher<K>(

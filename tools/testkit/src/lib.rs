@@ -4,6 +4,7 @@
 //! YAML manifests, the metric names PromQL expressions read, and progress on a terminal (demo, benchmark).
 
 mod engine;
+pub mod heap;
 pub mod http;
 pub mod manifests;
 mod process;
