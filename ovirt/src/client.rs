@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 
 use crate::config::{ClientConfig, Credentials, TlsMode};
 use crate::error::{Error, Result};
-use crate::fair_queue::Tenant;
-use crate::limiter::{FairLimiter, Lane, PROVIDER_TENANT};
+use crate::fair_queue::{PROVIDER_TENANT, Tenant};
+use crate::limiter::{FairLimiter, Lane};
 use crate::model::{Action, Fault};
 use crate::observe::{Outcome, RequestEvent, RequestObserver};
 use crate::redact::{redact_parsed, redact_url};
@@ -261,7 +261,8 @@ impl Client {
         }
     }
 
-    /// A handle whose requests queue for the rate limit in `lane` (a CAPI Cluster's turn, urgent or not).
+    /// A handle whose requests queue for the rate limit in `lane` (a CAPI Cluster's turn within its namespace's, urgent
+    /// or not).
     pub fn with_lane(&self, lane: Lane) -> Client {
         Client {
             lane: Some(lane),
@@ -477,7 +478,7 @@ impl Client {
             latency,
             rate_limit_wait,
             correlation_id: self.correlation_id.as_deref(),
-            tenant: self.lane.as_ref().map_or(PROVIDER_TENANT, |lane| &*lane.tenant),
+            tenant: self.lane.as_ref().map_or(PROVIDER_TENANT, |lane| lane.tenant.name()),
         });
     }
 

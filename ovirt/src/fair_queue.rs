@@ -1,115 +1,252 @@
-//! A queue that is fair between tenants: waiters are grouped by class (0 the most urgent) and, within a class, by
-//! tenant; `pop` takes the most urgent class that has waiters and in it the tenants in turn, each tenant's own
-//! waiters first come, first served. One tenant's thousand waiters therefore delay another tenant's single waiter
-//! by at most one turn, instead of a thousand.
+//! A queue that is fair between tenants, and a tenant is a namespace: `pop` gives the namespaces with waiters a turn
+//! each in order, within a namespace's turn its clusters take turns, and within a cluster's turn its most urgent class
+//! (0 the most urgent) goes first, each class first come, first served. One namespace's thousand waiters therefore
+//! delay another namespace's single waiter by at most one turn, however many clusters they name and whatever their
+//! class: what a tenant writes (labels, clusters, finalizers) only orders its own waiters within its own share. The
+//! provider's own waiters ([`Tenant::provider`]: connection checks, the batched searches that serve every tenant)
+//! go before every namespace's.
 //!
-//! Used for the engine's rate limit (`limiter.rs`: one queue per engine connection, tenants are CAPI Clusters) and
-//! the operator's reconcile permits.
+//! Used for the engine's rate limit (`limiter.rs`: one queue per engine connection) and the operator's reconcile
+//! permits.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-/// A tenant's name (a CAPI Cluster as `namespace/name`, or a provider's own work).
-pub type Tenant = Arc<str>;
+/// The name of [`Tenant::provider`] (in metrics, and in [`crate::RequestEvent::tenant`]).
+pub const PROVIDER_TENANT: &str = "";
+
+/// Whose a waiter is: a CAPI Cluster within its namespace, or the provider itself.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Tenant {
+    /// The namespace whose turn the waiter takes; None for the provider's own work.
+    namespace: Option<Arc<str>>,
+    /// `namespace/cluster`, or [`PROVIDER_TENANT`].
+    name: Arc<str>,
+}
+
+impl Tenant {
+    /// Cluster `cluster` of namespace `namespace` (the cluster may be empty: the machine names none).
+    pub fn cluster(namespace: &str, cluster: &str) -> Tenant {
+        Tenant {
+            namespace: Some(Arc::from(namespace)),
+            name: Arc::from(format!("{namespace}/{cluster}")),
+        }
+    }
+
+    /// The provider's own work, served before every namespace's.
+    pub fn provider() -> Tenant {
+        Tenant {
+            namespace: None,
+            name: Arc::from(PROVIDER_TENANT),
+        }
+    }
+
+    /// `namespace/cluster`, or [`PROVIDER_TENANT`] for the provider's own work.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The namespace, None for the provider's own work.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+}
+
+impl std::fmt::Display for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
 
 pub struct FairQueue<W> {
-    classes: Vec<Class<W>>,
+    classes: usize,
+    /// The provider's own waiters: before every namespace's.
+    provider: Classes<W>,
+    /// The namespaces with waiters, in the order they get their next turn.
+    turns: VecDeque<Arc<str>>,
+    namespaces: HashMap<Arc<str>, Namespace<W>>,
 }
 
-struct Class<W> {
-    /// The tenants with waiters in this class, in the order they get their next turn.
+/// A namespace's waiters: its clusters take turns within the namespace's turns.
+struct Namespace<W> {
+    /// The clusters with waiters, in the order they get their next turn.
     turns: VecDeque<Tenant>,
-    waiting: HashMap<Tenant, VecDeque<W>>,
+    clusters: HashMap<Tenant, Classes<W>>,
 }
 
-impl<W> Default for Class<W> {
+impl<W> Default for Namespace<W> {
     fn default() -> Self {
-        Class {
+        Namespace {
             turns: VecDeque::new(),
-            waiting: HashMap::new(),
+            clusters: HashMap::new(),
         }
+    }
+}
+
+/// One tenant's waiters by class, each first come, first served.
+struct Classes<W>(Vec<VecDeque<W>>);
+
+impl<W> Classes<W> {
+    fn new(classes: usize) -> Classes<W> {
+        Classes((0..classes).map(|_| VecDeque::new()).collect())
+    }
+
+    /// Queues `waiter` in `class`, or in the last class when past it.
+    fn push(&mut self, class: usize, waiter: W) {
+        let last = self.0.len().saturating_sub(1);
+        if let Some(queue) = self.0.get_mut(class.min(last)) {
+            queue.push_back(waiter);
+        }
+    }
+
+    /// The first waiter of the most urgent class that has one.
+    fn pop(&mut self) -> Option<W> {
+        self.0.iter_mut().find_map(VecDeque::pop_front)
+    }
+
+    fn retain(&mut self, keep: &mut impl FnMut(&W) -> bool) {
+        for queue in &mut self.0 {
+            queue.retain(&mut *keep);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.iter().map(VecDeque::len).sum()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(VecDeque::is_empty)
     }
 }
 
 impl<W> FairQueue<W> {
     /// A queue with `classes` classes (at least one).
     pub fn new(classes: usize) -> FairQueue<W> {
+        let classes = classes.max(1);
         FairQueue {
-            classes: (0..classes.max(1)).map(|_| Class::default()).collect(),
+            classes,
+            provider: Classes::new(classes),
+            turns: VecDeque::new(),
+            namespaces: HashMap::new(),
         }
     }
 
     /// Queues `waiter` of `tenant` in `class` (a class past the last counts as the last).
     pub fn push(&mut self, class: usize, tenant: &Tenant, waiter: W) {
-        let last = self.classes.len() - 1;
-        let class = &mut self.classes[class.min(last)];
-        match class.waiting.get_mut(tenant) {
-            Some(queue) => queue.push_back(waiter),
+        let class = class.min(self.classes - 1);
+        let Some(name) = &tenant.namespace else {
+            self.provider.push(class, waiter);
+            return;
+        };
+        let namespace = match self.namespaces.get_mut(name) {
+            Some(namespace) => namespace,
             None => {
-                class.waiting.insert(tenant.clone(), VecDeque::from([waiter]));
-                class.turns.push_back(tenant.clone());
+                self.turns.push_back(name.clone());
+                self.namespaces.entry(name.clone()).or_default()
+            }
+        };
+        match namespace.clusters.get_mut(tenant) {
+            Some(classes) => classes.push(class, waiter),
+            None => {
+                let mut classes = Classes::new(self.classes);
+                classes.push(class, waiter);
+                namespace.clusters.insert(tenant.clone(), classes);
+                namespace.turns.push_back(tenant.clone());
             }
         }
     }
 
-    /// The next waiter: the most urgent class with waiters, the tenant whose turn it is there.
+    /// The next waiter: the provider's own first; else the namespace whose turn it is, in it the cluster whose turn
+    /// it is, and of that cluster's waiters the first of its most urgent class.
     pub fn pop(&mut self) -> Option<(Tenant, W)> {
-        for class in &mut self.classes {
-            let Some(tenant) = class.turns.pop_front() else {
+        if let Some(waiter) = self.provider.pop() {
+            return Some((Tenant::provider(), waiter));
+        }
+        // Every namespace and cluster in a turn has waiters; the loop only skips what would break that.
+        while let Some(name) = self.turns.pop_front() {
+            let Some(namespace) = self.namespaces.get_mut(&name) else {
                 continue;
             };
-            let queue = class.waiting.get_mut(&tenant)?;
-            let waiter = queue.pop_front()?;
-            if queue.is_empty() {
-                class.waiting.remove(&tenant);
-            } else {
-                class.turns.push_back(tenant.clone());
+            let mut served = None;
+            while let Some(tenant) = namespace.turns.pop_front() {
+                let Some(classes) = namespace.clusters.get_mut(&tenant) else {
+                    continue;
+                };
+                let waiter = classes.pop();
+                if classes.is_empty() {
+                    namespace.clusters.remove(&tenant);
+                } else {
+                    namespace.turns.push_back(tenant.clone());
+                }
+                if let Some(waiter) = waiter {
+                    served = Some((tenant, waiter));
+                    break;
+                }
             }
-            return Some((tenant, waiter));
+            if namespace.turns.is_empty() {
+                self.namespaces.remove(&name);
+            } else {
+                self.turns.push_back(name);
+            }
+            if served.is_some() {
+                return served;
+            }
         }
         None
     }
 
     /// Drops the waiters `keep` says no to (e.g. whose callers went away), keeping everyone's place.
     pub fn retain(&mut self, mut keep: impl FnMut(&W) -> bool) {
-        for class in &mut self.classes {
-            class.waiting.retain(|_, queue| {
-                queue.retain(&mut keep);
-                !queue.is_empty()
+        self.provider.retain(&mut keep);
+        self.namespaces.retain(|_, namespace| {
+            namespace.clusters.retain(|_, classes| {
+                classes.retain(&mut keep);
+                !classes.is_empty()
             });
-            let waiting = &class.waiting;
-            class.turns.retain(|tenant| waiting.contains_key(tenant));
-        }
+            let clusters = &namespace.clusters;
+            namespace.turns.retain(|tenant| clusters.contains_key(tenant));
+            !namespace.turns.is_empty()
+        });
+        let namespaces = &self.namespaces;
+        self.turns.retain(|name| namespaces.contains_key(name));
     }
 
     pub fn is_empty(&self) -> bool {
-        self.classes.iter().all(|class| class.turns.is_empty())
+        self.provider.is_empty() && self.turns.is_empty()
     }
 
     pub fn len(&self) -> usize {
-        self.classes
-            .iter()
-            .flat_map(|class| class.waiting.values())
-            .map(VecDeque::len)
-            .sum()
+        self.provider.len()
+            + self
+                .namespaces
+                .values()
+                .flat_map(|namespace| namespace.clusters.values())
+                .map(Classes::len)
+                .sum::<usize>()
     }
 
     /// Waiters of one tenant, all classes together.
     pub fn depth(&self, tenant: &Tenant) -> usize {
-        self.classes
-            .iter()
-            .filter_map(|class| class.waiting.get(tenant))
-            .map(VecDeque::len)
-            .sum()
+        match &tenant.namespace {
+            None => self.provider.len(),
+            Some(name) => self
+                .namespaces
+                .get(name)
+                .and_then(|namespace| namespace.clusters.get(tenant))
+                .map_or(0, Classes::len),
+        }
     }
 
-    /// Waiters per tenant, all classes together.
+    /// Waiters per tenant (a namespace's clusters apart), all classes together.
     pub fn depths(&self) -> HashMap<Tenant, usize> {
-        let mut depths: HashMap<Tenant, usize> = HashMap::new();
-        for class in &self.classes {
-            for (tenant, queue) in &class.waiting {
-                *depths.entry(tenant.clone()).or_default() += queue.len();
-            }
+        let mut depths: HashMap<Tenant, usize> = self
+            .namespaces
+            .values()
+            .flat_map(|namespace| &namespace.clusters)
+            .map(|(tenant, classes)| (tenant.clone(), classes.len()))
+            .collect();
+        if !self.provider.is_empty() {
+            depths.insert(Tenant::provider(), self.provider.len());
         }
         depths
     }
@@ -119,18 +256,14 @@ impl<W> FairQueue<W> {
 mod tests {
     use super::*;
 
-    fn tenant(name: &str) -> Tenant {
-        Arc::from(name)
-    }
-
     fn drain(queue: &mut FairQueue<&'static str>) -> Vec<&'static str> {
         std::iter::from_fn(|| queue.pop().map(|(_, waiter)| waiter)).collect()
     }
 
     #[test]
-    fn tenants_take_turns_whatever_their_queue_length() {
+    fn namespaces_take_turns_whatever_their_queue_length() {
         let mut queue = FairQueue::new(1);
-        let (big, small) = (tenant("ns/big"), tenant("ns/small"));
+        let (big, small) = (Tenant::cluster("big", "c"), Tenant::cluster("small", "c"));
         for waiter in ["b1", "b2", "b3", "b4"] {
             queue.push(0, &big, waiter);
         }
@@ -144,40 +277,126 @@ mod tests {
     }
 
     #[test]
-    fn a_more_urgent_class_goes_first() {
-        let mut queue = FairQueue::new(3);
-        let (big, small) = (tenant("ns/big"), tenant("ns/small"));
-        queue.push(2, &big, "new worker");
-        queue.push(1, &big, "worker with a VM");
-        queue.push(0, &small, "control plane");
-        queue.push(9, &small, "past the last class");
+    fn a_namespaces_clusters_take_turns_within_its_turns() {
+        let mut queue = FairQueue::new(1);
+        let (a1, a2, b) = (
+            Tenant::cluster("a", "one"),
+            Tenant::cluster("a", "two"),
+            Tenant::cluster("b", "only"),
+        );
+        for waiter in ["a1-1", "a1-2"] {
+            queue.push(0, &a1, waiter);
+        }
+        for waiter in ["a2-1", "a2-2"] {
+            queue.push(0, &a2, waiter);
+        }
+        for waiter in ["b-1", "b-2", "b-3", "b-4"] {
+            queue.push(0, &b, waiter);
+        }
+        assert_eq!(queue.depth(&a2), 2);
         assert_eq!(
             drain(&mut queue),
-            ["control plane", "worker with a VM", "new worker", "past the last class"]
+            ["a1-1", "b-1", "a2-1", "b-2", "a1-2", "b-3", "a2-2", "b-4"]
         );
     }
 
     #[test]
-    fn a_tenant_that_comes_back_waits_for_its_turn() {
+    fn a_class_orders_a_clusters_own_waiters_and_no_one_elses() {
+        let mut queue = FairQueue::new(3);
+        let (batch, other) = (Tenant::cluster("a", "batch"), Tenant::cluster("b", "other"));
+        queue.push(2, &batch, "a new worker");
+        queue.push(2, &other, "b new worker");
+        queue.push(1, &batch, "a worker with a VM");
+        queue.push(0, &batch, "a control plane");
+        queue.push(9, &batch, "a past the last class");
+        assert_eq!(
+            drain(&mut queue),
+            [
+                "a control plane",
+                "b new worker",
+                "a worker with a VM",
+                "a new worker",
+                "a past the last class"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_namespace_with_a_hundred_urgent_clusters_gets_no_more_turns_than_one_with_one_cluster() {
+        let mut queue = FairQueue::new(3);
+        for cluster in 0..100 {
+            let tenant = Tenant::cluster("gamer", &format!("c-{cluster}"));
+            for _ in 0..3 {
+                queue.push(0, &tenant, "gamer");
+            }
+        }
+        let honest = Tenant::cluster("honest", "workers");
+        for _ in 0..50 {
+            queue.push(2, &honest, "honest");
+        }
+        let first_hundred: Vec<&str> = (0..100).filter_map(|_| queue.pop().map(|(_, w)| w)).collect();
+        let honest_turns = first_hundred.iter().filter(|w| **w == "honest").count();
+        assert_eq!(honest_turns, 50, "{first_hundred:?}");
+        assert_eq!(first_hundred[..4], ["gamer", "honest", "gamer", "honest"]);
+    }
+
+    #[test]
+    fn the_providers_own_waiters_go_before_every_namespace() {
+        let mut queue = FairQueue::new(2);
+        let tenant = Tenant::cluster("a", "c");
+        queue.push(0, &tenant, "urgent tenant");
+        queue.push(1, &Tenant::provider(), "search");
+        queue.push(0, &Tenant::provider(), "check");
+        assert_eq!(queue.depth(&Tenant::provider()), 2);
+        assert_eq!(queue.depths()[&Tenant::provider()], 2);
+        assert_eq!(drain(&mut queue), ["check", "search", "urgent tenant"]);
+    }
+
+    #[test]
+    fn a_namespace_or_cluster_that_comes_back_waits_for_its_turn() {
         let mut queue = FairQueue::new(1);
-        let (a, b) = (tenant("a"), tenant("b"));
+        let (a, b, a2) = (
+            Tenant::cluster("a", "c"),
+            Tenant::cluster("b", "c"),
+            Tenant::cluster("a", "d"),
+        );
         queue.push(0, &a, "a1");
         queue.push(0, &b, "b1");
         assert_eq!(queue.pop().map(|(_, w)| w), Some("a1"));
         queue.push(0, &a, "a2");
-        assert_eq!(drain(&mut queue), ["b1", "a2"]);
+        queue.push(0, &a2, "a-d");
+        assert_eq!(drain(&mut queue), ["b1", "a2", "a-d"]);
     }
 
     #[test]
     fn retain_drops_waiters_and_their_empty_turns() {
         let mut queue = FairQueue::new(2);
-        let (a, b) = (tenant("a"), tenant("b"));
+        let (a, b, a2) = (
+            Tenant::cluster("a", "c"),
+            Tenant::cluster("b", "c"),
+            Tenant::cluster("a", "d"),
+        );
         queue.push(0, &a, "a1");
         queue.push(1, &a, "a2");
         queue.push(1, &b, "b1");
-        queue.retain(|waiter| *waiter != "a2" && *waiter != "b1");
+        queue.push(1, &a2, "a-d");
+        queue.push(1, &Tenant::provider(), "p");
+        queue.retain(|waiter| !matches!(*waiter, "a2" | "b1" | "a-d" | "p"));
         assert_eq!(queue.len(), 1);
+        assert!(queue.depths().keys().eq([&a]));
         assert_eq!(drain(&mut queue), ["a1"]);
         assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn a_tenant_is_its_namespace_and_cluster_and_no_cluster_is_the_provider() {
+        let tenant = Tenant::cluster("ns", "c");
+        assert_eq!((tenant.name(), tenant.namespace()), ("ns/c", Some("ns")));
+        assert_eq!(tenant.to_string(), "ns/c");
+        let provider = Tenant::provider();
+        assert_eq!((provider.name(), provider.namespace()), (PROVIDER_TENANT, None));
+        // A namespace left empty is a tenant's, not the provider's.
+        assert_ne!(Tenant::cluster("", ""), provider);
+        assert_eq!(Tenant::cluster("", "").namespace(), Some(""));
     }
 }

@@ -1,7 +1,8 @@
 //! One engine's rate limit, shared fairly. The limit itself is governor's token bucket (`qps`, `burst`); who gets
-//! the next token is a [`FairQueue`]: requests of the urgent class (deletions, control-plane machines, the
-//! provider's own checks and searches) first, and within a class the tenants (CAPI Clusters) in turn. A tenant
-//! scaling to hundreds of machines then delays another tenant's request by about one request, not by its whole
+//! the next token is a [`FairQueue`]: the provider's own checks and searches first, then the namespaces in turn,
+//! within a namespace's turn its CAPI Clusters in turn, and within a cluster's turn its urgent requests (deletions,
+//! control-plane machines) before its others. A tenant scaling to hundreds of machines, over however many clusters
+//! and whatever it labels them, then delays another namespace's request by about one request, not by its whole
 //! batch. Requests per machine and the rate are unchanged: only the order of the queue is.
 //!
 //! While nobody waits a request takes a free token at once. Otherwise it queues, and one task (the pump, started by
@@ -20,27 +21,25 @@ use crate::fair_queue::{FairQueue, Tenant};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lane {
     pub tenant: Tenant,
+    /// Goes before the cluster's other requests; never before another cluster's.
     pub urgent: bool,
 }
 
 impl Lane {
     /// The provider's own work (connection checks, the batched searches that serve every tenant), and requests that
-    /// name no lane: urgent, their own tenant.
+    /// name no lane: before every tenant's.
     pub fn provider() -> Lane {
         Lane {
-            tenant: Arc::from(PROVIDER_TENANT),
+            tenant: Tenant::provider(),
             urgent: true,
         }
     }
 }
 
-/// The tenant of [`Lane::provider`].
-pub const PROVIDER_TENANT: &str = "";
-
 /// How often a waiter checks that a pump serves the queue.
 const PUMP_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Classes of the queue: urgent first.
+/// Classes of the queue, within a cluster's turn: urgent first.
 const URGENT: usize = 0;
 const NORMAL: usize = 1;
 
@@ -167,9 +166,11 @@ mod tests {
         FairLimiter::new(Quota::per_second(rate).allow_burst(NonZeroU32::MIN))
     }
 
+    /// A lane of `tenant`, written `namespace/cluster`.
     fn lane(tenant: &str, urgent: bool) -> Lane {
+        let (namespace, cluster) = tenant.split_once('/').unwrap_or((tenant, ""));
         Lane {
-            tenant: Arc::from(tenant),
+            tenant: Tenant::cluster(namespace, cluster),
             urgent,
         }
     }
@@ -215,7 +216,7 @@ mod tests {
             &order_tx,
         ));
         until_queued(&limiter, 21).await;
-        assert_eq!(limiter.depths()[&Arc::from("ns/batch")], 20);
+        assert_eq!(limiter.depths()[&lane("ns/batch", false).tenant], 20);
         for task in tasks {
             task.await.expect("every request gets its token");
         }
@@ -228,26 +229,73 @@ mod tests {
         assert!(limiter.depths().is_empty());
     }
 
-    #[tokio::test]
-    async fn urgent_requests_go_before_the_normal_ones_of_every_tenant() {
-        let limiter = limiter(100);
+    /// Requests queued in this order, in the order they got their tokens. The tasks are spawned without a yield in
+    /// between, and the current-thread runtime runs spawned tasks in order: each queues in turn, and the pump (spawned
+    /// by the first) runs after the last has queued.
+    async fn served_order(limiter: &Arc<FairLimiter>, groups: &[(Lane, &'static str, usize)]) -> Vec<&'static str> {
         let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
-        limiter.until_ready(&lane("a", false)).await;
-        let mut tasks = queue_requests(&limiter, &lane("a", false), "worker", 5, &order_tx);
-        until_queued(&limiter, 5).await;
-        tasks.extend(queue_requests(
-            &limiter,
-            &lane("b", true),
-            "control plane",
-            2,
-            &order_tx,
-        ));
-        until_queued(&limiter, 7).await;
+        // The one free token goes at once: everything after it queues.
+        limiter.until_ready(&lane("setup/setup", false)).await;
+        let tasks: Vec<_> = groups
+            .iter()
+            .flat_map(|(lane, name, count)| queue_requests(limiter, lane, name, *count, &order_tx))
+            .collect();
         for task in tasks {
             task.await.expect("served");
         }
-        let order: Vec<&str> = std::iter::from_fn(|| order_rx.try_recv().ok()).collect();
-        assert_eq!(&order[..2], ["control plane", "control plane"], "{order:?}");
+        std::iter::from_fn(|| order_rx.try_recv().ok()).collect()
+    }
+
+    #[tokio::test]
+    async fn urgent_requests_go_first_within_their_namespace_only() {
+        let limiter = limiter(100);
+        let order = served_order(
+            &limiter,
+            &[
+                (lane("a/batch", false), "a worker", 3),
+                (lane("a/batch", true), "a control plane", 2),
+                (lane("b/other", false), "b worker", 2),
+            ],
+        )
+        .await;
+        assert_eq!(
+            order,
+            [
+                "a control plane",
+                "b worker",
+                "a control plane",
+                "b worker",
+                "a worker",
+                "a worker",
+                "a worker"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_namespace_with_a_hundred_urgent_clusters_gets_no_more_tokens_than_one_with_one_cluster() {
+        let limiter = limiter(100);
+        let mut groups: Vec<(Lane, &'static str, usize)> = (0..100)
+            .map(|cluster| (lane(&format!("gamer/c-{cluster}"), true), "gamer", 1))
+            .collect();
+        groups.push((lane("honest/workers", false), "honest", 10));
+        let order = served_order(&limiter, &groups).await;
+        let honest_in_first_20 = order[..20].iter().filter(|name| **name == "honest").count();
+        assert_eq!(honest_in_first_20, 10, "{order:?}");
+    }
+
+    #[tokio::test]
+    async fn the_providers_own_requests_go_before_every_tenants() {
+        let limiter = limiter(100);
+        let order = served_order(
+            &limiter,
+            &[
+                (lane("a/batch", true), "a control plane", 3),
+                (Lane::provider(), "search", 2),
+            ],
+        )
+        .await;
+        assert_eq!(&order[..2], ["search", "search"], "{order:?}");
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Deserialize;
 
 /// A CAPI `Machine` (cluster.x-k8s.io/v1beta2): what CAPOV reads of it.
@@ -173,6 +173,32 @@ pub fn machine_node_name(machine: &Machine) -> Option<String> {
     machine.status.node_ref.name.clone().filter(|name| !name.is_empty())
 }
 
+/// The API group of Cluster API's control-plane providers (KubeadmControlPlane, and the others that follow the
+/// contract).
+pub const CONTROL_PLANE_GROUP: &str = "controlplane.cluster.x-k8s.io";
+
+/// Whether `owner` is a Machine's controller of [`CONTROL_PLANE_GROUP`]: what a control-plane provider sets on the
+/// Machines it creates.
+pub fn is_control_plane_controller(owner: &OwnerReference) -> bool {
+    owner.controller == Some(true)
+        && owner
+            .api_version
+            .split_once('/')
+            .is_some_and(|(group, _)| group == CONTROL_PLANE_GROUP)
+}
+
+/// The Machine belongs to a control plane: its controller is a control-plane object (e.g. a KubeadmControlPlane),
+/// as the control-plane provider that created it set it. Not the `cluster.x-k8s.io/control-plane` label: the fair
+/// share (`crate::fair_share`) reads this one.
+pub fn machine_controlled_by_control_plane(machine: &Machine) -> bool {
+    machine
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(is_control_plane_controller)
+}
+
 /// `Machine.spec.failureDomain`.
 pub fn machine_failure_domain(machine: &Machine) -> Option<String> {
     machine.spec.failure_domain.clone()
@@ -210,6 +236,40 @@ mod tests {
         let bare: Machine = serde_json::from_value(json!({"metadata": {"name": "m"}, "spec": {}})).expect("bare");
         assert_eq!(machine_bootstrap_secret(&bare), None);
         assert_eq!(machine_node_name(&bare), None);
+    }
+
+    #[test]
+    fn a_machine_is_a_control_planes_by_its_controller_not_by_its_label() {
+        let machine = |labels: serde_json::Value, owners: serde_json::Value| -> Machine {
+            serde_json::from_value(json!({
+                "metadata": {"name": "m", "namespace": "ns", "labels": labels, "ownerReferences": owners},
+                "spec": {"clusterName": "c"}
+            }))
+            .expect("machine")
+        };
+        let kcp = |controller: bool| {
+            json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+                   "name": "c-cp", "uid": "0b0b0b0b-0000-4000-8000-000000000001", "controller": controller})
+        };
+        let machine_set = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet", "name": "c-md-x",
+                                 "uid": "0b0b0b0b-0000-4000-8000-000000000002", "controller": true});
+        assert!(machine_controlled_by_control_plane(&machine(
+            json!({}),
+            json!([kcp(true)])
+        )));
+        let labelled = machine(json!({"cluster.x-k8s.io/control-plane": ""}), json!([machine_set]));
+        assert!(!machine_controlled_by_control_plane(&labelled), "the label alone");
+        assert!(
+            !machine_controlled_by_control_plane(&machine(json!({}), json!([kcp(false)]))),
+            "not the controller"
+        );
+        let look_alike = json!({"apiVersion": "controlplane.cluster.x-k8s.io.example/v1", "kind": "KubeadmControlPlane",
+                                "name": "x", "uid": "u", "controller": true});
+        assert!(!machine_controlled_by_control_plane(&machine(
+            json!({}),
+            json!([look_alike])
+        )));
+        assert!(!machine_controlled_by_control_plane(&machine(json!({}), json!([]))));
     }
 
     #[test]

@@ -1,9 +1,9 @@
-//! The `--max-concurrent-reconciles` permits, queued fairly (`crate::fair_share`): urgent machines (deletions,
-//! control planes) first, then machines that have a VM or whose provisioning began, then untouched ones; within each
-//! class the CAPI Clusters take
-//! turns. With a single FIFO queue a large batch goes breadth-first (every VM is created before the first one is
-//! started) and another tenant's control-plane machine waits behind the whole batch; serving machines with a VM first
-//! finishes machines as the batch goes, and the turns keep one tenant's batch from holding up the others. Machines
+//! The `--max-concurrent-reconciles` permits, queued fairly (`crate::fair_share`): the namespaces take turns, within
+//! a namespace's turn its CAPI Clusters, and within a cluster's turn its urgent machines (deletions, control planes)
+//! go first, then those that have a VM or whose provisioning began, then untouched ones. With a single FIFO queue a
+//! large batch goes breadth-first (every VM is created before the first one is started) and another tenant's machine
+//! waits behind the whole batch; serving machines with a VM first finishes machines as the batch goes, and the turns
+//! keep one tenant's batch, however labelled and over however many clusters, from holding up the others. Machines
 //! waiting for their VM to boot hold no permit, so new machines still get permits while earlier ones boot.
 //!
 //! Each cluster's queue depth and wait show in `capov_reconcile_queue_depth` and
@@ -131,13 +131,13 @@ impl ReconcilePermits {
 
     fn depth_changed(&self, queues: &Queues, tenant: &Tenant) {
         if let Some(metrics) = &self.metrics {
-            metrics.reconcile_depth(tenant, queues.waiting.depth(tenant));
+            metrics.reconcile_depth(tenant.name(), queues.waiting.depth(tenant));
         }
     }
 
     fn waited(&self, tenant: &Tenant, since: Instant) {
         if let Some(metrics) = &self.metrics {
-            metrics.reconcile_waited(tenant, since.elapsed());
+            metrics.reconcile_waited(tenant.name(), since.elapsed());
         }
     }
 
@@ -198,9 +198,11 @@ mod tests {
         }
     }
 
+    /// A share of `tenant`, written `namespace/cluster`.
     fn share(tenant: &str, class: Class) -> Share {
+        let (namespace, cluster) = tenant.split_once('/').unwrap_or((tenant, ""));
         Share {
-            tenant: Arc::from(tenant),
+            tenant: Tenant::cluster(namespace, cluster),
             class,
         }
     }
@@ -321,19 +323,43 @@ mod tests {
         assert_eq!(free(&permits), 0);
     }
 
-    #[tokio::test]
-    async fn another_clusters_control_plane_goes_before_a_batch_and_clusters_take_turns() {
-        let permits = ReconcilePermits::new(1, Some(QueueMetrics::new(&prometheus::Registry::new())));
-        let held = permits.acquire(&share("ns/batch", Class::New)).await;
+    /// Passes queued in this order for the one permit, in the order they got it.
+    async fn served_order(
+        permits: &Arc<ReconcilePermits>,
+        waiters: &[(&'static str, &str, Class)],
+    ) -> Vec<&'static str> {
+        let held = permits.acquire(&share("setup/setup", Class::New)).await;
         let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = Vec::new();
+        for &(name, tenant, class) in waiters {
+            let (waiter, order_tx, tenant) = (permits.clone(), order_tx.clone(), tenant.to_string());
+            tasks.push(tokio::spawn(async move {
+                let _permit = waiter.acquire(&share(&tenant, class)).await;
+                let _ = order_tx.send(name);
+            }));
+            until_waiting(permits, tasks.len()).await;
+        }
+        drop(held);
+        for task in tasks {
+            task.await.expect("every waiter is served");
+        }
+        std::iter::from_fn(|| order_rx.try_recv().ok()).collect()
+    }
+
+    #[tokio::test]
+    async fn namespaces_take_turns_and_a_class_orders_only_its_own_clusters_passes() {
+        let permits = ReconcilePermits::new(1, Some(QueueMetrics::new(&prometheus::Registry::new())));
+        let held = permits.acquire(&share("team-a/batch", Class::New)).await;
         let waiters = [
-            ("batch-1", "ns/batch", Class::New),
-            ("batch-2", "ns/batch", Class::New),
-            ("batch-3", "ns/batch", Class::New),
-            ("other-worker", "ns/other", Class::New),
-            ("other-control-plane", "ns/other", Class::Urgent),
+            ("batch-1", "team-a/batch", Class::New),
+            ("batch-2", "team-a/batch", Class::New),
+            ("batch-3", "team-a/batch", Class::New),
+            ("batch-control-plane", "team-a/batch", Class::Urgent),
+            ("other-worker", "team-b/other", Class::New),
+            ("other-control-plane", "team-b/other", Class::Urgent),
         ];
+        let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut tasks = Vec::new();
         for (name, tenant, class) in waiters {
             let (waiter, order_tx) = (permits.clone(), order_tx.clone());
             tasks.push(tokio::spawn(async move {
@@ -349,7 +375,7 @@ mod tests {
                 .map(|m| m.reconcile_depth_of(tenant))
                 .unwrap_or_default()
         };
-        assert_eq!((depth("ns/batch"), depth("ns/other")), (3, 2));
+        assert_eq!((depth("team-a/batch"), depth("team-b/other")), (4, 2));
         drop(held);
         for task in tasks {
             task.await.expect("every waiter is served");
@@ -357,8 +383,47 @@ mod tests {
         let order: Vec<&str> = std::iter::from_fn(|| order_rx.try_recv().ok()).collect();
         assert_eq!(
             order,
-            ["other-control-plane", "batch-1", "other-worker", "batch-2", "batch-3"]
+            [
+                "batch-control-plane",
+                "other-control-plane",
+                "batch-1",
+                "other-worker",
+                "batch-2",
+                "batch-3"
+            ]
         );
-        assert_eq!((depth("ns/batch"), depth("ns/other")), (0, 0));
+        assert_eq!((depth("team-a/batch"), depth("team-b/other")), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_namespaces_clusters_take_turns_within_its_share() {
+        let permits = ReconcilePermits::new(1, None);
+        let order = served_order(
+            &permits,
+            &[
+                ("a-one-1", "a/one", Class::Urgent),
+                ("a-one-2", "a/one", Class::Urgent),
+                ("a-two-1", "a/two", Class::Begun),
+                ("a-two-2", "a/two", Class::Begun),
+                ("b-1", "b/only", Class::New),
+                ("b-2", "b/only", Class::New),
+            ],
+        )
+        .await;
+        assert_eq!(order, ["a-one-1", "b-1", "a-two-1", "b-2", "a-one-2", "a-two-2"]);
+    }
+
+    #[tokio::test]
+    async fn a_namespace_with_a_hundred_urgent_clusters_gets_no_more_permits_than_one_with_one_cluster() {
+        let permits = ReconcilePermits::new(1, None);
+        let clusters: Vec<String> = (0..100).map(|cluster| format!("gamer/c-{cluster}")).collect();
+        let mut waiters: Vec<(&'static str, &str, Class)> = clusters
+            .iter()
+            .map(|tenant| ("gamer", tenant.as_str(), Class::Urgent))
+            .collect();
+        waiters.extend((0..10).map(|_| ("honest", "honest/workers", Class::New)));
+        let order = served_order(&permits, &waiters).await;
+        let honest_in_first_20 = order[..20].iter().filter(|name| **name == "honest").count();
+        assert_eq!(honest_in_first_20, 10, "{order:?}");
     }
 }

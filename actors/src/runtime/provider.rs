@@ -677,10 +677,13 @@ fn report_queue_depths(state: &mut ProviderState) {
         .iter()
         .filter(|tenant| !depths.contains_key(*tenant))
     {
-        state.metrics.queues.engine_depth(&state.key.name, tenant, 0);
+        state.metrics.queues.engine_depth(&state.key.name, tenant.name(), 0);
     }
     for (tenant, depth) in &depths {
-        state.metrics.queues.engine_depth(&state.key.name, tenant, *depth);
+        state
+            .metrics
+            .queues
+            .engine_depth(&state.key.name, tenant.name(), *depth);
     }
     state.queued_tenants = depths.into_keys().collect();
 }

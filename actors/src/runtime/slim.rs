@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use capov_crds::labels::CONTROL_PLANE_LABEL;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 /// The Secret keys the provider reads (`connection::credentials`); a credentials Secret's other keys, and every
 /// key of the other Secrets of the namespace (bootstrap data, kubeconfigs), are dropped.
@@ -103,9 +103,9 @@ pub fn secret(secret: &mut Secret) {
     };
 }
 
-/// A CAPI object (`capi.rs` decodes only the fields read): its identity and, on a Machine, the labels that name its
-/// group (its affinity group; the control-plane label also puts its work first in the fair queues); no other label,
-/// no annotations, owners or managedFields.
+/// A CAPI object (`capi.rs` decodes only the fields read): its identity, on a Machine the labels that name its group
+/// (its affinity group and placement) and its controller if that is a control plane (the fair share's urgent class:
+/// `capi::machine_controlled_by_control_plane`); no other label, no annotations, other owners or managedFields.
 pub fn capi<K: kube::Resource>(object: &mut K) {
     let labels: BTreeMap<String, String> = object
         .meta()
@@ -115,8 +115,35 @@ pub fn capi<K: kube::Resource>(object: &mut K) {
         .filter(|(key, _)| GROUP_LABELS.contains(&key.as_str()))
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
-    let meta = identity(object.meta(), (!labels.is_empty()).then_some(labels));
+    let control_plane = object
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|owner| super::capi::is_control_plane_controller(owner))
+        .filter(|owner| owner_size(owner) <= MAX_KEPT_OWNER_BYTES)
+        .map(|owner| OwnerReference {
+            api_version: owner.api_version.clone(),
+            kind: owner.kind.clone(),
+            name: owner.name.clone(),
+            uid: owner.uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        });
+    let meta = ObjectMeta {
+        owner_references: control_plane.map(|owner| vec![owner]),
+        ..identity(object.meta(), (!labels.is_empty()).then_some(labels))
+    };
     *object.meta_mut() = meta;
+}
+
+/// The most a kept controller reference may hold (apiVersion, kind, name, uid together). The apiserver bounds none of
+/// them; a control-plane provider's is about 150 bytes. A longer one is dropped: its Machine then counts as a worker,
+/// which orders only its own tenant's work.
+const MAX_KEPT_OWNER_BYTES: usize = 1024;
+
+fn owner_size(owner: &OwnerReference) -> usize {
+    owner.api_version.len() + owner.kind.len() + owner.name.len() + owner.uid.len()
 }
 
 /// An IPAddressClaim: its identity, and, of a claim of CAPOV's (owned by an OVirtMachine or OVirtCluster:
@@ -198,6 +225,40 @@ mod tests {
         capi(&mut control_plane);
         let labels = control_plane.metadata.labels.expect("the control-plane label");
         assert_eq!(labels.keys().collect::<Vec<_>>(), ["cluster.x-k8s.io/control-plane"]);
+    }
+
+    #[test]
+    fn a_capi_machine_keeps_only_a_control_plane_controller_of_its_owners() {
+        let machine = |owners: serde_json::Value| -> crate::runtime::capi::Machine {
+            let mut machine: crate::runtime::capi::Machine =
+                serde_json::from_value(json!({"metadata": {"name": "m", "ownerReferences": owners}})).expect("machine");
+            capi(&mut machine);
+            machine
+        };
+        let kcp = json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+                         "name": "c-cp", "uid": "u-1", "controller": true, "blockOwnerDeletion": true});
+        let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u-2"});
+        let kept = machine(json!([other.clone(), kcp]));
+        let owners = kept
+            .metadata
+            .owner_references
+            .as_deref()
+            .expect("the control plane kept");
+        assert_eq!(owners.len(), 1);
+        assert_eq!(
+            (owners[0].kind.as_str(), owners[0].name.as_str()),
+            ("KubeadmControlPlane", "c-cp")
+        );
+        assert!(crate::runtime::capi::machine_controlled_by_control_plane(&kept));
+        let machine_set = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet", "name": "ms",
+                                 "uid": "u-3", "controller": true});
+        assert!(machine(json!([other, machine_set])).metadata.owner_references.is_none());
+        // A tenant-written reference of 1 MB is not kept.
+        let fat = json!({"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "x".repeat(1 << 20),
+                         "name": "c-cp", "uid": "u-4", "controller": true});
+        let fat = machine(json!([fat]));
+        assert!(fat.metadata.owner_references.is_none());
+        assert!(!crate::runtime::capi::machine_controlled_by_control_plane(&fat));
     }
 
     #[test]

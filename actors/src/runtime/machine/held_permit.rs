@@ -76,15 +76,13 @@ impl HeldPermit {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::fair_share::{Class, Share};
     use crate::runtime::permits::ReconcilePermits;
 
     fn share() -> Share {
         Share {
-            tenant: Arc::from("ns/a"),
+            tenant: capov_ovirt::Tenant::cluster("ns", "a"),
             class: Class::New,
         }
     }
