@@ -29,6 +29,7 @@ mod relisting;
 pub mod settings;
 mod shared;
 mod slim;
+mod slim_requests;
 mod status_census;
 mod status_queue;
 pub mod status_writer;
