@@ -8,7 +8,7 @@
 //!
 //! The cache itself is bounded: at most [`MAX_CLIENTS`] entries and [`MAX_CLIENT_BYTES`] of the kubeconfigs their
 //! clients were built from (a client keeps its kubeconfig's CA certificates and credentials), and an entry no machine
-//! used for [`CLIENT_IDLE`] goes. Past a bound the least recently used entry goes first. An entry in use (a pass holds
+//! used for [`CLIENT_IDLE`] goes when the next entry is made. Past a bound the least recently used entry goes first. An entry in use (a pass holds
 //! its client, its turns or places, or an actor waits for its places) is never evicted: a new entry would bring new
 //! turns and places, and the cluster would get twice its share. Entries in use are bounded by the places
 //! ([`PASSES_AT_ONCE`]), so the cache holds at most [`MAX_CLIENTS`] + [`PASSES_AT_ONCE`] entries.
