@@ -29,5 +29,6 @@ pub mod tenancy;
 pub mod vm_name;
 pub mod vm_snapshot;
 pub mod vm_tags;
+pub mod workload_answers;
 pub mod workload_kubeconfig;
 pub mod workload_target;

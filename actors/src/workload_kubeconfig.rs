@@ -13,6 +13,11 @@
 //! `Config::from_custom_kubeconfig`, which also reads `HTTPS_PROXY`/`NO_PROXY` from the operator's environment;
 //! the required CA keeps the client off the operator's system trust store. Rejections name the entry and the
 //! field and never carry a value.
+//!
+//! What a parse can cost is bounded too: a kubeconfig is at most [`MAX_BYTES`] (one with its CA, client certificate
+//! and key inline is a few KiB), and it is parsed with a small YAML budget ([`PARSE_BUDGET_NODES`] nodes) and no
+//! anchors or aliases. A few hundred bytes of nested aliases (a "billion laughs" under `preferences`) otherwise
+//! expand to a million values, about 65 MiB and seconds of CPU per parse.
 
 use std::fmt;
 
@@ -20,6 +25,7 @@ use base64::Engine as _;
 use kube::config::AuthInfo;
 use secrecy::SecretString;
 use serde_json::{Map, Value};
+use serde_saphyr::budget::BudgetBreach;
 
 /// A kubeconfig that passed [`parse`]: what the client of the current context needs, nothing else.
 #[derive(Debug)]
@@ -130,8 +136,31 @@ fn not_allowed(field: &str) -> String {
     }
 }
 
+/// The largest workload kubeconfig accepted, in bytes.
+pub const MAX_BYTES: usize = 64 * 1024;
+/// The most YAML nodes (mappings, sequences, scalars) a kubeconfig may hold: one with a cluster, a user and a context
+/// has about 30; this allows well over a hundred contexts.
+pub const PARSE_BUDGET_NODES: usize = 4096;
+/// The deepest nesting a kubeconfig may have (its entries are three levels deep; `preferences` may nest a little).
+const PARSE_BUDGET_DEPTH: usize = 16;
+
+/// The refusal of a kubeconfig of `bytes` bytes, larger than [`MAX_BYTES`].
+pub fn too_large(bytes: usize) -> Rejection {
+    Rejection {
+        entry: None,
+        field: "value".into(),
+        problem: format!(
+            "is {bytes} bytes, more than the {MAX_BYTES} CAPOV reads: a kubeconfig with its CA, client certificate and \
+             key inline is a few KiB; keep only the workload cluster's server, CA and credentials"
+        ),
+    }
+}
+
 /// Checks a workload kubeconfig and keeps what the current context needs; see the module documentation.
 pub fn parse(value: &[u8]) -> Result<WorkloadKubeconfig, Rejection> {
+    if value.len() > MAX_BYTES {
+        return Err(too_large(value.len()));
+    }
     let document = read_document(value)?;
     let top = document.as_object().ok_or_else(|| Rejection {
         entry: None,
@@ -236,12 +265,22 @@ fn read_document(value: &[u8]) -> Result<Value, Rejection> {
     };
     let text = std::str::from_utf8(value).map_err(|_| rejection("is not UTF-8 text".into()))?;
     // The parser's own message may quote the offending line, which can hold a token: only its position is kept.
-    let mut documents = serde_saphyr::from_multiple::<Value>(text).map_err(|err| {
+    let mut documents = serde_saphyr::from_multiple_with_options::<Value>(text, parse_options()).map_err(|err| {
         let at = err
             .location()
             .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
             .unwrap_or_default();
-        rejection(format!("is not a readable kubeconfig (YAML error{at})"))
+        rejection(match budget_breach(&err) {
+            Some(BudgetBreach::Aliases { .. } | BudgetBreach::Anchors { .. }) => format!(
+                "uses a YAML anchor or alias (&name, *name){at}, which a workload kubeconfig may not: write each value \
+                 out"
+            ),
+            Some(_) => format!(
+                "is not a kubeconfig CAPOV reads: more than {PARSE_BUDGET_NODES} YAML values or {PARSE_BUDGET_DEPTH} \
+                 levels deep{at}"
+            ),
+            None => format!("is not a readable kubeconfig (YAML error{at})"),
+        })
     })?;
     if documents.len() != 1 {
         return Err(rejection(format!(
@@ -250,6 +289,35 @@ fn read_document(value: &[u8]) -> Result<Value, Rejection> {
         )));
     }
     Ok(documents.remove(0))
+}
+
+/// The YAML parser's options: a budget sized for a kubeconfig, no anchors or aliases (and so no merge keys).
+fn parse_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_aliases: 0,
+            max_anchors: 0,
+            max_nodes: PARSE_BUDGET_NODES,
+            max_depth: PARSE_BUDGET_DEPTH,
+            max_events: 4 * PARSE_BUDGET_NODES,
+            max_total_scalar_bytes: MAX_BYTES,
+            max_documents: 8,
+            max_merge_keys: 0,
+            max_inclusion_depth: 0,
+        },
+        alias_limits: serde_saphyr::alias_limits! {
+            max_total_replayed_events: 0,
+            max_alias_expansions_per_anchor: 0,
+        },
+    }
+}
+
+/// The budget limit `err` reports, if it is one.
+fn budget_breach(err: &serde_saphyr::Error) -> Option<&BudgetBreach> {
+    match err.without_snippet() {
+        serde_saphyr::Error::Budget { breach, .. } => Some(breach),
+        _ => None,
+    }
 }
 
 /// Rejects the first field of `fields` that is not in `allowed`, with what to do about it.

@@ -30,6 +30,7 @@ pub mod settings;
 mod shared;
 mod slim;
 mod slim_meta;
+mod slim_requests;
 mod status_census;
 mod status_queue;
 pub mod status_writer;

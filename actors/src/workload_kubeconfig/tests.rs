@@ -457,3 +457,74 @@ fn entry_and_field_names_are_escaped_and_cut_short() {
     assert!(message.len() < 400, "{message}");
     assert!(!message.contains('\n'), "{message:?}");
 }
+
+// ---- what a parse may cost ----
+
+/// A "billion laughs" under `preferences`: `levels` levels of ten aliases each.
+fn alias_bomb(levels: usize) -> String {
+    let mut preferences = format!("preferences:\n  l0: &a0 [{}]\n", ["x"; 10].join(","));
+    for level in 1..levels {
+        let aliases = vec![format!("*a{}", level - 1); 10].join(",");
+        preferences.push_str(&format!("  l{level}: &a{level} [{aliases}]\n"));
+    }
+    kubeconfig(&cluster_fields(), &token_user()).replace("preferences: {}\n", &preferences)
+}
+
+#[test]
+fn a_kubeconfig_past_the_size_cap_is_rejected_with_its_size_and_the_cap() {
+    let padding = format!("preferences:\n  pad: \"{}\"\n", "p".repeat(MAX_BYTES));
+    let fat = kubeconfig(&cluster_fields(), &token_user()).replace("preferences: {}\n", &padding);
+    let rejection = rejected(&fat);
+    assert_eq!((rejection.entry.as_deref(), rejection.field.as_str()), (None, "value"));
+    let message = rejection.to_string();
+    assert!(
+        message.contains(&format!("is {} bytes, more than the 65536", fat.len())),
+        "{message}"
+    );
+    assert_eq!(too_large(fat.len()), rejection);
+    // Just under the cap, the same kubeconfig is read.
+    let room = MAX_BYTES - kubeconfig(&cluster_fields(), &token_user()).len() - 40;
+    let padding = format!("preferences:\n  pad: \"{}\"\n", "p".repeat(room));
+    let fits = kubeconfig(&cluster_fields(), &token_user()).replace("preferences: {}\n", &padding);
+    assert!(fits.len() <= MAX_BYTES);
+    parse(fits.as_bytes()).expect("a kubeconfig under the cap");
+}
+
+#[test]
+fn anchors_and_aliases_are_rejected_before_they_expand() {
+    let started = std::time::Instant::now();
+    for levels in [1, 6, 12] {
+        let rejection = rejected(&alias_bomb(levels));
+        assert_eq!(rejection.field, "value", "{rejection}");
+        assert!(
+            rejection.to_string().contains("uses a YAML anchor or alias"),
+            "{levels}: {rejection}"
+        );
+    }
+    // An alias alone, of an anchor that names a harmless value.
+    let alias = kubeconfig(&cluster_fields(), &token_user()).replace("preferences: {}\n", "preferences: &p {}\n")
+        + "extensions: *p\n";
+    let rejection = rejected(&alias);
+    assert!(rejection.to_string().contains("anchor or alias"), "{rejection}");
+    // Refused at the first anchor: no expansion ran (at the default budget the 6-level bomb took seconds).
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_kubeconfig_of_too_many_values_is_rejected_by_the_budget() {
+    let many = format!("preferences:\n  many: [{}]\n", vec!["1"; PARSE_BUDGET_NODES].join(","));
+    let rejection = rejected(&kubeconfig(&cluster_fields(), &token_user()).replace("preferences: {}\n", &many));
+    assert!(
+        rejection
+            .to_string()
+            .contains(&format!("more than {PARSE_BUDGET_NODES} YAML values")),
+        "{rejection}"
+    );
+    let deep = format!("preferences:\n  deep: {}{}\n", "[".repeat(40), "]".repeat(40));
+    let rejection = rejected(&kubeconfig(&cluster_fields(), &token_user()).replace("preferences: {}\n", &deep));
+    assert!(rejection.to_string().contains("levels deep"), "{rejection}");
+}

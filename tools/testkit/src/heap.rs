@@ -3,6 +3,9 @@
 //! creates) on threads marked [`uncounted`]; [`live`] is then what the operator holds, and [`peak`] the most it
 //! held at once since [`reset_peak`] (kept on every allocation, so no short spike is missed between samples).
 //!
+//! Or the other way round, for a test whose world runs on the test's own threads: after [`count_only_marked`], only
+//! threads marked [`counted`] (the operator's runtime) count.
+//!
 //! A block is counted or not when it is allocated, by the thread that allocates it; its free subtracts it on
 //! whatever thread. Use in a test binary:
 //!
@@ -13,21 +16,36 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// Bytes currently allocated by counted threads.
 static LIVE: AtomicI64 = AtomicI64::new(0);
 /// The highest [`LIVE`] since the last [`reset_peak`].
 static PEAK: AtomicI64 = AtomicI64::new(0);
 
+/// Only threads marked [`counted`] count ([`count_only_marked`]).
+static ONLY_MARKED: AtomicBool = AtomicBool::new(false);
+
 thread_local! {
     /// Set on threads whose allocations are not the operator's.
     static UNCOUNTED: Cell<bool> = const { Cell::new(false) };
+    /// Set on the operator's threads, when only those count.
+    static COUNTED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Marks the calling thread as not the operator's (for a tokio runtime's `on_thread_start`).
 pub fn uncounted() {
     UNCOUNTED.with(|uncounted| uncounted.set(true));
+}
+
+/// From now on only threads marked [`counted`] count.
+pub fn count_only_marked() {
+    ONLY_MARKED.store(true, Ordering::Relaxed);
+}
+
+/// Marks the calling thread as the operator's (for a tokio runtime's `on_thread_start`), for [`count_only_marked`].
+pub fn counted() {
+    COUNTED.with(|counted| counted.set(true));
 }
 
 /// Bytes the counted threads hold now.
@@ -70,7 +88,11 @@ unsafe impl GlobalAlloc for Counting {
             return base;
         }
         // Thread-local access never allocates here (const initialiser); during thread teardown it counts.
-        let counted = !UNCOUNTED.try_with(Cell::get).unwrap_or(false);
+        let counted = if ONLY_MARKED.load(Ordering::Relaxed) {
+            COUNTED.try_with(Cell::get).unwrap_or(false)
+        } else {
+            !UNCOUNTED.try_with(Cell::get).unwrap_or(false)
+        };
         if counted {
             let now = LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed) + layout.size() as i64;
             PEAK.fetch_max(now, Ordering::Relaxed);

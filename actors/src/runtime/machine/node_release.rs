@@ -1,29 +1,26 @@
 //! Deletion with the gate `disk-detach-when-node-gone` (issue 27): does the workload cluster still have the machine's
 //! Node, or VolumeAttachments naming it? The answer decides whether the disks CAPOV did not create may be detached,
 //! so anything short of a clear answer counts as not released. The workload apiserver is the tenant's: the client is
-//! `workload`'s (kubeconfig checked, every answer capped at 1 MiB, requests taking turns), listings go by bounded
-//! pages, and the whole read has one deadline.
+//! `workload`'s (kubeconfig checked, every answer capped at 1 MiB and decoded slim, requests taking turns), listings
+//! go by bounded pages (`slim_requests::list`), and the whole read has one deadline.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::storage::v1::VolumeAttachment;
-use kube::ResourceExt;
-use kube::api::{Api, ListParams};
-
 use super::observe::owner_machine;
 use super::state::MachineState;
-use super::workload::{self, NoClient, failed, find_by_system_uuid};
+use super::workload::{self, NODES, NoClient, find_by_system_uuid};
 use crate::bounded_text;
 use crate::machine_steps::NodeRelease;
-use crate::runtime::body_limit::ResponseTooLarge;
 use crate::runtime::capi;
+use crate::runtime::slim_requests::{self, Listing, failed};
 use crate::runtime::workload_clients::Wanted;
+use crate::workload_answers::{SlimNode, SlimVolumeAttachment};
 
 /// The whole read (the Node by name, the Node list by systemUUID, the VolumeAttachment list) takes at most this long.
 pub const RELEASE_READ_TIMEOUT: Duration = Duration::from_secs(90);
 /// VolumeAttachments asked for per page: one is about a kilobyte, so 64 leave the 1 MiB answer cap room to spare. A
-/// page that does not fit is asked for again at half the size, down to one.
+/// page that does not fit is asked for again at half the size, down to one; a page with more than asked for is
+/// refused.
 pub const ATTACHMENT_PAGE: u32 = 64;
 /// Pages one listing reads at most: 25,600 VolumeAttachments (5,000 Nodes with 5 volumes each fit). A server whose
 /// list never ends stops here, and the disks stay attached.
@@ -32,6 +29,14 @@ pub const MAX_ATTACHMENT_PAGES: u32 = 400;
 const NAMED_ATTACHMENTS: usize = 3;
 /// A name from the workload apiserver is kept to the length Kubernetes allows a name.
 const NAME: usize = 253;
+
+const ATTACHMENT_LISTING: Listing = Listing {
+    what: "VolumeAttachments",
+    kind: "VolumeAttachment",
+    url_path: "/apis/storage.k8s.io/v1/volumeattachments",
+    page: ATTACHMENT_PAGE,
+    max_pages: MAX_ATTACHMENT_PAGES,
+};
 
 /// What the workload cluster says about the machine's Node; `vm_id` is the VM's, which kubelets report as systemUUID,
 /// and `vm_name` its name in the engine (which kubelets take as their host name).
@@ -92,10 +97,8 @@ fn node_names(state: &MachineState, vm_name: &str) -> Vec<String> {
 
 /// The Node by each of its names, then by the VM id as systemUUID; without one, the VolumeAttachments naming it.
 async fn read(client: kube::Client, names: &[String], vm_id: &str) -> Result<NodeRelease, String> {
-    let nodes = Api::<Node>::all(client.clone());
     for name in names {
-        let node = nodes
-            .get_opt(name)
+        let node = slim_requests::get::<SlimNode>(&client, NODES, name)
             .await
             .map_err(|err| failed("cannot read the workload cluster's Nodes", &err))?;
         if node.is_some() {
@@ -103,12 +106,12 @@ async fn read(client: kube::Client, names: &[String], vm_id: &str) -> Result<Nod
         }
     }
     let vm_name = names.last().map(String::as_str).unwrap_or_default();
-    if let Some(node) = find_by_system_uuid(&nodes, vm_id, vm_name).await? {
+    if let Some(node) = find_by_system_uuid(&client, vm_id, vm_name).await? {
         return Ok(NodeRelease::NodeExists {
-            name: bounded_text::cut(&node.name_any(), NAME),
+            name: bounded_text::cut(&node.name, NAME),
         });
     }
-    let (attachments, total) = attachments_naming(&Api::<VolumeAttachment>::all(client), names).await?;
+    let (attachments, total) = attachments_naming(&client, names).await?;
     let node = names.first().cloned().unwrap_or_default();
     Ok(if total == 0 {
         NodeRelease::Released { node }
@@ -123,38 +126,19 @@ async fn read(client: kube::Client, names: &[String], vm_id: &str) -> Result<Nod
 
 /// The VolumeAttachments whose `spec.nodeName` is one of `nodes` (the first few by name) and how many there are, page
 /// by page: a VolumeAttachment has no field selector for its node.
-async fn attachments_naming(api: &Api<VolumeAttachment>, nodes: &[String]) -> Result<(Vec<String>, usize), String> {
-    let mut page_size = ATTACHMENT_PAGE;
-    let mut token: Option<String> = None;
+async fn attachments_naming(client: &kube::Client, nodes: &[String]) -> Result<(Vec<String>, usize), String> {
     let (mut named, mut total) = (Vec::new(), 0);
-    for _ in 0..MAX_ATTACHMENT_PAGES {
-        let mut params = ListParams::default().limit(page_size);
-        if let Some(token) = &token {
-            params = params.continue_token(token);
-        }
-        let page = match api.list(&params).await {
-            Ok(page) => page,
-            Err(err) if ResponseTooLarge::caused(&err) && page_size > 1 => {
-                page_size /= 2;
-                continue;
-            }
-            Err(err) => return Err(failed("cannot list the workload cluster's VolumeAttachments", &err)),
-        };
-        token = page.metadata.continue_.filter(|token| !token.is_empty());
-        for attachment in page.items.iter().filter(|a| nodes.contains(&a.spec.node_name)) {
+    slim_requests::list(client, ATTACHMENT_LISTING, |page: Vec<SlimVolumeAttachment>| {
+        for attachment in page.into_iter().filter(|a| nodes.contains(&a.node_name)) {
             total += 1;
             if named.len() < NAMED_ATTACHMENTS {
-                named.push(bounded_text::cut(&attachment.name_any(), NAME));
+                named.push(bounded_text::cut(&attachment.name, NAME));
             }
         }
-        if token.is_none() {
-            return Ok((named, total));
-        }
-    }
-    Err(format!(
-        "the workload cluster's VolumeAttachment list did not end within {MAX_ATTACHMENT_PAGES} pages; retrying with \
-         backoff"
-    ))
+        None::<()>
+    })
+    .await?;
+    Ok((named, total))
 }
 
 #[cfg(test)]
@@ -214,9 +198,8 @@ mod tests {
         (url, requests)
     }
 
-    fn attachments(url: &str) -> Api<VolumeAttachment> {
-        let client = kube_clients::workload_client(kube::Config::new(url.parse().expect("url"))).expect("client");
-        Api::all(client)
+    fn attachments(url: &str) -> kube::Client {
+        kube_clients::workload_client(kube::Config::new(url.parse().expect("url"))).expect("client")
     }
 
     fn attachment(name: &str, node: &str) -> Value {

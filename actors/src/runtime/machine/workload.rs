@@ -1,25 +1,25 @@
 //! The workload cluster (SPEC §2 step 7): a client from the Secret `<cluster>-kubeconfig` (key `value`), the Node
 //! of the VM (systemUUID equals the VM id, case-insensitive, or the Node is named like the VM), and setting its
 //! spec.providerID. The kubeconfig is tenant-written: it goes through [`crate::workload_kubeconfig`] before any
-//! client is built or reused, and its server is checked (`workload_targets`: no loopback, link-local or management
-//! cluster addresses). The server is the tenant's too: every answer is capped (`kube_clients::workload_client`),
-//! a listing by its pages and time, and requests take turns per cluster and in all (`workload_clients`).
+//! client is built (a client is reused only for the same version of its Secret), and its server is checked
+//! (`workload_targets`: no loopback, link-local or management cluster addresses). The server is the tenant's too:
+//! every answer is capped (`kube_clients::workload_client`) and decoded slim (`slim_requests`), a listing bounded by
+//! its pages and time, and requests take turns per cluster and in all (`workload_clients`).
 
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::state::MachineState;
-use crate::bounded_text;
 use crate::machine_steps::NodeObservation;
-use crate::runtime::body_limit::ResponseTooLarge;
 use crate::runtime::capi;
 use crate::runtime::kube_clients;
-use crate::runtime::workload_clients::{NoTurn, TURN_WAIT, Turn, Wanted, WorkloadClient};
+use crate::runtime::slim_requests::{self, Listing, RequestError, failed};
+use crate::runtime::workload_clients::{Known, NoTurn, SecretVersion, TURN_WAIT, Turn, Wanted, WorkloadClient};
 use crate::runtime::workload_targets::{self, Refusal};
+use crate::workload_answers::{SecretValue, SlimNode};
 use crate::workload_kubeconfig;
 
 /// Why there is no client for the workload cluster.
@@ -88,14 +88,17 @@ pub async fn observe_node(
         Err(NoClient::ManagementCluster(message)) => return Err(NodeUnknown::ManagementCluster(message)),
         Err(NoClient::Busy(wanted)) => return Err(NodeUnknown::Busy(wanted)),
     };
-    Ok(node_of_vm(&Api::<Node>::all(client), vm_id, vm_name).await)
+    Ok(node_of_vm(&client, vm_id, vm_name).await)
 }
 
+/// Where Nodes are, in a workload apiserver.
+pub(super) const NODES: &str = "/api/v1/nodes";
+
 /// The Node named like the VM, else the one whose systemUUID is the VM's id.
-async fn node_of_vm(api: &Api<Node>, vm_id: &str, vm_name: &str) -> NodeObservation {
+async fn node_of_vm(client: &kube::Client, vm_id: &str, vm_name: &str) -> NodeObservation {
     // Kubelets name their Node after the host name, which CAPOV sets to the VM name: one GET usually finds it,
     // without listing every Node of a large cluster for each machine.
-    match api.get_opt(vm_name).await {
+    match slim_requests::get::<SlimNode>(client, NODES, vm_name).await {
         Ok(Some(node)) => return found(node),
         Ok(None) => {}
         Err(err) => {
@@ -104,7 +107,7 @@ async fn node_of_vm(api: &Api<Node>, vm_id: &str, vm_name: &str) -> NodeObservat
             };
         }
     }
-    match tokio::time::timeout(NODE_LISTING_TIMEOUT, find_by_system_uuid(api, vm_id, vm_name)).await {
+    match tokio::time::timeout(NODE_LISTING_TIMEOUT, find_by_system_uuid(client, vm_id, vm_name)).await {
         Ok(Ok(Some(node))) => found(node),
         Ok(Ok(None)) => NodeObservation::NotFound,
         Ok(Err(message)) => NodeObservation::Unreachable { message },
@@ -116,9 +119,9 @@ async fn node_of_vm(api: &Api<Node>, vm_id: &str, vm_name: &str) -> NodeObservat
     }
 }
 
-/// Nodes asked for per page: a page must fit in [`kube_clients::WORKLOAD_BODY_LIMIT`] (1 MiB), and a Node with the images its
-/// kubelet reports is tens of kilobytes; 16 of up to 64 KiB fit. A page that does not fit is asked for again at half
-/// the size, down to one Node.
+/// Nodes asked for per page: a page must fit in [`kube_clients::WORKLOAD_BODY_LIMIT`] (1 MiB), and a Node with the
+/// images its kubelet reports is tens of kilobytes; 16 of up to 64 KiB fit. A page that does not fit is asked for
+/// again at half the size, down to one Node; a page with more Nodes than asked for is refused.
 pub const NODE_PAGE: u32 = 16;
 /// Pages one listing reads at most: 5,120 Nodes, more than the 5,000 a Kubernetes cluster supports. A server whose
 /// list never ends (a continue token on every page) stops here.
@@ -126,66 +129,37 @@ pub const MAX_NODE_PAGES: u32 = 320;
 /// One listing, all its pages, takes at most this long.
 pub const NODE_LISTING_TIMEOUT: Duration = Duration::from_secs(60);
 
+const NODE_LISTING: Listing = Listing {
+    what: "Nodes",
+    kind: "Node",
+    url_path: NODES,
+    page: NODE_PAGE,
+    max_pages: MAX_NODE_PAGES,
+};
+
 /// The Node whose systemUUID is the VM id (case-insensitive) or whose name is the VM's, page by page, stopping at the
-/// match: a whole list of a cluster of thousands of Nodes, decoded, is tens of MB for each pass that looks. Err: why
-/// the list could not be read.
-pub(super) async fn find_by_system_uuid(api: &Api<Node>, vm_id: &str, vm_name: &str) -> Result<Option<Node>, String> {
-    let mut page_size = NODE_PAGE;
-    let mut token: Option<String> = None;
-    for _ in 0..MAX_NODE_PAGES {
-        let mut params = ListParams::default().limit(page_size);
-        if let Some(token) = &token {
-            params = params.continue_token(token);
-        }
-        let page = match api.list(&params).await {
-            Ok(page) => page,
-            Err(err) if ResponseTooLarge::caused(&err) && page_size > 1 => {
-                page_size /= 2;
-                continue;
-            }
-            Err(err) => return Err(failed("cannot list the workload cluster's Nodes", &err)),
-        };
-        token = page.metadata.continue_.filter(|token| !token.is_empty());
-        if let Some(node) = page.items.into_iter().find(|node| is_vm_node(node, vm_id, vm_name)) {
-            return Ok(Some(node));
-        }
-        if token.is_none() {
-            return Ok(None);
-        }
-    }
-    Err(format!(
-        "the workload cluster's Node list did not end within {MAX_NODE_PAGES} pages; retrying with backoff"
-    ))
+/// match. Err: why the list could not be read.
+pub(super) async fn find_by_system_uuid(
+    client: &kube::Client,
+    vm_id: &str,
+    vm_name: &str,
+) -> Result<Option<SlimNode>, String> {
+    slim_requests::list(client, NODE_LISTING, |nodes: Vec<SlimNode>| {
+        nodes.into_iter().find(|node| is_vm_node(node, vm_id, vm_name))
+    })
+    .await
 }
 
-fn is_vm_node(node: &Node, vm_id: &str, vm_name: &str) -> bool {
-    let uuid = node
-        .status
-        .as_ref()
-        .and_then(|s| s.node_info.as_ref())
-        .map(|info| info.system_uuid.as_str());
-    uuid.is_some_and(|uuid| uuid.eq_ignore_ascii_case(vm_id)) || node.name_any() == vm_name
+fn is_vm_node(node: &SlimNode, vm_id: &str, vm_name: &str) -> bool {
+    let uuid = node.system_uuid.as_deref();
+    uuid.is_some_and(|uuid| uuid.eq_ignore_ascii_case(vm_id)) || node.name == vm_name
 }
 
-/// What went wrong, with the error cut short: a workload apiserver's error carries its own text.
-pub(super) fn failed(what: &str, err: &kube::Error) -> String {
-    format!("{what}: {}", bounded_text::cut(&err.to_string(), ERROR_TEXT))
-}
-
-/// How much of a workload apiserver's error text a message keeps.
-const ERROR_TEXT: usize = 300;
-
-fn found(node: Node) -> NodeObservation {
-    let labels = node
-        .labels()
-        .iter()
-        .filter(|(key, _)| crate::node_topology::KEYS.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
+fn found(node: SlimNode) -> NodeObservation {
     NodeObservation::Found {
-        name: node.name_any(),
-        provider_id: node.spec.and_then(|spec| spec.provider_id).filter(|id| !id.is_empty()),
-        labels,
+        name: node.name,
+        provider_id: node.provider_id.filter(|id| !id.is_empty()),
+        labels: node.labels,
     }
 }
 
@@ -198,10 +172,8 @@ pub async fn set_node_labels(
 ) -> Result<(), NodeWriteError> {
     let (client, _turn) = connect(state, cluster).await?;
     let patch = json!({"metadata": {"labels": labels}});
-    Api::<Node>::all(client)
-        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+    slim_requests::merge_patch(&client, NODES, node, &patch)
         .await
-        .map(|_| ())
         .map_err(|err| NodeWriteError::Failed(failed("cannot set the Node's topology labels", &err)))
 }
 
@@ -213,16 +185,18 @@ pub async fn set_node_provider_id(
 ) -> Result<(), NodeWriteError> {
     let (client, _turn) = connect(state, cluster).await?;
     let patch = json!({"spec": {"providerID": provider_id}});
-    Api::<Node>::all(client)
-        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+    slim_requests::merge_patch(&client, NODES, node, &patch)
         .await
-        .map(|_| ())
         .map_err(|err| NodeWriteError::Failed(failed("cannot set the Node's providerID", &err)))
 }
 
 /// Whether a management-cluster error is the apiserver struggling (5xx, 429, no answer): a retry, nothing to report.
-fn management_cluster_struggles(err: &kube::Error) -> bool {
-    !matches!(err, kube::Error::Api(status) if (400..500).contains(&status.code) && status.code != 429)
+fn management_cluster_struggles(err: &RequestError) -> bool {
+    match err {
+        RequestError::Status { code, .. } => !((400..500).contains(code) && *code != 429),
+        RequestError::Transport(_) => true,
+        RequestError::Answer(_) | RequestError::Request(_) => false,
+    }
 }
 
 /// The workload cluster's client and a turn to use it (`workload_clients`).
@@ -267,70 +241,112 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
     if let Some(client) = clients.recently_checked(&cache_key) {
         return Ok(client);
     }
-    let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
-    let secret = secrets.get_opt(&secret_name).await.map_err(|err| {
+    // A few reads at once: each holds the Secret's answer until it is decoded, and the kubeconfig until it is parsed.
+    let Some(read_turn) = clients.secret_read().await else {
+        return Err(NoClient::ManagementCluster(format!(
+            "too many workload kubeconfig Secrets are being read at once; Secret {namespace}/{secret_name} is read \
+             again with backoff"
+        )));
+    };
+    // Another pass of the cluster may have read it meanwhile.
+    if let Some(client) = clients.recently_checked(&cache_key) {
+        return Ok(client);
+    }
+    let not_found = || {
+        NoClient::Unreachable(format!(
+            "Secret {namespace}/{secret_name} with the workload kubeconfig (key value) not found"
+        ))
+    };
+    let secret = slim_requests::kubeconfig_secret(
+        &state.shared.client,
+        &namespace,
+        &secret_name,
+        workload_kubeconfig::MAX_BYTES,
+    )
+    .await
+    .map_err(|err| {
         let message = format!("cannot read Secret {secret_name}: {err}");
         match management_cluster_struggles(&err) {
             true => NoClient::ManagementCluster(message),
             // Forbidden and the like: the user has something to fix, and the condition says what.
             false => NoClient::Unreachable(message),
         }
-    })?;
-    let value = secret
-        .and_then(|s| s.data)
-        .and_then(|data| data.get("value").cloned())
-        .ok_or_else(|| {
-            NoClient::Unreachable(format!(
-                "Secret {namespace}/{secret_name} with the workload kubeconfig (key value) not found"
-            ))
-        })?;
-    let rejected = |why: String| {
+    })?
+    .ok_or_else(not_found)?;
+    let rejected = |why: &str| {
         NoClient::Rejected(format!(
             "the workload kubeconfig in Secret {namespace}/{secret_name} (key value) was rejected and nothing was \
              sent to its server: {why}"
         ))
     };
-    // Checked on every read of the Secret and before the cache, so that a client is only used for a kubeconfig that
-    // passes now, and a rejected one also drops the client of the kubeconfig it replaced.
-    let kubeconfig = match workload_kubeconfig::parse(&value.0) {
+    let value = match secret.value {
+        Some(SecretValue::Kept(value)) => value,
+        Some(SecretValue::TooLarge { bytes }) => {
+            let why = workload_kubeconfig::too_large(bytes).to_string();
+            let version = secret_version(secret.uid, secret.resource_version, &[]);
+            clients.refuse(cache_key, version, why.clone());
+            return Err(rejected(&why));
+        }
+        None => return Err(not_found()),
+    };
+    // A client per pass would mean a TLS handshake with the workload apiserver per pass, and a parse of its
+    // kubeconfig: one is kept per cluster for as long as its Secret stays the same version (a refusal too).
+    let version = secret_version(secret.uid, secret.resource_version, &value);
+    match clients.known(&cache_key, &version) {
+        Some(Known::Client(client)) => return Ok(client),
+        Some(Known::Refused(why)) => return Err(rejected(&why)),
+        None => {}
+    }
+    let kubeconfig = match workload_kubeconfig::parse(&value) {
         Ok(kubeconfig) => kubeconfig,
         Err(rejection) => {
-            clients.remove(&cache_key);
-            return Err(rejected(rejection.to_string()));
+            let why = rejection.to_string();
+            clients.refuse(cache_key, version, why.clone());
+            return Err(rejected(&why));
         }
     };
-    // A client per pass would mean a TLS handshake with the workload apiserver per pass; one per cluster is kept
-    // for as long as its kubeconfig stays the same.
-    if let Some(client) = clients.get(&cache_key, &value.0) {
-        return Ok(client);
-    }
+    let kubeconfig_bytes = value.len();
+    drop((value, read_turn));
     let mut config = kubeconfig.to_kube_config();
     if !state.shared.settings.allow_internal_workload_servers {
-        config = workload_targets::admit(config, &state.shared.settings.internal_targets)
-            .await
-            .map_err(|refusal| match refusal {
-                Refusal::Internal(why) => rejected(why),
-                Refusal::Unresolved(why) => NoClient::Unreachable(why),
-            })?;
+        config = match workload_targets::admit(config, &state.shared.settings.internal_targets).await {
+            Ok(config) => config,
+            Err(Refusal::Internal(why)) => {
+                clients.refuse(cache_key, version, why.clone());
+                return Err(rejected(&why));
+            }
+            Err(Refusal::Unresolved(why)) => return Err(NoClient::Unreachable(why)),
+        };
     }
     let client = kube_clients::workload_client(config).map_err(|err| {
         NoClient::Unreachable(format!(
             "Secret {secret_name}: cannot build a client from the workload kubeconfig: {err}"
         ))
     })?;
-    Ok(clients.insert(cache_key, value.0, client))
+    Ok(clients.insert(cache_key, version, kubeconfig_bytes, client))
+}
+
+/// The version of a kubeconfig Secret: its uid and resourceVersion, and a fingerprint of its value, so that even a
+/// Secret whose resourceVersion did not come through is not taken for another.
+fn secret_version(uid: String, resource_version: String, value: &[u8]) -> SecretVersion {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut hasher);
+    SecretVersion {
+        uid,
+        resource_version,
+        value: hasher.finish(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn api_error(code: u16) -> kube::Error {
-        kube::Error::Api(
-            kube::core::Status::failure("the apiserver said no", "")
-                .with_code(code)
-                .boxed(),
-        )
+    fn api_error(code: u16) -> RequestError {
+        RequestError::Status {
+            code,
+            status: Default::default(),
+        }
     }
 
     #[test]
@@ -338,7 +354,7 @@ mod tests {
         for code in [500, 503, 504, 429] {
             assert!(management_cluster_struggles(&api_error(code)), "{code}");
         }
-        let no_answer = kube::Error::Service(Box::new(std::io::Error::other("connection reset")));
+        let no_answer = RequestError::Transport(kube::Error::Service(Box::new(std::io::Error::other("reset"))));
         assert!(management_cluster_struggles(&no_answer));
         // Forbidden (missing RBAC on the tenant's namespace) and the like are the user's to fix: reported.
         for code in [400, 401, 403, 422] {
