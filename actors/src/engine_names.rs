@@ -108,7 +108,10 @@ mod tests {
     fn look_alike_namespaces_and_clusters_get_different_names() {
         // Issue #35: namespace a-b with cluster c, and namespace a with cluster b-c, shared one group.
         assert_ne!(engine_wide(&["a-b", "c"], 50), engine_wide(&["a", "b-c"], 50));
-        assert_ne!(engine_wide(&["team", "a-prod"], 50), engine_wide(&["team-a", "prod"], 50));
+        assert_ne!(
+            engine_wide(&["team", "a-prod"], 50),
+            engine_wide(&["team-a", "prod"], 50)
+        );
         assert_ne!(engine_wide(&["a.b", "c"], 50), engine_wide(&["a", "b.c"], 50));
         assert_ne!(engine_wide(&["a_2eb", "c"], 50), engine_wide(&["a.b", "c"], 50));
         assert_ne!(engine_wide(&["a", "b"], 50), engine_wide(&["a", "b", ""], 50));
@@ -154,7 +157,11 @@ mod tests {
         // The SHA-256 of the whole name, as `printf %s NAME | sha256sum | cut -c1-16` gives it.
         assert_eq!(sha256_hex(&whole, 16), "2f92ad42c7a243ca");
         assert!(name.ends_with("_h2f92ad42c7a243ca"), "{name}");
-        assert_eq!(name, engine_wide(&["cluster", &namespace, &cluster], 50), "the same every time");
+        assert_eq!(
+            name,
+            engine_wide(&["cluster", &namespace, &cluster], 50),
+            "the same every time"
+        );
         let other = engine_wide(&["cluster", &namespace, &format!("{}d", "c".repeat(62))], 50);
         assert_ne!(name, other, "names differing after the cut stay apart");
         assert_eq!(other.len(), 50);

@@ -70,10 +70,7 @@ mod tests {
         assert_ne!(cluster_tag("a-b", "c"), cluster_tag("a", "b-c"));
         // Long ones too: the cut keeps the difference in the hash.
         let ns = "n".repeat(40);
-        assert_ne!(
-            cluster_tag(&format!("{ns}-x"), "prod"),
-            cluster_tag(&ns, "x-prod")
-        );
+        assert_ne!(cluster_tag(&format!("{ns}-x"), "prod"), cluster_tag(&ns, "x-prod"));
     }
 
     #[test]

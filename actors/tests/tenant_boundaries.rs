@@ -138,14 +138,17 @@ async fn look_alike_tenants_get_affinity_groups_and_tags_of_their_own() {
     let control = world.sim.control().clone();
     let groups = control.affinity_groups();
     let group_of = |vm_id: &str| {
-        let holding: Vec<_> = groups.iter().filter(|g| g.vm_ids.iter().any(|id| id == vm_id)).collect();
+        let holding: Vec<_> = groups
+            .iter()
+            .filter(|g| g.vm_ids.iter().any(|id| id == vm_id))
+            .collect();
         assert_eq!(holding.len(), 1, "{vm_id} in {holding:?}");
         holding[0].clone()
     };
     let (first_group, second_group) = (group_of(&first_vm), group_of(&second_vm));
     assert_ne!(first_group.name, second_group.name);
-    assert_eq!(first_group.vm_ids, [first_vm.clone()]);
-    assert_eq!(second_group.vm_ids, [second_vm.clone()]);
+    assert_eq!(first_group.vm_ids, std::slice::from_ref(&first_vm));
+    assert_eq!(second_group.vm_ids, std::slice::from_ref(&second_vm));
     assert_eq!(
         first_group.description,
         format!("capov-group:{first}/c/control-plane mc:{MANAGEMENT_CLUSTER}")
@@ -219,7 +222,11 @@ async fn a_group_created_under_the_older_name_keeps_its_machine_group_and_goes_w
     let mut expected = vms.to_vec();
     expected.sort();
     assert_eq!(members, expected);
-    assert_ne!(control.vm_host(&vms[0]), control.vm_host(&vms[1]), "kept apart by the group");
+    assert_ne!(
+        control.vm_host(&vms[0]),
+        control.vm_host(&vms[1]),
+        "kept apart by the group"
+    );
 
     world.delete_machine_and_wait("cp-0").await;
     world.delete_machine_and_wait("cp-1").await;
@@ -292,9 +299,7 @@ async fn the_provider_says_which_host_labels_and_ovirt_clusters_tenants_may_use(
     let namespace = world.namespace.clone();
     patch_ovirt_cluster(&world, &namespace, &world.cluster, json!({"failureDomains": domains})).await;
     world.start_operator().await;
-    let spec = |ovirt_cluster: &str| {
-        json!({"provider": world.provider, "ovirtcluster": ovirt_cluster, "template": "ubuntu-22.04"})
-    };
+    let spec = |ovirt_cluster: &str| json!({"provider": world.provider, "ovirtcluster": ovirt_cluster, "template": "ubuntu-22.04"});
     for (name, domain) in [("in-a", "rack-a"), ("in-b", "rack-b"), ("at-edge", "edge")] {
         let machine = objects::MachineSpec {
             name,
@@ -308,7 +313,11 @@ async fn the_provider_says_which_host_labels_and_ovirt_clusters_tenants_may_use(
     world.create_machine("spec-edge", spec("Edge")).await;
 
     let vm_id = vm_up(&world, &namespace, "in-a").await;
-    assert_eq!(control.vm_host(&vm_id).as_deref(), Some("a-1"), "an allowed label is used");
+    assert_eq!(
+        control.vm_host(&vm_id).as_deref(),
+        Some("a-1"),
+        "an allowed label is used"
+    );
     let in_b = refused(&world, "in-b", "PlacementNotAllowed").await;
     for part in [
         "\"rack-b\"",
@@ -320,7 +329,11 @@ async fn the_provider_says_which_host_labels_and_ovirt_clusters_tenants_may_use(
         assert!(in_b.contains(part), "{part:?} not in: {in_b}");
     }
     let at_edge = refused(&world, "at-edge", "PlacementNotAllowed").await;
-    for part in ["\"Edge\"", "spec.failureDomains[].ovirtcluster", "spec.tenantPlacement.ovirtClusters"] {
+    for part in [
+        "\"Edge\"",
+        "spec.failureDomains[].ovirtcluster",
+        "spec.tenantPlacement.ovirtClusters",
+    ] {
         assert!(at_edge.contains(part), "{part:?} not in: {at_edge}");
     }
     let spec_edge = refused(&world, "spec-edge", "PlacementNotAllowed").await;
@@ -371,10 +384,14 @@ async fn an_ovirt_cluster_shows_no_capacity_of_a_provider_that_refuses_its_names
         .create_machine("m", json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}))
         .await;
     let clusters = Api::<OVirtCluster>::namespaced(world.client.clone(), &world.namespace);
-    eventually(MINUTE, "the cluster's capacity while the namespace is allowed", || async {
-        let capacity = clusters.get(&world.cluster).await.ok()?.status?.capacity?;
-        (!capacity.ovirt_clusters.is_empty()).then_some(())
-    })
+    eventually(
+        MINUTE,
+        "the cluster's capacity while the namespace is allowed",
+        || async {
+            let capacity = clusters.get(&world.cluster).await.ok()?.status?.capacity?;
+            (!capacity.ovirt_clusters.is_empty()).then_some(())
+        },
+    )
     .await;
 
     patch_provider(&world, json!({"allowedNamespaces": {"names": ["someone-else"]}})).await;
@@ -393,7 +410,11 @@ async fn an_ovirt_cluster_shows_no_capacity_of_a_provider_that_refuses_its_names
     .await;
     let status = eventually(MINUTE, "the OVirtCluster's status after the change", || async {
         let status = clusters.get(&world.cluster).await.ok()?.status?;
-        status.failure_domains.iter().any(|d| d.name == "later").then_some(status)
+        status
+            .failure_domains
+            .iter()
+            .any(|d| d.name == "later")
+            .then_some(status)
     })
     .await;
     assert_eq!(

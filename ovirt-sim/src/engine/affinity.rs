@@ -231,7 +231,10 @@ mod tests {
     #[test]
     fn names_are_held_to_the_engines_length_and_characters() {
         let (mut state, cluster, _) = engine_with_vm();
-        let invalid = Err(operation_failed(400, "Cannot add Affinity Group. Name field is invalid."));
+        let invalid = Err(operation_failed(
+            400,
+            "Cannot add Affinity Group. Name field is invalid.",
+        ));
         let too_long = Err(operation_failed(
             400,
             "Cannot add Affinity Group. Name field input is too long.",
@@ -241,12 +244,22 @@ mod tests {
             add_affinity_group(&mut state, &cluster, &negative(&"𝐀".repeat(128))),
             too_long
         );
-        assert_eq!(add_affinity_group(&mut state, &cluster, &negative(&"a".repeat(256))), too_long);
+        assert_eq!(
+            add_affinity_group(&mut state, &cluster, &negative(&"a".repeat(256))),
+            too_long
+        );
         for name in ["rack 1", "٣", "Ⅻ", "a:b", "a+b"] {
-            assert_eq!(add_affinity_group(&mut state, &cluster, &negative(name)), invalid, "{name}");
+            assert_eq!(
+                add_affinity_group(&mut state, &cluster, &negative(name)),
+                invalid,
+                "{name}"
+            );
         }
         for name in ["capov.team-a.prod.control-plane.Default", "Clüster_1", &"a".repeat(255)] {
-            assert!(add_affinity_group(&mut state, &cluster, &negative(name)).is_ok(), "{name}");
+            assert!(
+                add_affinity_group(&mut state, &cluster, &negative(name)).is_ok(),
+                "{name}"
+            );
         }
     }
 

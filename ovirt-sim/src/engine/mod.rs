@@ -53,9 +53,8 @@ pub type EngineResult<T> = Result<T, EngineError>;
 /// is ASCII only), '.', '_' and '-'. `\p{L}` is close to Rust's alphabetic without the letter numbers (Nl, such as
 /// 'Ⅻ'); the few combining marks Unicode also counts as alphabetic are admitted here, and refused by the engine.
 pub fn valid_i18n_name(name: &str) -> bool {
-    name.chars().all(|c| {
-        (c.is_alphabetic() && !c.is_numeric()) || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
-    })
+    name.chars()
+        .all(|c| (c.is_alphabetic() && !c.is_numeric()) || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
 }
 
 /// Length as the engine's bean validation counts it (`String.length()`: UTF-16 units).

@@ -95,7 +95,13 @@ mod tests {
         let too_long = Err(operation_failed(400, "size must be between 1 and 50"));
         assert_eq!(add_tag(&mut state, &named(&"𝐀".repeat(26))), too_long);
         assert_eq!(add_tag(&mut state, &named(&"a".repeat(51))), too_long);
-        for name in ["capov.cluster.team-a.prod", "capov-ns-team-a", "é", &"a".repeat(50), &"𝐀".repeat(25)] {
+        for name in [
+            "capov.cluster.team-a.prod",
+            "capov-ns-team-a",
+            "é",
+            &"a".repeat(50),
+            &"𝐀".repeat(25),
+        ] {
             assert!(add_tag(&mut state, &named(name)).is_ok(), "{name}");
         }
         assert_eq!(

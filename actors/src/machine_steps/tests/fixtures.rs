@@ -80,6 +80,7 @@ pub(super) fn ready_to_create() -> Observed {
         control_plane_host: Some("10.0.1.100".into()),
         ip_claims: Vec::new(),
         failure_domain: FailureDomainChoice::None,
+        tenant_placement: None,
         groups_wanted: Vec::new(),
         group_owner: GroupOwner {
             namespace: "default".into(),

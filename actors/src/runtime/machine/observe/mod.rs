@@ -153,6 +153,7 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         control_plane_host: cluster.and_then(capi::cluster_control_plane_host),
         ip_claims: ip_claims(state),
         failure_domain,
+        tenant_placement: state.shared.tenant_placement(&object.spec.settings.provider),
         groups_wanted,
         group_owner,
         groups: crate::machine_steps::GroupsObservation::NotRead,
