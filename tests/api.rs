@@ -853,6 +853,71 @@ async fn engine_urls_with_userinfo_are_rejected_with_a_message_that_names_the_se
         .expect("an @ after the authority is not userinfo");
 }
 
+/// Issue #35 §4: `spec.tenantPlacement` of an OVirtProvider names engine objects; each rejection says which field
+/// and what an entry must look like.
+#[tokio::test]
+async fn tenant_placement_is_validated_with_messages_that_say_what_to_fix() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane
+        .create_namespace(&client, "tenant-placement")
+        .await
+        .expect("namespace");
+    let kind = resource::<OVirtProvider>();
+    let providers: Api<DynamicObject> = Api::all_with(client.clone(), &kind);
+    let provider = |suffix: &str, placement: Value| {
+        json!({"metadata": {"name": format!("{namespace}-{suffix}")},
+               "spec": {"engine": "https://engine/ovirt-engine/api", "credentialsSecretName": "engine-credentials",
+                        "tenantPlacement": placement}})
+    };
+    let labels = "spec.tenantPlacement.hostLabels must name oVirt affinity labels: letters, digits, '.', '_' and '-'";
+    let clusters = "spec.tenantPlacement.ovirtClusters must name oVirt clusters: letters, digits, '.', '_' and '-'";
+    let many: Vec<String> = (0..257).map(|n| format!("c{n}")).collect();
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("empty-label", json!({"hostLabels": [""]}), labels),
+        ("spaced-label", json!({"hostLabels": ["rack a"]}), labels),
+        ("slashed-label", json!({"hostLabels": ["rack/a"]}), labels),
+        (
+            "long-label",
+            json!({"hostLabels": ["a".repeat(51)]}),
+            "Too long: may not be more than 50",
+        ),
+        (
+            "twice-label",
+            json!({"hostLabels": ["rack-a", "rack-a"]}),
+            "Duplicate value: \"rack-a\"",
+        ),
+        ("empty-cluster", json!({"ovirtClusters": [""]}), clusters),
+        ("colon-cluster", json!({"ovirtClusters": ["site:2"]}), clusters),
+        (
+            "long-cluster",
+            json!({"ovirtClusters": ["c".repeat(41)]}),
+            "Too long: may not be more than 40",
+        ),
+        (
+            "many-clusters",
+            json!({"ovirtClusters": many}),
+            "must have at most 256 items",
+        ),
+    ];
+    for (suffix, placement, expected) in cases {
+        expect_rejected(&providers, &kind, provider(suffix, placement), expected).await;
+    }
+    for (suffix, placement) in [
+        (
+            "good",
+            json!({"hostLabels": ["rack-a", "Stelaž_1.b"], "ovirtClusters": ["Default", "Site-2"]}),
+        ),
+        ("none-allowed", json!({"hostLabels": [], "ovirtClusters": []})),
+        ("labels-only", json!({"hostLabels": ["rack-a"]})),
+    ] {
+        providers
+            .create(&PostParams::default(), &dynamic(&kind, provider(suffix, placement)))
+            .await
+            .unwrap_or_else(|err| panic!("{suffix}: {err}"));
+    }
+}
+
 /// An IPAM pool reference as the examples and templates write it.
 fn pool(name: &str) -> Value {
     json!({"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": name})

@@ -977,8 +977,8 @@ async fn template_data_disks_names_tags_and_graceful_shutdown_under_capi() {
             tags,
             [
                 "capov".to_string(),
-                format!("capov-cluster-{}-{CLUSTER}", world.namespace),
                 format!("capov-ns-{}", world.namespace),
+                format!("capov.cluster.{}.{CLUSTER}", world.namespace),
             ]
         );
         data_disks.insert(vm_id.to_string(), disk.id.clone());

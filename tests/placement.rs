@@ -255,25 +255,25 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
 
     let groups = control.affinity_groups();
     let names: BTreeSet<&str> = groups.iter().map(|g| g.name.as_str()).collect();
-    let group = |suffix: &str| format!("capov-{namespace}-{CLUSTER}-{suffix}");
+    let group = |purpose: &str, ovirt_cluster: &str| format!("capov.{namespace}.{CLUSTER}.{purpose}.{ovirt_cluster}");
     for expected in [
-        group("control-plane-Default"),
-        group("control-plane-Edge"),
-        group("fd-rack-a-Default"),
-        group("fd-rack-b-Default"),
+        group("control-plane", "Default"),
+        group("control-plane", "Edge"),
+        group("fd-rack-a", "Default"),
+        group("fd-rack-b", "Default"),
     ] {
         assert!(names.contains(expected.as_str()), "{expected} not in {names:?}");
     }
     let in_default = groups
         .iter()
-        .find(|g| g.name == group("control-plane-Default"))
+        .find(|g| g.name == group("control-plane", "Default"))
         .expect("group");
     assert_eq!(in_default.vm_ids.len(), 4, "cp-a, cp-a2, cp-a3 and cp-b");
     assert!(in_default.vms_rule.enforcing && !in_default.vms_rule.positive);
 
     // A group an administrator made under the name CAPOV would give the workers' group: a soft rule starts the
     // worker without it, and the group is never changed or removed.
-    let foreign = format!("capov-{namespace}-{CLUSTER}-md-workers-Default");
+    let foreign = format!("capov.{namespace}.{CLUSTER}.md-workers.Default");
     let admins_group = AffinityGroupSeed {
         name: foreign.clone(),
         cluster: "Default".into(),
@@ -321,7 +321,7 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
         let in_default = control
             .affinity_groups()
             .into_iter()
-            .find(|g| g.name == group("control-plane-Default"))?;
+            .find(|g| g.name == group("control-plane", "Default"))?;
         (in_default.vm_ids.len() == 3).then_some(())
     })
     .await;

@@ -5,7 +5,13 @@
 //!
 //! A group is CAPOV's when its description carries the marker `capov-group:<namespace>/<cluster>/<purpose>
 //! mc:<management cluster>`; a group of the same name without it is never touched. Names are unique in the whole
-//! engine (`AddAffinityGroupCommand`), so they hold the namespace, the cluster, the purpose and the oVirt cluster.
+//! engine (`AddAffinityGroupCommand`), so they hold the namespace, the cluster, the purpose and the oVirt cluster,
+//! written by [`crate::engine_names`] so that no two of them give one name.
+//!
+//! A group is found by its marker first, whatever its name: the groups CAPOV created under the older rule
+//! (`capov-<namespace>-<cluster>-<purpose>-<oVirt cluster>`, which two tenants could share) keep their name, their
+//! VMs and their rule, new machines of their machine group join them, and the last VM to leave removes them. Only
+//! when the oVirt cluster holds no group with the marker is one looked up (or created) by the current name.
 
 use std::collections::BTreeMap;
 
@@ -20,7 +26,7 @@ pub const MACHINE_SET_LABEL: &str = "cluster.x-k8s.io/set-name";
 
 const MARKER_PREFIX: &str = "capov-group:";
 const MC_PREFIX: &str = "mc:";
-/// `BusinessEntitiesDefinitions.GENERAL_NAME_SIZE`.
+/// `AffinityGroup.name`: `@Size(max = BusinessEntitiesDefinitions.GENERAL_NAME_SIZE)`.
 const NAME_LIMIT: usize = 255;
 
 /// What a group is for.
@@ -100,28 +106,9 @@ pub fn wanted_groups(
     wanted
 }
 
-/// `capov-<namespace>-<cluster>-<purpose>-<ovirt cluster>`, with characters the engine refuses in names (it takes
-/// letters, digits, `.`, `_` and `-`) replaced by `-`, and cut with a hash when longer than the engine allows.
+/// `capov.<namespace>.<cluster>.<purpose>.<ovirt cluster>` ([`crate::engine_names`]).
 fn group_name(owner: &GroupOwner, purpose: &str, ovirt_cluster: &str) -> String {
-    let raw = format!("capov-{}-{}-{purpose}-{ovirt_cluster}", owner.namespace, owner.cluster);
-    let name: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    if name.chars().count() <= NAME_LIMIT {
-        return name;
-    }
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    raw.hash(&mut hasher);
-    let kept: String = name.chars().take(NAME_LIMIT - 17).collect();
-    format!("{kept}-{:016x}", hasher.finish())
+    crate::engine_names::engine_wide(&[&owner.namespace, &owner.cluster, purpose, ovirt_cluster], NAME_LIMIT)
 }
 
 fn marker(owner: &GroupOwner, purpose: &str) -> String {
@@ -173,10 +160,23 @@ pub fn assess(
     labels: &BTreeMap<String, String>,
     vm_id: &str,
 ) -> GroupState {
+    let holds_vm = |group: &GroupFact| group.vm_ids.iter().any(|id| id == vm_id);
+    // The machine group's own group, by its marker: one that already holds the VM, else the one of the current
+    // name, else the first by name (one created under the older name rule).
+    let marked = groups
+        .iter()
+        .filter(|g| g.description.trim() == wanted.marker)
+        .min_by_key(|g| (!holds_vm(g), g.name != wanted.name, g.name.as_str()));
+    if let Some(group) = marked {
+        let id = group.id.clone();
+        return if holds_vm(group) {
+            GroupState::Joined { id }
+        } else {
+            GroupState::NotJoined { id }
+        };
+    }
     match groups.iter().find(|g| g.name == wanted.name) {
-        Some(group) if group.description.trim() != wanted.marker => GroupState::Conflict { id: group.id.clone() },
-        Some(group) if group.vm_ids.iter().any(|id| id == vm_id) => GroupState::Joined { id: group.id.clone() },
-        Some(group) => GroupState::NotJoined { id: group.id.clone() },
+        Some(group) => GroupState::Conflict { id: group.id.clone() },
         None => match &wanted.rule {
             GroupRule::AntiAffinity { .. } => GroupState::Missing { host_label_id: None },
             GroupRule::HostLabel { label } => match labels.get(label) {
@@ -257,7 +257,7 @@ mod tests {
         assert_eq!(
             soft,
             vec![WantedGroup {
-                name: "capov-team-a-prod-md-workers-Default".into(),
+                name: "capov.team-a.prod.md-workers.Default".into(),
                 marker: "capov-group:team-a/prod/md-workers mc:mgmt-1".into(),
                 rule: GroupRule::AntiAffinity { hard: false },
             }]
@@ -274,7 +274,7 @@ mod tests {
         });
         let both = wanted_groups(&owner(), Some("control-plane"), AntiAffinity::Hard, &rack, "Default");
         assert_eq!(both.len(), 2);
-        assert_eq!(both[1].name, "capov-team-a-prod-fd-rack-b-Default");
+        assert_eq!(both[1].name, "capov.team-a.prod.fd-rack-b.Default");
         assert_eq!(both[1].rule, GroupRule::HostLabel { label: "rack-b".into() });
     }
 
@@ -286,15 +286,123 @@ mod tests {
             management_cluster: "mgmt".into(),
         };
         let name = group_name(&long, &format!("md-{}", "d".repeat(200)), "Cluster 1/é");
-        assert_eq!(name.chars().count(), NAME_LIMIT);
-        assert!(
-            name.chars()
-                .all(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        );
+        assert_eq!(crate::vm_name::engine_length(&name), NAME_LIMIT);
+        assert!(crate::engine_names::engine_safe(&name), "{name}");
         assert_ne!(
             name,
             group_name(&long, &format!("md-{}", "d".repeat(201)), "Cluster 1/é"),
             "cut names stay distinct"
+        );
+        assert_eq!(
+            name,
+            group_name(&long, &format!("md-{}", "d".repeat(200)), "Cluster 1/é"),
+            "and the same every time"
+        );
+    }
+
+    /// Issue #35: namespace `a-b` with cluster `c`, and namespace `a` with cluster `b-c`, were both given
+    /// `capov-a-b-c-control-plane-Default`; so were `team`/`a-prod` and `team-a`/`prod`.
+    #[test]
+    fn look_alike_tenants_get_groups_of_their_own() {
+        let owner = |namespace: &str, cluster: &str| GroupOwner {
+            namespace: namespace.into(),
+            cluster: cluster.into(),
+            management_cluster: "mgmt".into(),
+        };
+        let name = |o: &GroupOwner| group_name(o, "control-plane", "Default");
+        assert_eq!(name(&owner("a-b", "c")), "capov.a-b.c.control-plane.Default");
+        assert_eq!(name(&owner("a", "b-c")), "capov.a.b-c.control-plane.Default");
+        assert_ne!(name(&owner("team", "a-prod")), name(&owner("team-a", "prod")));
+        // The purpose and the oVirt cluster cannot run into each other either.
+        assert_ne!(
+            group_name(&owner("a", "b"), "md-x", "y-Default"),
+            group_name(&owner("a", "b"), "md-x-y", "Default")
+        );
+        // And a group of one tenant never holds the other's marker.
+        let a_b = wanted_groups(
+            &owner("a-b", "c"),
+            Some("control-plane"),
+            AntiAffinity::Hard,
+            &FailureDomainChoice::None,
+            "Default",
+        );
+        let a = wanted_groups(
+            &owner("a", "b-c"),
+            Some("control-plane"),
+            AntiAffinity::Hard,
+            &FailureDomainChoice::None,
+            "Default",
+        );
+        let theirs = GroupFact {
+            id: "g1".into(),
+            name: a_b[0].name.clone(),
+            description: a_b[0].marker.clone(),
+            vm_ids: vec!["their-vm".into()],
+        };
+        assert_eq!(
+            assess(&a[0], &[theirs], &BTreeMap::new(), "vm"),
+            GroupState::Missing { host_label_id: None }
+        );
+    }
+
+    /// Groups CAPOV created under the older name rule keep being used, found by their marker; a group of that older
+    /// name with another tenant's marker is neither joined nor a conflict.
+    #[test]
+    fn a_group_created_under_the_older_name_keeps_being_used() {
+        let wanted = &wanted_groups(
+            &owner(),
+            Some("control-plane"),
+            AntiAffinity::Hard,
+            &FailureDomainChoice::None,
+            "Default",
+        )[0];
+        let fact = |id: &str, name: &str, description: &str, vms: &[&str]| GroupFact {
+            id: id.into(),
+            name: name.into(),
+            description: description.into(),
+            vm_ids: vms.iter().map(|v| v.to_string()).collect(),
+        };
+        let older = "capov-team-a-prod-control-plane-Default";
+        let none = BTreeMap::new();
+        let legacy = fact("old", older, &wanted.marker, &["first-vm"]);
+        assert_eq!(
+            assess(wanted, std::slice::from_ref(&legacy), &none, "vm"),
+            GroupState::NotJoined { id: "old".into() },
+            "a new machine of the group joins the group its siblings are in"
+        );
+        assert_eq!(
+            assess(wanted, std::slice::from_ref(&legacy), &none, "first-vm"),
+            GroupState::Joined { id: "old".into() }
+        );
+        // Both there (e.g. one made by a newer replica): the one holding the VM, else the one of the current name.
+        let current = fact("new", &wanted.name, &wanted.marker, &[]);
+        assert_eq!(
+            assess(wanted, &[legacy.clone(), current.clone()], &none, "first-vm"),
+            GroupState::Joined { id: "old".into() }
+        );
+        assert_eq!(
+            assess(wanted, &[legacy.clone(), current], &none, "vm"),
+            GroupState::NotJoined { id: "new".into() }
+        );
+        // The older name of another tenant (team/a-prod) is no concern of team-a/prod's.
+        let look_alike = fact(
+            "theirs",
+            older,
+            "capov-group:team/a-prod/control-plane mc:mgmt-1",
+            &["their-vm"],
+        );
+        assert_eq!(
+            assess(wanted, &[look_alike], &none, "vm"),
+            GroupState::Missing { host_label_id: None }
+        );
+        // The last VM to leave takes the older group along.
+        assert_eq!(
+            leaving(&[legacy], &owner(), "first-vm"),
+            vec![Leave {
+                group_id: "old".into(),
+                group_name: older.into(),
+                delete_group: true
+            }]
         );
     }
 

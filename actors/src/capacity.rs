@@ -116,6 +116,29 @@ pub fn capacity_of(provider: &str, inventory: &Inventory, used: &BTreeSet<String
     }
 }
 
+/// The part of `capacity` a tenant may see (issue #35): `visible(provider, None)` says whether the provider serves the
+/// OVirtCluster's namespace (its storage domains go with it), `visible(provider, Some(cluster))` whether the tenant
+/// may use that oVirt cluster. None when nothing is left.
+pub fn visible_part(
+    capacity: ClusterCapacity,
+    visible: impl Fn(&str, Option<&str>) -> bool,
+) -> Option<ClusterCapacity> {
+    let ovirt_clusters: Vec<OVirtClusterCapacity> = capacity
+        .ovirt_clusters
+        .into_iter()
+        .filter(|c| visible(&c.provider, None) && visible(&c.provider, Some(&c.name)))
+        .collect();
+    let storage_domains: Vec<StorageDomainCapacity> = capacity
+        .storage_domains
+        .into_iter()
+        .filter(|d| visible(&d.provider, None))
+        .collect();
+    (!ovirt_clusters.is_empty() || !storage_domains.is_empty()).then_some(ClusterCapacity {
+        ovirt_clusters,
+        storage_domains,
+    })
+}
+
 /// A figure for the status (i64 in the CRD); engines do not report 8 EiB.
 fn count(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -274,6 +297,38 @@ mod tests {
         assert_eq!(capacity.storage_domains[0].name, "data1");
         assert_eq!(capacity.storage_domains[0].available_bytes, (500 * GIB) as i64);
         assert_eq!(capacity.storage_domains[0].critical_space_bytes, (5 * GIB) as i64);
+    }
+
+    #[test]
+    fn a_tenant_sees_only_the_providers_that_serve_it_and_the_clusters_it_may_use() {
+        let cluster = |provider: &str, name: &str| OVirtClusterCapacity {
+            provider: provider.into(),
+            name: name.into(),
+            ..OVirtClusterCapacity::default()
+        };
+        let storage = |provider: &str, name: &str| StorageDomainCapacity {
+            provider: provider.into(),
+            name: name.into(),
+            ..StorageDomainCapacity::default()
+        };
+        let all = ClusterCapacity {
+            ovirt_clusters: vec![
+                cluster("serves", "Default"),
+                cluster("serves", "Edge"),
+                cluster("refuses", "Default"),
+            ],
+            storage_domains: vec![storage("serves", "data1"), storage("refuses", "data9")],
+        };
+        let visible = |provider: &str, cluster: Option<&str>| provider == "serves" && cluster != Some("Edge");
+        let seen = visible_part(all.clone(), visible).expect("a part");
+        assert_eq!(seen.ovirt_clusters, vec![cluster("serves", "Default")]);
+        assert_eq!(seen.storage_domains, vec![storage("serves", "data1")]);
+        assert_eq!(visible_part(all.clone(), |_, _| true), Some(all.clone()));
+        assert_eq!(
+            visible_part(all, |_, _| false),
+            None,
+            "nothing to show: no capacity at all"
+        );
     }
 
     #[test]

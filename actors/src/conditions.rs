@@ -141,6 +141,9 @@ pub mod reasons {
 
     /// The Machine's spec.failureDomain names a domain the OVirtCluster's spec.failureDomains does not define.
     pub const FAILURE_DOMAIN_NOT_FOUND: &str = "FailureDomainNotFound";
+    /// The machine asks for a host label or an oVirt cluster its OVirtProvider's spec.tenantPlacement does not list
+    /// (MachineCreated before the VM is created, MachinePlacementSet before a host-label group is joined).
+    pub const PLACEMENT_NOT_ALLOWED: &str = "PlacementNotAllowed";
     /// The clone would not fit its storage domain (CAPOV's preflight); the engine was not asked.
     pub const INSUFFICIENT_STORAGE: &str = "InsufficientStorage";
     /// The engine refused the create for low disk space on a storage domain (its threshold or the room needed).
@@ -503,6 +506,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::DELETING,
     reasons::DELETION_BLOCKED,
     reasons::FAILURE_DOMAIN_NOT_FOUND,
+    reasons::PLACEMENT_NOT_ALLOWED,
     reasons::INSUFFICIENT_STORAGE,
     reasons::LOW_DISK_SPACE,
     reasons::PLACEMENT_SET,

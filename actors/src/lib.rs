@@ -10,6 +10,7 @@ pub mod capacity;
 pub mod conditions;
 pub mod control_plane_endpoint;
 pub mod disk_alias;
+pub mod engine_names;
 pub mod engine_refusals;
 pub mod failure_domains;
 pub mod fair_share;

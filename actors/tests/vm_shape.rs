@@ -170,7 +170,7 @@ async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
         .cloned()
         .unwrap_or_default();
     assert!(vm.disks.iter().all(|d| recorded.contains(&d.id)), "{recorded}");
-    let cluster_tag = format!("capov-cluster-{}-{}", world.namespace, world.cluster);
+    let cluster_tag = format!("capov.cluster.{}.{}", world.namespace, world.cluster);
     let mut tags = vm.tags.clone();
     tags.sort();
     let mut expected = vec![

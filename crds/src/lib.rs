@@ -25,7 +25,9 @@ pub use machine::{
     AntiAffinity, CpuTopology, DataDisk, DataDiskStatus, DiskFormat, DiskInterface, Dns, Initialization,
     MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec, OVirtMachineStatus, VmType,
 };
-pub use provider::{AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls};
+pub use provider::{
+    AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls, TenantPlacement,
+};
 pub use template::{
     Architecture, NodeInfo, OVirtMachineTemplate, OVirtMachineTemplateResource, OVirtMachineTemplateSpec,
     OVirtMachineTemplateStatus, OperatingSystem, TemplateObjectMeta,

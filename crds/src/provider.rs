@@ -100,6 +100,40 @@ pub struct OVirtProviderSpec {
     /// other namespaces get CanConnectToOVirt False, reason NamespaceNotAllowed, and cause no engine request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_namespaces: Option<AllowedNamespaces>,
+
+    /// Which host labels and oVirt clusters the machines using this provider may ask for (through failure domains'
+    /// hostlabel and ovirtcluster, and spec.ovirtcluster): tenants write those, and CAPOV's engine user acts on them.
+    /// Unset: any (single-tenant management clusters). A machine asking for another gets MachineCreated False,
+    /// reason PlacementNotAllowed, and no VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_placement: Option<TenantPlacement>,
+}
+
+/// The host labels and oVirt clusters machines may ask for. Each list unset: any; set but empty: none.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantPlacement {
+    /// oVirt affinity labels a failure domain's hostlabel may name (the domain's VMs run only on hosts carrying it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    #[schemars(inner(length(max = 50)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    #[x_kube(validation = Rule::new("self.all(label, label != '' && !label.matches('[^\\\\p{L}0-9._-]'))").message(
+        "spec.tenantPlacement.hostLabels must name oVirt affinity labels: letters, digits, '.', '_' and '-', at most \
+         50 characters, e.g. rack-a"
+    ))]
+    pub host_labels: Option<Vec<String>>,
+
+    /// oVirt clusters a machine's VM may be put in (spec.ovirtcluster, or its failure domain's ovirtcluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    #[schemars(inner(length(max = 40)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    #[x_kube(validation = Rule::new("self.all(cluster, cluster != '' && !cluster.matches('[^\\\\p{L}0-9._-]'))").message(
+        "spec.tenantPlacement.ovirtClusters must name oVirt clusters: letters, digits, '.', '_' and '-', at most 40 \
+         characters, e.g. Default"
+    ))]
+    pub ovirt_clusters: Option<Vec<String>>,
 }
 
 /// Which namespaces may use an OVirtProvider.

@@ -14,6 +14,7 @@ use crate::failure_domains::FailureDomainChoice;
 use crate::guest_network::GuestNetwork;
 use crate::identity::{NotOwned, Ownership, format_provider_id, parse_provider_id};
 use crate::placement::choose_placement;
+use crate::tenancy::placement_refusal;
 
 /// Ok = the format of the Machine's bootstrap data; Err = the decision that waits for usable data.
 pub(super) fn bootstrap_format(o: &Observed, passed: &mut Passed) -> Result<BootstrapFormat, Box<Decision>> {
@@ -124,10 +125,26 @@ pub(super) fn find_own_vm<'o>(
                     ),
                 ),
             ),
-            _ => passed.take().stop(
-                Action::CreateVm(Box::new(create_plan(o, format, network.clone()))),
-                None,
-            ),
+            choice => match placement_refusal(
+                o.tenant_placement.as_ref(),
+                &o.settings.provider,
+                choice,
+                &o.settings.ovirtcluster,
+            ) {
+                Some(refusal) => passed.take().wait(
+                    Requeue::OnChange,
+                    ConditionUpdate::false_(
+                        types::MACHINE_CREATED,
+                        reasons::PLACEMENT_NOT_ALLOWED,
+                        Severity::Error,
+                        format!("{refusal}; no VM is created"),
+                    ),
+                ),
+                None => passed.take().stop(
+                    Action::CreateVm(Box::new(create_plan(o, format, network.clone()))),
+                    None,
+                ),
+            },
         },
         // Created by this object, disks still being copied: the create may still fail and the engine then deletes
         // the VM; spec.providerID (write-once) waits until the copy is done. The VM is recorded meanwhile, so that a

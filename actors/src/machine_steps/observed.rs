@@ -117,6 +117,8 @@ pub struct Observed {
     pub ip_claims_known: bool,
     /// `Machine.spec.failureDomain` among the OVirtCluster's spec.failureDomains.
     pub failure_domain: FailureDomainChoice,
+    /// The OVirtProvider's `spec.tenantPlacement`: the host labels and oVirt clusters machines may ask for.
+    pub tenant_placement: Option<capov_crds::TenantPlacement>,
     /// The affinity groups the VM belongs in ([`crate::affinity_groups::wanted_groups`]): its machine group's
     /// anti-affinity group, its failure domain's host-label group.
     pub groups_wanted: Vec<WantedGroup>,

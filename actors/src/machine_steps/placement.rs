@@ -11,6 +11,7 @@ use super::passed::Passed;
 use crate::affinity_groups::{GroupRule, GroupState, WantedGroup, assess, leaving};
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::failure_domains::FailureDomainChoice;
+use crate::tenancy::host_label_refusal;
 
 /// Ok = the VM is in its groups (or may start without a soft one); Err = the decision that joins one or says why it
 /// cannot.
@@ -33,6 +34,13 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
         match assess(wanted, groups, labels, &vm.id) {
             GroupState::Joined { .. } => {}
             GroupState::Missing { .. } | GroupState::NotJoined { .. } => {
+                if let Some(refusal) = refused(o, wanted) {
+                    let message = format!("{refusal}; the VM is not started");
+                    return Err(Box::new(passed.take().wait(
+                        Requeue::OnChange,
+                        false_(reasons::PLACEMENT_NOT_ALLOWED, Severity::Error, message),
+                    )));
+                }
                 let join = JoinGroup {
                     group: wanted.clone(),
                     cluster_id: cluster_id.clone(),
@@ -126,6 +134,16 @@ fn rule(group: &WantedGroup) -> String {
         GroupRule::AntiAffinity { hard: false } => "soft anti-affinity".into(),
         GroupRule::HostLabel { label } => format!("hosts labelled {label:?}"),
     }
+}
+
+/// A host-label group whose label the provider does not let tenants use (the VM was created before the provider
+/// said so): joining it would pin the VM to those hosts.
+fn refused(o: &Observed, group: &WantedGroup) -> Option<String> {
+    let GroupRule::HostLabel { label } = &group.rule else {
+        return None;
+    };
+    let domain = o.failure_domain.name().unwrap_or_default();
+    host_label_refusal(o.tenant_placement.as_ref(), &o.settings.provider, domain, label)
 }
 
 fn is_soft(group: &WantedGroup) -> bool {

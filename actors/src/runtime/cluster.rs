@@ -227,6 +227,12 @@ fn capacity(shared: &Shared, cluster: &OVirtCluster) -> Option<capov_crds::Clust
     for ovirt_clusters in used.values_mut() {
         ovirt_clusters.extend(in_domains.clone());
     }
+    // Issue #35: only the providers that serve the namespace, and only the oVirt clusters they let tenants use.
+    let visible = visibility(shared, &namespace);
+    used.retain(|provider, _| visible(provider, None));
+    for (provider, ovirt_clusters) in used.iter_mut() {
+        ovirt_clusters.retain(|cluster| visible(provider, Some(cluster)));
+    }
     let mut total = capov_crds::ClusterCapacity::default();
     for (provider, ovirt_clusters) in &used {
         if let Some(inventory) = shared.placements.inventory(provider) {
@@ -236,6 +242,19 @@ fn capacity(shared: &Shared, cluster: &OVirtCluster) -> Option<capov_crds::Clust
         }
     }
     (!total.ovirt_clusters.is_empty() || !total.storage_domains.is_empty()).then_some(total)
+}
+
+/// What an OVirtCluster in `namespace` may show of a provider's capacity ([`crate::capacity::visible_part`]): only
+/// a provider whose spec.allowedNamespaces allows the namespace, and of it only the oVirt clusters its
+/// spec.tenantPlacement lets tenants use. The figures of other engines and clusters are left out, not explained in
+/// the status: the machines that would use them say why (NamespaceNotAllowed, PlacementNotAllowed).
+fn visibility<'a>(shared: &'a Shared, namespace: &'a str) -> impl Fn(&str, Option<&str>) -> bool + 'a {
+    move |provider, cluster| {
+        shared.namespace_allowed(provider, namespace)
+            && cluster.is_none_or(|cluster| {
+                crate::tenancy::ovirt_cluster_allowed(shared.tenant_placement(provider).as_ref(), cluster)
+            })
+    }
 }
 
 /// Adds the failure domains and the capacity to a status, each only when there is any (an empty list or a null
@@ -253,7 +272,7 @@ fn with_placement(
     }
 }
 
-/// Writes `conditions` and leaves the rest as it was observed.
+/// Writes `conditions` and leaves the rest as it was observed, but for capacity the namespace may no longer see.
 fn send_status(
     shared: &Shared,
     key: ObjectKey,
@@ -265,7 +284,12 @@ fn send_status(
         "initialization": observed.initialization,
         "conditions": conditions,
     });
-    with_placement(&mut status, &observed.failure_domains, observed.capacity.as_ref());
+    let namespace = key.namespace.clone().unwrap_or_default();
+    let capacity = observed
+        .capacity
+        .clone()
+        .and_then(|capacity| crate::capacity::visible_part(capacity, visibility(shared, &namespace)));
+    with_placement(&mut status, &observed.failure_domains, capacity.as_ref());
     let _ = mailbox::cast(
         &shared.metrics,
         &shared.status_writer,

@@ -51,8 +51,10 @@ pub enum MachineMsg {
 
 /// Messages the supervisor handles: the events of its watches, and its own timers.
 pub enum SupervisorMsg {
-    Provider(Event<OVirtProvider>),
-    Secret(Event<Secret>),
+    /// Boxed, as clusters and machines are: an OVirtProvider (access lists, TLS, defaults) or a Secret is much larger
+    /// than the other messages.
+    Provider(Box<Event<OVirtProvider>>),
+    Secret(Box<Event<Secret>>),
     /// Boxed, as machines are: an OVirtCluster or OVirtMachine (failure domains, capacity, the VM's shape) is much
     /// larger than the other messages.
     Cluster(Box<Event<OVirtCluster>>),

@@ -46,12 +46,28 @@ pub struct Shared {
     /// Engine inventories, where machines are, affinity group locks.
     pub placements: Arc<Placements>,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
-    /// Each provider's `spec.allowedNamespaces`, as last seen by the supervisor.
-    pub provider_access: RwLock<HashMap<String, Option<capov_crds::AllowedNamespaces>>>,
+    /// Each provider's `spec.allowedNamespaces` and `spec.tenantPlacement`, as last seen by the supervisor.
+    pub provider_access: RwLock<HashMap<String, ProviderAccess>>,
     /// Clients of the tenants' workload apiservers, and how many requests they send at once.
     pub workload_clients: WorkloadClients,
     /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
     pub lookups: Lookups,
+}
+
+/// What an OVirtProvider lets tenants use: which namespaces, and where their VMs may go.
+#[derive(Clone, Debug, Default)]
+pub struct ProviderAccess {
+    pub namespaces: Option<capov_crds::AllowedNamespaces>,
+    pub placement: Option<capov_crds::TenantPlacement>,
+}
+
+impl ProviderAccess {
+    pub fn of(provider: &capov_crds::OVirtProvider) -> ProviderAccess {
+        ProviderAccess {
+            namespaces: provider.spec.allowed_namespaces.clone(),
+            placement: provider.spec.tenant_placement.clone(),
+        }
+    }
 }
 
 /// The stores the watches fill (`watches::StoreWriters`), as the actors read them.
@@ -111,12 +127,7 @@ impl Shared {
 
     /// Whether a machine in `namespace` may use provider `name` (its `spec.allowedNamespaces`).
     pub fn namespace_allowed(&self, name: &str, namespace: &str) -> bool {
-        let access = self
-            .provider_access
-            .read()
-            .ok()
-            .and_then(|access| access.get(name).cloned());
-        let Some(allowed) = access.flatten() else {
+        let Some(allowed) = self.access(name).and_then(|access| access.namespaces) else {
             return true;
         };
         let labels = self
@@ -124,5 +135,17 @@ impl Shared {
             .get(&reflector::ObjectRef::new(namespace))
             .map(|ns| ns.metadata.labels.clone().unwrap_or_default());
         crate::tenancy::namespace_allowed(Some(&allowed), namespace, labels.as_ref())
+    }
+
+    /// Provider `name`'s `spec.tenantPlacement` (None: unrestricted, or the provider is not known yet).
+    pub fn tenant_placement(&self, name: &str) -> Option<capov_crds::TenantPlacement> {
+        self.access(name).and_then(|access| access.placement)
+    }
+
+    fn access(&self, name: &str) -> Option<ProviderAccess> {
+        self.provider_access
+            .read()
+            .ok()
+            .and_then(|access| access.get(name).cloned())
     }
 }

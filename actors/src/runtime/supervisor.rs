@@ -139,12 +139,12 @@ impl Actor for Supervisor {
         let _handling = state.mail.handling();
         match message {
             SupervisorMsg::Provider(event) => {
-                state.synced.note(watches::PROVIDERS, &event);
-                on_provider_event(&me, state, event).await
+                state.synced.note(watches::PROVIDERS, &*event);
+                on_provider_event(&me, state, *event).await
             }
             SupervisorMsg::Secret(event) => {
-                state.synced.note(watches::SECRETS, &event);
-                on_secret_event(&me, state, event).await
+                state.synced.note(watches::SECRETS, &*event);
+                on_secret_event(&me, state, *event).await
             }
             SupervisorMsg::Cluster(event) => {
                 state.synced.note(watches::CLUSTERS, &*event);
@@ -302,7 +302,7 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
     let name = provider.name_any();
     // Before the provider hears of its new spec: the machines it then wakes must see the new access list.
     if let Ok(mut access) = state.shared.provider_access.write() {
-        access.insert(name.clone(), provider.spec.allowed_namespaces.clone());
+        access.insert(name.clone(), super::shared::ProviderAccess::of(&provider));
     }
     let machines = &state.machines;
     let in_use = |provider: &str| provider_in_use(&state.shared, machines, provider);

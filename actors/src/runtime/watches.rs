@@ -193,13 +193,13 @@ fn spawn_forwarded(
             me,
             &shared.metrics,
             watcher(providers, filtered.clone()).modify(slim::crd),
-            SupervisorMsg::Provider,
+            |event| SupervisorMsg::Provider(Box::new(event)),
         ),
         forward(
             me,
             &shared.metrics,
             watcher(secrets, watcher::Config::default()).modify(slim::secret),
-            SupervisorMsg::Secret,
+            |event| SupervisorMsg::Secret(Box::new(event)),
         ),
         forward(
             me,

@@ -20,17 +20,14 @@ pub fn add_affinity_group(state: &mut State, cluster_id: &str, request: &model::
     }
     let name = request.name.clone().unwrap_or_default();
     // Bean validation of the entity (`@Size`, `@ValidI18NName`) comes before the command's own checks.
-    if name.is_empty() || name.chars().count() > NAME_LIMIT {
+    if name.is_empty() || java_length(&name) > NAME_LIMIT {
         return Err(add_failed("Name field input is too long."));
     }
-    if !name
-        .chars()
-        .all(|c| c.is_alphabetic() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
-    {
+    if !valid_i18n_name(&name) {
         return Err(add_failed("Name field is invalid."));
     }
     let description = request.description.clone().unwrap_or_default();
-    if description.chars().count() > DESCRIPTION_LIMIT {
+    if java_length(&description) > DESCRIPTION_LIMIT {
         return Err(add_failed("Description field is invalid."));
     }
     // Names are unique in the whole engine (`affinityGroupDao.getByName`), not per cluster.
@@ -228,6 +225,42 @@ mod tests {
         );
         remove_affinity_group(&mut state, &cluster, &id).unwrap();
         assert!(state.affinity_groups.is_empty());
+    }
+
+    /// `@Size(max = 255)` counts UTF-16 units and `@ValidI18NName` takes letters, ASCII digits, '.', '_' and '-'.
+    #[test]
+    fn names_are_held_to_the_engines_length_and_characters() {
+        let (mut state, cluster, _) = engine_with_vm();
+        let invalid = Err(operation_failed(
+            400,
+            "Cannot add Affinity Group. Name field is invalid.",
+        ));
+        let too_long = Err(operation_failed(
+            400,
+            "Cannot add Affinity Group. Name field input is too long.",
+        ));
+        // 128 characters, 256 UTF-16 units.
+        assert_eq!(
+            add_affinity_group(&mut state, &cluster, &negative(&"𝐀".repeat(128))),
+            too_long
+        );
+        assert_eq!(
+            add_affinity_group(&mut state, &cluster, &negative(&"a".repeat(256))),
+            too_long
+        );
+        for name in ["rack 1", "٣", "Ⅻ", "a:b", "a+b"] {
+            assert_eq!(
+                add_affinity_group(&mut state, &cluster, &negative(name)),
+                invalid,
+                "{name}"
+            );
+        }
+        for name in ["capov.team-a.prod.control-plane.Default", "Clüster_1", &"a".repeat(255)] {
+            assert!(
+                add_affinity_group(&mut state, &cluster, &negative(name)).is_ok(),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -48,6 +48,20 @@ pub enum EngineError {
 
 pub type EngineResult<T> = Result<T, EngineError>;
 
+/// `ValidationUtils.NO_SPECIAL_CHARACTERS_I18N` (`^[\p{L}0-9._-]*$`), the engine's rule for the names of affinity
+/// groups (`@ValidI18NName`), affinity labels, tags and clusters: letters of any script, ASCII digits (Java's `0-9`
+/// is ASCII only), '.', '_' and '-'. `\p{L}` is close to Rust's alphabetic without the letter numbers (Nl, such as
+/// 'Ⅻ'); the few combining marks Unicode also counts as alphabetic are admitted here, and refused by the engine.
+pub fn valid_i18n_name(name: &str) -> bool {
+    name.chars()
+        .all(|c| (c.is_alphabetic() && !c.is_numeric()) || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Length as the engine's bean validation counts it (`String.length()`: UTF-16 units).
+pub fn java_length(text: &str) -> usize {
+    text.encode_utf16().count()
+}
+
 /// A backend validation failure (reason `Operation Failed`, detail `[message]`).
 pub fn operation_failed(status: u16, message: &str) -> EngineError {
     EngineError::Fault {

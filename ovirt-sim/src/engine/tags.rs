@@ -22,16 +22,13 @@ pub fn add_tag(state: &mut State, tag: &model::Tag) -> EngineResult<String> {
         .clone()
         .ok_or_else(|| incomplete("Tag [name] required for add"))?;
     // `ValidationUtils.NO_SPECIAL_CHARACTERS_I18N`: letters, digits, '.', '_' and '-'.
-    let valid = name
-        .chars()
-        .all(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if !valid {
+    if !valid_i18n_name(&name) {
         return Err(operation_failed(
             400,
             "Invalid tag name. Only letters, numbers, '-', and '_' are valid characters.",
         ));
     }
-    if name.is_empty() || name.encode_utf16().count() > TAG_NAME_SIZE {
+    if name.is_empty() || java_length(&name) > TAG_NAME_SIZE {
         return Err(operation_failed(400, "size must be between 1 and 50"));
     }
     if state.tags.values().any(|t| t.name == name) {
@@ -71,4 +68,45 @@ pub fn assign_vm_tag(state: &mut State, vm_id: &str, tag: &model::Tag) -> Engine
     let id = found.map(|t| t.id.clone()).ok_or(EngineError::NotFound)?;
     vm_mut(state, vm_id)?.tag_ids.insert(id.clone());
     Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(name: &str) -> model::Tag {
+        model::Tag {
+            name: Some(name.into()),
+            ..Default::default()
+        }
+    }
+
+    /// `Tags.name`: `@Size(min = 1, max = 50)` in UTF-16 units and `NO_SPECIAL_CHARACTERS_I18N`.
+    #[test]
+    fn names_are_held_to_the_engines_length_and_characters() {
+        let mut state = State::default();
+        let invalid = Err(operation_failed(
+            400,
+            "Invalid tag name. Only letters, numbers, '-', and '_' are valid characters.",
+        ));
+        for name in ["a b", "٣", "Ⅻ", "a/b"] {
+            assert_eq!(add_tag(&mut state, &named(name)), invalid, "{name}");
+        }
+        let too_long = Err(operation_failed(400, "size must be between 1 and 50"));
+        assert_eq!(add_tag(&mut state, &named(&"𝐀".repeat(26))), too_long);
+        assert_eq!(add_tag(&mut state, &named(&"a".repeat(51))), too_long);
+        for name in [
+            "capov.cluster.team-a.prod",
+            "capov-ns-team-a",
+            "é",
+            &"a".repeat(50),
+            &"𝐀".repeat(25),
+        ] {
+            assert!(add_tag(&mut state, &named(name)).is_ok(), "{name}");
+        }
+        assert_eq!(
+            add_tag(&mut state, &named("é")),
+            Err(operation_failed(409, "The specified Tag name already exists."))
+        );
+    }
 }

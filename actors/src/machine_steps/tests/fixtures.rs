@@ -83,6 +83,7 @@ pub(super) fn ready_to_create() -> Observed {
         ip_claims: Vec::new(),
         ip_claims_known: true,
         failure_domain: FailureDomainChoice::None,
+        tenant_placement: None,
         groups_wanted: Vec::new(),
         group_owner: GroupOwner {
             namespace: "default".into(),

@@ -250,3 +250,90 @@ fn a_running_vm_keeps_saying_its_soft_anti_affinity_was_skipped() {
         Some((State::True, reasons::PLACEMENT_SET))
     );
 }
+
+fn tenant_placement(labels: &[&str], clusters: &[&str]) -> Option<capov_crds::TenantPlacement> {
+    let list = |l: &[&str]| Some(l.iter().map(|s| s.to_string()).collect());
+    Some(capov_crds::TenantPlacement {
+        host_labels: list(labels),
+        ovirt_clusters: list(clusters),
+    })
+}
+
+/// Issue #35 §4: a host label or oVirt cluster the provider's spec.tenantPlacement does not list gets no VM.
+#[test]
+fn a_placement_the_provider_does_not_allow_gets_no_vm() {
+    let mut o = ready_to_create();
+    o.tenant_placement = tenant_placement(&["rack-a"], &["Default"]);
+    let place = |cluster: Option<&str>, label: Option<&str>| {
+        FailureDomainChoice::Found(FailureDomainPlacement {
+            name: "zone".into(),
+            ovirtcluster: cluster.map(String::from),
+            hostlabel: label.map(String::from),
+        })
+    };
+    for (domain, spec_cluster, field) in [
+        (
+            place(None, Some("rack-b")),
+            "Default",
+            "spec.tenantPlacement.hostLabels",
+        ),
+        (
+            place(Some("Edge"), Some("rack-a")),
+            "Default",
+            "spec.tenantPlacement.ovirtClusters",
+        ),
+        (FailureDomainChoice::None, "Edge", "spec.tenantPlacement.ovirtClusters"),
+    ] {
+        o.failure_domain = domain;
+        o.settings.ovirtcluster = spec_cluster.into();
+        let d = decide(&o);
+        assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+        let created = d.condition(types::MACHINE_CREATED).expect("MachineCreated");
+        assert_eq!(
+            (created.state, created.reason),
+            (State::False(Severity::Error), reasons::PLACEMENT_NOT_ALLOWED)
+        );
+        assert!(created.message.contains(field), "{}", created.message);
+        assert!(created.message.ends_with("; no VM is created"), "{}", created.message);
+    }
+    o.failure_domain = place(None, Some("rack-a"));
+    o.settings.ovirtcluster = "Default".into();
+    assert!(matches!(decide(&o).action, Action::CreateVm(_)));
+    o.tenant_placement = None;
+    o.failure_domain = place(Some("Edge"), Some("rack-b"));
+    assert!(
+        matches!(decide(&o).action, Action::CreateVm(_)),
+        "without spec.tenantPlacement any placement is allowed"
+    );
+}
+
+/// A VM created before the provider restricted its labels does not join a group that pins it to refused hosts.
+#[test]
+fn a_vm_never_joins_a_host_label_group_the_provider_does_not_allow() {
+    let mut o = with_vm("down", false);
+    o.failure_domain = FailureDomainChoice::Found(FailureDomainPlacement {
+        name: "rack-b".into(),
+        ovirtcluster: None,
+        hostlabel: Some("rack-b".into()),
+    });
+    o.groups_wanted = wanted_groups(&o.group_owner, None, AntiAffinity::Soft, &o.failure_domain, "Default");
+    o.groups = GroupsObservation::Read {
+        groups: vec![],
+        labels: [("rack-b".to_string(), "l-1".to_string())].into(),
+    };
+    o.tenant_placement = tenant_placement(&["rack-a"], &["Default"]);
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::OnChange));
+    let placed = d.condition(types::MACHINE_PLACEMENT_SET).expect("MachinePlacementSet");
+    assert_eq!(
+        (placed.state, placed.reason),
+        (State::False(Severity::Error), reasons::PLACEMENT_NOT_ALLOWED)
+    );
+    assert!(
+        placed.message.ends_with("; the VM is not started"),
+        "{}",
+        placed.message
+    );
+    o.tenant_placement = tenant_placement(&["rack-a", "rack-b"], &["Default"]);
+    assert!(matches!(decide(&o).action, Action::JoinAffinityGroup(_)));
+}

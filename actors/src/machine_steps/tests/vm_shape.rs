@@ -170,7 +170,7 @@ fn missing_tags_are_assigned_before_the_first_start_when_the_provider_asks_for_t
         decide(&o).action,
         Action::TagVm(vec![
             "capov-ns-default".into(),
-            "capov-cluster-default-cluster-1".into()
+            "capov.cluster.default.cluster-1".into()
         ])
     );
     for off in [Some(false), None] {
@@ -181,7 +181,7 @@ fn missing_tags_are_assigned_before_the_first_start_when_the_provider_asks_for_t
     vm_of(&mut o).tags = Some(vec![
         "capov".into(),
         "capov-ns-default".into(),
-        "capov-cluster-default-cluster-1".into(),
+        "capov.cluster.default.cluster-1".into(),
         "an-admins-own".into(),
     ]);
     assert!(matches!(decide(&o).action, Action::StartVm { .. }));

@@ -158,6 +158,7 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         ip_claims: ip_claims(state),
         ip_claims_known: state.shared.ip_claims_known(),
         failure_domain,
+        tenant_placement: state.shared.tenant_placement(&object.spec.settings.provider),
         groups_wanted,
         group_owner,
         groups: crate::machine_steps::GroupsObservation::NotRead,
