@@ -10,8 +10,8 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use capov_actors::conditions::reasons;
 use capov_actors::runtime::connection::{self, ConnectionSettings};
+use capov_core::conditions::reasons;
 use capov_crds::OVirtProvider;
 use capov_ovirt::{Client, Error as EngineError, TlsMode, redact_url};
 use k8s_openapi::ByteString;

@@ -215,7 +215,7 @@ pub struct Config {
     pub leader_elect: bool,
     /// Name of the Lease (in `credentials_namespace`).
     pub leader_election_id: String,
-    /// The raw `--feature-gates` value; parsed by `capov_actors::feature_gates`.
+    /// The raw `--feature-gates` value; parsed by `capov_core::policy::feature_gates`.
     pub feature_gates: String,
     pub debug: bool,
     pub max_concurrent_reconciles: u32,
@@ -500,7 +500,7 @@ fn parse_management_cluster_id(value: &str) -> Result<String, String> {
     if value.is_empty() {
         return Ok(String::new());
     }
-    capov_actors::identity::validate_management_cluster_id(value).map(|()| value.to_string())
+    capov_core::trust::identity::validate_management_cluster_id(value).map(|()| value.to_string())
 }
 
 fn parse_watch_filter(value: &str) -> Result<String, String> {

@@ -205,7 +205,7 @@ impl Candidate {
                 Ok(manager) => manager,
                 Err(err) => {
                     tracing::warn!(lease = %self.settings.lease(), error = %err, "cannot read the leader-election Lease; retrying");
-                    tokio::time::sleep(capov_actors::backoff::jittered_retry(delay)).await;
+                    tokio::time::sleep(capov_core::policy::backoff::jittered_retry(delay)).await;
                     delay = (delay * 2).min(MAX_RETRY_DELAY);
                     continue;
                 }
@@ -222,7 +222,7 @@ impl Candidate {
                     Ok(false) => {}
                     Err(err) => {
                         tracing::warn!(lease = %self.settings.lease(), error = %err, "leader election failed; retrying");
-                        tokio::time::sleep(capov_actors::backoff::jittered_retry(delay)).await;
+                        tokio::time::sleep(capov_core::policy::backoff::jittered_retry(delay)).await;
                         delay = (delay * 2).min(MAX_RETRY_DELAY);
                         continue;
                     }

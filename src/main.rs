@@ -7,8 +7,8 @@ use capov::cli::{Command, Config, ParseError};
 use capov::leader::{self, Candidate, ElectionSettings, Ended};
 use capov::metrics::MetricsServerOptions;
 use capov::{Metrics, Readiness, check_engine, health, logging, metrics};
-use capov_actors::feature_gates::FeatureGates;
 use capov_actors::runtime::{EngineWriteGate, KubeClients, RuntimeSettings, SupervisorMsg};
+use capov_core::policy::feature_gates::FeatureGates;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use ractor::ActorRef;
 

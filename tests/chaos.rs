@@ -141,7 +141,7 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
     for machine in &ready {
         let name = machine.metadata.name.clone().unwrap_or_default();
         let provider_id = machine.spec.provider_id.clone().unwrap_or_default();
-        let id = capov_actors::identity::parse_provider_id(&provider_id)
+        let id = capov_core::trust::identity::parse_provider_id(&provider_id)
             .unwrap_or_else(|| panic!("seed {seed}: {name} has providerID {provider_id:?}"));
         let vm = control
             .vm(id)
@@ -150,7 +150,7 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
             vm.name, name,
             "seed {seed}: {name}'s providerID names another machine's VM"
         );
-        let owner = capov_actors::identity::OwnerIdentity {
+        let owner = capov_core::trust::identity::OwnerIdentity {
             namespace: namespace.clone(),
             name: name.clone(),
             uid: machine.metadata.uid.clone().unwrap_or_default(),
@@ -159,8 +159,8 @@ async fn a_repeatedly_killed_operator_creates_each_vm_once_and_deletes_them_all(
             accepted_management_clusters: Vec::new(),
         };
         assert_eq!(
-            capov_actors::identity::ownership(&vm.description, &owner),
-            capov_actors::identity::Ownership::Owned,
+            capov_core::trust::identity::ownership(&vm.description, &owner),
+            capov_core::trust::identity::Ownership::Owned,
             "seed {seed}: VM {name} lacks its machine's marker: {:?}",
             vm.description
         );

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use capov_actors::feature_gates::FeatureGates;
+use capov_core::policy::feature_gates::FeatureGates;
 use capov_crds::{ConditionStatus, OVirtMachine, Severity};
 use capov_testkit::eventually;
 use kube::api::{Api, DeleteParams};

@@ -22,7 +22,7 @@ use support::{World, condition, metric_sum};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// One retry at the backoff's ceiling with its +20 % jitter: a machine whose engine calls failed several times in a
 /// row may wait that long once (by design), and a run that ends within the deadlines must allow for it.
-const LONGEST_BACKOFF: Duration = Duration::from_secs(capov_actors::backoff::MAX_BACKOFF.as_secs() * 6 / 5);
+const LONGEST_BACKOFF: Duration = Duration::from_secs(capov_core::policy::backoff::MAX_BACKOFF.as_secs() * 6 / 5);
 /// How long the latency spike lasts at least, and at most while no POST has outlived the client's timeout yet (on a
 /// busy machine the first creates can come late in the spike: the 503s before them send machines into backoff).
 const SPIKE: Duration = Duration::from_secs(20);

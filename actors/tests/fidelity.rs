@@ -25,7 +25,7 @@ async fn a_machine_name_over_64_characters_gets_a_shortened_vm_name_and_its_node
         .await;
     let vm_id = world.vm_id(name).await;
     let vm = world.sim.control().vm(&vm_id).expect("the VM exists");
-    let expected = capov_actors::vm_name::for_object(name);
+    let expected = capov_core::naming::vm_name::for_object(name);
     assert_eq!(vm.name, expected);
     assert!(vm.name.len() <= 64);
     assert!(

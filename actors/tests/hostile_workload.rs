@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use capov_actors::feature_gates::FeatureGates;
 use capov_actors::metrics::Metrics;
 use capov_actors::runtime::{self, RuntimeSettings, SupervisorMsg};
+use capov_core::policy::feature_gates::FeatureGates;
 use capov_crds::OVirtMachine;
 use capov_harness::objects;
 use capov_testkit::{eventually, heap};

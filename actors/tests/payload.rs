@@ -154,7 +154,7 @@ async fn kubeadm_cloud_config_reaches_the_guest_as_cloud_init_reads_it() {
     let vm_id = world.vm_id(name).await;
     let payload = delivered(&world, &vm_id).await;
     assert_eq!(payload.kind, "cloud-init");
-    let host_name = capov_actors::vm_name::for_object(name);
+    let host_name = capov_core::naming::vm_name::for_object(name);
 
     let dir = scratch("ci");
     let (view, schema_ok, schema_out) = cloud_init_view(&dir, &payload.user_data, &payload.meta_data);
@@ -270,7 +270,7 @@ async fn ignition_on_an_ignition_template_passes_ignitions_validator() {
         "Ignition warned about the delivered config: {report}"
     );
     let config: Value = serde_json::from_str(&payload.user_data).expect("JSON");
-    let host_name = capov_actors::vm_name::for_object(name);
+    let host_name = capov_core::naming::vm_name::for_object(name);
     let files = config["storage"]["files"].as_array().cloned().unwrap_or_default();
     let host_files: Vec<_> = files.iter().filter(|f| f["path"] == "/etc/hostname").collect();
     assert_eq!(host_files.len(), 1, "one host name file: {files:?}");

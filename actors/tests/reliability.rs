@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use capov_actors::feature_gates::FeatureGates;
 use capov_actors::runtime::RuntimeSettings;
 use capov_actors::runtime::kube_clients::READ_TIMEOUT;
+use capov_core::policy::feature_gates::FeatureGates;
 use capov_testkit::eventually;
 use serde_json::json;
 use support::{World, condition, metric_sum};

@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use capov_actors::feature_gates::FeatureGates;
+use capov_core::policy::feature_gates::FeatureGates;
 use capov_crds::{ConditionStatus, OVirtMachine};
 use capov_harness::objects;
 use capov_testkit::eventually;

@@ -14,7 +14,7 @@ use prometheus::proto::MetricFamily;
 use prometheus::{GaugeVec, IntGaugeVec, Opts};
 use serde_json::Value;
 
-use crate::conditions::{MACHINE_READY_INPUTS, types};
+use capov_core::conditions::{MACHINE_READY_INPUTS, types};
 
 /// `phase` label values of `capov_machines`, after CAPI's Machine phases.
 pub mod phase {
@@ -297,7 +297,7 @@ fn summarize_machine(status: &Value, objects: &mut Objects) -> MachineSummary {
     let reason = at_step
         .and_then(|condition| condition["reason"].as_str())
         .filter(|reason| !reason.is_empty())
-        .unwrap_or(crate::conditions::reasons::NOT_YET_REPORTED);
+        .unwrap_or(capov_core::conditions::reasons::NOT_YET_REPORTED);
     let paused = is_true(condition(status, types::PAUSED));
     let latest_transition = || {
         status["conditions"]
@@ -325,7 +325,7 @@ fn summarize_provider(status: &Value, objects: &mut Objects) -> ProviderSummary 
     let reason = ready
         .and_then(|condition| condition["reason"].as_str())
         .filter(|reason| !reason.is_empty())
-        .unwrap_or(crate::conditions::reasons::NOT_YET_REPORTED);
+        .unwrap_or(capov_core::conditions::reasons::NOT_YET_REPORTED);
     ProviderSummary {
         ready: is_true(ready),
         reason: objects.intern(reason),

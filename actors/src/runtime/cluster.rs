@@ -24,8 +24,8 @@ use super::keys::ObjectKey;
 use super::mailbox;
 use super::shared::Shared;
 use super::status_writer::StatusWriterMsg;
-use crate::conditions::{ConditionUpdate, reasons, set_condition, types};
 use crate::metrics::{kind, result};
+use capov_core::conditions::{ConditionUpdate, reasons, set_condition, types};
 
 /// The OVirtClusters as the watch last showed them, by namespace and name. Lifting a Cluster's pause (as
 /// `clusterctl move` does last, on the target) changes only the CAPI Cluster: its OVirtClusters are looked up here
@@ -156,7 +156,7 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
     });
     with_placement(
         &mut status,
-        &crate::failure_domains::published(&cluster.spec.failure_domains),
+        &capov_core::placement::failure_domains::published(&cluster.spec.failure_domains),
         capacity(shared, cluster).as_ref(),
     );
     let _ = mailbox::cast(
@@ -236,7 +236,7 @@ fn capacity(shared: &Shared, cluster: &OVirtCluster) -> Option<capov_crds::Clust
     let mut total = capov_crds::ClusterCapacity::default();
     for (provider, ovirt_clusters) in &used {
         if let Some(inventory) = shared.placements.inventory(provider) {
-            let part = crate::capacity::capacity_of(provider, &inventory, ovirt_clusters);
+            let part = capov_core::placement::capacity::capacity_of(provider, &inventory, ovirt_clusters);
             total.ovirt_clusters.extend(part.ovirt_clusters);
             total.storage_domains.extend(part.storage_domains);
         }
@@ -244,7 +244,7 @@ fn capacity(shared: &Shared, cluster: &OVirtCluster) -> Option<capov_crds::Clust
     (!total.ovirt_clusters.is_empty() || !total.storage_domains.is_empty()).then_some(total)
 }
 
-/// What an OVirtCluster in `namespace` may show of a provider's capacity ([`crate::capacity::visible_part`]): only
+/// What an OVirtCluster in `namespace` may show of a provider's capacity ([`capov_core::placement::capacity::visible_part`]): only
 /// a provider whose spec.allowedNamespaces allows the namespace, and of it only the oVirt clusters its
 /// spec.tenantPlacement lets tenants use. The figures of other engines and clusters are left out, not explained in
 /// the status: the machines that would use them say why (NamespaceNotAllowed, PlacementNotAllowed).
@@ -252,7 +252,7 @@ fn visibility<'a>(shared: &'a Shared, namespace: &'a str) -> impl Fn(&str, Optio
     move |provider, cluster| {
         shared.namespace_allowed(provider, namespace)
             && cluster.is_none_or(|cluster| {
-                crate::tenancy::ovirt_cluster_allowed(shared.tenant_placement(provider).as_ref(), cluster)
+                capov_core::trust::tenancy::ovirt_cluster_allowed(shared.tenant_placement(provider).as_ref(), cluster)
             })
     }
 }
@@ -288,7 +288,7 @@ fn send_status(
     let capacity = observed
         .capacity
         .clone()
-        .and_then(|capacity| crate::capacity::visible_part(capacity, visibility(shared, &namespace)));
+        .and_then(|capacity| capov_core::placement::capacity::visible_part(capacity, visibility(shared, &namespace)));
     with_placement(&mut status, &observed.failure_domains, capacity.as_ref());
     let _ = mailbox::cast(
         &shared.metrics,
@@ -330,13 +330,13 @@ mod tests {
         let going = deletion_ready(None);
         assert_eq!(
             (going.state, going.reason),
-            (crate::conditions::State::False(Severity::Info), reasons::DELETING)
+            (capov_core::conditions::State::False(Severity::Info), reasons::DELETING)
         );
         let held = deletion_ready(Some(&"cannot remove the finalizer: conflict".to_string()));
         assert_eq!(
             (held.state, held.reason),
             (
-                crate::conditions::State::False(Severity::Warning),
+                capov_core::conditions::State::False(Severity::Warning),
                 reasons::DELETION_BLOCKED
             )
         );

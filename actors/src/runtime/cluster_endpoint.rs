@@ -1,5 +1,5 @@
 //! An OVirtCluster's control-plane endpoint from an IPAM pool (issue 25): carries out
-//! `crate::control_plane_endpoint`'s steps for `cluster.rs`: the claim created or released, the endpoint written.
+//! `capov_core::network::control_plane_endpoint`'s steps for `cluster.rs`: the claim created or released, the endpoint written.
 
 use capov_crds::OVirtCluster;
 use capov_crds::labels::{CLUSTER_NAME_LABEL, WATCH_FILTER_LABEL};
@@ -10,9 +10,9 @@ use serde_json::json;
 use super::ip_claim_writes::{self, ClaimOwner};
 use super::ipam;
 use super::shared::Shared;
-use crate::conditions::{ConditionUpdate, reasons, types};
-use crate::control_plane_endpoint::{self, EndpointStep};
-use crate::ip_claims::{ClaimFact, WantedClaim};
+use capov_core::conditions::{ConditionUpdate, reasons, types};
+use capov_core::network::control_plane_endpoint::{self, EndpointStep};
+use capov_core::network::ip_claims::{ClaimFact, WantedClaim};
 
 /// None: no endpoint from a pool, or it is written. Else the Ready condition saying what the cluster waits for, and
 /// the reconcile's outcome (an error, retried with backoff, when a write failed).

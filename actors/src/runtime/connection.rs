@@ -8,7 +8,7 @@ use capov_crds::OVirtProviderSpec;
 use capov_ovirt::{ClientConfig, Credentials, TlsMode};
 use k8s_openapi::ByteString;
 
-use crate::conditions::reasons;
+use capov_core::conditions::reasons;
 
 /// Why a provider cannot connect, as a condition reason with a message users can act on.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -143,7 +143,7 @@ impl Writer {
             event_time: Some(MicroTime(now)),
             regarding: Some(note.reference.clone()),
             // The Event API refuses notes over 1 KiB; notes carry text from outside.
-            note: Some(crate::bounded_text::message(&note.note)),
+            note: Some(capov_core::trust::bounded_text::message(&note.note)),
             metadata: ObjectMeta {
                 namespace: Some(note.reference.namespace.clone().unwrap_or_else(|| "default".into())),
                 name: Some(format!("{object}.{:x}", now.as_nanosecond())),

@@ -1,13 +1,13 @@
 //! Writing IPAddressClaims (issue 25), for machines' static addresses and the control-plane endpoint alike: a claim
 //! is created owned by its object (controller owner reference) with CAPOV's finalizer, and released by removing
-//! that finalizer and then deleting it. The rules of when to do which are `crate::ip_claims`'s.
+//! that finalizer and then deleting it. The rules of when to do which are `capov_core::network::ip_claims`'s.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use serde_json::json;
 
 use super::{finalizers, ipam};
-use crate::ip_claims::{CLAIM_FINALIZER, WantedClaim};
+use capov_core::network::ip_claims::{CLAIM_FINALIZER, WantedClaim};
 use capov_crds::labels::{CLUSTER_NAME_LABEL, WATCH_FILTER_LABEL};
 
 /// Who a claim is for: its owner, the CAPI cluster it belongs to, and the owner's watch-filter label (the claims

@@ -1,7 +1,7 @@
 //! CAPI's IPAM objects (`ipam.cluster.x-k8s.io/v1beta2`, shipped with CAPI core) as CAPOV reads them: the
 //! IPAddressClaims it creates for static addresses and the IPAddresses an IPAM provider answers with. Like
 //! [`super::capi`], only the fields CAPOV reads are decoded; the stores ([`super::watches`]) keep them, and
-//! [`claim_facts`] turns what they hold about one object into the plain facts `crate::ip_claims` decides on.
+//! [`claim_facts`] turns what they hold about one object into the plain facts `capov_core::network::ip_claims` decides on.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde::Deserialize;
 
-use crate::ip_claims::{ADDRESS_GRACE, AddressFact, CLAIM_FINALIZER, ClaimFact, WantedClaim};
+use capov_core::network::ip_claims::{ADDRESS_GRACE, AddressFact, CLAIM_FINALIZER, ClaimFact, WantedClaim};
 
 pub const GROUP: &str = "ipam.cluster.x-k8s.io";
 pub const VERSION: &str = "v1beta2";

@@ -6,11 +6,11 @@ use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::watcher::Event;
 
-pub use crate::machine_steps::ProviderDefaults;
+pub use capov_core::machine_steps::ProviderDefaults;
 
 use super::connection::ConnectionProblem;
 use super::keys::ObjectKey;
-use crate::vm_snapshot::VmSnapshot;
+use capov_core::vm::vm_snapshot::VmSnapshot;
 
 /// What a provider actor knows about its engine connection.
 #[derive(Clone, Debug)]
@@ -22,9 +22,9 @@ pub enum Connection {
         engine_version: String,
         defaults: ProviderDefaults,
         /// The engine URL and user of this connection, recorded with each VM created through it.
-        engine: crate::identity::EngineIdentity,
+        engine: capov_core::trust::identity::EngineIdentity,
         /// The management cluster ids this provider's VM markers name (its annotation and this cluster's id).
-        management_clusters: crate::management_clusters::ManagementClusters,
+        management_clusters: capov_core::trust::management_clusters::ManagementClusters,
     },
     Failed {
         problem: ConnectionProblem,

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::capacity::Inventory;
 use crate::runtime::keys::ObjectKey;
+use capov_core::placement::capacity::Inventory;
 
 /// Where a machine's VM is, as far as its OVirtCluster's capacity is concerned.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -20,8 +20,8 @@ use kube::Resource;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::json;
 
-use crate::conditions::{ConditionUpdate, INSECURE_TRANSPORT_MESSAGE, connected, reasons, set_condition, types};
-use crate::management_clusters::{self, ManagementClusters};
+use capov_core::conditions::{ConditionUpdate, INSECURE_TRANSPORT_MESSAGE, connected, reasons, set_condition, types};
+use capov_core::trust::management_clusters::{self, ManagementClusters};
 
 use super::connection::{self, ConnectionProblem, ConnectionSettings};
 use super::keys::ObjectKey;
@@ -31,7 +31,7 @@ use super::provider_inventory::{InventoryPoll, InventorySink};
 use super::settings::RuntimeSettings;
 use super::status_writer::StatusWriterMsg;
 use crate::metrics::{Metrics, kind, result};
-use crate::vm_snapshot::{Fingerprints, VmSnapshot};
+use capov_core::vm::vm_snapshot::{Fingerprints, VmSnapshot};
 
 /// How often a working connection is checked again (one `GET /api`).
 pub const RECHECK_INTERVAL: Duration = Duration::from_secs(30);
@@ -74,7 +74,7 @@ pub enum ProviderMsg {
         changed: Option<HashMap<String, Option<Arc<VmSnapshot>>>>,
     },
     /// The inventory poll's result (None: it failed).
-    Inventoried(Option<Box<crate::capacity::Inventory>>),
+    Inventoried(Option<Box<capov_core::placement::capacity::Inventory>>),
 }
 
 /// A VM a machine wants the batched search to watch, and how often.
@@ -88,7 +88,7 @@ pub struct VmWatch {
 pub enum Cadence {
     /// A VM in a transition: every poll interval.
     EveryPoll,
-    /// A running VM whose machine is Ready: every [`crate::backoff::STEADY_POLL_EVERY`] polls.
+    /// A running VM whose machine is Ready: every [`capov_core::policy::backoff::STEADY_POLL_EVERY`] polls.
     Steady,
 }
 
@@ -146,7 +146,7 @@ pub struct ProviderState {
     /// The InsecureTransport Event was recorded since the provider last connected over https.
     insecure_transport_warned: bool,
     /// Retry delay of a failed check: 5 s doubling to 5 min, jittered.
-    retry: crate::backoff::Backoff,
+    retry: capov_core::policy::backoff::Backoff,
     subscribers: HashMap<ObjectKey, ActorRef<MachineMsg>>,
     watched: HashMap<ObjectKey, Watched>,
     /// Polls so far; steady watches are searched on every STEADY_POLL_EVERY-th.
@@ -204,7 +204,7 @@ impl Actor for ProviderActor {
             connection: Connection::Pending,
             conditions: Vec::new(),
             insecure_transport_warned: false,
-            retry: crate::backoff::Backoff::steps(),
+            retry: capov_core::policy::backoff::Backoff::steps(),
             subscribers: HashMap::new(),
             watched: HashMap::new(),
             polls: 0,
@@ -358,10 +358,13 @@ fn checked(me: &ActorRef<ProviderMsg>, state: &mut ProviderState, outcome: Resul
                 storagedomainname: state.provider.spec.storagedomainname.clone(),
                 vmtags: state.provider.spec.vmtags,
             };
-            let engine = state.applied.as_ref().map(|applied| crate::identity::EngineIdentity {
-                url: applied.url.clone(),
-                user: applied.credentials.username.clone(),
-            });
+            let engine = state
+                .applied
+                .as_ref()
+                .map(|applied| capov_core::trust::identity::EngineIdentity {
+                    url: applied.url.clone(),
+                    user: applied.credentials.username.clone(),
+                });
             match (client, engine, state.management_clusters.clone()) {
                 (Some(client), Some(engine), Some(management_clusters)) => Connection::Ready {
                     client,
@@ -382,7 +385,7 @@ fn checked(me: &ActorRef<ProviderMsg>, state: &mut ProviderState, outcome: Resul
             let delay = state.retry.next_delay();
             // The end of an outage must show soon: transient failures are retried at least once a minute.
             next_check_in = if problem.reason == reasons::ENGINE_UNREACHABLE {
-                delay.min(crate::backoff::jittered_retry(UNREACHABLE_MAX_RETRY))
+                delay.min(capov_core::policy::backoff::jittered_retry(UNREACHABLE_MAX_RETRY))
             } else {
                 delay
             };
@@ -490,7 +493,7 @@ fn prepare(
     })
 }
 
-/// The provider's management-cluster annotation ([`crate::management_clusters`]).
+/// The provider's management-cluster annotation ([`capov_core::trust::management_clusters`]).
 fn lineage(provider: &OVirtProvider) -> Option<&str> {
     provider
         .metadata
@@ -601,8 +604,8 @@ fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     // while the first inventory is read) hands every machine its VM (they all watch with nothing seen), and the next
     // steady round comes a whole round later. A host that changed state shows in the snapshots
     // of its VMs: search them all now, not at the steady turn.
-    let steady_due =
-        state.polls % crate::backoff::STEADY_POLL_EVERY == 1 || std::mem::take(&mut state.inventory.search_all);
+    let steady_due = state.polls % capov_core::policy::backoff::STEADY_POLL_EVERY == 1
+        || std::mem::take(&mut state.inventory.search_all);
     // What each due watch last reported, by VM: the task keeps only the VMs that differ from it, so that a search
     // of thousands of VMs never holds more than one batch of answers at once.
     let mut seen_by_vm: HashMap<String, Vec<Due>> = HashMap::new();
@@ -797,7 +800,7 @@ mod tests {
             os_type: None,
             started: false,
             disks: with_disk.then(|| {
-                vec![crate::machine_steps::VmDisk {
+                vec![capov_core::machine_steps::VmDisk {
                     attachment_id: "a".into(),
                     disk_id: "d".into(),
                     alias: "x".into(),

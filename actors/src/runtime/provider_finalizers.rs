@@ -1,5 +1,5 @@
 //! The finalizers the supervisor writes itself: an OVirtProvider's, added at once (in the same patch as its
-//! management-cluster annotation when that is absent, [`crate::management_clusters`]) and removed, once the provider
+//! management-cluster annotation when that is absent, [`capov_core::trust::management_clusters`]) and removed, once the provider
 //! is being deleted, when no OVirtMachine uses it any more; and an OVirtCluster's (`cluster::reconcile`, for each
 //! watch event and again when a CAPI Cluster of its namespace changes). No later watch event may come to trigger a
 //! failed write again, so each one is retried with a jittered, growing delay until it succeeds or its object is gone.
@@ -26,7 +26,7 @@ const FINALIZER_RETRY: Duration = Duration::from_secs(1);
 const MAX_FINALIZER_RETRY: Duration = Duration::from_secs(60);
 
 struct FinalizerRetry {
-    backoff: crate::backoff::Backoff,
+    backoff: capov_core::policy::backoff::Backoff,
     scheduled: bool,
 }
 
@@ -103,7 +103,7 @@ impl ProviderFinalizers {
             return;
         };
         let retry = self.retries.entry(owner.clone()).or_insert_with(|| FinalizerRetry {
-            backoff: crate::backoff::Backoff::new(FINALIZER_RETRY, MAX_FINALIZER_RETRY),
+            backoff: capov_core::policy::backoff::Backoff::new(FINALIZER_RETRY, MAX_FINALIZER_RETRY),
             scheduled: false,
         });
         tracing::warn!(object = ?owner, error = %message, retry_in = ?retry.backoff.nominal(), "finalizer write failed");

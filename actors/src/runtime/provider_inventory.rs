@@ -13,8 +13,8 @@ use ractor::ActorRef;
 use super::mailbox;
 use super::messages::SupervisorMsg;
 use super::placements::Placements;
-use crate::capacity::{ClusterFact, DomainFact, HostFact, Inventory, is_file_storage};
 use crate::metrics::Metrics;
+use capov_core::placement::capacity::{ClusterFact, DomainFact, HostFact, Inventory, is_file_storage};
 
 /// Polls between two inventory polls: 30 s at the default 5 s poll interval.
 pub const INVENTORY_EVERY: u64 = 6;

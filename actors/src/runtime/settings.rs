@@ -18,7 +18,7 @@ pub struct RuntimeSettings {
     pub poll_interval: Duration,
     /// Full resync of every machine even without events.
     pub sync_period: Duration,
-    pub gates: crate::feature_gates::FeatureGates,
+    pub gates: capov_core::policy::feature_gates::FeatureGates,
     /// Identity of this management cluster in the ownership marker of every VM (`--management-cluster-id`);
     /// empty: the UID of the `kube-system` namespace, read at start.
     pub management_cluster_id: String,
@@ -33,7 +33,7 @@ pub struct RuntimeSettings {
     pub allow_internal_workload_servers: bool,
     /// The management cluster's apiserver and service networks, refused as workload apiservers unless allowed; read
     /// when the runtime starts.
-    pub internal_targets: crate::workload_target::InternalTargets,
+    pub internal_targets: capov_core::trust::workload_target::InternalTargets,
 }
 
 /// The gate every engine client of the runtime consults before a write (see [`capov_ovirt::WriteGate`]).

@@ -134,7 +134,7 @@ impl Shared {
             .namespaces
             .get(&reflector::ObjectRef::new(namespace))
             .map(|ns| ns.metadata.labels.clone().unwrap_or_default());
-        crate::tenancy::namespace_allowed(Some(&allowed), namespace, labels.as_ref())
+        capov_core::trust::tenancy::namespace_allowed(Some(&allowed), namespace, labels.as_ref())
     }
 
     /// Provider `name`'s `spec.tenantPlacement` (None: unrestricted, or the provider is not known yet).

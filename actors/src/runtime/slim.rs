@@ -69,7 +69,7 @@ pub fn held_status(status: &capov_crds::OVirtMachineStatus) -> capov_crds::OVirt
         conditions: status
             .conditions
             .iter()
-            .find(|c| c.type_ == crate::conditions::types::CAN_CONNECT_TO_OVIRT)
+            .find(|c| c.type_ == capov_core::conditions::types::CAN_CONNECT_TO_OVIRT)
             .cloned()
             .into_iter()
             .collect(),
@@ -173,8 +173,8 @@ pub fn ip_address(address: &mut super::ipam::IpAddress) {
 /// The labels CAPI sets on a Machine that name its group.
 const GROUP_LABELS: [&str; 3] = [
     CONTROL_PLANE_LABEL,
-    crate::affinity_groups::DEPLOYMENT_LABEL,
-    crate::affinity_groups::MACHINE_SET_LABEL,
+    capov_core::placement::affinity_groups::DEPLOYMENT_LABEL,
+    capov_core::placement::affinity_groups::MACHINE_SET_LABEL,
 ];
 
 /// Whether two copies of an object are the same version of it (a relist shows unchanged objects again).

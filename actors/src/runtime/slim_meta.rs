@@ -62,7 +62,7 @@ pub fn trim_meta(meta: &mut ObjectMeta, policy: &MetaPolicy) {
             .flatten()
             .filter(|(key, _)| keys.contains(&key.as_str()))
             .map(|(key, value)| match cut {
-                Some(limit) => (key, crate::bounded_text::cut(&value, limit)),
+                Some(limit) => (key, capov_core::trust::bounded_text::cut(&value, limit)),
                 None => (key, value),
             })
             .collect();
@@ -180,7 +180,7 @@ impl<'de> Visitor<'de> for FilteredMap {
                 Some(key) => {
                     let value: String = map.next_value()?;
                     let value = match self.cut {
-                        Some(limit) if value.len() > limit => crate::bounded_text::cut(&value, limit),
+                        Some(limit) if value.len() > limit => capov_core::trust::bounded_text::cut(&value, limit),
                         _ => value,
                     };
                     kept.insert(key.to_string(), value);
@@ -371,8 +371,8 @@ const MACHINE_LABELS: &[&str] = &[
     capov_crds::labels::CLUSTER_NAME_LABEL,
     capov_crds::labels::WATCH_FILTER_LABEL,
     capov_crds::labels::CONTROL_PLANE_LABEL,
-    crate::affinity_groups::DEPLOYMENT_LABEL,
-    crate::affinity_groups::MACHINE_SET_LABEL,
+    capov_core::placement::affinity_groups::DEPLOYMENT_LABEL,
+    capov_core::placement::affinity_groups::MACHINE_SET_LABEL,
 ];
 
 /// An OVirtMachine: the labels above, CAPOV's own annotations and the ones users set on it, the owner Machine.

@@ -1,4 +1,4 @@
-//! Requests whose answers a tenant controls, decoded slim (`crate::workload_answers`): a workload apiserver's Nodes and
+//! Requests whose answers a tenant controls, decoded slim (`capov_core::trust::workload_answers`): a workload apiserver's Nodes and
 //! VolumeAttachments, the patches of its Nodes, and the `<cluster>-kubeconfig` Secret. They go through kube's raw
 //! `Client::send`, so that neither a success nor an error answer is ever decoded into k8s-openapi's or kube's full
 //! types (kube decodes an error body into a `Status` whose `details.causes` can be 350,000 entries): a success is
@@ -13,13 +13,13 @@ use kube::client::Body;
 use serde::Deserialize;
 
 use crate::runtime::body_limit::ResponseTooLarge;
-use crate::workload_answers::{self, AnswerError, KubeconfigSecret, Page, SlimStatus};
+use capov_core::trust::workload_answers::{self, AnswerError, KubeconfigSecret, Page, SlimStatus};
 
 /// Why a request got no usable answer. Its text is bounded: every part from the server is cut.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
     /// No answer, or one past the byte cap or the deadline.
-    #[error("{}", crate::bounded_text::cut(&.0.to_string(), workload_answers::ERROR_TEXT))]
+    #[error("{}", capov_core::trust::bounded_text::cut(&.0.to_string(), workload_answers::ERROR_TEXT))]
     Transport(kube::Error),
     /// The server answered with an error status.
     #[error("{}", describe(*code, status))]
@@ -85,7 +85,10 @@ fn error_status(status: http::StatusCode, body: &Result<Bytes, kube::Error>) -> 
         Ok(body) => SlimStatus::of(body),
         Err(err) => SlimStatus {
             reason: None,
-            message: Some(crate::bounded_text::cut(&err.to_string(), workload_answers::ERROR_TEXT)),
+            message: Some(capov_core::trust::bounded_text::cut(
+                &err.to_string(),
+                workload_answers::ERROR_TEXT,
+            )),
         },
     };
     RequestError::Status {

@@ -198,7 +198,7 @@ impl Actor for Supervisor {
                 child.actor = None;
                 if let Some(reason) = failure {
                     child.restarts += 1;
-                    let delay = crate::backoff::actor_restart_delay(child.restarts);
+                    let delay = capov_core::policy::backoff::actor_restart_delay(child.restarts);
                     tracing::error!(object = %key, error = %reason, ?delay, "machine actor failed; restarting");
                     let restarts = &state.shared.metrics.actor_restarts_total;
                     restarts.with_label_values(&[kind::MACHINE]).inc();
@@ -215,7 +215,12 @@ impl Actor for Supervisor {
                     let restarts = &state.shared.metrics.actor_restarts_total;
                     restarts.with_label_values(&[kind::PROVIDER]).inc();
                     let (delay, retry) = (Duration::from_secs(1), move || SupervisorMsg::RestartProvider(name));
-                    mailbox::cast_after(&state.shared.metrics, crate::backoff::jittered_retry(delay), me, retry);
+                    mailbox::cast_after(
+                        &state.shared.metrics,
+                        capov_core::policy::backoff::jittered_retry(delay),
+                        me,
+                        retry,
+                    );
                 }
             }
         } else if cell.get_id() == state.shared.status_writer.get_id() {
@@ -273,7 +278,7 @@ async fn restart_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
             let (delay, retry) = (Duration::from_secs(5), move || SupervisorMsg::RestartProvider(name));
             mailbox::cast_after(
                 &state.shared.metrics,
-                crate::backoff::jittered_retry(delay),
+                capov_core::policy::backoff::jittered_retry(delay),
                 me.clone(),
                 retry,
             );
@@ -483,7 +488,7 @@ async fn spawn_machine(
             );
             mailbox::cast_after(
                 &state.shared.metrics,
-                crate::backoff::actor_restart_delay(restarts),
+                capov_core::policy::backoff::actor_restart_delay(restarts),
                 me.clone(),
                 move || SupervisorMsg::Restart(key),
             );

@@ -1,5 +1,5 @@
 //! Keeps each OVirtMachineTemplate's status (capacity, nodeInfo) current: every change of a template seen by its
-//! watch hands the status computed from its spec (`crate::template_capacity`) to the status writer, which skips it
+//! watch hands the status computed from its spec (`capov_core::placement::template_capacity`) to the status writer, which skips it
 //! when the object already carries it. Templates need no actor: the computation reads nothing but the spec.
 
 use capov_crds::OVirtMachineTemplate;
@@ -13,7 +13,7 @@ use super::keys::ObjectKey;
 use super::mailbox;
 use super::status_writer::StatusWriterMsg;
 use crate::metrics::Metrics;
-use crate::template_capacity::template_status;
+use capov_core::placement::template_capacity::template_status;
 
 /// Runs until the status writer is gone or the task is aborted; a watch error is retried by the stream's backoff.
 pub(super) fn spawn<S>(stream: S, writer: ActorRef<StatusWriterMsg>, metrics: Metrics) -> JoinHandle<()>

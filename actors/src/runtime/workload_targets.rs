@@ -1,4 +1,4 @@
-//! The I/O around [`crate::workload_target`]: what of the management cluster is refused as a workload apiserver,
+//! The I/O around [`capov_core::trust::workload_target`]: what of the management cluster is refused as a workload apiserver,
 //! read once when the runtime starts, and the check of a workload kubeconfig's server before its client is built.
 //! The server's name is resolved here and every address checked; the client then connects to the checked address
 //! (the name stays the TLS server name), so that a name resolving elsewhere at connect time cannot slip past.
@@ -10,7 +10,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::api::{Api, ListParams};
 
-use crate::workload_target::{InternalTargets, refused_message};
+use capov_core::trust::workload_target::{InternalTargets, refused_message};
 
 /// Longest wait for a name to resolve.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use capov_actors::feature_gates::FeatureGates;
 use capov_actors::metrics::Metrics;
 use capov_actors::runtime::{self, RuntimeSettings, SupervisorMsg};
+use capov_core::policy::feature_gates::FeatureGates;
 use capov_crds::OVirtMachine;
 use capov_harness::{ADMIN_PASSWORD, ADMIN_USER, ControlPlane, Engine, Options, objects, shared};
 use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};

@@ -145,11 +145,11 @@ fn adopt_user_status_changes(state: &mut MachineState, object: &OVirtMachine) ->
             .status
             .conditions
             .iter()
-            .find(|c| c.type_ == crate::conditions::types::CAN_CONNECT_TO_OVIRT);
+            .find(|c| c.type_ == capov_core::conditions::types::CAN_CONNECT_TO_OVIRT);
         let seen = observed
             .conditions
             .iter()
-            .find(|c| c.type_ == crate::conditions::types::CAN_CONNECT_TO_OVIRT);
+            .find(|c| c.type_ == capov_core::conditions::types::CAN_CONNECT_TO_OVIRT);
         if ours.is_some() && ours == seen {
             state.status.failure_reason = None;
             state.status.failure_message = None;

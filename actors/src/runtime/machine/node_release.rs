@@ -9,12 +9,12 @@ use std::time::Duration;
 use super::observe::owner_machine;
 use super::state::MachineState;
 use super::workload::{self, NODES, NoClient, find_by_system_uuid};
-use crate::bounded_text;
-use crate::machine_steps::NodeRelease;
 use crate::runtime::capi;
 use crate::runtime::slim_requests::{self, Listing, failed};
 use crate::runtime::workload_clients::Wanted;
-use crate::workload_answers::{SlimNode, SlimVolumeAttachment};
+use capov_core::machine_steps::NodeRelease;
+use capov_core::trust::bounded_text;
+use capov_core::trust::workload_answers::{SlimNode, SlimVolumeAttachment};
 
 /// The whole read (the Node by name, the Node list by systemUUID, the VolumeAttachment list) takes at most this long.
 pub const RELEASE_READ_TIMEOUT: Duration = Duration::from_secs(90);

@@ -6,8 +6,8 @@ use std::future::Future;
 use capov_crds::Severity;
 use capov_ovirt::Client;
 
-use crate::conditions::reasons;
-use crate::machine_steps::Requeue;
+use capov_core::conditions::reasons;
+use capov_core::machine_steps::Requeue;
 
 /// A failed action, as the condition to report (or only a retry, e.g. for the engine's 409 "locked").
 #[derive(Debug)]

@@ -15,16 +15,16 @@ use super::schedule::{Next, schedule, to_next};
 use super::share::machine_share;
 use super::state::MachineState;
 use super::workload;
-use crate::conditions::{ConditionUpdate, State, machine_ready, set_condition, types};
-use crate::machine_steps::{
-    Action, Decision, GroupsObservation, NodeObservation, Observed, StatusChange, decide, without_effect,
-};
 use crate::metrics::{kind, result};
 use crate::runtime::mailbox;
 use crate::runtime::messages::MachineMsg;
 use crate::runtime::provider::{Cadence, VmWatch};
 use crate::runtime::status_writer::StatusWriterMsg;
 use crate::runtime::workload_clients::Wanted;
+use capov_core::conditions::{ConditionUpdate, State, machine_ready, set_condition, types};
+use capov_core::machine_steps::{
+    Action, Decision, GroupsObservation, NodeObservation, Observed, StatusChange, decide, without_effect,
+};
 
 /// How many actions one pass may take before it hands its permit back.
 const MAX_ACTIONS_PER_PASS: usize = 12;

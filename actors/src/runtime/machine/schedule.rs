@@ -5,11 +5,11 @@ use std::time::Duration;
 use ractor::ActorRef;
 
 use super::state::MachineState;
-use crate::identity::parse_provider_id;
-use crate::machine_steps::Requeue;
 use crate::runtime::mailbox;
 use crate::runtime::messages::MachineMsg;
 use crate::runtime::provider::{Cadence, ProviderMsg, VmWatch};
+use capov_core::machine_steps::Requeue;
+use capov_core::trust::identity::parse_provider_id;
 
 /// What a pass asks for next.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,7 +102,8 @@ fn vm_to_watch(state: &MachineState, next: &Next) -> Option<VmWatch> {
         // too, so that its retries decide from what they hold instead of reading the VM each time: at each poll
         // while the retries come faster than the steady search, then with the steady search.
         Next::Backoff => {
-            let steady_every = state.shared.settings.poll_interval * crate::backoff::STEADY_POLL_EVERY as u32;
+            let steady_every =
+                state.shared.settings.poll_interval * capov_core::policy::backoff::STEADY_POLL_EVERY as u32;
             let vm_id = (state.watched_vm.as_ref().map(|w| w.vm_id.clone()))
                 .or_else(|| state.vm_snapshot.as_ref().map(|vm| vm.id.clone()));
             vm_id.map(|vm_id| VmWatch {
@@ -152,7 +153,7 @@ fn delay_until_next_pass(state: &mut MachineState, next: &Next) -> Duration {
         | Next::WatchVm(VmWatch {
             cadence: Cadence::Steady,
             ..
-        }) => crate::backoff::jittered(state.shared.settings.sync_period, fastrand::f64()),
+        }) => capov_core::policy::backoff::jittered(state.shared.settings.sync_period, fastrand::f64()),
         Next::Backoff => state.backoff.next_delay(),
         Next::After(delay) => *delay,
         Next::Resume => Duration::ZERO,
@@ -191,13 +192,13 @@ fn transition_guard(state: &mut MachineState, vm_id: &str) -> Duration {
 }
 
 /// The guard timer of a machine whose VM is in a transition: 6 poll intervals, doubled for each guard in a row set
-/// with nothing changed, at most [`crate::backoff::MAX_BACKOFF`].
+/// with nothing changed, at most [`capov_core::policy::backoff::MAX_BACKOFF`].
 fn guard_delay(poll_interval: Duration, quiet_guards: u8) -> Duration {
     let first = poll_interval * 6;
     first
         .checked_mul(1u32 << quiet_guards.min(16))
-        .unwrap_or(crate::backoff::MAX_BACKOFF)
-        .min(crate::backoff::MAX_BACKOFF.max(first))
+        .unwrap_or(capov_core::policy::backoff::MAX_BACKOFF)
+        .min(capov_core::policy::backoff::MAX_BACKOFF.max(first))
 }
 
 #[cfg(test)]

@@ -6,13 +6,13 @@ use std::time::Instant;
 use capov_crds::{OVirtMachine, OVirtMachineStatus};
 use ractor::ActorRef;
 
-use crate::machine_steps::{Action, Observed};
 use crate::runtime::keys::ObjectKey;
 use crate::runtime::mailbox::{ActorMetrics, Alive};
 use crate::runtime::messages::MachineMsg;
 use crate::runtime::provider::{ProviderMsg, VmWatch};
 use crate::runtime::shared::Shared;
-use crate::vm_snapshot::{Fingerprints, VmSnapshot};
+use capov_core::machine_steps::{Action, Observed};
+use capov_core::vm::vm_snapshot::{Fingerprints, VmSnapshot};
 
 pub struct MachineState {
     pub(super) key: ObjectKey,
@@ -27,8 +27,8 @@ pub struct MachineState {
     pub(super) sent_status: Option<u64>,
     /// Since when the machine has waited for a missing provider or credentials (SPEC §2.4: critical after 10 min).
     pub(super) missing_since: Option<std::time::Instant>,
-    /// 5 s doubling to 5 min, each wait jittered (crate::backoff).
-    pub(super) backoff: crate::backoff::Backoff,
+    /// 5 s doubling to 5 min, each wait jittered (capov_core::policy::backoff).
+    pub(super) backoff: capov_core::policy::backoff::Backoff,
     pub(super) pass_queued: bool,
     pub(super) timer: Option<tokio::task::JoinHandle<()>>,
     pub(super) subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
@@ -67,7 +67,7 @@ pub struct MachineState {
     /// (`observe::vm::may_await_search`): set at its first ask; passes after it without a held snapshot read the VM.
     pub(super) vm_search_until: Option<std::time::Instant>,
     /// The bootstrap data Secret a pass found the data in, and its format (`observe::bootstrap`).
-    pub(super) bootstrap_seen: Option<(String, crate::machine_steps::BootstrapFormat)>,
+    pub(super) bootstrap_seen: Option<(String, capov_core::machine_steps::BootstrapFormat)>,
     /// The places at the Node step the last pass found taken (`workload_clients::NoTurn::Busy`): the actor waits
     /// for them before its next pass.
     pub(super) workload_place_wanted: Option<crate::runtime::workload_clients::Wanted>,
@@ -97,7 +97,7 @@ impl MachineState {
             status,
             sent_status: None,
             missing_since: None,
-            backoff: crate::backoff::Backoff::steps(),
+            backoff: capov_core::policy::backoff::Backoff::steps(),
             pass_queued: true,
             timer: None,
             subscribed_to: None,

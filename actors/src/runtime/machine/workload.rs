@@ -13,14 +13,14 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use super::state::MachineState;
-use crate::machine_steps::NodeObservation;
 use crate::runtime::capi;
 use crate::runtime::kube_clients;
 use crate::runtime::slim_requests::{self, Listing, RequestError, failed};
 use crate::runtime::workload_clients::{Known, NoTurn, SecretVersion, TURN_WAIT, Turn, Wanted, WorkloadClient};
 use crate::runtime::workload_targets::{self, Refusal};
-use crate::workload_answers::{SecretValue, SlimNode};
 use crate::workload_kubeconfig;
+use capov_core::machine_steps::NodeObservation;
+use capov_core::trust::workload_answers::{SecretValue, SlimNode};
 
 /// Why there is no client for the workload cluster.
 pub(super) enum NoClient {

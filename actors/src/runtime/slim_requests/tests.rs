@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 
 use super::*;
 use crate::runtime::kube_clients;
-use crate::workload_answers::{SlimNode, SlimVolumeAttachment};
+use capov_core::trust::workload_answers::{SlimNode, SlimVolumeAttachment};
 
 /// A request as the stand-in sees it.
 pub(crate) struct Seen {

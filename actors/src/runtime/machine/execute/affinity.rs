@@ -6,11 +6,11 @@
 use capov_ovirt::Client;
 use capov_ovirt::model::{AffinityGroup, AffinityLabelRefs, AffinityRule, Ref, VmRefs};
 
-use crate::affinity_groups::{GroupFact, GroupRule, GroupState, Leave, WantedGroup, assess, leaving};
-use crate::conditions::{reasons, types};
-use crate::machine_steps::{Action, JoinGroup, LeaveGroup, Observed, Requeue};
 use crate::runtime::machine::outcome::{Executed, Failure, on_engine};
 use crate::runtime::machine::state::MachineState;
+use capov_core::conditions::{reasons, types};
+use capov_core::machine_steps::{Action, JoinGroup, LeaveGroup, Observed, Requeue};
+use capov_core::placement::affinity_groups::{GroupFact, GroupRule, GroupState, Leave, WantedGroup, assess, leaving};
 
 /// Joins or leaves a group; a failure is reported on MachinePlacementSet (joining) or MachineDeleted (leaving).
 pub async fn execute(state: &MachineState, observed: &Observed, client: Option<&Client>, action: Action) -> Executed {

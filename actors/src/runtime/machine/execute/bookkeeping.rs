@@ -11,15 +11,15 @@ use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::conditions::{FAILURE_ENGINE_CONNECTION_CRITICAL, reasons, types};
-use crate::identity::format_provider_id;
-use crate::machine_steps::{CreatedVmRecord, Observed, Requeue};
 use crate::runtime::finalizers;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
 use crate::runtime::mailbox;
 use crate::runtime::slim;
 use crate::runtime::status_writer::StatusWriterMsg;
+use capov_core::conditions::{FAILURE_ENGINE_CONNECTION_CRITICAL, reasons, types};
+use capov_core::machine_steps::{CreatedVmRecord, Observed, Requeue};
+use capov_core::trust::identity::format_provider_id;
 
 pub async fn add_finalizer(state: &mut MachineState) -> Executed {
     let machines = machines(state);
@@ -65,7 +65,8 @@ pub async fn remove_finalizer(state: &mut MachineState, left_alone: Option<Strin
 pub fn set_failure(state: &mut MachineState, reason: &'static str, message: String) -> Executed {
     debug_assert_eq!(reason, FAILURE_ENGINE_CONNECTION_CRITICAL);
     state.status.failure_reason = Some(reason.to_string());
-    let message = crate::bounded_text::cut(&message, crate::bounded_text::MAX_MESSAGE_BYTES / 2);
+    let message =
+        capov_core::trust::bounded_text::cut(&message, capov_core::trust::bounded_text::MAX_MESSAGE_BYTES / 2);
     state.status.failure_message = Some(format!(
         "{message}. Fix the OVirtProvider, then clear status.failureReason (kubectl patch with --subresource=status)"
     ));

@@ -7,15 +7,15 @@ use capov_ovirt::model::{
 };
 use capov_ovirt::{Client, DiskPlacement};
 
-use crate::bootstrap_payload::{self, BootstrapFormat};
-use crate::capacity::{DiskSize, check_clone};
-use crate::conditions::reasons;
-use crate::guest_network;
-use crate::machine_steps::CreateVmPlan;
-use crate::placement::{StorageDomainFact, TemplateDisk, plan_placement};
 use crate::runtime::lookups::key;
 use crate::runtime::machine::outcome::Failure;
 use crate::runtime::machine::state::MachineState;
+use capov_core::conditions::reasons;
+use capov_core::machine_steps::CreateVmPlan;
+use capov_core::network::guest_network;
+use capov_core::placement::capacity::{DiskSize, check_clone};
+use capov_core::placement::{StorageDomainFact, TemplateDisk, plan_placement};
+use capov_core::vm::bootstrap_payload::{self, BootstrapFormat};
 
 const MIB: u64 = 1 << 20;
 
@@ -36,7 +36,7 @@ pub async fn create_vm(
         .unwrap_or_default();
     let template = usable_template(state, client, plan, &data_center_id).await?;
     // The engine delivers bootstrap data only to a VM whose OS type takes its format, and rewrites it on the way:
-    // refuse a mismatch and send the form the rewrite leaves intact (crate::bootstrap_payload).
+    // refuse a mismatch and send the form the rewrite leaves intact (capov_core::vm::bootstrap_payload).
     let os_type = template.os.as_ref().and_then(|os| os.kind.as_deref());
     bootstrap_payload::check_format_fits(plan.bootstrap_format, &plan.template, os_type)
         .map_err(|refusal| Failure::error(refusal.reason, refusal.message))?;
@@ -82,7 +82,7 @@ fn initialization(plan: &CreateVmPlan, custom_script: String) -> Initialization 
 }
 
 /// Ignition does not read the engine's network data: the static addresses go into the Ignition config as files
-/// (crate::guest_network). Cloud-config data is sent as it is.
+/// (capov_core::network::guest_network). Cloud-config data is sent as it is.
 fn with_guest_network(plan: &CreateVmPlan, custom_script: String) -> Result<String, Failure> {
     if plan.bootstrap_format != BootstrapFormat::Ignition || plan.network.is_empty() {
         return Ok(custom_script);
@@ -102,7 +102,7 @@ async fn clone_fits(
     state: &MachineState,
     client: &Client,
     plan: &CreateVmPlan,
-    target: Option<&crate::placement::TargetDomain>,
+    target: Option<&capov_core::placement::TargetDomain>,
     disks: &[(TemplateDisk, DiskSize)],
 ) -> Result<(), Failure> {
     let inventory = state.shared.placements.inventory(&state.object.spec.settings.provider);
@@ -212,7 +212,7 @@ fn set_cpu_and_memory(vm: &mut Vm, plan: &CreateVmPlan) -> Result<(), Failure> {
 }
 
 /// Where each template disk goes, as the create request's disk attachments.
-fn disk_attachments(placed: &[crate::placement::DiskPlacement]) -> DiskAttachments {
+fn disk_attachments(placed: &[capov_core::placement::DiskPlacement]) -> DiskAttachments {
     let items = placed
         .iter()
         .map(|disk| {
@@ -251,7 +251,7 @@ async fn send(state: &MachineState, client: &Client, vm: &Vm, clone: bool) -> Re
         Err(err) if err.is_low_disk_space() => Err(Failure {
             reason: reasons::LOW_DISK_SPACE,
             severity: Severity::Warning,
-            message: crate::engine_refusals::low_disk_space_message(err.detail().unwrap_or_default()),
+            message: capov_core::placement::engine_refusals::low_disk_space_message(err.detail().unwrap_or_default()),
         }),
         Err(err) => Err(Failure::engine(&err)),
     }

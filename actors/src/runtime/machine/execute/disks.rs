@@ -3,9 +3,9 @@
 use capov_ovirt::Client;
 use capov_ovirt::model::{Disk, DiskAttachment, Ref, StorageDomainRefs};
 
-use crate::conditions::reasons;
-use crate::machine_steps::{DataDiskPlan, Requeue};
 use crate::runtime::machine::outcome::{Executed, Failure};
+use capov_core::conditions::reasons;
+use capov_core::machine_steps::{DataDiskPlan, Requeue};
 
 pub async fn resize(
     client: &Client,

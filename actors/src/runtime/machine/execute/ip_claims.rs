@@ -4,12 +4,12 @@
 use capov_crds::labels::{CLUSTER_NAME_LABEL, WATCH_FILTER_LABEL};
 use kube::{Resource, ResourceExt};
 
-use crate::conditions::{reasons, types};
-use crate::ip_claims::WantedClaim;
-use crate::machine_steps::Requeue;
 use crate::runtime::ip_claim_writes::{self, ClaimOwner};
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
+use capov_core::conditions::{reasons, types};
+use capov_core::machine_steps::Requeue;
+use capov_core::network::ip_claims::WantedClaim;
 
 /// Creates the claims. The watch of claims wakes the machine when they show up.
 pub async fn create(state: &MachineState, claims: &[WantedClaim]) -> Executed {

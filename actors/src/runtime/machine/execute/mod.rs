@@ -16,9 +16,9 @@ mod volumes;
 use super::observe::Engine;
 use super::outcome::{Executed, on_engine};
 use super::state::MachineState;
-use crate::conditions::types;
-use crate::machine_steps::{Action, Observed, Requeue};
 use crate::runtime::capi;
+use capov_core::conditions::types;
+use capov_core::machine_steps::{Action, Observed, Requeue};
 
 pub async fn execute(
     state: &mut MachineState,

@@ -3,8 +3,8 @@
 use capov_ovirt::Client;
 use capov_ovirt::model::{Nic, Ref};
 
-use crate::nics::NicChange;
 use crate::runtime::machine::outcome::Executed;
+use capov_core::network::nics::NicChange;
 
 /// Applies the changes in order; the first that fails stops the rest.
 pub async fn sync(client: &Client, vm_id: &str, changes: Vec<NicChange>) -> capov_ovirt::Result<Executed> {

@@ -2,12 +2,12 @@
 
 use capov_crds::Severity;
 
-use crate::conditions::{reasons, types};
-use crate::machine_steps::Requeue;
 use crate::runtime::capi;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
 use crate::runtime::machine::workload::{self, NodeWriteError};
+use capov_core::conditions::{reasons, types};
+use capov_core::machine_steps::Requeue;
 
 /// Sets CAPOV's topology labels on the Node; backs off while the machine's Cluster is not known.
 pub async fn set_labels(

@@ -1,10 +1,10 @@
-//! The VM's tags ([`crate::vm_tags`]): assigned by name; a tag the engine does not have yet is created first, with
+//! The VM's tags ([`capov_core::naming::vm_tags`]): assigned by name; a tag the engine does not have yet is created first, with
 //! CAPOV's description. No tag is ever edited or removed.
 
 use capov_ovirt::Client;
 
 use crate::runtime::machine::outcome::Executed;
-use crate::vm_tags::TAG_DESCRIPTION;
+use capov_core::naming::vm_tags::TAG_DESCRIPTION;
 
 /// Assigns each tag in order; the first failure stops the rest.
 pub async fn tag_vm(client: &Client, vm_id: &str, names: &[String]) -> capov_ovirt::Result<Executed> {

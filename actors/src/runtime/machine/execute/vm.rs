@@ -6,12 +6,12 @@ use capov_ovirt::{Client, StartOptions};
 
 use super::bookkeeping;
 use super::create::create_vm;
-use crate::conditions::reasons;
-use crate::identity::EngineIdentity;
-use crate::machine_steps::{CreateVmPlan, CreatedVmRecord, Requeue};
 use crate::runtime::machine::observe::{bootstrap_secret, owner_machine};
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
+use capov_core::conditions::reasons;
+use capov_core::machine_steps::{CreateVmPlan, CreatedVmRecord, Requeue};
+use capov_core::trust::identity::EngineIdentity;
 
 /// Creates the VM with the Machine's bootstrap data; backs off while that cannot be read.
 pub async fn create(
@@ -82,7 +82,10 @@ pub async fn start(
         Err(err) if err.is_no_host_to_run() => Err(Failure {
             reason: reasons::NO_SCHEDULABLE_HOST,
             severity: capov_crds::Severity::Warning,
-            message: crate::engine_refusals::no_host_message(err.detail().unwrap_or_default(), hard_anti_affinity),
+            message: capov_core::placement::engine_refusals::no_host_message(
+                err.detail().unwrap_or_default(),
+                hard_anti_affinity,
+            ),
         }),
         Err(err) => Err(err.into()),
     }

@@ -5,13 +5,13 @@
 use capov_ovirt::Client;
 use kube::Resource;
 
-use crate::bounded_text;
-use crate::conditions::reasons;
-use crate::machine_steps::VmDisk;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
 use crate::runtime::mailbox;
 use crate::runtime::status_writer::StatusWriterMsg;
+use capov_core::conditions::reasons;
+use capov_core::machine_steps::VmDisk;
+use capov_core::trust::bounded_text;
 
 /// How much of a disk alias or an engine error an Event keeps.
 const TEXT: usize = 300;

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::observation::{Engine, ObserveError};
-use crate::affinity_groups::{GroupFact, GroupRule};
-use crate::machine_steps::{GroupsObservation, Observed};
+use capov_core::machine_steps::{GroupsObservation, Observed};
+use capov_core::placement::affinity_groups::{GroupFact, GroupRule};
 
 /// None = not needed (no VM, or the machine belongs in no group).
 pub async fn groups_of_vm(

@@ -30,15 +30,15 @@ use super::share::machine_share;
 
 mod placement;
 use super::state::MachineState;
-use crate::conditions::types;
-use crate::identity::OwnerIdentity;
-use crate::machine_steps::{
+use crate::runtime::messages::MachineMsg;
+use crate::runtime::{capi, ipam};
+use capov_core::conditions::types;
+use capov_core::machine_steps::{
     Bootstrap, FailureState, NodeObservation, NodeRelease, Observed, ProviderConnection, ProviderDefaults,
     releasable_without_engine,
 };
-use crate::nics::NicAssessment;
-use crate::runtime::messages::MachineMsg;
-use crate::runtime::{capi, ipam};
+use capov_core::network::nics::NicAssessment;
+use capov_core::trust::identity::OwnerIdentity;
 
 pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Observation, ObserveError> {
     let machine = owner_machine(state);
@@ -161,7 +161,7 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         tenant_placement: state.shared.tenant_placement(&object.spec.settings.provider),
         groups_wanted,
         group_owner,
-        groups: crate::machine_steps::GroupsObservation::NotRead,
+        groups: capov_core::machine_steps::GroupsObservation::NotRead,
         placement_skipped: placement::skipped(&state.status),
     }
 }
@@ -174,14 +174,14 @@ fn recorded_vm_name(object: &capov_crds::OVirtMachine) -> Option<String> {
     annotations
         .get(VM_NAME_ANNOTATION)
         .filter(|_| records_a_vm)
-        .and_then(|value| crate::vm_name::recorded(value))
+        .and_then(|value| capov_core::naming::vm_name::recorded(value))
 }
 
 /// The machine's IPAddressClaims as the stores show them. Reading them walks every claim in the store, so only a
 /// machine that wants static addresses or is being deleted (its claims are released then) looks.
-fn ip_claims(state: &MachineState) -> Vec<crate::ip_claims::ClaimFact> {
+fn ip_claims(state: &MachineState) -> Vec<capov_core::network::ip_claims::ClaimFact> {
     let object = &state.object;
-    let wanted = crate::ip_claims::wanted_claims(&state.key.name, &object.spec.settings.nics);
+    let wanted = capov_core::network::ip_claims::wanted_claims(&state.key.name, &object.spec.settings.nics);
     if wanted.is_empty() && object.metadata.deletion_timestamp.is_none() {
         return Vec::new();
     }

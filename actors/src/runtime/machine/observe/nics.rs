@@ -3,10 +3,10 @@
 use capov_ovirt::Client;
 
 use super::observation::{Engine, ObserveError};
-use crate::machine_steps::Observed;
-use crate::nics::{CurrentNic, NicAssessment, VnicProfileFact, assess_nics};
 use crate::runtime::lookups::key;
 use crate::runtime::machine::state::MachineState;
+use capov_core::machine_steps::Observed;
+use capov_core::network::nics::{CurrentNic, NicAssessment, VnicProfileFact, assess_nics};
 
 /// Step 5 compares the NICs only right before the first start, and looking them up costs up to four engine requests,
 /// so a pass looks at them only when the decision taken without them (`observed.nics` left InSync) is to start the VM:

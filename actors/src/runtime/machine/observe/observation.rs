@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use capov_ovirt::Client;
 
-use crate::machine_steps::Observed;
 use crate::runtime::capi;
+use capov_core::machine_steps::Observed;
 
 /// The engine connection found while observing, for the executor.
 pub struct Engine {

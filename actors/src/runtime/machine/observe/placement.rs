@@ -8,10 +8,10 @@ use capov_crds::labels::CLUSTER_NAME_LABEL;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::affinity_groups::{GroupOwner, WantedGroup, purpose_of, wanted_groups};
-use crate::failure_domains::{FailureDomainChoice, resolve};
 use crate::runtime::capi;
 use crate::runtime::machine::state::MachineState;
+use capov_core::placement::affinity_groups::{GroupOwner, WantedGroup, purpose_of, wanted_groups};
+use capov_core::placement::failure_domains::{FailureDomainChoice, resolve};
 
 pub fn of_machine(
     state: &MachineState,
@@ -69,7 +69,7 @@ pub fn skipped(status: &capov_crds::OVirtMachineStatus) -> Option<String> {
     status
         .conditions
         .iter()
-        .find(|c| c.type_ == crate::conditions::types::MACHINE_PLACEMENT_SET)
-        .filter(|c| c.reason == crate::conditions::reasons::ANTI_AFFINITY_SKIPPED)
+        .find(|c| c.type_ == capov_core::conditions::types::MACHINE_PLACEMENT_SET)
+        .filter(|c| c.reason == capov_core::conditions::reasons::ANTI_AFFINITY_SKIPPED)
         .map(|c| c.message.clone())
 }

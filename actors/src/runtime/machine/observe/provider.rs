@@ -7,13 +7,13 @@ use capov_ovirt::Client;
 use ractor::ActorRef;
 
 use super::observation::ObserveError;
-use crate::identity::EngineIdentity;
-use crate::machine_steps::{ConnectionFailure, ProviderConnection, ProviderDefaults};
-use crate::management_clusters::ManagementClusters;
 use crate::runtime::machine::state::MachineState;
 use crate::runtime::mailbox;
 use crate::runtime::messages::{Connection, MachineMsg};
 use crate::runtime::provider::ProviderMsg;
+use capov_core::machine_steps::{ConnectionFailure, ProviderConnection, ProviderDefaults};
+use capov_core::trust::identity::EngineIdentity;
+use capov_core::trust::management_clusters::ManagementClusters;
 
 /// A working connection, as a machine's pass uses it.
 pub struct Connected {
@@ -126,7 +126,7 @@ fn refused(
     state.vm_snapshot = None;
     Some(ProviderConnection::Failed {
         failure: ConnectionFailure::NamespaceNotAllowed,
-        message: crate::tenancy::not_allowed_message(provider_name, &namespace),
+        message: capov_core::trust::tenancy::not_allowed_message(provider_name, &namespace),
         persisted_for: Duration::ZERO,
     })
 }

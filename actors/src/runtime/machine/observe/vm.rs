@@ -7,12 +7,12 @@ use std::time::Instant;
 use capov_ovirt::Client;
 
 use super::observation::ObserveError;
-use crate::addresses::{ReportedDevice, VmNic};
-use crate::conditions::{reasons, types};
-use crate::identity::{NotOwned, Ownership, marker_management_cluster, ownership, parse_provider_id};
-use crate::machine_steps::{FoundBy, Observed, ObservedVm, VmDisk};
 use crate::runtime::machine::state::MachineState;
-use crate::vm_snapshot::VmSnapshot;
+use capov_core::conditions::{reasons, types};
+use capov_core::machine_steps::{FoundBy, Observed, ObservedVm, VmDisk};
+use capov_core::network::addresses::{ReportedDevice, VmNic};
+use capov_core::trust::identity::{NotOwned, Ownership, marker_management_cluster, ownership, parse_provider_id};
+use capov_core::vm::vm_snapshot::VmSnapshot;
 
 /// A VM as found, and how.
 type Found = (Arc<VmSnapshot>, FoundBy);
@@ -64,8 +64,9 @@ fn may_await_search(state: &MachineState, observed: &Observed, now: Instant) -> 
 /// How long a machine leaves its VM to the search: two steady rounds (jittered), time for the round that answers it
 /// and for one retry of a failed search.
 fn search_deadline(state: &MachineState) -> std::time::Duration {
-    let two_steady_rounds = state.shared.settings.poll_interval * 2 * crate::backoff::STEADY_POLL_EVERY as u32;
-    crate::backoff::jittered(two_steady_rounds, fastrand::f64())
+    let two_steady_rounds =
+        state.shared.settings.poll_interval * 2 * capov_core::policy::backoff::STEADY_POLL_EVERY as u32;
+    capov_core::policy::backoff::jittered(two_steady_rounds, fastrand::f64())
 }
 
 /// What is held of the VM, when it may stand in for a read. Watched, the VM's changes are delivered; unwatched, what
@@ -105,7 +106,7 @@ async fn find_created(
     held: Option<&Arc<VmSnapshot>>,
 ) -> Result<Option<Found>, ObserveError> {
     let recorded = observed.created_vm.as_deref().or(state.created_vm.as_deref());
-    if let Some(id) = recorded.filter(|id| crate::identity::is_engine_id(id)) {
+    if let Some(id) = recorded.filter(|id| capov_core::trust::identity::is_engine_id(id)) {
         let found = read_by_id(state, client, observed, id, held, FoundBy::CreatedVm).await?;
         if let Some(found) = found.filter(|(vm, _)| ownership(&vm.description, &observed.owner) == Ownership::Owned) {
             return Ok(Some(found));
@@ -153,7 +154,7 @@ async fn find_by_name(
 
 /// Of the VMs sharing this machine's VM name (in several data centers), the one whose marker names this machine,
 /// else the first: a same-named VM of someone else must not hide this machine's own.
-fn preferred(snapshots: Vec<VmSnapshot>, owner: &crate::identity::OwnerIdentity) -> Option<VmSnapshot> {
+fn preferred(snapshots: Vec<VmSnapshot>, owner: &capov_core::trust::identity::OwnerIdentity) -> Option<VmSnapshot> {
     let rank = |snapshot: &VmSnapshot| match ownership(&snapshot.description, owner) {
         Ownership::Owned => 0,
         Ownership::Legacy | Ownership::Moved => 1,
@@ -230,7 +231,7 @@ async fn observed_vm(
             None => return Ok(None),
         };
     }
-    // The tags matter only before the first start, and only when the provider tags VMs (crate::vm_tags).
+    // The tags matter only before the first start, and only when the provider tags VMs (capov_core::naming::vm_tags).
     if before_first_start && !observed.deletion_requested && observed.provider_defaults.vmtags == Some(true) {
         found.tags = match client.vm_tags(&vm.id).await {
             Ok(tags) => Some(tags.into_iter().filter_map(|t| t.name).collect()),
@@ -367,7 +368,7 @@ mod tests {
 
     #[test]
     fn of_same_named_vms_the_one_marked_for_this_machine_is_taken() {
-        let owner = crate::identity::OwnerIdentity {
+        let owner = capov_core::trust::identity::OwnerIdentity {
             namespace: "tenant".into(),
             name: "twin".into(),
             uid: "6f1c2d3e-0000-4000-8000-000000000001".into(),

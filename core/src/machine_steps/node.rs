@@ -1,0 +1,89 @@
+//! SPEC §2 step 7, `K8sProviderIDSetup`: the VM's Node in the workload cluster carries the VM's providerID, and the
+//! topology labels of where the VM runs ([`crate::placement::node_topology`], issue #27). The Node is read only when a pass
+//! reaches this step ([`super::Action::ReadNode`]).
+
+use capov_crds::Severity;
+
+use super::decision::{Action, Decision, Requeue};
+use super::observed::{NodeObservation, Observed, ObservedVm};
+use super::passed::Passed;
+use crate::conditions::{ConditionUpdate, reasons, types};
+use crate::placement::node_topology;
+use crate::trust::identity::format_provider_id;
+
+/// Step 7: K8sProviderIDSetup. `has_ip`: the VM has an InternalIP; without one, waiting for the Node says so and a
+/// machine that is done keeps looking for an address with backoff.
+pub(super) fn decide(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool) -> Decision {
+    let expected = format_provider_id(&vm.id);
+    let setup = |reason, severity, message: String| {
+        ConditionUpdate::false_(types::K8S_PROVIDER_ID_SETUP, reason, severity, message)
+    };
+    match &o.node {
+        NodeObservation::NotRead => passed.stop(Action::ReadNode, None),
+        NodeObservation::Unreachable { message } => passed.wait(
+            Requeue::Backoff,
+            setup(
+                reasons::WORKLOAD_CLUSTER_UNREACHABLE,
+                Severity::Warning,
+                message.clone(),
+            ),
+        ),
+        // Secrets in tenant namespaces are not watched: a fixed kubeconfig is seen at the next retry.
+        NodeObservation::Rejected { message } => passed.wait(
+            Requeue::Backoff,
+            setup(reasons::WORKLOAD_KUBECONFIG_REJECTED, Severity::Error, message.clone()),
+        ),
+        NodeObservation::NotFound => passed.wait(
+            Requeue::Backoff,
+            setup(
+                reasons::WAITING_FOR_NODE,
+                Severity::Info,
+                if has_ip {
+                    format!("waiting for the Node of VM {:?}", o.vm_name())
+                } else {
+                    format!(
+                        "waiting for the Node of VM {:?} (oVirt reports no IP address of the VM: see MachineOn)",
+                        o.vm_name()
+                    )
+                },
+            ),
+        ),
+        NodeObservation::Found {
+            name,
+            provider_id,
+            labels,
+        } => match provider_id.as_deref().map(str::trim) {
+            None | Some("") => passed.stop(
+                Action::SetNodeProviderId {
+                    node_name: name.clone(),
+                    provider_id: expected,
+                },
+                None,
+            ),
+            Some(actual) if actual == expected => {
+                let requeue = if has_ip { Requeue::Steady } else { Requeue::Backoff };
+                let mut passed = passed;
+                passed.pass(types::K8S_PROVIDER_ID_SETUP, reasons::PROVIDER_ID_SET);
+                let ovirt_cluster = o.failure_domain.ovirt_cluster(&o.settings.ovirtcluster);
+                let host = vm.host.as_ref().and_then(|h| h.name.as_deref());
+                let changes = node_topology::changes(labels, ovirt_cluster, host, o.failure_domain.name());
+                if !changes.is_empty() {
+                    let labels = Action::SetNodeLabels {
+                        node_name: name.clone(),
+                        labels: changes,
+                    };
+                    return passed.stop(labels, None);
+                }
+                passed.stop(Action::Done(requeue), None)
+            }
+            Some(actual) => passed.wait(
+                Requeue::OnChange,
+                setup(
+                    reasons::PROVIDER_ID_MISMATCH,
+                    Severity::Error,
+                    format!("Node {name:?} has spec.providerID {actual:?}, expected {expected:?}"),
+                ),
+            ),
+        },
+    }
+}

@@ -1,0 +1,4 @@
+//! A VM as decisions see it, and the bootstrap data that reaches its guest.
+
+pub mod bootstrap_payload;
+pub mod vm_snapshot;
