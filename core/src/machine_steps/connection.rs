@@ -1,9 +1,11 @@
 //! SPEC §2 step 2, `CanConnectToOVirt`: the provider actor holds a working connection. A failure that persists sets
 //! failureReason on a machine not yet provisioned (§2.4, [`super::observed::ConnectionFailure::critical_after`]).
 
+use super::BookkeepingAction;
 use capov_crds::Severity;
 
-use super::decision::{Action, Decision, Requeue};
+use super::action::Action;
+use super::decision::{Decision, Requeue};
 use super::observed::{Observed, ProviderConnection};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, FAILURE_ENGINE_CONNECTION_CRITICAL, connected, types};
@@ -20,10 +22,10 @@ pub(super) fn check(o: &Observed) -> Result<Passed, Box<Decision>> {
         let severity = if critical { Severity::Error } else { failure.severity() };
         let condition = ConditionUpdate::false_(types::CAN_CONNECT_TO_OVIRT, failure.reason(), severity, message);
         let action = if critical {
-            Action::SetFailure {
+            Action::Bookkeeping(BookkeepingAction::SetFailure {
                 reason: FAILURE_ENGINE_CONNECTION_CRITICAL,
                 message: format!("{}: {message}", failure.reason()),
-            }
+            })
         } else {
             Action::Wait(Requeue::Backoff)
         };

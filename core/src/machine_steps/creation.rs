@@ -1,10 +1,12 @@
 //! SPEC §2 step 3, `MachineCreated`: bootstrap data ready, then the VM that is this object's, found or created, with
 //! its disks copied; when it first reaches `down`, its system disks are recorded before the first start.
 
+use super::{BookkeepingAction, VmAction};
 use capov_crds::Severity;
 use capov_ovirt_model::model::VmStatus;
 
-use super::decision::{Action, CreateVmPlan, CreatedVmRecord, Decision, Requeue};
+use super::action::Action;
+use super::decision::{CreateVmPlan, CreatedVmRecord, Decision, Requeue};
 use super::observed::{Bootstrap, Observed, ObservedVm};
 use super::passed::Passed;
 use super::recorded_engine::engine_changed;
@@ -82,17 +84,20 @@ pub(super) fn find_own_vm<'o>(
         }
         (Some(provider_id), Some(vm)) => match vm.ownership {
             Ownership::Owned if o.recorded_engine.is_none() => match &o.current_engine {
-                Some(engine) => passed.take().stop(Action::RecordEngine(engine.annotation()), None),
+                Some(engine) => passed.take().stop(
+                    Action::Bookkeeping(BookkeepingAction::RecordEngine(engine.annotation())),
+                    None,
+                ),
                 None => return Ok(vm),
             },
             Ownership::Owned => return Ok(vm),
             // With a providerID set, the VM was found by its id: a legacy or moved marker proves it is this
             // object's, and is rewritten with this UID before anything else (the owner-uid annotation then follows).
             Ownership::Legacy | Ownership::Moved => passed.take().stop(
-                Action::UpgradeMarker {
+                Action::Vm(VmAction::UpgradeMarker {
                     vm_id: vm.id.clone(),
                     description: o.owner.marker(),
-                },
+                }),
                 None,
             ),
             Ownership::NotOwned(why) => passed.take().wait(
@@ -141,7 +146,7 @@ pub(super) fn find_own_vm<'o>(
                     ),
                 ),
                 None => passed.take().stop(
-                    Action::CreateVm(Box::new(create_plan(o, format, network.clone()))),
+                    Action::Vm(VmAction::Create(Box::new(create_plan(o, format, network.clone())))),
                     None,
                 ),
             },
@@ -159,20 +164,21 @@ pub(super) fn find_own_vm<'o>(
                     || (o.recorded_engine.is_none() && o.current_engine.is_some())) =>
         {
             passed.take().stop(
-                Action::RecordCreatedVm(Box::new(CreatedVmRecord {
+                Action::Bookkeeping(BookkeepingAction::RecordCreatedVm(Box::new(CreatedVmRecord {
                     vm_id: vm.id.clone(),
                     vm_name: o.vm_name(),
                     engine: o.current_engine.as_ref().map(|engine| engine.annotation()),
-                })),
+                }))),
                 None,
             )
         }
         (None, Some(vm)) if vm.ownership == Ownership::Owned && vm.status == "image_locked" => {
             passed.take().wait(Requeue::PollVm, image_locked())
         }
-        (None, Some(vm)) if vm.ownership == Ownership::Owned => passed
-            .take()
-            .stop(Action::WriteProviderId(format_provider_id(&vm.id)), None),
+        (None, Some(vm)) if vm.ownership == Ownership::Owned => passed.take().stop(
+            Action::Bookkeeping(BookkeepingAction::WriteProviderId(format_provider_id(&vm.id))),
+            None,
+        ),
         (None, Some(vm)) => passed.take().wait(
             Requeue::Backoff,
             ConditionUpdate::false_(
@@ -278,7 +284,11 @@ pub(super) fn record_system_disks(o: &Observed, vm: &ObservedVm, passed: &mut Pa
         .is_some_and(|recorded| vm.disks.iter().all(|d| recorded.contains(&d.disk_id)));
     if !complete {
         let ids = vm.disks.iter().map(|d| d.disk_id.clone()).collect();
-        return Err(Box::new(passed.take().stop(Action::RecordSystemDisks(ids), None)));
+        return Err(Box::new(
+            passed
+                .take()
+                .stop(Action::Bookkeeping(BookkeepingAction::RecordSystemDisks(ids)), None),
+        ));
     }
     Ok(())
 }

@@ -3,9 +3,11 @@
 //! before the system disks are recorded, so the deletion guard counts them as the VM's own (deleted with it),
 //! never as a CSI volume. A data disk is known by its alias, `<vm name>_<spec name>`.
 
+use super::PrepareAction;
 use capov_crds::{DataDiskStatus, Severity};
 
-use super::decision::{Action, DataDiskPlan, Decision, Requeue};
+use super::action::Action;
+use super::decision::{DataDiskPlan, Decision, Requeue};
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
@@ -53,7 +55,7 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
                 wanted.sizegb, wanted.storagedomainname
             );
             return Err(Box::new(passed.take().stop(
-                Action::AddDataDisk(Box::new(plan)),
+                Action::Prepare(PrepareAction::AddDataDisk(Box::new(plan))),
                 Some(false_(reasons::WAITING_FOR_DATA_DISKS, Severity::Info, message)),
             )));
         };

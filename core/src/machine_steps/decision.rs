@@ -8,13 +8,11 @@ use capov_crds::{CpuTopology, DataDiskStatus, DiskFormat, DiskInterface, Machine
 
 use crate::conditions::ConditionUpdate;
 use crate::network::guest_network::GuestNetwork;
-use crate::network::ip_claims::WantedClaim;
-use crate::network::nics::NicChange;
 use crate::placement::PlacementChoice;
 use crate::placement::affinity_groups::{Leave, WantedGroup};
 use crate::vm::bootstrap_payload::BootstrapFormat;
 
-use super::observed::VmDisk;
+use super::action::Action;
 
 /// One reconcile's outcome.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,110 +67,6 @@ pub enum Requeue {
     PollVmWithin(Duration),
 }
 
-/// The one next thing to do.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Action {
-    /// Paused: write only the Paused condition; no engine calls, no finalizer changes.
-    WritePausedOnly,
-    AddFinalizer,
-    /// Nothing to do now; look again per `Requeue`.
-    Wait(Requeue),
-    /// Set `status.failureReason`/`failureMessage` (SPEC §2.4); creation steps stop until it is cleared.
-    SetFailure {
-        reason: &'static str,
-        message: String,
-    },
-    /// The spec changed since the failure: clear failureReason/failureMessage and go on.
-    ClearFailure,
-    CreateVm(Box<CreateVmPlan>),
-    /// Adopt a VM carrying this object's marker: write `spec.providerID` (with the engine and owner-UID
-    /// annotations).
-    WriteProviderId(String),
-    /// Record the id of the VM created for this object (the created-VM annotation) while its disks are copied and
-    /// spec.providerID must wait: until then it is the only record of the VM on the object. The VM's name and
-    /// engine are recorded with it.
-    RecordCreatedVm(Box<CreatedVmRecord>),
-    /// Record where the VM of spec.providerID lives (the engine annotation), for machines that predate it.
-    RecordEngine(String),
-    /// Rewrite a legacy marker (`capov:<ns>/<name>`) of the VM of spec.providerID in the current format, so that
-    /// from now on the VM is tied to this object's UID and management cluster.
-    UpgradeMarker {
-        vm_id: String,
-        description: String,
-    },
-    /// Assign these tags to the VM, creating those the engine does not have ([`crate::naming::vm_tags`]).
-    TagVm(Vec<String>),
-    /// Create one data disk of spec.datadisks on the VM (before the first start).
-    AddDataDisk(Box<DataDiskPlan>),
-    /// Record the VM's disks in the system-disks annotation (before the first start).
-    RecordSystemDisks(Vec<String>),
-    ResizeDisk {
-        attachment_id: String,
-        disk_id: String,
-        size_bytes: u64,
-    },
-    RenameDiskAlias {
-        disk_id: String,
-        new_alias: String,
-    },
-    SyncNics(Vec<NicChange>),
-    /// Create these IPAddressClaims (owned by the OVirtMachine, with CAPOV's finalizer).
-    CreateIpClaims(Vec<WantedClaim>),
-    /// Let these IPAddressClaims of the OVirtMachine go: CAPOV's finalizer removed, the claim deleted.
-    ReleaseIpClaims(Vec<String>),
-    /// Put the VM into one of its affinity groups, creating the group (with the VM in it) when there is none yet.
-    JoinAffinityGroup(Box<JoinGroup>),
-    /// Take the VM out of one of its affinity groups before it goes; the last member removes the group.
-    LeaveAffinityGroup(Box<LeaveGroup>),
-    StartVm {
-        use_ignition: bool,
-    },
-    /// Step 7 is reached and the workload cluster's Node has not been read in this pass
-    /// ([`super::NodeObservation::NotRead`]): the actor reads it and decides again. It reads it without holding a
-    /// reconcile permit, since a workload apiserver is the tenant's and may be slow or hung.
-    ReadNode,
-    SetNodeProviderId {
-        node_name: String,
-        provider_id: String,
-    },
-    /// `POST /vms/{id}/shutdown` (ACPI through the guest); the forced stop follows if the VM is still running
-    /// `deadline_in` from now.
-    ShutdownVm {
-        vm_id: String,
-        deadline_in: Duration,
-    },
-    /// Deletion with the gate `disk-detach-when-node-gone`: the VM still has disks CAPOV did not create and the
-    /// workload cluster's Node and VolumeAttachments have not been read in this pass
-    /// ([`super::NodeRelease::NotRead`]). The actor reads them without a reconcile permit and decides again.
-    ReadNodeRelease,
-    /// Detach these disks from the VM (`DELETE /vms/{vm}/diskattachments/{id}?detach_only=true`): the engine keeps
-    /// each on its storage domain. Only ever decided for disks CAPOV did not create, of a VM proven its own, once the
-    /// workload cluster shows the Node gone and no VolumeAttachment naming it.
-    DetachDisks {
-        vm_id: String,
-        disks: Vec<VmDisk>,
-    },
-    /// Set CAPOV's topology labels on the VM's Node ([`crate::placement::node_topology`]).
-    SetNodeLabels {
-        node_name: String,
-        labels: std::collections::BTreeMap<String, String>,
-    },
-    /// `POST /vms/{id}/stop` with `force=true`.
-    StopVmForce {
-        vm_id: String,
-    },
-    DeleteVm {
-        vm_id: String,
-    },
-    /// Release the OVirtMachine. `left_alone`: a VM that is not this object's was found and not touched; the
-    /// actor records a Warning Event with this explanation.
-    RemoveFinalizer {
-        left_alone: Option<String>,
-    },
-    /// Every step is done; keep addresses current per `Requeue`.
-    Done(Requeue),
-}
-
 /// An affinity group the VM joins.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinGroup {
@@ -219,47 +113,6 @@ pub struct DataDiskPlan {
     pub format: DiskFormat,
     pub sparse: bool,
     pub disk_profile_name: Option<String>,
-}
-
-impl Action {
-    /// Whether this action talks only to the workload cluster (or to nothing): the actor carries it out without a
-    /// reconcile permit. Everything else (engine and management-cluster calls) runs with one.
-    pub fn needs_permit(&self) -> bool {
-        !matches!(
-            self,
-            Action::WritePausedOnly
-                | Action::Wait(_)
-                | Action::Done(_)
-                | Action::ReadNode
-                | Action::ReadNodeRelease
-                | Action::SetNodeProviderId { .. }
-                | Action::SetNodeLabels { .. }
-        )
-    }
-}
-
-impl Action {
-    /// Whether this action changes a VM in the engine: what was seen of the VM before it no longer holds, and the
-    /// next pass reads it again or waits for the poll to show the change.
-    pub fn writes_engine(&self) -> bool {
-        matches!(
-            self,
-            Action::CreateVm(_)
-                | Action::UpgradeMarker { .. }
-                | Action::ResizeDisk { .. }
-                | Action::RenameDiskAlias { .. }
-                | Action::SyncNics(_)
-                | Action::TagVm(_)
-                | Action::AddDataDisk(_)
-                | Action::JoinAffinityGroup(_)
-                | Action::LeaveAffinityGroup(_)
-                | Action::StartVm { .. }
-                | Action::ShutdownVm { .. }
-                | Action::StopVmForce { .. }
-                | Action::DetachDisks { .. }
-                | Action::DeleteVm { .. }
-        )
-    }
 }
 
 impl Decision {

@@ -4,12 +4,14 @@
 //! when neither its id nor its name (with this object's marker) finds it, through the engine and user the VM was
 //! created with.
 
+use super::{BookkeepingAction, VmAction};
 use capov_crds::Severity;
 use capov_crds::labels::{
     DELETE_FOR_MOVE_ANNOTATION, MANAGEMENT_CLUSTER_ANNOTATION, RELEASE_VM_ANNOTATION, SYSTEM_DISKS_ANNOTATION,
 };
 
-use super::decision::{Action, Decision, Requeue};
+use super::action::Action;
+use super::decision::{Decision, Requeue};
 use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection, VmDisk};
 use super::placement;
 use super::recorded_engine::engine_changed;
@@ -40,7 +42,10 @@ pub(super) fn decide(o: &Observed) -> Decision {
         return Decision::new(Action::Wait(Requeue::OnChange), vec![moved]);
     }
     if releasable_without_engine(o) {
-        return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![]);
+        return Decision::new(
+            Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None }),
+            vec![],
+        );
     }
     // Never critical during deletion: failureReason is only for creation (SPEC §2.4).
     if let ProviderConnection::Failed { failure, message, .. } = &o.connection {
@@ -54,7 +59,10 @@ pub(super) fn decide(o: &Observed) -> Decision {
             .or(o.created_vm.as_deref());
         let message = match own_vm {
             None if *failure == ConnectionFailure::NamespaceNotAllowed => {
-                return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![]);
+                return Decision::new(
+                    Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None }),
+                    vec![],
+                );
             }
             Some(vm_id) if *failure == ConnectionFailure::NamespaceNotAllowed => format!(
                 "{message}; CAPOV created the VM {vm_id} for this OVirtMachine, which keeps its finalizer until the \
@@ -82,7 +90,12 @@ pub(super) fn decide(o: &Observed) -> Decision {
         return Decision::new(Action::Wait(Requeue::OnChange), vec![connected, blocked]);
     }
     let vm = match &o.vm {
-        None => return Decision::new(Action::RemoveFinalizer { left_alone: None }, vec![connected]),
+        None => {
+            return Decision::new(
+                Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None }),
+                vec![connected],
+            );
+        }
         Some(vm) if vm.ownership.proven(vm.found_by == FoundBy::ProviderId) => vm,
         Some(vm)
             if vm.ownership == Ownership::NotOwned(NotOwned::ThisObjectOtherManagementCluster)
@@ -102,7 +115,10 @@ pub(super) fn decide(o: &Observed) -> Decision {
                 vm.id,
                 vm.ownership.unproven_by_name()
             );
-            return Decision::new(Action::RemoveFinalizer { left_alone: Some(note) }, vec![connected]);
+            return Decision::new(
+                Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: Some(note) }),
+                vec![connected],
+            );
         }
     };
     let foreign = non_system_disks(o, vm);
@@ -122,8 +138,8 @@ pub(super) fn decide(o: &Observed) -> Decision {
     };
     let condition = volume_release::naming_detached(o, condition);
     // Its affinity groups first (issue #25): the last member takes its group along.
-    let (action, condition) = match (&action, placement::leave(o, vm)) {
-        (Action::StopVmForce { .. } | Action::DeleteVm { .. }, Some(leave)) => (
+    let (action, condition) = match placement::leave(o, vm) {
+        Some(leave) if matches!(action, Action::Vm(VmAction::StopForce { .. } | VmAction::Delete { .. })) => (
             leave,
             deleted(
                 reasons::LEAVING_AFFINITY_GROUP,
@@ -131,7 +147,7 @@ pub(super) fn decide(o: &Observed) -> Decision {
                 "taking the VM out of its affinity groups before deleting it",
             ),
         ),
-        _ => (action, condition),
+        Some(_) | None => (action, condition),
     };
     let mut decision = Decision::new(action, vec![connected, condition]);
     decision.status.vm_status = Some(vm.status.clone());

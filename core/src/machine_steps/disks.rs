@@ -1,9 +1,11 @@
 //! SPEC §2 step 4, `MachineDiskResized`, only while the VM was never started: the bootable disk grows to
 //! spec.osdisksizegb (never shrinks), then disk aliases are renamed per the feature gates (§3).
 
+use super::PrepareAction;
 use capov_crds::Severity;
 
-use super::decision::{Action, Decision, Requeue};
+use super::action::Action;
+use super::decision::{Decision, Requeue};
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
@@ -57,11 +59,11 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
         if target > boot.provisioned_size {
             let message = format!("growing the bootable disk to {gb} GiB");
             return Err(Box::new(passed.take().stop(
-                Action::ResizeDisk {
+                Action::Prepare(PrepareAction::ResizeDisk {
                     attachment_id: boot.attachment_id.clone(),
                     disk_id: boot.disk_id.clone(),
                     size_bytes: target,
-                },
+                }),
                 Some(false_(reasons::WAITING_FOR_DISK_RESIZE, Severity::Info, message)),
             )));
         }
@@ -77,10 +79,10 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
         .collect();
     if let Some(change) = alias_changes(&o.vm_name(), &disks, &o.gates).into_iter().next() {
         return Err(Box::new(passed.take().stop(
-            Action::RenameDiskAlias {
+            Action::Prepare(PrepareAction::RenameDiskAlias {
                 disk_id: change.disk_id,
                 new_alias: change.new_alias,
-            },
+            }),
             None,
         )));
     }

@@ -3,9 +3,11 @@
 //! non-responsive: its state is unknown (it may still run), so a stop or a removal now could act on a guest that
 //! keeps running, until the host is back or fenced (fencing sets the VM down and off the host).
 
+use super::{GroupAction, VmAction};
 use capov_crds::Severity;
 
-use super::decision::{Action, Decision, Requeue};
+use super::action::Action;
+use super::decision::{Decision, Requeue};
 use super::observed::{FoundBy, Observed, ObservedVm, VmHost};
 use crate::conditions::{ConditionUpdate, State, reasons, types};
 use crate::trust::identity::Ownership;
@@ -118,11 +120,23 @@ fn condition(host: &VmHost, vm: &ObservedVm) -> ConditionUpdate {
 /// The write held back, for the condition.
 fn describe(action: &Action) -> &'static str {
     match action {
-        Action::StopVmForce { .. } => "power the VM off",
-        Action::DeleteVm { .. } => "delete the VM",
-        Action::StartVm { .. } => "start the VM",
-        Action::LeaveAffinityGroup(_) => "take the VM out of its affinity group",
+        Action::Vm(VmAction::StopForce { .. }) => "power the VM off",
+        Action::Vm(VmAction::Delete { .. }) => "delete the VM",
+        Action::Vm(VmAction::Start { .. }) => "start the VM",
+        Action::Groups(GroupAction::Leave(_)) => "take the VM out of its affinity group",
         Action::Wait(_) => "wait for the engine, which refuses to stop or remove a VM in an unknown state",
-        _ => "change the VM",
+        Action::Vm(
+            VmAction::Create(_)
+            | VmAction::UpgradeMarker { .. }
+            | VmAction::Shutdown { .. }
+            | VmAction::DetachDisks { .. },
+        )
+        | Action::Groups(GroupAction::Join(_))
+        | Action::Prepare(_)
+        | Action::Bookkeeping(_)
+        | Action::Workload(_)
+        | Action::Read(_)
+        | Action::WritePausedOnly
+        | Action::Done(_) => "change the VM",
     }
 }

@@ -5,6 +5,7 @@
 //! Order of checks: pause (also during deletion) → deletion (never blocked by the waits of step 1) → owner
 //! Machine, Cluster, infrastructure → finalizer → failureReason → connection → steps 3–7.
 
+mod action;
 mod decision;
 mod deletion;
 mod lifecycle;
@@ -34,9 +35,12 @@ mod tags;
 #[cfg(test)]
 mod tests;
 
+pub use action::{
+    Action, ActionClass, BookkeepingAction, GroupAction, PrepareAction, ReadRequest, VmAction, WorkloadAction,
+};
 pub use data_disks::data_disk_alias;
 pub use decision::{
-    Action, CreateVmPlan, CreatedVmRecord, DataDiskPlan, Decision, JoinGroup, LeaveGroup, Requeue, StatusChange,
+    CreateVmPlan, CreatedVmRecord, DataDiskPlan, Decision, JoinGroup, LeaveGroup, Requeue, StatusChange,
 };
 pub use deletion::releasable_without_engine;
 pub use observed::{

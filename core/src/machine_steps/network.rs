@@ -1,9 +1,11 @@
 //! SPEC §2 step 5, `MachineNetworkSet`, only while the VM was never started: its NICs are made to match spec.nics
 //! ([`crate::network::nics::assess_nics`] compares them; the actor reads them only when a decision would start the VM).
 
+use super::PrepareAction;
 use capov_crds::Severity;
 
-use super::decision::{Action, Decision, Requeue};
+use super::action::Action;
+use super::decision::{Decision, Requeue};
 use super::observed::Observed;
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
@@ -16,7 +18,11 @@ pub(super) fn check(o: &Observed, passed: &mut Passed) -> Result<(), Box<Decisio
             passed.pass(types::MACHINE_NETWORK_SET, reasons::NETWORK_SET);
             Ok(())
         }
-        NicAssessment::Changes(changes) => Err(Box::new(passed.take().stop(Action::SyncNics(changes.clone()), None))),
+        NicAssessment::Changes(changes) => Err(Box::new(
+            passed
+                .take()
+                .stop(Action::Prepare(PrepareAction::SyncNics(changes.clone())), None),
+        )),
         failed => {
             let (reason, message) = failed.failure().unwrap_or((reasons::UNSPECIFIED, String::new()));
             Err(Box::new(passed.take().wait(

@@ -1,10 +1,12 @@
 //! SPEC §2 step 7, `K8sProviderIDSetup`: the VM's Node in the workload cluster carries the VM's providerID, and the
 //! topology labels of where the VM runs ([`crate::placement::node_topology`], issue #27). The Node is read only when a pass
-//! reaches this step ([`super::Action::ReadNode`]).
+//! reaches this step ([`super::Action::Read(ReadRequest::Node)`]).
 
+use super::{ReadRequest, WorkloadAction};
 use capov_crds::Severity;
 
-use super::decision::{Action, Decision, Requeue};
+use super::action::Action;
+use super::decision::{Decision, Requeue};
 use super::observed::{NodeObservation, Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
@@ -19,7 +21,7 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool
         ConditionUpdate::false_(types::K8S_PROVIDER_ID_SETUP, reason, severity, message)
     };
     match &o.node {
-        NodeObservation::NotRead => passed.stop(Action::ReadNode, None),
+        NodeObservation::NotRead => passed.stop(Action::Read(ReadRequest::Node), None),
         NodeObservation::Unreachable { message } => passed.wait(
             Requeue::Backoff,
             setup(
@@ -54,10 +56,10 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool
             labels,
         } => match provider_id.as_deref().map(str::trim) {
             None | Some("") => passed.stop(
-                Action::SetNodeProviderId {
+                Action::Workload(WorkloadAction::SetNodeProviderId {
                     node_name: name.clone(),
                     provider_id: expected,
-                },
+                }),
                 None,
             ),
             Some(actual) if actual == expected => {
@@ -68,10 +70,10 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool
                 let host = vm.host.as_ref().and_then(|h| h.name.as_deref());
                 let changes = node_topology::changes(labels, ovirt_cluster, host, o.failure_domain.name());
                 if !changes.is_empty() {
-                    let labels = Action::SetNodeLabels {
+                    let labels = Action::Workload(WorkloadAction::SetNodeLabels {
                         node_name: name.clone(),
                         labels: changes,
-                    };
+                    });
                     return passed.stop(labels, None);
                 }
                 passed.stop(Action::Done(requeue), None)

@@ -377,7 +377,7 @@ pub struct VmDisk {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeObservation {
     /// Not read yet in this pass although it could be (the VM is up and the Cluster known): a decision that reaches
-    /// step 7 asks for it ([`super::Action::ReadNode`]), so that workload I/O happens only when step 7 needs it.
+    /// step 7 asks for it ([`super::Action::Read(ReadRequest::Node)`]), so that workload I/O happens only when step 7 needs it.
     NotRead,
     /// The kubeconfig Secret is missing or the API server did not answer.
     Unreachable { message: String },
@@ -399,7 +399,7 @@ pub enum NodeObservation {
 /// VolumeAttachment naming it, lets those disks be detached.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeRelease {
-    /// Not read in this pass: a decision that needs it asks for it ([`super::Action::ReadNodeRelease`]).
+    /// Not read in this pass: a decision that needs it asks for it ([`super::Action::Read(ReadRequest::NodeRelease)`]).
     NotRead,
     /// The Cluster or its kubeconfig Secret is missing, or the apiserver did not answer (in time, within bounds):
     /// nothing shows the Node gone.

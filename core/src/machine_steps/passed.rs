@@ -1,7 +1,8 @@
 //! What the steps of SPEC §2 share: the conditions of the steps passed so far. Every step that is passed reports
 //! its condition True, so the Ready summary sees all of them; the step that stops adds why it stopped.
 
-use super::decision::{Action, Decision, Requeue};
+use super::action::Action;
+use super::decision::{Decision, Requeue};
 use crate::conditions::ConditionUpdate;
 
 /// Conditions of the steps passed so far, in order; each early return adds the stopping step's condition.

@@ -3,9 +3,11 @@
 //! groups are read only when a decision would start the VM; before deletion the VM leaves them again, the last
 //! member removing the group.
 
+use super::GroupAction;
 use capov_crds::{AntiAffinity, Severity};
 
-use super::decision::{Action, Decision, JoinGroup, LeaveGroup, Requeue};
+use super::action::Action;
+use super::decision::{Decision, JoinGroup, LeaveGroup, Requeue};
 use super::observed::{GroupsObservation, Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
@@ -52,7 +54,7 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
                     rule(wanted)
                 );
                 return Err(Box::new(passed.take().stop(
-                    Action::JoinAffinityGroup(Box::new(join)),
+                    Action::Groups(GroupAction::Join(Box::new(join))),
                     Some(false_(reasons::JOINING_AFFINITY_GROUP, Severity::Info, joining)),
                 )));
             }
@@ -203,9 +205,9 @@ pub(super) fn leave(o: &Observed, vm: &ObservedVm) -> Option<Action> {
         return None;
     };
     let first = leaving(groups, &o.group_owner, &vm.id).into_iter().next()?;
-    Some(Action::LeaveAffinityGroup(Box::new(LeaveGroup {
+    Some(Action::Groups(GroupAction::Leave(Box::new(LeaveGroup {
         cluster_id: cluster_id.clone(),
         vm_id: vm.id.clone(),
         leave: first,
-    })))
+    }))))
 }

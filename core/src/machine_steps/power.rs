@@ -1,9 +1,11 @@
 //! SPEC §2 step 6, `MachineOn`: a prepared VM is started with the guest initialization its bootstrap format needs;
 //! once up (or migrating), it is provisioned and its addresses are reported and kept current.
 
+use super::VmAction;
 use capov_crds::{MachineAddress, Severity};
 
-use super::decision::{Action, Decision, Requeue};
+use super::action::Action;
+use super::decision::{Decision, Requeue};
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
@@ -52,9 +54,9 @@ pub(super) fn first_start(o: &Observed, vm: &ObservedVm, format: BootstrapFormat
         );
     }
     passed.stop(
-        Action::StartVm {
+        Action::Vm(VmAction::Start {
             use_ignition: format == BootstrapFormat::Ignition,
-        },
+        }),
         Some(powering_up()),
     )
 }

@@ -2,7 +2,9 @@
 //! then the finalizer. Also the gate of §2.4: a machine with failureReason set runs no creation steps. None of this
 //! blocks deletion, which [`super::decide`] routes elsewhere first.
 
-use super::decision::{Action, Decision, Requeue};
+use super::BookkeepingAction;
+use super::action::Action;
+use super::decision::{Decision, Requeue};
 use super::observed::{FailureState, Observed};
 
 /// Err = the decision that waits for a precondition or fulfils it; Ok = the steps may run.
@@ -11,13 +13,19 @@ pub(super) fn check(o: &Observed) -> Result<(), Box<Decision>> {
         return Err(Box::new(Decision::new(Action::Wait(Requeue::OnChange), vec![])));
     }
     if !o.has_finalizer {
-        return Err(Box::new(Decision::new(Action::AddFinalizer, vec![])));
+        return Err(Box::new(Decision::new(
+            Action::Bookkeeping(BookkeepingAction::AddFinalizer),
+            vec![],
+        )));
     }
     // SPEC §2.4: a failed machine runs no creation steps until the failure is cleared or the spec changes.
     match o.failure {
         FailureState::Set {
             spec_changed_since: true,
-        } => Err(Box::new(Decision::new(Action::ClearFailure, vec![]))),
+        } => Err(Box::new(Decision::new(
+            Action::Bookkeeping(BookkeepingAction::ClearFailure),
+            vec![],
+        ))),
         FailureState::Set {
             spec_changed_since: false,
         } => Err(Box::new(Decision::new(Action::Wait(Requeue::OnChange), vec![]))),

@@ -1,11 +1,13 @@
 //! What deletion does with a VM proven this object's (SPEC §2.1), by its status: stop it, wait, or delete it; and
 //! the MachineDeleted conditions that say so. Shared by `deletion` and `volume_release`.
 
+use super::VmAction;
 use std::time::Duration;
 
 use capov_crds::Severity;
 
-use super::decision::{Action, Requeue};
+use super::action::Action;
+use super::decision::Requeue;
 use super::observed::{Observed, ObservedVm};
 use crate::conditions::{ConditionUpdate, reasons, types};
 
@@ -23,7 +25,7 @@ pub(super) fn by_status(o: &Observed, vm: &ObservedVm) -> (Action, ConditionUpda
     match vm.status.as_str() {
         // ImageIllegal is a stopped state for the engine (`VMStatus.isNotRunning`): removed as it is.
         "down" | "unassigned" | capov_ovirt_model::model::VmStatus::IMAGE_ILLEGAL => (
-            Action::DeleteVm { vm_id: vm.id.clone() },
+            Action::Vm(VmAction::Delete { vm_id: vm.id.clone() }),
             deleted(reasons::VM_DELETING, Severity::Info, "deleting the VM"),
         ),
         "image_locked" => (
@@ -55,7 +57,7 @@ pub(super) fn by_status(o: &Observed, vm: &ObservedVm) -> (Action, ConditionUpda
 /// anyway (`ShutdownVmCommand.canShutdownVm`). A guest that ignores the request leaves the VM `powering_down` and
 /// then `up` again; it is asked again until the deadline.
 fn power_off(o: &Observed, vm: &ObservedVm) -> (Action, ConditionUpdate) {
-    let stop = Action::StopVmForce { vm_id: vm.id.clone() };
+    let stop = Action::Vm(VmAction::StopForce { vm_id: vm.id.clone() });
     let timeout = o
         .settings
         .gracefulshutdowntimeoutseconds
@@ -89,10 +91,10 @@ fn power_off(o: &Observed, vm: &ObservedVm) -> (Action, ConditionUpdate) {
     let action = if vm.status == "powering_down" {
         Action::Wait(Requeue::PollVmWithin(remaining))
     } else {
-        Action::ShutdownVm {
+        Action::Vm(VmAction::Shutdown {
             vm_id: vm.id.clone(),
             deadline_in: remaining,
-        }
+        })
     };
     (
         action,

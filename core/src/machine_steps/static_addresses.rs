@@ -2,9 +2,11 @@
 //! creates its IPAddressClaims and waits for their addresses before its VM is created, since the addresses go into
 //! the VM's initialization ([`crate::network::guest_network`]). The claims' rules are [`crate::network::ip_claims`]'s.
 
+use super::BookkeepingAction;
 use capov_crds::Severity;
 
-use super::decision::{Action, Decision, Requeue};
+use super::action::Action;
+use super::decision::{Decision, Requeue};
 use super::observed::Observed;
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
@@ -23,14 +25,14 @@ pub(super) fn check(o: &Observed, passed: &mut Passed) -> Result<GuestNetwork, B
             let names: Vec<&str> = missing.iter().map(|claim| claim.name.as_str()).collect();
             let message = format!("creating IPAddressClaim {}", names.join(", "));
             passed.take().stop(
-                Action::CreateIpClaims(missing),
+                Action::Bookkeeping(BookkeepingAction::CreateIpClaims(missing)),
                 Some(waiting(Severity::Info, reasons::WAITING_FOR_IP_ADDRESS, message)),
             )
         }
         ClaimsAssessment::Release(names) => {
             let message = format!("releasing IPAddressClaim {} (no longer wanted)", names.join(", "));
             passed.take().stop(
-                Action::ReleaseIpClaims(names),
+                Action::Bookkeeping(BookkeepingAction::ReleaseIpClaims(names)),
                 Some(waiting(Severity::Info, reasons::WAITING_FOR_IP_ADDRESS, message)),
             )
         }
@@ -55,7 +57,10 @@ pub(super) fn check(o: &Observed, passed: &mut Passed) -> Result<GuestNetwork, B
 
 /// During deletion: the claims still to release before the finalizer goes (the VM is gone or left alone by then).
 pub(super) fn release_before_finalizer(o: &Observed, decision: Decision) -> Decision {
-    if !matches!(decision.action, Action::RemoveFinalizer { .. }) {
+    if !matches!(
+        decision.action,
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { .. })
+    ) {
         return decision;
     }
     if !o.ip_claims_known {
@@ -82,5 +87,8 @@ pub(super) fn release_before_finalizer(o: &Observed, decision: Decision) -> Deci
         Severity::Info,
         message,
     ));
-    Decision::new(Action::ReleaseIpClaims(names), conditions)
+    Decision::new(
+        Action::Bookkeeping(BookkeepingAction::ReleaseIpClaims(names)),
+        conditions,
+    )
 }

@@ -1,7 +1,9 @@
 //! SPEC §2 step 3's tail (`MachineCreated`), before the first start: the VM carries the tags that show engine
 //! administrators what it belongs to ([`crate::naming::vm_tags`]), when the OVirtProvider's spec.vmtags is true.
 
-use super::decision::{Action, Decision};
+use super::PrepareAction;
+use super::action::Action;
+use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use crate::naming::vm_tags::{missing_tags, wanted_tags};
@@ -19,5 +21,7 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
     if missing.is_empty() {
         return Ok(());
     }
-    Err(Box::new(passed.take().stop(Action::TagVm(missing), None)))
+    Err(Box::new(
+        passed.take().stop(Action::Prepare(PrepareAction::Tag(missing)), None),
+    ))
 }

@@ -8,9 +8,11 @@
 //! the engine keeps each on its storage domain — and then the VM is deleted with the disks CAPOV did create. Every
 //! decision here comes after `deletion::decide` proved the VM this object's own (its marker).
 
+use super::{ReadRequest, VmAction};
 use capov_crds::Severity;
 
-use super::decision::{Action, Requeue};
+use super::action::Action;
+use super::decision::Requeue;
 use super::observed::{NodeRelease, Observed, ObservedVm, VmDisk};
 use super::removal::{NON_SYSTEM_DISK_MESSAGE, blocked_by_state_message, by_status, deleted};
 use crate::conditions::{ConditionUpdate, reasons};
@@ -49,7 +51,7 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, foreign: Vec<&VmDisk>) -> (A
     match &o.node_release {
         // The pass reads the workload cluster and decides again; this condition is never reported.
         NodeRelease::NotRead => (
-            Action::ReadNodeRelease,
+            Action::Read(ReadRequest::NodeRelease),
             deleted(
                 reasons::VM_HAS_NON_SYSTEM_DISK,
                 Severity::Warning,
@@ -77,10 +79,10 @@ fn release(o: &Observed, vm: &ObservedVm, foreign: Vec<&VmDisk>, ids: &str, node
     let why = format!("the Node {node:?} is gone from the workload cluster and no VolumeAttachment names it");
     match vm.status.as_str() {
         "down" => (
-            Action::DetachDisks {
+            Action::Vm(VmAction::DetachDisks {
                 vm_id: vm.id.clone(),
                 disks: foreign.into_iter().cloned().collect(),
-            },
+            }),
             deleted(
                 reasons::DETACHING_VOLUMES,
                 Severity::Info,
@@ -113,7 +115,7 @@ fn release(o: &Observed, vm: &ObservedVm, foreign: Vec<&VmDisk>, ids: &str, node
         ),
         "image_locked" => by_status(o, vm),
         _ => (
-            Action::StopVmForce { vm_id: vm.id.clone() },
+            Action::Vm(VmAction::StopForce { vm_id: vm.id.clone() }),
             deleted(
                 reasons::VM_STOPPING,
                 Severity::Info,

@@ -1,6 +1,7 @@
 //! One reconcile pass of a machine: observe, decide, act — again at once after an action that succeeded — then
 //! report the status and schedule the next pass.
 
+use capov_core::machine_steps::{ReadRequest, VmAction};
 use std::time::{Duration, Instant};
 
 use capov_crds::{Initialization, Severity};
@@ -121,12 +122,9 @@ async fn step(
     let seen_long_ago = state
         .observed_snapshot_at
         .is_some_and(|at| at.elapsed() > state.shared.settings.poll_interval * 2);
-    let destroys = matches!(
-        decision.action,
-        Action::ShutdownVm { .. } | Action::StopVmForce { .. } | Action::DetachDisks { .. } | Action::DeleteVm { .. }
-    );
+    let class = decision.action.class();
     let held = state.observed_snapshot_at.is_some();
-    if decision.action.writes_engine() && (seen_long_ago || (destroys && held)) {
+    if class.writes_engine && (seen_long_ago || (class.destroys && held)) {
         state.vm_snapshot = None;
         return None;
     }
@@ -140,7 +138,7 @@ async fn step(
         );
         return Some(Next::Backoff);
     }
-    if !state.permit.may_work() && decision.action.needs_permit() {
+    if !state.permit.may_work() && class.needs_permit {
         let share = machine_share(state, observe::owner_machine(state).as_deref(), true);
         let permit = state.shared.permits.acquire(&share).await;
         state.permit.put(permit);
@@ -178,7 +176,7 @@ async fn observe_and_decide(
         }
     };
     let mut decision = decide(&observation.observed);
-    if matches!(decision.action, Action::StartVm { .. }) {
+    if matches!(decision.action, Action::Vm(VmAction::Start { .. })) {
         match observe::nics_before_start(state, observation.engine.as_ref(), &observation.observed).await {
             None => {}
             Some(Ok(nics)) => {
@@ -192,7 +190,7 @@ async fn observe_and_decide(
         }
     }
     decision = with_groups(state, &mut observation, decision).await?;
-    if decision.action == Action::ReadNode {
+    if decision.action == Action::Read(ReadRequest::Node) {
         // Workload I/O: without the permit.
         state.permit.clear();
         let vm_name = observation.observed.vm_name();
@@ -211,7 +209,7 @@ async fn observe_and_decide(
         };
         decision = decide(&observation.observed);
     }
-    if decision.action == Action::ReadNodeRelease {
+    if decision.action == Action::Read(ReadRequest::NodeRelease) {
         // Workload I/O during deletion: without the permit as well.
         state.permit.clear();
         let vm_id = observation
@@ -248,7 +246,9 @@ async fn with_groups(
 ) -> Result<Decision, Next> {
     let acts_on_groups = matches!(
         decision.action,
-        Action::StartVm { .. } | Action::StopVmForce { .. } | Action::DeleteVm { .. }
+        Action::Vm(VmAction::Start { .. })
+            | Action::Vm(VmAction::StopForce { .. })
+            | Action::Vm(VmAction::Delete { .. })
     );
     if !acts_on_groups || observation.observed.groups != GroupsObservation::NotRead {
         return Ok(decision);
@@ -277,10 +277,9 @@ async fn act(
     // What a start will show (MachineOn powering up) is only true once the engine accepted the start: a start
     // that fails must leave no sign of a started VM, or the next pass would take the VM, still down, for one
     // that was shut down after it ran, and never start it.
-    let (now, after_success): (Vec<_>, Vec<_>) = decision
-        .conditions
-        .into_iter()
-        .partition(|update| !(matches!(decision.action, Action::StartVm { .. }) && update.type_ == types::MACHINE_ON));
+    let (now, after_success): (Vec<_>, Vec<_>) = decision.conditions.into_iter().partition(|update| {
+        !(matches!(decision.action, Action::Vm(VmAction::Start { .. })) && update.type_ == types::MACHINE_ON)
+    });
     apply(state, &now, decision.status);
     let vm_id = observation.observed.vm.as_ref().map(|vm| vm.id.clone());
     let acted = decision.action.clone();

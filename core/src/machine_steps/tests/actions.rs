@@ -3,16 +3,17 @@
 
 use super::fixtures::{VM_ID, engine};
 use crate::machine_steps::{Action, Requeue};
+use crate::machine_steps::{BookkeepingAction, PrepareAction, ReadRequest, VmAction, WorkloadAction};
 
 #[test]
 fn only_workload_and_waiting_actions_run_without_a_permit() {
-    let node = Action::SetNodeProviderId {
+    let node = Action::Workload(WorkloadAction::SetNodeProviderId {
         node_name: "n".into(),
         provider_id: "ovirt://x".into(),
-    };
+    });
     for action in [
-        Action::ReadNode,
-        Action::ReadNodeRelease,
+        Action::Read(ReadRequest::Node),
+        Action::Read(ReadRequest::NodeRelease),
         node,
         Action::Wait(Requeue::Backoff),
         Action::Done(Requeue::Steady),
@@ -20,14 +21,14 @@ fn only_workload_and_waiting_actions_run_without_a_permit() {
         assert!(!action.needs_permit(), "{action:?}");
     }
     for action in [
-        Action::AddFinalizer,
-        Action::StartVm { use_ignition: false },
-        Action::DeleteVm { vm_id: VM_ID.into() },
-        Action::DetachDisks {
+        Action::Bookkeeping(BookkeepingAction::AddFinalizer),
+        Action::Vm(VmAction::Start { use_ignition: false }),
+        Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }),
+        Action::Vm(VmAction::DetachDisks {
             vm_id: VM_ID.into(),
             disks: vec![],
-        },
-        Action::RecordEngine(engine().annotation()),
+        }),
+        Action::Bookkeeping(BookkeepingAction::RecordEngine(engine().annotation())),
     ] {
         assert!(action.needs_permit(), "{action:?}");
     }
@@ -36,37 +37,37 @@ fn only_workload_and_waiting_actions_run_without_a_permit() {
 #[test]
 fn what_was_seen_of_a_vm_is_dropped_after_every_engine_write_and_only_then() {
     for action in [
-        Action::StartVm { use_ignition: false },
-        Action::StopVmForce { vm_id: VM_ID.into() },
-        Action::DeleteVm { vm_id: VM_ID.into() },
-        Action::DetachDisks {
+        Action::Vm(VmAction::Start { use_ignition: false }),
+        Action::Vm(VmAction::StopForce { vm_id: VM_ID.into() }),
+        Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }),
+        Action::Vm(VmAction::DetachDisks {
             vm_id: VM_ID.into(),
             disks: vec![],
-        },
-        Action::ResizeDisk {
+        }),
+        Action::Prepare(PrepareAction::ResizeDisk {
             attachment_id: "a".into(),
             disk_id: "d".into(),
             size_bytes: 1,
-        },
-        Action::RenameDiskAlias {
+        }),
+        Action::Prepare(PrepareAction::RenameDiskAlias {
             disk_id: "d".into(),
             new_alias: "x".into(),
-        },
-        Action::SyncNics(vec![]),
-        Action::UpgradeMarker {
+        }),
+        Action::Prepare(PrepareAction::SyncNics(vec![])),
+        Action::Vm(VmAction::UpgradeMarker {
             vm_id: VM_ID.into(),
             description: "m".into(),
-        },
+        }),
     ] {
         assert!(action.writes_engine(), "{action:?}");
     }
     for action in [
-        Action::AddFinalizer,
-        Action::WriteProviderId(format!("ovirt://{VM_ID}")),
-        Action::RecordEngine(engine().annotation()),
-        Action::RecordSystemDisks(vec!["d".into()]),
-        Action::ReadNode,
-        Action::ReadNodeRelease,
+        Action::Bookkeeping(BookkeepingAction::AddFinalizer),
+        Action::Bookkeeping(BookkeepingAction::WriteProviderId(format!("ovirt://{VM_ID}"))),
+        Action::Bookkeeping(BookkeepingAction::RecordEngine(engine().annotation())),
+        Action::Bookkeeping(BookkeepingAction::RecordSystemDisks(vec!["d".into()])),
+        Action::Read(ReadRequest::Node),
+        Action::Read(ReadRequest::NodeRelease),
         Action::Wait(Requeue::PollVm),
         Action::Done(Requeue::Steady),
     ] {

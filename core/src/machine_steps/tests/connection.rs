@@ -1,6 +1,7 @@
 //! Step 2, CanConnectToOVirt, and the critical connection errors of §2.4 ([`crate::machine_steps::connection`]),
 //! including plain-http engines and engine URLs with userinfo.
 
+use crate::machine_steps::BookkeepingAction;
 use std::time::Duration;
 
 use capov_crds::Severity;
@@ -35,7 +36,7 @@ fn authentication_tls_and_ca_failures_are_critical_at_once() {
             ..ready_to_create()
         });
         match &d.action {
-            Action::SetFailure { reason, message } => {
+            Action::Bookkeeping(BookkeepingAction::SetFailure { reason, message }) => {
                 assert_eq!(*reason, "OVirtEngineConnectionCritical");
                 assert!(message.starts_with(failure.reason()), "{message}");
             }
@@ -67,7 +68,10 @@ fn missing_provider_or_credentials_become_critical_after_ten_minutes() {
             connection: failed(failure, Duration::from_secs(600)),
             ..ready_to_create()
         });
-        assert!(matches!(late.action, Action::SetFailure { .. }), "{failure:?}");
+        assert!(
+            matches!(late.action, Action::Bookkeeping(BookkeepingAction::SetFailure { .. })),
+            "{failure:?}"
+        );
     }
 }
 

@@ -1,6 +1,7 @@
 //! Step 3, MachineCreated: bootstrap data, finding, adopting or creating the VM, and recording its system disks
 //! ([`crate::machine_steps::creation`]).
 
+use crate::machine_steps::{BookkeepingAction, VmAction};
 use capov_crds::{MachineSettings, Severity};
 use capov_ovirt_model::model::VmStatus;
 
@@ -78,7 +79,7 @@ fn no_vm_and_no_provider_id_creates_the_vm_with_marker_and_placement() {
         bootstrap: Bootstrap::Ready(BootstrapFormat::Ignition),
         ..ready_to_create()
     };
-    let Action::CreateVm(plan) = decide(&o).action else {
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
         panic!("expected CreateVm")
     };
     assert_eq!(plan.name, "worker-abc123");
@@ -102,7 +103,7 @@ fn create_uses_the_clone_gate_when_nothing_else_says() {
         },
         ..ready_to_create()
     };
-    let Action::CreateVm(plan) = decide(&o).action else {
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
         panic!("expected CreateVm")
     };
     assert!(plan.placement.clone);
@@ -123,7 +124,7 @@ fn create_plan_carries_type_cpu_and_memory() {
         }),
         ..ready_to_create().settings
     };
-    let Action::CreateVm(plan) = decide(&Observed {
+    let Action::Vm(VmAction::Create(plan)) = decide(&Observed {
         settings: settings.clone(),
         ..ready_to_create()
     })
@@ -150,7 +151,7 @@ fn a_name_longer_than_the_engine_allows_creates_a_shortened_vm_name_with_the_ful
         },
         ..ready_to_create()
     };
-    let Action::CreateVm(plan) = decide(&o).action else {
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
         panic!("expected CreateVm")
     };
     assert_eq!(plan.name, crate::naming::vm_name::for_object(long));
@@ -219,7 +220,10 @@ fn same_named_vm_with_our_marker_is_adopted() {
         vm: Some(vm("down", false)),
         ..ready_to_create()
     };
-    assert_eq!(decide(&o).action, Action::WriteProviderId(format!("ovirt://{VM_ID}")));
+    assert_eq!(
+        decide(&o).action,
+        Action::Bookkeeping(BookkeepingAction::WriteProviderId(format!("ovirt://{VM_ID}")))
+    );
 }
 
 #[test]
@@ -303,10 +307,10 @@ fn a_legacy_marker_on_the_recorded_vm_is_upgraded_before_anything_else() {
     };
     assert_eq!(
         decide(&o).action,
-        Action::UpgradeMarker {
+        Action::Vm(VmAction::UpgradeMarker {
             vm_id: VM_ID.into(),
             description: owner().marker(),
-        }
+        })
     );
 }
 
@@ -326,10 +330,10 @@ fn a_moved_marker_on_the_recorded_vm_is_rewritten_with_this_uid_before_anything_
         };
         assert_eq!(
             decide(&o).action,
-            Action::UpgradeMarker {
+            Action::Vm(VmAction::UpgradeMarker {
                 vm_id: VM_ID.into(),
                 description: owner().marker(),
-            },
+            }),
             "{status}"
         );
     }
@@ -363,7 +367,7 @@ fn new_vms_are_marked_with_the_management_cluster_the_provider_names() {
         },
         ..ready_to_create()
     };
-    let Action::CreateVm(plan) = decide(&o).action else {
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
         panic!("expected CreateVm")
     };
     assert!(plan.description.ends_with(" mc:source-cluster"), "{}", plan.description);
@@ -408,7 +412,10 @@ fn a_machine_recorded_before_the_engine_annotation_records_it_first() {
         recorded_engine: None,
         ..with_vm("down", false)
     };
-    assert_eq!(decide(&o).action, Action::RecordEngine(engine().annotation()));
+    assert_eq!(
+        decide(&o).action,
+        Action::Bookkeeping(BookkeepingAction::RecordEngine(engine().annotation()))
+    );
 }
 
 #[test]
@@ -460,11 +467,11 @@ fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_cop
     };
     assert_eq!(
         decide(&by_name("image_locked")).action,
-        Action::RecordCreatedVm(Box::new(CreatedVmRecord {
+        Action::Bookkeeping(BookkeepingAction::RecordCreatedVm(Box::new(CreatedVmRecord {
             vm_id: VM_ID.into(),
             vm_name: "worker-abc123".into(),
             engine: Some(engine().annotation()),
-        }))
+        })))
     );
     let d = decide(&Observed {
         created_vm: Some(VM_ID.into()),
@@ -478,7 +485,7 @@ fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_cop
     );
     assert_eq!(
         decide(&by_name("down")).action,
-        Action::WriteProviderId(format!("ovirt://{VM_ID}"))
+        Action::Bookkeeping(BookkeepingAction::WriteProviderId(format!("ovirt://{VM_ID}")))
     );
 }
 
@@ -491,7 +498,7 @@ fn a_create_that_vanished_before_it_was_recorded_is_created_again() {
         provider_id: None,
         ..ready_to_create()
     });
-    let Action::CreateVm(plan) = d.action else {
+    let Action::Vm(VmAction::Create(plan)) = d.action else {
         panic!("expected CreateVm, got {:?}", d.action)
     };
     assert_eq!(plan.description, owner().marker());
@@ -530,7 +537,10 @@ fn first_down_records_system_disks_before_anything_else() {
         ..with_vm("down", false)
     };
     let d = decide(&o);
-    assert_eq!(d.action, Action::RecordSystemDisks(vec!["d-boot".into()]));
+    assert_eq!(
+        d.action,
+        Action::Bookkeeping(BookkeepingAction::RecordSystemDisks(vec!["d-boot".into()]))
+    );
     assert_eq!(
         state_of(&d, types::MACHINE_CREATED),
         Some((State::True, reasons::VM_CREATED))
@@ -556,7 +566,7 @@ fn a_recorded_vm_name_outlives_edits_of_the_name_template_and_the_cluster_label(
     assert_eq!(recorded.vm_name(), "worker-abc123");
     // The recorded VM vanished (the engine removes a VM whose disk copy failed): the next one gets the same name.
     match decide(&recorded).action {
-        Action::CreateVm(plan) => assert_eq!(plan.name, "worker-abc123"),
+        Action::Vm(VmAction::Create(plan)) => assert_eq!(plan.name, "worker-abc123"),
         other => panic!("expected CreateVm, got {other:?}"),
     }
     // Without a record the template renders the name, as before.
@@ -588,7 +598,7 @@ fn a_vm_found_by_its_recorded_id_is_waited_for_and_then_recorded() {
     assert_eq!(decide(&found("image_locked")).action, Action::Wait(Requeue::PollVm));
     assert_eq!(
         decide(&found("down")).action,
-        Action::WriteProviderId(format!("ovirt://{VM_ID}"))
+        Action::Bookkeeping(BookkeepingAction::WriteProviderId(format!("ovirt://{VM_ID}")))
     );
 }
 

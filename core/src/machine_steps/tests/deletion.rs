@@ -1,5 +1,6 @@
 //! §2.1, deletion ([`crate::machine_steps::deletion`]).
 
+use crate::machine_steps::{BookkeepingAction, VmAction};
 use std::time::Duration;
 
 use capov_crds::Severity;
@@ -24,7 +25,10 @@ fn deletion_without_finalizer_does_nothing() {
 #[test]
 fn deletion_with_no_vm_removes_the_finalizer() {
     let d = decide(&deleting(ready_to_create()));
-    assert_eq!(d.action, Action::RemoveFinalizer { left_alone: None });
+    assert_eq!(
+        d.action,
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None })
+    );
 }
 
 #[test]
@@ -39,7 +43,7 @@ fn deletion_leaves_a_same_named_vm_without_marker_alone() {
         ..ready_to_create()
     }));
     assert!(
-        matches!(&d.action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains("no CAPOV marker")),
+        matches!(&d.action, Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: Some(note) }) if note.contains("no CAPOV marker")),
         "{:?}",
         d.action
     );
@@ -58,7 +62,7 @@ fn deletion_never_touches_a_vm_named_by_provider_id_that_is_not_this_objects() {
         }
         let d = decide(&o);
         assert!(
-            matches!(&d.action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains(why.explain())),
+            matches!(&d.action, Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: Some(note) }) if note.contains(why.explain())),
             "{why:?}: {:?}",
             d.action
         );
@@ -71,13 +75,13 @@ fn deletion_deletes_a_recorded_vm_with_a_legacy_marker_but_not_one_found_by_name
     if let Some(vm) = o.vm.as_mut() {
         vm.ownership = Ownership::Legacy;
     }
-    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    assert_eq!(decide(&o).action, Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }));
     if let Some(vm) = o.vm.as_mut() {
         vm.found_by = FoundBy::Name;
     }
     assert!(matches!(
         decide(&o).action,
-        Action::RemoveFinalizer { left_alone: Some(_) }
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: Some(_) })
     ));
 }
 
@@ -90,12 +94,12 @@ fn deletion_deletes_a_recorded_vm_with_a_moved_marker_but_not_one_found_by_name(
     if let Some(vm) = o.vm.as_mut() {
         vm.ownership = Ownership::Moved;
     }
-    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    assert_eq!(decide(&o).action, Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }));
     if let Some(vm) = o.vm.as_mut() {
         vm.found_by = FoundBy::Name;
     }
     assert!(
-        matches!(&decide(&o).action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains("owner-uid")),
+        matches!(&decide(&o).action, Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: Some(note) }) if note.contains("owner-uid")),
         "{:?}",
         decide(&o).action
     );
@@ -136,7 +140,7 @@ fn deletion_of_a_machine_refused_by_its_provider_releases_it_unless_it_recorded_
     });
     assert_eq!(
         decide(&never_had_a_vm).action,
-        Action::RemoveFinalizer { left_alone: None }
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None })
     );
     let had_one = deleting(Observed {
         connection: refused,
@@ -156,7 +160,7 @@ fn deletion_by_name_with_marker_deletes_our_vm() {
         vm: Some(vm("down", false)),
         ..ready_to_create()
     }));
-    assert_eq!(d.action, Action::DeleteVm { vm_id: VM_ID.into() });
+    assert_eq!(d.action, Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }));
 }
 
 #[test]
@@ -179,7 +183,10 @@ fn without_annotation_a_started_vm_counts_only_its_bootable_disk_as_system() {
         system_disks: None,
         ..deleting(running())
     };
-    assert_eq!(decide(&o).action, Action::StopVmForce { vm_id: VM_ID.into() });
+    assert_eq!(
+        decide(&o).action,
+        Action::Vm(VmAction::StopForce { vm_id: VM_ID.into() })
+    );
     if let Some(vm) = o.vm.as_mut() {
         vm.disks.push(disk("csi-1", "pvc-123", false, 5));
     }
@@ -200,14 +207,18 @@ fn without_annotation_a_never_started_vm_counts_all_disks_as_system() {
     if let Some(vm) = o.vm.as_mut() {
         vm.disks.push(disk("d2", "extra", false, 5));
     }
-    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    assert_eq!(decide(&o).action, Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }));
 }
 
 #[test]
 fn down_or_unassigned_vm_is_deleted_without_stopping() {
     for status in ["down", "unassigned"] {
         let d = decide(&deleting(with_vm(status, true)));
-        assert_eq!(d.action, Action::DeleteVm { vm_id: VM_ID.into() }, "{status}");
+        assert_eq!(
+            d.action,
+            Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }),
+            "{status}"
+        );
     }
 }
 
@@ -232,7 +243,11 @@ fn running_vm_is_force_stopped_before_deletion() {
         "suspended",
     ] {
         let d = decide(&deleting(with_vm(status, true)));
-        assert_eq!(d.action, Action::StopVmForce { vm_id: VM_ID.into() }, "{status}");
+        assert_eq!(
+            d.action,
+            Action::Vm(VmAction::StopForce { vm_id: VM_ID.into() }),
+            "{status}"
+        );
     }
 }
 
@@ -258,13 +273,16 @@ fn unknown_saving_or_restoring_vm_blocks_deletion_with_backoff() {
 #[test]
 fn a_vm_without_status_is_deleted_without_a_stop() {
     let d = decide(&deleting(with_vm(VmStatus::IMAGE_ILLEGAL, false)));
-    assert_eq!(d.action, Action::DeleteVm { vm_id: VM_ID.into() });
+    assert_eq!(d.action, Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }));
 }
 
 #[test]
 fn vm_gone_after_delete_releases_the_machine() {
     let d = decide(&deleting(Observed { vm: None, ..running() }));
-    assert_eq!(d.action, Action::RemoveFinalizer { left_alone: None });
+    assert_eq!(
+        d.action,
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None })
+    );
 }
 
 /// Issue 23: `ovirt://..` (or any providerID without a UUID) was read as a listing of every VM, once per pass.
@@ -284,7 +302,7 @@ fn deletion_with_a_provider_id_that_names_no_vm_id_releases_at_once_even_without
         assert!(crate::machine_steps::releasable_without_engine(&o), "{provider_id}");
         assert_eq!(
             decide(&o).action,
-            Action::RemoveFinalizer { left_alone: None },
+            Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None }),
             "{provider_id}"
         );
     }
@@ -308,7 +326,10 @@ fn deletion_without_access_waits_while_a_created_vm_is_recorded() {
         },
         ..deleting(ready_to_create())
     };
-    assert_eq!(decide(&refused).action, Action::RemoveFinalizer { left_alone: None });
+    assert_eq!(
+        decide(&refused).action,
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None })
+    );
     let with_created_vm = Observed {
         created_vm: Some(VM_ID.into()),
         ..refused
@@ -366,7 +387,7 @@ fn the_release_vm_annotation_lets_such_a_machine_go_and_leaves_its_vm() {
         ..moved_onto_an_existing_provider()
     });
     assert!(
-        matches!(&d.action, Action::RemoveFinalizer { left_alone: Some(note) } if note.contains("another management cluster")),
+        matches!(&d.action, Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: Some(note) }) if note.contains("another management cluster")),
         "{:?}",
         d.action
     );
@@ -377,7 +398,10 @@ fn the_release_vm_annotation_lets_such_a_machine_go_and_leaves_its_vm() {
 #[test]
 fn a_deletion_keeps_its_finalizer_until_the_claims_are_listed() {
     let gone = deleting(ready_to_create());
-    assert_eq!(decide(&gone).action, Action::RemoveFinalizer { left_alone: None });
+    assert_eq!(
+        decide(&gone).action,
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None })
+    );
     let d = decide(&Observed {
         ip_claims_known: false,
         ..gone

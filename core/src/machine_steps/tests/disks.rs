@@ -1,5 +1,6 @@
 //! Step 4, MachineDiskResized ([`crate::machine_steps::disks`]).
 
+use crate::machine_steps::{PrepareAction, VmAction};
 use capov_crds::Severity;
 
 use super::fixtures::{GIB, state_of, wants_disk_gb, with_vm};
@@ -12,11 +13,11 @@ fn smaller_bootable_disk_is_resized_to_osdisksizegb() {
     let d = decide(&wants_disk_gb(40, with_vm("down", false)));
     assert_eq!(
         d.action,
-        Action::ResizeDisk {
+        Action::Prepare(PrepareAction::ResizeDisk {
             attachment_id: "att-d-boot".into(),
             disk_id: "d-boot".into(),
             size_bytes: 40 * GIB
-        }
+        })
     );
     assert_eq!(
         state_of(&d, types::MACHINE_DISK_RESIZED),
@@ -55,7 +56,7 @@ fn disk_of_exactly_the_requested_size_is_done() {
         state_of(&d, types::MACHINE_DISK_RESIZED),
         Some((State::True, reasons::DISKS_READY))
     );
-    assert!(matches!(d.action, Action::StartVm { .. }));
+    assert!(matches!(d.action, Action::Vm(VmAction::Start { .. })));
 }
 
 #[test]
@@ -92,10 +93,10 @@ fn disk_aliases_are_renamed_per_gates_after_resizing() {
     });
     assert_eq!(
         d.action,
-        Action::RenameDiskAlias {
+        Action::Prepare(PrepareAction::RenameDiskAlias {
             disk_id: "d-boot".into(),
             new_alias: "rhcos-4.14_worker-abc123_Disk1".into()
-        }
+        })
     );
     let resize_first = decide(&wants_disk_gb(
         40,
@@ -104,7 +105,10 @@ fn disk_aliases_are_renamed_per_gates_after_resizing() {
             ..with_vm("down", false)
         },
     ));
-    assert!(matches!(resize_first.action, Action::ResizeDisk { .. }));
+    assert!(matches!(
+        resize_first.action,
+        Action::Prepare(PrepareAction::ResizeDisk { .. })
+    ));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Issue #27: where the VM runs ([`crate::machine_steps::host`]): status.host, HostReady, and no engine write while
 //! its host is non-responsive.
 
+use crate::machine_steps::{VmAction, WorkloadAction};
 use capov_crds::Severity;
 
 use super::fixtures::{deleting, running, state_of, with_vm};
@@ -83,7 +84,7 @@ fn once_fenced_the_vm_is_down_off_its_host_and_deleted() {
     let mut fenced = deleting(running());
     fenced.vm.as_mut().expect("vm").status = "down".into();
     let d = decide(&fenced);
-    assert!(matches!(d.action, Action::DeleteVm { .. }));
+    assert!(matches!(d.action, Action::Vm(VmAction::Delete { .. })));
     assert_eq!(d.status.host, Some(None));
     assert_eq!(
         state_of(&d, types::HOST_READY),
@@ -109,7 +110,7 @@ fn the_node_gets_the_host_and_zone_labels_and_follows_the_host() {
         },
     );
     match decide(&o).action {
-        Action::SetNodeLabels { labels, .. } => {
+        Action::Workload(WorkloadAction::SetNodeLabels { labels, .. }) => {
             assert_eq!(labels[crate::placement::node_topology::OVIRT_HOST_LABEL], "host-1");
             assert_eq!(labels[crate::placement::node_topology::ZONE_LABEL], "zone-a");
         }

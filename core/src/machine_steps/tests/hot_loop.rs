@@ -2,6 +2,7 @@
 
 use super::fixtures::{ready_to_create, with_vm};
 use crate::machine_steps::{Action, Observed, Requeue, decide, without_effect};
+use crate::machine_steps::{BookkeepingAction, PrepareAction};
 use crate::policy::feature_gates::FeatureGates;
 
 #[test]
@@ -16,7 +17,10 @@ fn an_action_followed_by_the_same_observation_had_no_effect() {
         ..with_vm("down", false)
     };
     let acted = decide(&before).action;
-    assert!(matches!(acted, Action::RenameDiskAlias { .. }), "{acted:?}");
+    assert!(
+        matches!(acted, Action::Prepare(PrepareAction::RenameDiskAlias { .. })),
+        "{acted:?}"
+    );
     let after = before.clone();
     let next = decide(&after).action;
     assert!(without_effect(&before, &acted, &after, &next));
@@ -30,7 +34,7 @@ fn an_action_whose_effect_shows_is_progress() {
         ..ready_to_create()
     };
     let acted = decide(&before).action;
-    assert_eq!(acted, Action::AddFinalizer);
+    assert_eq!(acted, Action::Bookkeeping(BookkeepingAction::AddFinalizer));
     let after = ready_to_create();
     assert!(!without_effect(&before, &acted, &after, &decide(&after).action));
     // The same observation with another action (e.g. NICs read and re-decided) is not taken for a loop either.

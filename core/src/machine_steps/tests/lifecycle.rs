@@ -5,6 +5,7 @@ use crate::conditions::State;
 use crate::machine_steps::{
     Action, Bootstrap, BootstrapFormat, NodeObservation, Observed, ObservedVm, Requeue, decide,
 };
+use crate::machine_steps::{BookkeepingAction, PrepareAction, VmAction, WorkloadAction};
 use crate::policy::feature_gates::FeatureGates;
 
 #[test]
@@ -36,18 +37,22 @@ fn happy_path_walks_through_every_step_in_order() {
     let mut seen = Vec::new();
     for _ in 0..30 {
         let d = decide(&o);
-        let label = format!("{:?}", d.action)
-            .split(['(', ' ', '{'])
-            .next()
-            .unwrap_or_default()
-            .to_string();
+        // The action's own name: inside its family (`Vm(Start { .. })` is "Start"), or the wait family's.
+        let debug = format!("{:?}", d.action);
+        let mut names = debug.split(['(', ')', ' ', '{']);
+        let first = names.next().unwrap_or_default();
+        let label = match first {
+            "Vm" | "Prepare" | "Bookkeeping" | "Groups" | "Workload" | "Read" => names.next().unwrap_or_default(),
+            _ => first,
+        }
+        .to_string();
         seen.push(label);
         match d.action {
-            Action::AddFinalizer => o.has_finalizer = true,
+            Action::Bookkeeping(BookkeepingAction::AddFinalizer) => o.has_finalizer = true,
             Action::Wait(_) if o.bootstrap == Bootstrap::NotReady => {
                 o.bootstrap = Bootstrap::Ready(BootstrapFormat::CloudConfig)
             }
-            Action::CreateVm(_) => {
+            Action::Vm(VmAction::Create(_)) => {
                 o.vm = Some(ObservedVm {
                     status: "image_locked".into(),
                     ..vm("image_locked", false)
@@ -57,10 +62,14 @@ fn happy_path_walks_through_every_step_in_order() {
             Action::Wait(Requeue::PollVm) if o.vm.as_ref().is_some_and(|v| v.status == "image_locked") => {
                 o.vm.as_mut().unwrap().status = "down".into()
             }
-            Action::RecordSystemDisks(ids) => o.system_disks = Some(ids),
-            Action::ResizeDisk { size_bytes, .. } => o.vm.as_mut().unwrap().disks[0].provisioned_size = size_bytes,
-            Action::RenameDiskAlias { new_alias, .. } => o.vm.as_mut().unwrap().disks[0].alias = new_alias,
-            Action::StartVm { .. } => {
+            Action::Bookkeeping(BookkeepingAction::RecordSystemDisks(ids)) => o.system_disks = Some(ids),
+            Action::Prepare(PrepareAction::ResizeDisk { size_bytes, .. }) => {
+                o.vm.as_mut().unwrap().disks[0].provisioned_size = size_bytes
+            }
+            Action::Prepare(PrepareAction::RenameDiskAlias { new_alias, .. }) => {
+                o.vm.as_mut().unwrap().disks[0].alias = new_alias
+            }
+            Action::Vm(VmAction::Start { .. }) => {
                 let v = o.vm.as_mut().unwrap();
                 v.status = "powering_up".into();
                 v.ever_started = true;
@@ -75,22 +84,22 @@ fn happy_path_walks_through_every_step_in_order() {
                     labels: Default::default(),
                 };
             }
-            Action::SetNodeProviderId { provider_id, node_name } => {
+            Action::Workload(WorkloadAction::SetNodeProviderId { provider_id, node_name }) => {
                 o.node = NodeObservation::Found {
                     name: node_name,
                     provider_id: Some(provider_id),
                     labels: Default::default(),
                 }
             }
-            Action::SetNodeLabels { labels, .. } => {
+            Action::Workload(WorkloadAction::SetNodeLabels { labels, .. }) => {
                 if let NodeObservation::Found { labels: on_node, .. } = &mut o.node {
                     on_node.extend(labels);
                 }
             }
             Action::Done(_) if !o.deletion_requested => o.deletion_requested = true,
-            Action::StopVmForce { .. } => o.vm.as_mut().unwrap().status = "down".into(),
-            Action::DeleteVm { .. } => o.vm = None,
-            Action::RemoveFinalizer { .. } => break,
+            Action::Vm(VmAction::StopForce { .. }) => o.vm.as_mut().unwrap().status = "down".into(),
+            Action::Vm(VmAction::Delete { .. }) => o.vm = None,
+            Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { .. }) => break,
             other => panic!("unexpected {other:?} after {seen:?}"),
         }
     }
@@ -99,19 +108,19 @@ fn happy_path_walks_through_every_step_in_order() {
         [
             "AddFinalizer",
             "Wait",
-            "CreateVm",
+            "Create",
             "Wait",
             "RecordSystemDisks",
             "ResizeDisk",
             "RenameDiskAlias",
-            "StartVm",
+            "Start",
             "Wait",
             "Wait",
             "SetNodeProviderId",
             "SetNodeLabels",
             "Done",
-            "StopVmForce",
-            "DeleteVm",
+            "StopForce",
+            "Delete",
             "RemoveFinalizer"
         ]
     );

@@ -1,5 +1,6 @@
 //! Step 5, MachineNetworkSet ([`crate::machine_steps::network`]).
 
+use crate::machine_steps::PrepareAction;
 use capov_crds::Severity;
 
 use super::fixtures::{running, state_of, with_vm};
@@ -17,7 +18,7 @@ fn nics_are_synced_before_the_first_start() {
         nics: NicAssessment::Changes(changes.clone()),
         ..with_vm("down", false)
     });
-    assert_eq!(d.action, Action::SyncNics(changes));
+    assert_eq!(d.action, Action::Prepare(PrepareAction::SyncNics(changes)));
     assert_eq!(
         state_of(&d, types::MACHINE_DISK_RESIZED),
         Some((State::True, reasons::DISKS_READY))

@@ -1,5 +1,6 @@
 //! Step 7, K8sProviderIDSetup, and reading the Node only when this step needs it ([`crate::machine_steps::node`]).
 
+use crate::machine_steps::{ReadRequest, WorkloadAction};
 use capov_crds::Severity;
 
 use super::fixtures::{VM_ID, node_labels, running, state_of, with_vm};
@@ -69,10 +70,10 @@ fn node_without_provider_id_gets_ours() {
     };
     assert_eq!(
         decide(&Observed { node, ..running() }).action,
-        Action::SetNodeProviderId {
+        Action::Workload(WorkloadAction::SetNodeProviderId {
             node_name: "worker-abc123".into(),
             provider_id: format!("ovirt://{VM_ID}")
-        }
+        })
     );
 }
 
@@ -105,7 +106,7 @@ fn reaching_step_7_without_the_node_asks_for_it() {
         node: NodeObservation::NotRead,
         ..running()
     });
-    assert_eq!(d.action, Action::ReadNode);
+    assert_eq!(d.action, Action::Read(ReadRequest::Node));
     assert!(!d.action.needs_permit(), "workload I/O never holds a reconcile permit");
     // Steps 1–6 are passed all the same: the decision taken after the read only adds step 7.
     assert_eq!(state_of(&d, types::MACHINE_ON), Some((State::True, reasons::VM_UP)));
@@ -118,5 +119,5 @@ fn an_unread_node_is_not_asked_for_before_step_7() {
         node: NodeObservation::NotRead,
         ..with_vm("powering_up", true)
     });
-    assert_ne!(d.action, Action::ReadNode);
+    assert_ne!(d.action, Action::Read(ReadRequest::Node));
 }

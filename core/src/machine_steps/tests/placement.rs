@@ -1,6 +1,7 @@
 //! Issue #25: failure domains and affinity groups, `MachinePlacementSet` ([`crate::machine_steps::placement`]),
 //! joined before the first start and left before deletion.
 
+use crate::machine_steps::{GroupAction, VmAction};
 use std::collections::BTreeMap;
 
 use capov_crds::{AntiAffinity, Severity};
@@ -47,7 +48,7 @@ fn read(groups: Vec<GroupFact>) -> GroupsObservation {
 #[test]
 fn a_machine_of_no_group_starts_and_says_so() {
     let d = decide(&with_vm("down", false));
-    assert!(matches!(d.action, Action::StartVm { .. }));
+    assert!(matches!(d.action, Action::Vm(VmAction::Start { .. })));
     let placed = d.condition(types::MACHINE_PLACEMENT_SET).expect("MachinePlacementSet");
     assert_eq!((placed.state, placed.reason), (State::True, reasons::PLACEMENT_SET));
     assert!(placed.message.contains("no affinity group"), "{}", placed.message);
@@ -57,18 +58,18 @@ fn a_machine_of_no_group_starts_and_says_so() {
 fn a_vm_joins_its_group_before_its_first_start_and_starts_once_in_it() {
     let unread = control_plane(AntiAffinity::Hard, GroupsObservation::NotRead);
     assert!(
-        matches!(decide(&unread).action, Action::StartVm { .. }),
+        matches!(decide(&unread).action, Action::Vm(VmAction::Start { .. })),
         "the pass reads the groups when the decision is to start"
     );
     let missing = control_plane(AntiAffinity::Hard, read(vec![]));
     let d = decide(&missing);
     assert_eq!(
         d.action,
-        Action::JoinAffinityGroup(Box::new(JoinGroup {
+        Action::Groups(GroupAction::Join(Box::new(JoinGroup {
             group: missing.groups_wanted[0].clone(),
             cluster_id: "cluster-1".into(),
             vm_id: VM_ID.into(),
-        }))
+        })))
     );
     assert_eq!(
         state_of(&d, types::MACHINE_PLACEMENT_SET),
@@ -77,7 +78,7 @@ fn a_vm_joins_its_group_before_its_first_start_and_starts_once_in_it() {
     let mut joined = control_plane(AntiAffinity::Hard, GroupsObservation::NotRead);
     joined.groups = read(vec![our_group(&joined, &["sibling", VM_ID])]);
     let d = decide(&joined);
-    assert!(matches!(d.action, Action::StartVm { .. }));
+    assert!(matches!(d.action, Action::Vm(VmAction::Start { .. })));
     let placed = d.condition(types::MACHINE_PLACEMENT_SET).expect("condition");
     assert_eq!((placed.state, placed.reason), (State::True, reasons::PLACEMENT_SET));
     assert!(placed.message.contains("hard anti-affinity"), "{}", placed.message);
@@ -93,7 +94,7 @@ fn a_foreign_group_of_the_name_stops_a_hard_rule_but_not_a_soft_one() {
         let d = decide(&o);
         let placed = d.condition(types::MACHINE_PLACEMENT_SET).expect("condition").clone();
         if starts {
-            assert!(matches!(d.action, Action::StartVm { .. }));
+            assert!(matches!(d.action, Action::Vm(VmAction::Start { .. })));
             assert_eq!(
                 (placed.state, placed.reason),
                 (State::True, reasons::ANTI_AFFINITY_SKIPPED)
@@ -121,7 +122,7 @@ fn groups_the_engine_will_not_show_stop_a_hard_rule_only() {
         Some((State::False(Severity::Error), reasons::AFFINITY_GROUP_UNAVAILABLE))
     );
     let d = decide(&control_plane(AntiAffinity::Soft, refused()));
-    assert!(matches!(d.action, Action::StartVm { .. }));
+    assert!(matches!(d.action, Action::Vm(VmAction::Start { .. })));
     assert_eq!(
         state_of(&d, types::MACHINE_PLACEMENT_SET),
         Some((State::True, reasons::ANTI_AFFINITY_SKIPPED))
@@ -148,7 +149,7 @@ fn a_host_label_domain_needs_its_label() {
         groups: vec![],
         labels: [("rack-b".to_string(), "l-1".to_string())].into(),
     };
-    assert!(matches!(decide(&o).action, Action::JoinAffinityGroup(_)));
+    assert!(matches!(decide(&o).action, Action::Groups(GroupAction::Join(_))));
 }
 
 #[test]
@@ -160,7 +161,7 @@ fn a_machine_in_a_failure_domain_gets_its_vm_in_the_domains_cluster_and_an_unkno
         hostlabel: None,
     });
     match decide(&o).action {
-        Action::CreateVm(plan) => assert_eq!(plan.ovirt_cluster, "Cluster-B"),
+        Action::Vm(VmAction::Create(plan)) => assert_eq!(plan.ovirt_cluster, "Cluster-B"),
         other => panic!("expected CreateVm, got {other:?}"),
     }
     o.failure_domain = FailureDomainChoice::Unknown {
@@ -201,13 +202,13 @@ fn a_deleted_vm_leaves_its_groups_first_the_last_member_removing_them() {
     let mut o = deleting(control_plane(AntiAffinity::Soft, GroupsObservation::NotRead));
     o.vm.as_mut().expect("vm").status = "up".into();
     assert!(
-        matches!(decide(&o).action, Action::StopVmForce { .. }),
+        matches!(decide(&o).action, Action::Vm(VmAction::StopForce { .. })),
         "the pass reads the groups when the decision is to stop"
     );
     o.groups = read(vec![our_group(&o, &[VM_ID])]);
     let d = decide(&o);
     match &d.action {
-        Action::LeaveAffinityGroup(leave) => {
+        Action::Groups(GroupAction::Leave(leave)) => {
             assert!(leave.leave.delete_group, "the last member removes the group");
             assert_eq!(leave.cluster_id, "cluster-1");
         }
@@ -218,12 +219,12 @@ fn a_deleted_vm_leaves_its_groups_first_the_last_member_removing_them() {
         Some((State::False(Severity::Info), reasons::LEAVING_AFFINITY_GROUP))
     );
     o.groups = read(vec![our_group(&o, &["sibling"])]);
-    assert!(matches!(decide(&o).action, Action::StopVmForce { .. }));
+    assert!(matches!(decide(&o).action, Action::Vm(VmAction::StopForce { .. })));
     o.groups = GroupsObservation::Unavailable {
         message: "refused".into(),
     };
     assert!(
-        matches!(decide(&o).action, Action::StopVmForce { .. }),
+        matches!(decide(&o).action, Action::Vm(VmAction::StopForce { .. })),
         "deletion never waits for groups it cannot see"
     );
     assert_eq!(
@@ -303,11 +304,11 @@ fn a_placement_the_provider_does_not_allow_gets_no_vm() {
     }
     o.failure_domain = place(None, Some("rack-a"));
     o.settings.ovirtcluster = "Default".into();
-    assert!(matches!(decide(&o).action, Action::CreateVm(_)));
+    assert!(matches!(decide(&o).action, Action::Vm(VmAction::Create(_))));
     o.tenant_placement = None;
     o.failure_domain = place(Some("Edge"), Some("rack-b"));
     assert!(
-        matches!(decide(&o).action, Action::CreateVm(_)),
+        matches!(decide(&o).action, Action::Vm(VmAction::Create(_))),
         "without spec.tenantPlacement any placement is allowed"
     );
 }
@@ -340,5 +341,5 @@ fn a_vm_never_joins_a_host_label_group_the_provider_does_not_allow() {
         placed.message
     );
     o.tenant_placement = tenant_placement(&["rack-a", "rack-b"], &["Default"]);
-    assert!(matches!(decide(&o).action, Action::JoinAffinityGroup(_)));
+    assert!(matches!(decide(&o).action, Action::Groups(GroupAction::Join(_))));
 }

@@ -1,6 +1,7 @@
 //! Step 6, MachineOn: the first start, the states of a started VM, and its addresses
 //! ([`crate::machine_steps::power`]).
 
+use crate::machine_steps::VmAction;
 use capov_crds::Severity;
 
 use super::fixtures::{running, state_of, vm, with_vm};
@@ -13,7 +14,7 @@ use crate::network::addresses::ReportedDevice;
 #[test]
 fn prepared_vm_is_started_with_cloud_init() {
     let d = decide(&with_vm("down", false));
-    assert_eq!(d.action, Action::StartVm { use_ignition: false });
+    assert_eq!(d.action, Action::Vm(VmAction::Start { use_ignition: false }));
     assert_eq!(
         state_of(&d, types::MACHINE_NETWORK_SET),
         Some((State::True, reasons::NETWORK_SET))
@@ -34,7 +35,7 @@ fn ignition_bootstrap_starts_with_use_ignition() {
         }),
         ..with_vm("down", false)
     };
-    assert_eq!(decide(&o).action, Action::StartVm { use_ignition: true });
+    assert_eq!(decide(&o).action, Action::Vm(VmAction::Start { use_ignition: true }));
 }
 
 #[test]

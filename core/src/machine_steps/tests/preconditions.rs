@@ -2,6 +2,7 @@
 
 use super::fixtures::{VM_ID, deleting, ready_to_create, with_vm};
 use crate::machine_steps::{Action, FailureState, Observed, Requeue, decide};
+use crate::machine_steps::{BookkeepingAction, VmAction};
 
 #[test]
 fn waits_for_owner_machine_without_conditions() {
@@ -37,7 +38,7 @@ fn adds_the_finalizer_after_the_preconditions() {
             ..ready_to_create()
         })
         .action,
-        Action::AddFinalizer
+        Action::Bookkeeping(BookkeepingAction::AddFinalizer)
     );
     let waiting = Observed {
         has_finalizer: false,
@@ -55,7 +56,7 @@ fn precondition_waits_do_not_block_deletion() {
         cluster_infrastructure_provisioned: false,
         ..deleting(with_vm("down", true))
     };
-    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    assert_eq!(decide(&o).action, Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }));
 }
 
 #[test]
@@ -79,7 +80,7 @@ fn failure_reason_is_cleared_when_the_spec_changed() {
         },
         ..ready_to_create()
     };
-    assert_eq!(decide(&o).action, Action::ClearFailure);
+    assert_eq!(decide(&o).action, Action::Bookkeeping(BookkeepingAction::ClearFailure));
 }
 
 #[test]
@@ -90,5 +91,5 @@ fn failure_reason_does_not_stop_deletion() {
         },
         ..deleting(with_vm("down", false))
     };
-    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    assert_eq!(decide(&o).action, Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }));
 }

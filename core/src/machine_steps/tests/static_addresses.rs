@@ -1,6 +1,7 @@
 //! Static addresses in step 3 ([`crate::machine_steps::static_addresses`]): claims before the VM, a condition while
 //! waiting, the addresses in the create request and in status.addresses, and the claims released on deletion.
 
+use crate::machine_steps::{BookkeepingAction, VmAction};
 use capov_crds::{Dns, IpPoolRef, MachineSettings, Nic, Severity};
 
 use super::fixtures::{deleting, ready_to_create, running, state_of};
@@ -61,7 +62,7 @@ fn bound() -> Vec<ClaimFact> {
 #[test]
 fn a_machine_with_pools_creates_its_claims_before_its_vm() {
     let d = decide(&with_pools(ready_to_create()));
-    let Action::CreateIpClaims(claims) = &d.action else {
+    let Action::Bookkeeping(BookkeepingAction::CreateIpClaims(claims)) = &d.action else {
         panic!("expected claims, got {:?}", d.action);
     };
     let names: Vec<&str> = claims.iter().map(|c| c.name.as_str()).collect();
@@ -109,7 +110,7 @@ fn the_addresses_and_dns_go_into_the_create_request() {
         ip_claims: bound(),
         ..with_pools(ready_to_create())
     });
-    let Action::CreateVm(plan) = &d.action else {
+    let Action::Vm(VmAction::Create(plan)) = &d.action else {
         panic!("expected a create, got {:?}", d.action);
     };
     let addresses: Vec<String> = plan.network.addresses().iter().map(|a| a.to_string()).collect();
@@ -121,7 +122,7 @@ fn the_addresses_and_dns_go_into_the_create_request() {
 #[test]
 fn without_pools_nothing_is_claimed_and_the_create_request_has_no_network() {
     let d = decide(&ready_to_create());
-    let Action::CreateVm(plan) = &d.action else {
+    let Action::Vm(VmAction::Create(plan)) = &d.action else {
         panic!("expected a create, got {:?}", d.action);
     };
     assert!(plan.network.is_empty());
@@ -170,7 +171,10 @@ fn deletion_releases_the_claims_before_the_finalizer_goes() {
     let d = decide(&gone);
     assert_eq!(
         d.action,
-        Action::ReleaseIpClaims(vec!["worker-abc123-0-0".into(), "worker-abc123-0-1".into()])
+        Action::Bookkeeping(BookkeepingAction::ReleaseIpClaims(vec![
+            "worker-abc123-0-0".into(),
+            "worker-abc123-0-1".into()
+        ]))
     );
     assert_eq!(
         state_of(&d, types::MACHINE_DELETED),
@@ -185,7 +189,10 @@ fn deletion_releases_the_claims_before_the_finalizer_goes() {
         ip_claims: released,
         ..gone
     });
-    assert_eq!(d.action, Action::RemoveFinalizer { left_alone: None });
+    assert_eq!(
+        d.action,
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None })
+    );
 }
 
 #[test]
@@ -195,5 +202,9 @@ fn a_running_vm_is_never_deleted_for_its_claims() {
         ip_claims: bound(),
         ..with_pools(running())
     }));
-    assert!(!matches!(d.action, Action::ReleaseIpClaims(_)), "{:?}", d.action);
+    assert!(
+        !matches!(d.action, Action::Bookkeeping(BookkeepingAction::ReleaseIpClaims(_))),
+        "{:?}",
+        d.action
+    );
 }

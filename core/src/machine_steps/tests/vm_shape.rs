@@ -1,5 +1,6 @@
 //! Data disks (step 4), tags (step 3's tail), the VM name template and the graceful shutdown on deletion.
 
+use crate::machine_steps::{BookkeepingAction, PrepareAction, VmAction};
 use std::time::Duration;
 
 use capov_crds::{DataDisk, DataDiskStatus, DiskFormat, DiskInterface, MachineSettings};
@@ -48,7 +49,7 @@ fn before_first_start_with_data_disks() -> Observed {
 #[test]
 fn data_disks_are_created_one_at_a_time_before_the_system_disks_are_recorded() {
     let d = decide(&before_first_start_with_data_disks());
-    let Action::AddDataDisk(plan) = &d.action else {
+    let Action::Prepare(PrepareAction::AddDataDisk(plan)) = &d.action else {
         panic!("expected AddDataDisk, got {:?}", d.action);
     };
     assert_eq!(
@@ -76,7 +77,7 @@ fn data_disks_are_created_one_at_a_time_before_the_system_disks_are_recorded() {
         .disks
         .push(disk("d-data", "worker-abc123_data", false, 10));
     let d = decide(&o);
-    let Action::AddDataDisk(plan) = &d.action else {
+    let Action::Prepare(PrepareAction::AddDataDisk(plan)) = &d.action else {
         panic!("expected the second AddDataDisk, got {:?}", d.action);
     };
     assert_eq!(
@@ -115,16 +116,22 @@ fn the_system_disks_recorded_include_the_data_disks_and_are_reported() {
     let d = decide(&o);
     assert_eq!(
         d.action,
-        Action::RecordSystemDisks(vec!["d-boot".into(), "d-data".into(), "d-etcd".into()])
+        Action::Bookkeeping(BookkeepingAction::RecordSystemDisks(vec![
+            "d-boot".into(),
+            "d-data".into(),
+            "d-etcd".into()
+        ]))
     );
 
     // Recorded by an earlier CAPOV before the data disks existed: recorded again, the VM never ran.
     o.system_disks = Some(vec!["d-boot".into()]);
-    assert!(matches!(decide(&o).action, Action::RecordSystemDisks(ids) if ids.len() == 3));
+    assert!(
+        matches!(decide(&o).action, Action::Bookkeeping(BookkeepingAction::RecordSystemDisks(ids)) if ids.len() == 3)
+    );
 
     o.system_disks = Some(vec!["d-boot".into(), "d-data".into(), "d-etcd".into()]);
     let d = decide(&o);
-    assert!(matches!(d.action, Action::StartVm { .. }), "{:?}", d.action);
+    assert!(matches!(d.action, Action::Vm(VmAction::Start { .. })), "{:?}", d.action);
     assert_eq!(
         d.status.data_disks,
         Some(vec![
@@ -152,7 +159,7 @@ fn data_disks_count_as_the_vms_own_at_deletion_and_a_csi_disk_still_blocks() {
         .disks
         .push(disk("d-data", "worker-abc123_data", false, 10));
     o.system_disks = Some(vec!["d-boot".into(), "d-data".into()]);
-    assert_eq!(decide(&o).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    assert_eq!(decide(&o).action, Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }));
     vm_of(&mut o).disks.push(disk("d-pvc", "pvc-0001", false, 1));
     let d = decide(&o);
     assert_eq!(
@@ -168,14 +175,17 @@ fn missing_tags_are_assigned_before_the_first_start_when_the_provider_asks_for_t
     vm_of(&mut o).tags = Some(vec!["capov".into()]);
     assert_eq!(
         decide(&o).action,
-        Action::TagVm(vec![
+        Action::Prepare(PrepareAction::Tag(vec![
             "capov-ns-default".into(),
             "capov.cluster.default.cluster-1".into()
-        ])
+        ]))
     );
     for off in [Some(false), None] {
         o.provider_defaults.vmtags = off;
-        assert!(matches!(decide(&o).action, Action::StartVm { .. }), "{off:?}");
+        assert!(
+            matches!(decide(&o).action, Action::Vm(VmAction::Start { .. })),
+            "{off:?}"
+        );
     }
     o.provider_defaults.vmtags = Some(true);
     vm_of(&mut o).tags = Some(vec![
@@ -184,7 +194,7 @@ fn missing_tags_are_assigned_before_the_first_start_when_the_provider_asks_for_t
         "capov.cluster.default.cluster-1".into(),
         "an-admins-own".into(),
     ]);
-    assert!(matches!(decide(&o).action, Action::StartVm { .. }));
+    assert!(matches!(decide(&o).action, Action::Vm(VmAction::Start { .. })));
 }
 
 #[test]
@@ -193,7 +203,7 @@ fn the_name_template_names_the_vm_everywhere() {
         s.vmnametemplate = Some("{cluster}-{namespace}-{name}".into())
     });
     assert_eq!(o.vm_name(), "cluster-1-default-worker-abc123");
-    let Action::CreateVm(plan) = decide(&o).action else {
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
         panic!("expected CreateVm");
     };
     assert_eq!(plan.name, "cluster-1-default-worker-abc123");
@@ -202,7 +212,7 @@ fn the_name_template_names_the_vm_everywhere() {
         s.vmnametemplate = Some("{namespace}-{name}".into())
     });
     o.system_disks = None;
-    let Action::AddDataDisk(plan) = decide(&o).action else {
+    let Action::Prepare(PrepareAction::AddDataDisk(plan)) = decide(&o).action else {
         panic!("expected AddDataDisk");
     };
     assert_eq!(plan.alias, "default-worker-abc123_data");
@@ -222,10 +232,10 @@ fn graceful_shutdown_asks_the_guest_then_forces_after_the_timeout() {
     let d = decide(&graceful(60, "up", Duration::from_secs(10)));
     assert_eq!(
         d.action,
-        Action::ShutdownVm {
+        Action::Vm(VmAction::Shutdown {
             vm_id: VM_ID.into(),
             deadline_in: Duration::from_secs(50)
-        }
+        })
     );
     assert_eq!(
         state_of(&d, types::MACHINE_DELETED).map(|(_, r)| r),
@@ -237,7 +247,7 @@ fn graceful_shutdown_asks_the_guest_then_forces_after_the_timeout() {
     // The guest ignored it (the engine shows the VM up again, or still powering down): forced at the deadline.
     for status in ["up", "powering_down"] {
         let d = decide(&graceful(60, status, Duration::from_secs(60)));
-        assert_eq!(d.action, Action::StopVmForce { vm_id: VM_ID.into() });
+        assert_eq!(d.action, Action::Vm(VmAction::StopForce { vm_id: VM_ID.into() }));
         let (state, reason) = state_of(&d, types::MACHINE_DELETED).expect("condition");
         assert_eq!(
             (state, reason),
@@ -247,7 +257,7 @@ fn graceful_shutdown_asks_the_guest_then_forces_after_the_timeout() {
     // Down: deleted, whatever the timeout.
     assert!(matches!(
         decide(&graceful(60, "down", Duration::ZERO)).action,
-        Action::DeleteVm { .. }
+        Action::Vm(VmAction::Delete { .. })
     ));
 }
 
@@ -257,11 +267,11 @@ fn without_a_timeout_or_in_a_state_the_guest_cannot_answer_the_vm_is_powered_off
         let d = decide(&graceful(seconds, status, Duration::ZERO));
         assert_eq!(
             d.action,
-            Action::StopVmForce { vm_id: VM_ID.into() },
+            Action::Vm(VmAction::StopForce { vm_id: VM_ID.into() }),
             "{seconds}s, {status}"
         );
     }
     let mut o = deleting(running());
     o.deletion_requested_for = Some(Duration::from_secs(5));
-    assert!(matches!(decide(&o).action, Action::StopVmForce { .. }));
+    assert!(matches!(decide(&o).action, Action::Vm(VmAction::StopForce { .. })));
 }

@@ -2,6 +2,7 @@
 //! ([`crate::machine_steps::volume_release`]): every answer of the workload cluster, the VM's states once the Node is
 //! released, the disks that are and are not detached, and the gate off.
 
+use crate::machine_steps::{BookkeepingAction, ReadRequest, VmAction};
 use std::time::Duration;
 
 use capov_crds::Severity;
@@ -68,19 +69,25 @@ fn with_the_gate_off_deletion_waits_as_the_documents_say_and_never_asks_the_work
 #[test]
 fn with_the_gate_on_the_workload_cluster_is_read_only_when_a_disk_is_not_capovs() {
     let d = decide(&releasing("up", NodeRelease::NotRead));
-    assert_eq!(d.action, Action::ReadNodeRelease);
+    assert_eq!(d.action, Action::Read(ReadRequest::NodeRelease));
     assert!(!d.action.needs_permit(), "workload I/O runs without a reconcile permit");
     // Only CAPOV's own disks: deleted with the VM as before, nothing to ask.
     let own = deleting(Observed {
         gates: gate_on(),
         ..running()
     });
-    assert_eq!(decide(&own).action, Action::StopVmForce { vm_id: VM_ID.into() });
+    assert_eq!(
+        decide(&own).action,
+        Action::Vm(VmAction::StopForce { vm_id: VM_ID.into() })
+    );
     let own_down = deleting(Observed {
         gates: gate_on(),
         ..with_vm("down", true)
     });
-    assert_eq!(decide(&own_down).action, Action::DeleteVm { vm_id: VM_ID.into() });
+    assert_eq!(
+        decide(&own_down).action,
+        Action::Vm(VmAction::Delete { vm_id: VM_ID.into() })
+    );
 }
 
 #[test]
@@ -192,7 +199,11 @@ fn once_the_node_is_released_a_running_vm_is_powered_off_first() {
         "powering_down",
     ] {
         let d = decide(&releasing(status, released()));
-        assert_eq!(d.action, Action::StopVmForce { vm_id: VM_ID.into() }, "{status}");
+        assert_eq!(
+            d.action,
+            Action::Vm(VmAction::StopForce { vm_id: VM_ID.into() }),
+            "{status}"
+        );
         let c = deleted(&d);
         assert_eq!(c.reason, reasons::VM_STOPPING);
         assert!(c.message.contains("to detach disks csi-1"), "{}", c.message);
@@ -209,10 +220,10 @@ fn a_down_vm_gets_only_the_disks_capov_did_not_create_detached() {
     let d = decide(&o);
     assert_eq!(
         d.action,
-        Action::DetachDisks {
+        Action::Vm(VmAction::DetachDisks {
             vm_id: VM_ID.into(),
             disks: vec![csi_disk(), second],
-        },
+        }),
         "the recorded system disk d-boot is not among them"
     );
     let c = deleted(&d);
@@ -230,10 +241,10 @@ fn without_the_system_disks_annotation_every_disk_but_the_bootable_one_is_detach
     let d = decide(&o);
     assert_eq!(
         d.action,
-        Action::DetachDisks {
+        Action::Vm(VmAction::DetachDisks {
             vm_id: VM_ID.into(),
             disks: vec![csi_disk()],
-        }
+        })
     );
 }
 
@@ -246,7 +257,7 @@ fn after_the_detach_the_vm_is_deleted_with_its_own_disks_and_the_conditions_name
         ..with_vm("down", true)
     });
     let d = decide(&o);
-    assert_eq!(d.action, Action::DeleteVm { vm_id: VM_ID.into() });
+    assert_eq!(d.action, Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }));
     let c = deleted(&d);
     assert_eq!(c.reason, reasons::VM_DELETING);
     assert_eq!(
@@ -254,7 +265,10 @@ fn after_the_detach_the_vm_is_deleted_with_its_own_disks_and_the_conditions_name
         "deleting the VM; detached from the VM and kept on their storage domains: disks csi-1"
     );
     o.vm = None;
-    assert_eq!(decide(&o).action, Action::RemoveFinalizer { left_alone: None });
+    assert_eq!(
+        decide(&o).action,
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None })
+    );
 }
 
 #[test]
@@ -292,7 +306,7 @@ fn a_vm_that_is_not_this_objects_is_never_detached_from() {
     }
     assert!(matches!(
         decide(&o).action,
-        Action::RemoveFinalizer { left_alone: Some(_) }
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: Some(_) })
     ));
     if let Some(vm) = o.vm.as_mut() {
         vm.ownership = Ownership::Legacy;
@@ -300,6 +314,6 @@ fn a_vm_that_is_not_this_objects_is_never_detached_from() {
     }
     assert!(matches!(
         decide(&o).action,
-        Action::RemoveFinalizer { left_alone: Some(_) }
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: Some(_) })
     ));
 }

@@ -3,31 +3,36 @@
 //! the group's lock and reads the group again first: a sibling of this process may have created, joined or left it
 //! since the decision was taken. Only one replica (the leader) acts, so the lock of this process is enough.
 
+use capov_core::machine_steps::GroupAction;
 use capov_ovirt::Client;
 use capov_ovirt::model::{AffinityGroup, AffinityLabelRefs, AffinityRule, Ref, VmRefs};
 
 use crate::runtime::machine::outcome::{Executed, Failure, on_engine};
 use crate::runtime::machine::state::MachineState;
 use capov_core::conditions::{reasons, types};
-use capov_core::machine_steps::{Action, JoinGroup, LeaveGroup, Observed, Requeue};
+use capov_core::machine_steps::{JoinGroup, LeaveGroup, Observed, Requeue};
 use capov_core::placement::affinity_groups::{GroupFact, GroupRule, GroupState, Leave, WantedGroup, assess, leaving};
 
 /// Joins or leaves a group; a failure is reported on MachinePlacementSet (joining) or MachineDeleted (leaving).
-pub async fn execute(state: &MachineState, observed: &Observed, client: Option<&Client>, action: Action) -> Executed {
+pub async fn execute(
+    state: &MachineState,
+    observed: &Observed,
+    client: Option<&Client>,
+    action: GroupAction,
+) -> Executed {
     match action {
-        Action::JoinAffinityGroup(group) => {
+        GroupAction::Join(group) => {
             on_engine(client, types::MACHINE_PLACEMENT_SET, |client| async move {
                 join(state, client, &group).await.map_err(placement_failure)
             })
             .await
         }
-        Action::LeaveAffinityGroup(group) => {
+        GroupAction::Leave(group) => {
             on_engine(client, types::MACHINE_DELETED, |client| async move {
                 leave(state, observed, client, &group).await
             })
             .await
         }
-        _ => Executed::Requeue(Requeue::Backoff),
     }
 }
 

@@ -89,7 +89,7 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
         observed.vm = find_vm(state, &engine.client, &observed).await?;
     }
     // The NICs are not read here (see `nics_before_start`), nor the workload cluster's Node: a decision that
-    // reaches step 7 asks for it (Action::ReadNode) and the pass reads it without its reconcile permit.
+    // reaches step 7 asks for it (Action::Read(ReadRequest::Node)) and the pass reads it without its reconcile permit.
     if observed
         .vm
         .as_ref()
