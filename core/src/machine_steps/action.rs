@@ -150,6 +150,10 @@ pub enum WorkloadAction {
 /// fills it in, and decides again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadRequest {
+    /// The VM's NICs and the vNIC profiles of its data center, [`super::Observed::nics`].
+    Nics,
+    /// The affinity groups (and labels) of the VM's oVirt cluster, [`super::Observed::groups`].
+    Groups,
     /// The workload cluster's Node of the VM (step 7), [`super::Observed::node`].
     Node,
     /// During deletion with the gate `disk-detach-when-node-gone`: the workload cluster's Node and the
@@ -171,6 +175,9 @@ pub struct ActionClass {
     pub destroys: bool,
     /// A fact the decision needs; the actor reads it and decides again instead of executing anything.
     pub reads: Option<ReadRequest>,
+    /// The facts that must be read before this action is taken ([`super::decide`] asks for the first one that is
+    /// not): a first start checks the NICs and joins the groups first, a stop or a removal leaves the groups first.
+    pub reads_first: &'static [ReadRequest],
 }
 
 impl ActionClass {
@@ -179,13 +186,13 @@ impl ActionClass {
         needs_permit: false,
         destroys: false,
         reads: None,
+        reads_first: &[],
     };
     /// An engine write on the VM.
     const ENGINE: ActionClass = ActionClass {
         writes_engine: true,
         needs_permit: true,
-        destroys: false,
-        reads: None,
+        ..ActionClass::NOTHING
     };
     const DESTROYS: ActionClass = ActionClass {
         destroys: true,
@@ -204,11 +211,16 @@ impl Action {
         match self {
             Action::WritePausedOnly | Action::Wait(_) | Action::Done(_) => ActionClass::NOTHING,
             Action::Vm(action) => match action {
-                VmAction::Create(_) | VmAction::UpgradeMarker { .. } | VmAction::Start { .. } => ActionClass::ENGINE,
-                VmAction::Shutdown { .. }
-                | VmAction::DetachDisks { .. }
-                | VmAction::StopForce { .. }
-                | VmAction::Delete { .. } => ActionClass::DESTROYS,
+                VmAction::Create(_) | VmAction::UpgradeMarker { .. } => ActionClass::ENGINE,
+                VmAction::Start { .. } => ActionClass {
+                    reads_first: &[ReadRequest::Nics, ReadRequest::Groups],
+                    ..ActionClass::ENGINE
+                },
+                VmAction::Shutdown { .. } | VmAction::DetachDisks { .. } => ActionClass::DESTROYS,
+                VmAction::StopForce { .. } | VmAction::Delete { .. } => ActionClass {
+                    reads_first: &[ReadRequest::Groups],
+                    ..ActionClass::DESTROYS
+                },
             },
             Action::Prepare(action) => match action {
                 PrepareAction::Tag(_)
@@ -259,6 +271,7 @@ impl ReadRequest {
     /// the tenant's and may be slow or hung.
     pub fn needs_permit(self) -> bool {
         match self {
+            ReadRequest::Nics | ReadRequest::Groups => true,
             ReadRequest::Node | ReadRequest::NodeRelease => false,
         }
     }

@@ -44,8 +44,8 @@ pub use decision::{
 };
 pub use deletion::releasable_without_engine;
 pub use observed::{
-    Bootstrap, ConnectionFailure, FailureState, FoundBy, GroupsObservation, NodeObservation, NodeRelease, Observed,
-    ObservedVm, ProviderConnection, ProviderDefaults, VmDisk, VmHost,
+    Bootstrap, ConnectionFailure, Fact, FailureState, FoundBy, GroupsObservation, NodeObservation, NodeRelease,
+    Observed, ObservedVm, ProviderConnection, ProviderDefaults, VmDisk, VmHost,
 };
 // Defined with the payload it shapes; re-exported here, where the lifecycle's observation names it.
 pub use crate::vm::bootstrap_payload::BootstrapFormat;
@@ -75,9 +75,19 @@ pub fn decide(observed: &Observed) -> Decision {
         lifecycle::decide(observed)
     };
     host::apply(observed, &mut decision);
+    read_first(observed, &mut decision);
     decision.conditions.insert(
         0,
         ConditionUpdate::false_(types::PAUSED, reasons::NOT_PAUSED, capov_crds::Severity::Info, ""),
     );
     decision
+}
+
+/// A decision whose action needs facts not read yet ([`ActionClass::reads_first`]) asks for the first of them
+/// instead: the actor reads it and decides again, until every fact the action needs is read.
+fn read_first(observed: &Observed, decision: &mut Decision) {
+    let reads_first = decision.action.class().reads_first;
+    if let Some(request) = reads_first.iter().copied().find(|request| observed.unread(*request)) {
+        decision.action = Action::Read(request);
+    }
 }

@@ -1,19 +1,25 @@
 //! SPEC §2 step 5, `MachineNetworkSet`, only while the VM was never started: its NICs are made to match spec.nics
-//! ([`crate::network::nics::assess_nics`] compares them; the actor reads them only when a decision would start the VM).
+//! ([`crate::network::nics::assess_nics`] compares them; they are read only when a decision would start the VM).
 
 use super::PrepareAction;
 use capov_crds::Severity;
 
 use super::action::Action;
 use super::decision::{Decision, Requeue};
-use super::observed::Observed;
+use super::observed::{Fact, Observed};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::network::nics::NicAssessment;
 
 /// Ok = the NICs match spec.nics; Err = the decision that syncs them or reports why they cannot be.
 pub(super) fn check(o: &Observed, passed: &mut Passed) -> Result<(), Box<Decision>> {
-    match &o.nics {
+    let Fact::Read(nics) = &o.nics else {
+        // Not read: they are read before the first start ([`super::ActionClass::reads_first`]), and this step is
+        // decided again with them.
+        passed.pass(types::MACHINE_NETWORK_SET, reasons::NETWORK_SET);
+        return Ok(());
+    };
+    match nics {
         NicAssessment::InSync => {
             passed.pass(types::MACHINE_NETWORK_SET, reasons::NETWORK_SET);
             Ok(())

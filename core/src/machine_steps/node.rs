@@ -1,13 +1,13 @@
 //! SPEC §2 step 7, `K8sProviderIDSetup`: the VM's Node in the workload cluster carries the VM's providerID, and the
 //! topology labels of where the VM runs ([`crate::placement::node_topology`], issue #27). The Node is read only when a pass
-//! reaches this step ([`super::Action::Read(ReadRequest::Node)`]).
+//! reaches this step (`Action::Read(ReadRequest::Node)`).
 
 use super::{ReadRequest, WorkloadAction};
 use capov_crds::Severity;
 
 use super::action::Action;
 use super::decision::{Decision, Requeue};
-use super::observed::{NodeObservation, Observed, ObservedVm};
+use super::observed::{Fact, NodeObservation, Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::placement::node_topology;
@@ -20,8 +20,10 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool
     let setup = |reason, severity, message: String| {
         ConditionUpdate::false_(types::K8S_PROVIDER_ID_SETUP, reason, severity, message)
     };
-    match &o.node {
-        NodeObservation::NotRead => passed.stop(Action::Read(ReadRequest::Node), None),
+    let Fact::Read(node) = &o.node else {
+        return passed.stop(Action::Read(ReadRequest::Node), None);
+    };
+    match node {
         NodeObservation::Unreachable { message } => passed.wait(
             Requeue::Backoff,
             setup(

@@ -1,11 +1,12 @@
 //! What the machine actor saw before deciding: plain data, gathered from the stores, the provider actor and the
-//! engine. Fields that only matter in some steps may be left at their defaults when the actor knows the step will
-//! not be reached (e.g. `nics` is only read right before the first start).
+//! engine. The facts that cost a request and matter only at some steps are [`Fact`]s: not read until a decision
+//! asks for one ([`super::Action::Read`]), the actor then reads it and decides again.
 
 use std::time::Duration;
 
 use capov_crds::MachineSettings;
 
+use super::action::ReadRequest;
 use crate::conditions::reasons;
 use crate::network::addresses::{ReportedDevice, VmNic};
 use crate::network::ip_claims::ClaimFact;
@@ -16,7 +17,37 @@ use crate::policy::feature_gates::FeatureGates;
 use crate::trust::identity::{EngineIdentity, OwnerIdentity, Ownership};
 use crate::vm::bootstrap_payload::BootstrapFormat;
 
+/// A fact the actor reads only when a decision needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Fact<T> {
+    /// Not read in this pass: a decision that needs it asks for it ([`super::Action::Read`]).
+    #[default]
+    NotRead,
+    Read(T),
+}
+
+impl<T> Fact<T> {
+    /// The fact, once read.
+    pub fn read(&self) -> Option<&T> {
+        match self {
+            Fact::NotRead => None,
+            Fact::Read(fact) => Some(fact),
+        }
+    }
+}
+
 impl Observed {
+    /// Whether a decision must ask for this fact before the action it would take: it is not read and it can matter
+    /// (NICs only when spec.nics names some, groups only when the machine belongs in some).
+    pub fn unread(&self, request: ReadRequest) -> bool {
+        match request {
+            ReadRequest::Nics => self.nics == Fact::NotRead && !self.settings.nics.is_empty(),
+            ReadRequest::Groups => self.groups == Fact::NotRead && !self.groups_wanted.is_empty(),
+            ReadRequest::Node => self.node == Fact::NotRead,
+            ReadRequest::NodeRelease => self.node_release == Fact::NotRead,
+        }
+    }
+
     /// The engine name of this machine's VM: the name CAPOV recorded when it created the VM, else the one
     /// spec.vmnametemplate renders now ([`crate::naming::vm_name`]). Once recorded, edits of the template or of the
     /// cluster-name label no longer change where the VM is looked for.
@@ -96,14 +127,15 @@ pub struct Observed {
     /// The OVirtProvider's defaults for placement.
     pub provider_defaults: ProviderDefaults,
     pub gates: FeatureGates,
-    /// The VM's NICs compared with `spec.nics` ([`crate::network::nics::assess_nics`]). Left InSync until a decision would
-    /// start the VM; the actor then reads them and decides again (they matter only at that point).
-    pub nics: NicAssessment,
-    /// What the workload cluster says about the VM's Node (only read while the VM is up).
-    pub node: NodeObservation,
+    /// The VM's NICs compared with `spec.nics` ([`crate::network::nics::assess_nics`]). Read when a decision would
+    /// start the VM for the first time (they matter only at that point): step 5 passes while they are not read, and
+    /// the start asks for them ([`super::ActionClass::reads_first`]).
+    pub nics: Fact<NicAssessment>,
+    /// What the workload cluster says about the VM's Node: step 7 asks for it.
+    pub node: Fact<NodeObservation>,
     /// During deletion with the gate `disk-detach-when-node-gone`: whether the workload cluster still has the
-    /// machine's Node or VolumeAttachments naming it. Read only when the decision reaches that point.
-    pub node_release: NodeRelease,
+    /// machine's Node or VolumeAttachments naming it. Asked for when the decision reaches that point.
+    pub node_release: Fact<NodeRelease>,
     /// Disks this actor detached from the VM during this deletion (ids), named in the conditions that follow.
     pub detached_disks: Vec<String>,
     /// `OVirtCluster.spec.controlPlaneEndpoint.host`, never reported as a machine address.
@@ -124,10 +156,10 @@ pub struct Observed {
     pub groups_wanted: Vec<WantedGroup>,
     /// Whose groups the machine's are (its namespace, CAPI cluster and management cluster).
     pub group_owner: GroupOwner,
-    /// The affinity groups of the VM's oVirt cluster. Left NotRead until a decision would start the VM (joining
-    /// its groups comes first) or stop or delete it (leaving them comes first); the actor then reads them and
-    /// decides again.
-    pub groups: GroupsObservation,
+    /// The affinity groups of the VM's oVirt cluster. Read when a decision would start the VM (joining its groups
+    /// comes first) or stop or delete it (leaving them comes first): those actions ask for them
+    /// ([`super::ActionClass::reads_first`]).
+    pub groups: Fact<GroupsObservation>,
     /// The message of MachinePlacementSet when it said, before the first start, that a soft anti-affinity group
     /// could not be used: kept once the VM runs, when the groups are no longer read.
     pub placement_skipped: Option<String>,
@@ -136,7 +168,6 @@ pub struct Observed {
 /// The affinity groups (and labels) of the VM's oVirt cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GroupsObservation {
-    NotRead,
     Read {
         groups: Vec<GroupFact>,
         /// Affinity label names to ids (read only when a host-label group is wanted).
@@ -144,9 +175,7 @@ pub enum GroupsObservation {
     },
     /// The engine refused to list them (CAPOV's user lacks an administrative role on the cluster) or could not
     /// tell the VM's cluster.
-    Unavailable {
-        message: String,
-    },
+    Unavailable { message: String },
 }
 
 /// The Machine's bootstrap data.
@@ -376,9 +405,6 @@ pub struct VmDisk {
 /// The VM's Node in the workload cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeObservation {
-    /// Not read yet in this pass although it could be (the VM is up and the Cluster known): a decision that reaches
-    /// step 7 asks for it ([`super::Action::Read(ReadRequest::Node)`]), so that workload I/O happens only when step 7 needs it.
-    NotRead,
     /// The kubeconfig Secret is missing or the API server did not answer.
     Unreachable { message: String },
     /// The kubeconfig asks for something CAPOV refuses to do (`capov_actors::workload_kubeconfig`); no request was
@@ -399,8 +425,6 @@ pub enum NodeObservation {
 /// VolumeAttachment naming it, lets those disks be detached.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeRelease {
-    /// Not read in this pass: a decision that needs it asks for it ([`super::Action::Read(ReadRequest::NodeRelease)`]).
-    NotRead,
     /// The Cluster or its kubeconfig Secret is missing, or the apiserver did not answer (in time, within bounds):
     /// nothing shows the Node gone.
     Unreachable { message: String },

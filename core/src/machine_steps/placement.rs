@@ -8,7 +8,7 @@ use capov_crds::{AntiAffinity, Severity};
 
 use super::action::Action;
 use super::decision::{Decision, JoinGroup, LeaveGroup, Requeue};
-use super::observed::{GroupsObservation, Observed, ObservedVm};
+use super::observed::{Fact, GroupsObservation, Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::placement::affinity_groups::{GroupRule, GroupState, WantedGroup, assess, leaving};
@@ -21,9 +21,9 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
     let (groups, labels) = match &o.groups {
         // Nothing to join, or not read yet: the pass reads the groups before it starts the VM, and decides again.
         _ if o.groups_wanted.is_empty() => return set(o, passed),
-        GroupsObservation::NotRead => return set(o, passed),
-        GroupsObservation::Unavailable { message } => return unavailable(o, message, passed),
-        GroupsObservation::Read { groups, labels } => (groups, labels),
+        Fact::NotRead => return set(o, passed),
+        Fact::Read(GroupsObservation::Unavailable { message }) => return unavailable(o, message, passed),
+        Fact::Read(GroupsObservation::Read { groups, labels }) => (groups, labels),
     };
     let Some(cluster_id) = &vm.cluster_id else {
         return unavailable(o, "the engine did not say which oVirt cluster the VM is in", passed);
@@ -201,7 +201,7 @@ fn unavailable(o: &Observed, why: &str, passed: &mut Passed) -> Result<(), Box<D
 /// Before the VM of a deleted machine is stopped or removed: the first of its CAPOV groups it still is in, as the
 /// action that takes it out (None: in none, or the groups could not be read — deletion never waits for them).
 pub(super) fn leave(o: &Observed, vm: &ObservedVm) -> Option<Action> {
-    let (GroupsObservation::Read { groups, .. }, Some(cluster_id)) = (&o.groups, &vm.cluster_id) else {
+    let (Fact::Read(GroupsObservation::Read { groups, .. }), Some(cluster_id)) = (&o.groups, &vm.cluster_id) else {
         return None;
     };
     let first = leaving(groups, &o.group_owner, &vm.id).into_iter().next()?;

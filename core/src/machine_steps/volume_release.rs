@@ -13,7 +13,7 @@ use capov_crds::Severity;
 
 use super::action::Action;
 use super::decision::Requeue;
-use super::observed::{NodeRelease, Observed, ObservedVm, VmDisk};
+use super::observed::{Fact, NodeRelease, Observed, ObservedVm, VmDisk};
 use super::removal::{NON_SYSTEM_DISK_MESSAGE, blocked_by_state_message, by_status, deleted};
 use crate::conditions::{ConditionUpdate, reasons};
 use crate::policy::backoff::NON_SYSTEM_DISK_RETRY;
@@ -48,16 +48,18 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, foreign: Vec<&VmDisk>) -> (A
             ),
         )
     };
-    match &o.node_release {
+    let Fact::Read(release) = &o.node_release else {
         // The pass reads the workload cluster and decides again; this condition is never reported.
-        NodeRelease::NotRead => (
+        return (
             Action::Read(ReadRequest::NodeRelease),
             deleted(
                 reasons::VM_HAS_NON_SYSTEM_DISK,
                 Severity::Warning,
                 NON_SYSTEM_DISK_MESSAGE,
             ),
-        ),
+        );
+    };
+    match release {
         NodeRelease::Unreachable { message } => {
             unknown(reasons::WORKLOAD_CLUSTER_UNREACHABLE, Severity::Warning, message)
         }
@@ -70,7 +72,7 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, foreign: Vec<&VmDisk>) -> (A
             if *total == 1 { "s" } else { "" },
             if *total == 1 { "it" } else { "them" },
         )),
-        NodeRelease::Released { node } => release(o, vm, foreign, &ids, node),
+        NodeRelease::Released { node } => self::release(o, vm, foreign, &ids, node),
     }
 }
 

@@ -11,6 +11,7 @@ mod node_release;
 mod observe;
 mod outcome;
 mod pass;
+mod read;
 mod schedule;
 mod share;
 mod state;

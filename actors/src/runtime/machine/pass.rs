@@ -1,7 +1,6 @@
 //! One reconcile pass of a machine: observe, decide, act — again at once after an action that succeeded — then
 //! report the status and schedule the next pass.
 
-use capov_core::machine_steps::{ReadRequest, VmAction};
 use std::time::{Duration, Instant};
 
 use capov_crds::{Initialization, Severity};
@@ -9,23 +8,19 @@ use kube::Resource;
 use ractor::ActorRef;
 
 use super::execute::execute;
-use super::node_release;
 use super::observe::{self, Observation, ObserveError};
 use super::outcome::Executed;
+use super::read::read;
 use super::schedule::{Next, schedule, to_next};
 use super::share::machine_share;
 use super::state::MachineState;
-use super::workload;
 use crate::metrics::{kind, result};
 use crate::runtime::mailbox;
 use crate::runtime::messages::MachineMsg;
 use crate::runtime::provider::{Cadence, VmWatch};
 use crate::runtime::status_writer::StatusWriterMsg;
-use crate::runtime::workload_clients::Wanted;
 use capov_core::conditions::{ConditionUpdate, State, machine_ready, set_condition, types};
-use capov_core::machine_steps::{
-    Action, Decision, GroupsObservation, NodeObservation, Observed, StatusChange, decide, without_effect,
-};
+use capov_core::machine_steps::{Action, Decision, Observed, StatusChange, VmAction, decide, without_effect};
 
 /// How many actions one pass may take before it hands its permit back.
 const MAX_ACTIONS_PER_PASS: usize = 12;
@@ -146,122 +141,51 @@ async fn step(
     act(state, observation, decision, last_success).await
 }
 
-/// Observes and decides. The NICs and the workload cluster's Node are looked at only when the decision taken without
-/// them needs them; the Node is read without the permit (see [`pass`]). An observation that failed ends the pass
-/// with a backoff.
+/// Observes and decides, then reads what the decision asks for (`Action::Read`) and decides again, until it asks
+/// for nothing more: each fact is read at most once a step. An observation or a read that failed ends the pass with
+/// a backoff.
 async fn observe_and_decide(
     me: &ActorRef<MachineMsg>,
     state: &mut MachineState,
 ) -> Result<(Observation, Decision), Next> {
     let mut observation = match observe::observe(me, state).await {
         Ok(observation) => observation,
-        Err(ObserveError {
-            awaiting_search: Some(vm_id),
-            ..
-        }) => {
-            // Searched with disks when the steps before the first start or a deletion may need them.
-            let cadence = match state.status.ready {
-                true => Cadence::Steady,
-                false => Cadence::EveryPoll,
-            };
-            return Err(Next::AwaitSearch(VmWatch { vm_id, cadence }));
-        }
-        Err(ObserveError { message, expected, .. }) => {
-            if expected {
-                tracing::debug!(object = %state.key, %message, "cannot observe yet; retrying");
-            } else {
-                tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
-            }
-            return Err(Next::Backoff);
-        }
+        Err(failed) => return Err(not_observed(state, failed)),
     };
     let mut decision = decide(&observation.observed);
-    if matches!(decision.action, Action::Vm(VmAction::Start { .. })) {
-        match observe::nics_before_start(state, observation.engine.as_ref(), &observation.observed).await {
-            None => {}
-            Some(Ok(nics)) => {
-                observation.observed.nics = nics;
-                decision = decide(&observation.observed);
-            }
-            Some(Err(ObserveError { message, .. })) => {
-                tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
-                return Err(Next::Backoff);
-            }
+    while let Some(request) = decision.action.class().reads {
+        if !observation.observed.unread(request) {
+            // A read fact asked for again would loop: a mistake in the decision, not in the engine.
+            tracing::error!(object = %state.key, ?request, "the decision asked again for a fact it was given");
+            return Err(Next::Backoff);
         }
-    }
-    decision = with_groups(state, &mut observation, decision).await?;
-    if decision.action == Action::Read(ReadRequest::Node) {
-        // Workload I/O: without the permit.
-        state.permit.clear();
-        let vm_name = observation.observed.vm_name();
-        observation.observed.node = match (&observation.cluster, &observation.observed.vm) {
-            (Some(cluster), Some(vm)) => match workload::observe_node(state, cluster, &vm.id, &vm_name).await {
-                Ok(node) => node,
-                // Nothing is known of the Node, and nothing is reported.
-                Err(workload::NodeUnknown::ManagementCluster(message)) => {
-                    tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
-                    return Err(Next::Backoff);
-                }
-                // Too many passes at their Node step.
-                Err(workload::NodeUnknown::Busy(wanted)) => return Err(await_place(state, wanted)),
-            },
-            _ => NodeObservation::NotFound,
-        };
-        decision = decide(&observation.observed);
-    }
-    if decision.action == Action::Read(ReadRequest::NodeRelease) {
-        // Workload I/O during deletion: without the permit as well.
-        state.permit.clear();
-        let vm_id = observation
-            .observed
-            .vm
-            .as_ref()
-            .map(|vm| vm.id.clone())
-            .unwrap_or_default();
-        let vm_name = observation.observed.vm_name();
-        let release = node_release::observe_node_release(state, observation.cluster.as_deref(), &vm_id, &vm_name).await;
-        observation.observed.node_release = match release {
-            Ok(release) => release,
-            // Too many passes at their Node step, as at the Node read.
-            Err(wanted) => return Err(await_place(state, wanted)),
-        };
+        read(state, &mut observation, request).await?;
         decision = decide(&observation.observed);
     }
     Ok((observation, decision))
 }
 
-/// A pass that found no place at the Node step ends: its actor waits for the places it lacked (`run_pass`), and
-/// the next pass goes on from what this one saw.
-fn await_place(state: &mut MachineState, wanted: Wanted) -> Next {
-    state.workload_place_wanted = Some(wanted);
-    Next::Resume
-}
-
-/// A decision to start the VM for the first time, or to stop or delete it, is taken again with the VM's affinity
-/// groups read: it joins them before it starts, and leaves them before it goes.
-async fn with_groups(
-    state: &MachineState,
-    observation: &mut Observation,
-    decision: Decision,
-) -> Result<Decision, Next> {
-    let acts_on_groups = matches!(
-        decision.action,
-        Action::Vm(VmAction::Start { .. })
-            | Action::Vm(VmAction::StopForce { .. })
-            | Action::Vm(VmAction::Delete { .. })
-    );
-    if !acts_on_groups || observation.observed.groups != GroupsObservation::NotRead {
-        return Ok(decision);
-    }
-    match observe::groups_of_vm(observation.engine.as_ref(), &observation.observed).await {
-        None => Ok(decision),
-        Some(Ok(groups)) => {
-            observation.observed.groups = groups;
-            Ok(decide(&observation.observed))
+/// What follows an observation that failed: waiting for the provider's search of the VM, or a backoff.
+fn not_observed(state: &MachineState, failed: ObserveError) -> Next {
+    match failed {
+        ObserveError {
+            awaiting_search: Some(vm_id),
+            ..
+        } => {
+            // Searched with disks when the steps before the first start or a deletion may need them.
+            let cadence = match state.status.ready {
+                true => Cadence::Steady,
+                false => Cadence::EveryPoll,
+            };
+            Next::AwaitSearch(VmWatch { vm_id, cadence })
         }
-        Some(Err(ObserveError { message, .. })) => {
-            tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
-            Err(Next::Backoff)
+        ObserveError { message, expected, .. } => {
+            if expected {
+                tracing::debug!(object = %state.key, %message, "cannot observe yet; retrying");
+            } else {
+                tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
+            }
+            Next::Backoff
         }
     }
 }

@@ -1,14 +1,15 @@
 //! What the tests of every step start from: an observed machine at each stage (ready to create, with its VM,
 //! running, being deleted), its VM and disks, and a short way to read a decision's conditions.
 
+use crate::machine_steps::Fact;
 use std::time::Duration;
 
 use capov_crds::MachineSettings;
 
 use crate::conditions::State;
 use crate::machine_steps::{
-    Bootstrap, BootstrapFormat, ConnectionFailure, Decision, FailureState, FoundBy, NodeObservation, NodeRelease,
-    Observed, ObservedVm, ProviderConnection, ProviderDefaults, VmDisk,
+    Bootstrap, BootstrapFormat, ConnectionFailure, Decision, FailureState, FoundBy, NodeObservation, Observed,
+    ObservedVm, ProviderConnection, ProviderDefaults, VmDisk,
 };
 use crate::network::addresses::{ReportedDevice, VmNic};
 use crate::network::nics::NicAssessment;
@@ -75,9 +76,9 @@ pub(super) fn ready_to_create() -> Observed {
         },
         provider_defaults: ProviderDefaults::default(),
         gates: FeatureGates::default(),
-        nics: NicAssessment::InSync,
-        node: NodeObservation::NotFound,
-        node_release: NodeRelease::NotRead,
+        nics: Fact::Read(NicAssessment::InSync),
+        node: Fact::Read(NodeObservation::NotFound),
+        node_release: Fact::NotRead,
         detached_disks: Vec::new(),
         control_plane_host: Some("10.0.1.100".into()),
         ip_claims: Vec::new(),
@@ -90,7 +91,7 @@ pub(super) fn ready_to_create() -> Observed {
             cluster: "prod".into(),
             management_cluster: "mgmt-1".into(),
         },
-        groups: crate::machine_steps::GroupsObservation::NotRead,
+        groups: Fact::NotRead,
         placement_skipped: None,
     }
 }
@@ -152,11 +153,11 @@ pub(super) fn with_vm(status: &str, ever_started: bool) -> Observed {
 pub(super) fn running() -> Observed {
     Observed {
         provisioned: true,
-        node: NodeObservation::Found {
+        node: Fact::Read(NodeObservation::Found {
             name: "worker-abc123".into(),
             provider_id: Some(format!("ovirt://{VM_ID}")),
             labels: node_labels(),
-        },
+        }),
         ..with_vm("up", true)
     }
 }

@@ -2,6 +2,7 @@
 
 use super::fixtures::{VM_ID, ready_to_create, running, vm, wants_disk_gb};
 use crate::conditions::State;
+use crate::machine_steps::Fact;
 use crate::machine_steps::{
     Action, Bootstrap, BootstrapFormat, NodeObservation, Observed, ObservedVm, Requeue, decide,
 };
@@ -75,24 +76,24 @@ fn happy_path_walks_through_every_step_in_order() {
                 v.ever_started = true;
             }
             Action::Wait(Requeue::PollVm) => o.vm.as_mut().unwrap().status = "up".into(),
-            Action::Wait(Requeue::Backoff) if matches!(o.node, NodeObservation::NotFound) => {
+            Action::Wait(Requeue::Backoff) if matches!(o.node, Fact::Read(NodeObservation::NotFound)) => {
                 assert!(d.status.mark_provisioned);
                 o.provisioned = true;
-                o.node = NodeObservation::Found {
+                o.node = Fact::Read(NodeObservation::Found {
                     name: o.name.clone(),
                     provider_id: None,
                     labels: Default::default(),
-                };
+                });
             }
             Action::Workload(WorkloadAction::SetNodeProviderId { provider_id, node_name }) => {
-                o.node = NodeObservation::Found {
+                o.node = Fact::Read(NodeObservation::Found {
                     name: node_name,
                     provider_id: Some(provider_id),
                     labels: Default::default(),
-                }
+                })
             }
             Action::Workload(WorkloadAction::SetNodeLabels { labels, .. }) => {
-                if let NodeObservation::Found { labels: on_node, .. } = &mut o.node {
+                if let Fact::Read(NodeObservation::Found { labels: on_node, .. }) = &mut o.node {
                     on_node.extend(labels);
                 }
             }

@@ -18,6 +18,7 @@ mod pause;
 mod placement;
 mod power;
 mod preconditions;
+mod reads;
 mod static_addresses;
 mod vm_shape;
 mod volume_release;

@@ -1,5 +1,6 @@
 //! Step 5, MachineNetworkSet ([`crate::machine_steps::network`]).
 
+use crate::machine_steps::Fact;
 use crate::machine_steps::PrepareAction;
 use capov_crds::Severity;
 
@@ -15,7 +16,7 @@ fn nics_are_synced_before_the_first_start() {
         vnic_profile_id: "p2".into(),
     }];
     let d = decide(&Observed {
-        nics: NicAssessment::Changes(changes.clone()),
+        nics: Fact::Read(NicAssessment::Changes(changes.clone())),
         ..with_vm("down", false)
     });
     assert_eq!(d.action, Action::Prepare(PrepareAction::SyncNics(changes)));
@@ -41,7 +42,7 @@ fn unknown_or_ambiguous_vnic_profile_is_an_error() {
         ),
     ] {
         let d = decide(&Observed {
-            nics,
+            nics: Fact::Read(nics),
             ..with_vm("down", false)
         });
         assert_eq!(d.action, Action::Wait(Requeue::Backoff));
@@ -56,7 +57,7 @@ fn unknown_or_ambiguous_vnic_profile_is_an_error() {
 fn nics_are_not_touched_once_the_vm_was_started() {
     let changes = vec![NicChange::Remove { nic_id: "n1".into() }];
     let d = decide(&Observed {
-        nics: NicAssessment::Changes(changes),
+        nics: Fact::Read(NicAssessment::Changes(changes)),
         ..running()
     });
     assert!(matches!(d.action, Action::Done(_)));

@@ -1,5 +1,6 @@
 //! Step 7, K8sProviderIDSetup, and reading the Node only when this step needs it ([`crate::machine_steps::node`]).
 
+use crate::machine_steps::Fact;
 use crate::machine_steps::{ReadRequest, WorkloadAction};
 use capov_crds::Severity;
 
@@ -10,7 +11,7 @@ use crate::machine_steps::{Action, NodeObservation, Observed, Requeue, decide};
 #[test]
 fn node_not_registered_yet_waits_for_node() {
     let d = decide(&Observed {
-        node: NodeObservation::NotFound,
+        node: Fact::Read(NodeObservation::NotFound),
         ..running()
     });
     assert_eq!(d.action, Action::Wait(Requeue::Backoff));
@@ -27,9 +28,9 @@ fn node_not_registered_yet_waits_for_node() {
 #[test]
 fn unreachable_workload_cluster_is_a_warning() {
     let d = decide(&Observed {
-        node: NodeObservation::Unreachable {
+        node: Fact::Read(NodeObservation::Unreachable {
             message: "timeout".into(),
-        },
+        }),
         ..running()
     });
     assert_eq!(
@@ -44,9 +45,9 @@ fn rejected_workload_kubeconfig_is_an_error_retried_with_backoff() {
                    was sent to its server: users[0] \"admin\": field \"tokenFile\" is not allowed: put the token \
                    itself in \"token\"";
     let d = decide(&Observed {
-        node: NodeObservation::Rejected {
+        node: Fact::Read(NodeObservation::Rejected {
             message: message.into(),
-        },
+        }),
         ..running()
     });
     // Secrets are not watched: only a timed retry sees the fixed kubeconfig.
@@ -69,7 +70,11 @@ fn node_without_provider_id_gets_ours() {
         labels: node_labels(),
     };
     assert_eq!(
-        decide(&Observed { node, ..running() }).action,
+        decide(&Observed {
+            node: Fact::Read(node),
+            ..running()
+        })
+        .action,
         Action::Workload(WorkloadAction::SetNodeProviderId {
             node_name: "worker-abc123".into(),
             provider_id: format!("ovirt://{VM_ID}")
@@ -84,7 +89,10 @@ fn node_with_another_provider_id_is_a_mismatch_error() {
         provider_id: Some("ovirt://other".into()),
         labels: node_labels(),
     };
-    let d = decide(&Observed { node, ..running() });
+    let d = decide(&Observed {
+        node: Fact::Read(node),
+        ..running()
+    });
     assert_eq!(
         state_of(&d, types::K8S_PROVIDER_ID_SETUP),
         Some((State::False(Severity::Error), reasons::PROVIDER_ID_MISMATCH))
@@ -103,7 +111,7 @@ fn done_without_ip_keeps_looking_with_backoff() {
 #[test]
 fn reaching_step_7_without_the_node_asks_for_it() {
     let d = decide(&Observed {
-        node: NodeObservation::NotRead,
+        node: Fact::NotRead,
         ..running()
     });
     assert_eq!(d.action, Action::Read(ReadRequest::Node));
@@ -116,7 +124,7 @@ fn reaching_step_7_without_the_node_asks_for_it() {
 fn an_unread_node_is_not_asked_for_before_step_7() {
     // A VM still powering up stops at step 6: no workload call in that pass.
     let d = decide(&Observed {
-        node: NodeObservation::NotRead,
+        node: Fact::NotRead,
         ..with_vm("powering_up", true)
     });
     assert_ne!(d.action, Action::Read(ReadRequest::Node));

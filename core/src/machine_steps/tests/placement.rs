@@ -1,6 +1,7 @@
 //! Issue #25: failure domains and affinity groups, `MachinePlacementSet` ([`crate::machine_steps::placement`]),
 //! joined before the first start and left before deletion.
 
+use crate::machine_steps::{Fact, ReadRequest};
 use crate::machine_steps::{GroupAction, VmAction};
 use std::collections::BTreeMap;
 
@@ -13,7 +14,7 @@ use crate::placement::affinity_groups::{GroupFact, GroupRule, GroupState, wanted
 use crate::placement::failure_domains::{FailureDomainChoice, FailureDomainPlacement};
 
 /// A control-plane machine of cluster prod with this anti-affinity, its VM down and never started.
-fn control_plane(antiaffinity: AntiAffinity, groups: GroupsObservation) -> Observed {
+fn control_plane(antiaffinity: AntiAffinity, groups: Fact<GroupsObservation>) -> Observed {
     let o = with_vm("down", false);
     let wanted = wanted_groups(
         &o.group_owner,
@@ -38,11 +39,11 @@ fn our_group(o: &Observed, members: &[&str]) -> GroupFact {
     }
 }
 
-fn read(groups: Vec<GroupFact>) -> GroupsObservation {
-    GroupsObservation::Read {
+fn read(groups: Vec<GroupFact>) -> Fact<GroupsObservation> {
+    Fact::Read(GroupsObservation::Read {
         groups,
         labels: BTreeMap::new(),
-    }
+    })
 }
 
 #[test]
@@ -56,10 +57,11 @@ fn a_machine_of_no_group_starts_and_says_so() {
 
 #[test]
 fn a_vm_joins_its_group_before_its_first_start_and_starts_once_in_it() {
-    let unread = control_plane(AntiAffinity::Hard, GroupsObservation::NotRead);
-    assert!(
-        matches!(decide(&unread).action, Action::Vm(VmAction::Start { .. })),
-        "the pass reads the groups when the decision is to start"
+    let unread = control_plane(AntiAffinity::Hard, Fact::NotRead);
+    assert_eq!(
+        decide(&unread).action,
+        Action::Read(ReadRequest::Groups),
+        "the groups are read when the decision is to start"
     );
     let missing = control_plane(AntiAffinity::Hard, read(vec![]));
     let d = decide(&missing);
@@ -75,7 +77,7 @@ fn a_vm_joins_its_group_before_its_first_start_and_starts_once_in_it() {
         state_of(&d, types::MACHINE_PLACEMENT_SET),
         Some((State::False(Severity::Info), reasons::JOINING_AFFINITY_GROUP))
     );
-    let mut joined = control_plane(AntiAffinity::Hard, GroupsObservation::NotRead);
+    let mut joined = control_plane(AntiAffinity::Hard, Fact::NotRead);
     joined.groups = read(vec![our_group(&joined, &["sibling", VM_ID])]);
     let d = decide(&joined);
     assert!(matches!(d.action, Action::Vm(VmAction::Start { .. })));
@@ -87,7 +89,7 @@ fn a_vm_joins_its_group_before_its_first_start_and_starts_once_in_it() {
 #[test]
 fn a_foreign_group_of_the_name_stops_a_hard_rule_but_not_a_soft_one() {
     for (antiaffinity, starts) in [(AntiAffinity::Hard, false), (AntiAffinity::Soft, true)] {
-        let mut o = control_plane(antiaffinity, GroupsObservation::NotRead);
+        let mut o = control_plane(antiaffinity, Fact::NotRead);
         let mut foreign = our_group(&o, &[]);
         foreign.description = "made by the oVirt admins".into();
         o.groups = read(vec![foreign]);
@@ -112,8 +114,10 @@ fn a_foreign_group_of_the_name_stops_a_hard_rule_but_not_a_soft_one() {
 
 #[test]
 fn groups_the_engine_will_not_show_stop_a_hard_rule_only() {
-    let refused = || GroupsObservation::Unavailable {
-        message: "oVirt refused: insufficient permissions".into(),
+    let refused = || {
+        Fact::Read(GroupsObservation::Unavailable {
+            message: "oVirt refused: insufficient permissions".into(),
+        })
     };
     let d = decide(&control_plane(AntiAffinity::Hard, refused()));
     assert_eq!(d.action, Action::Wait(Requeue::Backoff));
@@ -145,10 +149,10 @@ fn a_host_label_domain_needs_its_label() {
         state_of(&d, types::MACHINE_PLACEMENT_SET),
         Some((State::False(Severity::Error), reasons::AFFINITY_LABEL_NOT_FOUND))
     );
-    o.groups = GroupsObservation::Read {
+    o.groups = Fact::Read(GroupsObservation::Read {
         groups: vec![],
         labels: [("rack-b".to_string(), "l-1".to_string())].into(),
-    };
+    });
     assert!(matches!(decide(&o).action, Action::Groups(GroupAction::Join(_))));
 }
 
@@ -199,11 +203,12 @@ fn a_started_vm_keeps_its_placement_reported_and_its_domain_in_status() {
 
 #[test]
 fn a_deleted_vm_leaves_its_groups_first_the_last_member_removing_them() {
-    let mut o = deleting(control_plane(AntiAffinity::Soft, GroupsObservation::NotRead));
+    let mut o = deleting(control_plane(AntiAffinity::Soft, Fact::NotRead));
     o.vm.as_mut().expect("vm").status = "up".into();
-    assert!(
-        matches!(decide(&o).action, Action::Vm(VmAction::StopForce { .. })),
-        "the pass reads the groups when the decision is to stop"
+    assert_eq!(
+        decide(&o).action,
+        Action::Read(ReadRequest::Groups),
+        "the groups are read when the decision is to stop"
     );
     o.groups = read(vec![our_group(&o, &[VM_ID])]);
     let d = decide(&o);
@@ -220,9 +225,9 @@ fn a_deleted_vm_leaves_its_groups_first_the_last_member_removing_them() {
     );
     o.groups = read(vec![our_group(&o, &["sibling"])]);
     assert!(matches!(decide(&o).action, Action::Vm(VmAction::StopForce { .. })));
-    o.groups = GroupsObservation::Unavailable {
+    o.groups = Fact::Read(GroupsObservation::Unavailable {
         message: "refused".into(),
-    };
+    });
     assert!(
         matches!(decide(&o).action, Action::Vm(VmAction::StopForce { .. })),
         "deletion never waits for groups it cannot see"
@@ -323,10 +328,10 @@ fn a_vm_never_joins_a_host_label_group_the_provider_does_not_allow() {
         hostlabel: Some("rack-b".into()),
     });
     o.groups_wanted = wanted_groups(&o.group_owner, None, AntiAffinity::Soft, &o.failure_domain, "Default");
-    o.groups = GroupsObservation::Read {
+    o.groups = Fact::Read(GroupsObservation::Read {
         groups: vec![],
         labels: [("rack-b".to_string(), "l-1".to_string())].into(),
-    };
+    });
     o.tenant_placement = tenant_placement(&["rack-a"], &["Default"]);
     let d = decide(&o);
     assert_eq!(d.action, Action::Wait(Requeue::OnChange));

@@ -1,6 +1,7 @@
 //! Step 6, MachineOn: the first start, the states of a started VM, and its addresses
 //! ([`crate::machine_steps::power`]).
 
+use crate::machine_steps::Fact;
 use crate::machine_steps::VmAction;
 use capov_crds::Severity;
 
@@ -161,7 +162,7 @@ fn up_without_reported_devices_says_the_guest_agent_is_missing() {
     assert!(on.message.contains("MAC is one of the VM's NICs"), "{}", on.message);
 
     // Before the Node joined, WaitingForNode points at it too.
-    o.node = NodeObservation::NotFound;
+    o.node = Fact::Read(NodeObservation::NotFound);
     let d = decide(&o);
     let setup = d.condition(types::K8S_PROVIDER_ID_SETUP).unwrap();
     assert_eq!(setup.reason, reasons::WAITING_FOR_NODE);

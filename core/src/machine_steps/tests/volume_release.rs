@@ -2,6 +2,7 @@
 //! ([`crate::machine_steps::volume_release`]): every answer of the workload cluster, the VM's states once the Node is
 //! released, the disks that are and are not detached, and the gate off.
 
+use crate::machine_steps::Fact;
 use crate::machine_steps::{BookkeepingAction, ReadRequest, VmAction};
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ fn csi_disk() -> VmDisk {
 
 /// A running machine being deleted whose VM carries the CSI disk `csi-1` besides its recorded system disk, the gate
 /// on, the workload cluster answering `release`.
-fn releasing(status: &str, release: NodeRelease) -> Observed {
+fn releasing(status: &str, release: Fact<NodeRelease>) -> Observed {
     let mut o = deleting(Observed {
         gates: gate_on(),
         node_release: release,
@@ -43,10 +44,10 @@ fn releasing(status: &str, release: NodeRelease) -> Observed {
     o
 }
 
-fn released() -> NodeRelease {
-    NodeRelease::Released {
+fn released() -> Fact<NodeRelease> {
+    Fact::Read(NodeRelease::Released {
         node: "worker-abc123".into(),
-    }
+    })
 }
 
 fn deleted(d: &Decision) -> &ConditionUpdate {
@@ -55,9 +56,9 @@ fn deleted(d: &Decision) -> &ConditionUpdate {
 
 #[test]
 fn with_the_gate_off_deletion_waits_as_the_documents_say_and_never_asks_the_workload_cluster() {
-    let mut o = releasing("up", NodeRelease::NotRead);
+    let mut o = releasing("up", Fact::NotRead);
     o.gates = FeatureGates::default();
-    for release in [NodeRelease::NotRead, released()] {
+    for release in [Fact::NotRead, released()] {
         o.node_release = release;
         let d = decide(&o);
         assert_eq!(d.action, Action::Wait(Requeue::After(MINUTE)));
@@ -68,7 +69,7 @@ fn with_the_gate_off_deletion_waits_as_the_documents_say_and_never_asks_the_work
 
 #[test]
 fn with_the_gate_on_the_workload_cluster_is_read_only_when_a_disk_is_not_capovs() {
-    let d = decide(&releasing("up", NodeRelease::NotRead));
+    let d = decide(&releasing("up", Fact::NotRead));
     assert_eq!(d.action, Action::Read(ReadRequest::NodeRelease));
     assert!(!d.action.needs_permit(), "workload I/O runs without a reconcile permit");
     // Only CAPOV's own disks: deleted with the VM as before, nothing to ask.
@@ -94,9 +95,9 @@ fn with_the_gate_on_the_workload_cluster_is_read_only_when_a_disk_is_not_capovs(
 fn while_the_node_exists_deletion_waits_every_minute_and_names_the_node_and_the_disks() {
     let d = decide(&releasing(
         "up",
-        NodeRelease::NodeExists {
+        Fact::Read(NodeRelease::NodeExists {
             name: "worker-abc123".into(),
-        },
+        }),
     ));
     assert_eq!(d.action, Action::Wait(Requeue::After(MINUTE)));
     let c = deleted(&d);
@@ -123,7 +124,7 @@ fn while_a_volume_attachment_names_the_node_deletion_waits_and_names_it() {
         names: vec!["csi-va-1".into()],
         total: 1,
     };
-    let d = decide(&releasing("up", one));
+    let d = decide(&releasing("up", Fact::Read(one)));
     assert_eq!(d.action, Action::Wait(Requeue::After(MINUTE)));
     let c = deleted(&d);
     assert_eq!(c.reason, reasons::VM_HAS_NON_SYSTEM_DISK);
@@ -138,7 +139,7 @@ fn while_a_volume_attachment_names_the_node_deletion_waits_and_names_it() {
         names: vec!["a".into(), "b".into(), "c".into()],
         total: 7,
     };
-    let c = decide(&releasing("down", many)).conditions.clone();
+    let c = decide(&releasing("down", Fact::Read(many))).conditions.clone();
     let message = &c
         .iter()
         .find(|c| c.type_ == types::MACHINE_DELETED)
@@ -154,9 +155,9 @@ fn while_a_volume_attachment_names_the_node_deletion_waits_and_names_it() {
 fn an_unreachable_workload_cluster_keeps_the_disks_attached_and_says_why() {
     let d = decide(&releasing(
         "up",
-        NodeRelease::Unreachable {
+        Fact::Read(NodeRelease::Unreachable {
             message: "cannot read the workload cluster's Nodes: connection refused".into(),
-        },
+        }),
     ));
     assert_eq!(
         d.action,
@@ -177,9 +178,9 @@ fn an_unreachable_workload_cluster_keeps_the_disks_attached_and_says_why() {
 fn a_rejected_workload_kubeconfig_keeps_the_disks_attached_and_says_why() {
     let d = decide(&releasing(
         "down",
-        NodeRelease::Rejected {
+        Fact::Read(NodeRelease::Rejected {
             message: "field exec is refused".into(),
-        },
+        }),
     ));
     assert_eq!(d.action, Action::Wait(Requeue::Backoff));
     let c = deleted(&d);

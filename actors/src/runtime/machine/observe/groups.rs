@@ -5,27 +5,24 @@
 use std::collections::BTreeMap;
 
 use super::observation::{Engine, ObserveError};
-use capov_core::machine_steps::{GroupsObservation, Observed};
+use capov_core::machine_steps::{GroupsObservation, Observed, ObservedVm};
 use capov_core::placement::affinity_groups::{GroupFact, GroupRule};
 
-/// None = not needed (no VM, or the machine belongs in no group).
-pub async fn groups_of_vm(
-    engine: Option<&Engine>,
+/// Asked for (`ReadRequest::Groups`) only for a machine that belongs in groups.
+pub async fn read_groups(
+    engine: &Engine,
     observed: &Observed,
-) -> Option<Result<GroupsObservation, ObserveError>> {
-    let (engine, vm) = (engine?, observed.vm.as_ref()?);
-    if observed.groups_wanted.is_empty() {
-        return None;
-    }
+    vm: &ObservedVm,
+) -> Result<GroupsObservation, ObserveError> {
     let Some(cluster_id) = &vm.cluster_id else {
-        return Some(Ok(GroupsObservation::Unavailable {
+        return Ok(GroupsObservation::Unavailable {
             message: "the engine did not say which oVirt cluster the VM is in".into(),
-        }));
+        });
     };
     let client = &engine.client;
     let groups = match client.affinity_groups(cluster_id).await {
         Ok(groups) => groups,
-        Err(err) => return Some(refused_or_failed(err)),
+        Err(err) => return refused_or_failed(err),
     };
     let groups = groups
         .into_iter()
@@ -47,10 +44,10 @@ pub async fn groups_of_vm(
     if needs_labels && !observed.deletion_requested {
         match client.affinity_labels().await {
             Ok(found) => labels.extend(found.into_iter().filter_map(|l| Some((l.name?, l.id?)))),
-            Err(err) => return Some(refused_or_failed(err)),
+            Err(err) => return refused_or_failed(err),
         }
     }
-    Some(Ok(GroupsObservation::Read { groups, labels }))
+    Ok(GroupsObservation::Read { groups, labels })
 }
 
 /// A refusal of the engine (CAPOV's user may not read affinity groups or labels) is an answer; anything else a

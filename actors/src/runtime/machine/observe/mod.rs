@@ -1,7 +1,8 @@
 //! Gathering what `machine_steps::decide` looks at: the stores (CAPI Machine and Cluster), the bootstrap Secret,
-//! the provider actor's connection (`provider`), the engine (the VM, its disks, NICs, reported devices: `vm`; the
-//! vNIC profiles: `nics`) and the workload cluster's Node (`super::workload`). Only what the current step can need
-//! is read from the engine.
+//! the provider actor's connection (`provider`) and the engine (the VM, its disks, NICs, reported devices: `vm`).
+//! What costs a request and matters only at some steps is left [`Fact::NotRead`] until a decision asks for it:
+//! `read` then reads it (the NICs and vNIC profiles: `nics`; the affinity groups: `groups`; the workload cluster's
+//! Node and its release: `super::workload`, `super::node_release`).
 
 mod groups;
 mod nics;
@@ -21,8 +22,8 @@ use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use ractor::ActorRef;
 
-pub use self::groups::groups_of_vm;
-pub use self::nics::nics_before_start;
+pub use self::groups::read_groups;
+pub use self::nics::read_nics;
 pub use self::observation::{Engine, Observation, ObserveError};
 use self::provider::connection;
 use self::vm::find_vm;
@@ -34,10 +35,8 @@ use crate::runtime::messages::MachineMsg;
 use crate::runtime::{capi, ipam};
 use capov_core::conditions::types;
 use capov_core::machine_steps::{
-    Bootstrap, FailureState, NodeObservation, NodeRelease, Observed, ProviderConnection, ProviderDefaults,
-    releasable_without_engine,
+    Bootstrap, Fact, FailureState, Observed, ProviderConnection, ProviderDefaults, releasable_without_engine,
 };
-use capov_core::network::nics::NicAssessment;
 use capov_core::trust::identity::OwnerIdentity;
 
 pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Result<Observation, ObserveError> {
@@ -88,17 +87,8 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     if !engine_changed {
         observed.vm = find_vm(state, &engine.client, &observed).await?;
     }
-    // The NICs are not read here (see `nics_before_start`), nor the workload cluster's Node: a decision that
-    // reaches step 7 asks for it (Action::Read(ReadRequest::Node)) and the pass reads it without its reconcile permit.
-    if observed
-        .vm
-        .as_ref()
-        .is_some_and(|vm| matches!(vm.status.as_str(), "up" | "migrating"))
-        && !observed.deletion_requested
-        && cluster.is_some()
-    {
-        observed.node = NodeObservation::NotRead;
-    }
+    // The NICs, the affinity groups and the workload cluster's Node are not read here: a decision that needs one
+    // asks for it (`Action::Read`) and the pass reads it (`read`) and decides again.
     Ok(Observation {
         observed,
         engine: Some(engine),
@@ -150,9 +140,9 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         settings: object.spec.settings.clone(),
         provider_defaults: ProviderDefaults::default(),
         gates: state.shared.settings.gates,
-        nics: NicAssessment::InSync,
-        node: NodeObservation::NotFound,
-        node_release: NodeRelease::NotRead,
+        nics: Fact::NotRead,
+        node: Fact::NotRead,
+        node_release: Fact::NotRead,
         detached_disks: state.detached_disks.clone(),
         control_plane_host: cluster.and_then(capi::cluster_control_plane_host),
         ip_claims: ip_claims(state),
@@ -161,7 +151,7 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         tenant_placement: state.shared.tenant_placement(&object.spec.settings.provider),
         groups_wanted,
         group_owner,
-        groups: capov_core::machine_steps::GroupsObservation::NotRead,
+        groups: Fact::NotRead,
         placement_skipped: placement::skipped(&state.status),
     }
 }

@@ -8,19 +8,15 @@ use crate::runtime::machine::state::MachineState;
 use capov_core::machine_steps::Observed;
 use capov_core::network::nics::{CurrentNic, NicAssessment, VnicProfileFact, assess_nics};
 
-/// Step 5 compares the NICs only right before the first start, and looking them up costs up to four engine requests,
-/// so a pass looks at them only when the decision taken without them (`observed.nics` left InSync) is to start the VM:
-/// exactly when step 5 is reached. None = not needed (no VM, or spec.nics empty: the template's NICs are kept).
-pub async fn nics_before_start(
+/// Step 5 compares the NICs only right before the first start, and looking them up costs up to four engine requests:
+/// a decision to start the VM asks for them (`ReadRequest::Nics`), only when spec.nics names some.
+pub async fn read_nics(
     state: &MachineState,
-    engine: Option<&Engine>,
+    engine: &Engine,
     observed: &Observed,
-) -> Option<Result<NicAssessment, ObserveError>> {
-    let (engine, vm) = (engine?, observed.vm.as_ref()?);
-    if observed.settings.nics.is_empty() {
-        return None;
-    }
-    Some(nic_assessment(state, &engine.client, observed, &vm.id).await)
+    vm_id: &str,
+) -> Result<NicAssessment, ObserveError> {
+    nic_assessment(state, &engine.client, observed, vm_id).await
 }
 
 /// The VM's NICs against spec.nics, with the vNIC profiles of the networks of the oVirt cluster's data center
