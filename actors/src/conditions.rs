@@ -698,6 +698,22 @@ mod tests {
         );
     }
 
+    /// The book's troubleshooting page has a section, with its cause and fix, for every reason CAPOV writes.
+    #[test]
+    fn the_book_explains_every_reason() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/book/src/troubleshooting/conditions.md"
+        );
+        let page = std::fs::read_to_string(path).expect("the conditions page");
+        let missing: Vec<&str> = ALL_REASONS
+            .iter()
+            .copied()
+            .filter(|reason| !page.contains(&format!("\n### {reason}\n")))
+            .collect();
+        assert!(missing.is_empty(), "no section in {path} for {missing:?}");
+    }
+
     #[test]
     fn set_leaves_other_conditions_alone() {
         let mut conditions = with(&[ConditionUpdate::true_(types::MACHINE_CREATED, reasons::VM_CREATED)]);
