@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # CAPOV's test suite: builds (once, cached by go.sum) the real Kubernetes control plane, helm and the Cluster API
-# core manager + clusterctl, Ignition's validator and promtool from Go modules, unpacks Debian's cloud-init (apt, cached), then
-# runs formatting and lint checks and every Rust test, unit and integration, against that control plane and the oVirt
-# engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io, apt
-# (Debian) with its package sources, root and rustup's musl target for the operator image (tests/image.rs:
-# tools/image/build.sh installs docker.io and starts dockerd) and the in-cluster e2e on a real node (tests/in_cluster.rs:
-# containerd, kubelet, kube-proxy, iptables, mounts). Without root those two steps are skipped with a note, and
+# core manager + clusterctl, Ignition's validator and promtool from Go modules, unpacks Debian's cloud-init (apt,
+# cached), then runs formatting and lint checks, builds the user book (mdBook from crates.io, cached) and checks its
+# links, and runs every Rust test, unit and integration, against that control plane and the oVirt engine simulator.
+# Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io, apt (Debian) with its
+# package sources, root and rustup's musl target for the operator image (tests/image.rs: tools/image/build.sh
+# installs docker.io and starts dockerd) and the in-cluster e2e on a real node (tests/in_cluster.rs: containerd,
+# kubelet, kube-proxy, iptables, mounts). Without root those two steps are skipped with a note, and
 # CAPOV_IMAGE_TESTS=0 / CAPOV_NODE_TESTS=0 skip them on purpose (the node step needs the image).
 # --help prints the comment above, before anything is built or changed.
 if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
@@ -65,6 +66,9 @@ fi
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+
+step "user book: mdBook build and link check (tools/book/build.sh)"
+tools/book/build.sh
 
 step "cargo test"
 results=$(mktemp)

@@ -10,6 +10,7 @@ use capov_ovirt::{Client, DiskPlacement};
 use crate::bootstrap_payload::{self, BootstrapFormat};
 use crate::capacity::{DiskSize, check_clone};
 use crate::conditions::reasons;
+use crate::failure_domains::cluster_not_found_message;
 use crate::guest_network;
 use crate::machine_steps::CreateVmPlan;
 use crate::placement::{StorageDomainFact, TemplateDisk, plan_placement};
@@ -134,7 +135,7 @@ async fn clone_fits(
     Ok(())
 }
 
-/// The oVirt cluster `spec.ovirtcluster` names.
+/// The oVirt cluster the machine's failure domain, else `spec.ovirtcluster`, names.
 async fn ovirt_cluster(state: &MachineState, client: &Client, plan: &CreateVmPlan) -> Result<Cluster, Failure> {
     let provider = state.object.spec.settings.provider.as_str();
     let cluster_key = key(provider, &format!("cluster/{}", plan.ovirt_cluster));
@@ -144,10 +145,7 @@ async fn ovirt_cluster(state: &MachineState, client: &Client, plan: &CreateVmPla
         .get(cluster_key, || client.find_cluster_by_name(&plan.ovirt_cluster))
         .await?;
     found.ok_or_else(|| {
-        let message = format!(
-            "cluster {:?} not found in oVirt: fix spec.ovirtcluster",
-            plan.ovirt_cluster
-        );
+        let message = cluster_not_found_message(&plan.ovirt_cluster, plan.ovirt_cluster_domain.as_deref());
         Failure::error(reasons::CLUSTER_NOT_FOUND, message)
     })
 }
