@@ -25,7 +25,8 @@ pub enum TemplateVersionSelector {
 }
 
 impl TemplateVersionSelector {
-    fn matches(&self, template: &Template) -> bool {
+    /// Whether `template` is the version this names.
+    pub fn matches_template(&self, template: &Template) -> bool {
         let version = template.version.as_ref();
         match self {
             Self::Number(n) => version.and_then(|v| v.version_number) == Some(*n),
@@ -146,7 +147,7 @@ impl Client {
         selector: &TemplateVersionSelector,
     ) -> Result<Option<Template>> {
         let versions = self.template_versions(name, cluster_name).await?;
-        Ok(versions.into_iter().find(|t| selector.matches(t)))
+        Ok(versions.into_iter().find(|t| selector.matches_template(t)))
     }
 }
 
@@ -174,9 +175,9 @@ mod tests {
             }),
             ..Template::default()
         };
-        assert!(TemplateVersionSelector::Number(2).matches(&v2));
-        assert!(TemplateVersionSelector::Name("hardened".into()).matches(&v2));
-        assert!(!TemplateVersionSelector::Number(1).matches(&v2));
-        assert!(!TemplateVersionSelector::Name("base".into()).matches(&v2));
+        assert!(TemplateVersionSelector::Number(2).matches_template(&v2));
+        assert!(TemplateVersionSelector::Name("hardened".into()).matches_template(&v2));
+        assert!(!TemplateVersionSelector::Number(1).matches_template(&v2));
+        assert!(!TemplateVersionSelector::Name("base".into()).matches_template(&v2));
     }
 }
