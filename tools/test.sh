@@ -2,7 +2,7 @@
 # CAPOV's test suite: builds (once, cached by go.sum) the real Kubernetes control plane, helm and the Cluster API
 # core manager + clusterctl, Ignition's validator and promtool from Go modules, unpacks Debian's cloud-init (apt, cached), then
 # runs formatting and lint checks and every Rust test, unit and integration, against that control plane and the oVirt
-# engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io, apt
+# engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy, crates.io and PyPI (the oVirt SDK), apt
 # (Debian) with its package sources, root and rustup's musl target for the operator image (tests/image.rs:
 # tools/image/build.sh installs docker.io and starts dockerd) and the in-cluster e2e on a real node (tests/in_cluster.rs:
 # containerd, kubelet, kube-proxy, iptables, mounts). Without root those two steps are skipped with a note, and
@@ -43,6 +43,11 @@ step "Debian's cloud-init, unpacked (tools/cloud-init/fetch.sh)"
 CAPOV_CLOUD_INIT_DIR=$(tools/cloud-init/fetch.sh)
 export CAPOV_CLOUD_INIT_DIR
 echo "using $CAPOV_CLOUD_INIT_DIR (cloud-init $(cat "$CAPOV_CLOUD_INIT_DIR/VERSION"))"
+
+step "oVirt's Python SDK in a virtualenv (tools/ovirt-sdk/install.sh, for ovirt-sim/tests/sdk.rs)"
+CAPOV_OVIRT_SDK_PYTHON=$(tools/ovirt-sdk/install.sh)
+export CAPOV_OVIRT_SDK_PYTHON
+echo "using $CAPOV_OVIRT_SDK_PYTHON"
 
 # What a cold build writes to target/ (clippy and every test binary: 2.8 GiB measured, docs/decisions.md "Disk"):
 # fail here with the figure rather than mid-link.
