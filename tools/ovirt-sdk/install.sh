@@ -3,6 +3,8 @@
 # a second run only checks it) and prints the path of that virtualenv's python, for ovirt-sim/tests/sdk.rs
 # (CAPOV_OVIRT_SDK_PYTHON). The SDK builds a C extension against libxml2 and pulls pycurl (libcurl); on Debian:
 # apt-get install python3-venv gcc libxml2-dev libcurl4-openssl-dev libssl-dev.
+# --help prints the comment above, before anything is installed.
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 version=4.6.3
