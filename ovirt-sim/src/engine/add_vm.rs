@@ -36,7 +36,7 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
     let initialization = request.initialization.clone().unwrap_or_default();
     // The REST layer maps the request before any command runs: its refusals come first.
     let init_network = super::init_network::from_request(&initialization)?;
-    let template = requested_template(state, template_ref)?;
+    let template = requested_template(state, template_ref, &cluster.data_center_id)?;
     // The REST layer resolves the instance type and the dedicated hosts before the command: unknown ones are 404s.
     let instance_type = super::workload::requested_instance_type(state, request)?;
     let dedicated_hosts = super::workload::requested_hosts(state, request.placement_policy.as_ref())?;
@@ -172,7 +172,11 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
 }
 
 /// The template the add names; None for Blank (its id, or its name in any case).
-fn requested_template(state: &State, template_ref: &model::Ref) -> EngineResult<Option<TemplateRecord>> {
+fn requested_template(
+    state: &State,
+    template_ref: &model::Ref,
+    data_center_id: &str,
+) -> EngineResult<Option<TemplateRecord>> {
     let blank_requested = template_ref.id.as_deref() == Some(BLANK_TEMPLATE_ID)
         || template_ref
             .name
@@ -182,7 +186,11 @@ fn requested_template(state: &State, template_ref: &model::Ref) -> EngineResult<
         return Ok(None);
     }
     state
-        .template_by_ref(template_ref.id.as_deref(), template_ref.name.as_deref())
+        .template_by_ref(
+            template_ref.id.as_deref(),
+            template_ref.name.as_deref(),
+            Some(data_center_id),
+        )
         .cloned()
         .map(Some)
         .ok_or_else(|| operation_failed(400, "Cannot add VM. The relevant Template doesn't exist."))
@@ -535,5 +543,47 @@ mod tests {
         let vm = state.vms.values().find(|vm| vm.name == "worker").unwrap().id.clone();
         state.remove_vm(&vm);
         assert_eq!(data1(&mut state).available, 5 * GIB - 1 + 20 * GIB / 8);
+    }
+
+    #[test]
+    fn by_name_the_newest_version_of_the_vms_data_center() {
+        let (mut state, request) = engine();
+        let inventory = crate::inventory::Inventory {
+            data_centers: vec![crate::inventory::DataCenterSeed {
+                id: None,
+                name: "Remote".into(),
+            }],
+            clusters: vec![crate::inventory::ClusterSeed {
+                id: None,
+                name: "Remote".into(),
+                data_center: "Remote".into(),
+            }],
+            templates: vec![
+                crate::inventory::TemplateSeed {
+                    name: "ubuntu-22.04".into(),
+                    cluster: Some("Default".into()),
+                    version_number: 2,
+                    ..Default::default()
+                },
+                crate::inventory::TemplateSeed {
+                    name: "ubuntu-22.04".into(),
+                    cluster: Some("Remote".into()),
+                    version_number: 7,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        seed(&mut state, &inventory).unwrap();
+        let request = model::Vm {
+            template: Some(Ref::name("ubuntu-22.04")),
+            ..request
+        };
+        let added = add_vm(&mut state, &Timings::fast(), &request, false).unwrap();
+        let template = &state.templates[&state.vms[&added.vm_id].template_id];
+        assert_eq!(
+            template.version_number, 2,
+            "the newest of Default's versions, not Remote's"
+        );
     }
 }

@@ -358,15 +358,29 @@ impl State {
         }
     }
 
-    pub fn template_by_ref(&self, id: Option<&str>, name: Option<&str>) -> Option<&TemplateRecord> {
+    /// The template an add names: by id, or by name the newest version among those of the data center
+    /// `data_center_id` (or of none), as `GetVmTemplateByVmtName` finds it (`storage_pool_id = ? OR storage_pool_id
+    /// IS NULL`, `ORDER BY template_version_number DESC`, the first row).
+    pub fn template_by_ref(
+        &self,
+        id: Option<&str>,
+        name: Option<&str>,
+        data_center_id: Option<&str>,
+    ) -> Option<&TemplateRecord> {
         match (id, name) {
             (Some(id), _) => self.templates.get(id),
-            // By name the engine takes the newest version (`GetVmTemplateByVmtName` orders by
-            // `template_version_number DESC` and the query keeps the first row).
             (None, Some(name)) => self
                 .templates
                 .values()
                 .filter(|t| t.name == name)
+                .filter(|t| {
+                    let template_dc = t
+                        .cluster_id
+                        .as_ref()
+                        .and_then(|c| self.clusters.get(c))
+                        .map(|c| c.data_center_id.as_str());
+                    data_center_id.is_none() || template_dc.is_none() || template_dc == data_center_id
+                })
                 .max_by_key(|t| t.version_number),
             _ => None,
         }
