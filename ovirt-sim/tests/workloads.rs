@@ -436,6 +436,16 @@ async fn host_devices_need_a_pinned_vm_and_the_scheduler_keeps_them_exclusive() 
     let devices = s.get_ok(&format!("/hosts/{gpu_1}/devices")).await;
     assert!(devices.contains("<name>pci_0000_3b_00_0</name>"), "{devices}");
     assert!(devices.contains("<m_dev_type><name>nvidia-222</name><human_readable_name>GRID T4-1B</human_readable_name><available_instances>2</available_instances></m_dev_type>"), "{devices}");
+    // JSON with the engine's strings for scalars.
+    let (status, json) = s.get_json(&format!("/hosts/{gpu_1}/devices")).await;
+    assert_eq!(status, 200, "{json}");
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let first = &json["host_device"][0];
+    assert_eq!(first["iommu_group"], "30", "{json}");
+    assert_eq!(
+        first["m_dev_types"]["m_dev_type"][0]["available_instances"], "2",
+        "{json}"
+    );
     let gpu = "<host_device><name>pci_0000_3b_00_0</name></host_device>";
 
     let loose = down_vm(&s, "loose", "").await;
