@@ -202,8 +202,8 @@ pub const DESCRIPTION_LIMIT: usize = 255;
 
 /// `PUT /vms/{id}`: the fields the simulator lets a client edit (the description). Refused, as by the engine,
 /// while the VM's image is locked, and for a description over 255 characters.
-/// Also high availability (enabled, priority) and the VM lease (`UpdateVmCommand`: a lease replaced by another while
-/// the VM runs is refused, a lease needs high availability and an active data domain of the VM's data center).
+/// Also high availability (enabled, priority) and the VM lease (`UpdateVmCommand`: a new lease needs high
+/// availability and an active data domain of the VM's data center, and cannot replace another while the VM runs).
 pub fn update_vm(state: &mut State, id: &str, update: &capov_ovirt::model::Vm) -> EngineResult<()> {
     let version = state.engine_version;
     let (current, data_center_id) = {
@@ -234,20 +234,17 @@ pub fn update_vm(state: &mut State, id: &str, update: &capov_ovirt::model::Vm) -
     workload.high_availability = requested.high_availability;
     workload.lease_domain_id = requested.lease_domain_id;
     workload::check_priority(workload.high_availability.priority)?;
-    let lease_changed = workload.lease_domain_id != current.workload.lease_domain_id;
-    if lease_changed
-        && current.workload.lease_domain_id.is_some()
-        && workload.lease_domain_id.is_some()
-        && current.status != VmStatus::Down
-    {
-        return Err(operation_failed(
-            409,
-            "Cannot edit VM. Hot swapping of VM leases is not supported, please remove the current lease and then set \
-             a new one.",
-        ));
-    }
-    if lease_changed || workload.high_availability != current.workload.high_availability {
+    // `UpdateVmCommand.validate`: only a new lease (set and not the one it has) is checked: `canAddLease`, then no
+    // swap of one lease for another while the VM is not down.
+    if workload.lease_domain_id.is_some() && workload.lease_domain_id != current.workload.lease_domain_id {
         workload::check_lease(state, "edit", &workload, &data_center_id)?;
+        if current.status != VmStatus::Down && current.workload.lease_domain_id.is_some() {
+            return Err(operation_failed(
+                409,
+                "Cannot edit VM. Hot swapping of VM leases is not supported, please remove the current lease and \
+                 then set a new one.",
+            ));
+        }
     }
     let vm = vm_mut(state, id)?;
     if let Some(description) = &update.description {
