@@ -635,6 +635,21 @@ async fn an_instance_type_sets_what_it_sets_whatever_the_request_says() {
         )
         .await;
     assert_eq!((status, body.as_str()), (404, ""));
+    // By id only: a name alone fails inside the engine, an id that is no UUID is the parser's 400.
+    assert_eq!(
+        s.post(
+            "/vms",
+            &vm_body("named", "<instance_type><name>Large</name></instance_type>")
+        )
+        .await
+        .0,
+        500
+    );
+    let detail = refused(
+        s.post("/vms", &vm_body("named", "<instance_type id=\"large\"/>")).await,
+        400,
+    );
+    assert_eq!(detail, "Invalid UUID string: large");
 }
 
 #[tokio::test]

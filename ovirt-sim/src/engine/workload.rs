@@ -11,8 +11,10 @@ use crate::state::*;
 /// `VmPriorityMaxValue` (`0000_config.sql`).
 pub const PRIORITY_MAX: i32 = 100;
 
-/// The instance type an add names. The REST layer looks it up by id only (`BackendVmsResource.lookupInstance`), and
-/// an unknown one is a 404 before any command runs.
+/// The instance type an add names. The REST layer looks it up by id only (`BackendVmsResource.lookupInstance` →
+/// `GuidUtils.asGuid`): an id that is no UUID is a 400 (`MalformedIdExceptionMapper`), an unknown one a 404 before any
+/// command runs, and a name without an id fails inside the engine (`new Guid(null)` throws a NullPointerException: an
+/// internal error).
 pub fn requested_instance_type(state: &State, request: &model::Vm) -> EngineResult<Option<InstanceTypeRecord>> {
     let Some(reference) = request
         .instance_type
@@ -21,7 +23,20 @@ pub fn requested_instance_type(state: &State, request: &model::Vm) -> EngineResu
     else {
         return Ok(None);
     };
-    let id = reference.id.as_deref().unwrap_or_default();
+    let Some(id) = reference.id.as_deref() else {
+        return Err(EngineError::Fault {
+            status: 500,
+            reason: "Internal Server Error".into(),
+            detail: "candidate can not be null please use static method createGuidFromString".into(),
+        });
+    };
+    if !crate::ids::is_uuid(id) {
+        return Err(EngineError::Fault {
+            status: 400,
+            reason: "Operation failed".into(),
+            detail: format!("Invalid UUID string: {id}"),
+        });
+    }
     state
         .instance_types
         .get(id)
