@@ -468,8 +468,8 @@ const RELEASE_FINALIZER: &str = "ipam.cluster.x-k8s.io/ReleaseAddress";
 const PROTECT_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectAddress";
 
 /// Who answers the IPAddressClaims of a namespace: the real cluster-api-ipam-provider-in-cluster with [`POOLS`] as
-/// InClusterIPPools when `CAPOV_IPAM_PROVIDER_DIR` names its build (README, "Tested with
-/// cluster-api-ipam-provider-in-cluster"), else the stand-in [`fulfil_claims`] (CI: the Go module proxy does not
+/// InClusterIPPools when `CAPOV_IPAM_PROVIDER_DIR` names its build (user book, configuration/addresses.md, "Tested
+/// with cluster-api-ipam-provider-in-cluster"), else the stand-in [`fulfil_claims`] (CI: the Go module proxy does not
 /// serve the provider). Stops with the value.
 enum Allocator {
     /// Kept for its Drop, which stops the process.

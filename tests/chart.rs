@@ -788,17 +788,17 @@ fn alerts_and_dashboard_follow_enabled_and_the_cluster_capabilities() {
         let description = rule["annotations"]["description"].as_str().unwrap();
         let alert = rule["alert"].as_str().unwrap();
         assert!(
-            description.ends_with(&format!("(README.md, Troubleshooting → Alerts: {alert})."),),
+            description.ends_with(&format!("(docs/book, Operations → Alerts: {alert}).")),
             "{alert}: {description}"
         );
         assert!(rule["annotations"]["runbook_url"].is_null());
         assert!(["warning", "critical"].contains(&rule["labels"]["severity"].as_str().unwrap()));
     }
-    let readme = std::fs::read_to_string("README.md").unwrap();
+    let book = std::fs::read_to_string("docs/book/src/operations/alerts.md").unwrap();
     for alert in ALERTS {
         assert!(
-            readme.contains(&format!("#### {alert}")),
-            "README.md has no section for {alert}"
+            book.contains(&format!("\n## {alert}\n")),
+            "the book's alerts page has no section for {alert}"
         );
     }
 
@@ -809,7 +809,7 @@ fn alerts_and_dashboard_follow_enabled_and_the_cluster_capabilities() {
             "--set",
             "prometheusRule.machineStuckMinutes=45",
             "--set",
-            "prometheusRule.runbookURL=https://git.example.com/capov/README.md",
+            "prometheusRule.runbookURL=https://capov.example.com/operations/alerts.html",
             "--set",
             "prometheusRule.labels.release=kube-prometheus",
         ],
@@ -822,7 +822,7 @@ fn alerts_and_dashboard_follow_enabled_and_the_cluster_capabilities() {
     assert!(stuck["expr"].as_str().unwrap().ends_with("> 2700"), "{stuck}");
     assert_eq!(
         stuck["annotations"]["runbook_url"],
-        "https://git.example.com/capov/README.md#capovmachinestuck"
+        "https://capov.example.com/operations/alerts.html#capovmachinestuck"
     );
 
     let dashboard = find(&api, "ConfigMap").unwrap();

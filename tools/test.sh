@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # CAPOV's test suite: builds (once, cached by go.sum) the real Kubernetes control plane, helm and the Cluster API
-# core manager + clusterctl, Ignition's validator and promtool from Go modules, unpacks Debian's cloud-init (apt, cached), then
-# runs formatting and lint checks and every Rust test, unit and integration, against that control plane and the oVirt
-# engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to the Go module proxy and crates.io, apt
-# (Debian) with its package sources, root and rustup's musl target for the operator image (tests/image.rs:
-# tools/image/build.sh installs docker.io and starts dockerd) and the in-cluster e2e on a real node (tests/in_cluster.rs:
-# containerd, kubelet, kube-proxy, iptables, mounts). Without root those two steps are skipped with a note, and
+# core manager + clusterctl, Ignition's validator and promtool from Go modules, unpacks Debian's cloud-init (apt,
+# cached), installs the official oVirt Python SDK (PyPI, into target/), then runs formatting and lint checks, builds
+# the user book (mdBook from crates.io, cached) and checks its links, and runs every Rust test, unit and integration,
+# against that control plane and the oVirt engine simulator. Needs: Go >= 1.26 and Rust (rustup) on PATH, access to
+# the Go module proxy, crates.io and PyPI, apt (Debian) with its package sources, root and rustup's musl target for
+# the operator image (tests/image.rs: tools/image/build.sh installs docker.io and starts dockerd) and the in-cluster
+# e2e on a real node (tests/in_cluster.rs: containerd, kubelet, kube-proxy, iptables, mounts). Without root those two
+# steps are skipped with a note, and
 # CAPOV_IMAGE_TESTS=0 / CAPOV_NODE_TESTS=0 skip them on purpose (the node step needs the image).
 # --help prints the comment above, before anything is built or changed.
 if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 0; fi
@@ -44,6 +46,11 @@ CAPOV_CLOUD_INIT_DIR=$(tools/cloud-init/fetch.sh)
 export CAPOV_CLOUD_INIT_DIR
 echo "using $CAPOV_CLOUD_INIT_DIR (cloud-init $(cat "$CAPOV_CLOUD_INIT_DIR/VERSION"))"
 
+step "oVirt's Python SDK in a virtualenv (tools/ovirt-sdk/install.sh, for ovirt-sim/tests/sdk.rs)"
+CAPOV_OVIRT_SDK_PYTHON=$(tools/ovirt-sdk/install.sh)
+export CAPOV_OVIRT_SDK_PYTHON
+echo "using $CAPOV_OVIRT_SDK_PYTHON"
+
 # What a cold build writes to target/ (clippy and every test binary: 2.8 GiB measured, docs/decisions.md "Disk"):
 # fail here with the figure rather than mid-link.
 needed_mib=${CAPOV_TEST_DISK_MIB:-3000}
@@ -65,6 +72,9 @@ fi
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+
+step "user book: mdBook build and link check (tools/book/build.sh)"
+tools/book/build.sh
 
 step "cargo test"
 results=$(mktemp)

@@ -613,3 +613,63 @@ async fn externally_managed_and_paused_ovirt_clusters_are_left_alone() {
     );
     world.stop_operator().await;
 }
+
+/// The documents' §4.4 command, `kubectl describe capovm NAME | grep -A5 "Conditions"`, run as written (kubectl and
+/// grep through a shell) on a deletion held by a CSI disk: its five lines show the blocking reason, because Ready,
+/// which carries it, is the first condition listed.
+#[tokio::test]
+async fn the_documents_describe_command_shows_what_holds_a_deletion() {
+    let mut world = World::new("describe").await;
+    world.start_operator().await;
+    world.create_machine("worker", base_spec()).await;
+    let vm_id = world.vm_id("worker").await;
+    eventually(MINUTE, "the VM to be up", || async {
+        world.machine("worker").await.status.filter(|s| s.ready).map(|_| ())
+    })
+    .await;
+    let csi_disk = world
+        .sim
+        .control()
+        .attach_disk(&vm_id, "pvc-0001", 1 << 30)
+        .expect("attach a CSI disk");
+    let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    machines
+        .delete("worker", &DeleteParams::default())
+        .await
+        .expect("delete");
+    world.wait_reason(MINUTE, "worker", "Ready", "VMHasNonSystemDisk").await;
+
+    let plane = capov_harness::shared().await;
+    let kubectl = plane.kubectl().expect("kubectl");
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#""$KUBECTL" describe capovm worker -n "$NS" | grep -A5 "Conditions""#)
+        .env("KUBECTL", kubectl.get_program())
+        .env("KUBECONFIG", plane.kubeconfig_path())
+        .env("NS", &world.namespace)
+        .output()
+        .expect("sh");
+    let shown = String::from_utf8_lossy(&output.stdout).into_owned();
+    println!(
+        "$ kubectl describe capovm worker -n {} | grep -A5 \"Conditions\"\n{shown}",
+        world.namespace
+    );
+    assert!(
+        output.status.success(),
+        "{shown}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(shown.lines().count(), 6, "the heading and five lines: {shown}");
+    let reason =
+        |line: &str| line.trim_start().starts_with("Reason:") && line.trim_end().ends_with("VMHasNonSystemDisk");
+    assert!(shown.lines().any(reason), "{shown}");
+    assert!(shown.contains("VM has non system disk, cannot delete"), "{shown}");
+
+    // Detached in oVirt, the machine goes at the next retry.
+    world.sim.control().detach_disk(&vm_id, &csi_disk).expect("detach");
+    eventually(Duration::from_secs(150), "the machine to be gone", || async {
+        machines.get_opt("worker").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    world.stop_operator().await;
+}

@@ -355,6 +355,34 @@ pub fn set_condition(
             conditions.shrink_to_fit();
         }
     }
+    // Also puts a list written in another order (by an earlier version) in this one. Stable, and without allocating
+    // for lists this short.
+    conditions.sort_by_key(|c| reading_rank(&c.type_));
+}
+
+/// The order conditions are listed in, the order people read them: `Ready`, the summary, first (as CAPI's own
+/// objects list theirs), so that the first lines of `kubectl describe` under "Conditions" show what holds the object
+/// up; then the steps in the order a machine goes through them; then HostReady, the deletion and Paused. Types CAPOV
+/// does not write go last, in the order they came.
+pub const READING_ORDER: &[&str] = &[
+    types::READY,
+    types::CAN_CONNECT_TO_OVIRT,
+    types::MACHINE_CREATED,
+    types::MACHINE_DISK_RESIZED,
+    types::MACHINE_NETWORK_SET,
+    types::MACHINE_PLACEMENT_SET,
+    types::MACHINE_ON,
+    types::K8S_PROVIDER_ID_SETUP,
+    types::HOST_READY,
+    types::MACHINE_DELETED,
+    types::PAUSED,
+];
+
+fn reading_rank(type_: &str) -> usize {
+    READING_ORDER
+        .iter()
+        .position(|t| *t == type_)
+        .unwrap_or(READING_ORDER.len())
 }
 
 /// The CAPI v1beta1 Ready summary of `relevant` condition types:
@@ -609,6 +637,93 @@ mod tests {
             None,
         );
         assert_eq!(conditions[0].reason, reasons::UNSPECIFIED);
+    }
+
+    #[test]
+    fn conditions_are_listed_ready_first_then_in_step_order_whatever_order_they_are_set_in() {
+        let mut conditions = Vec::new();
+        let deleting = ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            reasons::VM_HAS_NON_SYSTEM_DISK,
+            Severity::Warning,
+            "VM has non system disk, cannot delete",
+        );
+        // The order a deletion pass sets them in: Paused first, the steps, the deletion, Ready last.
+        let mut updates = vec![ConditionUpdate::false_(
+            types::PAUSED,
+            reasons::NOT_PAUSED,
+            Severity::Info,
+            "",
+        )];
+        updates.extend(every_step_true());
+        updates.push(deleting);
+        for update in &updates {
+            set_condition(&mut conditions, update, t(0), Some(1));
+        }
+        let ready = machine_ready(&conditions);
+        set_condition(&mut conditions, &ready, t(0), Some(1));
+        let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(
+            types,
+            [
+                types::READY,
+                types::CAN_CONNECT_TO_OVIRT,
+                types::MACHINE_CREATED,
+                types::MACHINE_DISK_RESIZED,
+                types::MACHINE_NETWORK_SET,
+                types::MACHINE_PLACEMENT_SET,
+                types::MACHINE_ON,
+                types::K8S_PROVIDER_ID_SETUP,
+                types::MACHINE_DELETED,
+                types::PAUSED,
+            ]
+        );
+        assert_eq!(conditions[0].reason, reasons::VM_HAS_NON_SYSTEM_DISK);
+
+        // A list an earlier version wrote (Paused first, a foreign type in between) is put in order at the next
+        // write; the foreign type goes last. Setting the same conditions again changes nothing.
+        let mut old = with(&[ConditionUpdate::true_(types::PAUSED, reasons::PAUSED)]);
+        old.push(Condition {
+            type_: "SomethingElse".into(),
+            ..old[0].clone()
+        });
+        for update in &updates {
+            set_condition(&mut old, update, t(0), Some(1));
+        }
+        let ready = machine_ready(&old);
+        set_condition(&mut old, &ready, t(0), Some(1));
+        let mut expected = conditions.clone();
+        expected.push(Condition {
+            type_: "SomethingElse".into(),
+            ..with(&[ConditionUpdate::true_(types::PAUSED, reasons::PAUSED)])[0].clone()
+        });
+        assert_eq!(old, expected);
+        let again = old.clone();
+        for update in &updates {
+            set_condition(&mut old, update, t(5), Some(1));
+        }
+        let ready = machine_ready(&old);
+        set_condition(&mut old, &ready, t(5), Some(1));
+        assert_eq!(
+            old, again,
+            "an unchanged status stays byte for byte the same (no write)"
+        );
+    }
+
+    /// The book's troubleshooting page has a section, with its cause and fix, for every reason CAPOV writes.
+    #[test]
+    fn the_book_explains_every_reason() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/book/src/troubleshooting/conditions.md"
+        );
+        let page = std::fs::read_to_string(path).expect("the conditions page");
+        let missing: Vec<&str> = ALL_REASONS
+            .iter()
+            .copied()
+            .filter(|reason| !page.contains(&format!("\n### {reason}\n")))
+            .collect();
+        assert!(missing.is_empty(), "no section in {path} for {missing:?}");
     }
 
     #[test]

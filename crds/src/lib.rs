@@ -12,6 +12,7 @@ pub mod ipam;
 pub mod labels;
 pub mod machine;
 pub mod provider;
+pub mod reference;
 pub mod template;
 
 pub use cluster::{

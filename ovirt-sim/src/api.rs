@@ -254,6 +254,7 @@ fn read_only(state: &State, req: &Incoming, path: &[&str], format: Format) -> Re
             .get(*id)
             .map_or_else(not_found, |t| wire::object(200, &render::template(t), format)),
         ["templates", id, "diskattachments"] => template_disk_attachments(state, req, id, format),
+        ["instancetypes", rest @ ..] => crate::api_workload::instance_types(state, req, rest, format),
         ["disks"] => list_disks(state, &query, req, format),
         ["disks", id] => state
             .disks
@@ -590,6 +591,9 @@ fn vms(shared: &Arc<Shared>, req: &Incoming, path: &[&str], format: Format, call
         (_, [id, "diskattachments", rest @ ..]) => vm_disk_attachments(shared, req, id, rest, format),
         (_, [id, "nics", rest @ ..]) => vm_nics(shared, req, id, rest, format),
         (_, [id, "tags"]) => vm_tags(shared, req, id, format, caller),
+        (_, [id, kind @ ("hostdevices" | "mediateddevices" | "numanodes"), rest @ ..]) => {
+            crate::api_workload::vm_devices(shared, req, id, kind, rest, format)
+        }
         (Method::GET, [id, "reporteddevices"]) => {
             let state = shared.lock();
             let Some(vm) = state.vms.get(*id) else {
@@ -754,10 +758,14 @@ fn add_vm(shared: &Arc<Shared>, req: &Incoming, format: Format, caller: &Caller)
             format,
         );
     }
-    let request: model::Vm = match decode(shared, req, format, &VM_ADD, None) {
+    let mut request: model::Vm = match decode(shared, req, format, &VM_ADD, None) {
         Ok(vm) => vm,
         Err(reply) => return reply,
     };
+    // `BackendVmsResource.add`: a filtered caller's placement policy is dropped, so it cannot pin VMs to hosts.
+    if caller.filtered {
+        request.placement_policy = None;
+    }
     let clone = req.bool_param("clone").unwrap_or(false);
     let timings = shared.timings();
     let mut state = shared.lock();

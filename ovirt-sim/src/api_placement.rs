@@ -75,6 +75,9 @@ fn hosts(shared: &Arc<Shared>, req: &Incoming, rest: &[&str], format: Format) ->
                 .get(*id)
                 .map_or_else(not_found, |h| wire::object(200, &render::host(&state, h), format))
         }
+        (&Method::GET, [id, "devices", rest @ ..]) => {
+            crate::api_workload::host_devices_of_host(&shared.lock(), id, rest, format)
+        }
         (&Method::POST, [id, verb @ ("deactivate" | "activate")]) => {
             let action: model::Action = if req.body.iter().all(|b| b.is_ascii_whitespace()) {
                 model::Action::default()

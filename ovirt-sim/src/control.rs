@@ -405,6 +405,12 @@ impl Control {
                 .find(|x| x.name == name)
                 .map(|x| x.id.clone()),
             "template" => state.templates.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "host" => state.hosts.values().find(|x| x.name == name).map(|x| x.id.clone()),
+            "instancetype" => state
+                .instance_types
+                .values()
+                .find(|x| x.name == name)
+                .map(|x| x.id.clone()),
             "vm" => state.vms.values().find(|x| x.name == name).map(|x| x.id.clone()),
             _ => None,
         }

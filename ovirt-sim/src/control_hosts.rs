@@ -10,6 +10,17 @@ use crate::control::Control;
 use crate::engine;
 use crate::request::Incoming;
 use crate::state::{AffinityGroupSnapshot, HostSnapshot};
+
+/// A device of a host as tests see it.
+#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
+pub struct HostDeviceSnapshot {
+    pub name: String,
+    /// The name of the running VM that holds it (passed through, or a vGPU instance on it).
+    pub held_by: Option<String>,
+    pub taken_elsewhere: bool,
+    /// Free instances per mdev type it offers.
+    pub mdev_available: Vec<(String, u32)>,
+}
 use crate::wire::Reply;
 
 impl Control {
@@ -44,9 +55,13 @@ impl Control {
         self.on_host(name, engine::activate_host)
     }
 
-    /// The engine loses contact with the host: `non_responsive`, its VMs `unknown`.
+    /// The engine loses contact with the host: `non_responsive`, its VMs `unknown`; highly available VMs with a
+    /// lease are restarted on another host after [`crate::Timings::ha_restart_ms`].
     pub fn lose_host(&self, name: &str) -> Result<(), String> {
-        self.on_host(name, engine::host_lost)
+        let timings = self.shared.timings();
+        let scheduled = self.on_host(name, |state, id| engine::host_lost(state, &timings, id))?;
+        self.shared.schedule(scheduled);
+        Ok(())
     }
 
     /// A host that was non-responsive answers again; its VMs are `up` again.
@@ -54,9 +69,55 @@ impl Control {
         self.on_host(name, engine::host_back)
     }
 
-    /// The host is fenced: its VMs are down and off it, the host up.
+    /// The host is fenced: its VMs are down and off it, highly available ones restarted on other hosts, the host
+    /// up.
     pub fn fence_host(&self, name: &str) -> Result<(), String> {
-        self.on_host(name, engine::fence_host)
+        let timings = self.shared.timings();
+        let scheduled = self.on_host(name, |state, id| engine::fence_host(state, &timings, id))?;
+        self.shared.schedule(scheduled);
+        Ok(())
+    }
+
+    /// The devices of a host, with who holds each and the free instances of each mdev type.
+    pub fn host_devices(&self, host: &str) -> Result<Vec<HostDeviceSnapshot>, String> {
+        let state = self.shared.lock();
+        let record = state
+            .hosts
+            .values()
+            .find(|h| h.name == host)
+            .ok_or_else(|| format!("no host {host:?}"))?;
+        Ok(record
+            .devices
+            .iter()
+            .map(|d| HostDeviceSnapshot {
+                name: d.name.clone(),
+                held_by: state.device_holder(&record.id, &d.name).map(|vm| vm.name.clone()),
+                taken_elsewhere: d.taken_elsewhere,
+                mdev_available: d
+                    .mdev_types
+                    .iter()
+                    .map(|t| (t.name.clone(), state.mdev_available(&record.id, d, &t.name)))
+                    .collect(),
+            })
+            .collect())
+    }
+
+    /// Something outside the engine's VMs takes (`true`) or frees (`false`) a device of a host: a taken device is
+    /// unavailable to VMs, for passthrough and for vGPU instances alike.
+    pub fn set_host_device_taken(&self, host: &str, device: &str, taken: bool) -> Result<(), String> {
+        let mut state = self.shared.lock();
+        let record = state
+            .hosts
+            .values_mut()
+            .find(|h| h.name == host)
+            .ok_or_else(|| format!("no host {host:?}"))?;
+        let device = record
+            .devices
+            .iter_mut()
+            .find(|d| d.name == device)
+            .ok_or_else(|| format!("no device {device:?} on host {host:?}"))?;
+        device.taken_elsewhere = taken;
+        Ok(())
     }
 
     /// Every affinity group of the engine, by name.
@@ -119,7 +180,8 @@ pub fn handles(path: &[&str]) -> bool {
     matches!(path, ["hosts", ..] | ["affinitygroups"] | ["storagedomains", ..])
 }
 
-/// `/sim/hosts[/{name}/{maintenance|activate|lose|recover|fence}]`, `/sim/affinitygroups`,
+/// `/sim/hosts[/{name}/{maintenance|activate|lose|recover|fence}]`, `/sim/hosts/{name}/devices[/{device}/{take|free}]`,
+/// `/sim/affinitygroups`,
 /// `/sim/storagedomains/{name}/available`.
 pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
     let outcome = match (&req.method, path) {
@@ -130,6 +192,15 @@ pub fn handle(control: &Control, req: &Incoming, path: &[&str]) -> Reply {
         (&Method::POST, ["hosts", name, "lose"]) => control.lose_host(name),
         (&Method::POST, ["hosts", name, "recover"]) => control.recover_host(name),
         (&Method::POST, ["hosts", name, "fence"]) => control.fence_host(name),
+        (&Method::GET, ["hosts", name, "devices"]) => {
+            return match control.host_devices(name) {
+                Ok(devices) => Reply::json(200, &json!(devices)),
+                Err(error) => Reply::json(404, &json!({"error": error})),
+            };
+        }
+        (&Method::POST, ["hosts", name, "devices", device, verb @ ("take" | "free")]) => {
+            control.set_host_device_taken(name, device, *verb == "take")
+        }
         (&Method::POST | &Method::PUT, ["storagedomains", name, "available"]) => {
             match serde_json::from_slice::<Available>(&req.body) {
                 Ok(available) => control.set_storage_available(name, available.bytes),

@@ -24,7 +24,6 @@ fn elements(up: bool) -> Value {
             "smartcard_enabled": false,
             "type": "vnc"
         },
-        "high_availability": {"enabled": false, "priority": 0},
         "io": {"threads": 1},
         "large_icon": {"@href": "/ovirt-engine/api/icons/b34cbd6a-a64b-4718-a0bb-f7166f6c5f55",
                        "@id": "b34cbd6a-a64b-4718-a0bb-f7166f6c5f55"},

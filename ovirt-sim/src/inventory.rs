@@ -24,6 +24,164 @@ pub struct Inventory {
     pub affinity_labels: Vec<AffinityLabelSeed>,
     /// Affinity groups made by someone else than CAPOV (an administrator), seeded after the VMs they name.
     pub affinity_groups: Vec<AffinityGroupSeed>,
+    /// Instance types (named sizes); the default inventory has the engine's five (Tiny to XLarge).
+    pub instance_types: Vec<InstanceTypeSeed>,
+}
+
+/// A device of a host: a PCI card for passthrough, or a GPU that also offers mediated-device (vGPU) types.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostDeviceSeed {
+    /// libvirt's name, e.g. `pci_0000_3b_00_0`.
+    pub name: String,
+    pub capability: String,
+    pub vendor_id: String,
+    pub vendor_name: String,
+    pub product_id: String,
+    pub product_name: String,
+    /// Devices of one IOMMU group go to a VM together.
+    pub iommu_group: Option<u32>,
+    pub driver: Option<String>,
+    pub parent: Option<String>,
+    pub mdev_types: Vec<MdevTypeSeed>,
+}
+
+impl Default for HostDeviceSeed {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            capability: "pci".into(),
+            vendor_id: "0x10de".into(),
+            vendor_name: "NVIDIA Corporation".into(),
+            product_id: "0x1eb8".into(),
+            product_name: "TU104GL [Tesla T4]".into(),
+            iommu_group: None,
+            driver: Some("nvidia".into()),
+            parent: Some("computer".into()),
+            mdev_types: Vec::new(),
+        }
+    }
+}
+
+impl HostDeviceSeed {
+    /// A Tesla T4 at PCI address `bus` (e.g. `3b`) in IOMMU group `group`, offering `mdev_types`.
+    pub fn gpu(bus: &str, group: u32, mdev_types: Vec<MdevTypeSeed>) -> Self {
+        Self {
+            name: format!("pci_0000_{bus}_00_0"),
+            iommu_group: Some(group),
+            mdev_types,
+            ..Self::default()
+        }
+    }
+}
+
+/// A mediated-device type a device offers, and how many instances of it the device can make.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MdevTypeSeed {
+    pub name: String,
+    pub human_readable_name: String,
+    pub description: String,
+    pub instances: u32,
+}
+
+impl MdevTypeSeed {
+    pub fn new(name: &str, human_readable_name: &str, instances: u32) -> Self {
+        Self {
+            name: name.into(),
+            human_readable_name: human_readable_name.into(),
+            description: String::new(),
+            instances,
+        }
+    }
+}
+
+/// A named size: what a VM made with it takes over the request's values.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InstanceTypeSeed {
+    pub id: Option<String>,
+    pub name: String,
+    pub description: String,
+    pub memory_bytes: u64,
+    /// None: all of its memory.
+    pub guaranteed_bytes: Option<u64>,
+    pub sockets: u32,
+    pub cores: u32,
+    pub threads: u32,
+    pub high_availability: bool,
+    pub priority: i32,
+    pub affinity: String,
+}
+
+impl Default for InstanceTypeSeed {
+    fn default() -> Self {
+        Self {
+            id: None,
+            name: String::new(),
+            description: String::new(),
+            memory_bytes: GIB,
+            guaranteed_bytes: None,
+            sockets: 1,
+            cores: 1,
+            threads: 1,
+            high_availability: false,
+            priority: 0,
+            affinity: "migratable".into(),
+        }
+    }
+}
+
+/// The instance types every engine ships (`packaging/dbscripts/data/01100_insert_vm_static.sql`): Tiny, Small,
+/// Medium, Large and XLarge, with their ids.
+pub fn predefined_instance_types() -> Vec<InstanceTypeSeed> {
+    [
+        (
+            "00000003-0003-0003-0003-0000000000be",
+            "Tiny",
+            512u64,
+            1u32,
+            "Tiny instance type",
+        ),
+        (
+            "00000005-0005-0005-0005-0000000002e6",
+            "Small",
+            2048,
+            1,
+            "Small instance type",
+        ),
+        (
+            "00000007-0007-0007-0007-00000000010a",
+            "Medium",
+            4096,
+            2,
+            "Medium instance type",
+        ),
+        (
+            "00000009-0009-0009-0009-0000000000f1",
+            "Large",
+            8192,
+            2,
+            "Large instance type",
+        ),
+        (
+            "0000000b-000b-000b-000b-00000000021f",
+            "XLarge",
+            16384,
+            4,
+            "Extra Large instance type",
+        ),
+    ]
+    .into_iter()
+    .map(|(id, name, memory_mib, sockets, description)| InstanceTypeSeed {
+        id: Some(id.into()),
+        name: name.into(),
+        description: description.into(),
+        memory_bytes: memory_mib << 20,
+        sockets,
+        ..InstanceTypeSeed::default()
+    })
+    .collect()
 }
 
 /// A hypervisor of a cluster.
@@ -41,6 +199,8 @@ pub struct HostSeed {
     pub threads: u32,
     /// Names of the affinity labels the host carries.
     pub labels: Vec<String>,
+    /// Its devices (PCI cards, GPUs and their mdev types).
+    pub devices: Vec<HostDeviceSeed>,
 }
 
 impl Default for HostSeed {
@@ -55,6 +215,7 @@ impl Default for HostSeed {
             cores: 16,
             threads: 2,
             labels: Vec::new(),
+            devices: Vec::new(),
         }
     }
 }
@@ -156,7 +317,9 @@ pub struct TemplateSeed {
     pub name: String,
     pub cluster: Option<String>,
     pub status: String,
+    /// Versions of one name share it; version 1 is the base the others name (`base_template`).
     pub version_number: u32,
+    pub version_name: Option<String>,
     pub memory_bytes: u64,
     pub disks: Vec<TemplateDiskSeed>,
     pub nics: Vec<TemplateNicSeed>,
@@ -176,6 +339,7 @@ impl Default for TemplateSeed {
             cluster: None,
             status: "ok".into(),
             version_number: 1,
+            version_name: None,
             memory_bytes: 4 * GIB,
             disks: Vec::new(),
             nics: Vec::new(),
@@ -330,6 +494,7 @@ pub fn default_inventory() -> Inventory {
             .collect(),
         affinity_labels: Vec::new(),
         affinity_groups: Vec::new(),
+        instance_types: predefined_instance_types(),
     }
 }
 
@@ -464,6 +629,27 @@ pub fn seed(state: &mut State, inventory: &Inventory) -> Result<(), String> {
     for host in &inventory.hosts {
         seed_host(state, host)?;
     }
+    for instance_type in &inventory.instance_types {
+        let id = id_or_new(&instance_type.id);
+        state.instance_types.insert(
+            id.clone(),
+            InstanceTypeRecord {
+                id,
+                name: instance_type.name.clone(),
+                description: instance_type.description.clone(),
+                memory: instance_type.memory_bytes,
+                guaranteed: instance_type.guaranteed_bytes.unwrap_or(instance_type.memory_bytes),
+                sockets: instance_type.sockets,
+                cores: instance_type.cores,
+                threads: instance_type.threads,
+                high_availability: HighAvailability {
+                    enabled: instance_type.high_availability,
+                    priority: instance_type.priority,
+                },
+                affinity: instance_type.affinity.clone(),
+            },
+        );
+    }
     for vm in &inventory.vms {
         seed_vm(state, vm)?;
     }
@@ -540,6 +726,32 @@ fn seed_host(state: &mut State, seed: &HostSeed) -> Result<(), String> {
             sockets: seed.sockets,
             cores: seed.cores,
             threads: seed.threads,
+            devices: seed
+                .devices
+                .iter()
+                .map(|d| HostDeviceRecord {
+                    name: d.name.clone(),
+                    capability: d.capability.clone(),
+                    vendor_id: d.vendor_id.clone(),
+                    vendor_name: d.vendor_name.clone(),
+                    product_id: d.product_id.clone(),
+                    product_name: d.product_name.clone(),
+                    iommu_group: d.iommu_group,
+                    driver: d.driver.clone(),
+                    parent: d.parent.clone(),
+                    mdev_types: d
+                        .mdev_types
+                        .iter()
+                        .map(|t| MdevTypeRecord {
+                            name: t.name.clone(),
+                            human_readable_name: t.human_readable_name.clone(),
+                            description: t.description.clone(),
+                            max_instances: t.instances,
+                        })
+                        .collect(),
+                    taken_elsewhere: false,
+                })
+                .collect(),
         },
     );
     Ok(())
@@ -626,7 +838,7 @@ fn seed_template(state: &mut State, template: &TemplateSeed) -> Result<(), Strin
             cluster_id,
             status: template.status.clone(),
             version_number: template.version_number,
-            version_name: None,
+            version_name: template.version_name.clone(),
             base_template_id: base_template_id.or(Some(id)),
             memory: template.memory_bytes,
             sockets: 1,
@@ -748,6 +960,13 @@ fn seed_vm(state: &mut State, seed: &VmSeed) -> Result<(), String> {
         placement: Placement {
             host,
             migrating_to: None,
+        },
+        workload: VmWorkload {
+            high_availability: HighAvailability {
+                enabled: false,
+                priority: 1,
+            },
+            ..VmWorkload::default()
         },
     });
     Ok(())

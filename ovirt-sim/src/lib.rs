@@ -11,6 +11,7 @@
 
 mod api;
 mod api_placement;
+mod api_workload;
 mod control;
 mod control_hosts;
 mod engine;
@@ -34,15 +35,17 @@ pub mod tls;
 mod wire;
 
 pub use control::Control;
+pub use control_hosts::HostDeviceSnapshot;
 pub use engine::Timings;
 pub use faults::{BodyFault, FaultInjection, SlowReplies, SsoErrorStyle};
 pub use inventory::{
-    AffinityGroupSeed, AffinityLabelSeed, ClusterSeed, DataCenterSeed, GIB, HostSeed, Inventory, NetworkSeed,
-    StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed, TemplateSeed, VmSeed, VnicProfileSeed, default_inventory,
+    AffinityGroupSeed, AffinityLabelSeed, ClusterSeed, DataCenterSeed, GIB, HostDeviceSeed, HostSeed, InstanceTypeSeed,
+    Inventory, MdevTypeSeed, NetworkSeed, StorageDomainSeed, TemplateDiskSeed, TemplateNicSeed, TemplateSeed, VmSeed,
+    VnicProfileSeed, default_inventory, predefined_instance_types,
 };
 pub use server::{Simulator, SimulatorBuilder, SimulatorHandle};
 pub use shared::WriteRecord;
 pub use state::{
-    AffinityGroupSnapshot, Delivered, DiskSnapshot, EngineVersion, HostSnapshot, InitNetwork, InitNic, NicSnapshot,
-    Protocol, Rule, Transition, VmSnapshot,
+    AffinityGroupSnapshot, Delivered, DiskSnapshot, EngineVersion, HighAvailability, HostSnapshot, InitNetwork,
+    InitNic, NicSnapshot, Protocol, Rule, Transition, VmSnapshot, device_id,
 };

@@ -542,15 +542,34 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         ),
         cpu: Some(Cpu {
             architecture: Some("x86_64".into()),
+            mode: v.workload.cpu_mode.clone(),
             topology: Some(CpuTopology {
                 cores: Some(v.cores),
                 sockets: Some(v.sockets),
                 threads: Some(v.threads),
             }),
+            cpu_tune: cpu_tune(&v.workload.cpu_pinning),
             ..Cpu::default()
         }),
         creation_time: Some(format_time(v.creation_time)),
+        custom_cpu_model: v.workload.custom_cpu_model.clone(),
+        // `VmMapper` maps the properties string; an empty one gives no element.
+        custom_properties: (!v.workload.custom_properties.is_empty()).then(|| CustomProperties {
+            items: v
+                .workload
+                .custom_properties
+                .iter()
+                .map(|(name, value)| CustomProperty::new(name.clone(), value.clone()))
+                .collect(),
+        }),
         fqdn: (v.ips_reported).then(|| format!("{}.sim.local", v.name)),
+        high_availability: Some(capov_ovirt::model::HighAvailability {
+            enabled: Some(v.workload.high_availability.enabled),
+            priority: Some(v.workload.high_availability.priority),
+        }),
+        lease: v.workload.lease_domain_id.as_ref().map(|sd| StorageDomainLease {
+            storage_domain: Some(linked("storagedomains", sd)),
+        }),
         initialization: (v.custom_script.is_some() || v.host_name.is_some() || v.init_network != Default::default())
             .then(|| Initialization {
                 custom_script: v.custom_script.clone(),
@@ -570,9 +589,41 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         }),
         placement_policy: Some(PlacementPolicy {
             affinity: Some(v.affinity.clone().unwrap_or_else(|| "migratable".into())),
+            hosts: (!v.workload.dedicated_hosts.is_empty()).then(|| HostRefs {
+                items: v.workload.dedicated_hosts.iter().map(|h| linked("hosts", h)).collect(),
+            }),
         }),
+        // The 4.4 element from 4.4.8 (model 4.4.32), replaced by `cpu_pinning_policy` in 4.5 (`VmMapper`).
+        auto_pinning_policy: (state.engine_version >= EngineVersion::new(4, 4, 8)
+            && state.engine_version < EngineVersion::new(4, 5, 0))
+        .then(|| AutoPinningPolicy::parse(v.workload.auto_pinning_policy.as_deref().unwrap_or("disabled")))
+        .filter(|p| *p != AutoPinningPolicy::Disabled),
+        cpu_pinning_policy: (state.engine_version >= EngineVersion::new(4, 5, 0))
+            .then(|| CpuPinningPolicy::parse(v.workload.cpu_pinning_policy.as_deref().unwrap_or("none")))
+            .filter(|p| *p != CpuPinningPolicy::None),
+        // `VmMapper.getVmNumaTuneIfApplies`: the mode all its virtual NUMA nodes share, if they share one.
+        numa_tune_mode: {
+            let mut modes: Vec<&str> = v
+                .workload
+                .numa_nodes
+                .iter()
+                .map(|n| n.tune_mode.as_deref().unwrap_or("interleave"))
+                .collect();
+            modes.dedup();
+            match modes.as_slice() {
+                [mode] => Some(NumaTuneMode::parse(mode)),
+                _ => None,
+            }
+        },
         kind: Some(VmType::parse(&v.kind)),
         cluster: Some(linked("clusters", &v.cluster_id)),
+        instance_type: v
+            .workload
+            .instance_type_id
+            .as_ref()
+            .map(|id| linked("instancetypes", id)),
+        // `VmMapper` shows it only for stateless VMs, which the simulator has none of.
+        use_latest_template_version: None,
         // `VmMapper` links the host the VM runs on (`run_on_vds`), none while it is not running.
         host: v.placement.host.as_ref().map(|host| linked("hosts", host)),
         // `VmMapper.mapVmStatus` maps ImageIllegal to nothing: the element is left out.
@@ -598,6 +649,25 @@ pub fn vm(state: &State, v: &VmRecord, follow: VmFollow) -> Vm {
         storage_domain: None,
         template: Some(linked("templates", &v.template_id)),
     }
+}
+
+/// The engine's pinning string as `<cpu_tune>` (`VmMapper.stringToCpuTune`); None without pinning.
+fn cpu_tune(pinning: &str) -> Option<CpuTune> {
+    if pinning.is_empty() {
+        return None;
+    }
+    Some(CpuTune {
+        vcpu_pins: Some(VcpuPins {
+            items: pinning
+                .split('_')
+                .filter_map(|rule| rule.split_once('#'))
+                .map(|(vcpu, set)| VcpuPin {
+                    vcpu: vcpu.parse().ok(),
+                    cpu_set: Some(set.to_string()),
+                })
+                .collect(),
+        }),
+    })
 }
 
 pub fn tag(t: &TagRecord) -> capov_ovirt::model::Tag {

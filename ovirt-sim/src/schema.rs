@@ -22,7 +22,19 @@ const MODEL_JSON: &str = include_str!("../model/ovirt-api-model-derived.json");
 
 /// Members that exist only from a given engine version: (type, member, first version).
 /// `use_ignition`: added to `VmService.start` for oVirt 4.4.0 (Ignition support came with 4.4).
-const SINCE: &[(&str, &str, EngineVersion)] = &[("Action", "use_ignition", EngineVersion::new(4, 4, 0))];
+/// `auto_pinning_policy` on VMs and templates: API model 4.4.32, first in engine 4.4.8 (4.4.8.3 took model 4.4.34).
+/// `cpu_pinning_policy` (model 4.5.2) and `mediated_devices` (model 4.5.4): engine 4.5.0.
+const SINCE: &[(&str, &str, EngineVersion)] = &[
+    ("Action", "use_ignition", EngineVersion::new(4, 4, 0)),
+    ("Vm", "auto_pinning_policy", EngineVersion::new(4, 4, 8)),
+    ("Template", "auto_pinning_policy", EngineVersion::new(4, 4, 8)),
+    ("InstanceType", "auto_pinning_policy", EngineVersion::new(4, 4, 8)),
+    ("Vm", "cpu_pinning_policy", EngineVersion::new(4, 5, 0)),
+    ("Template", "cpu_pinning_policy", EngineVersion::new(4, 5, 0)),
+    ("InstanceType", "cpu_pinning_policy", EngineVersion::new(4, 5, 0)),
+    ("Vm", "mediated_devices", EngineVersion::new(4, 5, 0)),
+    ("Template", "mediated_devices", EngineVersion::new(4, 5, 0)),
+];
 
 /// Elements every `BaseResource` carries besides the model's members (`api.xsd`: `actions`, `link`, `creation_status`).
 const BASE_RESOURCE_ELEMENTS: &[&str] = &["actions", "link", "creation_status"];

@@ -162,6 +162,10 @@ fn decode_all(bytes: &[u8]) {
     let _ = from_xml::<Action>(bytes);
     let _ = from_xml::<Templates>(bytes);
     let _ = from_xml::<Clusters>(bytes);
+    let _ = from_xml::<HostDevices>(bytes);
+    let _ = from_xml::<VmMediatedDevices>(bytes);
+    let _ = from_xml::<InstanceTypes>(bytes);
+    let _ = from_xml::<VirtualNumaNodes>(bytes);
 }
 
 /// Truncations, byte flips, splices and random bytes of every fixture: decoding returns
@@ -179,6 +183,11 @@ fn fuzz_decoders_never_panic() {
         "fault.xml",
         "action_failed.xml",
         "reporteddevices.xml",
+        "host_devices.xml",
+        "vm_mediated_devices.xml",
+        "instance_types.xml",
+        "vm_workload.xml",
+        "templates_versions.xml",
     ];
     let mut rng = fastrand::Rng::with_seed(0x0f1c_a7e5);
     let corpus: Vec<Vec<u8>> = names.iter().map(|n| fixture(n)).collect();
@@ -232,6 +241,20 @@ fn captured_engine_samples_decode() {
     let vm: Vm = from_xml(&reference_sample("vm.xml")).unwrap();
     rooted::<Vm>(&reference_sample("vm.xml"), "vm.xml");
     assert_eq!(vm.status, Some(VmStatus::Down));
+    // The recorded engine's high availability and placement, as the workload settings read them.
+    assert_eq!(
+        vm.high_availability,
+        Some(HighAvailability {
+            enabled: Some(false),
+            priority: Some(1)
+        })
+    );
+    assert_eq!(
+        vm.placement_policy.as_ref().and_then(|p| p.affinity.as_deref()),
+        Some("migratable")
+    );
+    assert_eq!(vm.memory_policy.as_ref().and_then(|p| p.ballooning), Some(true));
+    assert_eq!(vm.lease, None);
     assert!(!vm.disk_attachments.unwrap().items.is_empty());
     assert!(!vm.nics.unwrap().items.is_empty());
     let attachments: DiskAttachments = from_xml(&reference_sample("vm_diskattachments.xml")).unwrap();

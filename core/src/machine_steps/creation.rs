@@ -224,6 +224,7 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat, network: GuestNe
         name: o.vm_name(),
         description: o.owner.marker(),
         ovirt_cluster: o.failure_domain.ovirt_cluster(&s.ovirtcluster).to_string(),
+        ovirt_cluster_domain: o.failure_domain.ovirt_cluster_domain().map(String::from),
         template: s.template.clone(),
         vm_type: s.vmtype,
         cpu: s.cpu.clone(),

@@ -92,6 +92,8 @@ pub struct CreateVmPlan {
     /// The ownership marker ([`crate::trust::identity::OwnerIdentity::marker`]).
     pub description: String,
     pub ovirt_cluster: String,
+    /// The failure domain `ovirt_cluster` comes from; None: from spec.ovirtcluster (what ClusterNotFound says to fix).
+    pub ovirt_cluster_domain: Option<String>,
     pub template: String,
     pub vm_type: VmType,
     pub cpu: Option<CpuTopology>,

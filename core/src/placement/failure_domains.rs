@@ -84,12 +84,36 @@ impl FailureDomainChoice {
         }
     }
 
+    /// The domain's name when its `ovirtcluster` is the one a new VM goes to (not spec.ovirtcluster).
+    pub fn ovirt_cluster_domain(&self) -> Option<&str> {
+        match self {
+            FailureDomainChoice::Found(FailureDomainPlacement {
+                name,
+                ovirtcluster: Some(_),
+                ..
+            }) => Some(name),
+            _ => None,
+        }
+    }
+
     /// The domain's name when the machine is in one CAPOV knows.
     pub fn name(&self) -> Option<&str> {
         match self {
             FailureDomainChoice::Found(placement) => Some(&placement.name),
             _ => None,
         }
+    }
+}
+
+/// ClusterNotFound's message: what to fix is where the name came from, the failure domain (`domain`) or the
+/// machine's spec.ovirtcluster.
+pub fn cluster_not_found_message(cluster: &str, domain: Option<&str>) -> String {
+    match domain {
+        Some(domain) => format!(
+            "cluster {cluster:?} not found in oVirt: it is the ovirtcluster of failure domain {domain:?} in the \
+             OVirtCluster's spec.failureDomains: fix it there (or create that cluster in oVirt)"
+        ),
+        None => format!("cluster {cluster:?} not found in oVirt: fix spec.ovirtcluster"),
     }
 }
 
@@ -146,5 +170,29 @@ mod tests {
                 known: vec!["a".into(), "b".into()]
             }
         );
+    }
+
+    #[test]
+    fn cluster_not_found_names_the_failure_domain_when_the_cluster_comes_from_one() {
+        let spec = [
+            domain("site-2", Some("Site2"), None, None),
+            domain("rack-b", None, Some("rack-b"), None),
+        ];
+        let site = resolve(Some("site-2"), &spec);
+        assert_eq!(site.ovirt_cluster_domain(), Some("site-2"));
+        let message = cluster_not_found_message(site.ovirt_cluster("Default"), site.ovirt_cluster_domain());
+        assert!(
+            message.contains("\"Site2\"") && message.contains("\"site-2\""),
+            "{message}"
+        );
+        assert!(message.contains("spec.failureDomains"), "{message}");
+        assert!(!message.contains("spec.ovirtcluster"), "{message}");
+
+        // A host-label domain, or none: the name is spec.ovirtcluster's, and so is the fix.
+        for choice in [resolve(Some("rack-b"), &spec), resolve(None, &spec)] {
+            assert_eq!(choice.ovirt_cluster_domain(), None);
+            let message = cluster_not_found_message(choice.ovirt_cluster("Default"), choice.ovirt_cluster_domain());
+            assert_eq!(message, "cluster \"Default\" not found in oVirt: fix spec.ovirtcluster");
+        }
     }
 }

@@ -6,6 +6,7 @@ mod macros;
 
 pub mod api;
 pub mod common;
+pub mod devices;
 pub mod disk;
 pub mod inventory;
 pub mod placement;
@@ -13,6 +14,7 @@ pub mod vm;
 
 pub use api::*;
 pub use common::*;
+pub use devices::*;
 pub use disk::*;
 pub use inventory::*;
 pub use placement::*;
@@ -39,6 +41,10 @@ macros::roots!(
     Host = "host",
     AffinityGroup = "affinity_group",
     AffinityLabel = "affinity_label",
+    HostDevice = "host_device",
+    VmMediatedDevice = "vm_mediated_device",
+    VirtualNumaNode = "vm_numa_node",
+    InstanceType = "instance_type",
 );
 
 /// Id of the Blank template, the `template` of every VM created with `clone=true`.

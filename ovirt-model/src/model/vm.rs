@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::common::{Actions, Link, Mac, Ref};
 use super::disk::DiskAttachments;
 use super::macros::{collection, string_enum};
+use super::placement::HostRefs;
 
 string_enum!(
     /// `vm_status` of the engine.
@@ -65,12 +66,148 @@ pub struct CpuTopology {
 pub struct Cpu {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architecture: Option<String>,
+    /// `host_passthrough` | `host_model` | `custom` ([`CpuMode`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<CpuTopology>,
+    /// Manual CPU pinning: which host CPUs each virtual CPU may run on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_tune: Option<CpuTune>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+}
+
+string_enum!(
+    /// `cpu_mode`: how the guest sees the host's CPU.
+    CpuMode {
+        Custom = "custom",
+        HostModel = "host_model",
+        HostPassthrough = "host_passthrough",
+    }
+);
+
+/// One virtual CPU pinned to a set of host CPUs (`cpu_set` in libvirt's syntax: `1`, `2-3`, `^4`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VcpuPin {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_set: Option<String>,
+}
+
+/// `<vcpu_pins><vcpu_pin/>…</vcpu_pins>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VcpuPins {
+    #[serde(rename = "vcpu_pin", default)]
+    pub items: Vec<VcpuPin>,
+}
+
+/// `<cpu_tune>` of a VM's `<cpu>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuTune {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpu_pins: Option<VcpuPins>,
+}
+
+impl CpuTune {
+    /// The engine's pinning string (`0#1_1#2-3`), as it stores `cpu_tune` (`VmMapper.cpuTuneToString`).
+    pub fn to_pinning_string(&self) -> String {
+        self.vcpu_pins
+            .iter()
+            .flat_map(|pins| pins.items.iter())
+            .map(|pin| {
+                format!(
+                    "{}#{}",
+                    pin.vcpu.map(|v| v.to_string()).unwrap_or_default(),
+                    pin.cpu_set.as_deref().unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("_")
+    }
+}
+
+string_enum!(
+    /// `auto_pinning_policy` (engines 4.4.3 as a `POST /vms` parameter, 4.4.8 as a VM element; deprecated in 4.5 for
+    /// `cpu_pinning_policy`): `existing` pins to the host's current topology, `adjust` also resizes the VM to it.
+    AutoPinningPolicy {
+        Disabled = "disabled",
+        Existing = "existing",
+        Adjust = "adjust",
+    }
+);
+
+string_enum!(
+    /// `cpu_pinning_policy` (engines 4.5 and later).
+    CpuPinningPolicy {
+        None = "none",
+        Manual = "manual",
+        ResizeAndPinNuma = "resize_and_pin_numa",
+        Dedicated = "dedicated",
+        IsolateThreads = "isolate_threads",
+    }
+);
+
+string_enum!(
+    /// `numa_tune_mode` of a VM and its virtual NUMA nodes.
+    NumaTuneMode {
+        Strict = "strict",
+        Interleave = "interleave",
+        Preferred = "preferred",
+    }
+);
+
+/// `<high_availability>`: the engine restarts the VM when it goes down unexpectedly (its host lost or fenced), in
+/// `priority` order (higher first).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HighAvailability {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+}
+
+/// `<lease><storage_domain id/></lease>`: a VM lease on a data domain, so that the VM never runs twice.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageDomainLease {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_domain: Option<Ref>,
+}
+
+/// One custom property (`hugepages`, `mdev_type`, …).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CustomProperty {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+impl CustomProperty {
+    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Self {
+        Self {
+            name: Some(name.into()),
+            value: Some(value.into()),
+        }
+    }
+}
+
+/// `<custom_properties><custom_property/>…</custom_properties>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CustomProperties {
+    #[serde(rename = "custom_property", default)]
+    pub items: Vec<CustomProperty>,
+}
+
+impl CustomProperties {
+    /// The value of the property `name`, if set.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.items
+            .iter()
+            .find(|p| p.name.as_deref() == Some(name))
+            .and_then(|p| p.value.as_deref())
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -88,6 +225,9 @@ pub struct PlacementPolicy {
     /// migratable | user_migratable | pinned
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<String>,
+    /// The hosts the VM may run on (the engine's dedicated hosts); host devices need exactly one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<HostRefs>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -190,10 +330,19 @@ pub struct Vm {
     pub cpu: Option<Cpu>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_time: Option<String>,
+    /// The CPU model of a `custom` CPU mode (e.g. `Skylake-Server`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_cpu_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_properties: Option<CustomProperties>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fqdn: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high_availability: Option<HighAvailability>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<Initialization>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<StorageDomainLease>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,10 +351,24 @@ pub struct Vm {
     pub os: Option<OperatingSystem>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_policy: Option<PlacementPolicy>,
+    /// Engines 4.4.8 to 4.4.x; 4.5 maps it onto `cpu_pinning_policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_pinning_policy: Option<AutoPinningPolicy>,
+    /// Engines 4.5 and later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pinning_policy: Option<CpuPinningPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_tune_mode: Option<NumaTuneMode>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<VmType>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Ref>,
+    /// The instance type the VM was made with; its values win over the request's for the fields it sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<Ref>,
+    /// Follow the newest version of its template (a stateless pool setting; CAPOV pins versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_latest_template_version: Option<bool>,
     /// The host the VM runs on; absent while it is not running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<Ref>,

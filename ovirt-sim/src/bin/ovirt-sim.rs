@@ -56,6 +56,9 @@ struct Args {
     /// Live migration of a VM off a host going into maintenance, in ms.
     #[arg(long, default_value_t = 5000)]
     migration_ms: u64,
+    /// From losing a host until its highly available VMs with a lease are restarted elsewhere, in ms.
+    #[arg(long, default_value_t = 30000)]
+    ha_restart_ms: u64,
     /// Bandwidth of each storage domain for the disk copies of cloned VMs, in MiB/s, shared by the copies running
     /// at once (0 = unlimited: a clone takes twice --image-locked-ms).
     #[arg(long, default_value_t = 1024)]
@@ -85,6 +88,7 @@ async fn main() {
         disk_operation_ms: args.disk_op_ms,
         shutdown_ms: args.shutdown_ms,
         migration_ms: args.migration_ms,
+        ha_restart_ms: args.ha_restart_ms,
         storage_mib_per_second: args.storage_mib_per_second,
     });
     builder = builder.engine_version(args.engine_version);

@@ -36,9 +36,34 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
     let initialization = request.initialization.clone().unwrap_or_default();
     // The REST layer maps the request before any command runs: its refusals come first.
     let init_network = super::init_network::from_request(&initialization)?;
-    let template = requested_template(state, template_ref)?;
+    let template = requested_template(state, template_ref, &cluster.data_center_id)?;
+    // The REST layer resolves the instance type and the dedicated hosts before the command: unknown ones are 404s.
+    let instance_type = super::workload::requested_instance_type(state, request)?;
+    let dedicated_hosts = super::workload::requested_hosts(state, request.placement_policy.as_ref())?;
     check_name_and_description(state, &name, request, &cluster.data_center_id)?;
-    let sizing = Sizing::of(request, template.as_ref())?;
+    let mut sizing = Sizing::of(request, template.as_ref());
+    let base = VmWorkload {
+        high_availability: HighAvailability {
+            enabled: false,
+            priority: 1,
+        },
+        ..VmWorkload::default()
+    };
+    let mut workload = super::workload::requested_workload(request, &base, state.engine_version);
+    workload.dedicated_hosts = dedicated_hosts;
+    let mut affinity = request.placement_policy.as_ref().and_then(|p| p.affinity.clone());
+    if let Some(instance_type) = &instance_type {
+        sizing.memory = instance_type.memory;
+        sizing.guaranteed = instance_type.guaranteed;
+        sizing.sockets = instance_type.sockets;
+        sizing.cores = instance_type.cores;
+        sizing.threads = instance_type.threads;
+        super::workload::apply_instance_type(instance_type, &mut workload, &mut affinity);
+    }
+    // `AddVmCommand.validate`, in its order.
+    super::workload::check_priority(workload.high_availability.priority)?;
+    super::workload::check_custom_properties("add", &workload.custom_properties)?;
+    super::workload::check_dedicated_hosts(state, "add", &workload.dedicated_hosts, &cluster.id)?;
     if let Some(template) = &template
         && template.status == "locked"
     {
@@ -47,6 +72,18 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
             "Cannot add VM: Template is locked. Please try again in a few minutes.",
         ));
     }
+    super::workload::check_cpu_pinning(
+        &workload.cpu_pinning,
+        &workload.dedicated_hosts,
+        sizing.sockets * sizing.cores * sizing.threads,
+    )?;
+    if sizing.guaranteed > sizing.memory {
+        return Err(operation_failed(
+            400,
+            "Cannot add VM. Physical Memory Guaranteed cannot exceed Memory Size.",
+        ));
+    }
+    super::workload::check_lease(state, "add", &workload, &cluster.data_center_id)?;
 
     super::init_network::validate(&init_network, "add")?;
 
@@ -103,7 +140,7 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         sockets: sizing.sockets,
         cores: sizing.cores,
         threads: sizing.threads,
-        affinity: request.placement_policy.as_ref().and_then(|p| p.affinity.clone()),
+        affinity,
         custom_script: initialization.custom_script,
         host_name: initialization.host_name,
         init_network,
@@ -124,6 +161,7 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
         tag_ids: Default::default(),
         created_by: None,
         placement: Placement::default(),
+        workload,
     });
     let scheduled = image_timers(timings, &vm_id, accepted, clone);
     Ok(Added {
@@ -134,7 +172,11 @@ pub fn add_vm(state: &mut State, timings: &Timings, request: &model::Vm, clone: 
 }
 
 /// The template the add names; None for Blank (its id, or its name in any case).
-fn requested_template(state: &State, template_ref: &model::Ref) -> EngineResult<Option<TemplateRecord>> {
+fn requested_template(
+    state: &State,
+    template_ref: &model::Ref,
+    data_center_id: &str,
+) -> EngineResult<Option<TemplateRecord>> {
     let blank_requested = template_ref.id.as_deref() == Some(BLANK_TEMPLATE_ID)
         || template_ref
             .name
@@ -144,7 +186,11 @@ fn requested_template(state: &State, template_ref: &model::Ref) -> EngineResult<
         return Ok(None);
     }
     state
-        .template_by_ref(template_ref.id.as_deref(), template_ref.name.as_deref())
+        .template_by_ref(
+            template_ref.id.as_deref(),
+            template_ref.name.as_deref(),
+            Some(data_center_id),
+        )
         .cloned()
         .map(Some)
         .ok_or_else(|| operation_failed(400, "Cannot add VM. The relevant Template doesn't exist."))
@@ -192,30 +238,24 @@ struct Sizing {
 }
 
 impl Sizing {
-    /// Refused, as by the engine, when the guaranteed memory exceeds the memory.
-    fn of(request: &model::Vm, template: Option<&TemplateRecord>) -> EngineResult<Sizing> {
+    /// What the request asks for (validated by the caller, after an instance type had its say).
+    fn of(request: &model::Vm, template: Option<&TemplateRecord>) -> Sizing {
         let memory = request.memory.or(template.map(|t| t.memory)).unwrap_or(1 << 30);
         let policy = request.memory_policy.clone().unwrap_or_default();
         let guaranteed = policy.guaranteed.unwrap_or(memory);
-        if guaranteed > memory {
-            return Err(operation_failed(
-                400,
-                "Cannot add VM. Physical Memory Guaranteed cannot exceed Memory Size.",
-            ));
-        }
         let topology = request
             .cpu
             .as_ref()
             .and_then(|c| c.topology.clone())
             .unwrap_or_default();
-        Ok(Sizing {
+        Sizing {
             memory,
             guaranteed,
             ballooning: policy.ballooning.unwrap_or(true),
             sockets: topology.sockets.or(template.map(|t| t.sockets)).unwrap_or(1),
             cores: topology.cores.or(template.map(|t| t.cores)).unwrap_or(1),
             threads: topology.threads.or(template.map(|t| t.threads)).unwrap_or(1),
-        })
+        }
     }
 }
 
@@ -503,5 +543,47 @@ mod tests {
         let vm = state.vms.values().find(|vm| vm.name == "worker").unwrap().id.clone();
         state.remove_vm(&vm);
         assert_eq!(data1(&mut state).available, 5 * GIB - 1 + 20 * GIB / 8);
+    }
+
+    #[test]
+    fn by_name_the_newest_version_of_the_vms_data_center() {
+        let (mut state, request) = engine();
+        let inventory = crate::inventory::Inventory {
+            data_centers: vec![crate::inventory::DataCenterSeed {
+                id: None,
+                name: "Remote".into(),
+            }],
+            clusters: vec![crate::inventory::ClusterSeed {
+                id: None,
+                name: "Remote".into(),
+                data_center: "Remote".into(),
+            }],
+            templates: vec![
+                crate::inventory::TemplateSeed {
+                    name: "ubuntu-22.04".into(),
+                    cluster: Some("Default".into()),
+                    version_number: 2,
+                    ..Default::default()
+                },
+                crate::inventory::TemplateSeed {
+                    name: "ubuntu-22.04".into(),
+                    cluster: Some("Remote".into()),
+                    version_number: 7,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        seed(&mut state, &inventory).unwrap();
+        let request = model::Vm {
+            template: Some(Ref::name("ubuntu-22.04")),
+            ..request
+        };
+        let added = add_vm(&mut state, &Timings::fast(), &request, false).unwrap();
+        let template = &state.templates[&state.vms[&added.vm_id].template_id];
+        assert_eq!(
+            template.version_number, 2,
+            "the newest of Default's versions, not Remote's"
+        );
     }
 }

@@ -176,7 +176,7 @@ fn hot_unplug_supported(disk: &DiskRecord, vm_name: &str) -> EngineResult<()> {
 
 /// How the engine names a VM status in its messages (`LocalizedVmStatus`, `VAR__VM_STATUS__*` in
 /// `AppErrors.properties`).
-fn localized_status(status: &VmStatus) -> &'static str {
+pub(super) fn localized_status(status: &VmStatus) -> &'static str {
     match status {
         VmStatus::Unassigned => "Unassigned",
         VmStatus::Down => "Down",

@@ -46,8 +46,9 @@ pub fn activate_host(state: &mut State, host_id: &str) -> EngineResult<()> {
 }
 
 /// The engine lost contact with the host: it is `non_responsive`, and so are its VMs' states (`unknown`): they may
-/// still run, or not, until the host answers again or is fenced.
-pub fn host_lost(state: &mut State, host_id: &str) -> EngineResult<()> {
+/// still run, or not, until the host answers again or is fenced. Highly available VMs with a lease are restarted
+/// elsewhere after `ha_restart_ms` (`engine::ha`).
+pub fn host_lost(state: &mut State, timings: &Timings, host_id: &str) -> EngineResult<Vec<Scheduled>> {
     let host = state.hosts.get_mut(host_id).ok_or(EngineError::NotFound)?;
     host.status = HostStatus::NonResponsive;
     for vm in state.vms.values_mut() {
@@ -56,7 +57,7 @@ pub fn host_lost(state: &mut State, host_id: &str) -> EngineResult<()> {
             vm.status = VmStatus::Unknown;
         }
     }
-    Ok(())
+    Ok(super::ha::lease_restarts(state, timings, host_id))
 }
 
 /// The host answers again: it is up and its VMs, which ran all along, are `up` again.
@@ -73,16 +74,21 @@ pub fn host_back(state: &mut State, host_id: &str) -> EngineResult<()> {
 }
 
 /// The host was fenced (power-cycled through its power management, or "confirm host has been rebooted"): its VMs
-/// are down and no longer on it, and the host comes back up.
-pub fn fence_host(state: &mut State, host_id: &str) -> EngineResult<()> {
+/// are down and no longer on it, the highly available ones are restarted on other hosts (`engine::ha`), and the host
+/// comes back up.
+pub fn fence_host(state: &mut State, timings: &Timings, host_id: &str) -> EngineResult<Vec<Scheduled>> {
     let host = state.hosts.get_mut(host_id).ok_or(EngineError::NotFound)?;
     host.status = HostStatus::Up;
+    let mut highly_available = Vec::new();
     for vm in state.vms.values_mut() {
         if vm.placement.host.as_deref() == Some(host_id) {
             power::power_off(vm);
+            if vm.workload.high_availability.enabled {
+                highly_available.push(vm.id.clone());
+            }
         }
     }
-    Ok(())
+    Ok(super::ha::restart_all(state, timings, highly_available, host_id))
 }
 
 /// Starts a live migration of a running VM to `target`: `migrating` on its source until the transition lands it.
@@ -190,7 +196,7 @@ mod tests {
     #[test]
     fn a_lost_host_leaves_its_vms_unknown_until_it_answers_or_is_fenced() {
         let (mut state, vms, host_1) = engine_with_two_vms_on_host_1();
-        host_lost(&mut state, &host_1).unwrap();
+        host_lost(&mut state, &Timings::fast(), &host_1).unwrap();
         assert_eq!(state.hosts[&host_1].status, HostStatus::NonResponsive);
         assert!(vms.iter().all(|vm| state.vms[vm].status == VmStatus::Unknown));
         assert_eq!(
@@ -203,8 +209,8 @@ mod tests {
         host_back(&mut state, &host_1).unwrap();
         assert!(vms.iter().all(|vm| state.vms[vm].status == VmStatus::Up));
 
-        host_lost(&mut state, &host_1).unwrap();
-        fence_host(&mut state, &host_1).unwrap();
+        host_lost(&mut state, &Timings::fast(), &host_1).unwrap();
+        fence_host(&mut state, &Timings::fast(), &host_1).unwrap();
         for vm in &vms {
             assert_eq!(state.vms[vm].status, VmStatus::Down);
             assert_eq!(state.vms[vm].placement, Placement::default());

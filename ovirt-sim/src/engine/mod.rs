@@ -3,7 +3,9 @@
 
 mod add_vm;
 mod affinity;
+mod devices;
 mod disks;
+mod ha;
 mod hosts;
 pub mod init;
 pub mod init_network;
@@ -12,9 +14,13 @@ mod nics;
 mod power;
 pub mod scheduling;
 mod tags;
+pub mod workload;
 
 pub use add_vm::add_vm;
 pub use affinity::{add_affinity_group, add_affinity_group_vm, remove_affinity_group, remove_affinity_group_vm};
+pub use devices::{
+    add_numa_node, add_vm_host_device, add_vm_mediated_device, remove_vm_host_device, remove_vm_mediated_device,
+};
 pub use disks::{attach_extra_disk, detach_disk, update_disk};
 pub use hosts::{activate_host, deactivate_host, fence_host, host_back, host_lost};
 pub use new_disks::add_vm_disk;
@@ -102,6 +108,9 @@ pub struct Timings {
     pub shutdown_ms: u64,
     /// A live migration, from `migrating` to `up` on the new host.
     pub migration_ms: u64,
+    /// From losing a host until the engine restarts its VMs that hold a lease elsewhere (the engine waits
+    /// `NumberVdsRefreshesBeforeTryToStartUnknownVms` host refreshes, 10 × 3 s).
+    pub ha_restart_ms: u64,
     /// Bandwidth of each storage domain for the disk copies of cloned VMs, in MiB/s, shared evenly by the copies
     /// running at once (`state::copies`); 0 = unlimited (a clone then takes twice `image_locked_ms`).
     pub storage_mib_per_second: u64,
@@ -117,6 +126,7 @@ impl Timings {
             disk_operation_ms: 200,
             shutdown_ms: 200,
             migration_ms: 300,
+            ha_restart_ms: 300,
             storage_mib_per_second: 0,
         }
     }
@@ -132,6 +142,7 @@ impl Timings {
             disk_operation_ms: 1000,
             shutdown_ms: 1000,
             migration_ms: 5000,
+            ha_restart_ms: 30_000,
             storage_mib_per_second: 1024,
         }
     }
@@ -205,23 +216,55 @@ pub const DESCRIPTION_LIMIT: usize = 255;
 
 /// `PUT /vms/{id}`: the fields the simulator lets a client edit (the description). Refused, as by the engine,
 /// while the VM's image is locked, and for a description over 255 characters.
+/// Also high availability (enabled, priority) and the VM lease (`UpdateVmCommand`: a new lease needs high
+/// availability and an active data domain of the VM's data center, and cannot replace another while the VM runs).
 pub fn update_vm(state: &mut State, id: &str, update: &capov_ovirt::model::Vm) -> EngineResult<()> {
-    let vm = vm_mut(state, id)?;
-    if vm.status == VmStatus::ImageLocked {
+    let version = state.engine_version;
+    let (current, data_center_id) = {
+        let vm = state.vms.get(id).ok_or(EngineError::NotFound)?;
+        let data_center_id = state
+            .clusters
+            .get(&vm.cluster_id)
+            .map(|c| c.data_center_id.clone())
+            .unwrap_or_default();
+        (vm.clone(), data_center_id)
+    };
+    if current.status == VmStatus::ImageLocked {
         return Err(operation_failed(
             409,
             "Cannot edit VM. VM is being updated or its image is locked. Please try again in a few minutes.",
         ));
     }
-    if let Some(description) = &update.description {
-        if description.chars().count() > DESCRIPTION_LIMIT {
+    if let Some(description) = &update.description
+        && description.chars().count() > DESCRIPTION_LIMIT
+    {
+        return Err(operation_failed(
+            400,
+            "Cannot edit VM. The given description is too long.",
+        ));
+    }
+    let requested = workload::requested_workload(update, &current.workload, version);
+    let mut workload = current.workload.clone();
+    workload.high_availability = requested.high_availability;
+    workload.lease_domain_id = requested.lease_domain_id;
+    workload::check_priority(workload.high_availability.priority)?;
+    // `UpdateVmCommand.validate`: only a new lease (set and not the one it has) is checked: `canAddLease`, then no
+    // swap of one lease for another while the VM is not down.
+    if workload.lease_domain_id.is_some() && workload.lease_domain_id != current.workload.lease_domain_id {
+        workload::check_lease(state, "edit", &workload, &data_center_id)?;
+        if current.status != VmStatus::Down && current.workload.lease_domain_id.is_some() {
             return Err(operation_failed(
-                400,
-                "Cannot edit VM. The given description is too long.",
+                409,
+                "Cannot edit VM. Hot swapping of VM leases is not supported, please remove the current lease and \
+                 then set a new one.",
             ));
         }
+    }
+    let vm = vm_mut(state, id)?;
+    if let Some(description) = &update.description {
         vm.description = description.clone();
     }
+    vm.workload = workload;
     Ok(())
 }
 
@@ -330,6 +373,7 @@ pub fn apply(state: &mut State, timings: &Timings, scheduled: &Scheduled) -> Vec
             hosts::migrated(state, &scheduled.target);
             Vec::new()
         }
+        Transition::VmLeaseRestart => ha::restart_with_lease(state, timings, &scheduled.target),
         Transition::DiskJobDone | Transition::CopyProgress => Vec::new(),
     }
 }

@@ -167,7 +167,7 @@ fn disk_profile(state: &State, disk: &model::Disk, domain: &StorageDomainRecord)
 }
 
 /// The engine's `StorageDomainStatus` name for a REST status (`maintenance` → `Maintenance`).
-fn status_name(status: &str) -> String {
+pub(super) fn status_name(status: &str) -> String {
     let mut name = String::new();
     for part in status.split('_') {
         let mut chars = part.chars();

@@ -53,11 +53,8 @@ pub fn start_vm(
         super::scheduling::Choice::Host(host) => host,
         super::scheduling::Choice::Refused(lines) => return Err(action_failed(409, &lines.join(", "))),
     };
+    launch_on(state, id, &host);
     let vm = vm_mut(state, id)?;
-    vm.placement = Placement {
-        host: Some(host),
-        migrating_to: None,
-    };
     // What reaches the guest depends on the OS type (`engine::init`); the start succeeds either way.
     let delivered = super::init::deliver(
         &vm.os_type,
@@ -73,18 +70,46 @@ pub fn start_vm(
         None
     });
     vm.delivered = delivered;
-    vm.generation += 1;
-    vm.status = VmStatus::WaitForLaunch;
-    vm.ips_reported = false;
-    vm.start_time = Some(now_millis());
     vm.last_start_init = match (action.use_cloud_init, action.use_ignition, action.use_initialization) {
         (Some(true), _, _) => Some("cloud-init".into()),
         (_, Some(true), _) => Some("ignition".into()),
         (_, _, Some(true)) => Some("initialization".into()),
         _ => None,
     };
-    let generation = vm.generation;
-    Ok(vec![
+    Ok(boot(vm, timings))
+}
+
+/// The VM starts on `host`: placed there, `wait_for_launch`, each of its vGPUs on a device of the host with a free
+/// instance of its type (the scheduler's MDevice filter made sure there is one).
+pub(super) fn launch_on(state: &mut State, id: &str, host: &str) {
+    let mdev_types = state.vms.get(id).map(|vm| vm.workload.mdev_types()).unwrap_or_default();
+    if let Some(vm) = state.vms.get_mut(id) {
+        vm.placement = Placement {
+            host: Some(host.to_string()),
+            migrating_to: None,
+        };
+        vm.workload.mdev_assignments.clear();
+    }
+    for mdev_type in mdev_types {
+        let Some(device) = state.mdev_device_with_room(host, &mdev_type) else {
+            continue;
+        };
+        if let Some(vm) = state.vms.get_mut(id) {
+            vm.workload.mdev_assignments.push((device, mdev_type));
+        }
+    }
+    if let Some(vm) = state.vms.get_mut(id) {
+        vm.generation += 1;
+        vm.status = VmStatus::WaitForLaunch;
+        vm.ips_reported = false;
+        vm.start_time = Some(now_millis());
+    }
+}
+
+/// The boot of a VM that was launched: `powering_up`, `up`, then what its guest agent reports.
+pub(super) fn boot(vm: &VmRecord, timings: &Timings) -> Vec<Scheduled> {
+    let (id, generation) = (vm.id.as_str(), vm.generation);
+    vec![
         later(timings.boot_ms / 3, id, generation, Transition::VmPoweringUp),
         later(timings.boot_ms, id, generation, Transition::VmUp),
         later(
@@ -93,7 +118,7 @@ pub fn start_vm(
             generation,
             Transition::VmDevicesReported,
         ),
-    ])
+    ]
 }
 
 /// `POST /vms/{id}/stop`: power off at once.
@@ -144,6 +169,7 @@ pub(super) fn power_off(vm: &mut VmRecord) {
     vm.generation += 1;
     vm.status = VmStatus::Down;
     vm.placement = Placement::default();
+    vm.workload.mdev_assignments.clear();
     vm.ips_reported = false;
     vm.stop_time = Some(now_millis());
 }

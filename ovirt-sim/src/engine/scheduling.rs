@@ -31,6 +31,11 @@ enum Detail {
     NotEnoughMemory { available_mb: u64 },
     MatchedNegativeRules,
     MissedPositiveRules,
+    NotPinnedToHost,
+    WrongHostForHostDevices,
+    HostDevicesUnavailable,
+    MdevsMissing(String),
+    MdevsUnavailable(String),
 }
 
 impl Detail {
@@ -44,6 +49,12 @@ impl Detail {
             }
             Detail::MatchedNegativeRules => "it matched negative affinity rules ".into(),
             Detail::MissedPositiveRules => "it did not match positive affinity rules ".into(),
+            // The message ends with a full stop of its own, before the line's.
+            Detail::NotPinnedToHost => "the host is not present in the pinning list.".into(),
+            Detail::WrongHostForHostDevices => "the host does not provide requested host devices".into(),
+            Detail::HostDevicesUnavailable => "some of the required host devices are unavailable".into(),
+            Detail::MdevsMissing(types) => format!("some of the required mDev devices are missing ({types})"),
+            Detail::MdevsUnavailable(types) => format!("some of the required mDev devices are unavailable ({types})"),
         }
     }
 }
@@ -91,6 +102,13 @@ pub fn choose_host(
         .collect();
     let mut dropped = Vec::new();
     let vcpus = vm.sockets * vm.cores * vm.threads;
+    // `PinToHostPolicyUnit`: a VM pinned to hosts runs only on them.
+    let dedicated = &vm.workload.dedicated_hosts;
+    if vm.affinity.as_deref() == Some("pinned") && !dedicated.is_empty() {
+        filter(&mut candidates, &mut dropped, "PinToHost", |host| {
+            (!dedicated.iter().any(|d| d == host)).then_some(Detail::NotPinnedToHost)
+        });
+    }
     filter(&mut candidates, &mut dropped, "CPU", |host| {
         (state.hosts.get(host).is_some_and(|h| h.cpus() < vcpus)).then_some(Detail::NotEnoughCores)
     });
@@ -100,6 +118,42 @@ pub fn choose_host(
             available_mb: free / MIB,
         })
     });
+    // `HostDeviceFilterPolicyUnit`: host devices come from the one host the VM is pinned to, and must be free there.
+    if vm.workload.needs_host_devices()
+        && let Some(device_host) = dedicated.first()
+    {
+        filter(&mut candidates, &mut dropped, "HostDevice", |host| {
+            if host != device_host {
+                return Some(Detail::WrongHostForHostDevices);
+            }
+            let all_free = vm
+                .workload
+                .host_devices
+                .iter()
+                .all(|d| state.device_free(host, &d.name, &vm.id));
+            (!all_free).then_some(Detail::HostDevicesUnavailable)
+        });
+    }
+    // `MDevicePolicyUnit`: every mdev type the VM needs offered by the host, with a free instance.
+    let mdev_types = vm.workload.mdev_types();
+    if !mdev_types.is_empty() {
+        filter(&mut candidates, &mut dropped, "MDevice", |host| {
+            let Some(record) = state.hosts.get(host) else {
+                return Some(Detail::MdevsMissing(mdev_types.join(",")));
+            };
+            let offered = |t: &str| record.devices.iter().any(|d| d.mdev_types.iter().any(|m| m.name == t));
+            let missing: Vec<&str> = mdev_types.iter().map(String::as_str).filter(|t| !offered(t)).collect();
+            if !missing.is_empty() {
+                return Some(Detail::MdevsMissing(missing.join(",")));
+            }
+            let unavailable: Vec<&str> = mdev_types
+                .iter()
+                .map(String::as_str)
+                .filter(|t| !record.devices.iter().any(|d| state.mdev_available(host, d, t) > 0))
+                .collect();
+            (!unavailable.is_empty()).then(|| Detail::MdevsUnavailable(unavailable.join(",")))
+        });
+    }
     let occupied = occupied_hosts(state, vm, &groups);
     if !ignore_hard_vm_affinity {
         filter(&mut candidates, &mut dropped, "VmAffinityGroups", |host| {

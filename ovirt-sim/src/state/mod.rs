@@ -13,12 +13,14 @@ mod init_network;
 mod placement;
 mod schedule;
 mod version;
+mod workload;
 
 pub use copies::CopyPools;
 pub use init_network::{InitNetwork, InitNic, Protocol};
 pub use placement::*;
 pub use schedule::{Scheduled, Transition, later};
 pub use version::EngineVersion;
+pub use workload::*;
 
 #[derive(Debug, Clone)]
 pub struct DataCenterRecord {
@@ -219,6 +221,8 @@ pub struct VmRecord {
     /// Where the VM runs (the engine's `run_on_vds`): set by the scheduler when it starts, the source host while it
     /// migrates, None while it is not running.
     pub placement: Placement,
+    /// High availability, lease, CPU and NUMA tuning, devices and the instance type.
+    pub workload: VmWorkload,
 }
 
 /// What a start delivered to the guest.
@@ -269,6 +273,7 @@ pub struct State {
     pub disk_profiles: BTreeMap<String, DiskProfileRecord>,
     pub tags: BTreeMap<String, TagRecord>,
     pub templates: BTreeMap<String, TemplateRecord>,
+    pub instance_types: BTreeMap<String, InstanceTypeRecord>,
     pub vms: BTreeMap<String, VmRecord>,
     pub hosts: BTreeMap<String, HostRecord>,
     pub affinity_groups: BTreeMap<String, AffinityGroupRecord>,
@@ -353,16 +358,30 @@ impl State {
         }
     }
 
-    pub fn template_by_ref(&self, id: Option<&str>, name: Option<&str>) -> Option<&TemplateRecord> {
+    /// The template an add names: by id, or by name the newest version among those of the data center
+    /// `data_center_id` (or of none), as `GetVmTemplateByVmtName` finds it (`storage_pool_id = ? OR storage_pool_id
+    /// IS NULL`, `ORDER BY template_version_number DESC`, the first row).
+    pub fn template_by_ref(
+        &self,
+        id: Option<&str>,
+        name: Option<&str>,
+        data_center_id: Option<&str>,
+    ) -> Option<&TemplateRecord> {
         match (id, name) {
             (Some(id), _) => self.templates.get(id),
-            // By name the engine picks the base version; the highest version is the usual wish,
-            // but callers that care pass an id.
             (None, Some(name)) => self
                 .templates
                 .values()
                 .filter(|t| t.name == name)
-                .min_by_key(|t| t.version_number),
+                .filter(|t| {
+                    let template_dc = t
+                        .cluster_id
+                        .as_ref()
+                        .and_then(|c| self.clusters.get(c))
+                        .map(|c| c.data_center_id.as_str());
+                    data_center_id.is_none() || template_dc.is_none() || template_dc == data_center_id
+                })
+                .max_by_key(|t| t.version_number),
             _ => None,
         }
     }
@@ -392,6 +411,20 @@ pub struct VmSnapshot {
     pub tags: Vec<String>,
     /// The host it runs on (its source while it migrates).
     pub host_id: Option<String>,
+    pub high_availability: HighAvailability,
+    /// The storage domain of its VM lease.
+    pub lease_domain_id: Option<String>,
+    /// How often the engine restarted it elsewhere after its host was lost or fenced.
+    pub ha_restarts: u32,
+    /// Names of its host devices (placeholders of their IOMMU groups included).
+    pub host_devices: Vec<String>,
+    /// The mdev types of its mediated devices.
+    pub mediated_devices: Vec<String>,
+    /// While it runs: (host device, mdev type) of each vGPU instance it holds.
+    pub mdev_assignments: Vec<(String, String)>,
+    /// The hosts it may run on.
+    pub dedicated_hosts: Vec<String>,
+    pub instance_type_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -468,6 +501,19 @@ impl State {
                 .map(|t| t.name.clone())
                 .collect(),
             host_id: vm.placement.host.clone(),
+            high_availability: vm.workload.high_availability.clone(),
+            lease_domain_id: vm.workload.lease_domain_id.clone(),
+            ha_restarts: vm.workload.ha_restarts,
+            host_devices: vm.workload.host_devices.iter().map(|d| d.name.clone()).collect(),
+            mediated_devices: vm
+                .workload
+                .mediated_devices
+                .iter()
+                .map(|m| m.mdev_type.clone())
+                .collect(),
+            mdev_assignments: vm.workload.mdev_assignments.clone(),
+            dedicated_hosts: vm.workload.dedicated_hosts.clone(),
+            instance_type_id: vm.workload.instance_type_id.clone(),
         }
     }
 }

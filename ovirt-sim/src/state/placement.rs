@@ -19,6 +19,8 @@ pub struct HostRecord {
     pub sockets: u32,
     pub cores: u32,
     pub threads: u32,
+    /// Its devices (PCI cards, GPUs with their mdev types), as vdsm reports them.
+    pub devices: Vec<super::HostDeviceRecord>,
 }
 
 impl HostRecord {

@@ -24,6 +24,9 @@ pub enum Transition {
     DiskJobDone,
     /// A cloned VM's disk copy joins its storage domain's pool (after `image_locked_ms`).
     VmCopyStarts,
+    /// The engine restarts a highly available VM with a lease whose host it lost, elsewhere (`VdsManager`
+    /// `restartVmsWithLeaseIfNeeded`).
+    VmLeaseRestart,
     /// A live migration lands: the VM is up on the host it was migrating to.
     VmMigrated,
     /// A storage domain's copy pool: the copy that ends first is done (`target` is the domain, `generation` the

@@ -45,6 +45,7 @@ pub fn observable_timings() -> Timings {
         disk_operation_ms: 1000,
         shutdown_ms: 1000,
         migration_ms: 1000,
+        ha_restart_ms: 1000,
         storage_mib_per_second: 0,
     }
 }

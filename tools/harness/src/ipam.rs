@@ -1,7 +1,7 @@
 //! The real IPAM provider cluster-api-ipam-provider-in-cluster, opt-in: the Go module proxy does not serve it here,
 //! so CI cannot build it, and fetched code is neither committed nor built by a recipe in this repository.
 //! `CAPOV_IPAM_PROVIDER_DIR` names a directory holding its `manager` binary and its CRD manifests under `crds/`
-//! (README, "Tested with cluster-api-ipam-provider-in-cluster"). Without the variable the tests fall back to their
+//! (user book, configuration/addresses.md, "Tested with cluster-api-ipam-provider-in-cluster"). Without the variable the tests fall back to their
 //! stand-in allocator.
 
 use std::path::{Path, PathBuf};

@@ -14,6 +14,7 @@ use capov_core::conditions::reasons;
 use capov_core::machine_steps::CreateVmPlan;
 use capov_core::network::guest_network;
 use capov_core::placement::capacity::{DiskSize, check_clone};
+use capov_core::placement::failure_domains::cluster_not_found_message;
 use capov_core::placement::{StorageDomainFact, TemplateDisk, plan_placement};
 use capov_core::vm::bootstrap_payload::{self, BootstrapFormat};
 
@@ -134,7 +135,7 @@ async fn clone_fits(
     Ok(())
 }
 
-/// The oVirt cluster `spec.ovirtcluster` names.
+/// The oVirt cluster the machine's failure domain, else `spec.ovirtcluster`, names.
 async fn ovirt_cluster(state: &MachineState, client: &Client, plan: &CreateVmPlan) -> Result<Cluster, Failure> {
     let provider = state.object.spec.settings.provider.as_str();
     let cluster_key = key(provider, &format!("cluster/{}", plan.ovirt_cluster));
@@ -144,10 +145,7 @@ async fn ovirt_cluster(state: &MachineState, client: &Client, plan: &CreateVmPla
         .get(cluster_key, || client.find_cluster_by_name(&plan.ovirt_cluster))
         .await?;
     found.ok_or_else(|| {
-        let message = format!(
-            "cluster {:?} not found in oVirt: fix spec.ovirtcluster",
-            plan.ovirt_cluster
-        );
+        let message = cluster_not_found_message(&plan.ovirt_cluster, plan.ovirt_cluster_domain.as_deref());
         Failure::error(reasons::CLUSTER_NOT_FOUND, message)
     })
 }
