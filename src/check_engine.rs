@@ -1,6 +1,6 @@
 //! `manager check-engine PROVIDER`: diagnoses the connection to one OVirtProvider's engine with the operator's own
 //! code — the provider and credentials are read and resolved as the provider actor does
-//! (`capov_actors::runtime::connection`), and the client is the one it builds — step by step: the provider and its
+//! (`capov_actors::runtime::provider::connection`), and the client is the one it builds — step by step: the provider and its
 //! settings, DNS, TCP, TLS with the configured trust, SSO authentication, the API's product version. One line per
 //! step (`OK`, `FAIL` with a hint, or `SKIP` after a failure) on stdout; the password and the token never appear.
 
@@ -10,7 +10,7 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use capov_actors::runtime::connection::{self, ConnectionSettings};
+use capov_actors::runtime::provider::connection::{self, ConnectionSettings};
 use capov_core::conditions::reasons;
 use capov_crds::OVirtProvider;
 use capov_ovirt::{Client, Error as EngineError, TlsMode, redact_url};

@@ -15,7 +15,7 @@ const QUIET_AT_DEBUG: &[&str] = &["hyper", "hyper_util", "h2", "rustls", "tower"
 const ACTOR_SPANS_OFF: &str = "ractor=warn";
 
 /// kube's trace line for a failed request ("failed with status 504 Gateway Timeout") names no request, and comes once
-/// per retry; the runtime's own line (`runtime::kube_requests`) names verb, resource, namespace and name once per
+/// per retry; the runtime's own line (`runtime::kube::requests`) names verb, resource, namespace and name once per
 /// request.
 const KUBE_BARE_FAILURES_OFF: &str = "kube_client::client::builder=off";
 
@@ -96,7 +96,7 @@ mod tests {
         let subscriber = tracing_subscriber::registry().with(filter(false, None));
         tracing::subscriber::with_default(subscriber, || {
             assert!(!tracing::enabled!(target: "kube_client::client::builder", tracing::Level::ERROR));
-            assert!(tracing::enabled!(target: "capov_actors::runtime::kube_requests", tracing::Level::WARN));
+            assert!(tracing::enabled!(target: "capov_actors::runtime::kube::requests", tracing::Level::WARN));
         });
     }
 }

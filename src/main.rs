@@ -293,7 +293,7 @@ fn runtime_settings(config: &Config) -> RuntimeSettings {
 }
 
 /// The configuration (for the Lease client, which sets its own shorter timeouts) and the management clients, with
-/// connect, read and whole-request deadlines (`capov_actors::runtime::kube_clients`).
+/// connect, read and whole-request deadlines (`capov_actors::runtime::kube::clients`).
 async fn kube_client(config: &Config) -> Result<(kube::Config, KubeClients), String> {
     let kube_config = match &config.kubeconfig {
         Some(path) => {

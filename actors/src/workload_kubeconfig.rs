@@ -226,7 +226,7 @@ pub fn parse(value: &[u8]) -> Result<WorkloadKubeconfig, Rejection> {
 impl WorkloadKubeconfig {
     /// A kube client configuration made only of this kubeconfig's data: no proxy, no files, no programs, no
     /// environment, and only the kubeconfig's CA trusted. Deadlines are set where the client is built
-    /// ([`crate::runtime::kube_clients::request_client`]): a tenant's server that never answers holds nothing.
+    /// ([`crate::runtime::kube::clients::request_client`]): a tenant's server that never answers holds nothing.
     pub fn to_kube_config(&self) -> kube::Config {
         let mut config = kube::Config::new(self.server.clone());
         config.root_cert = Some(self.ca_der.clone());

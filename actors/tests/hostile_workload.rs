@@ -32,7 +32,7 @@ use support::{World, condition};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const MIB: f64 = (1 << 20) as f64;
-/// The answer cap of a workload apiserver (`kube_clients::WORKLOAD_BODY_LIMIT`): the hostile pages stay just under.
+/// The answer cap of a workload apiserver (`kube::clients::WORKLOAD_BODY_LIMIT`): the hostile pages stay just under.
 const ANSWER: usize = 1 << 20;
 
 /// Bounds on the operator's peak heap above what it held before it started, in bytes, with one hostile machine

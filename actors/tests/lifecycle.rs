@@ -364,7 +364,7 @@ async fn a_ready_machine_sees_a_new_address_through_the_batched_search_without_r
 /// instead of running actors whose results reach nobody; a fresh runtime brings the machine to Ready.
 #[tokio::test]
 async fn a_dead_status_writer_stops_the_runtime_and_a_restart_converges() {
-    use capov_actors::runtime::status_writer::StatusWriterMsg;
+    use capov_actors::runtime::status::writer::StatusWriterMsg;
 
     let mut world = World::new("liveness").await;
     world.start_operator().await;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use capov_actors::runtime::RuntimeSettings;
-use capov_actors::runtime::kube_clients::READ_TIMEOUT;
+use capov_actors::runtime::kube::clients::READ_TIMEOUT;
 use capov_core::policy::feature_gates::FeatureGates;
 use capov_testkit::eventually;
 use serde_json::json;

@@ -12,7 +12,7 @@ use serde::Deserialize;
 /// A CAPI `Machine` (cluster.x-k8s.io/v1beta2): what CAPOV reads of it.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Machine {
-    #[serde(default, deserialize_with = "super::slim_meta::capi_meta")]
+    #[serde(default, deserialize_with = "crate::runtime::kube::slim_meta::capi_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: MachineSpec,
@@ -58,7 +58,7 @@ pub struct NameRef {
 /// A CAPI `Cluster` (cluster.x-k8s.io/v1beta2): what CAPOV reads of it.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Cluster {
-    #[serde(default, deserialize_with = "super::slim_meta::capi_meta")]
+    #[serde(default, deserialize_with = "crate::runtime::kube::slim_meta::capi_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: ClusterSpec,

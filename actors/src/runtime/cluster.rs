@@ -17,14 +17,11 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use serde_json::json;
 
-use super::capi;
-use super::cluster_endpoint;
-use super::finalizers;
-use super::keys::ObjectKey;
-use super::mailbox;
-use super::shared::Shared;
-use super::status_writer::StatusWriterMsg;
 use crate::metrics::{kind, result};
+use crate::runtime::keys::ObjectKey;
+use crate::runtime::shared::Shared;
+use crate::runtime::status::writer::StatusWriterMsg;
+use crate::runtime::{capi, cluster_endpoint, finalizers, mailbox};
 use capov_core::conditions::{ConditionUpdate, reasons, set_condition, types};
 
 /// The OVirtClusters as the watch last showed them, by namespace and name. Lifting a Cluster's pause (as
@@ -101,7 +98,7 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
     let generation = cluster.metadata.generation;
     let observed = cluster.status.clone().unwrap_or_default();
     let mut conditions = observed.conditions.clone();
-    let now = crate::runtime::now();
+    let now = crate::runtime::clock::now();
 
     if is_paused(shared, cluster, &namespace) {
         let paused = ConditionUpdate::true_(types::PAUSED, reasons::PAUSED).with_message("reconciliation is paused");

@@ -7,9 +7,9 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::ip_claim_writes::{self, ClaimOwner};
-use super::ipam;
-use super::shared::Shared;
+use crate::runtime::ip_claim_writes::{self, ClaimOwner};
+use crate::runtime::ipam;
+use crate::runtime::shared::Shared;
 use capov_core::conditions::{ConditionUpdate, reasons, types};
 use capov_core::network::control_plane_endpoint::{self, EndpointStep};
 use capov_core::network::ip_claims::{ClaimFact, WantedClaim};

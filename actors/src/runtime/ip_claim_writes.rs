@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use serde_json::json;
 
-use super::{finalizers, ipam};
+use crate::runtime::{finalizers, ipam};
 use capov_core::network::ip_claims::{CLAIM_FINALIZER, WantedClaim};
 use capov_crds::labels::{CLUSTER_NAME_LABEL, WATCH_FILTER_LABEL};
 

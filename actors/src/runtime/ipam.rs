@@ -1,6 +1,6 @@
 //! CAPI's IPAM objects (`ipam.cluster.x-k8s.io/v1beta2`, shipped with CAPI core) as CAPOV reads them: the
 //! IPAddressClaims it creates for static addresses and the IPAddresses an IPAM provider answers with. Like
-//! [`super::capi`], only the fields CAPOV reads are decoded; the stores ([`super::watches`]) keep them, and
+//! [`crate::runtime::capi`], only the fields CAPOV reads are decoded; the stores ([`crate::runtime::watches`]) keep them, and
 //! [`claim_facts`] turns what they hold about one object into the plain facts `capov_core::network::ip_claims` decides on.
 
 use std::borrow::Cow;
@@ -21,7 +21,7 @@ pub const VERSION: &str = "v1beta2";
 /// An `IPAddressClaim`: what CAPOV reads of it.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct IpAddressClaim {
-    #[serde(default, deserialize_with = "super::slim_meta::claim_meta")]
+    #[serde(default, deserialize_with = "crate::runtime::kube::slim_meta::claim_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: ClaimSpec,
@@ -52,7 +52,7 @@ pub struct NameRef {
 /// An `IPAddress`: what CAPOV reads of it.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct IpAddress {
-    #[serde(default, deserialize_with = "super::slim_meta::address_meta")]
+    #[serde(default, deserialize_with = "crate::runtime::kube::slim_meta::address_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: AddressSpec,

@@ -1,16 +1,19 @@
 //! Messages between the runtime's actors.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use capov_crds::{OVirtCluster, OVirtMachine, OVirtProvider};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::watcher::Event;
+use ractor::{ActorRef, RpcReplyPort};
 
 pub use capov_core::machine_steps::ProviderDefaults;
 
-use super::connection::ConnectionProblem;
-use super::keys::ObjectKey;
-use capov_core::vm::vm_snapshot::VmSnapshot;
+use crate::runtime::keys::ObjectKey;
+use crate::runtime::provider::connection::ConnectionProblem;
+use capov_core::vm::vm_snapshot::{Fingerprints, VmSnapshot};
 
 /// What a provider actor knows about its engine connection.
 #[derive(Clone, Debug)]
@@ -94,4 +97,57 @@ pub enum SupervisorMsg {
 pub enum FinalizerOwner {
     Cluster { namespace: String, name: String },
     Provider(String),
+}
+
+/// What the provider actor of an OVirtProvider is told: its object and Secret, checks and their outcomes, the
+/// machines that subscribe to its connection or watch a VM through its poll, and the poll's and inventory's results.
+pub enum ProviderMsg {
+    Spec(Box<OVirtProvider>),
+    Secret(Option<BTreeMap<String, ByteString>>),
+    Check,
+    /// The outcome of the check task started as number `generation` (older ones are ignored).
+    Checked {
+        generation: u64,
+        outcome: Result<String, ConnectionProblem>,
+    },
+    /// A request of this provider failed in a way that may mean the connection broke.
+    Trouble,
+    Subscribe {
+        machine: ObjectKey,
+        actor: ActorRef<MachineMsg>,
+    },
+    Unsubscribe(ObjectKey),
+    GetConnection(RpcReplyPort<Connection>),
+    /// Report `vm_id` to `machine` whenever its fingerprint ([`VmSnapshot::fingerprint`]) differs from `seen` (None:
+    /// never seen, or not found); each report becomes the new `seen`.
+    WatchVm {
+        machine: ObjectKey,
+        watch: VmWatch,
+        seen: Option<Fingerprints>,
+    },
+    UnwatchVm(ObjectKey),
+    Poll,
+    /// The poll task's result for `searched` (machine, VM id): the VMs that differ from what their watches last
+    /// reported (None inside: not found), or None when the search failed.
+    Polled {
+        searched: Vec<(ObjectKey, String)>,
+        changed: Option<HashMap<String, Option<Arc<VmSnapshot>>>>,
+    },
+    /// The inventory poll's result (None: it failed).
+    Inventoried(Option<Box<capov_core::placement::capacity::Inventory>>),
+}
+
+/// A VM a machine wants the batched search to watch, and how often.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmWatch {
+    pub vm_id: String,
+    pub cadence: Cadence,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cadence {
+    /// A VM in a transition: every poll interval.
+    EveryPoll,
+    /// A running VM whose machine is Ready: every [`capov_core::policy::backoff::STEADY_POLL_EVERY`] polls.
+    Steady,
 }

@@ -1,46 +1,33 @@
-//! The actor runtime: a supervisor with its watches (`watches`), one provider actor per OVirtProvider, one machine
-//! actor per OVirtMachine, and the status writer; what they share is `shared`. Pure decisions live beside it in the
-//! crate; this module does the I/O.
+//! The actor runtime: a supervisor with its watches (`watches`), one provider actor per OVirtProvider (`provider/`:
+//! the actor, its poll, inventory, finalizers, restarts, connection and lookups), one machine actor per OVirtMachine
+//! (`machine/`), and the status writer (`status/`); the Kubernetes clients and slim decoding (`kube/`), the workload
+//! clusters' clients and targets (`workload/`); what the actors share is `shared`, their messages `messages`, the
+//! time `clock`. The pure decisions live in `capov-core`; this module does the I/O.
 
-mod body_limit;
 mod capi;
+pub mod clock;
 mod cluster;
 mod cluster_endpoint;
-pub mod connection;
 mod credential_secrets;
-mod events;
 mod finalizers;
 mod ip_claim_writes;
 pub(crate) mod ipam;
 pub mod keys;
-pub mod kube_clients;
-mod kube_requests;
-mod lookups;
+pub mod kube;
 mod machine;
 pub mod mailbox;
 pub mod messages;
 mod permits;
-mod placements;
-mod provider;
-mod provider_finalizers;
-mod provider_inventory;
-mod provider_restart;
+pub mod provider;
 mod relisting;
 pub mod settings;
 mod shared;
-mod slim;
-mod slim_meta;
-mod slim_requests;
-mod status_census;
-mod status_queue;
-pub mod status_writer;
+pub mod status;
 mod supervisor;
-mod template_status;
 mod watches;
-mod workload_clients;
-mod workload_targets;
+mod workload;
 
-pub use kube_clients::KubeClients;
+pub use kube::clients::KubeClients;
 pub use messages::SupervisorMsg;
 pub use settings::{EngineWriteGate, RuntimeSettings};
 pub use supervisor::{Supervisor, SupervisorArgs};
@@ -48,11 +35,6 @@ pub use supervisor::{Supervisor, SupervisorArgs};
 use ractor::{Actor, ActorRef};
 
 use crate::metrics::Metrics;
-
-/// Now, at the one-second precision Kubernetes stores, so a condition read back equals the one written.
-pub(crate) fn now() -> jiff::Timestamp {
-    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap_or_else(|_| jiff::Timestamp::now())
-}
 
 /// Whether the runtime's watches have all listed their objects once (for readiness). False when the supervisor does
 /// not answer within a second.
@@ -87,7 +69,7 @@ pub async fn start(
 ) -> Result<ActorRef<SupervisorMsg>, ractor::SpawnErr> {
     let mut settings = settings;
     if !settings.allow_internal_workload_servers {
-        settings.internal_targets = workload_targets::gather(&clients.requests, &clients.apiserver).await;
+        settings.internal_targets = workload::targets::gather(&clients.requests, &clients.apiserver).await;
     }
     if settings.management_cluster_id.is_empty() {
         settings.management_cluster_id = management_cluster_id(&clients.requests)
@@ -106,8 +88,8 @@ pub async fn start(
 
 /// The default identity of this management cluster: the UID of its `kube-system` namespace, which every cluster has
 /// and which no tenant can change. Without it CAPOV cannot mark or recognise its VMs, so it does not start.
-async fn management_cluster_id(client: &kube::Client) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+async fn management_cluster_id(client: &::kube::Client) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let namespaces: ::kube::Api<k8s_openapi::api::core::v1::Namespace> = ::kube::Api::all(client.clone());
     let kube_system = namespaces.get("kube-system").await.map_err(|err| {
         format!(
             "reading the kube-system namespace for the management cluster id (or set --management-cluster-id): {err}"

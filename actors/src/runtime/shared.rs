@@ -9,16 +9,15 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, Store};
 use ractor::ActorRef;
 
-use super::capi;
-use super::ipam;
-use super::lookups::{LOOKUP_TTL, Lookups};
-use super::permits::ReconcilePermits;
-use super::placements::Placements;
-use super::provider::ProviderMsg;
-use super::settings::RuntimeSettings;
-use super::status_writer::StatusWriterMsg;
-use super::workload_clients::WorkloadClients;
 use crate::metrics::Metrics;
+use crate::runtime::messages::ProviderMsg;
+use crate::runtime::permits::ReconcilePermits;
+use crate::runtime::provider::lookups::{LOOKUP_TTL, Lookups};
+use crate::runtime::provider::placements::Placements;
+use crate::runtime::settings::RuntimeSettings;
+use crate::runtime::status::writer::StatusWriterMsg;
+use crate::runtime::workload::clients::WorkloadClients;
+use crate::runtime::{capi, ipam};
 
 /// What every actor of the runtime shares.
 pub struct Shared {

@@ -14,20 +14,20 @@ use kube::runtime::watcher::Event;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::task::JoinHandle;
 
-use super::credential_secrets::CredentialSecrets;
-use super::keys::ObjectKey;
-use super::machine::{MachineActor, MachineArgs};
-use super::mailbox::{self, ActorMetrics, Alive, Mail};
-use super::messages::{MachineMsg, SupervisorMsg};
-use super::provider::{ProviderActor, ProviderArgs, ProviderMsg};
-use super::provider_finalizers::{self, ProviderFinalizers};
-use super::relisting::Relisting;
-use super::settings::RuntimeSettings;
-use super::shared::Shared;
-use super::status_writer::{StatusWriter, StatusWriterArgs, StatusWriterMsg};
-use super::watches::{self, StoreWriters, SyncedWatches};
-use super::{provider_restart, slim};
 use crate::metrics::{Metrics, kind};
+use crate::runtime::credential_secrets::CredentialSecrets;
+use crate::runtime::keys::ObjectKey;
+use crate::runtime::kube::slim;
+use crate::runtime::machine::{MachineActor, MachineArgs};
+use crate::runtime::mailbox::{self, ActorMetrics, Alive, Mail};
+use crate::runtime::messages::{MachineMsg, ProviderMsg, SupervisorMsg};
+use crate::runtime::provider::finalizers::{self, ProviderFinalizers};
+use crate::runtime::provider::{ProviderActor, ProviderArgs, restart};
+use crate::runtime::relisting::Relisting;
+use crate::runtime::settings::RuntimeSettings;
+use crate::runtime::shared::Shared;
+use crate::runtime::status::writer::{StatusWriter, StatusWriterArgs, StatusWriterMsg};
+use crate::runtime::watches::{self, StoreWriters, SyncedWatches};
 
 impl Mail for SupervisorMsg {
     const KIND: &'static str = kind::SUPERVISOR;
@@ -175,7 +175,7 @@ impl Actor for Supervisor {
                 state.finalizers.retry(owner, in_use).await
             }
             SupervisorMsg::Restart(key) => restart_machine(&me, state, key).await,
-            SupervisorMsg::InventoryPolled => super::cluster::refresh_all(&state.shared).await,
+            SupervisorMsg::InventoryPolled => crate::runtime::cluster::refresh_all(&state.shared).await,
             SupervisorMsg::RestartProvider(name) => restart_provider(&me, state, name).await,
         }
         Ok(())
@@ -259,9 +259,9 @@ fn poke(state: &SupervisorState, wanted: impl Fn(&ObjectKey) -> bool) {
     }
 }
 
-/// Whether an OVirtMachine holds the provider of this name ([`provider_finalizers::holds_provider`]).
+/// Whether an OVirtMachine holds the provider of this name ([`finalizers::holds_provider`]).
 fn provider_in_use(shared: &Shared, machines: &HashMap<ObjectKey, Child>, provider: &str) -> bool {
-    (machines.values()).any(|child| provider_finalizers::holds_provider(shared, &child.latest, provider))
+    (machines.values()).any(|child| finalizers::holds_provider(shared, &child.latest, provider))
 }
 
 /// Starts again the actor of a provider that failed, from the object as the apiserver has it now; nothing when a
@@ -270,7 +270,7 @@ async fn restart_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
     if state.providers.contains_key(&name) || state.pending_providers.contains_key(&name) {
         return;
     }
-    match provider_restart::current(&state.shared, &name).await {
+    match restart::current(&state.shared, &name).await {
         Ok(Some(provider)) => apply_provider(me, state, provider).await,
         Ok(None) => {}
         Err(err) => {
@@ -307,7 +307,7 @@ async fn apply_provider(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorStat
     let name = provider.name_any();
     // Before the provider hears of its new spec: the machines it then wakes must see the new access list.
     if let Ok(mut access) = state.shared.provider_access.write() {
-        access.insert(name.clone(), super::shared::ProviderAccess::of(&provider));
+        access.insert(name.clone(), crate::runtime::shared::ProviderAccess::of(&provider));
     }
     let machines = &state.machines;
     let in_use = |provider: &str| provider_in_use(&state.shared, machines, provider);
@@ -337,14 +337,7 @@ async fn spawn_provider(
         .credentials_secret_name
         .as_ref()
         .and_then(|secret_name| state.secrets.get(secret_name).cloned());
-    let args = ProviderArgs {
-        provider: provider.clone(),
-        secret,
-        settings: state.shared.settings.clone(),
-        status_writer: state.shared.status_writer.clone(),
-        metrics: state.shared.metrics.clone(),
-        inventory: super::provider_inventory::InventorySink::new(&state.shared.placements, &state.shared.metrics, me),
-    };
+    let args = ProviderArgs::new(provider.clone(), secret, &state.shared, me);
     match Actor::spawn_linked(None, ProviderActor, args, me.get_cell()).await {
         Ok((actor, _)) => {
             state.provider_cells.insert(actor.get_id(), name.clone());
@@ -463,36 +456,29 @@ async fn spawn_machine(
         shared: state.shared.clone(),
     };
     let restarts = state.machines.get(&key).map(|child| child.restarts).unwrap_or(0);
-    match Actor::spawn_linked(None, MachineActor, args, me.get_cell()).await {
+    let actor = match Actor::spawn_linked(None, MachineActor, args, me.get_cell()).await {
         Ok((actor, _)) => {
             state.machine_cells.insert(actor.get_id(), key.clone());
-            state.machines.insert(
-                key,
-                Child {
-                    actor: Some(actor),
-                    latest: object,
-                    restarts,
-                },
-            );
+            Some(actor)
         }
         Err(err) => {
             tracing::error!(object = %key, error = %err, "cannot start the machine actor; retrying");
-            let restarts = restarts + 1;
-            state.machines.insert(
-                key.clone(),
-                Child {
-                    actor: None,
-                    latest: object,
-                    restarts,
-                },
-            );
-            mailbox::cast_after(
-                &state.shared.metrics,
-                capov_core::policy::backoff::actor_restart_delay(restarts),
-                me.clone(),
-                move || SupervisorMsg::Restart(key),
-            );
+            None
         }
+    };
+    let restarts = if actor.is_some() { restarts } else { restarts + 1 };
+    let failed = actor.is_none();
+    let child = Child {
+        actor,
+        latest: object,
+        restarts,
+    };
+    state.machines.insert(key.clone(), child);
+    if failed {
+        let delay = capov_core::policy::backoff::actor_restart_delay(restarts);
+        mailbox::cast_after(&state.shared.metrics, delay, me.clone(), move || {
+            SupervisorMsg::Restart(key)
+        });
     }
 }
 

@@ -30,17 +30,14 @@ use kube::runtime::watcher::{self, Event};
 use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
-use super::capi;
-use super::ipam;
-use super::mailbox;
-use super::messages::SupervisorMsg;
-use super::relisting::RelistChanges;
-use super::settings::RuntimeSettings;
-use super::shared::{Shared, Stores};
-use super::slim;
-use super::slim_meta::{Slim, SlimKind};
-use super::template_status;
 use crate::metrics::Metrics;
+use crate::runtime::kube::slim;
+use crate::runtime::kube::slim_meta::{Slim, SlimKind};
+use crate::runtime::messages::SupervisorMsg;
+use crate::runtime::relisting::RelistChanges;
+use crate::runtime::settings::RuntimeSettings;
+use crate::runtime::shared::{Shared, Stores};
+use crate::runtime::{capi, ipam, mailbox};
 
 pub const NAMESPACES: &str = "namespaces";
 pub const PROVIDERS: &str = "ovirtproviders";
@@ -167,7 +164,7 @@ pub fn spawn(me: &ActorRef<SupervisorMsg>, shared: &Arc<Shared>, stores: StoreWr
         watch_config(&shared.settings),
     )
     .modify(slim::crd);
-    tasks.push(template_status::spawn(
+    tasks.push(crate::runtime::status::templates::spawn(
         templates,
         shared.status_writer.clone(),
         shared.metrics.clone(),

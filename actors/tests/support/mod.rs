@@ -336,7 +336,7 @@ pub async fn operator_clients() -> runtime::KubeClients {
 /// [`operator_clients`] whose request client gives up on an answer silent for `read_timeout` (30 s in the
 /// manager): a watch run on it by mistake is cut as often, so a short quiet period stands for a long one.
 pub async fn operator_clients_with_request_read_timeout(read_timeout: Duration) -> runtime::KubeClients {
-    let mut config = runtime::kube_clients::with_timeouts(admin_config().await);
+    let mut config = runtime::kube::clients::with_timeouts(admin_config().await);
     config.read_timeout = Some(read_timeout);
     let mut clients = operator_clients().await;
     clients.requests = kube::Client::try_from(config).expect("request client");

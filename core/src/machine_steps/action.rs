@@ -6,11 +6,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use capov_crds::{CpuTopology, DiskFormat, DiskInterface, Memory, VmType};
+
+use crate::network::guest_network::GuestNetwork;
 use crate::network::ip_claims::WantedClaim;
 use crate::network::nics::NicChange;
+use crate::placement::PlacementChoice;
+use crate::placement::affinity_groups::{Leave, WantedGroup};
+use crate::vm::bootstrap_payload::BootstrapFormat;
 
-use super::decision::{CreateVmPlan, CreatedVmRecord, DataDiskPlan, JoinGroup, LeaveGroup, Requeue};
-use super::observed::VmDisk;
+use super::observed::{ReadRequest, VmDisk};
 
 /// The one next thing to do. The first three do nothing outside the object's status (the wait family); the others
 /// are families, each with its executor in the runtime.
@@ -146,21 +151,6 @@ pub enum WorkloadAction {
     },
 }
 
-/// A fact of [`super::Observed`] that is [`super::Fact::NotRead`] and that the decision needs: the actor reads it,
-/// fills it in, and decides again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadRequest {
-    /// The VM's NICs and the vNIC profiles of its data center, [`super::Observed::nics`].
-    Nics,
-    /// The affinity groups (and labels) of the VM's oVirt cluster, [`super::Observed::groups`].
-    Groups,
-    /// The workload cluster's Node of the VM (step 7), [`super::Observed::node`].
-    Node,
-    /// During deletion with the gate `disk-detach-when-node-gone`: the workload cluster's Node and the
-    /// VolumeAttachments naming it, [`super::Observed::node_release`].
-    NodeRelease,
-}
-
 /// What carrying out an action means, as the actor's pass must know it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ActionClass {
@@ -266,13 +256,80 @@ impl Action {
     }
 }
 
-impl ReadRequest {
-    /// Engine reads run with the pass's permit; workload-cluster reads without one, since a workload apiserver is
-    /// the tenant's and may be slow or hung.
-    pub fn needs_permit(self) -> bool {
-        match self {
-            ReadRequest::Nics | ReadRequest::Groups => true,
-            ReadRequest::Node | ReadRequest::NodeRelease => false,
-        }
-    }
+/// What is recorded on an OVirtMachine about the VM CAPOV created for it, before spec.providerID can be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatedVmRecord {
+    pub vm_id: String,
+    /// The name the VM was created under (the vm-name annotation, kept for good).
+    pub vm_name: String,
+    /// The engine annotation's value, when the provider's connection is known.
+    pub engine: Option<String>,
+}
+
+/// When to reconcile again without an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requeue {
+    /// Only when something changes (a watch event, a provider message, the periodic resync).
+    OnChange,
+    /// 5 s doubling to 5 min ([`crate::policy::backoff::backoff_delay`]), counting consecutive backoffs.
+    Backoff,
+    /// The VM is in a transition: register for the provider's batched 5 s poll.
+    PollVm,
+    /// Every step is done and the VM has an address: the provider's batched search keeps watching the VM's
+    /// status (a change wakes the actor) and a full pass runs once per sync period to refresh the addresses.
+    Steady,
+    After(Duration),
+    /// As `PollVm`, and a pass at the latest after this long even if the VM does not change (a deadline such as
+    /// the graceful shutdown's).
+    PollVmWithin(Duration),
+}
+
+/// An affinity group the VM joins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinGroup {
+    pub group: WantedGroup,
+    /// The VM's oVirt cluster, where the group lives.
+    pub cluster_id: String,
+    pub vm_id: String,
+}
+
+/// An affinity group the VM leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaveGroup {
+    pub cluster_id: String,
+    pub vm_id: String,
+    pub leave: Leave,
+}
+
+/// What the create request needs from the spec; the executor resolves cluster, template and storage domain in
+/// the engine and checks the placement with [`crate::placement::plan_placement`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateVmPlan {
+    pub name: String,
+    /// The ownership marker ([`crate::trust::identity::OwnerIdentity::marker`]).
+    pub description: String,
+    pub ovirt_cluster: String,
+    /// The failure domain `ovirt_cluster` comes from; None: from spec.ovirtcluster (what ClusterNotFound says to fix).
+    pub ovirt_cluster_domain: Option<String>,
+    pub template: String,
+    pub vm_type: VmType,
+    pub cpu: Option<CpuTopology>,
+    pub memory: Option<Memory>,
+    pub placement: PlacementChoice,
+    pub bootstrap_format: BootstrapFormat,
+    /// Static addresses and DNS for the VM's initialization (empty: DHCP, nothing sent).
+    pub network: GuestNetwork,
+}
+
+/// One data disk to create: the executor resolves the storage domain and disk profile by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataDiskPlan {
+    /// `<vm name>_<spec name>`: how the VM's disks show which data disk is which.
+    pub alias: String,
+    pub size_bytes: u64,
+    pub storage_domain_name: String,
+    pub interface: DiskInterface,
+    pub format: DiskFormat,
+    pub sparse: bool,
+    pub disk_profile_name: Option<String>,
 }

@@ -1,11 +1,10 @@
 //! SPEC §2 step 2, `CanConnectToOVirt`: the provider actor holds a working connection. A failure that persists sets
 //! failureReason on a machine not yet provisioned (§2.4, [`super::observed::ConnectionFailure::critical_after`]).
 
-use super::BookkeepingAction;
+use super::action::{Action, BookkeepingAction, Requeue};
 use capov_crds::Severity;
 
-use super::action::Action;
-use super::decision::{Decision, Requeue};
+use super::decision::Decision;
 use super::observed::{Observed, ProviderConnection};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, FAILURE_ENGINE_CONNECTION_CRITICAL, connected, types};

@@ -1,12 +1,11 @@
 //! SPEC §2 step 3, `MachineCreated`: bootstrap data ready, then the VM that is this object's, found or created, with
 //! its disks copied; when it first reaches `down`, its system disks are recorded before the first start.
 
-use super::{BookkeepingAction, VmAction};
+use super::action::{Action, BookkeepingAction, CreateVmPlan, CreatedVmRecord, Requeue, VmAction};
 use capov_crds::Severity;
 use capov_ovirt_model::model::VmStatus;
 
-use super::action::Action;
-use super::decision::{CreateVmPlan, CreatedVmRecord, Decision, Requeue};
+use super::decision::Decision;
 use super::observed::{Bootstrap, Observed, ObservedVm};
 use super::passed::Passed;
 use super::recorded_engine::engine_changed;
@@ -52,16 +51,35 @@ pub(super) fn find_own_vm<'o>(
     network: &GuestNetwork,
     passed: &mut Passed,
 ) -> Result<&'o ObservedVm, Box<Decision>> {
-    let created_or_on = |reason, message: String| {
-        let type_ = if o.provisioned {
-            types::MACHINE_ON
-        } else {
-            types::MACHINE_CREATED
-        };
-        ConditionUpdate::false_(type_, reason, Severity::Error, message)
-    };
     let decision = match (&o.provider_id, &o.vm) {
-        (Some(provider_id), _) if parse_provider_id(provider_id).is_none() => passed.take().wait(
+        (Some(provider_id), vm) => return by_provider_id(o, provider_id, vm.as_ref(), passed),
+        // The VM CAPOV created was recorded on another engine (or user) than the provider reaches now (spec.provider
+        // was changed while its disks were copied): neither looked up there nor created a second time.
+        (None, _) if o.created_vm.as_deref().and_then(|id| engine_changed(o, id)).is_some() => {
+            let message = o
+                .created_vm
+                .as_deref()
+                .and_then(|id| engine_changed(o, id))
+                .unwrap_or_default();
+            passed
+                .take()
+                .wait(Requeue::OnChange, created_or_on(o, reasons::ENGINE_CHANGED, message))
+        }
+        (None, None) => to_create(o, format, network, passed),
+        (None, Some(vm)) => by_name(o, vm, passed),
+    };
+    Err(Box::new(decision))
+}
+
+/// The VM of spec.providerID: Ok = it is this object's and recorded.
+fn by_provider_id<'o>(
+    o: &'o Observed,
+    provider_id: &str,
+    vm: Option<&'o ObservedVm>,
+    passed: &mut Passed,
+) -> Result<&'o ObservedVm, Box<Decision>> {
+    let decision = match vm {
+        _ if parse_provider_id(provider_id).is_none() => passed.take().wait(
             Requeue::OnChange,
             ConditionUpdate::false_(
                 types::MACHINE_CREATED,
@@ -70,19 +88,19 @@ pub(super) fn find_own_vm<'o>(
                 super::deletion::invalid_provider_id_message(provider_id),
             ),
         ),
-        (Some(provider_id), _) if engine_changed(o, provider_id).is_some() => {
+        _ if engine_changed(o, provider_id).is_some() => {
             let message = engine_changed(o, provider_id).unwrap_or_default();
             passed
                 .take()
-                .wait(Requeue::OnChange, created_or_on(reasons::ENGINE_CHANGED, message))
+                .wait(Requeue::OnChange, created_or_on(o, reasons::ENGINE_CHANGED, message))
         }
-        (Some(provider_id), None) => {
+        None => {
             let message = format!("the VM {provider_id} no longer exists in oVirt; it is not recreated");
             passed
                 .take()
-                .wait(Requeue::OnChange, created_or_on(reasons::VM_NOT_FOUND, message))
+                .wait(Requeue::OnChange, created_or_on(o, reasons::VM_NOT_FOUND, message))
         }
-        (Some(provider_id), Some(vm)) => match vm.ownership {
+        Some(vm) => match vm.ownership {
             Ownership::Owned if o.recorded_engine.is_none() => match &o.current_engine {
                 Some(engine) => passed.take().stop(
                     Action::Bookkeeping(BookkeepingAction::RecordEngine(engine.annotation())),
@@ -102,66 +120,64 @@ pub(super) fn find_own_vm<'o>(
             ),
             Ownership::NotOwned(why) => passed.take().wait(
                 Requeue::OnChange,
-                created_or_on(reasons::VM_NOT_OWNED, not_owned_message(provider_id, why)),
+                created_or_on(o, reasons::VM_NOT_OWNED, not_owned_message(provider_id, why)),
             ),
         },
-        // The VM CAPOV created was recorded on another engine (or user) than the provider reaches now (spec.provider
-        // was changed while its disks were copied): neither looked up there nor created a second time.
-        (None, _) if o.created_vm.as_deref().and_then(|id| engine_changed(o, id)).is_some() => {
-            let message = o
-                .created_vm
-                .as_deref()
-                .and_then(|id| engine_changed(o, id))
-                .unwrap_or_default();
-            passed
-                .take()
-                .wait(Requeue::OnChange, created_or_on(reasons::ENGINE_CHANGED, message))
-        }
-        (None, None) => match &o.failure_domain {
-            FailureDomainChoice::Unknown { name, known } => passed.take().wait(
+    };
+    Err(Box::new(decision))
+}
+
+/// No providerID and no VM of the name: create one, unless the failure domain or the tenant's placement forbids it.
+fn to_create(o: &Observed, format: BootstrapFormat, network: &GuestNetwork, passed: &mut Passed) -> Decision {
+    match &o.failure_domain {
+        FailureDomainChoice::Unknown { name, known } => passed.take().wait(
+            Requeue::OnChange,
+            ConditionUpdate::false_(
+                types::MACHINE_CREATED,
+                reasons::FAILURE_DOMAIN_NOT_FOUND,
+                Severity::Error,
+                format!(
+                    "the Machine's spec.failureDomain {name:?} is not among the OVirtCluster's \
+                     spec.failureDomains ({known:?}): add it there, or place the Machine in one of those"
+                ),
+            ),
+        ),
+        choice => match placement_refusal(
+            o.tenant_placement.as_ref(),
+            &o.settings.provider,
+            choice,
+            &o.settings.ovirtcluster,
+        ) {
+            Some(refusal) => passed.take().wait(
                 Requeue::OnChange,
                 ConditionUpdate::false_(
                     types::MACHINE_CREATED,
-                    reasons::FAILURE_DOMAIN_NOT_FOUND,
+                    reasons::PLACEMENT_NOT_ALLOWED,
                     Severity::Error,
-                    format!(
-                        "the Machine's spec.failureDomain {name:?} is not among the OVirtCluster's \
-                         spec.failureDomains ({known:?}): add it there, or place the Machine in one of those"
-                    ),
+                    format!("{refusal}; no VM is created"),
                 ),
             ),
-            choice => match placement_refusal(
-                o.tenant_placement.as_ref(),
-                &o.settings.provider,
-                choice,
-                &o.settings.ovirtcluster,
-            ) {
-                Some(refusal) => passed.take().wait(
-                    Requeue::OnChange,
-                    ConditionUpdate::false_(
-                        types::MACHINE_CREATED,
-                        reasons::PLACEMENT_NOT_ALLOWED,
-                        Severity::Error,
-                        format!("{refusal}; no VM is created"),
-                    ),
-                ),
-                None => passed.take().stop(
-                    Action::Vm(VmAction::Create(Box::new(create_plan(o, format, network.clone())))),
-                    None,
-                ),
-            },
+            None => passed.take().stop(
+                Action::Vm(VmAction::Create(Box::new(create_plan(o, format, network.clone())))),
+                None,
+            ),
         },
+    }
+}
+
+/// No providerID, a VM of the machine's name: recorded and adopted when it is this object's, refused otherwise.
+fn by_name(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Decision {
+    match vm {
         // Created by this object, disks still being copied: the create may still fail and the engine then deletes
         // the VM; spec.providerID (write-once) waits until the copy is done. The VM is recorded meanwhile, so that a
         // deletion while the machine's access is revoked does not release it with its VM still there.
         // The record also freezes what the VM's identity depends on: the name it was created under and the engine,
         // so that later edits of the spec or labels neither hide it nor make a second one.
-        (None, Some(vm))
-            if vm.ownership == Ownership::Owned
-                && vm.status == "image_locked"
-                && (o.created_vm.as_deref() != Some(vm.id.as_str())
-                    || o.recorded_vm_name.is_none()
-                    || (o.recorded_engine.is_none() && o.current_engine.is_some())) =>
+        _ if vm.ownership == Ownership::Owned
+            && vm.status == "image_locked"
+            && (o.created_vm.as_deref() != Some(vm.id.as_str())
+                || o.recorded_vm_name.is_none()
+                || (o.recorded_engine.is_none() && o.current_engine.is_some())) =>
         {
             passed.take().stop(
                 Action::Bookkeeping(BookkeepingAction::RecordCreatedVm(Box::new(CreatedVmRecord {
@@ -172,14 +188,14 @@ pub(super) fn find_own_vm<'o>(
                 None,
             )
         }
-        (None, Some(vm)) if vm.ownership == Ownership::Owned && vm.status == "image_locked" => {
+        _ if vm.ownership == Ownership::Owned && vm.status == "image_locked" => {
             passed.take().wait(Requeue::PollVm, image_locked())
         }
-        (None, Some(vm)) if vm.ownership == Ownership::Owned => passed.take().stop(
+        _ if vm.ownership == Ownership::Owned => passed.take().stop(
             Action::Bookkeeping(BookkeepingAction::WriteProviderId(format_provider_id(&vm.id))),
             None,
         ),
-        (None, Some(vm)) => passed.take().wait(
+        _ => passed.take().wait(
             Requeue::Backoff,
             ConditionUpdate::false_(
                 types::MACHINE_CREATED,
@@ -195,8 +211,17 @@ pub(super) fn find_own_vm<'o>(
                 ),
             ),
         ),
+    }
+}
+
+/// The condition a lookup failure is reported on: MachineOn once the machine was provisioned, else MachineCreated.
+fn created_or_on(o: &Observed, reason: &'static str, message: String) -> ConditionUpdate {
+    let type_ = if o.provisioned {
+        types::MACHINE_ON
+    } else {
+        types::MACHINE_CREATED
     };
-    Err(Box::new(decision))
+    ConditionUpdate::false_(type_, reason, Severity::Error, message)
 }
 
 /// VMNotOwned: what the marker says and what to do. A VM of another management cluster may be this machine's own

@@ -3,11 +3,10 @@
 //! before the system disks are recorded, so the deletion guard counts them as the VM's own (deleted with it),
 //! never as a CSI volume. A data disk is known by its alias, `<vm name>_<spec name>`.
 
-use super::PrepareAction;
+use super::action::{Action, DataDiskPlan, PrepareAction, Requeue};
 use capov_crds::{DataDiskStatus, Severity};
 
-use super::action::Action;
-use super::decision::{DataDiskPlan, Decision, Requeue};
+use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};

@@ -4,14 +4,13 @@
 //! when neither its id nor its name (with this object's marker) finds it, through the engine and user the VM was
 //! created with.
 
-use super::{BookkeepingAction, VmAction};
+use super::action::{Action, BookkeepingAction, Requeue, VmAction};
 use capov_crds::Severity;
 use capov_crds::labels::{
     DELETE_FOR_MOVE_ANNOTATION, MANAGEMENT_CLUSTER_ANNOTATION, RELEASE_VM_ANNOTATION, SYSTEM_DISKS_ANNOTATION,
 };
 
-use super::action::Action;
-use super::decision::{Decision, Requeue};
+use super::decision::Decision;
 use super::observed::{ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection, VmDisk};
 use super::placement;
 use super::recorded_engine::engine_changed;
@@ -49,34 +48,7 @@ pub(super) fn decide(o: &Observed) -> Decision {
     }
     // Never critical during deletion: failureReason is only for creation (SPEC §2.4).
     if let ProviderConnection::Failed { failure, message, .. } = &o.connection {
-        // A machine of a namespace the provider does not serve never got a VM from CAPOV (it is refused before
-        // any engine request), unless it created one while its namespace was still allowed: recorded in
-        // spec.providerID, or in the created-VM annotation while its disks were copied.
-        let own_vm = o
-            .provider_id
-            .as_deref()
-            .and_then(parse_provider_id)
-            .or(o.created_vm.as_deref());
-        let message = match own_vm {
-            None if *failure == ConnectionFailure::NamespaceNotAllowed => {
-                return Decision::new(
-                    Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None }),
-                    vec![],
-                );
-            }
-            Some(vm_id) if *failure == ConnectionFailure::NamespaceNotAllowed => format!(
-                "{message}; CAPOV created the VM {vm_id} for this OVirtMachine, which keeps its finalizer until the \
-                 VM can be deleted"
-            ),
-            _ => message.clone(),
-        };
-        let condition = ConditionUpdate::false_(
-            types::CAN_CONNECT_TO_OVIRT,
-            failure.reason(),
-            failure.severity(),
-            message,
-        );
-        return Decision::new(Action::Wait(Requeue::Backoff), vec![condition]);
+        return not_connected(o, *failure, message);
     }
     let connected = crate::conditions::connected(types::CAN_CONNECT_TO_OVIRT, o.connection.insecure_transport());
     let recorded_vm = o.provider_id.as_deref().or(o.created_vm.as_deref());
@@ -89,14 +61,54 @@ pub(super) fn decide(o: &Observed) -> Decision {
         );
         return Decision::new(Action::Wait(Requeue::OnChange), vec![connected, blocked]);
     }
-    let vm = match &o.vm {
-        None => {
+    match own_vm(o, &connected) {
+        Ok(vm) => remove(o, vm, connected),
+        Err(decision) => *decision,
+    }
+}
+
+/// The connection failed: deletion waits for it, unless the machine's namespace is not served and no VM of this
+/// object was ever recorded.
+fn not_connected(o: &Observed, failure: ConnectionFailure, message: &str) -> Decision {
+    // A machine of a namespace the provider does not serve never got a VM from CAPOV (it is refused before
+    // any engine request), unless it created one while its namespace was still allowed: recorded in
+    // spec.providerID, or in the created-VM annotation while its disks were copied.
+    let own_vm = o
+        .provider_id
+        .as_deref()
+        .and_then(parse_provider_id)
+        .or(o.created_vm.as_deref());
+    let message = match own_vm {
+        None if failure == ConnectionFailure::NamespaceNotAllowed => {
             return Decision::new(
                 Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None }),
-                vec![connected],
+                vec![],
             );
         }
-        Some(vm) if vm.ownership.proven(vm.found_by == FoundBy::ProviderId) => vm,
+        Some(vm_id) if failure == ConnectionFailure::NamespaceNotAllowed => format!(
+            "{message}; CAPOV created the VM {vm_id} for this OVirtMachine, which keeps its finalizer until the \
+             VM can be deleted"
+        ),
+        _ => message.to_string(),
+    };
+    let condition = ConditionUpdate::false_(
+        types::CAN_CONNECT_TO_OVIRT,
+        failure.reason(),
+        failure.severity(),
+        message,
+    );
+    Decision::new(Action::Wait(Requeue::Backoff), vec![condition])
+}
+
+/// The VM to remove, once proven this object's; Err = the decision without one (none, another's, or one this
+/// object's marker names under another management cluster).
+fn own_vm<'o>(o: &'o Observed, connected: &ConditionUpdate) -> Result<&'o ObservedVm, Box<Decision>> {
+    match &o.vm {
+        None => Err(Box::new(Decision::new(
+            Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None }),
+            vec![connected.clone()],
+        ))),
+        Some(vm) if vm.ownership.proven(vm.found_by == FoundBy::ProviderId) => Ok(vm),
         Some(vm)
             if vm.ownership == Ownership::NotOwned(NotOwned::ThisObjectOtherManagementCluster)
                 && !o.release_vm_requested =>
@@ -106,7 +118,10 @@ pub(super) fn decide(o: &Observed) -> Decision {
                 Severity::Warning,
                 another_management_clusters_vm_message(o, vm),
             );
-            return Decision::new(Action::Wait(Requeue::OnChange), vec![connected, held]);
+            Err(Box::new(Decision::new(
+                Action::Wait(Requeue::OnChange),
+                vec![connected.clone(), held],
+            )))
         }
         Some(vm) => {
             let note = format!(
@@ -115,12 +130,16 @@ pub(super) fn decide(o: &Observed) -> Decision {
                 vm.id,
                 vm.ownership.unproven_by_name()
             );
-            return Decision::new(
+            Err(Box::new(Decision::new(
                 Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: Some(note) }),
-                vec![connected],
-            );
+                vec![connected.clone()],
+            )))
         }
-    };
+    }
+}
+
+/// Removes the proven VM: its disks CAPOV did not create first, then by its status, leaving its groups first.
+fn remove(o: &Observed, vm: &ObservedVm, connected: ConditionUpdate) -> Decision {
     let foreign = non_system_disks(o, vm);
     let (action, condition) = if foreign.is_empty() {
         by_status(o, vm)

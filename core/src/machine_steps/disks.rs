@@ -1,11 +1,10 @@
 //! SPEC §2 step 4, `MachineDiskResized`, only while the VM was never started: the bootable disk grows to
 //! spec.osdisksizegb (never shrinks), then disk aliases are renamed per the feature gates (§3).
 
-use super::PrepareAction;
+use super::action::{Action, PrepareAction, Requeue};
 use capov_crds::Severity;
 
-use super::action::Action;
-use super::decision::{Decision, Requeue};
+use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};

@@ -3,11 +3,10 @@
 //! non-responsive: its state is unknown (it may still run), so a stop or a removal now could act on a guest that
 //! keeps running, until the host is back or fenced (fencing sets the VM down and off the host).
 
-use super::{GroupAction, VmAction};
+use super::action::{Action, GroupAction, Requeue, VmAction};
 use capov_crds::Severity;
 
-use super::action::Action;
-use super::decision::{Decision, Requeue};
+use super::decision::Decision;
 use super::observed::{FoundBy, Observed, ObservedVm, VmHost};
 use crate::conditions::{ConditionUpdate, State, reasons, types};
 use crate::trust::identity::Ownership;

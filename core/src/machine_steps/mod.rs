@@ -36,16 +36,15 @@ mod tags;
 mod tests;
 
 pub use action::{
-    Action, ActionClass, BookkeepingAction, GroupAction, PrepareAction, ReadRequest, VmAction, WorkloadAction,
+    Action, ActionClass, BookkeepingAction, CreateVmPlan, CreatedVmRecord, DataDiskPlan, GroupAction, JoinGroup,
+    LeaveGroup, PrepareAction, Requeue, VmAction, WorkloadAction,
 };
 pub use data_disks::data_disk_alias;
-pub use decision::{
-    CreateVmPlan, CreatedVmRecord, DataDiskPlan, Decision, JoinGroup, LeaveGroup, Requeue, StatusChange,
-};
+pub use decision::{Decision, StatusChange};
 pub use deletion::releasable_without_engine;
 pub use observed::{
     Bootstrap, ConnectionFailure, Fact, FailureState, FoundBy, GroupsObservation, NodeObservation, NodeRelease,
-    Observed, ObservedVm, ProviderConnection, ProviderDefaults, VmDisk, VmHost,
+    Observed, ObservedVm, ProviderConnection, ProviderDefaults, ReadRequest, VmDisk, VmHost,
 };
 // Defined with the payload it shapes; re-exported here, where the lifecycle's observation names it.
 pub use crate::vm::bootstrap_payload::BootstrapFormat;

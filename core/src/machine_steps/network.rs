@@ -1,11 +1,10 @@
 //! SPEC §2 step 5, `MachineNetworkSet`, only while the VM was never started: its NICs are made to match spec.nics
 //! ([`crate::network::nics::assess_nics`] compares them; they are read only when a decision would start the VM).
 
-use super::PrepareAction;
+use super::action::{Action, PrepareAction, Requeue};
 use capov_crds::Severity;
 
-use super::action::Action;
-use super::decision::{Decision, Requeue};
+use super::decision::Decision;
 use super::observed::{Fact, Observed};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};

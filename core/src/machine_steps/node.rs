@@ -2,12 +2,11 @@
 //! topology labels of where the VM runs ([`crate::placement::node_topology`], issue #27). The Node is read only when a pass
 //! reaches this step (`Action::Read(ReadRequest::Node)`).
 
-use super::{ReadRequest, WorkloadAction};
+use super::action::{Action, Requeue, WorkloadAction};
+use super::observed::{Fact, NodeObservation, Observed, ObservedVm, ReadRequest};
 use capov_crds::Severity;
 
-use super::action::Action;
-use super::decision::{Decision, Requeue};
-use super::observed::{Fact, NodeObservation, Observed, ObservedVm};
+use super::decision::Decision;
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::placement::node_topology;

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use capov_crds::MachineSettings;
 
-use super::action::ReadRequest;
 use crate::conditions::reasons;
 use crate::network::addresses::{ReportedDevice, VmNic};
 use crate::network::ip_claims::ClaimFact;
@@ -16,6 +15,32 @@ use crate::placement::failure_domains::FailureDomainChoice;
 use crate::policy::feature_gates::FeatureGates;
 use crate::trust::identity::{EngineIdentity, OwnerIdentity, Ownership};
 use crate::vm::bootstrap_payload::BootstrapFormat;
+
+/// A fact of [`Observed`] that is [`Fact::NotRead`] and that the decision needs: the actor reads it,
+/// fills it in, and decides again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadRequest {
+    /// The VM's NICs and the vNIC profiles of its data center, [`Observed::nics`].
+    Nics,
+    /// The affinity groups (and labels) of the VM's oVirt cluster, [`Observed::groups`].
+    Groups,
+    /// The workload cluster's Node of the VM (step 7), [`Observed::node`].
+    Node,
+    /// During deletion with the gate `disk-detach-when-node-gone`: the workload cluster's Node and the
+    /// VolumeAttachments naming it, [`Observed::node_release`].
+    NodeRelease,
+}
+
+impl ReadRequest {
+    /// Engine reads run with the pass's permit; workload-cluster reads without one, since a workload apiserver is
+    /// the tenant's and may be slow or hung.
+    pub fn needs_permit(self) -> bool {
+        match self {
+            ReadRequest::Nics | ReadRequest::Groups => true,
+            ReadRequest::Node | ReadRequest::NodeRelease => false,
+        }
+    }
+}
 
 /// A fact the actor reads only when a decision needs it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! What the steps of SPEC §2 share: the conditions of the steps passed so far. Every step that is passed reports
 //! its condition True, so the Ready summary sees all of them; the step that stops adds why it stopped.
 
-use super::action::Action;
-use super::decision::{Decision, Requeue};
+use super::action::{Action, Requeue};
+use super::decision::Decision;
 use crate::conditions::ConditionUpdate;
 
 /// Conditions of the steps passed so far, in order; each early return adds the stopping step's condition.

@@ -3,11 +3,10 @@
 //! groups are read only when a decision would start the VM; before deletion the VM leaves them again, the last
 //! member removing the group.
 
-use super::GroupAction;
+use super::action::{Action, GroupAction, JoinGroup, LeaveGroup, Requeue};
 use capov_crds::{AntiAffinity, Severity};
 
-use super::action::Action;
-use super::decision::{Decision, JoinGroup, LeaveGroup, Requeue};
+use super::decision::Decision;
 use super::observed::{Fact, GroupsObservation, Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};

@@ -1,11 +1,10 @@
 //! SPEC §2 step 6, `MachineOn`: a prepared VM is started with the guest initialization its bootstrap format needs;
 //! once up (or migrating), it is provisioned and its addresses are reported and kept current.
 
-use super::VmAction;
+use super::action::{Action, Requeue, VmAction};
 use capov_crds::{MachineAddress, Severity};
 
-use super::action::Action;
-use super::decision::{Decision, Requeue};
+use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};

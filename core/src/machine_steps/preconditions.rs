@@ -2,9 +2,8 @@
 //! then the finalizer. Also the gate of §2.4: a machine with failureReason set runs no creation steps. None of this
 //! blocks deletion, which [`super::decide`] routes elsewhere first.
 
-use super::BookkeepingAction;
-use super::action::Action;
-use super::decision::{Decision, Requeue};
+use super::action::{Action, BookkeepingAction, Requeue};
+use super::decision::Decision;
 use super::observed::{FailureState, Observed};
 
 /// Err = the decision that waits for a precondition or fulfils it; Ok = the steps may run.

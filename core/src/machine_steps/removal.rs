@@ -1,13 +1,11 @@
 //! What deletion does with a VM proven this object's (SPEC §2.1), by its status: stop it, wait, or delete it; and
 //! the MachineDeleted conditions that say so. Shared by `deletion` and `volume_release`.
 
-use super::VmAction;
+use super::action::{Action, Requeue, VmAction};
 use std::time::Duration;
 
 use capov_crds::Severity;
 
-use super::action::Action;
-use super::decision::Requeue;
 use super::observed::{Observed, ObservedVm};
 use crate::conditions::{ConditionUpdate, reasons, types};
 

@@ -2,11 +2,10 @@
 //! creates its IPAddressClaims and waits for their addresses before its VM is created, since the addresses go into
 //! the VM's initialization ([`crate::network::guest_network`]). The claims' rules are [`crate::network::ip_claims`]'s.
 
-use super::BookkeepingAction;
+use super::action::{Action, BookkeepingAction, Requeue};
 use capov_crds::Severity;
 
-use super::action::Action;
-use super::decision::{Decision, Requeue};
+use super::decision::Decision;
 use super::observed::Observed;
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};

@@ -1,8 +1,7 @@
 //! SPEC §2 step 3's tail (`MachineCreated`), before the first start: the VM carries the tags that show engine
 //! administrators what it belongs to ([`crate::naming::vm_tags`]), when the OVirtProvider's spec.vmtags is true.
 
-use super::PrepareAction;
-use super::action::Action;
+use super::action::{Action, PrepareAction};
 use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;

@@ -8,12 +8,10 @@
 //! the engine keeps each on its storage domain — and then the VM is deleted with the disks CAPOV did create. Every
 //! decision here comes after `deletion::decide` proved the VM this object's own (its marker).
 
-use super::{ReadRequest, VmAction};
 use capov_crds::Severity;
 
-use super::action::Action;
-use super::decision::Requeue;
-use super::observed::{Fact, NodeRelease, Observed, ObservedVm, VmDisk};
+use super::action::{Action, Requeue, VmAction};
+use super::observed::{Fact, NodeRelease, Observed, ObservedVm, ReadRequest, VmDisk};
 use super::removal::{NON_SYSTEM_DISK_MESSAGE, blocked_by_state_message, by_status, deleted};
 use crate::conditions::{ConditionUpdate, reasons};
 use crate::policy::backoff::NON_SYSTEM_DISK_RETRY;
@@ -48,7 +46,7 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, foreign: Vec<&VmDisk>) -> (A
             ),
         )
     };
-    let Fact::Read(release) = &o.node_release else {
+    let Fact::Read(answer) = &o.node_release else {
         // The pass reads the workload cluster and decides again; this condition is never reported.
         return (
             Action::Read(ReadRequest::NodeRelease),
@@ -59,7 +57,7 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, foreign: Vec<&VmDisk>) -> (A
             ),
         );
     };
-    match release {
+    match answer {
         NodeRelease::Unreachable { message } => {
             unknown(reasons::WORKLOAD_CLUSTER_UNREACHABLE, Severity::Warning, message)
         }
@@ -72,7 +70,7 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, foreign: Vec<&VmDisk>) -> (A
             if *total == 1 { "s" } else { "" },
             if *total == 1 { "it" } else { "them" },
         )),
-        NodeRelease::Released { node } => self::release(o, vm, foreign, &ids, node),
+        NodeRelease::Released { node } => release(o, vm, foreign, &ids, node),
     }
 }
 

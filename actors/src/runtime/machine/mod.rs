@@ -28,8 +28,7 @@ use self::pass::run_pass;
 use self::state::MachineState;
 use super::keys::ObjectKey;
 use super::mailbox::{self, Mail};
-use super::messages::MachineMsg;
-use super::provider::ProviderMsg;
+use super::messages::{MachineMsg, ProviderMsg};
 use super::shared::Shared;
 use crate::metrics::kind;
 
@@ -58,7 +57,7 @@ impl Actor for MachineActor {
         if let Some(seen) = &args.status
             && let Ok(status) = serde_json::to_value(seen)
         {
-            let (fingerprint, seen) = crate::runtime::status_writer::seen(&args.shared.metrics, key.clone(), &status);
+            let (fingerprint, seen) = crate::runtime::status::writer::seen(&args.shared.metrics, key.clone(), &status);
             sent_status = Some(fingerprint);
             let _ = mailbox::cast(&args.shared.metrics, &args.shared.status_writer, seen);
         }

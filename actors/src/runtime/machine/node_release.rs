@@ -10,8 +10,8 @@ use super::observe::owner_machine;
 use super::state::MachineState;
 use super::workload::{self, NODES, NoClient, find_by_system_uuid};
 use crate::runtime::capi;
-use crate::runtime::slim_requests::{self, Listing, failed};
-use crate::runtime::workload_clients::Wanted;
+use crate::runtime::kube::slim_requests::{self, Listing, failed};
+use crate::runtime::workload::clients::Wanted;
 use capov_core::machine_steps::NodeRelease;
 use capov_core::trust::bounded_text;
 use capov_core::trust::workload_answers::{SlimNode, SlimVolumeAttachment};
@@ -40,7 +40,7 @@ const ATTACHMENT_LISTING: Listing = Listing {
 
 /// What the workload cluster says about the machine's Node; `vm_id` is the VM's, which kubelets report as systemUUID,
 /// and `vm_name` its name in the engine (which kubelets take as their host name).
-/// Err: every place at the Node step was taken (`workload_clients::NoTurn::Busy`), nothing is known; the places to
+/// Err: every place at the Node step was taken (`workload::clients::NoTurn::Busy`), nothing is known; the places to
 /// wait for.
 pub async fn observe_node_release(
     state: &mut MachineState,
@@ -151,7 +151,6 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::*;
-    use crate::runtime::kube_clients;
 
     /// A plain-http stand-in for a workload apiserver: every VolumeAttachment list request (its `limit`, whether it
     /// carries a continue token) is answered by `page`. Returns the URL and the count of requests.
@@ -199,7 +198,7 @@ mod tests {
     }
 
     fn attachments(url: &str) -> kube::Client {
-        kube_clients::workload_client(kube::Config::new(url.parse().expect("url"))).expect("client")
+        crate::runtime::kube::clients::workload_client(kube::Config::new(url.parse().expect("url"))).expect("client")
     }
 
     fn attachment(name: &str, node: &str) -> Value {

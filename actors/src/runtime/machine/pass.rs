@@ -16,9 +16,8 @@ use super::share::machine_share;
 use super::state::MachineState;
 use crate::metrics::{kind, result};
 use crate::runtime::mailbox;
-use crate::runtime::messages::MachineMsg;
-use crate::runtime::provider::{Cadence, VmWatch};
-use crate::runtime::status_writer::StatusWriterMsg;
+use crate::runtime::messages::{Cadence, MachineMsg, VmWatch};
+use crate::runtime::status::writer::StatusWriterMsg;
 use capov_core::conditions::{ConditionUpdate, State, machine_ready, set_condition, types};
 use capov_core::machine_steps::{Action, Decision, Observed, StatusChange, VmAction, decide, without_effect};
 
@@ -87,7 +86,7 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
 /// unchanged statuses would queue in the writer's mailbox, a JSON tree each.
 fn report_status(state: &mut MachineState) {
     let status = serde_json::to_value(&state.status).unwrap_or_default();
-    let sent = crate::runtime::status_writer::fingerprint(&status);
+    let sent = crate::runtime::status::writer::fingerprint(&status);
     if state.sent_status == Some(sent) {
         return;
     }
@@ -260,7 +259,7 @@ fn record_pass(state: &MachineState, next: &Next, started: Instant) {
 /// Writes a decision's conditions and status fields, recomputes Ready, and records an Event for each condition
 /// whose status or reason changed.
 fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: StatusChange) {
-    let now = crate::runtime::now();
+    let now = crate::runtime::clock::now();
     let generation = state.object.metadata.generation;
     for update in conditions {
         let before = state

@@ -7,7 +7,7 @@ use super::observe::{self, Observation, ObserveError};
 use super::schedule::Next;
 use super::state::MachineState;
 use super::workload;
-use crate::runtime::workload_clients::Wanted;
+use crate::runtime::workload::clients::Wanted;
 use capov_core::machine_steps::{Fact, NodeObservation, ReadRequest};
 
 /// Reads what `request` names into the observation. Err: the pass ends with what follows (a backoff after a failed

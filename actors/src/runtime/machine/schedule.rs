@@ -6,8 +6,7 @@ use ractor::ActorRef;
 
 use super::state::MachineState;
 use crate::runtime::mailbox;
-use crate::runtime::messages::MachineMsg;
-use crate::runtime::provider::{Cadence, ProviderMsg, VmWatch};
+use crate::runtime::messages::{Cadence, MachineMsg, ProviderMsg, VmWatch};
 use capov_core::machine_steps::Requeue;
 use capov_core::trust::identity::parse_provider_id;
 

@@ -8,8 +8,7 @@ use ractor::ActorRef;
 
 use crate::runtime::keys::ObjectKey;
 use crate::runtime::mailbox::{ActorMetrics, Alive};
-use crate::runtime::messages::MachineMsg;
-use crate::runtime::provider::{ProviderMsg, VmWatch};
+use crate::runtime::messages::{MachineMsg, ProviderMsg, VmWatch};
 use crate::runtime::shared::Shared;
 use capov_core::machine_steps::{Action, Observed};
 use capov_core::vm::vm_snapshot::{Fingerprints, VmSnapshot};
@@ -22,7 +21,7 @@ pub struct MachineState {
     pub(super) shared: Arc<Shared>,
     /// The status CAPOV owns, as last sent to the status writer.
     pub(super) status: OVirtMachineStatus,
-    /// The fingerprint (`status_writer::fingerprint`) of the status last sent to the status writer, or seen on the
+    /// The fingerprint (`status::writer::fingerprint`) of the status last sent to the status writer, or seen on the
     /// object when the actor started.
     pub(super) sent_status: Option<u64>,
     /// Since when the machine has waited for a missing provider or credentials (SPEC §2.4: critical after 10 min).
@@ -68,12 +67,12 @@ pub struct MachineState {
     pub(super) vm_search_until: Option<std::time::Instant>,
     /// The bootstrap data Secret a pass found the data in, and its format (`observe::bootstrap`).
     pub(super) bootstrap_seen: Option<(String, capov_core::machine_steps::BootstrapFormat)>,
-    /// The places at the Node step the last pass found taken (`workload_clients::NoTurn::Busy`): the actor waits
+    /// The places at the Node step the last pass found taken (`workload::clients::NoTurn::Busy`): the actor waits
     /// for them before its next pass.
-    pub(super) workload_place_wanted: Option<crate::runtime::workload_clients::Wanted>,
+    pub(super) workload_place_wanted: Option<crate::runtime::workload::clients::Wanted>,
     /// The running pass's place at the Node step, taken at its first workload request (or before the pass, when
     /// wanted) and kept to its end: its Node read and the writes decided on it need no other.
-    pub(super) workload_place: Option<crate::runtime::workload_clients::StepPlace>,
+    pub(super) workload_place: Option<crate::runtime::workload::clients::StepPlace>,
     /// The running pass's permit or loan (`held_permit`); nothing between passes.
     pub(super) permit: super::held_permit::HeldPermit,
     pub(super) mail: ActorMetrics,

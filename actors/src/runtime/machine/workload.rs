@@ -3,7 +3,7 @@
 //! spec.providerID. The kubeconfig is tenant-written: it goes through [`crate::workload_kubeconfig`] before any
 //! client is built (a client is reused only for the same version of its Secret), and its server is checked
 //! (`workload_targets`: no loopback, link-local or management cluster addresses). The server is the tenant's too:
-//! every answer is capped (`kube_clients::workload_client`) and decoded slim (`slim_requests`), a listing bounded by
+//! every answer is capped (`clients::workload_client`) and decoded slim (`slim_requests`), a listing bounded by
 //! its pages and time, and requests take turns per cluster and in all (`workload_clients`).
 
 use std::hash::{Hash, Hasher};
@@ -14,12 +14,13 @@ use serde_json::json;
 
 use super::state::MachineState;
 use crate::runtime::capi;
-use crate::runtime::kube_clients;
-use crate::runtime::slim_requests::{self, Listing, RequestError, failed};
-use crate::runtime::workload_clients::{Known, NoTurn, SecretVersion, TURN_WAIT, Turn, Wanted, WorkloadClient};
-use crate::runtime::workload_targets::{self, Refusal};
+use crate::runtime::kube::clients;
+use crate::runtime::kube::slim_requests::{self, Listing, RequestError, failed};
+use crate::runtime::workload::clients::{Known, NoTurn, SecretVersion, TURN_WAIT, Turn, Wanted, WorkloadClient};
+use crate::runtime::workload::targets::{self, Refusal};
 use crate::workload_kubeconfig;
 use capov_core::machine_steps::NodeObservation;
+use capov_core::trust::workload_answers::KubeconfigSecret;
 use capov_core::trust::workload_answers::{SecretValue, SlimNode};
 
 /// Why there is no client for the workload cluster.
@@ -31,7 +32,7 @@ pub(super) enum NoClient {
     /// The management cluster did not answer the read of the kubeconfig Secret: nothing is known of the workload
     /// cluster, so a Ready machine must not report it unreachable; the pass retries with backoff.
     ManagementCluster(String),
-    /// Too many passes are in their workload step (`workload_clients::NoTurn::Busy`): nothing is reported; the
+    /// Too many passes are in their workload step (`workload::clients::NoTurn::Busy`): nothing is reported; the
     /// machine waits for the places it lacked and tries again.
     Busy(Wanted),
 }
@@ -119,7 +120,7 @@ async fn node_of_vm(client: &kube::Client, vm_id: &str, vm_name: &str) -> NodeOb
     }
 }
 
-/// Nodes asked for per page: a page must fit in [`kube_clients::WORKLOAD_BODY_LIMIT`] (1 MiB), and a Node with the
+/// Nodes asked for per page: a page must fit in [`kube::clients::WORKLOAD_BODY_LIMIT`] (1 MiB), and a Node with the
 /// images its kubelet reports is tens of kilobytes; 16 of up to 64 KiB fit. A page that does not fit is asked for
 /// again at half the size, down to one Node; a page with more Nodes than asked for is refused.
 pub const NODE_PAGE: u32 = 16;
@@ -233,6 +234,37 @@ fn no_turn(err: NoTurn) -> NoClient {
     }
 }
 
+/// The workload kubeconfig Secret, decoded slim; a failure says whether the management cluster struggles (retried
+/// quietly) or the user has something to fix.
+async fn kubeconfig_secret(
+    state: &MachineState,
+    namespace: &str,
+    secret_name: &str,
+) -> Result<KubeconfigSecret, NoClient> {
+    slim_requests::kubeconfig_secret(
+        &state.shared.client,
+        namespace,
+        secret_name,
+        workload_kubeconfig::MAX_BYTES,
+    )
+    .await
+    .map_err(|err| {
+        let message = format!("cannot read Secret {secret_name}: {err}");
+        match management_cluster_struggles(&err) {
+            true => NoClient::ManagementCluster(message),
+            // Forbidden and the like: the user has something to fix, and the condition says what.
+            false => NoClient::Unreachable(message),
+        }
+    })?
+    .ok_or_else(|| not_found(namespace, secret_name))
+}
+
+fn not_found(namespace: &str, secret_name: &str) -> NoClient {
+    NoClient::Unreachable(format!(
+        "Secret {namespace}/{secret_name} with the workload kubeconfig (key value) not found"
+    ))
+}
+
 async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Result<WorkloadClient, NoClient> {
     let namespace = state.key.namespace.clone().unwrap_or_default();
     let secret_name = format!("{}-kubeconfig", cluster.name_any());
@@ -252,27 +284,8 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
     if let Some(client) = clients.recently_checked(&cache_key) {
         return Ok(client);
     }
-    let not_found = || {
-        NoClient::Unreachable(format!(
-            "Secret {namespace}/{secret_name} with the workload kubeconfig (key value) not found"
-        ))
-    };
-    let secret = slim_requests::kubeconfig_secret(
-        &state.shared.client,
-        &namespace,
-        &secret_name,
-        workload_kubeconfig::MAX_BYTES,
-    )
-    .await
-    .map_err(|err| {
-        let message = format!("cannot read Secret {secret_name}: {err}");
-        match management_cluster_struggles(&err) {
-            true => NoClient::ManagementCluster(message),
-            // Forbidden and the like: the user has something to fix, and the condition says what.
-            false => NoClient::Unreachable(message),
-        }
-    })?
-    .ok_or_else(not_found)?;
+    let not_found = || not_found(&namespace, &secret_name);
+    let secret = kubeconfig_secret(state, &namespace, &secret_name).await?;
     let rejected = |why: &str| {
         NoClient::Rejected(format!(
             "the workload kubeconfig in Secret {namespace}/{secret_name} (key value) was rejected and nothing was \
@@ -309,7 +322,7 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
     drop((value, read_turn));
     let mut config = kubeconfig.to_kube_config();
     if !state.shared.settings.allow_internal_workload_servers {
-        config = match workload_targets::admit(config, &state.shared.settings.internal_targets).await {
+        config = match targets::admit(config, &state.shared.settings.internal_targets).await {
             Ok(config) => config,
             Err(Refusal::Internal(why)) => {
                 clients.refuse(cache_key, version, why.clone());
@@ -318,7 +331,7 @@ async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Resul
             Err(Refusal::Unresolved(why)) => return Err(NoClient::Unreachable(why)),
         };
     }
-    let client = kube_clients::workload_client(config).map_err(|err| {
+    let client = clients::workload_client(config).map_err(|err| {
         NoClient::Unreachable(format!(
             "Secret {secret_name}: cannot build a client from the workload kubeconfig: {err}"
         ))

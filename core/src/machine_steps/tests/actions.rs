@@ -2,8 +2,7 @@
 //! changes the VM in the engine ([`crate::machine_steps::Action`]).
 
 use super::fixtures::{VM_ID, engine};
-use crate::machine_steps::{Action, Requeue};
-use crate::machine_steps::{BookkeepingAction, PrepareAction, ReadRequest, VmAction, WorkloadAction};
+use crate::machine_steps::{Action, BookkeepingAction, PrepareAction, ReadRequest, Requeue, VmAction, WorkloadAction};
 
 #[test]
 fn only_workload_and_waiting_actions_run_without_a_permit() {

@@ -1,14 +1,15 @@
 //! Step 2, CanConnectToOVirt, and the critical connection errors of §2.4 ([`crate::machine_steps::connection`]),
 //! including plain-http engines and engine URLs with userinfo.
 
-use crate::machine_steps::BookkeepingAction;
+use crate::machine_steps::{
+    Action, BookkeepingAction, ConnectionFailure, Observed, ProviderConnection, Requeue, decide,
+};
 use std::time::Duration;
 
 use capov_crds::Severity;
 
 use super::fixtures::{deleting, failed, ready_to_create, running, state_of, with_vm};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{Action, ConnectionFailure, Observed, ProviderConnection, Requeue, decide};
 
 #[test]
 fn transient_connection_failure_waits_with_backoff() {

@@ -1,16 +1,15 @@
 //! Step 3, MachineCreated: bootstrap data, finding, adopting or creating the VM, and recording its system disks
 //! ([`crate::machine_steps::creation`]).
 
-use crate::machine_steps::{BookkeepingAction, VmAction};
+use crate::machine_steps::{
+    Action, BookkeepingAction, Bootstrap, BootstrapFormat, CreatedVmRecord, FoundBy, Observed, ObservedVm,
+    ProviderDefaults, Requeue, VmAction, decide,
+};
 use capov_crds::{MachineSettings, Severity};
 use capov_ovirt_model::model::VmStatus;
 
 use super::fixtures::{VM_ID, deleting, engine, owner, ready_to_create, running, state_of, vm, with_vm};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{
-    Action, Bootstrap, BootstrapFormat, CreatedVmRecord, FoundBy, Observed, ObservedVm, ProviderDefaults, Requeue,
-    decide,
-};
 use crate::policy::feature_gates::FeatureGates;
 use crate::trust::identity::{EngineIdentity, NotOwned, OwnerIdentity, Ownership};
 

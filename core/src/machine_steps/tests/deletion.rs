@@ -1,6 +1,9 @@
 //! §2.1, deletion ([`crate::machine_steps::deletion`]).
 
-use crate::machine_steps::{BookkeepingAction, VmAction};
+use crate::machine_steps::{
+    Action, BookkeepingAction, ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection, Requeue, VmAction,
+    decide,
+};
 use std::time::Duration;
 
 use capov_crds::Severity;
@@ -8,9 +11,6 @@ use capov_ovirt_model::model::VmStatus;
 
 use super::fixtures::{VM_ID, deleting, disk, ready_to_create, running, state_of, vm, with_vm};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{
-    Action, ConnectionFailure, FoundBy, Observed, ObservedVm, ProviderConnection, Requeue, decide,
-};
 use crate::trust::identity::{NotOwned, Ownership};
 
 #[test]

@@ -1,11 +1,10 @@
 //! Step 4, MachineDiskResized ([`crate::machine_steps::disks`]).
 
-use crate::machine_steps::{PrepareAction, VmAction};
+use crate::machine_steps::{Action, Observed, PrepareAction, Requeue, VmAction, decide};
 use capov_crds::Severity;
 
 use super::fixtures::{GIB, state_of, wants_disk_gb, with_vm};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{Action, Observed, Requeue, decide};
 use crate::policy::feature_gates::FeatureGates;
 
 #[test]

@@ -1,16 +1,15 @@
 //! What the tests of every step start from: an observed machine at each stage (ready to create, with its VM,
 //! running, being deleted), its VM and disks, and a short way to read a decision's conditions.
 
-use crate::machine_steps::Fact;
+use crate::machine_steps::{
+    Bootstrap, BootstrapFormat, ConnectionFailure, Decision, Fact, FailureState, FoundBy, NodeObservation, Observed,
+    ObservedVm, ProviderConnection, ProviderDefaults, VmDisk,
+};
 use std::time::Duration;
 
 use capov_crds::MachineSettings;
 
 use crate::conditions::State;
-use crate::machine_steps::{
-    Bootstrap, BootstrapFormat, ConnectionFailure, Decision, FailureState, FoundBy, NodeObservation, Observed,
-    ObservedVm, ProviderConnection, ProviderDefaults, VmDisk,
-};
 use crate::network::addresses::{ReportedDevice, VmNic};
 use crate::network::nics::NicAssessment;
 use crate::placement::affinity_groups::GroupOwner;

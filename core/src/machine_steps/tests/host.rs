@@ -1,12 +1,11 @@
 //! Issue #27: where the VM runs ([`crate::machine_steps::host`]): status.host, HostReady, and no engine write while
 //! its host is non-responsive.
 
-use crate::machine_steps::{VmAction, WorkloadAction};
+use crate::machine_steps::{Action, Observed, Requeue, VmAction, VmHost, WorkloadAction, decide};
 use capov_crds::Severity;
 
 use super::fixtures::{deleting, running, state_of, with_vm};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{Action, Observed, Requeue, VmHost, decide};
 
 fn on_host(mut o: Observed, status: &str, host_status: &str) -> Observed {
     let vm = o.vm.as_mut().expect("vm");

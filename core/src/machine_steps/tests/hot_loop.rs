@@ -1,8 +1,7 @@
 //! The hot-loop guard: an action that reported success but changed nothing ([`crate::machine_steps::without_effect`]).
 
 use super::fixtures::{ready_to_create, with_vm};
-use crate::machine_steps::{Action, Observed, Requeue, decide, without_effect};
-use crate::machine_steps::{BookkeepingAction, PrepareAction};
+use crate::machine_steps::{Action, BookkeepingAction, Observed, PrepareAction, Requeue, decide, without_effect};
 use crate::policy::feature_gates::FeatureGates;
 
 #[test]

@@ -2,11 +2,10 @@
 
 use super::fixtures::{VM_ID, ready_to_create, running, vm, wants_disk_gb};
 use crate::conditions::State;
-use crate::machine_steps::Fact;
 use crate::machine_steps::{
-    Action, Bootstrap, BootstrapFormat, NodeObservation, Observed, ObservedVm, Requeue, decide,
+    Action, BookkeepingAction, Bootstrap, BootstrapFormat, Fact, NodeObservation, Observed, ObservedVm, PrepareAction,
+    Requeue, VmAction, WorkloadAction, decide,
 };
-use crate::machine_steps::{BookkeepingAction, PrepareAction, VmAction, WorkloadAction};
 use crate::policy::feature_gates::FeatureGates;
 
 #[test]

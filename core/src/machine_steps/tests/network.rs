@@ -1,12 +1,10 @@
 //! Step 5, MachineNetworkSet ([`crate::machine_steps::network`]).
 
-use crate::machine_steps::Fact;
-use crate::machine_steps::PrepareAction;
+use crate::machine_steps::{Action, Fact, Observed, PrepareAction, Requeue, decide};
 use capov_crds::Severity;
 
 use super::fixtures::{running, state_of, with_vm};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{Action, Observed, Requeue, decide};
 use crate::network::nics::{NicAssessment, NicChange};
 
 #[test]

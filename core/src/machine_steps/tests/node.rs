@@ -1,12 +1,10 @@
 //! Step 7, K8sProviderIDSetup, and reading the Node only when this step needs it ([`crate::machine_steps::node`]).
 
-use crate::machine_steps::Fact;
-use crate::machine_steps::{ReadRequest, WorkloadAction};
+use crate::machine_steps::{Action, Fact, NodeObservation, Observed, ReadRequest, Requeue, WorkloadAction, decide};
 use capov_crds::Severity;
 
 use super::fixtures::{VM_ID, node_labels, running, state_of, with_vm};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{Action, NodeObservation, Observed, Requeue, decide};
 
 #[test]
 fn node_not_registered_yet_waits_for_node() {

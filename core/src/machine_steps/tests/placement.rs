@@ -1,15 +1,15 @@
 //! Issue #25: failure domains and affinity groups, `MachinePlacementSet` ([`crate::machine_steps::placement`]),
 //! joined before the first start and left before deletion.
 
-use crate::machine_steps::{Fact, ReadRequest};
-use crate::machine_steps::{GroupAction, VmAction};
+use crate::machine_steps::{
+    Action, Fact, GroupAction, GroupsObservation, JoinGroup, Observed, ReadRequest, Requeue, VmAction, decide,
+};
 use std::collections::BTreeMap;
 
 use capov_crds::{AntiAffinity, Severity};
 
 use super::fixtures::{VM_ID, deleting, ready_to_create, running, state_of, with_vm};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{Action, GroupsObservation, JoinGroup, Observed, Requeue, decide};
 use crate::placement::affinity_groups::{GroupFact, GroupRule, GroupState, wanted_groups};
 use crate::placement::failure_domains::{FailureDomainChoice, FailureDomainPlacement};
 

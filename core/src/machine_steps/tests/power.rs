@@ -1,15 +1,13 @@
 //! Step 6, MachineOn: the first start, the states of a started VM, and its addresses
 //! ([`crate::machine_steps::power`]).
 
-use crate::machine_steps::Fact;
-use crate::machine_steps::VmAction;
+use crate::machine_steps::{
+    Action, Bootstrap, BootstrapFormat, Fact, NodeObservation, Observed, ObservedVm, Requeue, VmAction, decide,
+};
 use capov_crds::Severity;
 
 use super::fixtures::{running, state_of, vm, with_vm};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{
-    Action, Bootstrap, BootstrapFormat, NodeObservation, Observed, ObservedVm, Requeue, decide,
-};
 use crate::network::addresses::ReportedDevice;
 
 #[test]

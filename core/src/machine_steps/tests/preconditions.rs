@@ -1,8 +1,7 @@
 //! Step 1, preconditions, and the failureReason gate of §2.4 ([`crate::machine_steps::preconditions`]).
 
 use super::fixtures::{VM_ID, deleting, ready_to_create, with_vm};
-use crate::machine_steps::{Action, FailureState, Observed, Requeue, decide};
-use crate::machine_steps::{BookkeepingAction, VmAction};
+use crate::machine_steps::{Action, BookkeepingAction, FailureState, Observed, Requeue, VmAction, decide};
 
 #[test]
 fn waits_for_owner_machine_without_conditions() {

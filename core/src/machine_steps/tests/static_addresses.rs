@@ -1,12 +1,11 @@
 //! Static addresses in step 3 ([`crate::machine_steps::static_addresses`]): claims before the VM, a condition while
 //! waiting, the addresses in the create request and in status.addresses, and the claims released on deletion.
 
-use crate::machine_steps::{BookkeepingAction, VmAction};
+use crate::machine_steps::{Action, BookkeepingAction, Observed, Requeue, VmAction, decide};
 use capov_crds::{Dns, IpPoolRef, MachineSettings, Nic, Severity};
 
 use super::fixtures::{deleting, ready_to_create, running, state_of};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{Action, Observed, Requeue, decide};
 use crate::network::ip_claims::{AddressFact, ClaimFact};
 
 fn pool(name: &str) -> IpPoolRef {

@@ -1,13 +1,14 @@
 //! Data disks (step 4), tags (step 3's tail), the VM name template and the graceful shutdown on deletion.
 
-use crate::machine_steps::{BookkeepingAction, PrepareAction, VmAction};
+use crate::machine_steps::{
+    Action, BookkeepingAction, DataDiskPlan, Observed, ObservedVm, PrepareAction, Requeue, VmAction, decide,
+};
 use std::time::Duration;
 
 use capov_crds::{DataDisk, DataDiskStatus, DiskFormat, DiskInterface, MachineSettings};
 
 use super::fixtures::{GIB, VM_ID, deleting, disk, ready_to_create, running, state_of, with_vm};
 use crate::conditions::{State, reasons, types};
-use crate::machine_steps::{Action, DataDiskPlan, Observed, ObservedVm, Requeue, decide};
 
 fn data_disk(name: &str, gb: i64) -> DataDisk {
     DataDisk {

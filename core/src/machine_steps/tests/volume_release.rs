@@ -2,8 +2,10 @@
 //! ([`crate::machine_steps::volume_release`]): every answer of the workload cluster, the VM's states once the Node is
 //! released, the disks that are and are not detached, and the gate off.
 
-use crate::machine_steps::Fact;
-use crate::machine_steps::{BookkeepingAction, ReadRequest, VmAction};
+use crate::machine_steps::{
+    Action, BookkeepingAction, Decision, Fact, FoundBy, NodeRelease, Observed, ReadRequest, Requeue, VmAction, VmDisk,
+    decide,
+};
 use std::time::Duration;
 
 use capov_crds::Severity;
@@ -11,7 +13,6 @@ use capov_ovirt_model::model::VmStatus;
 
 use super::fixtures::{VM_ID, deleting, disk, running, with_vm};
 use crate::conditions::{ConditionUpdate, State, reasons, types};
-use crate::machine_steps::{Action, Decision, FoundBy, NodeRelease, Observed, Requeue, VmDisk, decide};
 use crate::policy::feature_gates::FeatureGates;
 use crate::trust::identity::{NotOwned, Ownership};
 

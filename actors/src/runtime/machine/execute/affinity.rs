@@ -3,14 +3,13 @@
 //! the group's lock and reads the group again first: a sibling of this process may have created, joined or left it
 //! since the decision was taken. Only one replica (the leader) acts, so the lock of this process is enough.
 
-use capov_core::machine_steps::GroupAction;
+use capov_core::machine_steps::{GroupAction, JoinGroup, LeaveGroup, Observed, Requeue};
 use capov_ovirt::Client;
 use capov_ovirt::model::{AffinityGroup, AffinityLabelRefs, AffinityRule, Ref, VmRefs};
 
 use crate::runtime::machine::outcome::{Executed, Failure, on_engine};
 use crate::runtime::machine::state::MachineState;
 use capov_core::conditions::{reasons, types};
-use capov_core::machine_steps::{JoinGroup, LeaveGroup, Observed, Requeue};
 use capov_core::placement::affinity_groups::{GroupFact, GroupRule, GroupState, Leave, WantedGroup, assess, leaving};
 
 /// Joins or leaves a group; a failure is reported on MachinePlacementSet (joining) or MachineDeleted (leaving).

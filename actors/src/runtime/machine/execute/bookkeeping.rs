@@ -11,12 +11,11 @@ use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::runtime::finalizers;
+use crate::runtime::kube::slim;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
-use crate::runtime::mailbox;
-use crate::runtime::slim;
-use crate::runtime::status_writer::StatusWriterMsg;
+use crate::runtime::status::writer::StatusWriterMsg;
+use crate::runtime::{finalizers, mailbox};
 use capov_core::conditions::{FAILURE_ENGINE_CONNECTION_CRITICAL, reasons, types};
 use capov_core::machine_steps::{CreatedVmRecord, Observed, Requeue};
 use capov_core::trust::identity::format_provider_id;

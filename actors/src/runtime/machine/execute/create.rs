@@ -7,9 +7,9 @@ use capov_ovirt::model::{
 };
 use capov_ovirt::{Client, DiskPlacement};
 
-use crate::runtime::lookups::key;
 use crate::runtime::machine::outcome::Failure;
 use crate::runtime::machine::state::MachineState;
+use crate::runtime::provider::lookups::key;
 use capov_core::conditions::reasons;
 use capov_core::machine_steps::CreateVmPlan;
 use capov_core::network::guest_network;
@@ -119,7 +119,7 @@ async fn clone_fits(
     for (domain_id, sizes) in by_domain {
         let domain = match inventory.as_ref().and_then(|i| i.domain(&domain_id)) {
             Some(domain) => domain.clone(),
-            None => match crate::runtime::provider_inventory::domain_fact(client.storage_domain(&domain_id).await?) {
+            None => match crate::runtime::provider::inventory::domain_fact(client.storage_domain(&domain_id).await?) {
                 Some(domain) => domain,
                 None => continue,
             },

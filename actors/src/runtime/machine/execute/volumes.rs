@@ -8,7 +8,7 @@ use kube::Resource;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
 use crate::runtime::mailbox;
-use crate::runtime::status_writer::StatusWriterMsg;
+use crate::runtime::status::writer::StatusWriterMsg;
 use capov_core::conditions::reasons;
 use capov_core::machine_steps::VmDisk;
 use capov_core::trust::bounded_text;

@@ -190,7 +190,7 @@ fn ip_claims(state: &MachineState) -> Vec<capov_core::network::ip_claims::ClaimF
 fn deletion_requested_for(object: &capov_crds::OVirtMachine) -> Option<std::time::Duration> {
     object.spec.settings.gracefulshutdowntimeoutseconds.filter(|s| *s > 0)?;
     let at = object.metadata.deletion_timestamp.as_ref()?;
-    let elapsed = crate::runtime::now().duration_since(at.0);
+    let elapsed = crate::runtime::clock::now().duration_since(at.0);
     Some(std::time::Duration::try_from(elapsed).unwrap_or_default())
 }
 
@@ -199,7 +199,7 @@ fn note_placement(state: &MachineState, observed: &Observed) {
     if observed.group_owner.cluster.is_empty() {
         return;
     }
-    let placement = crate::runtime::placements::MachinePlacement {
+    let placement = crate::runtime::provider::placements::MachinePlacement {
         namespace: observed.namespace.clone(),
         cluster: observed.group_owner.cluster.clone(),
         provider: observed.settings.provider.clone(),

@@ -3,8 +3,8 @@
 use capov_ovirt::Client;
 
 use super::observation::{Engine, ObserveError};
-use crate::runtime::lookups::key;
 use crate::runtime::machine::state::MachineState;
+use crate::runtime::provider::lookups::key;
 use capov_core::machine_steps::Observed;
 use capov_core::network::nics::{CurrentNic, NicAssessment, VnicProfileFact, assess_nics};
 

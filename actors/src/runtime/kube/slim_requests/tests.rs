@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::*;
-use crate::runtime::kube_clients;
+use crate::runtime::kube::clients;
 use capov_core::trust::workload_answers::{SlimNode, SlimVolumeAttachment};
 
 /// A request as the stand-in sees it.
@@ -99,7 +99,7 @@ pub(crate) async fn apiserver(
 
 /// A workload client (its answer cap and deadlines) for the stand-in at `url`.
 pub(crate) fn client(url: &str) -> kube::Client {
-    kube_clients::workload_client(kube::Config::new(url.parse().expect("url"))).expect("client")
+    clients::workload_client(kube::Config::new(url.parse().expect("url"))).expect("client")
 }
 
 /// `{…, "items":[{},{},…]}` with `count` items and, if given, a continue token.

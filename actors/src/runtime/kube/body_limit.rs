@@ -124,7 +124,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::kube_clients::with_timeouts;
+    use crate::runtime::kube::clients::with_timeouts;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 

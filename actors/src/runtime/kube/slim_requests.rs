@@ -12,7 +12,7 @@ use http_body::Body as _;
 use kube::client::Body;
 use serde::Deserialize;
 
-use crate::runtime::body_limit::ResponseTooLarge;
+use crate::runtime::kube::body_limit::ResponseTooLarge;
 use capov_core::trust::workload_answers::{self, AnswerError, KubeconfigSecret, Page, SlimStatus};
 
 /// Why a request got no usable answer. Its text is bounded: every part from the server is cut.
@@ -113,8 +113,8 @@ async fn read(mut body: Body, limit: usize) -> Result<Bytes, kube::Error> {
     Ok(Bytes::from(bytes))
 }
 
-/// The largest answer read from a workload apiserver (its client's own cap, `kube_clients::WORKLOAD_BODY_LIMIT`).
-const WORKLOAD_ANSWER: usize = crate::runtime::kube_clients::WORKLOAD_BODY_LIMIT as usize;
+/// The largest answer read from a workload apiserver (its client's own cap, `kube::clients::WORKLOAD_BODY_LIMIT`).
+const WORKLOAD_ANSWER: usize = crate::runtime::kube::clients::WORKLOAD_BODY_LIMIT as usize;
 
 /// The object `name` at `url_path` (`/api/v1/nodes`), decoded slim; None if there is none (404).
 pub async fn get<T: for<'de> Deserialize<'de>>(

@@ -7,8 +7,8 @@ use capov_crds::labels::WATCH_FILTER_LABEL;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::shared::Shared;
-use super::slim;
+use crate::runtime::kube::slim;
+use crate::runtime::shared::Shared;
 
 /// The provider `name` as it is now, when it is still there and still this operator's (`--watch-filter`).
 pub async fn current(shared: &Shared, name: &str) -> Result<Option<OVirtProvider>, kube::Error> {

@@ -1,5 +1,5 @@
 //! Clients of tenants' workload apiservers, kept per (namespace, kubeconfig Secret) while the Secret stays the same
-//! version, and how many requests they send at once. Every answer is capped (`kube_clients::workload_client`); these
+//! version, and how many requests they send at once. Every answer is capped (`kube::clients::workload_client`); these
 //! limits cap how many answers are read at the same time, so that what hostile servers can cost the operator is a
 //! fixed sum, not one answer per machine waiting for its Node:
 //!

@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::keys::{Kind, ObjectKey};
 use crate::metrics::{Metrics, Subject};
+use crate::runtime::keys::{Kind, ObjectKey};
 
 fn subject(key: &ObjectKey) -> Option<Subject> {
     match key.kind {
@@ -17,7 +17,7 @@ fn subject(key: &ObjectKey) -> Option<Subject> {
 }
 
 /// The object's latest status, as CAPOV computed it.
-pub(super) fn record(metrics: &Metrics, key: &ObjectKey, status: &Value) {
+pub(crate) fn record(metrics: &Metrics, key: &ObjectKey, status: &Value) {
     if let Some(subject) = subject(key) {
         let namespace = key.namespace.as_deref().unwrap_or_default();
         metrics.census.record(subject, namespace, &key.name, status);
@@ -25,7 +25,7 @@ pub(super) fn record(metrics: &Metrics, key: &ObjectKey, status: &Value) {
 }
 
 /// The status the object carried when its actor started: counted until CAPOV computes one.
-pub(super) fn record_seen(metrics: &Metrics, key: &ObjectKey, status: &Value) {
+pub(crate) fn record_seen(metrics: &Metrics, key: &ObjectKey, status: &Value) {
     if let Some(subject) = subject(key) {
         let namespace = key.namespace.as_deref().unwrap_or_default();
         if !metrics.census.knows(subject, namespace, &key.name) {
@@ -34,7 +34,7 @@ pub(super) fn record_seen(metrics: &Metrics, key: &ObjectKey, status: &Value) {
     }
 }
 
-pub(super) fn forget(metrics: &Metrics, key: &ObjectKey) {
+pub(crate) fn forget(metrics: &Metrics, key: &ObjectKey) {
     if let Some(subject) = subject(key) {
         let namespace = key.namespace.as_deref().unwrap_or_default();
         metrics.census.forget(subject, namespace, &key.name);

@@ -1,6 +1,6 @@
 //! The provider's inventory poll (issue #27): every [`INVENTORY_EVERY`] polls, one request each for the engine's
 //! hosts, clusters and storage domains — whatever the number of machines. The result is shared
-//! ([`crate::runtime::placements`]): machines read their host's name and state from it and check a clone's space
+//! ([`crate::runtime::provider::placements`]): machines read their host's name and state from it and check a clone's space
 //! against it; the supervisor refreshes the OVirtClusters' capacity after each poll; and a host that changed state
 //! makes the next VM search cover every watched VM, so that the machines on it hear of it.
 
@@ -10,10 +10,10 @@ use capov_ovirt::Client;
 use capov_ovirt::model::{Cluster, Host, StorageDomain};
 use ractor::ActorRef;
 
-use super::mailbox;
-use super::messages::SupervisorMsg;
-use super::placements::Placements;
 use crate::metrics::Metrics;
+use crate::runtime::mailbox;
+use crate::runtime::messages::SupervisorMsg;
+use crate::runtime::provider::placements::Placements;
 use capov_core::placement::capacity::{ClusterFact, DomainFact, HostFact, Inventory, is_file_storage};
 
 /// Polls between two inventory polls: 30 s at the default 5 s poll interval.

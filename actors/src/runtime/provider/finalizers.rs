@@ -15,11 +15,10 @@ use kube::api::Api;
 use kube::runtime::watcher::Event;
 use ractor::ActorRef;
 
-use super::cluster::{self, SeenClusters};
-use super::finalizers;
-use super::mailbox;
-use super::messages::{FinalizerOwner, SupervisorMsg};
-use super::shared::Shared;
+use crate::runtime::cluster::{self, SeenClusters};
+use crate::runtime::messages::{FinalizerOwner, SupervisorMsg};
+use crate::runtime::shared::Shared;
+use crate::runtime::{finalizers, mailbox};
 
 /// First retry of a failed finalizer write; doubling up to [`MAX_FINALIZER_RETRY`], jittered.
 const FINALIZER_RETRY: Duration = Duration::from_secs(1);

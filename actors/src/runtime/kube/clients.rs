@@ -17,7 +17,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 use tower::{BoxError, Layer, Service};
 
-use super::kube_requests::NameFailuresLayer;
+use crate::runtime::kube::requests::NameFailuresLayer;
 
 /// Establishing a connection, TLS handshake included.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -82,7 +82,7 @@ pub const WORKLOAD_BODY_LIMIT: u64 = 1 << 20;
 pub fn workload_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
     Ok(kube::client::ClientBuilder::try_from(with_timeouts(config))?
         .with_layer(&DeadlineLayer(REQUEST_TIMEOUT))
-        .with_layer(&super::body_limit::BodyLimitLayer(WORKLOAD_BODY_LIMIT))
+        .with_layer(&crate::runtime::kube::body_limit::BodyLimitLayer(WORKLOAD_BODY_LIMIT))
         .build())
 }
 

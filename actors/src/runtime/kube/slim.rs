@@ -39,7 +39,7 @@ pub fn machine(machine: &mut capov_crds::OVirtMachine) {
 /// trimmed to what the watch keeps of it (`slim_meta::OVIRT_MACHINE`): the write's answer carries every label and
 /// annotation the tenant wrote.
 pub fn own(mut machine: capov_crds::OVirtMachine) -> std::sync::Arc<capov_crds::OVirtMachine> {
-    super::slim_meta::trim_meta(&mut machine.metadata, &super::slim_meta::OVIRT_MACHINE);
+    crate::runtime::kube::slim_meta::trim_meta(&mut machine.metadata, &crate::runtime::kube::slim_meta::OVIRT_MACHINE);
     machine.status = machine.status.as_ref().map(held_status);
     std::sync::Arc::new(machine)
 }
@@ -120,7 +120,7 @@ pub fn capi<K: kube::Resource>(object: &mut K) {
         .owner_references
         .iter()
         .flatten()
-        .find(|owner| super::capi::is_control_plane_controller(owner))
+        .find(|owner| crate::runtime::capi::is_control_plane_controller(owner))
         .filter(|owner| owner_size(owner) <= MAX_KEPT_OWNER_BYTES)
         .map(|owner| OwnerReference {
             api_version: owner.api_version.clone(),
@@ -150,7 +150,7 @@ fn owner_size(owner: &OwnerReference) -> usize {
 /// `slim_meta` keeps only owners of those kinds), what tells whose it is and where it stands (owners, finalizers,
 /// creation and deletion times). Another claim keeps only its identity: its name is all a machine checks (a claim of
 /// the name it wants that is not its own is a conflict).
-pub fn ip_claim(claim: &mut super::ipam::IpAddressClaim) {
+pub fn ip_claim(claim: &mut crate::runtime::ipam::IpAddressClaim) {
     let meta = &claim.metadata;
     if meta.owner_references.is_none() {
         claim.metadata = identity(meta, None);
@@ -166,7 +166,7 @@ pub fn ip_claim(claim: &mut super::ipam::IpAddressClaim) {
 }
 
 /// An IPAddress: its identity (`ipam.rs` decodes only the spec's address fields).
-pub fn ip_address(address: &mut super::ipam::IpAddress) {
+pub fn ip_address(address: &mut crate::runtime::ipam::IpAddress) {
     capi(address);
 }
 

@@ -18,12 +18,12 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Value, json};
 
-use super::events::{EventRecorder, Note};
-use super::keys::ObjectKey;
-use super::mailbox::{self, ActorMetrics, Alive, Mail};
-use super::status_census;
-use super::status_queue::WriteQueue;
 use crate::metrics::{Metrics, kind};
+use crate::runtime::keys::ObjectKey;
+use crate::runtime::mailbox::{self, ActorMetrics, Alive, Mail};
+use crate::runtime::status::census;
+use crate::runtime::status::events::{EventRecorder, Note};
+use crate::runtime::status::queue::WriteQueue;
 
 pub const FIELD_MANAGER: &str = "capov";
 /// Status writes sent side by side (each to another object). One write at a time measured 7 writes/s with 10,000
@@ -155,7 +155,7 @@ impl Actor for StatusWriter {
         let _handling = state.mail.handling();
         match message {
             StatusWriterMsg::Update { key, status } => {
-                status_census::record(&state.metrics, &key, &status);
+                census::record(&state.metrics, &key, &status);
                 let label = [key.kind.label()];
                 if state.queue.update(key, Arc::from(status.to_string())) {
                     state.stats.coalesced += 1;
@@ -205,7 +205,7 @@ impl Actor for StatusWriter {
                 });
             }
             StatusWriterMsg::Forget(key) => {
-                status_census::forget(&state.metrics, &key);
+                census::forget(&state.metrics, &key);
                 state.queue.forget(&key);
                 state.written.remove(&key);
             }
@@ -331,7 +331,7 @@ async fn write_status(client: &kube::Client, key: &ObjectKey, status: &str) -> R
 /// queued in the writer's mailbox were a peak of their own.
 /// Returns the fingerprint too, for the sender's own record of what it sent.
 pub(crate) fn seen(metrics: &Metrics, key: ObjectKey, status: &Value) -> (u64, StatusWriterMsg) {
-    status_census::record_seen(metrics, &key, status);
+    census::record_seen(metrics, &key, status);
     let fingerprint = fingerprint(status);
     (fingerprint, StatusWriterMsg::Seen { key, fingerprint })
 }

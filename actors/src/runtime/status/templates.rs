@@ -9,14 +9,14 @@ use kube::runtime::watcher::{self, Event};
 use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
-use super::keys::ObjectKey;
-use super::mailbox;
-use super::status_writer::StatusWriterMsg;
 use crate::metrics::Metrics;
+use crate::runtime::keys::ObjectKey;
+use crate::runtime::mailbox;
+use crate::runtime::status::writer::StatusWriterMsg;
 use capov_core::placement::template_capacity::template_status;
 
 /// Runs until the status writer is gone or the task is aborted; a watch error is retried by the stream's backoff.
-pub(super) fn spawn<S>(stream: S, writer: ActorRef<StatusWriterMsg>, metrics: Metrics) -> JoinHandle<()>
+pub(crate) fn spawn<S>(stream: S, writer: ActorRef<StatusWriterMsg>, metrics: Metrics) -> JoinHandle<()>
 where
     S: futures::Stream<Item = Result<Event<OVirtMachineTemplate>, watcher::Error>> + Send + 'static,
 {
@@ -53,7 +53,7 @@ fn on_template(metrics: &Metrics, template: &OVirtMachineTemplate) -> Vec<Status
     };
     let mut messages = Vec::with_capacity(2);
     if let Some(current) = template.status.as_ref().and_then(|s| serde_json::to_value(s).ok()) {
-        messages.push(super::status_writer::seen(metrics, key.clone(), &current).1);
+        messages.push(crate::runtime::status::writer::seen(metrics, key.clone(), &current).1);
     }
     messages.push(StatusWriterMsg::Update { key, status });
     messages
