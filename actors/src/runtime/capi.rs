@@ -3,11 +3,10 @@
 //! one of each per machine; as `DynamicObject`s (a JSON tree, each map node 632 bytes however few its entries) even
 //! the reduced objects took about 3.7 KB each (docs/benchmarks.md, "Where the memory goes").
 
-use std::borrow::Cow;
-
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Deserialize;
+
+use crate::runtime::kube::resource::namespaced_resource;
 
 /// A CAPI `Machine` (cluster.x-k8s.io/v1beta2): what CAPOV reads of it.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -101,41 +100,8 @@ pub struct ClusterInitialization {
     pub infrastructure_provisioned: Option<bool>,
 }
 
-macro_rules! capi_resource {
-    ($type:ty, $kind:literal, $plural:literal) => {
-        impl kube::Resource for $type {
-            type DynamicType = ();
-            type Scope = NamespaceResourceScope;
-
-            fn kind(_: &()) -> Cow<'_, str> {
-                $kind.into()
-            }
-
-            fn group(_: &()) -> Cow<'_, str> {
-                "cluster.x-k8s.io".into()
-            }
-
-            fn version(_: &()) -> Cow<'_, str> {
-                "v1beta2".into()
-            }
-
-            fn plural(_: &()) -> Cow<'_, str> {
-                $plural.into()
-            }
-
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
-capi_resource!(Machine, "Machine", "machines");
-capi_resource!(Cluster, "Cluster", "clusters");
+namespaced_resource!(Machine, "cluster.x-k8s.io", "v1beta2", "Machine", "machines");
+namespaced_resource!(Cluster, "cluster.x-k8s.io", "v1beta2", "Cluster", "clusters");
 
 /// `Cluster.spec.paused`.
 pub fn cluster_paused(cluster: &Cluster) -> bool {

@@ -3,15 +3,15 @@
 //! [`crate::runtime::capi`], only the fields CAPOV reads are decoded; the stores ([`crate::runtime::watches`]) keep them, and
 //! [`claim_facts`] turns what they hold about one object into the plain facts `capov_core::network::ip_claims` decides on.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use capov_crds::IpPoolRef;
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde::Deserialize;
+
+use crate::runtime::kube::resource::namespaced_resource;
 
 use capov_core::network::ip_claims::{ADDRESS_GRACE, AddressFact, CLAIM_FINALIZER, ClaimFact, WantedClaim};
 
@@ -71,41 +71,8 @@ pub struct AddressSpec {
     pub gateway: Option<String>,
 }
 
-macro_rules! ipam_resource {
-    ($type:ty, $kind:literal, $plural:literal) => {
-        impl kube::Resource for $type {
-            type DynamicType = ();
-            type Scope = NamespaceResourceScope;
-
-            fn kind(_: &()) -> Cow<'_, str> {
-                $kind.into()
-            }
-
-            fn group(_: &()) -> Cow<'_, str> {
-                GROUP.into()
-            }
-
-            fn version(_: &()) -> Cow<'_, str> {
-                VERSION.into()
-            }
-
-            fn plural(_: &()) -> Cow<'_, str> {
-                $plural.into()
-            }
-
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
-ipam_resource!(IpAddressClaim, "IPAddressClaim", "ipaddressclaims");
-ipam_resource!(IpAddress, "IPAddress", "ipaddresses");
+namespaced_resource!(IpAddressClaim, GROUP, VERSION, "IPAddressClaim", "ipaddressclaims");
+namespaced_resource!(IpAddress, GROUP, VERSION, "IPAddress", "ipaddresses");
 
 /// Whether the IPAddressClaims store can be trusted to hold every claim (issue 35): after a restart a deleting
 /// machine's first pass may come before the claims are listed; releasing it then would leave its claims holding

@@ -5,6 +5,7 @@
 pub mod body_limit;
 pub mod clients;
 pub mod requests;
+pub mod resource;
 pub mod slim;
 pub mod slim_meta;
 pub mod slim_requests;
