@@ -537,7 +537,11 @@ mod tests {
             [capov_crds::labels::CLUSTER_NAME_LABEL]
         );
         let annotations = meta.annotations.as_ref().expect("annotations");
-        assert_eq!(annotations.len(), 2, "the system disks and the reconcile request: {annotations:?}");
+        assert_eq!(
+            annotations.len(),
+            2,
+            "the system disks and the reconcile request: {annotations:?}"
+        );
         assert_eq!(
             annotations[capov_crds::labels::SYSTEM_DISKS_ANNOTATION].len(),
             MAX_ANNOTATION_VALUE
