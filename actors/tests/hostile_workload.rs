@@ -609,6 +609,26 @@ fn floor() -> i64 {
     floor
 }
 
+/// How many machines report WaitingForNode.
+async fn waiting_for_node(world: &World) -> usize {
+    let listed = machines(world).list(&Default::default()).await.expect("machines");
+    listed
+        .items
+        .iter()
+        .filter(|m| condition(m, "K8sProviderIDSetup").is_some_and(|c| c.reason == "WaitingForNode"))
+        .count()
+}
+
+/// Waits until `count` machines report WaitingForNode: their passes are over.
+fn settled(lab: &Lab, count: usize) {
+    lab.wait(3 * MINUTE, &format!("{count} machines at their Node step"), || async {
+        let waiting = waiting_for_node(&lab.world).await;
+        (waiting >= count)
+            .then_some(())
+            .ok_or(format!("{waiting} waiting for their Node"))
+    });
+}
+
 /// (e) 64 clusters, each with its own machine and a kubeconfig of about 60 KiB (its CA bundle holds the tenant's
 /// CA and dozens of others, all of which its client keeps): once 32 of them are cached, reading 32 more keeps the
 /// operator's memory where it was (apart from the machines' own state), because the client cache is bounded.
@@ -637,6 +657,8 @@ fn many_clusters_with_fat_kubeconfigs_keep_the_client_cache_bounded() {
         let tokens = hostile.tokens();
         (tokens >= HALF).then_some(()).ok_or(format!("{tokens} clusters read"))
     });
+    // Measured once the machines have settled at their Node step, not while their passes are still in flight.
+    settled(&lab, HALF);
     let first = floor();
     for index in HALF..2 * HALF {
         lab.machine_in_own_cluster(&format!("c-fat-{index:02}"), &fat(index), &format!("fat-{index:02}"));
@@ -647,15 +669,9 @@ fn many_clusters_with_fat_kubeconfigs_keep_the_client_cache_bounded() {
             .then_some(())
             .ok_or(format!("{tokens} clusters read"))
     });
+    settled(&lab, 2 * HALF);
     let second = floor();
-    let waiting = lab.run(async {
-        let listed = machines(&lab.world).list(&Default::default()).await.expect("machines");
-        listed
-            .items
-            .iter()
-            .filter(|m| condition(m, "K8sProviderIDSetup").is_some_and(|c| c.reason == "WaitingForNode"))
-            .count()
-    });
+    let waiting = lab.run(waiting_for_node(&lab.world));
     lab.stop_operator();
     let growth = second - first;
     println!(

@@ -20,6 +20,7 @@ const MINUTE: Duration = Duration::from_secs(60);
 const MANAGEMENT_CLUSTER: &str = capov_crds::labels::MANAGEMENT_CLUSTER_ANNOTATION;
 const OWNER_UID: &str = capov_crds::labels::OWNER_UID_ANNOTATION;
 const RELEASE_VM: &str = capov_crds::labels::RELEASE_VM_ANNOTATION;
+const RECONCILE_REQUESTED: &str = capov_crds::labels::RECONCILE_REQUESTED_ANNOTATION;
 
 fn base_spec() -> serde_json::Value {
     json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"})
@@ -506,7 +507,7 @@ async fn without_recorded_system_disks_an_attached_data_disk_blocks_deletion() {
 
     // Cleanup: once the disk is detached, deletion proceeds at the next pass (touch the object for it).
     world.sim.control().detach_disk(&vm_id, &disk).expect("detach");
-    let touch = json!({"metadata": {"annotations": {"capov-test/touch": "1"}}});
+    let touch = json!({"metadata": {"annotations": {RECONCILE_REQUESTED: "1"}}});
     machines
         .patch("worker", &PatchParams::default(), &Patch::Merge(&touch))
         .await

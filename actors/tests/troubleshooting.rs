@@ -171,7 +171,7 @@ async fn bad_credentials_are_critical_until_fixed_and_cleared() {
     })
     .await;
     let machines: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
-    let touch = json!({"metadata": {"annotations": {"test.capov/touch": "1"}}});
+    let touch = json!({"metadata": {"annotations": {capov_crds::labels::RECONCILE_REQUESTED_ANNOTATION: "1"}}});
     machines
         .patch("worker", &PatchParams::default(), &Patch::Merge(&touch))
         .await

@@ -9,6 +9,7 @@ mod support;
 use std::time::Duration;
 
 use capov_core::policy::feature_gates::FeatureGates;
+use capov_crds::labels::RECONCILE_REQUESTED_ANNOTATION;
 use capov_crds::{ConditionStatus, OVirtMachine};
 use capov_harness::objects;
 use capov_testkit::eventually;
@@ -39,7 +40,7 @@ async fn deleted_once(world: &World, needle: &str) -> capov_crds::Condition {
 /// Wakes the machine: a change of the object starts a pass at once.
 async fn touch(world: &World, round: u32) {
     let machines = Api::<OVirtMachine>::namespaced(world.client.clone(), &world.namespace);
-    let touch = json!({"metadata": {"annotations": {"capov-test/touch": round.to_string()}}});
+    let touch = json!({"metadata": {"annotations": {RECONCILE_REQUESTED_ANNOTATION: round.to_string()}}});
     machines
         .patch("worker", &PatchParams::default(), &Patch::Merge(&touch))
         .await
@@ -143,7 +144,11 @@ async fn a_deleted_machine_detaches_foreign_disks_only_once_its_node_and_attachm
     touch(&world, 2).await;
     let ovirt_machines = Api::<OVirtMachine>::namespaced(world.client.clone(), &world.namespace);
     eventually(MINUTE, "the machine to be gone", || async {
-        ovirt_machines.get_opt("worker").await.ok()?.is_none().then_some(())
+        match ovirt_machines.get_opt("worker").await {
+            Ok(None) => Ok(()),
+            Ok(Some(machine)) => Err(format!("{:?}", condition(&machine, "MachineDeleted"))),
+            Err(err) => Err(err.to_string()),
+        }
     })
     .await;
     assert!(control.vm(&vm_id).is_none(), "the VM is deleted");
@@ -257,7 +262,7 @@ async fn the_node_named_by_the_vm_name_template_holds_the_disks_without_a_node_r
         .delete(&node, &DeleteParams::default())
         .await
         .expect("delete the Node");
-    let touch = json!({"metadata": {"annotations": {"capov-test/touch": "1"}}});
+    let touch = json!({"metadata": {"annotations": {RECONCILE_REQUESTED_ANNOTATION: "1"}}});
     machines
         .patch(name, &PatchParams::default(), &Patch::Merge(&touch))
         .await

@@ -38,6 +38,10 @@ pub const VM_NAME_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/vm-n
 /// marker written by another management cluster, stays in oVirt (after `clusterctl move` onto a cluster whose
 /// OVirtProvider already existed). Without it such a deletion waits, so that no VM is left behind unnoticed.
 pub const RELEASE_VM_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/release-vm";
+/// Annotation a user sets (any value, e.g. the time) on an OVirtMachine to have it looked at again at once, e.g. after
+/// detaching a CSI disk from its VM in oVirt instead of waiting for the next retry. Other annotations and labels
+/// CAPOV does not read are not even decoded (issue 35), so changing them wakes nothing.
+pub const RECONCILE_REQUESTED_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/reconcile-requested-at";
 /// Annotation recording the engine (URL and user) where the VM of spec.providerID lives, written with it.
 pub const ENGINE_ANNOTATION: &str = "capov.infrastructure.cluster.x-k8s.io/engine";
 /// Annotation on an OVirtProvider: the management cluster id(s) its VMs' ownership markers name, comma-separated,

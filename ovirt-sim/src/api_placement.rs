@@ -11,7 +11,8 @@ use std::sync::Arc;
 use capov_ovirt::model;
 use http::Method;
 
-use crate::api::{BodyOf, Caller, INSUFFICIENT_PERMISSIONS, decode};
+use crate::api::{Caller, INSUFFICIENT_PERMISSIONS};
+use crate::body::{BodyOf, decode};
 use crate::engine;
 use crate::render_placement as render;
 use crate::request::Incoming;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use capov_ovirt::model;
 use http::Method;
 
-use crate::api::{BodyOf, decode};
+use crate::body::{BodyOf, decode};
 use crate::engine;
 use crate::render_placement as render;
 use crate::request::Incoming;

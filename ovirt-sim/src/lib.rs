@@ -12,6 +12,7 @@
 mod api;
 mod api_placement;
 mod api_workload;
+mod body;
 mod control;
 mod control_hosts;
 mod engine;

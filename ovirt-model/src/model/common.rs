@@ -121,3 +121,10 @@ pub struct Mac {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
 }
+
+/// `<hosts><host id/></hosts>`: the hosts of an affinity group or label, or those a VM may run on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostRefs {
+    #[serde(rename = "host", default)]
+    pub items: Vec<Ref>,
+}

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{Actions, Link, Ref};
+use super::common::{Actions, HostRefs, Link, Ref};
 use super::macros::{collection, string_enum};
 use super::vm::Cpu;
 
@@ -105,13 +105,6 @@ pub struct AffinityRule {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct VmRefs {
     #[serde(rename = "vm", default)]
-    pub items: Vec<Ref>,
-}
-
-/// `<hosts><host id/></hosts>` inside an affinity group or label.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct HostRefs {
-    #[serde(rename = "host", default)]
     pub items: Vec<Ref>,
 }
 

@@ -2,10 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{Actions, Link, Mac, Ref};
+use super::common::{Actions, HostRefs, Link, Mac, Ref};
 use super::disk::DiskAttachments;
 use super::macros::{collection, string_enum};
-use super::placement::HostRefs;
 
 string_enum!(
     /// `vm_status` of the engine.

@@ -387,6 +387,7 @@ pub static OVIRT_MACHINE: MetaPolicy = MetaPolicy {
         capov_crds::labels::SYSTEM_DISKS_ANNOTATION,
         capov_crds::labels::OWNER_UID_ANNOTATION,
         capov_crds::labels::DELETE_FOR_MOVE_ANNOTATION,
+        capov_crds::labels::RECONCILE_REQUESTED_ANNOTATION,
     ],
     owner_kinds: &["Machine"],
     controller_owner: false,
@@ -515,7 +516,7 @@ mod tests {
         labels.insert(capov_crds::labels::CLUSTER_NAME_LABEL.into(), json!("c"));
         let annotations = json!({
             capov_crds::labels::SYSTEM_DISKS_ANNOTATION: "d".repeat(100_000),
-            capov_crds::labels::PAUSED_ANNOTATION: "",
+            capov_crds::labels::RECONCILE_REQUESTED_ANNOTATION: "1733400000",
             "someone.else/annotation": "x"
         });
         let Slim(machine): Slim<OVirtMachine> =
@@ -536,7 +537,11 @@ mod tests {
             [capov_crds::labels::CLUSTER_NAME_LABEL]
         );
         let annotations = meta.annotations.as_ref().expect("annotations");
-        assert_eq!(annotations.len(), 2);
+        assert_eq!(
+            annotations.len(),
+            2,
+            "the system disks and the reconcile request: {annotations:?}"
+        );
         assert_eq!(
             annotations[capov_crds::labels::SYSTEM_DISKS_ANNOTATION].len(),
             MAX_ANNOTATION_VALUE
