@@ -23,9 +23,14 @@ slow_first=(capi clusterctl_upgrade clusterctl_move topology placement clusterct
 
 cargo test --workspace --all-targets --locked --no-run --message-format=json-render-diagnostics >"$work/artifacts.json"
 # One line per test binary: package directory, a readable name, the executable.
-jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test)
-       | [(.manifest_path | sub("/Cargo.toml$"; "")), (.target.kind[0] + ":" + .target.name), .executable] | @tsv' \
-  "$work/artifacts.json" >"$work/all.tsv"
+python3 - "$work/artifacts.json" >"$work/all.tsv" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    message = json.loads(line)
+    if message.get("reason") == "compiler-artifact" and message.get("executable") and message["profile"]["test"]:
+        package_dir = message["manifest_path"].removesuffix("/Cargo.toml")
+        print(package_dir, message["target"]["kind"][0] + ":" + message["target"]["name"], message["executable"], sep="\t")
+PY
 {
   for name in "${slow_first[@]}"; do awk -F'\t' -v n="test:$name" '$2 == n' "$work/all.tsv"; done
   awk -F'\t' 'NR == FNR { if ($0 != "") slow["test:" $0] = 1; next } !($2 in slow)' \
