@@ -422,3 +422,30 @@ fn engine_documents_decode_as_before() {
     );
     assert!(mismatches.is_empty(), "decoding changed:\n{}", mismatches.join("\n"));
 }
+
+/// Every struct of the model leaves its unset fields out by the struct-level rule, so a new `Option` field needs no
+/// attribute of its own, and a new struct cannot forget the rule unnoticed.
+#[test]
+fn every_model_struct_skips_its_none_fields() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let source = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = source.lines().map(str::trim).collect();
+        for (index, line) in lines.iter().enumerate() {
+            // The macros' structs (`collection!`) hold a single list and no `Option`.
+            let derives_serialize = line.starts_with("#[derive(") && line.contains("Serialize");
+            if derives_serialize
+                && !path.ends_with("macros.rs")
+                && lines[..index].last() != Some(&"#[skip_serializing_none]")
+            {
+                missing.push(format!("{}:{}", path.display(), index + 1));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "structs without #[skip_serializing_none]: {missing:?}"
+    );
+}

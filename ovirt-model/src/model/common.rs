@@ -1,13 +1,15 @@
 //! Building blocks every engine object uses: links, references, faults and action bodies.
 
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 /// `<link href="…" rel="…"/>`: a sub-collection or an action of an object.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Link {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@rel", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@rel")]
     pub rel: Option<String>,
 }
 
@@ -21,6 +23,7 @@ impl Link {
 }
 
 /// `<actions><link …/>…</actions>`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Actions {
     #[serde(rename = "link", default)]
@@ -28,13 +31,13 @@ pub struct Actions {
 }
 
 /// A reference to another object: by id in responses, by id or name in requests.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ref {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
 
@@ -64,65 +67,53 @@ impl Ref {
 }
 
 /// `<fault><reason/><detail/></fault>`: the engine's error body.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "fault")]
 pub struct Fault {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
 
 /// `<action>`: the body of `POST …/start|stop|shutdown` and of their answers (including failed ones,
 /// which nest a [`Fault`] and carry `status` `failed`).
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "action")]
 pub struct Action {
-    #[serde(rename = "async", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "async")]
     pub is_async: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub use_cloud_init: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub use_ignition: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub use_initialization: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<Fault>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<Ref>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<Ref>,
 }
 
 /// `<version>` of the product and of clusters / data centers.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Version {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub full_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub major: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minor: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<u32>,
 }
 
 /// `<mac><address/></mac>`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mac {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
 }
 
 /// `<hosts><host id/></hosts>`: the hosts of an affinity group or label, or those a VM may run on.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostRefs {
     #[serde(rename = "host", default)]

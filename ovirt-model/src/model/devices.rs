@@ -3,35 +3,34 @@
 //! engine's instance types (named sizes).
 
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::common::{Link, Ref};
 use super::macros::collection;
 use super::vm::{Cpu, HighAvailability, MemoryPolicy, NumaTuneMode, PlacementPolicy};
 
 /// `<product id="0x1eb8"><name>TU104GL [Tesla T4]</name></product>`, and likewise `<vendor>`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceIdentity {
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
 
 /// A mediated-device type a device offers (a vGPU profile), with how many more instances it can make now.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MdevType {
     /// The type's name, e.g. `nvidia-222`: what a VM's mediated device asks for (`mdevType`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub human_readable_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub available_instances: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
 
 /// `<m_dev_types><m_dev_type/>…</m_dev_types>`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MdevTypes {
     #[serde(rename = "m_dev_type", default)]
@@ -39,40 +38,29 @@ pub struct MdevTypes {
 }
 
 /// A device of a host (`/hosts/{id}/devices`), or of a VM (`/vms/{id}/hostdevices`). Its id is the hex of its name.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "host_device")]
 pub struct HostDevice {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
     /// libvirt's name, e.g. `pci_0000_3b_00_0`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// `pci`, `scsi`, `usb_device`, `nvdimm`, …
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capability: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iommu_group: Option<u32>,
     /// A device the engine added to a VM only because it shares the IOMMU group of one asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placeholder: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub product: Option<DeviceIdentity>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vendor: Option<DeviceIdentity>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtual_functions: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub m_dev_types: Option<MdevTypes>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<Ref>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_device: Option<Ref>,
     /// The running VM that holds the device; absent while it is free.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<Ref>,
 }
 
@@ -97,15 +85,15 @@ impl HostDevice {
 }
 
 /// `<property><name/><value/></property>`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Property {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
 }
 
 /// `<spec_params><property/>…</spec_params>`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Properties {
     #[serde(rename = "property", default)]
@@ -117,16 +105,15 @@ pub const MDEV_TYPE: &str = "mdevType";
 
 /// A mediated device (vGPU) of a VM (`/vms/{id}/mediateddevices`, engines 4.5 and later): its type is the spec
 /// parameter `mdevType`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "vm_mediated_device")]
 pub struct VmMediatedDevice {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_params: Option<Properties>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<Ref>,
 }
 
@@ -162,12 +149,13 @@ impl VmMediatedDevice {
 }
 
 /// `<core><index/></core>` of a virtual NUMA node's CPU.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Core {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cores {
     #[serde(rename = "core", default)]
@@ -175,19 +163,20 @@ pub struct Cores {
 }
 
 /// `<cpu><cores>…</cores></cpu>` of a virtual NUMA node: which virtual CPUs it holds.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NumaNodeCpu {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<Cores>,
 }
 
 /// A pin of a virtual NUMA node to a host NUMA node (by its index).
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NumaNodePin {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NumaNodePins {
     #[serde(rename = "numa_node_pin", default)]
@@ -195,24 +184,19 @@ pub struct NumaNodePins {
 }
 
 /// A virtual NUMA node of a VM (`/vms/{id}/numanodes`). `memory` is in MiB, as the engine counts it.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "vm_numa_node")]
 pub struct VirtualNumaNode {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<NumaNodeCpu>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_node_pins: Option<NumaNodePins>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_tune_mode: Option<NumaTuneMode>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<Ref>,
 }
 
@@ -236,28 +220,22 @@ impl VirtualNumaNode {
 
 /// A named size of the engine (`/instancetypes`): CPUs, memory, high availability and placement that a VM made with
 /// it takes over whatever the request says for them.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "instance_type")]
 pub struct InstanceType {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<Link>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<Cpu>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub high_availability: Option<HighAvailability>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_policy: Option<MemoryPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_policy: Option<PlacementPolicy>,
 }
 

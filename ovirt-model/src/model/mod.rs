@@ -1,6 +1,8 @@
 //! Typed engine objects in the XML wire format (snake_case elements, `id`/`href`/`rel` as
 //! attributes). Only the fields CAPOV uses are modelled; unknown elements are ignored on input, and
-//! unset fields are never written, so the engine does not read them as empty values.
+//! unset fields are never written, so the engine does not read them as empty values: every struct carries
+//! `#[skip_serializing_none]` (serde_with), which leaves out each `None` field, and a missing element decodes to
+//! `None` (serde's rule for `Option`). Lists are written as they are, except the `link`s, which say so on the field.
 
 mod macros;
 

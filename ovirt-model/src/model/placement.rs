@@ -2,6 +2,7 @@
 //! name sets of hosts.
 
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::common::{Actions, HostRefs, Link, Ref};
 use super::macros::{collection, string_enum};
@@ -29,51 +30,39 @@ string_enum!(
 );
 
 /// `<summary>` of a host: how many VMs run on it.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct VmSummary {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migrating: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
 }
 
 /// A hypervisor.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "host")]
 pub struct Host {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actions: Option<Actions>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<Link>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<Cpu>,
     /// Physical memory in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<u64>,
     /// What the scheduler can still give a VM on this host, in bytes (the Memory filter's figure).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_scheduling_memory: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<HostStatus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<VmSummary>,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Ref>,
 }
 
@@ -89,19 +78,18 @@ impl Host {
 }
 
 /// `<vms_rule>` / `<hosts_rule>` of an affinity group.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AffinityRule {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     /// Hard (true): hosts breaking the rule are filtered out; soft (false): only scored lower.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforcing: Option<bool>,
     /// Together (true) or apart (false).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub positive: Option<bool>,
 }
 
 /// `<vms><vm id/></vms>` inside an affinity group or label.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct VmRefs {
     #[serde(rename = "vm", default)]
@@ -109,6 +97,7 @@ pub struct VmRefs {
 }
 
 /// `<host_labels><affinity_label id/></host_labels>` inside an affinity group.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AffinityLabelRefs {
     #[serde(rename = "affinity_label", default)]
@@ -117,42 +106,30 @@ pub struct AffinityLabelRefs {
 
 /// A set of VMs kept together or apart (`vms_rule`), or on or off a set of hosts (`hosts_rule`), in one cluster.
 /// Names are unique in the whole engine.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "affinity_group")]
 pub struct AffinityGroup {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<Link>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<bool>,
     /// Deprecated mirror of `vms_rule.enforcing` the engine still sends.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforcing: Option<bool>,
     /// Deprecated mirror of `vms_rule.positive` the engine still sends.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub positive: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hosts_rule: Option<AffinityRule>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vms_rule: Option<AffinityRule>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Ref>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_labels: Option<AffinityLabelRefs>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hosts: Option<HostRefs>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm_labels: Option<AffinityLabelRefs>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vms: Option<VmRefs>,
 }
 
@@ -169,20 +146,18 @@ impl AffinityGroup {
 }
 
 /// A name for a set of hosts and VMs; affinity groups refer to it (`host_labels`, `vm_labels`).
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "affinity_label")]
 pub struct AffinityLabel {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<Link>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub has_implicit_affinity_group: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
 }
 

@@ -1,6 +1,7 @@
 //! Virtual machines, their NICs and the devices their guest agent reports.
 
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::common::{Actions, HostRefs, Link, Mac, Ref};
 use super::disk::DiskAttachments;
@@ -50,30 +51,25 @@ string_enum!(
     }
 );
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuTopology {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<u32>,
 }
 
 /// `<cpu>` of VMs, templates and clusters (clusters add `type`).
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Cpu {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architecture: Option<String>,
     /// `host_passthrough` | `host_model` | `custom` ([`CpuMode`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<CpuTopology>,
     /// Manual CPU pinning: which host CPUs each virtual CPU may run on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_tune: Option<CpuTune>,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
 }
 
@@ -87,15 +83,15 @@ string_enum!(
 );
 
 /// One virtual CPU pinned to a set of host CPUs (`cpu_set` in libvirt's syntax: `1`, `2-3`, `^4`).
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VcpuPin {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcpu: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_set: Option<String>,
 }
 
 /// `<vcpu_pins><vcpu_pin/>…</vcpu_pins>`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VcpuPins {
     #[serde(rename = "vcpu_pin", default)]
@@ -103,9 +99,9 @@ pub struct VcpuPins {
 }
 
 /// `<cpu_tune>` of a VM's `<cpu>`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuTune {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcpu_pins: Option<VcpuPins>,
 }
 
@@ -159,27 +155,25 @@ string_enum!(
 
 /// `<high_availability>`: the engine restarts the VM when it goes down unexpectedly (its host lost or fenced), in
 /// `priority` order (higher first).
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HighAvailability {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
 }
 
 /// `<lease><storage_domain id/></lease>`: a VM lease on a data domain, so that the VM never runs twice.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StorageDomainLease {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_domain: Option<Ref>,
 }
 
 /// One custom property (`hugepages`, `mdev_type`, …).
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CustomProperty {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
 }
 
@@ -193,6 +187,7 @@ impl CustomProperty {
 }
 
 /// `<custom_properties><custom_property/>…</custom_properties>`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CustomProperties {
     #[serde(rename = "custom_property", default)]
@@ -209,47 +204,41 @@ impl CustomProperties {
     }
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemoryPolicy {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ballooning: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guaranteed: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<u64>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlacementPolicy {
     /// migratable | user_migratable | pinned
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<String>,
     /// The hosts the VM may run on (the engine's dedicated hosts); host devices need exactly one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hosts: Option<HostRefs>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OperatingSystem {
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
 }
 
 /// cloud-init / Ignition payload applied on the first start.
+#[skip_serializing_none]
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Initialization {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_script: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_name: Option<String>,
     /// Name servers, separated by spaces (the engine splits them on `' '`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns_servers: Option<String>,
     /// Search domains, separated by spaces.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns_search: Option<String>,
     /// The guest's network interfaces as cloud-init configures them (`network_data.json` of the config drive).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_configurations: Option<NicConfigurations>,
 }
 
@@ -282,22 +271,17 @@ string_enum!(
 
 /// One network interface of the guest as its initialization configures it. `name` is the interface's name inside
 /// the guest (e.g. `eth0`), not the VM NIC's.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NicConfiguration {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// IPv4: `address`, `netmask` (dotted) and `gateway`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip: Option<Ip>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_protocol: Option<BootProtocol>,
     /// IPv6: `address`, `netmask` (the prefix length as a number) and `gateway`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv6: Option<Ip>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv6_boot_protocol: Option<BootProtocol>,
     /// Must be true: the engine refuses anything else for cloud-init's network data.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_boot: Option<bool>,
 }
 
@@ -308,89 +292,57 @@ collection!(
     NicConfiguration
 );
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "vm")]
 pub struct Vm {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actions: Option<Actions>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<Link>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<Cpu>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_time: Option<String>,
     /// The CPU model of a `custom` CPU mode (e.g. `Skylake-Server`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_cpu_model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_properties: Option<CustomProperties>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fqdn: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub high_availability: Option<HighAvailability>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initialization: Option<Initialization>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<StorageDomainLease>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_policy: Option<MemoryPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os: Option<OperatingSystem>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_policy: Option<PlacementPolicy>,
     /// Engines 4.4.8 to 4.4.x; 4.5 maps it onto `cpu_pinning_policy`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_pinning_policy: Option<AutoPinningPolicy>,
     /// Engines 4.5 and later.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_pinning_policy: Option<CpuPinningPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_tune_mode: Option<NumaTuneMode>,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub kind: Option<VmType>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Ref>,
     /// The instance type the VM was made with; its values win over the request's for the fields it sets.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_type: Option<Ref>,
     /// Follow the newest version of its template (a stateless pool setting; CAPOV pins versions).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub use_latest_template_version: Option<bool>,
     /// The host the VM runs on; absent while it is not running.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<Ref>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VmStatus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_time: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_attachments: Option<DiskAttachments>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nics: Option<Nics>,
     /// Inlined with `?follow=reported_devices`: what the guest agent reports.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reported_devices: Option<ReportedDevices>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_template: Option<Ref>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_domain: Option<Ref>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<Ref>,
 }
 
@@ -400,12 +352,12 @@ collection!(Vms, "vms", "vm", Vm);
 /// `<initialization><custom_script>` (the bootstrap data) included, and offers no way to leave it out
 /// (docs/simulator-fidelity.md); decoding into this type skips everything else, so the poll never allocates or
 /// keeps the bootstrap data.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "vm")]
 pub struct VmStatusEntry {
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VmStatus>,
 }
 
@@ -414,107 +366,84 @@ collection!(VmStatusEntries, "vms", "vm", VmStatusEntry);
 /// A VM as CAPOV observes it: what its decisions read, and the devices a `follow` inlined. Like [`VmStatusEntry`]
 /// it skips everything else, the bootstrap data (`<initialization>`) included, whether the VM is read alone or in a
 /// batched search.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "vm")]
 pub struct VmFacts {
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os: Option<OperatingSystem>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VmStatus>,
     /// The cluster the VM is in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Ref>,
     /// The host the VM runs on (absent while it is not running).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<Ref>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_attachments: Option<DiskAttachments>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nics: Option<Nics>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reported_devices: Option<ReportedDevices>,
 }
 
 collection!(VmFactsList, "vms", "vm", VmFacts);
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "nic")]
 pub struct Nic {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actions: Option<Actions>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<Link>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<Ref>,
     /// e1000 | e1000e | virtio | rtl8139 | rtl8139_virtio | spapr_vlan | pci_passthrough
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linked: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<Mac>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugged: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synced: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vnic_profile: Option<Ref>,
 }
 
 collection!(Nics, "nics", "nic", Nic);
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ip {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
     /// Of a NIC configuration: IPv4 dotted (255.255.255.0), IPv6 the prefix length (64).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netmask: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<String>,
     /// v4 | v6
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ips {
     #[serde(rename = "ip", default)]
     pub items: Vec<Ip>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "reported_device")]
 pub struct ReportedDevice {
-    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@href")]
     pub href: Option<String>,
-    #[serde(rename = "@id", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "@id")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ips: Option<Ips>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<Mac>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<Ref>,
 }
 
