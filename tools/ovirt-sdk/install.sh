@@ -13,4 +13,5 @@ if ! "$venv/bin/python" -c 'import ovirtsdk4' >/dev/null 2>&1; then
   python3 -m venv "$venv" >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "ovirt-engine-sdk-python==$version" >&2
 fi
-echo "$venv/bin/python"
+# Absolute: the test binaries run from their package's directory (tools/test-binaries.sh).
+echo "$(cd "$venv" && pwd)/bin/python"

@@ -273,6 +273,11 @@ pub enum Requeue {
     OnChange,
     /// 5 s doubling to 5 min ([`crate::policy::backoff::backoff_delay`]), counting consecutive backoffs.
     Backoff,
+    /// Waiting for a kubelet to register the VM's Node: as `Backoff`, but no wait longer than
+    /// [`crate::policy::backoff::NODE_WAIT_CEILING`] during the first [`crate::policy::backoff::NODE_WAIT_WINDOW`]
+    /// of retries, so that a Node which registers while the VM boots is seen within seconds, not after a wait that
+    /// doubled while the VM was booting.
+    AwaitNode,
     /// The VM is in a transition: register for the provider's batched 5 s poll.
     PollVm,
     /// Every step is done and the VM has an address: the provider's batched search keeps watching the VM's

@@ -37,7 +37,7 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool
             setup(reasons::WORKLOAD_KUBECONFIG_REJECTED, Severity::Error, message.clone()),
         ),
         NodeObservation::NotFound => passed.wait(
-            Requeue::Backoff,
+            Requeue::AwaitNode,
             setup(
                 reasons::WAITING_FOR_NODE,
                 Severity::Info,

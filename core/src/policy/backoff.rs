@@ -15,6 +15,15 @@ pub const NON_SYSTEM_DISK_RETRY: Duration = Duration::from_secs(60);
 /// How long ProviderNotFound / CredentialsNotFound may last before they become critical (SPEC §2.4).
 pub const CRITICAL_GRACE: Duration = Duration::from_secs(10 * 60);
 
+/// While a machine waits for its Node (a kubelet registers it once the VM has booted and joined: typically within a
+/// few minutes of the VM going up), no retry waits longer than this during [`NODE_WAIT_WINDOW`]: a Node is seen at
+/// most this long after it registers, where a doubling backoff would have grown to 80 or 160 s while the VM booted.
+pub const NODE_WAIT_CEILING: Duration = Duration::from_secs(20);
+/// How long (the sum of the nominal waits) retries for a Node stay at most [`NODE_WAIT_CEILING`] apart; then they
+/// double again up to [`MAX_BACKOFF`], so a machine whose Node never comes (a failed bootstrap) costs its workload
+/// apiserver a read every 5 minutes, not every 20 s.
+pub const NODE_WAIT_WINDOW: Duration = Duration::from_secs(10 * 60);
+
 /// A running, set-up VM is looked at by the provider's batched search once per this many poll intervals (1 min at
 /// the default 5 s): a status change then wakes its machine within a minute, at one search per 50 VMs.
 pub const STEADY_POLL_EVERY: u64 = 12;
@@ -66,6 +75,8 @@ pub struct Backoff {
     initial: Duration,
     max: Duration,
     next: Duration,
+    /// The nominal delays handed out since the last reset.
+    waited: Duration,
 }
 
 impl Backoff {
@@ -74,6 +85,7 @@ impl Backoff {
             initial,
             max,
             next: initial,
+            waited: Duration::ZERO,
         }
     }
 
@@ -90,8 +102,23 @@ impl Backoff {
     /// The delay to wait now, jittered with `unit` (see [`jitter`]); the nominal delay then doubles.
     pub fn next_delay_with(&mut self, unit: f64) -> Duration {
         let nominal = self.next;
+        self.waited = self.waited.saturating_add(nominal);
         self.next = nominal.saturating_mul(2).min(self.max);
         jitter(nominal, unit)
+    }
+
+    /// As [`Backoff::next_delay_with`], but no nominal delay above `ceiling` until the delays handed out since the
+    /// last reset add up to `window`; after that the delay doubles from the ceiling as usual.
+    pub fn next_delay_within_with(&mut self, ceiling: Duration, window: Duration, unit: f64) -> Duration {
+        if self.waited < window {
+            self.next = self.next.min(ceiling);
+        }
+        self.next_delay_with(unit)
+    }
+
+    /// [`Backoff::next_delay_within_with`] with a fresh random draw.
+    pub fn next_delay_within(&mut self, ceiling: Duration, window: Duration) -> Duration {
+        self.next_delay_within_with(ceiling, window, fastrand::f64())
     }
 
     /// [`Backoff::next_delay_with`] with a fresh random draw.
@@ -101,6 +128,12 @@ impl Backoff {
 
     pub fn reset(&mut self) {
         self.next = self.initial;
+        self.waited = Duration::ZERO;
+    }
+
+    /// The nominal delays handed out since the last reset: how long the retries have been going on.
+    pub fn waited(&self) -> Duration {
+        self.waited
     }
 
     /// The nominal delay the next [`Backoff::next_delay`] will jitter.
@@ -179,6 +212,43 @@ mod tests {
         assert_eq!(backoff.next_delay_with(1.0), Duration::from_secs(12));
         backoff.reset();
         assert_eq!(backoff.nominal(), INITIAL_BACKOFF);
+    }
+
+    #[test]
+    fn waiting_for_a_node_stays_at_the_ceiling_for_the_window_then_doubles_again() {
+        let mut backoff = Backoff::steps();
+        let nominal: Vec<u64> = (0..36)
+            // The middle draw waits the nominal delay.
+            .map(|_| {
+                backoff
+                    .next_delay_within_with(NODE_WAIT_CEILING, NODE_WAIT_WINDOW, 0.5)
+                    .as_secs()
+            })
+            .collect();
+        // 5 + 10 + 20 × 29 = 595 s < 10 min, the next 20 s wait ends the window; then 40, 80, 160, 300.
+        assert_eq!(&nominal[..3], &[5, 10, 20]);
+        assert!(nominal[3..31].iter().all(|&s| s == 20), "{nominal:?}");
+        assert_eq!(&nominal[31..], &[20, 40, 80, 160, 300]);
+        // A reset (the Node came, or the machine moved on) opens a new window.
+        backoff.reset();
+        assert_eq!(
+            backoff.next_delay_within_with(NODE_WAIT_CEILING, NODE_WAIT_WINDOW, 0.5),
+            INITIAL_BACKOFF
+        );
+    }
+
+    #[test]
+    fn a_backoff_that_grew_elsewhere_is_held_to_the_ceiling_while_waiting_for_a_node() {
+        // A machine that backed off on engine errors and then reaches the Node step without a success between.
+        let mut backoff = Backoff::steps();
+        for _ in 0..4 {
+            backoff.next_delay_with(0.5);
+        }
+        assert_eq!(backoff.nominal(), Duration::from_secs(80));
+        assert_eq!(
+            backoff.next_delay_within_with(NODE_WAIT_CEILING, NODE_WAIT_WINDOW, 0.5),
+            NODE_WAIT_CEILING
+        );
     }
 
     #[test]

@@ -35,8 +35,9 @@ use serde_json::{Value, json};
 
 #[derive(Parser)]
 struct Args {
-    /// The `manager` binary to measure (build it with `--release`).
-    #[arg(long)]
+    /// The `manager` binary to measure. By default the image's own build, the static musl one that
+    /// `tools/image/build.sh` makes: `cargo build --release --target x86_64-unknown-linux-musl --bin manager`.
+    #[arg(long, default_value = IMAGE_BUILD)]
     manager: PathBuf,
     /// How many machines to create.
     #[arg(long, default_value_t = 1000)]
@@ -106,6 +107,9 @@ fn provider_name(index: usize) -> String {
         n => format!("{PROVIDER}-{}", n + 1),
     }
 }
+/// The manager the image ships (`tools/image/build.sh`), relative to the workspace root.
+const IMAGE_BUILD: &str = "target/x86_64-unknown-linux-musl/release/manager";
+
 /// How many of our own API calls (creating objects, registering Nodes) run at once.
 const PARALLEL: usize = 16;
 
@@ -126,6 +130,14 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<bool, Error> {
+    if !args.manager.is_file() {
+        return Err(format!(
+            "no manager at {}: build the image's one with `cargo build --release --target \
+             x86_64-unknown-linux-musl --bin manager` from the workspace root, or name another with --manager",
+            args.manager.display()
+        )
+        .into());
+    }
     let mut timings = match args.timings.as_str() {
         "realistic" => Timings::realistic(),
         "fast" => Timings::fast(),
@@ -245,7 +257,7 @@ async fn run(args: Args) -> Result<bool, Error> {
         if apiserver_restart.due(&args.trouble, ready, args.machines) {
             let sample = || rss.sample(pid, t0, lock(&tracker).ready_at.len(), control.counter("total"));
             apiserver_restart
-                .run(&args.trouble, &mut plane, &client, sample)
+                .run(&args.trouble, &mut plane, &client, t0, sample)
                 .await?;
         }
         let requests = control.counter("total");
@@ -332,6 +344,7 @@ async fn run(args: Args) -> Result<bool, Error> {
         write_requests,
         peak_rss_kib,
         peak_at: rss.peak_at,
+        apiserver_down: apiserver_restart.window,
         cpu,
         log_levels: log_levels(&log_path),
         steady: steady.as_ref(),
@@ -670,6 +683,34 @@ impl RssSamples {
     }
 }
 
+/// The manager's engine rate limit (`--ovirt-qps`, 10 per second by default) from the flags the bench passes it.
+fn engine_rate(manager_args: &[String]) -> f64 {
+    let mut rate = 10.0;
+    let mut args = manager_args.iter();
+    while let Some(arg) = args.next() {
+        let value = match arg.strip_prefix("--ovirt-qps") {
+            Some(rest) if rest.starts_with('=') => Some(rest[1..].to_string()),
+            Some("") => args.next().cloned(),
+            _ => None,
+        };
+        if let Some(parsed) = value.and_then(|v| v.parse::<f64>().ok()).filter(|v| *v > 0.0) {
+            rate = parsed;
+        }
+    }
+    rate
+}
+
+/// Which part of the run a peak sampled at `seconds` belongs to: the apiserver's restart (from its going down to a
+/// minute after it answered again: the relists and the retried writes) or the batch around it.
+fn peak_phase(seconds: f64, apiserver_down: Option<(f64, f64)>) -> &'static str {
+    match apiserver_down {
+        Some((down, up)) if seconds >= down && seconds <= up + 60.0 => "the apiserver restart",
+        Some((down, _)) if seconds < down => "the batch, before the apiserver restart",
+        Some(_) => "the batch, after the apiserver restart",
+        None => "the batch",
+    }
+}
+
 /// A `kB` line of /proc/<pid>/status, e.g. `VmHWM:` (peak resident set).
 fn proc_status_kib(pid: u32, key: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -712,6 +753,8 @@ struct Report<'a> {
     peak_rss_kib: Option<u64>,
     /// When the sampled peak was first reached: seconds since the start, Ready machines, engine requests so far.
     peak_at: Option<(f64, usize, u64)>,
+    /// When kube-apiserver was down (`--apiserver-restart`), in seconds since the start.
+    apiserver_down: Option<(f64, f64)>,
     cpu: Option<(f64, f64)>,
     /// Warnings and errors in the operator's (JSON) log.
     log_levels: (usize, usize),
@@ -852,6 +895,13 @@ fn report(r: &Report) {
         )
     };
     println!("| time until all Ready | {ready} |");
+    // The engine's bound: the requests the batch needed at the rate the operator may send them.
+    let qps = engine_rate(&r.args.manager_args);
+    let bound = total as f64 / qps;
+    println!(
+        "| against the engine's bound | {total} requests ÷ {qps} per second = {bound:.1} s; took {:.1} × that |",
+        r.elapsed.as_secs_f64() / bound.max(f64::MIN_POSITIVE)
+    );
     println!(
         "| first Ready | {} |",
         times.first().map(|t| secs(*t)).unwrap_or_else(|| "-".into())
@@ -902,7 +952,21 @@ fn report(r: &Report) {
     }
     if let Some((seconds, ready, requests)) = r.peak_at {
         println!(
-            "| peak reached (VmHWM sampled each second) | at {seconds:.0} s, {ready} Ready, {requests} engine requests |"
+            "| peak reached (VmHWM sampled each second) | at {seconds:.0} s, {ready} Ready, {requests} engine \
+             requests: {} |",
+            peak_phase(seconds, r.apiserver_down)
+        );
+    }
+    let restarted_peak = r.restart.and_then(|restart| restart.peak_rss_kib);
+    if let Some(worst) = r.peak_rss_kib.max(restarted_peak) {
+        let at = if restarted_peak > r.peak_rss_kib {
+            "the restarted operator"
+        } else {
+            "the batch"
+        };
+        println!(
+            "| worst peak RSS, batch and restart | {:.1} MiB ({at}) |",
+            worst as f64 / 1024.0
         );
     }
     if let Some((asked, done)) = &r.trouble {
@@ -1022,4 +1086,28 @@ fn print_not_ready(tracker: &Tracker) {
 
 fn secs(duration: Duration) -> String {
     format!("{:.1} s", duration.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{engine_rate, peak_phase};
+
+    #[test]
+    fn the_engine_rate_comes_from_the_managers_flags() {
+        let flags = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(engine_rate(&[]), 10.0);
+        assert_eq!(engine_rate(&flags(&["--ovirt-qps=200", "--ovirt-burst=200"])), 200.0);
+        assert_eq!(engine_rate(&flags(&["--ovirt-qps", "50"])), 50.0);
+        assert_eq!(engine_rate(&flags(&["--ovirt-qps=zero"])), 10.0);
+    }
+
+    #[test]
+    fn a_peak_is_placed_before_during_or_after_the_apiserver_restart() {
+        let restart = Some((100.0, 130.0));
+        assert_eq!(peak_phase(50.0, restart), "the batch, before the apiserver restart");
+        assert_eq!(peak_phase(100.0, restart), "the apiserver restart");
+        assert_eq!(peak_phase(189.0, restart), "the apiserver restart");
+        assert_eq!(peak_phase(191.0, restart), "the batch, after the apiserver restart");
+        assert_eq!(peak_phase(191.0, None), "the batch");
+    }
 }

@@ -108,6 +108,8 @@ pub struct ApiserverRestart {
     pub done: bool,
     /// The apiserver's status write counters just before the restart reset them.
     pub writes_before: Option<crate::WriteRequests>,
+    /// When the apiserver went down and when it answered again, in seconds since the operator started.
+    pub window: Option<(f64, f64)>,
 }
 
 impl ApiserverRestart {
@@ -120,9 +122,11 @@ impl ApiserverRestart {
         args: &TroubleArgs,
         plane: &mut capov_harness::ControlPlane,
         client: &kube::Client,
+        t0: std::time::Instant,
         mut sample: F,
     ) -> Result<(), Error> {
         self.done = true;
+        let down_at = t0.elapsed().as_secs_f64();
         self.writes_before = Some(crate::status_write_requests(client).await?);
         crate::say("restarting kube-apiserver (SIGKILL)");
         let restart = plane.restart_apiserver(Duration::from_secs(args.apiserver_down_seconds));
@@ -134,6 +138,7 @@ impl ApiserverRestart {
             }
         }
         crate::say("kube-apiserver is back");
+        self.window = Some((down_at, t0.elapsed().as_secs_f64()));
         Ok(())
     }
 }

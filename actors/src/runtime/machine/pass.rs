@@ -241,6 +241,8 @@ fn record_pass(state: &MachineState, next: &Next, started: Instant) {
     let outcome = match next {
         _ if state.status.failure_reason.is_some() => result::TERMINAL,
         Next::Backoff => result::ERROR,
+        // Waiting for a kubelet is no error.
+        Next::AwaitNode => result::REQUEUE,
         Next::Idle => result::SUCCESS,
         Next::WatchVm(watch) if watch.cadence == Cadence::Steady => result::SUCCESS,
         Next::After(_) | Next::Resume | Next::WatchVm(_) | Next::AwaitSearch(_) => result::REQUEUE,

@@ -17,6 +17,9 @@ pub enum Next {
     Idle,
     /// Retry after a failure: backoff 5 s doubling to 5 min.
     Backoff,
+    /// Look for the VM's Node again: the backoff, held at 20 s for its first 10 minutes
+    /// ([`capov_core::policy::backoff::NODE_WAIT_CEILING`]).
+    AwaitNode,
     /// Check again after this long.
     After(Duration),
     /// Go on at once in a new pass (after waiting for a permit), from where this one stopped: what it saw of the VM
@@ -54,6 +57,7 @@ pub fn to_next(state: &mut MachineState, requeue: Requeue, vm_id: Option<String>
     match requeue {
         Requeue::OnChange => Next::Idle,
         Requeue::Backoff => Next::Backoff,
+        Requeue::AwaitNode => Next::AwaitNode,
         Requeue::After(delay) => Next::After(delay),
         Requeue::PollVm => watch(Cadence::EveryPoll, Next::After(state.shared.settings.poll_interval)),
         Requeue::Steady => watch(Cadence::Steady, Next::Idle),
@@ -82,7 +86,7 @@ pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next)
         state.guard_key = None;
         state.quiet_guards = 0;
     }
-    if !matches!(next, Next::Backoff) {
+    if !matches!(next, Next::Backoff | Next::AwaitNode) {
         state.backoff.reset();
     }
     state.timer = Some(mailbox::cast_after(&state.shared.metrics, delay, me.clone(), || {
@@ -100,18 +104,20 @@ fn vm_to_watch(state: &MachineState, next: &Next) -> Option<VmWatch> {
         // pass that waits with backoff for something outside the engine (the Node, an address) has its VM watched
         // too, so that its retries decide from what they hold instead of reading the VM each time: at each poll
         // while the retries come faster than the steady search, then with the steady search.
-        Next::Backoff => {
+        Next::Backoff | Next::AwaitNode => {
             let steady_every =
                 state.shared.settings.poll_interval * capov_core::policy::backoff::STEADY_POLL_EVERY as u32;
             let vm_id = (state.watched_vm.as_ref().map(|w| w.vm_id.clone()))
                 .or_else(|| state.vm_snapshot.as_ref().map(|vm| vm.id.clone()));
+            // Waiting for a Node retries every 20 s for 10 minutes: its VM goes to the steady search after the
+            // first minute of waiting, as a doubling backoff's would, instead of staying in every poll.
+            let fast = match next {
+                Next::AwaitNode => state.backoff.waited() < steady_every,
+                _ => state.backoff.upcoming() < steady_every,
+            };
             vm_id.map(|vm_id| VmWatch {
                 vm_id,
-                cadence: if state.backoff.upcoming() < steady_every {
-                    Cadence::EveryPoll
-                } else {
-                    Cadence::Steady
-                },
+                cadence: if fast { Cadence::EveryPoll } else { Cadence::Steady },
             })
         }
         _ => None,
@@ -123,7 +129,7 @@ fn vm_to_watch(state: &MachineState, next: &Next) -> Option<VmWatch> {
 fn update_vm_watch(state: &mut MachineState, next: &Next, watched: Option<VmWatch>) {
     // A backoff re-registers the watch with the VM status this pass saw: a change the machine already knows of must
     // not cut the backoff short (the hot-loop guard's backoff included), only a change after it.
-    let refresh = matches!(next, Next::Backoff) && watched.is_some();
+    let refresh = matches!(next, Next::Backoff | Next::AwaitNode) && watched.is_some();
     if (watched != state.watched_vm || refresh)
         && let Some((_, provider)) = &state.subscribed_to
     {
@@ -154,6 +160,10 @@ fn delay_until_next_pass(state: &mut MachineState, next: &Next) -> Duration {
             ..
         }) => capov_core::policy::backoff::jittered(state.shared.settings.sync_period, fastrand::f64()),
         Next::Backoff => state.backoff.next_delay(),
+        Next::AwaitNode => state.backoff.next_delay_within(
+            capov_core::policy::backoff::NODE_WAIT_CEILING,
+            capov_core::policy::backoff::NODE_WAIT_WINDOW,
+        ),
         Next::After(delay) => *delay,
         Next::Resume => Duration::ZERO,
         // The deadline set at the machine's first ask; a pass at or after it reads the VM.

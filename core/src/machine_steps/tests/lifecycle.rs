@@ -75,7 +75,7 @@ fn happy_path_walks_through_every_step_in_order() {
                 v.ever_started = true;
             }
             Action::Wait(Requeue::PollVm) => o.vm.as_mut().unwrap().status = "up".into(),
-            Action::Wait(Requeue::Backoff) if matches!(o.node, Fact::Read(NodeObservation::NotFound)) => {
+            Action::Wait(Requeue::AwaitNode) if matches!(o.node, Fact::Read(NodeObservation::NotFound)) => {
                 assert!(d.status.mark_provisioned);
                 o.provisioned = true;
                 o.node = Fact::Read(NodeObservation::Found {

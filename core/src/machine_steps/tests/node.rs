@@ -12,7 +12,7 @@ fn node_not_registered_yet_waits_for_node() {
         node: Fact::Read(NodeObservation::NotFound),
         ..running()
     });
-    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(d.action, Action::Wait(Requeue::AwaitNode));
     assert_eq!(
         state_of(&d, types::K8S_PROVIDER_ID_SETUP),
         Some((State::False(Severity::Info), reasons::WAITING_FOR_NODE))

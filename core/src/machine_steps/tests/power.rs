@@ -165,7 +165,7 @@ fn up_without_reported_devices_says_the_guest_agent_is_missing() {
     let setup = d.condition(types::K8S_PROVIDER_ID_SETUP).unwrap();
     assert_eq!(setup.reason, reasons::WAITING_FOR_NODE);
     assert!(setup.message.contains("no IP address"), "{}", setup.message);
-    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(d.action, Action::Wait(Requeue::AwaitNode));
 }
 
 #[test]
