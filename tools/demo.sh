@@ -82,6 +82,6 @@ fi
 echo "==> building the operator and the demo (cargo build --profile $profile)"
 cargo build --profile "$profile" --locked -p capov --bin manager -p capov-demo --bin capov-demo
 if [[ $mode == pod ]]; then
-  exec "target/$dir/capov-demo" --image "$image" "${args[@]}"
+  exec "${CARGO_TARGET_DIR:-target}/$dir/capov-demo" --image "$image" "${args[@]}"
 fi
-exec "target/$dir/capov-demo" --manager "target/$dir/manager" "${args[@]}"
+exec "${CARGO_TARGET_DIR:-target}/$dir/capov-demo" --manager "${CARGO_TARGET_DIR:-target}/$dir/manager" "${args[@]}"

@@ -19,7 +19,18 @@ started=$(date +%s)
 
 # Incremental data would more than double target/ and is never reused by a one-shot run.
 export CARGO_INCREMENTAL=0
-target_dir=${CARGO_TARGET_DIR:-target}
+# Cargo's build directory is cached like the Go tools, by what decides the dependencies' builds (Cargo.lock and the
+# compiler), unless CARGO_TARGET_DIR names one: a fresh clone then rebuilds only CAPOV's own crates. Directories of
+# other keys are removed, so the cache holds one build.
+if [[ -z ${CARGO_TARGET_DIR:-} ]]; then
+  cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/capov-target
+  key=$( (cat Cargo.lock; rustc -vV) | sha256sum | cut -c1-16)
+  mkdir -p "$cache_root"
+  find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -exec rm -rf {} +
+  export CARGO_TARGET_DIR=$cache_root/$key
+  echo "cargo's build directory: $CARGO_TARGET_DIR (cached by Cargo.lock and rustc; CARGO_TARGET_DIR=target to keep it here)"
+fi
+target_dir=$CARGO_TARGET_DIR
 mkdir -p "$target_dir"
 free_mib() { df -Pm "$target_dir" | awk 'NR == 2 { print $4 }'; }
 disk_report() { echo "disk: $(du -sm "$target_dir" | cut -f1) MiB in $target_dir, $(free_mib) MiB free"; }
