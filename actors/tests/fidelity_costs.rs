@@ -53,11 +53,12 @@ async fn deletion_waits_with_backoff_while_the_engine_refuses_stop_and_remove() 
     assert_eq!(severity, Some(capov_crds::Severity::Warning));
 
     // Retried, with backoff: at least two backed-off passes, and no stop or remove sent meanwhile.
+    // Waiting for the Node is a requeue (retried 5 s, 10 s, then every 20 s), not an error.
     let backed_off = |world: &World| {
         metric_sum(
             &world.metrics,
             "capov_reconciles_total",
-            &[("kind", "machine"), ("result", "error")],
+            &[("kind", "machine"), ("result", "requeue")],
         )
     };
     let before = backed_off(&world);
@@ -195,11 +196,12 @@ async fn without_a_guest_agent_the_machine_says_why_it_has_no_address_and_backs_
     assert!(waiting.contains("no IP address"), "{waiting}");
 
     let control = world.sim.control();
+    // Waiting for the Node is a requeue (retried 5 s, 10 s, then every 20 s), not an error.
     let backed_off = |world: &World| {
         metric_sum(
             &world.metrics,
             "capov_reconciles_total",
-            &[("kind", "machine"), ("result", "error")],
+            &[("kind", "machine"), ("result", "requeue")],
         )
     };
     // The provider's inventory poll (issue 27: hosts, clusters, storage domains, one request each, every 6 polls of
@@ -207,7 +209,7 @@ async fn without_a_guest_agent_the_machine_says_why_it_has_no_address_and_backs_
     let machine_requests =
         |control: &capov_ovirt_sim::Control| control.counter("total") - 3 * control.counter("GET /hosts");
     let (passes, requests) = (backed_off(&world), machine_requests(control));
-    eventually(Duration::from_secs(60), "two more backed-off passes", || async {
+    eventually(Duration::from_secs(60), "two more passes waiting for the Node", || async {
         (backed_off(&world) >= passes + 2.0).then_some(())
     })
     .await;
