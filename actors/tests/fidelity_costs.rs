@@ -209,9 +209,11 @@ async fn without_a_guest_agent_the_machine_says_why_it_has_no_address_and_backs_
     let machine_requests =
         |control: &capov_ovirt_sim::Control| control.counter("total") - 3 * control.counter("GET /hosts");
     let (passes, requests) = (backed_off(&world), machine_requests(control));
-    eventually(Duration::from_secs(60), "two more passes waiting for the Node", || async {
-        (backed_off(&world) >= passes + 2.0).then_some(())
-    })
+    eventually(
+        Duration::from_secs(60),
+        "two more passes waiting for the Node",
+        || async { (backed_off(&world) >= passes + 2.0).then_some(()) },
+    )
     .await;
     let sent = machine_requests(control) - requests;
     assert!(sent <= 40, "two passes, not a loop: {sent} engine requests");
