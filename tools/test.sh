@@ -27,6 +27,11 @@ if [[ -z ${CARGO_TARGET_DIR:-} ]]; then
   key=$( (cat Cargo.lock; rustc -vV) | sha256sum | cut -c1-16)
   mkdir -p "$cache_root"
   find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -exec rm -rf {} +
+  # A clone at another path builds CAPOV's crates under other names beside the old ones: past 40 GiB, start over.
+  if [[ -d $cache_root/$key ]] && (( $(du -sm "$cache_root/$key" | cut -f1) > 40 * 1024 )); then
+    echo "cargo's cached build directory is over 40 GiB: starting it over"
+    rm -rf "${cache_root:?}/$key"
+  fi
   export CARGO_TARGET_DIR=$cache_root/$key
   echo "cargo's build directory: $CARGO_TARGET_DIR (cached by Cargo.lock and rustc; CARGO_TARGET_DIR=target to keep it here)"
 fi
