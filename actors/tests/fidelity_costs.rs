@@ -53,12 +53,11 @@ async fn deletion_waits_with_backoff_while_the_engine_refuses_stop_and_remove() 
     assert_eq!(severity, Some(capov_crds::Severity::Warning));
 
     // Retried, with backoff: at least two backed-off passes, and no stop or remove sent meanwhile.
-    // Waiting for the Node is a requeue (retried 5 s, 10 s, then every 20 s), not an error.
     let backed_off = |world: &World| {
         metric_sum(
             &world.metrics,
             "capov_reconciles_total",
-            &[("kind", "machine"), ("result", "requeue")],
+            &[("kind", "machine"), ("result", "error")],
         )
     };
     let before = backed_off(&world);
