@@ -68,6 +68,7 @@ fi
 # CAPOV_DEMO_PROFILE=dev reuses the test build (CI); users get optimised binaries.
 profile=${CAPOV_DEMO_PROFILE:-release}
 dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
+bin=${CARGO_TARGET_DIR:-target}/$dir
 if [[ $mode == pod ]]; then
   echo "==> node binaries and helm (tools/build-go-tools.sh --node --containerd --helm; the first run builds them)"
   CAPOV_NODE_DIR=$(tools/build-go-tools.sh --node)
@@ -82,6 +83,6 @@ fi
 echo "==> building the operator and the demo (cargo build --profile $profile)"
 cargo build --profile "$profile" --locked -p capov --bin manager -p capov-demo --bin capov-demo
 if [[ $mode == pod ]]; then
-  exec "${CARGO_TARGET_DIR:-target}/$dir/capov-demo" --image "$image" "${args[@]}"
+  exec "$bin/capov-demo" --image "$image" "${args[@]}"
 fi
-exec "${CARGO_TARGET_DIR:-target}/$dir/capov-demo" --manager "${CARGO_TARGET_DIR:-target}/$dir/manager" "${args[@]}"
+exec "$bin/capov-demo" --manager "$bin/manager" "${args[@]}"
