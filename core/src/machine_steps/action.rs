@@ -11,8 +11,8 @@ use capov_crds::{CpuTopology, DiskFormat, DiskInterface, Memory, VmType};
 use crate::network::guest_network::GuestNetwork;
 use crate::network::ip_claims::WantedClaim;
 use crate::network::nics::NicChange;
-use crate::placement::PlacementChoice;
 use crate::placement::affinity_groups::{Leave, WantedGroup};
+use crate::placement::{DiskPlacement, PlacementChoice};
 use crate::vm::bootstrap_payload::BootstrapFormat;
 
 use super::observed::{ReadRequest, VmDisk};
@@ -152,7 +152,7 @@ pub enum WorkloadAction {
 }
 
 /// What carrying out an action means, as the actor's pass must know it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ActionClass {
     /// It changes a VM in the engine: what was seen of the VM before no longer holds, and the next pass reads it
     /// again or waits for the poll to show the change.
@@ -238,7 +238,7 @@ impl Action {
                 WorkloadAction::SetNodeProviderId { .. } | WorkloadAction::SetNodeLabels { .. } => ActionClass::NOTHING,
             },
             Action::Read(request) => ActionClass {
-                reads: Some(*request),
+                reads: Some(request.clone()),
                 needs_permit: request.needs_permit(),
                 ..ActionClass::NOTHING
             },
@@ -324,9 +324,22 @@ pub struct CreateVmPlan {
     pub bootstrap_format: BootstrapFormat,
     /// Static addresses and DNS for the VM's initialization (empty: DHCP, nothing sent).
     pub network: GuestNetwork,
+    /// Where the engine's lookups put the VM; filled by the creation step once it has read them.
+    pub targets: CreateTargets,
 }
 
-/// One data disk to create: the executor resolves the storage domain and disk profile by name.
+/// The engine's objects a VM is created with, as the creation step resolved them from its lookups.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CreateTargets {
+    pub cluster_id: String,
+    pub template_id: String,
+    /// The create request's `clone=` parameter.
+    pub clone: bool,
+    /// Where each template disk goes; empty: the engine puts the disks with the template's.
+    pub disk_attachments: Vec<DiskPlacement>,
+}
+
+/// One data disk to create, on the storage domain and with the disk profile the step's lookup resolved by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DataDiskPlan {
     /// `<vm name>_<spec name>`: how the VM's disks show which data disk is which.
@@ -337,4 +350,6 @@ pub struct DataDiskPlan {
     pub format: DiskFormat,
     pub sparse: bool,
     pub disk_profile_name: Option<String>,
+    pub storage_domain_id: String,
+    pub disk_profile_id: Option<String>,
 }

@@ -5,6 +5,7 @@ use super::action::{Action, BookkeepingAction, CreateVmPlan, CreatedVmRecord, Re
 use capov_crds::Severity;
 use capov_ovirt_model::model::VmStatus;
 
+use super::creation_targets::create_or_look_up;
 use super::decision::Decision;
 use super::observed::{Bootstrap, Observed, ObservedVm};
 use super::passed::Passed;
@@ -157,10 +158,7 @@ fn to_create(o: &Observed, format: BootstrapFormat, network: &GuestNetwork, pass
                     format!("{refusal}; no VM is created"),
                 ),
             ),
-            None => passed.take().stop(
-                Action::Vm(VmAction::Create(Box::new(create_plan(o, format, network.clone())))),
-                None,
-            ),
+            None => create_or_look_up(o, create_plan(o, format, network.clone()), passed),
         },
     }
 }
@@ -263,6 +261,7 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat, network: GuestNe
         ),
         bootstrap_format,
         network,
+        targets: Default::default(),
     }
 }
 

@@ -4,10 +4,12 @@
 //! never as a CSI volume. A data disk is known by its alias, `<vm name>_<spec name>`.
 
 use super::action::{Action, DataDiskPlan, PrepareAction, Requeue};
-use capov_crds::{DataDiskStatus, Severity};
+use capov_crds::{DataDisk, DataDiskStatus, Severity};
 
 use super::decision::Decision;
-use super::observed::{Observed, ObservedVm};
+use super::engine_lookups::EngineLookup;
+use super::fact::Fact;
+use super::observed::{Observed, ObservedVm, ReadRequest};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 
@@ -40,6 +42,7 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
                     false_(reasons::INVALID_DISK_SIZE, Severity::Error, message),
                 )));
             };
+            let (storage_domain_id, disk_profile_id) = target(o, wanted, &alias, passed)?;
             let plan = DataDiskPlan {
                 alias: alias.clone(),
                 size_bytes,
@@ -48,6 +51,8 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
                 format: wanted.format.unwrap_or_default(),
                 sparse: wanted.sparse.unwrap_or(true),
                 disk_profile_name: wanted.diskprofile.clone(),
+                storage_domain_id,
+                disk_profile_id,
             };
             let message = format!(
                 "creating data disk {alias} ({} GiB on {})",
@@ -87,4 +92,64 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
         });
     }
     Ok(report)
+}
+
+/// The ids of the data disk's storage domain and disk profile, named in spec.datadisks; Err = the decision that asks
+/// for them, or reports the name the engine does not know.
+fn target(
+    o: &Observed,
+    wanted: &DataDisk,
+    alias: &str,
+    passed: &mut Passed,
+) -> Result<(String, Option<String>), Box<Decision>> {
+    let refuse = |passed: &mut Passed, reason, severity, message| {
+        let update = ConditionUpdate::false_(types::MACHINE_DISK_RESIZED, reason, severity, message);
+        Box::new(passed.take().wait(Requeue::Backoff, update))
+    };
+    let target = match &o.data_disk_target {
+        Fact::Read(Ok(target)) if target.answers(&wanted.storagedomainname, wanted.diskprofile.as_deref()) => target,
+        Fact::Read(Err(failed)) => return Err(refuse(passed, failed.reason, failed.severity, failed.message.clone())),
+        _ => {
+            let lookup = EngineLookup::DataDiskTarget {
+                storage_domain_name: wanted.storagedomainname.clone(),
+                disk_profile_name: wanted.diskprofile.clone(),
+            };
+            return Err(Box::new(
+                passed.take().stop(Action::Read(ReadRequest::Lookup(lookup)), None),
+            ));
+        }
+    };
+    let Some(domain_id) = &target.storage_domain_id else {
+        let message = format!(
+            "storage domain {:?} of data disk {alias} not found in oVirt: fix spec.datadisks[].storagedomainname",
+            wanted.storagedomainname
+        );
+        return Err(refuse(
+            passed,
+            reasons::STORAGE_DOMAIN_NOT_FOUND,
+            Severity::Error,
+            message,
+        ));
+    };
+    let Some(profile_name) = &wanted.diskprofile else {
+        return Ok((domain_id.clone(), None));
+    };
+    match target.disk_profiles.iter().find(|(name, _)| name == profile_name) {
+        Some((_, profile_id)) => Ok((domain_id.clone(), Some(profile_id.clone()))),
+        None => {
+            let known: Vec<&str> = target.disk_profiles.iter().map(|(name, _)| name.as_str()).collect();
+            let message = format!(
+                "disk profile {profile_name:?} of data disk {alias} is not a profile of storage domain {:?} (its \
+                 profiles: {}): fix spec.datadisks[].diskprofile",
+                wanted.storagedomainname,
+                known.join(", ")
+            );
+            Err(refuse(
+                passed,
+                reasons::DISK_PROFILE_NOT_FOUND,
+                Severity::Error,
+                message,
+            ))
+        }
+    }
 }

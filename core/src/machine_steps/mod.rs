@@ -8,6 +8,8 @@
 mod action;
 mod decision;
 mod deletion;
+mod engine_lookups;
+mod fact;
 mod lifecycle;
 mod observed;
 mod passed;
@@ -22,6 +24,7 @@ mod volume_release;
 // placement (issue #25), power, node; and where the VM runs (`host`, issue #27), which applies to every decision.
 mod connection;
 mod creation;
+mod creation_targets;
 mod data_disks;
 mod disks;
 mod host;
@@ -36,15 +39,19 @@ mod tags;
 mod tests;
 
 pub use action::{
-    Action, ActionClass, BookkeepingAction, CreateVmPlan, CreatedVmRecord, DataDiskPlan, GroupAction, JoinGroup,
-    LeaveGroup, PrepareAction, Requeue, VmAction, WorkloadAction,
+    Action, ActionClass, BookkeepingAction, CreateTargets, CreateVmPlan, CreatedVmRecord, DataDiskPlan, GroupAction,
+    JoinGroup, LeaveGroup, PrepareAction, Requeue, VmAction, WorkloadAction,
 };
 pub use data_disks::data_disk_alias;
 pub use decision::{Decision, StatusChange};
 pub use deletion::releasable_without_engine;
+pub use engine_lookups::{
+    CreationFacts, DataDiskTarget, EngineLookup, Lookup, LookupFailure, OvirtClusterFact, PlacementFacts, TemplateFact,
+};
+pub use fact::Fact;
 pub use observed::{
-    Bootstrap, ConnectionFailure, Fact, FailureState, FoundBy, GroupsObservation, NodeObservation, NodeRelease,
-    Observed, ObservedVm, ProviderConnection, ProviderDefaults, ReadRequest, VmDisk, VmHost,
+    Bootstrap, ConnectionFailure, FailureState, FoundBy, GroupsObservation, NodeObservation, NodeRelease, Observed,
+    ObservedVm, ProviderConnection, ProviderDefaults, ReadRequest, VmDisk, VmHost,
 };
 // Defined with the payload it shapes; re-exported here, where the lifecycle's observation names it.
 pub use crate::vm::bootstrap_payload::BootstrapFormat;
@@ -86,7 +93,7 @@ pub fn decide(observed: &Observed) -> Decision {
 /// instead: the actor reads it and decides again, until every fact the action needs is read.
 fn read_first(observed: &Observed, decision: &mut Decision) {
     let reads_first = decision.action.class().reads_first;
-    if let Some(request) = reads_first.iter().copied().find(|request| observed.unread(*request)) {
+    if let Some(request) = reads_first.iter().find(|request| observed.unread(request)).cloned() {
         decision.action = Action::Read(request);
     }
 }

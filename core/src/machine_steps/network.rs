@@ -5,7 +5,8 @@ use super::action::{Action, PrepareAction, Requeue};
 use capov_crds::Severity;
 
 use super::decision::Decision;
-use super::observed::{Fact, Observed};
+use super::fact::Fact;
+use super::observed::Observed;
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::network::nics::NicAssessment;

@@ -3,7 +3,8 @@
 //! reaches this step (`Action::Read(ReadRequest::Node)`).
 
 use super::action::{Action, Requeue, WorkloadAction};
-use super::observed::{Fact, NodeObservation, Observed, ObservedVm, ReadRequest};
+use super::fact::Fact;
+use super::observed::{NodeObservation, Observed, ObservedVm, ReadRequest};
 use capov_crds::Severity;
 
 use super::decision::Decision;

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use capov_crds::MachineSettings;
 
+use super::engine_lookups::{CreationFacts, DataDiskTarget, EngineLookup, Lookup, data_disk_target_unread};
+use super::fact::Fact;
 use crate::conditions::reasons;
 use crate::network::addresses::{ReportedDevice, VmNic};
 use crate::network::ip_claims::ClaimFact;
@@ -18,7 +20,7 @@ use crate::vm::bootstrap_payload::BootstrapFormat;
 
 /// A fact of [`Observed`] that is [`Fact::NotRead`] and that the decision needs: the actor reads it,
 /// fills it in, and decides again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReadRequest {
     /// The VM's NICs and the vNIC profiles of its data center, [`Observed::nics`].
     Nics,
@@ -29,34 +31,18 @@ pub enum ReadRequest {
     /// During deletion with the gate `disk-detach-when-node-gone`: the workload cluster's Node and the
     /// VolumeAttachments naming it, [`Observed::node_release`].
     NodeRelease,
+    /// An engine lookup of the creation of the VM or of a data disk, [`Observed::creation`],
+    /// [`Observed::data_disk_target`].
+    Lookup(EngineLookup),
 }
 
 impl ReadRequest {
     /// Engine reads run with the pass's permit; workload-cluster reads without one, since a workload apiserver is
     /// the tenant's and may be slow or hung.
-    pub fn needs_permit(self) -> bool {
+    pub fn needs_permit(&self) -> bool {
         match self {
-            ReadRequest::Nics | ReadRequest::Groups => true,
+            ReadRequest::Nics | ReadRequest::Groups | ReadRequest::Lookup(_) => true,
             ReadRequest::Node | ReadRequest::NodeRelease => false,
-        }
-    }
-}
-
-/// A fact the actor reads only when a decision needs it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum Fact<T> {
-    /// Not read in this pass: a decision that needs it asks for it ([`super::Action::Read`]).
-    #[default]
-    NotRead,
-    Read(T),
-}
-
-impl<T> Fact<T> {
-    /// The fact, once read.
-    pub fn read(&self) -> Option<&T> {
-        match self {
-            Fact::NotRead => None,
-            Fact::Read(fact) => Some(fact),
         }
     }
 }
@@ -64,12 +50,16 @@ impl<T> Fact<T> {
 impl Observed {
     /// Whether a decision must ask for this fact before the action it would take: it is not read and it can matter
     /// (NICs only when spec.nics names some, groups only when the machine belongs in some).
-    pub fn unread(&self, request: ReadRequest) -> bool {
+    pub fn unread(&self, request: &ReadRequest) -> bool {
         match request {
             ReadRequest::Nics => self.nics == Fact::NotRead && !self.settings.nics.is_empty(),
             ReadRequest::Groups => self.groups == Fact::NotRead && !self.groups_wanted.is_empty(),
             ReadRequest::Node => self.node == Fact::NotRead,
             ReadRequest::NodeRelease => self.node_release == Fact::NotRead,
+            ReadRequest::Lookup(lookup @ EngineLookup::DataDiskTarget { .. }) => {
+                data_disk_target_unread(&self.data_disk_target, lookup)
+            }
+            ReadRequest::Lookup(lookup) => self.creation.unread(lookup),
         }
     }
 
@@ -188,6 +178,11 @@ pub struct Observed {
     /// The message of MachinePlacementSet when it said, before the first start, that a soft anti-affinity group
     /// could not be used: kept once the VM runs, when the groups are no longer read.
     pub placement_skipped: Option<String>,
+    /// What creating the VM needs from the engine (its oVirt cluster, template, disk placement and room for a
+    /// clone), asked for one after the other by the creation step.
+    pub creation: CreationFacts,
+    /// The storage domain and disk profile of the data disk the step is about to create.
+    pub data_disk_target: Fact<Lookup<DataDiskTarget>>,
 }
 
 /// The affinity groups (and labels) of the VM's oVirt cluster.

@@ -7,7 +7,8 @@ use super::action::{Action, GroupAction, JoinGroup, LeaveGroup, Requeue};
 use capov_crds::{AntiAffinity, Severity};
 
 use super::decision::Decision;
-use super::observed::{Fact, GroupsObservation, Observed, ObservedVm};
+use super::fact::Fact;
+use super::observed::{GroupsObservation, Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::placement::affinity_groups::{GroupRule, GroupState, WantedGroup, assess, leaving};

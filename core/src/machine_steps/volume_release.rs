@@ -11,7 +11,8 @@
 use capov_crds::Severity;
 
 use super::action::{Action, Requeue, VmAction};
-use super::observed::{Fact, NodeRelease, Observed, ObservedVm, ReadRequest, VmDisk};
+use super::fact::Fact;
+use super::observed::{NodeRelease, Observed, ObservedVm, ReadRequest, VmDisk};
 use super::removal::{NON_SYSTEM_DISK_MESSAGE, blocked_by_state_message, by_status, deleted};
 use crate::conditions::{ConditionUpdate, reasons};
 use crate::policy::backoff::NON_SYSTEM_DISK_RETRY;

@@ -153,7 +153,7 @@ async fn observe_and_decide(
     };
     let mut decision = decide(&observation.observed);
     while let Some(request) = decision.action.class().reads {
-        if !observation.observed.unread(request) {
+        if !observation.observed.unread(&request) {
             // A read fact asked for again would loop: a mistake in the decision, not in the engine.
             tracing::error!(object = %state.key, ?request, "the decision asked again for a fact it was given");
             return Err(Next::Backoff);

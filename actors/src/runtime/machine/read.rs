@@ -1,8 +1,10 @@
 //! Reading the one fact a decision asked for (`Action::Read`), so that the pass can decide again: the VM's NICs and
-//! affinity groups from the engine, with the pass's permit; the workload cluster's Node, and during deletion its
-//! release, without it (a tenant's workload apiserver may be slow or hung).
+//! affinity groups and the lookups of the VM's and its data disks' creation from the engine, with the pass's permit;
+//! the workload cluster's Node, and during deletion its release, without it (a tenant's workload apiserver may be
+//! slow or hung).
 
 use super::node_release;
+use super::observe::engine_lookups::{RetryLater, look_up};
 use super::observe::{self, Observation, ObserveError};
 use super::schedule::Next;
 use super::state::MachineState;
@@ -45,6 +47,14 @@ pub async fn read(state: &mut MachineState, observation: &mut Observation, reque
             let release = node_release::observe_node_release(state, cluster, &vm_id, &vm_name).await;
             // Too many passes at their Node step, as at the Node read.
             observation.observed.node_release = Fact::Read(release.map_err(|wanted| await_place(state, wanted))?);
+        }
+        ReadRequest::Lookup(lookup) => {
+            let Some(engine) = &observation.engine else {
+                return Err(backoff(state, no_engine_or_vm()));
+            };
+            // An engine error is read as the fact (the step reports it); only a "busy, retry" ends the pass here.
+            let read = look_up(state, &engine.client, &mut observation.observed, lookup).await;
+            read.map_err(|RetryLater| Next::Backoff)?;
         }
     }
     Ok(())

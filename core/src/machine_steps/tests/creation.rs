@@ -8,7 +8,9 @@ use crate::machine_steps::{
 use capov_crds::{MachineSettings, Severity};
 use capov_ovirt_model::model::VmStatus;
 
-use super::fixtures::{VM_ID, deleting, engine, owner, ready_to_create, running, state_of, vm, with_vm};
+use super::fixtures::{
+    VM_ID, deleting, engine, found_for_creation_on, owner, ready_to_create, running, state_of, vm, with_vm,
+};
 use crate::conditions::{State, reasons, types};
 use crate::policy::feature_gates::FeatureGates;
 use crate::trust::identity::{EngineIdentity, NotOwned, OwnerIdentity, Ownership};
@@ -76,6 +78,7 @@ fn no_vm_and_no_provider_id_creates_the_vm_with_marker_and_placement() {
             vmtags: None,
         },
         bootstrap: Bootstrap::Ready(BootstrapFormat::Ignition),
+        creation: found_for_creation_on("fast", "rhcos_x64"),
         ..ready_to_create()
     };
     let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {

@@ -2,9 +2,12 @@
 //! running, being deleted), its VM and disks, and a short way to read a decision's conditions.
 
 use crate::machine_steps::{
-    Bootstrap, BootstrapFormat, ConnectionFailure, Decision, Fact, FailureState, FoundBy, NodeObservation, Observed,
-    ObservedVm, ProviderConnection, ProviderDefaults, VmDisk,
+    Bootstrap, BootstrapFormat, ConnectionFailure, CreationFacts, Decision, Fact, FailureState, FoundBy,
+    NodeObservation, Observed, ObservedVm, OvirtClusterFact, PlacementFacts, ProviderConnection, ProviderDefaults,
+    TemplateFact, VmDisk,
 };
+use crate::placement::capacity::DiskSize;
+use crate::placement::{StorageDomainFact, TemplateDisk};
 use std::time::Duration;
 
 use capov_crds::MachineSettings;
@@ -92,7 +95,61 @@ pub(super) fn ready_to_create() -> Observed {
         },
         groups: Fact::NotRead,
         placement_skipped: None,
+        creation: found_for_creation(),
+        data_disk_target: Fact::NotRead,
     }
+}
+
+/// The creation lookups of a machine of [`ready_to_create`] as the engine answers them when all is well: the
+/// cluster, a template version of a cloud-init OS on one disk, no storage domain chosen, room for a clone.
+pub(super) fn found_for_creation() -> CreationFacts {
+    CreationFacts {
+        cluster: Fact::Read(Ok(Some(OvirtClusterFact {
+            id: "cluster-default".into(),
+            data_center_id: "dc-1".into(),
+        }))),
+        template: Fact::Read(Ok(Some(TemplateFact {
+            id: "template-1".into(),
+            locked: false,
+            os_type: Some("other_linux".into()),
+        }))),
+        placement: Fact::Read(Ok(PlacementFacts {
+            storage_domain: None,
+            template_disks: vec![(
+                TemplateDisk {
+                    id: "template-disk-1".into(),
+                    alias: "rhcos_Disk1".into(),
+                    storage_domain_ids: vec!["sd-1".into()],
+                },
+                DiskSize {
+                    provisioned: 10 * GIB,
+                    actual: 2 * GIB,
+                    cow: true,
+                    sparse: true,
+                },
+            )],
+        })),
+        clone_domains: Fact::Read(Ok(Vec::new())),
+    }
+}
+
+/// [`found_for_creation`] with an active data domain `domain` (id `sd-<domain>`) in the data center and a template
+/// of OS type `os_type`.
+pub(super) fn found_for_creation_on(domain: &str, os_type: &str) -> CreationFacts {
+    let mut facts = found_for_creation();
+    if let Fact::Read(Ok(Some(template))) = &mut facts.template {
+        template.os_type = Some(os_type.into());
+    }
+    if let Fact::Read(Ok(placement)) = &mut facts.placement {
+        placement.storage_domain = Some(StorageDomainFact {
+            id: format!("sd-{domain}"),
+            name: domain.into(),
+            kind: "data".into(),
+            status: "active".into(),
+            in_data_center: true,
+        });
+    }
+    facts
 }
 
 /// The labels CAPOV keeps on the Node of a machine of [`ready_to_create`] whose VM runs on no known host.
@@ -171,6 +228,12 @@ pub(super) fn deleting(o: Observed) -> Observed {
 
 pub(super) fn state_of(d: &Decision, type_: &str) -> Option<(State, &'static str)> {
     d.condition(type_).map(|c| (c.state, c.reason))
+}
+
+/// The reason and message of the decision's condition `type_` (panics when it reports none).
+pub(super) fn reason_and_message(d: &Decision, type_: &str) -> (&'static str, String) {
+    let condition = d.condition(type_).unwrap_or_else(|| panic!("no {type_} in {d:?}"));
+    (condition.reason, condition.message.clone())
 }
 
 pub(super) fn failed(failure: ConnectionFailure, persisted_for: Duration) -> ProviderConnection {

@@ -7,6 +7,7 @@ mod fixtures;
 mod actions;
 mod connection;
 mod creation;
+mod creation_targets;
 mod deletion;
 mod disks;
 mod host;

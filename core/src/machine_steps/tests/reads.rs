@@ -6,7 +6,8 @@ use capov_crds::{AntiAffinity, Nic};
 
 use super::fixtures::{deleting, running, with_vm};
 use crate::machine_steps::{
-    Action, Fact, GroupsObservation, NodeObservation, NodeRelease, Observed, ReadRequest, VmAction, VmHost, decide,
+    Action, EngineLookup, Fact, GroupsObservation, NodeObservation, NodeRelease, Observed, ReadRequest, VmAction,
+    VmHost, decide,
 };
 use crate::network::nics::NicAssessment;
 use crate::placement::affinity_groups::wanted_groups;
@@ -95,9 +96,13 @@ fn engine_reads_hold_the_permit_and_workload_reads_do_not() {
         (ReadRequest::Groups, true),
         (ReadRequest::Node, false),
         (ReadRequest::NodeRelease, false),
+        (
+            ReadRequest::Lookup(EngineLookup::OvirtCluster { name: "Default".into() }),
+            true,
+        ),
     ] {
-        let class = Action::Read(request).class();
-        assert_eq!(class.reads, Some(request));
+        let class = Action::Read(request.clone()).class();
+        assert_eq!(class.reads.as_ref(), Some(&request));
         assert_eq!(class.needs_permit, permit, "{request:?}");
         assert!(!class.writes_engine && !class.destroys, "{request:?}");
     }
@@ -110,7 +115,7 @@ fn the_node_is_asked_for_at_step_7_and_a_read_one_is_not_asked_again() {
     assert_eq!(decide(&o).action, Action::Read(ReadRequest::Node));
     o.node = Fact::Read(NodeObservation::NotFound);
     assert!(matches!(decide(&o).action, Action::Wait(_)));
-    assert!(!o.unread(ReadRequest::Node));
+    assert!(!o.unread(&ReadRequest::Node));
     o.node_release = Fact::Read(NodeRelease::Released { node: "n".into() });
-    assert!(!o.unread(ReadRequest::NodeRelease));
+    assert!(!o.unread(&ReadRequest::NodeRelease));
 }

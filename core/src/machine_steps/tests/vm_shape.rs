@@ -1,13 +1,14 @@
 //! Data disks (step 4), tags (step 3's tail), the VM name template and the graceful shutdown on deletion.
 
 use crate::machine_steps::{
-    Action, BookkeepingAction, DataDiskPlan, Observed, ObservedVm, PrepareAction, Requeue, VmAction, decide,
+    Action, BookkeepingAction, DataDiskPlan, DataDiskTarget, EngineLookup, Fact, Lookup, LookupFailure, Observed,
+    ObservedVm, PrepareAction, ReadRequest, Requeue, VmAction, decide,
 };
 use std::time::Duration;
 
 use capov_crds::{DataDisk, DataDiskStatus, DiskFormat, DiskInterface, MachineSettings};
 
-use super::fixtures::{GIB, VM_ID, deleting, disk, ready_to_create, running, state_of, with_vm};
+use super::fixtures::{GIB, VM_ID, deleting, disk, ready_to_create, reason_and_message, running, state_of, with_vm};
 use crate::conditions::{State, reasons, types};
 
 fn data_disk(name: &str, gb: i64) -> DataDisk {
@@ -47,9 +48,33 @@ fn before_first_start_with_data_disks() -> Observed {
     o
 }
 
+/// The data disk lookup as the engine answers it: the storage domain `domain` is found (as `sd-<domain>`) with the
+/// disk profiles `profiles` (as `profile-<name>`).
+fn found_target(domain: &str, profile: Option<&str>, profiles: &[&str]) -> Fact<Lookup<DataDiskTarget>> {
+    Fact::Read(Ok(DataDiskTarget {
+        storage_domain_name: domain.into(),
+        disk_profile_name: profile.map(String::from),
+        storage_domain_id: Some(format!("sd-{domain}")),
+        disk_profiles: profiles
+            .iter()
+            .map(|p| (p.to_string(), format!("profile-{p}")))
+            .collect(),
+    }))
+}
+
+fn target_lookup(domain: &str, profile: Option<&str>) -> Action {
+    Action::Read(ReadRequest::Lookup(EngineLookup::DataDiskTarget {
+        storage_domain_name: domain.into(),
+        disk_profile_name: profile.map(String::from),
+    }))
+}
+
 #[test]
 fn data_disks_are_created_one_at_a_time_before_the_system_disks_are_recorded() {
-    let d = decide(&before_first_start_with_data_disks());
+    let mut o = before_first_start_with_data_disks();
+    assert_eq!(decide(&o).action, target_lookup("data1", None));
+    o.data_disk_target = found_target("data1", None, &[]);
+    let d = decide(&o);
     let Action::Prepare(PrepareAction::AddDataDisk(plan)) = &d.action else {
         panic!("expected AddDataDisk, got {:?}", d.action);
     };
@@ -63,6 +88,8 @@ fn data_disks_are_created_one_at_a_time_before_the_system_disks_are_recorded() {
             format: DiskFormat::Cow,
             sparse: true,
             disk_profile_name: None,
+            storage_domain_id: "sd-data1".into(),
+            disk_profile_id: None,
         }
     );
     assert_eq!(
@@ -73,10 +100,16 @@ fn data_disks_are_created_one_at_a_time_before_the_system_disks_are_recorded() {
         ))
     );
 
-    let mut o = before_first_start_with_data_disks();
     vm_of(&mut o)
         .disks
         .push(disk("d-data", "worker-abc123_data", false, 10));
+    // The target read for the first disk does not answer for the second.
+    assert_eq!(decide(&o).action, target_lookup("data1", Some("gold")));
+    assert!(o.unread(&ReadRequest::Lookup(EngineLookup::DataDiskTarget {
+        storage_domain_name: "data1".into(),
+        disk_profile_name: Some("gold".into()),
+    })));
+    o.data_disk_target = found_target("data1", Some("gold"), &["silver", "gold"]);
     let d = decide(&o);
     let Action::Prepare(PrepareAction::AddDataDisk(plan)) = &d.action else {
         panic!("expected the second AddDataDisk, got {:?}", d.action);
@@ -86,6 +119,58 @@ fn data_disks_are_created_one_at_a_time_before_the_system_disks_are_recorded() {
         ("worker-abc123_etcd", DiskInterface::Virtio, DiskFormat::Raw, false)
     );
     assert_eq!(plan.disk_profile_name.as_deref(), Some("gold"));
+    assert_eq!(plan.disk_profile_id.as_deref(), Some("profile-gold"));
+}
+
+#[test]
+fn a_data_disk_on_a_storage_domain_or_profile_the_engine_lacks_says_which_field_to_fix() {
+    let mut o = before_first_start_with_data_disks();
+    o.data_disk_target = Fact::Read(Ok(DataDiskTarget {
+        storage_domain_id: None,
+        disk_profiles: Vec::new(),
+        storage_domain_name: "data1".into(),
+        disk_profile_name: None,
+    }));
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    let (reason, message) = reason_and_message(&d, types::MACHINE_DISK_RESIZED);
+    assert_eq!(reason, reasons::STORAGE_DOMAIN_NOT_FOUND);
+    assert!(
+        message.contains("\"data1\"") && message.contains("spec.datadisks[].storagedomainname"),
+        "{message}"
+    );
+
+    vm_of(&mut o)
+        .disks
+        .push(disk("d-data", "worker-abc123_data", false, 10));
+    o.data_disk_target = found_target("data1", Some("gold"), &["silver", "bronze"]);
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    let (reason, message) = reason_and_message(&d, types::MACHINE_DISK_RESIZED);
+    assert_eq!(reason, reasons::DISK_PROFILE_NOT_FOUND);
+    assert!(
+        message.contains("silver, bronze") && message.contains("spec.datadisks[].diskprofile"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_data_disk_lookup_the_engine_refused_is_reported_on_machine_disk_resized() {
+    let mut o = before_first_start_with_data_disks();
+    o.data_disk_target = Fact::Read(Err(LookupFailure {
+        reason: reasons::PERMISSION_DENIED,
+        severity: capov_crds::Severity::Error,
+        message: "GET /storagedomains was refused".into(),
+    }));
+    let d = decide(&o);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff));
+    assert_eq!(
+        reason_and_message(&d, types::MACHINE_DISK_RESIZED),
+        (
+            reasons::PERMISSION_DENIED,
+            "GET /storagedomains was refused".to_string()
+        )
+    );
 }
 
 #[test]
@@ -213,6 +298,7 @@ fn the_name_template_names_the_vm_everywhere() {
         s.vmnametemplate = Some("{namespace}-{name}".into())
     });
     o.system_disks = None;
+    o.data_disk_target = found_target("data1", None, &[]);
     let Action::Prepare(PrepareAction::AddDataDisk(plan)) = decide(&o).action else {
         panic!("expected AddDataDisk");
     };

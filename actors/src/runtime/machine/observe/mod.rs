@@ -1,9 +1,10 @@
 //! Gathering what `machine_steps::decide` looks at: the stores (CAPI Machine and Cluster), the bootstrap Secret,
 //! the provider actor's connection (`provider`) and the engine (the VM, its disks, NICs, reported devices: `vm`).
 //! What costs a request and matters only at some steps is left [`Fact::NotRead`] until a decision asks for it:
-//! `read` then reads it (the NICs and vNIC profiles: `nics`; the affinity groups: `groups`; the workload cluster's
-//! Node and its release: `super::workload`, `super::node_release`).
+//! `read` then reads it (the NICs and vNIC profiles: `nics`; the affinity groups: `groups`; the creation lookups:
+//! `engine_lookups`; the workload cluster's Node and its release: `super::workload`, `super::node_release`).
 
+pub mod engine_lookups;
 mod groups;
 mod nics;
 mod observation;
@@ -153,6 +154,8 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         group_owner,
         groups: Fact::NotRead,
         placement_skipped: placement::skipped(&state.status),
+        creation: Default::default(),
+        data_disk_target: Fact::NotRead,
     }
 }
 

@@ -1,0 +1,189 @@
+//! The end of step 3 for a VM that is to be created: the engine objects it is created with. The step asks for the
+//! oVirt cluster, then the newest template version in the cluster's data center, then where the template's disks
+//! are and the chosen storage domain, then (for a clone) the free space of the domains the copies go to
+//! ([`EngineLookup`]); each answer is judged here before the next is asked for. A refusal reports MachineCreated
+//! and retries with backoff, since the engine may change (a template imported, a domain activated).
+
+use capov_crds::Severity;
+
+use super::action::{Action, CreateTargets, CreateVmPlan, Requeue, VmAction};
+use super::decision::Decision;
+use super::engine_lookups::{EngineLookup, Lookup, LookupFailure, TemplateFact};
+use super::fact::Fact;
+use super::observed::{Observed, ReadRequest};
+use super::passed::Passed;
+use crate::conditions::{ConditionUpdate, reasons, types};
+use crate::placement::capacity::{DiskSize, check_clone};
+use crate::placement::failure_domains::cluster_not_found_message;
+use crate::placement::{TargetDomain, TemplateDisk, plan_placement};
+use crate::vm::bootstrap_payload;
+
+/// What the creation step does next instead of creating: read a lookup, or report why no VM can be created.
+enum NotYet {
+    Read(EngineLookup),
+    Refused(LookupFailure),
+}
+
+/// The create action for `plan` once every lookup it needs is read and passes; else the read it needs or the
+/// refusal to report.
+pub(super) fn create_or_look_up(o: &Observed, mut plan: CreateVmPlan, passed: &mut Passed) -> Decision {
+    match targets(o, &plan) {
+        Ok(targets) => {
+            plan.targets = targets;
+            passed.take().stop(Action::Vm(VmAction::Create(Box::new(plan))), None)
+        }
+        Err(NotYet::Read(lookup)) => passed.take().stop(Action::Read(ReadRequest::Lookup(lookup)), None),
+        Err(NotYet::Refused(refusal)) => passed.take().wait(
+            Requeue::Backoff,
+            ConditionUpdate::false_(
+                types::MACHINE_CREATED,
+                refusal.reason,
+                refusal.severity,
+                refusal.message,
+            ),
+        ),
+    }
+}
+
+fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
+    let facts = &o.creation;
+    let cluster = looked_up(&facts.cluster, || EngineLookup::OvirtCluster {
+        name: plan.ovirt_cluster.clone(),
+    })?
+    .as_ref()
+    .ok_or_else(|| {
+        let message = cluster_not_found_message(&plan.ovirt_cluster, plan.ovirt_cluster_domain.as_deref());
+        refused(reasons::CLUSTER_NOT_FOUND, Severity::Error, message)
+    })?;
+    let template = looked_up(&facts.template, || EngineLookup::Template {
+        name: plan.template.clone(),
+        data_center_id: cluster.data_center_id.clone(),
+    })?;
+    let template = usable_template(plan, template.as_ref())?;
+    // The engine delivers bootstrap data only to a VM whose OS type takes its format (crate::vm::bootstrap_payload).
+    bootstrap_payload::check_format_fits(plan.bootstrap_format, &plan.template, template.os_type.as_deref())
+        .map_err(|refusal| refused(refusal.reason, Severity::Error, refusal.message))?;
+    let placement_facts = looked_up(&facts.placement, || EngineLookup::Placement {
+        template_id: template.id.clone(),
+        data_center_id: cluster.data_center_id.clone(),
+        storage_domain_name: plan.placement.storage_domain_name.clone(),
+    })?;
+    let template_disks: Vec<TemplateDisk> = placement_facts
+        .template_disks
+        .iter()
+        .map(|(disk, _)| disk.clone())
+        .collect();
+    let placement = plan_placement(
+        &plan.placement,
+        placement_facts.storage_domain.as_ref(),
+        &template_disks,
+    )
+    .map_err(|problem| refused(problem.reason(), Severity::Error, problem.message()))?;
+    if placement.clone {
+        clone_fits(
+            o,
+            plan,
+            placement.target_domain.as_ref(),
+            &placement_facts.template_disks,
+        )?;
+    }
+    Ok(CreateTargets {
+        cluster_id: cluster.id.clone(),
+        template_id: template.id.clone(),
+        clone: placement.clone,
+        disk_attachments: placement.disk_attachments,
+    })
+}
+
+/// The fact once read; else the lookup that reads it, or the engine's failure to answer it.
+fn looked_up<T>(fact: &Fact<Lookup<T>>, lookup: impl FnOnce() -> EngineLookup) -> Result<&T, NotYet> {
+    match fact {
+        Fact::NotRead => Err(NotYet::Read(lookup())),
+        Fact::Read(Ok(found)) => Ok(found),
+        Fact::Read(Err(failed)) => Err(NotYet::Refused(creation_failure(failed))),
+    }
+}
+
+/// A lookup's engine error is reported as the creation's: an unnamed one as CreateFailed.
+fn creation_failure(failed: &LookupFailure) -> LookupFailure {
+    let reason = match failed.reason {
+        reasons::ENGINE_ERROR => reasons::CREATE_FAILED,
+        reason => reason,
+    };
+    LookupFailure {
+        reason,
+        ..failed.clone()
+    }
+}
+
+fn refused(reason: &'static str, severity: Severity, message: String) -> NotYet {
+    NotYet::Refused(LookupFailure {
+        reason,
+        severity,
+        message,
+    })
+}
+
+/// The template version found, unless there is none or the engine is still making it.
+fn usable_template<'t>(plan: &CreateVmPlan, template: Option<&'t TemplateFact>) -> Result<&'t TemplateFact, NotYet> {
+    let Some(template) = template else {
+        let message = format!(
+            "template {:?} not found in the data center of oVirt cluster {:?}: fix spec.template",
+            plan.template, plan.ovirt_cluster
+        );
+        return Err(refused(reasons::TEMPLATE_NOT_FOUND, Severity::Error, message));
+    };
+    if template.locked {
+        let message = format!("template {:?} is locked in oVirt", plan.template);
+        return Err(refused(reasons::TEMPLATE_NOT_READY, Severity::Info, message));
+    }
+    Ok(template)
+}
+
+/// Issue #27's preflight: a clone whose disks do not fit the storage domain they go to (the target domain, else
+/// the one each template disk is on; with the engine's own sizing) is refused before the engine is asked. A domain
+/// the engine does not show is not judged.
+fn clone_fits(
+    o: &Observed,
+    plan: &CreateVmPlan,
+    target: Option<&TargetDomain>,
+    disks: &[(TemplateDisk, DiskSize)],
+) -> Result<(), NotYet> {
+    let sizes = sizes_by_domain(target, disks);
+    if sizes.is_empty() {
+        return Ok(());
+    }
+    let domains = looked_up(&o.creation.clone_domains, || EngineLookup::CloneDomains {
+        domain_ids: sizes.keys().cloned().collect(),
+    })?;
+    for (domain_id, sizes) in &sizes {
+        let Some(domain) = domains.iter().find(|domain| &domain.id == domain_id) else {
+            continue;
+        };
+        check_clone(domain, sizes).map_err(|shortfall| {
+            refused(
+                reasons::INSUFFICIENT_STORAGE,
+                Severity::Warning,
+                shortfall.message(&plan.template),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The sizes of the template's disks by the storage domain each copy goes to.
+fn sizes_by_domain(
+    target: Option<&TargetDomain>,
+    disks: &[(TemplateDisk, DiskSize)],
+) -> std::collections::BTreeMap<String, Vec<DiskSize>> {
+    let mut by_domain: std::collections::BTreeMap<String, Vec<DiskSize>> = Default::default();
+    for (disk, size) in disks {
+        let domain = target
+            .map(|target| target.id.clone())
+            .or_else(|| disk.storage_domain_ids.first().cloned());
+        if let Some(domain) = domain {
+            by_domain.entry(domain).or_default().push(size.clone());
+        }
+    }
+    by_domain
+}

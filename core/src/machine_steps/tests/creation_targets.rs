@@ -1,0 +1,228 @@
+//! The end of step 3 for a VM to be created: the engine lookups asked for one after the other, and the verdicts on
+//! what they found (not found, locked, the wrong OS type, a storage domain that cannot hold the disks, no room for a
+//! clone, the engine not answering), each a MachineCreated reason with a backoff.
+
+use capov_crds::Severity;
+
+use super::fixtures::{found_for_creation, ready_to_create, reason_and_message};
+use crate::conditions::{reasons, types};
+use crate::machine_steps::{
+    Action, CreationFacts, EngineLookup, Fact, LookupFailure, Observed, ReadRequest, Requeue, TemplateFact, VmAction,
+    decide,
+};
+use crate::placement::StorageDomainFact;
+use crate::placement::capacity::DomainFact;
+use crate::vm::bootstrap_payload::BootstrapFormat;
+
+fn with_facts(change: impl FnOnce(&mut CreationFacts)) -> Observed {
+    let mut o = ready_to_create();
+    change(&mut o.creation);
+    o
+}
+
+fn lookup(action: Action) -> EngineLookup {
+    match action {
+        Action::Read(ReadRequest::Lookup(lookup)) => lookup,
+        other => panic!("expected an engine lookup, got {other:?}"),
+    }
+}
+
+/// The decision's MachineCreated refusal: reason, severity and message; it backs off.
+fn refusal(o: &Observed) -> (&'static str, Severity, String) {
+    let d = decide(o);
+    assert_eq!(d.action, Action::Wait(Requeue::Backoff), "{d:?}");
+    let (reason, message) = reason_and_message(&d, types::MACHINE_CREATED);
+    let severity = match d.condition(types::MACHINE_CREATED).map(|c| c.state) {
+        Some(crate::conditions::State::False(severity)) => severity,
+        other => panic!("MachineCreated is {other:?}"),
+    };
+    (reason, severity, message)
+}
+
+fn domain(id: &str, available_gib: u64) -> DomainFact {
+    DomainFact {
+        id: id.into(),
+        name: format!("{id}-name"),
+        kind: "data".into(),
+        data_center_ids: vec!["dc-1".into()],
+        available: available_gib << 30,
+        used: 0,
+        critical_space: 0,
+        file_domain: true,
+    }
+}
+
+#[test]
+fn the_lookups_are_asked_for_in_order_each_with_what_the_one_before_found() {
+    let mut o = with_facts(|facts| *facts = CreationFacts::default());
+    o.settings.storagedomainname = Some("fast".into());
+    o.gates.disk_clone = true;
+    assert_eq!(
+        lookup(decide(&o).action),
+        EngineLookup::OvirtCluster { name: "Default".into() }
+    );
+    o.creation.cluster = found_for_creation().cluster;
+    assert_eq!(
+        lookup(decide(&o).action),
+        EngineLookup::Template {
+            name: "rhcos-4.14".into(),
+            data_center_id: "dc-1".into()
+        }
+    );
+    o.creation.template = found_for_creation().template;
+    assert_eq!(
+        lookup(decide(&o).action),
+        EngineLookup::Placement {
+            template_id: "template-1".into(),
+            data_center_id: "dc-1".into(),
+            storage_domain_name: Some("fast".into()),
+        }
+    );
+    let Fact::Read(Ok(mut placement)) = found_for_creation().placement else {
+        unreachable!("the fixture's placement is read");
+    };
+    placement.storage_domain = Some(StorageDomainFact {
+        id: "sd-fast".into(),
+        name: "fast".into(),
+        kind: "data".into(),
+        status: "active".into(),
+        in_data_center: true,
+    });
+    o.creation.placement = Fact::Read(Ok(placement));
+    o.creation.clone_domains = Fact::NotRead;
+    // A clone onto the chosen domain: its free space is read next.
+    assert_eq!(
+        lookup(decide(&o).action),
+        EngineLookup::CloneDomains {
+            domain_ids: vec!["sd-fast".into()]
+        }
+    );
+    o.creation.clone_domains = Fact::Read(Ok(vec![domain("sd-fast", 100)]));
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
+        panic!("expected the create");
+    };
+    assert_eq!(
+        (
+            plan.targets.cluster_id.as_str(),
+            plan.targets.template_id.as_str(),
+            plan.targets.clone
+        ),
+        ("cluster-default", "template-1", true)
+    );
+    assert_eq!(plan.targets.disk_attachments.len(), 1);
+    assert_eq!(plan.targets.disk_attachments[0].storage_domain_id, "sd-fast");
+    for request in [
+        EngineLookup::OvirtCluster { name: "x".into() },
+        EngineLookup::CloneDomains { domain_ids: vec![] },
+    ] {
+        assert!(
+            !o.unread(&ReadRequest::Lookup(request)),
+            "a read lookup is not asked for again"
+        );
+    }
+}
+
+#[test]
+fn a_thin_copy_needs_no_free_space_lookup() {
+    let o = with_facts(|facts| facts.clone_domains = Fact::NotRead);
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
+        panic!("expected the create");
+    };
+    assert!(!plan.targets.clone && plan.targets.disk_attachments.is_empty());
+}
+
+#[test]
+fn an_ovirt_cluster_the_engine_lacks_names_the_field_to_fix() {
+    let o = with_facts(|facts| facts.cluster = Fact::Read(Ok(None)));
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!((reason, severity), (reasons::CLUSTER_NOT_FOUND, Severity::Error));
+    assert!(
+        message.contains("\"Default\"") && message.contains("spec.ovirtcluster"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_missing_template_is_an_error_and_a_locked_one_is_waited_for() {
+    let o = with_facts(|facts| facts.template = Fact::Read(Ok(None)));
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!((reason, severity), (reasons::TEMPLATE_NOT_FOUND, Severity::Error));
+    assert!(
+        message.contains("\"rhcos-4.14\"") && message.contains("fix spec.template"),
+        "{message}"
+    );
+
+    let o = with_facts(|facts| {
+        facts.template = Fact::Read(Ok(Some(TemplateFact {
+            id: "template-1".into(),
+            locked: true,
+            os_type: None,
+        })))
+    });
+    let (reason, severity, _) = refusal(&o);
+    assert_eq!((reason, severity), (reasons::TEMPLATE_NOT_READY, Severity::Info));
+    assert_eq!(o.creation.placement, found_for_creation().placement);
+}
+
+#[test]
+fn bootstrap_data_the_templates_os_type_cannot_take_is_refused_before_the_disks_are_looked_up() {
+    let mut o = with_facts(|facts| {
+        facts.template = Fact::Read(Ok(Some(TemplateFact {
+            id: "template-1".into(),
+            locked: false,
+            os_type: Some("rhcos_x64".into()),
+        })));
+        facts.placement = Fact::NotRead;
+    });
+    o.bootstrap = crate::machine_steps::Bootstrap::Ready(BootstrapFormat::CloudConfig);
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!(
+        (reason, severity),
+        (reasons::BOOTSTRAP_FORMAT_MISMATCH, Severity::Error)
+    );
+    assert!(message.contains("No VM was created"), "{message}");
+}
+
+#[test]
+fn a_chosen_storage_domain_the_engine_lacks_is_refused() {
+    let mut o = ready_to_create();
+    o.settings.storagedomainname = Some("fast".into());
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!((reason, severity), (reasons::STORAGE_DOMAIN_NOT_FOUND, Severity::Error));
+    assert!(message.contains("\"fast\""), "{message}");
+}
+
+#[test]
+fn a_clone_that_does_not_fit_its_domain_is_refused_as_a_warning() {
+    let mut o = with_facts(|facts| facts.clone_domains = Fact::Read(Ok(vec![domain("sd-1", 1)])));
+    o.gates.disk_clone = true;
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!((reason, severity), (reasons::INSUFFICIENT_STORAGE, Severity::Warning));
+    assert!(
+        message.contains("\"sd-1-name\"") && message.contains("rhcos-4.14"),
+        "{message}"
+    );
+    // A domain the engine does not show is not judged.
+    o.creation.clone_domains = Fact::Read(Ok(vec![domain("sd-other", 1)]));
+    assert!(matches!(decide(&o).action, Action::Vm(VmAction::Create(_))));
+}
+
+#[test]
+fn a_lookup_the_engine_did_not_answer_is_reported_as_create_failed_or_by_its_own_reason() {
+    let failure = |reason| LookupFailure {
+        reason,
+        severity: Severity::Warning,
+        message: "the engine answered 500".into(),
+    };
+    let o = with_facts(|facts| facts.template = Fact::Read(Err(failure(reasons::ENGINE_ERROR))));
+    assert_eq!(
+        refusal(&o),
+        (
+            reasons::CREATE_FAILED,
+            Severity::Warning,
+            "the engine answered 500".into()
+        )
+    );
+    let o = with_facts(|facts| facts.placement = Fact::Read(Err(failure(reasons::PERMISSION_DENIED))));
+    assert_eq!(refusal(&o).0, reasons::PERMISSION_DENIED);
+}
