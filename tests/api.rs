@@ -1193,3 +1193,93 @@ async fn data_disks_name_templates_and_graceful_shutdown_are_validated_with_mess
         );
     }
 }
+
+#[tokio::test]
+async fn workload_tuning_fields_are_validated_with_messages_that_say_what_to_fix() {
+    let plane = shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, "tuning").await.expect("namespace");
+    let machine_kind = resource::<OVirtMachine>();
+    let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &machine_kind);
+    let machine = |name: &str, spec_patch: Value| json!({"metadata": {"name": name}, "spec": merged(valid_machine_spec(), spec_patch)});
+    let cases = [
+        (
+            "ha-priority",
+            json!({"highavailability": {"enabled": true, "priority": 101}}),
+            "spec.highavailability.priority must be between 0 and 100",
+        ),
+        (
+            "ha-lease-without-ha",
+            json!({"highavailability": {"enabled": false, "leasestoragedomain": "data1"}}),
+            "spec.highavailability.leasestoragedomain needs spec.highavailability.enabled: true",
+        ),
+        (
+            "ha-empty-lease",
+            json!({"highavailability": {"enabled": true, "leasestoragedomain": ""}}),
+            "spec.highavailability.leasestoragedomain must name a data storage domain",
+        ),
+        (
+            "ha-without-enabled",
+            json!({"highavailability": {"priority": 50}}),
+            "spec.highavailability.enabled: Required value",
+        ),
+        (
+            "cpu-model-with-passthrough",
+            json!({"cputuning": {"mode": "host_passthrough", "custommodel": "Skylake-Server"}}),
+            "spec.cputuning.custommodel is used only with spec.cputuning.mode: custom",
+        ),
+        (
+            "cpu-unknown-mode",
+            json!({"cputuning": {"mode": "fast"}}),
+            "spec.cputuning.mode: Unsupported value",
+        ),
+        (
+            "cpu-empty-model",
+            json!({"cputuning": {"custommodel": ""}}),
+            "spec.cputuning.custommodel must be 1 to 255 characters",
+        ),
+        (
+            "hugepages-odd",
+            json!({"hugepageskib": 4096}),
+            "spec.hugepageskib must be 2048 (2 MiB pages) or 1048576 (1 GiB pages)",
+        ),
+        (
+            "version-both",
+            json!({"templateversion": {"number": 2, "name": "v2"}}),
+            "set exactly one of number and name",
+        ),
+        (
+            "version-neither",
+            json!({"templateversion": {}}),
+            "set exactly one of number and name",
+        ),
+        (
+            "version-zero",
+            json!({"templateversion": {"number": 0}}),
+            "spec.templateversion.number must be 1 (the base template) or more",
+        ),
+        (
+            "version-empty-name",
+            json!({"templateversion": {"name": ""}}),
+            "spec.templateversion.name must not be empty",
+        ),
+    ];
+    for (name, patch, expected) in cases {
+        expect_rejected(&machines, &machine_kind, machine(name, patch), expected).await;
+    }
+    let full = json!({
+        "highavailability": {"enabled": true, "priority": 100, "leasestoragedomain": "data1"},
+        "cputuning": {"mode": "custom", "custommodel": "Skylake-Server,+spec-ctrl"},
+        "hugepageskib": 1048576,
+        "templateversion": {"name": "2026-12"},
+    });
+    machines
+        .create(&PostParams::default(), &dynamic(&machine_kind, machine("tuned", full)))
+        .await
+        .expect("a machine with every tuning field");
+    let template_kind = resource::<capov_crds::OVirtMachineTemplate>();
+    let templates: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &template_kind);
+    let template = json!({"metadata": {"name": "tuned"}, "spec": {"template": {"spec": merged(valid_machine_spec(),
+        json!({"hugepageskib": 512}))}}});
+    expect_rejected(&templates, &template_kind, template, "spec.hugepageskib must be 2048").await;
+}

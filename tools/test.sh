@@ -21,17 +21,26 @@ started=$(date +%s)
 export CARGO_INCREMENTAL=0
 # Cargo's build directory is cached like the Go tools, by what decides the dependencies' builds (Cargo.lock and the
 # compiler), unless CARGO_TARGET_DIR names one: a fresh clone then rebuilds only CAPOV's own crates. Directories of
-# other keys are removed, so the cache holds one build.
+# other keys are removed, so the cache holds one build, of one clone.
 if [[ -z ${CARGO_TARGET_DIR:-} ]]; then
   cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/capov-target
   key=$( (cat Cargo.lock; rustc -vV) | sha256sum | cut -c1-16)
   mkdir -p "$cache_root"
   find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -exec rm -rf {} +
-  # A clone at another path builds CAPOV's crates under other names beside the old ones: past 40 GiB, start over.
+  # Cargo names a workspace crate's build by its path relative to the workspace, and does not rebuild a crate when
+  # only its absolute path changed: a clone at another path would reuse test binaries whose env!("CARGO_MANIFEST_DIR")
+  # names the old clone. So the directory belongs to one clone; another clone starts it over.
+  owner_file=$cache_root/$key/.capov-clone
+  if [[ -d $cache_root/$key && "$(cat "$owner_file" 2>/dev/null)" != "$PWD" ]]; then
+    echo "cargo's cached build directory was built by another clone ($(cat "$owner_file" 2>/dev/null || echo unknown)): starting it over"
+    rm -rf "${cache_root:?}/$key"
+  fi
   if [[ -d $cache_root/$key ]] && (( $(du -sm "$cache_root/$key" | cut -f1) > 40 * 1024 )); then
     echo "cargo's cached build directory is over 40 GiB: starting it over"
     rm -rf "${cache_root:?}/$key"
   fi
+  mkdir -p "$cache_root/$key"
+  echo "$PWD" >"$owner_file"
   export CARGO_TARGET_DIR=$cache_root/$key
   echo "cargo's build directory: $CARGO_TARGET_DIR (cached by Cargo.lock and rustc; CARGO_TARGET_DIR=target to keep it here)"
 fi

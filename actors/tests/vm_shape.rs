@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use capov_crds::OVirtMachine;
 use capov_crds::labels::SYSTEM_DISKS_ANNOTATION;
-use capov_ovirt_sim::{Inventory, VmSeed};
+use capov_ovirt::{Client, ClientConfig, TlsMode};
+use capov_ovirt_sim::{Inventory, TemplateDiskSeed, TemplateSeed, VmSeed};
 use capov_testkit::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
@@ -269,4 +270,94 @@ fn provider_spec(world: &World, extra: Value) -> Value {
         spec[key] = value;
     }
     spec
+}
+
+/// Issue 38's create-time settings: a pinned template version, oVirt high availability with a VM lease, the CPU
+/// mode and model, and hugepages reach the engine's VM as its API shows it; a version the template lacks is
+/// reported with the versions there are, and no VM is created for it.
+#[tokio::test]
+async fn workload_tuning_and_a_pinned_template_version_reach_the_engine() {
+    let mut world = World::new("tuning").await;
+    world.apply_provider(provider_spec(&world, json!({}))).await;
+    let control = world.sim.control().clone();
+    let version = |number: u32| TemplateSeed {
+        id: Some(format!("7e000000-0000-4000-8000-00000000000{number}")),
+        name: "ubuntu-22.04".into(),
+        cluster: Some("Default".into()),
+        os_type: "other_linux".into(),
+        version_number: number,
+        version_name: Some(format!("v{number}")),
+        disks: vec![TemplateDiskSeed {
+            alias: format!("ubuntu-22.04-v{number}_Disk1"),
+            size_bytes: 10 << 30,
+            storage_domains: vec!["data1".into()],
+            ..TemplateDiskSeed::default()
+        }],
+        ..TemplateSeed::default()
+    };
+    control
+        .seed(&Inventory {
+            templates: vec![version(2), version(3)],
+            ..Inventory::default()
+        })
+        .expect("template versions");
+    world.start_operator().await;
+
+    let tuned = json!({
+        "templateversion": {"name": "v2"},
+        "highavailability": {"enabled": true, "priority": 50, "leasestoragedomain": "data2"},
+        "cputuning": {"mode": "custom", "custommodel": "Skylake-Server"},
+        "hugepageskib": 2048,
+    });
+    world.create_machine("tuned", spec(tuned)).await;
+    world
+        .create_machine("pinned-missing", spec(json!({"templateversion": {"number": 9}})))
+        .await;
+
+    provisioned(&world, "tuned").await;
+    let vm_id = world.vm_id("tuned").await;
+    let ca = world.sim.ca_pem().expect("ca").as_bytes().to_vec();
+    let config = ClientConfig::new(world.sim.api_url(), "admin@internal", "admin").with_tls(TlsMode::Verify {
+        system_roots: false,
+        extra_ca_pem: ca,
+    });
+    let vm = Client::new(config)
+        .expect("engine client")
+        .vm(&vm_id)
+        .await
+        .expect("the VM");
+    let v2 = "7e000000-0000-4000-8000-000000000002".to_string();
+    assert_eq!(
+        vm.template.and_then(|t| t.id),
+        Some(v2),
+        "the pinned version, not the newest (3)"
+    );
+    let ha = vm.high_availability.expect("high availability");
+    assert_eq!((ha.enabled, ha.priority), (Some(true), Some(50)));
+    let data2 = control.id_of("storagedomain", "data2").expect("data2");
+    assert_eq!(
+        vm.lease.and_then(|l| l.storage_domain).and_then(|sd| sd.id),
+        Some(data2)
+    );
+    assert_eq!(vm.cpu.and_then(|cpu| cpu.mode).as_deref(), Some("custom"));
+    assert_eq!(vm.custom_cpu_model.as_deref(), Some("Skylake-Server"));
+    assert_eq!(
+        vm.custom_properties.as_ref().and_then(|p| p.get("hugepages")),
+        Some("2048")
+    );
+
+    let missing = world
+        .wait_reason(MINUTE, "pinned-missing", "MachineCreated", "TemplateVersionNotFound")
+        .await;
+    let message = condition(&missing, "MachineCreated")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("number 9") && message.contains("1, 2 (\"v2\"), 3 (\"v3\")"),
+        "{message}"
+    );
+    assert!(
+        control.vms().iter().all(|vm| vm.name != "pinned-missing"),
+        "no VM for a missing version"
+    );
 }

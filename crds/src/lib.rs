@@ -14,6 +14,7 @@ pub mod machine;
 pub mod provider;
 pub mod reference;
 pub mod template;
+pub mod workload_tuning;
 
 pub use cluster::{
     ApiEndpoint, ClusterCapacity, EndpointFromPool, FailureDomainSpec, FailureDomainStatus, OVirtCluster,
@@ -23,8 +24,9 @@ pub use cluster_template::{OVirtClusterTemplate, OVirtClusterTemplateResource, O
 pub use condition::{Condition, ConditionStatus, Severity};
 pub use ipam::IpPoolRef;
 pub use machine::{
-    AntiAffinity, CpuTopology, DataDisk, DataDiskStatus, DiskFormat, DiskInterface, Dns, Initialization,
-    MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec, OVirtMachineStatus, VmType,
+    AntiAffinity, CpuMode, CpuTopology, CpuTuning, DataDisk, DataDiskStatus, DiskFormat, DiskInterface, Dns,
+    HighAvailability, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
+    OVirtMachineStatus, TemplateVersion, VmType,
 };
 pub use provider::{
     AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls, TenantPlacement,

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::condition::Condition;
+pub use crate::workload_tuning::{CpuMode, CpuTuning, HighAvailability, TemplateVersion};
 
 /// One virtual machine in oVirt. CAPI creates these from an OVirtMachineTemplate when a MachineDeployment or
 /// control plane scales; the VM gets the OVirtMachine's name.
@@ -160,6 +161,28 @@ pub struct MachineSettings {
     /// Anti-affinity of the VMs of this machine's group. Default soft.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub antiaffinity: Option<AntiAffinity>,
+
+    /// oVirt high availability: the engine restarts the VM on another host when its host is lost, optionally
+    /// with a VM lease. Omitted: the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub highavailability: Option<HighAvailability>,
+
+    /// The CPU the guest sees (mode and custom model). Omitted: the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cputuning: Option<CpuTuning>,
+
+    /// Back the VM's memory with hugepages of this size in KiB: 2048 (2 MiB) or 1048576 (1 GiB); the hosts must
+    /// have them reserved. Omitted: no hugepages.
+    #[x_kube(validation = Rule::new("self == 2048 || self == 1048576").message(
+        "spec.hugepageskib must be 2048 (2 MiB pages) or 1048576 (1 GiB pages)"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugepageskib: Option<i64>,
+
+    /// The version of spec.template to create VMs from. Omitted: the newest version in the cluster's data
+    /// center, so that a new template version changes what new machines get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub templateversion: Option<TemplateVersion>,
 }
 
 /// One extra disk of the VM.

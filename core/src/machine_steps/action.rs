@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use capov_crds::{CpuTopology, DiskFormat, DiskInterface, Memory, VmType};
+use capov_crds::{
+    CpuTopology, CpuTuning, DiskFormat, DiskInterface, HighAvailability, Memory, TemplateVersion, VmType,
+};
 
 use crate::network::guest_network::GuestNetwork;
 use crate::network::ip_claims::WantedClaim;
@@ -324,6 +326,11 @@ pub struct CreateVmPlan {
     pub bootstrap_format: BootstrapFormat,
     /// Static addresses and DNS for the VM's initialization (empty: DHCP, nothing sent).
     pub network: GuestNetwork,
+    /// spec.highavailability, spec.cputuning, spec.hugepageskib and spec.templateversion (issue 38).
+    pub high_availability: Option<HighAvailability>,
+    pub cpu_tuning: Option<CpuTuning>,
+    pub hugepages_kib: Option<i64>,
+    pub template_version: Option<TemplateVersion>,
     /// Where the engine's lookups put the VM; filled by the creation step once it has read them.
     pub targets: CreateTargets,
 }
@@ -337,6 +344,8 @@ pub struct CreateTargets {
     pub clone: bool,
     /// Where each template disk goes; empty: the engine puts the disks with the template's.
     pub disk_attachments: Vec<DiskPlacement>,
+    /// The storage domain of the VM's lease.
+    pub lease_domain_id: Option<String>,
 }
 
 /// One data disk to create, on the storage domain and with the disk profile the step's lookup resolved by name.

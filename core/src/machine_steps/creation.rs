@@ -261,6 +261,10 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat, network: GuestNe
         ),
         bootstrap_format,
         network,
+        high_availability: s.highavailability.clone(),
+        cpu_tuning: s.cputuning.clone(),
+        hugepages_kib: s.hugepageskib,
+        template_version: s.templateversion.clone(),
         targets: Default::default(),
     }
 }

@@ -4,7 +4,7 @@
 //! ([`EngineLookup`]); each answer is judged here before the next is asked for. A refusal reports MachineCreated
 //! and retries with backoff, since the engine may change (a template imported, a domain activated).
 
-use capov_crds::Severity;
+use capov_crds::{Severity, TemplateVersion};
 
 use super::action::{Action, CreateTargets, CreateVmPlan, Requeue, VmAction};
 use super::decision::Decision;
@@ -15,7 +15,7 @@ use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::placement::capacity::{DiskSize, check_clone};
 use crate::placement::failure_domains::cluster_not_found_message;
-use crate::placement::{TargetDomain, TemplateDisk, plan_placement};
+use crate::placement::{StorageDomainFact, TargetDomain, TemplateDisk, plan_placement};
 use crate::vm::bootstrap_payload;
 
 /// What the creation step does next instead of creating: read a lookup, or report why no VM can be created.
@@ -55,11 +55,11 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         let message = cluster_not_found_message(&plan.ovirt_cluster, plan.ovirt_cluster_domain.as_deref());
         refused(reasons::CLUSTER_NOT_FOUND, Severity::Error, message)
     })?;
-    let template = looked_up(&facts.template, || EngineLookup::Template {
+    let versions = looked_up(&facts.template, || EngineLookup::Template {
         name: plan.template.clone(),
         data_center_id: cluster.data_center_id.clone(),
     })?;
-    let template = usable_template(plan, template.as_ref())?;
+    let template = usable_template(plan, versions)?;
     // The engine delivers bootstrap data only to a VM whose OS type takes its format (crate::vm::bootstrap_payload).
     bootstrap_payload::check_format_fits(plan.bootstrap_format, &plan.template, template.os_type.as_deref())
         .map_err(|refusal| refused(refusal.reason, Severity::Error, refusal.message))?;
@@ -67,6 +67,7 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         template_id: template.id.clone(),
         data_center_id: cluster.data_center_id.clone(),
         storage_domain_name: plan.placement.storage_domain_name.clone(),
+        lease_storage_domain_name: lease_domain_name(plan).map(String::from),
     })?;
     let template_disks: Vec<TemplateDisk> = placement_facts
         .template_disks
@@ -79,6 +80,7 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         &template_disks,
     )
     .map_err(|problem| refused(problem.reason(), Severity::Error, problem.message()))?;
+    let lease_domain_id = lease_domain(plan, placement_facts.lease_domain.as_ref())?;
     if placement.clone {
         clone_fits(
             o,
@@ -92,6 +94,7 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         template_id: template.id.clone(),
         clone: placement.clone,
         disk_attachments: placement.disk_attachments,
+        lease_domain_id,
     })
 }
 
@@ -124,20 +127,104 @@ fn refused(reason: &'static str, severity: Severity, message: String) -> NotYet 
     })
 }
 
-/// The template version found, unless there is none or the engine is still making it.
-fn usable_template<'t>(plan: &CreateVmPlan, template: Option<&'t TemplateFact>) -> Result<&'t TemplateFact, NotYet> {
-    let Some(template) = template else {
+/// The template version spec.templateversion names, else the newest, unless there is none or the engine is still
+/// making it.
+fn usable_template<'t>(plan: &CreateVmPlan, versions: &'t [TemplateFact]) -> Result<&'t TemplateFact, NotYet> {
+    if versions.is_empty() {
         let message = format!(
             "template {:?} not found in the data center of oVirt cluster {:?}: fix spec.template",
             plan.template, plan.ovirt_cluster
         );
         return Err(refused(reasons::TEMPLATE_NOT_FOUND, Severity::Error, message));
+    }
+    let chosen = match &plan.template_version {
+        None => versions.iter().max_by_key(|version| version.version_number),
+        Some(wanted) => versions.iter().find(|version| is_version(version, wanted)),
+    };
+    let Some(template) = chosen else {
+        let message = version_not_found_message(plan, versions);
+        return Err(refused(reasons::TEMPLATE_VERSION_NOT_FOUND, Severity::Error, message));
     };
     if template.locked {
-        let message = format!("template {:?} is locked in oVirt", plan.template);
+        let message = format!(
+            "template {:?} (version {}) is locked in oVirt",
+            plan.template, template.version_number
+        );
         return Err(refused(reasons::TEMPLATE_NOT_READY, Severity::Info, message));
     }
     Ok(template)
+}
+
+fn is_version(version: &TemplateFact, wanted: &TemplateVersion) -> bool {
+    match (wanted.number, &wanted.name) {
+        (Some(number), _) => i64::from(version.version_number) == i64::from(number),
+        (None, Some(name)) => version.version_name.as_deref() == Some(name.as_str()),
+        (None, None) => false,
+    }
+}
+
+/// TemplateVersionNotFound's message: the version asked for and the ones there are.
+fn version_not_found_message(plan: &CreateVmPlan, versions: &[TemplateFact]) -> String {
+    let wanted = match plan.template_version.as_ref().map(|v| (v.number, v.name.as_deref())) {
+        Some((Some(number), _)) => format!("number {number}"),
+        Some((None, Some(name))) => format!("name {name:?}"),
+        _ => "none".to_string(),
+    };
+    let mut known: Vec<(u32, String)> = versions
+        .iter()
+        .map(|v| (v.version_number, v.version_name.clone().unwrap_or_default()))
+        .collect();
+    known.sort();
+    let known: Vec<String> = known
+        .into_iter()
+        .map(|(number, name)| match name.is_empty() {
+            true => number.to_string(),
+            false => format!("{number} ({name:?})"),
+        })
+        .collect();
+    format!(
+        "template {:?} has no version of {wanted} in the data center of oVirt cluster {:?} (its versions: {}): fix \
+         spec.templateversion",
+        plan.template,
+        plan.ovirt_cluster,
+        known.join(", ")
+    )
+}
+
+/// spec.highavailability.leasestoragedomain, when high availability is on.
+fn lease_domain_name(plan: &CreateVmPlan) -> Option<&str> {
+    plan.high_availability
+        .as_ref()
+        .filter(|ha| ha.enabled)
+        .and_then(|ha| ha.leasestoragedomain.as_deref())
+}
+
+/// The id of the lease's storage domain, which must be an active data domain of the cluster's data center.
+fn lease_domain(plan: &CreateVmPlan, found: Option<&StorageDomainFact>) -> Result<Option<String>, NotYet> {
+    let Some(name) = lease_domain_name(plan) else {
+        return Ok(None);
+    };
+    let Some(domain) = found else {
+        let message = format!(
+            "storage domain {name:?} for the VM lease not found in oVirt: fix spec.highavailability.leasestoragedomain"
+        );
+        return Err(refused(reasons::STORAGE_DOMAIN_NOT_FOUND, Severity::Error, message));
+    };
+    if !(domain.in_data_center && domain.kind == "data" && domain.status == "active") {
+        let attached = if domain.in_data_center {
+            ""
+        } else {
+            ", not attached to the data center"
+        };
+        let message = format!(
+            "storage domain {name:?} cannot hold the VM lease: it must be an active data domain of the oVirt \
+             cluster's data center (it is of type {:?}, status {:?}{attached}); fix \
+             spec.highavailability.leasestoragedomain or activate the domain",
+            domain.kind, domain.status
+        );
+        return Err(refused(reasons::STORAGE_DOMAIN_NOT_AVAILABLE, Severity::Error, message));
+    }
+    Ok(Some(domain.id.clone()))
 }
 
 /// Issue #27's preflight: a clone whose disks do not fit the storage domain they go to (the target domain, else

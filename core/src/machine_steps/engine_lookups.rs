@@ -15,15 +15,16 @@ use crate::placement::{StorageDomainFact, TemplateDisk};
 pub enum EngineLookup {
     /// The oVirt cluster of this name: [`CreationFacts::cluster`].
     OvirtCluster { name: String },
-    /// The newest version of the template of this name among the templates of the data center's clusters:
+    /// The versions of the template of this name among the templates of the data center's clusters:
     /// [`CreationFacts::template`].
     Template { name: String, data_center_id: String },
-    /// The template's disks with their sizes and, when one is chosen, the storage domain of this name as the data
-    /// center shows it: [`CreationFacts::placement`].
+    /// The template's disks with their sizes and, when they are named, the storage domain chosen for the disks and
+    /// the one for the VM's lease, as the data center shows them: [`CreationFacts::placement`].
     Placement {
         template_id: String,
         data_center_id: String,
         storage_domain_name: Option<String>,
+        lease_storage_domain_name: Option<String>,
     },
     /// The storage domains a clone's disks go to, with their free space: [`CreationFacts::clone_domains`].
     CloneDomains { domain_ids: Vec<String> },
@@ -53,10 +54,13 @@ pub struct OvirtClusterFact {
     pub data_center_id: String,
 }
 
-/// The template version a VM is created from.
+/// One version of the template a VM is created from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TemplateFact {
     pub id: String,
+    /// 1 for the base template.
+    pub version_number: u32,
+    pub version_name: Option<String>,
     /// The engine is still making the template (status `locked`).
     pub locked: bool,
     /// The template's OS type, which decides the bootstrap formats the engine delivers.
@@ -68,6 +72,9 @@ pub struct TemplateFact {
 pub struct PlacementFacts {
     /// The chosen storage domain; None when none is chosen or none has the name.
     pub storage_domain: Option<StorageDomainFact>,
+    /// The storage domain of the VM's lease (spec.highavailability.leasestoragedomain); None when none is named or
+    /// none has the name.
+    pub lease_domain: Option<StorageDomainFact>,
     pub template_disks: Vec<(TemplateDisk, DiskSize)>,
 }
 
@@ -76,8 +83,8 @@ pub struct PlacementFacts {
 pub struct CreationFacts {
     /// None: the engine has no oVirt cluster of the name.
     pub cluster: Fact<Lookup<Option<OvirtClusterFact>>>,
-    /// None: no version of the template in the cluster's data center.
-    pub template: Fact<Lookup<Option<TemplateFact>>>,
+    /// The versions of the template in the cluster's data center (none: no such template there).
+    pub template: Fact<Lookup<Vec<TemplateFact>>>,
     pub placement: Fact<Lookup<PlacementFacts>>,
     /// The domains of those asked for that the engine shows (the provider's inventory, else read on their own).
     pub clone_domains: Fact<Lookup<Vec<DomainFact>>>,

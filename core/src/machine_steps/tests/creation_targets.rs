@@ -2,7 +2,7 @@
 //! what they found (not found, locked, the wrong OS type, a storage domain that cannot hold the disks, no room for a
 //! clone, the engine not answering), each a MachineCreated reason with a backoff.
 
-use capov_crds::Severity;
+use capov_crds::{CpuMode, CpuTuning, HighAvailability, Severity, TemplateVersion};
 
 use super::fixtures::{found_for_creation, ready_to_create, reason_and_message};
 use crate::conditions::{reasons, types};
@@ -37,6 +37,17 @@ fn refusal(o: &Observed) -> (&'static str, Severity, String) {
         other => panic!("MachineCreated is {other:?}"),
     };
     (reason, severity, message)
+}
+
+/// Version `number` of the template (named `v<number>`), of OS type `os_type`.
+fn version(number: u32, locked: bool, os_type: Option<&str>) -> TemplateFact {
+    TemplateFact {
+        id: format!("template-v{number}"),
+        version_number: number,
+        version_name: Some(format!("v{number}")),
+        locked,
+        os_type: os_type.map(String::from),
+    }
 }
 
 fn domain(id: &str, available_gib: u64) -> DomainFact {
@@ -76,6 +87,7 @@ fn the_lookups_are_asked_for_in_order_each_with_what_the_one_before_found() {
             template_id: "template-1".into(),
             data_center_id: "dc-1".into(),
             storage_domain_name: Some("fast".into()),
+            lease_storage_domain_name: None,
         }
     );
     let Fact::Read(Ok(mut placement)) = found_for_creation().placement else {
@@ -144,7 +156,7 @@ fn an_ovirt_cluster_the_engine_lacks_names_the_field_to_fix() {
 
 #[test]
 fn a_missing_template_is_an_error_and_a_locked_one_is_waited_for() {
-    let o = with_facts(|facts| facts.template = Fact::Read(Ok(None)));
+    let o = with_facts(|facts| facts.template = Fact::Read(Ok(Vec::new())));
     let (reason, severity, message) = refusal(&o);
     assert_eq!((reason, severity), (reasons::TEMPLATE_NOT_FOUND, Severity::Error));
     assert!(
@@ -152,13 +164,7 @@ fn a_missing_template_is_an_error_and_a_locked_one_is_waited_for() {
         "{message}"
     );
 
-    let o = with_facts(|facts| {
-        facts.template = Fact::Read(Ok(Some(TemplateFact {
-            id: "template-1".into(),
-            locked: true,
-            os_type: None,
-        })))
-    });
+    let o = with_facts(|facts| facts.template = Fact::Read(Ok(vec![version(1, true, None)])));
     let (reason, severity, _) = refusal(&o);
     assert_eq!((reason, severity), (reasons::TEMPLATE_NOT_READY, Severity::Info));
     assert_eq!(o.creation.placement, found_for_creation().placement);
@@ -167,11 +173,7 @@ fn a_missing_template_is_an_error_and_a_locked_one_is_waited_for() {
 #[test]
 fn bootstrap_data_the_templates_os_type_cannot_take_is_refused_before_the_disks_are_looked_up() {
     let mut o = with_facts(|facts| {
-        facts.template = Fact::Read(Ok(Some(TemplateFact {
-            id: "template-1".into(),
-            locked: false,
-            os_type: Some("rhcos_x64".into()),
-        })));
+        facts.template = Fact::Read(Ok(vec![version(1, false, Some("rhcos_x64"))]));
         facts.placement = Fact::NotRead;
     });
     o.bootstrap = crate::machine_steps::Bootstrap::Ready(BootstrapFormat::CloudConfig);
@@ -225,4 +227,130 @@ fn a_lookup_the_engine_did_not_answer_is_reported_as_create_failed_or_by_its_own
     );
     let o = with_facts(|facts| facts.placement = Fact::Read(Err(failure(reasons::PERMISSION_DENIED))));
     assert_eq!(refusal(&o).0, reasons::PERMISSION_DENIED);
+}
+
+#[test]
+fn the_newest_version_is_used_unless_spec_templateversion_pins_one() {
+    let mut o = with_facts(|facts| {
+        facts.template = Fact::Read(Ok(vec![
+            version(1, false, None),
+            version(3, false, None),
+            version(2, false, None),
+        ]))
+    });
+    let created = |o: &Observed| match decide(o).action {
+        Action::Vm(VmAction::Create(plan)) => plan.targets.template_id,
+        other => panic!("expected the create, got {other:?}"),
+    };
+    assert_eq!(created(&o), "template-v3");
+    o.settings.templateversion = Some(TemplateVersion {
+        number: Some(2),
+        name: None,
+    });
+    assert_eq!(created(&o), "template-v2");
+    o.settings.templateversion = Some(TemplateVersion {
+        number: None,
+        name: Some("v1".into()),
+    });
+    assert_eq!(created(&o), "template-v1");
+}
+
+#[test]
+fn a_pinned_version_the_template_lacks_lists_the_versions_there_are() {
+    let mut o =
+        with_facts(|facts| facts.template = Fact::Read(Ok(vec![version(2, false, None), version(1, false, None)])));
+    o.settings.templateversion = Some(TemplateVersion {
+        number: Some(7),
+        name: None,
+    });
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!(
+        (reason, severity),
+        (reasons::TEMPLATE_VERSION_NOT_FOUND, Severity::Error)
+    );
+    assert!(
+        message.contains("number 7")
+            && message.contains("1 (\"v1\"), 2 (\"v2\")")
+            && message.contains("spec.templateversion"),
+        "{message}"
+    );
+    // A locked pinned version is waited for, as the newest is.
+    o.creation.template = Fact::Read(Ok(vec![version(7, true, None)]));
+    assert_eq!(refusal(&o).0, reasons::TEMPLATE_NOT_READY);
+}
+
+#[test]
+fn high_availability_with_a_lease_reads_and_checks_the_lease_domain() {
+    let mut o = with_facts(|facts| facts.placement = Fact::NotRead);
+    o.settings.highavailability = Some(HighAvailability {
+        enabled: true,
+        priority: Some(50),
+        leasestoragedomain: Some("leases".into()),
+    });
+    let EngineLookup::Placement {
+        lease_storage_domain_name,
+        ..
+    } = lookup(decide(&o).action)
+    else {
+        panic!("expected the placement lookup");
+    };
+    assert_eq!(lease_storage_domain_name.as_deref(), Some("leases"));
+
+    o.creation.placement = found_for_creation().placement;
+    let (reason, _, message) = refusal(&o);
+    assert_eq!(reason, reasons::STORAGE_DOMAIN_NOT_FOUND);
+    assert!(
+        message.contains("spec.highavailability.leasestoragedomain"),
+        "{message}"
+    );
+
+    let lease = |status: &str| {
+        let mut facts = found_for_creation();
+        if let Fact::Read(Ok(placement)) = &mut facts.placement {
+            placement.lease_domain = Some(StorageDomainFact {
+                id: "sd-leases".into(),
+                name: "leases".into(),
+                kind: "data".into(),
+                status: status.into(),
+                in_data_center: true,
+            });
+        }
+        facts
+    };
+    o.creation = lease("maintenance");
+    let (reason, _, message) = refusal(&o);
+    assert_eq!(reason, reasons::STORAGE_DOMAIN_NOT_AVAILABLE);
+    assert!(message.contains("\"maintenance\""), "{message}");
+
+    o.creation = lease("active");
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
+        panic!("expected the create");
+    };
+    assert_eq!(plan.targets.lease_domain_id.as_deref(), Some("sd-leases"));
+    assert_eq!(plan.high_availability.and_then(|ha| ha.priority), Some(50));
+
+    // Without high availability no lease is asked for.
+    if let Some(ha) = o.settings.highavailability.as_mut() {
+        ha.enabled = false;
+    }
+    o.creation = found_for_creation();
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
+        panic!("expected the create");
+    };
+    assert_eq!(plan.targets.lease_domain_id, None);
+}
+
+#[test]
+fn cpu_tuning_and_hugepages_go_into_the_plan_as_written() {
+    let mut o = ready_to_create();
+    o.settings.cputuning = Some(CpuTuning {
+        mode: Some(CpuMode::Custom),
+        custommodel: Some("Skylake-Server".into()),
+    });
+    o.settings.hugepageskib = Some(1_048_576);
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
+        panic!("expected the create");
+    };
+    assert_eq!(plan.cpu_tuning, o.settings.cputuning);
+    assert_eq!(plan.hugepages_kib, Some(1_048_576));
 }

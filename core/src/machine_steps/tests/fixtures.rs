@@ -108,13 +108,16 @@ pub(super) fn found_for_creation() -> CreationFacts {
             id: "cluster-default".into(),
             data_center_id: "dc-1".into(),
         }))),
-        template: Fact::Read(Ok(Some(TemplateFact {
+        template: Fact::Read(Ok(vec![TemplateFact {
             id: "template-1".into(),
+            version_number: 1,
+            version_name: None,
             locked: false,
             os_type: Some("other_linux".into()),
-        }))),
+        }])),
         placement: Fact::Read(Ok(PlacementFacts {
             storage_domain: None,
+            lease_domain: None,
             template_disks: vec![(
                 TemplateDisk {
                     id: "template-disk-1".into(),
@@ -137,8 +140,8 @@ pub(super) fn found_for_creation() -> CreationFacts {
 /// of OS type `os_type`.
 pub(super) fn found_for_creation_on(domain: &str, os_type: &str) -> CreationFacts {
     let mut facts = found_for_creation();
-    if let Fact::Read(Ok(Some(template))) = &mut facts.template {
-        template.os_type = Some(os_type.into());
+    if let Fact::Read(Ok(versions)) = &mut facts.template {
+        versions[0].os_type = Some(os_type.into());
     }
     if let Fact::Read(Ok(placement)) = &mut facts.placement {
         placement.storage_domain = Some(StorageDomainFact {

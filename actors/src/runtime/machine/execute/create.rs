@@ -2,7 +2,10 @@
 //! the creation step resolved from its lookups (`observe::engine_lookups`): the request itself.
 
 use capov_crds::Severity;
-use capov_ovirt::model::{Cpu, CpuTopology, DiskAttachments, Initialization, MemoryPolicy, Ref, Vm, VmType};
+use capov_ovirt::model::{
+    Cpu, CpuTopology, CustomProperties, CustomProperty, DiskAttachments, HighAvailability, Initialization,
+    MemoryPolicy, Ref, StorageDomainLease, Vm, VmType,
+};
 use capov_ovirt::{Client, DiskPlacement};
 
 use crate::runtime::machine::outcome::Failure;
@@ -38,6 +41,7 @@ pub async fn create_vm(
         ..Vm::default()
     };
     set_cpu_and_memory(&mut vm, plan)?;
+    set_workload_tuning(&mut vm, plan);
     if !targets.disk_attachments.is_empty() {
         vm.disk_attachments = Some(disk_attachments(&targets.disk_attachments));
     }
@@ -102,6 +106,33 @@ fn set_cpu_and_memory(vm: &mut Vm, plan: &CreateVmPlan) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// spec.highavailability (with the lease's domain the step resolved), spec.cputuning and spec.hugepageskib, when set
+/// (issue 38). The CPU mode joins the topology of `set_cpu_and_memory` in the request's `cpu` element.
+fn set_workload_tuning(vm: &mut Vm, plan: &CreateVmPlan) {
+    if let Some(ha) = &plan.high_availability {
+        vm.high_availability = Some(HighAvailability {
+            enabled: Some(ha.enabled),
+            priority: ha.priority,
+        });
+    }
+    if let Some(domain_id) = &plan.targets.lease_domain_id {
+        vm.lease = Some(StorageDomainLease {
+            storage_domain: Some(Ref::id(domain_id.clone())),
+        });
+    }
+    if let Some(tuning) = &plan.cpu_tuning {
+        if let Some(mode) = tuning.mode {
+            vm.cpu.get_or_insert_with(Cpu::default).mode = Some(mode.as_ovirt().to_string());
+        }
+        vm.custom_cpu_model = tuning.custommodel.clone();
+    }
+    if let Some(kib) = plan.hugepages_kib {
+        vm.custom_properties = Some(CustomProperties {
+            items: vec![CustomProperty::new("hugepages", kib.to_string())],
+        });
+    }
 }
 
 /// Where each template disk goes, as the create request's disk attachments.

@@ -36,23 +36,20 @@ pub async fn look_up(
             creation.cluster = answer(ovirt_cluster(state, client, provider, &name).await)?;
         }
         EngineLookup::Template { name, data_center_id } => {
-            let newest = newest_template(state, client, provider, &name, &data_center_id).await;
-            creation.template = answer(newest.map(|found| found.map(template_fact)))?;
+            let versions = template_versions(state, client, provider, &name, &data_center_id).await;
+            creation.template = answer(versions.map(|found| found.into_iter().map(template_fact).collect()))?;
         }
         EngineLookup::Placement {
             template_id,
             data_center_id,
             storage_domain_name,
+            lease_storage_domain_name,
         } => {
-            let facts = placement(
-                state,
-                client,
-                provider,
-                &template_id,
-                &data_center_id,
-                storage_domain_name,
-            )
-            .await;
+            let names = DomainNames {
+                disks: storage_domain_name,
+                lease: lease_storage_domain_name,
+            };
+            let facts = placement(state, client, provider, &template_id, &data_center_id, names).await;
             creation.placement = answer(facts)?;
         }
         EngineLookup::CloneDomains { domain_ids } => {
@@ -106,8 +103,13 @@ async fn ovirt_cluster(
 }
 
 fn template_fact(template: Template) -> TemplateFact {
+    let version = template.version.as_ref();
     TemplateFact {
-        id: template.id.unwrap_or_default(),
+        id: template.id.clone().unwrap_or_default(),
+        version_number: version.and_then(|v| v.version_number).unwrap_or(1),
+        version_name: version
+            .and_then(|v| v.version_name.clone())
+            .filter(|name| !name.is_empty()),
         locked: template
             .status
             .as_ref()
@@ -116,14 +118,14 @@ fn template_fact(template: Template) -> TemplateFact {
     }
 }
 
-/// The newest version of the named template among the templates of the data center's clusters.
-async fn newest_template(
+/// The versions of the named template among the templates of the data center's clusters.
+async fn template_versions(
     state: &MachineState,
     client: &Client,
     provider: &str,
     name: &str,
     data_center_id: &str,
-) -> capov_ovirt::Result<Option<Template>> {
+) -> capov_ovirt::Result<Vec<Template>> {
     let lookups = &state.shared.lookups;
     let templates = lookups
         .get(key(provider, &format!("templates/{name}")), || {
@@ -140,21 +142,24 @@ async fn newest_template(
                 && c.data_center.as_ref().and_then(|dc| dc.id.as_deref()) == Some(data_center_id)
         })
     };
-    Ok(templates
-        .into_iter()
-        .filter(in_data_center)
-        .max_by_key(|t| t.version.as_ref().and_then(|v| v.version_number).unwrap_or(0)))
+    Ok(templates.into_iter().filter(in_data_center).collect())
 }
 
-/// The template's disks with their sizes (from the lookups) and the chosen storage domain, read afresh (its status
-/// matters).
+/// The storage domains a placement names: the disks' and the lease's.
+struct DomainNames {
+    disks: Option<String>,
+    lease: Option<String>,
+}
+
+/// The template's disks with their sizes (from the lookups) and the named storage domains, read afresh (their
+/// status matters).
 async fn placement(
     state: &MachineState,
     client: &Client,
     provider: &str,
     template_id: &str,
     data_center_id: &str,
-    storage_domain_name: Option<String>,
+    names: DomainNames,
 ) -> capov_ovirt::Result<PlacementFacts> {
     let template_disks = state
         .shared
@@ -163,12 +168,18 @@ async fn placement(
             template_disks(client, template_id)
         })
         .await?;
-    let storage_domain = match storage_domain_name {
-        Some(name) => storage_domain(client, &name, data_center_id).await?,
+    let disks_domain = match &names.disks {
+        Some(name) => storage_domain(client, name, data_center_id).await?,
+        None => None,
+    };
+    let lease_domain = match &names.lease {
+        Some(name) if names.disks.as_ref() == Some(name) => disks_domain.clone(),
+        Some(name) => storage_domain(client, name, data_center_id).await?,
         None => None,
     };
     Ok(PlacementFacts {
-        storage_domain,
+        storage_domain: disks_domain,
+        lease_domain,
         template_disks,
     })
 }

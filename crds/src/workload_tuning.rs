@@ -1,0 +1,93 @@
+//! The settings of a machine for real workloads (issue 38): oVirt's high availability with a VM lease, the CPU the
+//! guest sees, hugepages, and a pinned template version. Each is optional, sent in the VM's create request, and never
+//! changed on a VM that exists (a changed OVirtMachineTemplate rolls out new machines).
+
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+/// oVirt high availability: the engine restarts the VM on another host when its host fails or is fenced.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("!has(self.leasestoragedomain) || self.enabled").message(
+    "spec.highavailability.leasestoragedomain needs spec.highavailability.enabled: true; the engine keeps a VM \
+     lease only for a highly available VM"
+))]
+pub struct HighAvailability {
+    /// Restart the VM on another host when its host is lost.
+    pub enabled: bool,
+
+    /// The order in which the engine restarts highly available VMs, 0 to 100 (the engine's Low is 1, Medium 50,
+    /// High 100). Omitted: the template's.
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 100").message(
+        "spec.highavailability.priority must be between 0 and 100 (Low 1, Medium 50, High 100)"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+
+    /// The active data storage domain, by name, that holds the VM's lease: with a lease the engine never runs the
+    /// VM on two hosts at once, even when it cannot reach the lost host. Omitted: no lease.
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.highavailability.leasestoragedomain must name a data storage domain in oVirt, or be omitted"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leasestoragedomain: Option<String>,
+}
+
+/// How the guest sees the host's CPU.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("!has(self.custommodel) || !has(self.mode) || self.mode == 'custom'")
+    .message("spec.cputuning.custommodel is used only with spec.cputuning.mode: custom (or mode omitted)"))]
+pub struct CpuTuning {
+    /// `host_passthrough` (the host's CPU as it is; the VM cannot migrate between hosts of other CPUs),
+    /// `host_model` (the host's CPU model), or `custom` (the cluster's CPU type, or custommodel). Omitted: the
+    /// template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<CpuMode>,
+
+    /// The CPU model the guest sees, one the cluster's hosts support (e.g. `Skylake-Server,+spec-ctrl`).
+    #[x_kube(validation = Rule::new("self.size() >= 1 && self.size() <= 255").message(
+        "spec.cputuning.custommodel must be 1 to 255 characters (a CPU model the cluster's hosts support)"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custommodel: Option<String>,
+}
+
+/// oVirt's CPU mode.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CpuMode {
+    HostPassthrough,
+    HostModel,
+    Custom,
+}
+
+impl CpuMode {
+    /// The value oVirt uses on the wire.
+    pub fn as_ovirt(self) -> &'static str {
+        match self {
+            CpuMode::HostPassthrough => "host_passthrough",
+            CpuMode::HostModel => "host_model",
+            CpuMode::Custom => "custom",
+        }
+    }
+}
+
+/// One version of spec.template, by number or by name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("has(self.number) != has(self.name)").message(
+    "spec.templateversion names a version by number or by name: set exactly one of number and name"
+))]
+pub struct TemplateVersion {
+    /// The template's version number (1 is the base template).
+    #[x_kube(validation = Rule::new("self >= 1").message(
+        "spec.templateversion.number must be 1 (the base template) or more"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<i32>,
+
+    /// The template version's name (its sub-version name in oVirt).
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.templateversion.name must not be empty"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
