@@ -7,271 +7,124 @@
 //! deleting one, the source's lets go, and the moved cluster then scales up and down to nothing left behind.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use capov_crds::labels::MANAGEMENT_CLUSTER_ANNOTATION;
-use capov_harness::{ADMIN_PASSWORD, ADMIN_USER, ControlPlane, Options, objects, play_kubelets};
+use capov_harness::{ControlPlane, Options, objects, play_kubelets};
 use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
-use capov_testkit::{WithLog, eventually, manifests, stdout_of};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
-use serde_json::{Value, json};
+use capov_testkit::{WithLog, eventually, stdout_of};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::world::CAPOV_NAMESPACE;
+use crate::world::clusterctl::{
+    BOOTSTRAP_SECRET, CONTROL_PLANE, CURRENT, DEPLOYMENT, Management, apply_provider_file, create_cluster,
+};
 
 const CLUSTER: &str = "moved";
-const DEPLOYMENT: &str = "workers";
-const CONTROL_PLANE: &str = "control-plane-0";
-/// The prepared bootstrap Secret of the workers; a Secret CAPI does not own moves only with clusterctl's label.
-const BOOTSTRAP_SECRET: &str = "workers-bootstrap";
-/// Where CAPOV runs and reads engine credentials, as `clusterctl init` installs it.
-const CAPOV_NAMESPACE: &str = "capov-system";
 const PROVIDER: &str = "ovirt-move";
 const MOVE_LABEL: &str = "clusterctl.cluster.x-k8s.io/move";
 const WAIT: Duration = Duration::from_secs(240);
 
-/// One management cluster: its control plane with CAPI core, its own id, and the CAPOV manager running on it.
-struct Management {
-    name: &'static str,
-    plane: ControlPlane,
-    client: kube::Client,
-    /// The UID of its `kube-system`: CAPOV's default management cluster id.
-    id: String,
-    operator: Option<Child>,
-    log: PathBuf,
+/// A management cluster with CAPOV's and CAPI's CRDs as `clusterctl init` leaves them for `clusterctl move`: every
+/// CRD labelled for discovery, the inventory with CAPOV's entry in [`CAPOV_NAMESPACE`] (where clusterctl looks for
+/// Secrets to move), and that namespace.
+async fn management(name: &'static str) -> Management {
+    let management = Management::start("move", name, true).await;
+    management.create_namespace(CAPOV_NAMESPACE).await;
+    management.kubectl(&["label", "crd", "--all", "clusterctl.cluster.x-k8s.io=", "--overwrite"]);
+    management.install_inventory_crd();
+    let version = format!("v{CURRENT}");
+    management
+        .record_provider(
+            CAPOV_NAMESPACE,
+            "infrastructure-ovirt",
+            "ovirt",
+            "InfrastructureProvider",
+            &version,
+        )
+        .await;
+    management
 }
 
-impl Drop for Management {
-    fn drop(&mut self) {
-        if let Some(mut operator) = self.operator.take() {
-            let _ = operator.kill();
-            let _ = operator.wait();
-        }
-        // The control plane's files go with it: keep CAPI's log of a failed run beside the operator's.
-        if std::thread::panicking()
-            && let Some(log) = self.plane.log_path("capi-manager")
-        {
-            let kept = self.log.with_extension("capi-manager.log");
-            if std::fs::copy(log, &kept).is_ok() {
-                eprintln!("{} CAPI manager log: {}", self.name, kept.display());
-            }
-        }
-    }
+fn machines(management: &Management, namespace: &str) -> Api<DynamicObject> {
+    management.api(namespace, &objects::capi("Machine", "machines"))
 }
 
-impl Management {
-    /// A control plane with CAPOV's and CAPI's CRDs labelled as `clusterctl init` leaves them, the CAPI core manager,
-    /// clusterctl's provider inventory naming CAPOV in `capov-system`, and that namespace.
-    async fn start(name: &'static str) -> Management {
-        let options = Options {
-            controller_manager: false,
-            crds: true,
-            capi_crds: true,
-            capi_manager: true,
-        };
-        let plane = ControlPlane::start(options)
-            .await
-            .unwrap_or_else(|err| panic!("{name}: {err}"));
-        let client = plane.client().await.expect("client");
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let id = namespaces
-            .get("kube-system")
-            .await
-            .ok()
-            .and_then(|ns| ns.metadata.uid)
-            .expect("kube-system UID");
-        let capov_system = json!({"metadata": {"name": CAPOV_NAMESPACE}});
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(capov_system).expect("namespace"),
-            )
-            .await
-            .expect("capov-system");
-        let log = std::env::temp_dir().join(format!("capov-move-{name}-{}.log", std::process::id()));
-        let management = Management {
-            name,
-            plane,
-            client,
-            id,
-            operator: None,
-            log,
-        };
-        management.install_inventory().await;
-        management
-    }
-
-    fn kubectl(&self, args: &[&str]) -> String {
-        let mut command = self.plane.kubectl().expect("kubectl");
-        stdout_of(command.args(args)).unwrap_or_else(|err| panic!("{}: {err}", self.name))
-    }
-
-    /// What `clusterctl init` leaves behind that `clusterctl move` reads: every CRD labelled for discovery, the
-    /// inventory CRD, and the inventory entry of CAPOV in its namespace (where clusterctl looks for Secrets to move).
-    async fn install_inventory(&self) {
-        self.kubectl(&["label", "crd", "--all", "clusterctl.cluster.x-k8s.io=", "--overwrite"]);
-        let module = capov_harness::capi_module().expect("CAPI module");
-        let crd = module.dir.join("cmd/clusterctl/config/manifest/clusterctl-api.yaml");
-        self.kubectl(&["apply", "--server-side", "-f", crd.to_str().expect("path")]);
-        self.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/providers.clusterctl.cluster.x-k8s.io",
-            "--timeout=60s",
-        ]);
-        let gvk = GroupVersionKind::gvk("clusterctl.cluster.x-k8s.io", "v1alpha3", "Provider");
-        let inventory = ApiResource::from_gvk_with_plural(&gvk, "providers");
-        let entry = json!({
-            "apiVersion": "clusterctl.cluster.x-k8s.io/v1alpha3", "kind": "Provider",
-            "metadata": {"name": "infrastructure-ovirt", "labels": {
-                "clusterctl.cluster.x-k8s.io": "", "cluster.x-k8s.io/provider": "infrastructure-ovirt"}},
-            "providerName": "ovirt", "type": "InfrastructureProvider", "version": "v0.1.0"
-        });
-        objects::apply(&self.client, &inventory, Some(CAPOV_NAMESPACE), entry)
-            .await
-            .expect("inventory entry");
-    }
-
-    /// The real manager binary on this cluster, watching every namespace; its engine requests carry `name`.
-    fn start_operator(&mut self) {
-        let file = std::fs::File::create(&self.log).expect("operator log");
-        eprintln!("{} operator log: {}", self.name, self.log.display());
-        let child = Command::new(env!("CARGO_BIN_EXE_manager"))
-            .arg(format!("--kubeconfig={}", self.plane.kubeconfig_path().display()))
-            .arg(format!("--credentials-namespace={CAPOV_NAMESPACE}"))
-            .arg("--metrics-bind-address=0")
-            .arg(format!(
-                "--health-probe-bind-address=127.0.0.1:{}",
-                capov_harness::free_port()
-            ))
-            .arg("--log-format=text")
-            // The workload apiserver listens on loopback.
-            .arg("--allow-internal-workload-servers")
-            .env("POD_NAME", self.name)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().expect("log"))
-            .stderr(file)
-            .spawn()
-            .expect("start the manager");
-        self.operator = Some(child);
-    }
-
-    fn api(&self, namespace: &str, resource: &ApiResource) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), namespace, resource)
-    }
-
-    fn machines(&self, namespace: &str) -> Api<DynamicObject> {
-        self.api(namespace, &objects::capi("Machine", "machines"))
-    }
-
-    fn ovirt_machines(&self, namespace: &str) -> Api<DynamicObject> {
-        self.api(namespace, &objects::capov("OVirtMachine", "ovirtmachines"))
-    }
-
-    fn providers(&self) -> Api<DynamicObject> {
-        Api::all_with(self.client.clone(), &objects::capov("OVirtProvider", "ovirtproviders"))
-    }
-
-    /// When exactly `count` Machines exist, all Running with a nodeRef and a providerID naming a VM the engine has:
-    /// each Machine's VM id. Else what is not so yet.
-    async fn running(
-        &self,
-        namespace: &str,
-        count: usize,
-        sim: &SimulatorHandle,
-    ) -> Result<BTreeMap<String, String>, String> {
-        let list = self
-            .machines(namespace)
-            .list(&ListParams::default())
-            .await
-            .map_err(|err| err.to_string())?;
-        let mut vms = BTreeMap::new();
-        for machine in &list.items {
-            let name = machine.metadata.name.clone().unwrap_or_default();
-            let phase = machine.data["status"]["phase"].as_str();
-            let node = machine.data["status"]["nodeRef"]["name"].as_str();
-            let vm = machine.data["spec"]["providerID"]
-                .as_str()
-                .and_then(|id| id.strip_prefix("ovirt://"));
-            match vm {
-                Some(vm) if phase == Some("Running") && node.is_some() && sim.control().vm(vm).is_some() => {
-                    vms.insert(name, vm.to_string());
-                }
-                _ => return Err(format!("{}: {name}: {phase:?}, VM {vm:?}, Node {node:?}", self.name)),
-            }
-        }
-        if vms.len() == count {
-            Ok(vms)
-        } else {
-            Err(format!("{}: {} Machines: {vms:?}", self.name, vms.len()))
-        }
-    }
-
-    async fn settle(
-        &self,
-        namespace: &str,
-        count: usize,
-        sim: &SimulatorHandle,
-        what: &str,
-    ) -> BTreeMap<String, String> {
-        let waited = WithLog::new(format!("{}: {what}", self.name), &self.log);
-        eventually(WAIT, waited, || self.running(namespace, count, sim)).await
-    }
-
-    async fn scale(&self, namespace: &str, replicas: u32) {
-        let patch = json!({"spec": {"replicas": replicas}});
-        self.api(namespace, &objects::capi("MachineDeployment", "machinedeployments"))
-            .patch(DEPLOYMENT, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("scale");
-    }
+fn ovirt_machines(management: &Management, namespace: &str) -> Api<DynamicObject> {
+    management.api(namespace, &objects::capov("OVirtMachine", "ovirtmachines"))
 }
 
-/// The OVirtProvider and its credentials Secret as a user creates them: `release/…/ovirt-provider.yaml` rendered by
-/// `clusterctl generate yaml` (with its move labels), applied to `management`.
-async fn apply_provider_file(management: &Management, sim: &SimulatorHandle, home: &std::path::Path) {
-    let file = capov_release::repo_root().join("release/infrastructure-ovirt/v0.1.0/ovirt-provider.yaml");
-    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().expect("the simulator serves https"));
-    let mut clusterctl = capov_harness::offline_clusterctl(home).expect("clusterctl");
-    clusterctl.args(["generate", "yaml", "--from"]).arg(&file).envs([
-        ("OVIRT_URL", sim.api_url().as_str()),
-        ("OVIRT_USERNAME", ADMIN_USER),
-        ("OVIRT_PASSWORD", ADMIN_PASSWORD),
-        ("OVIRT_CA_BUNDLE", ca.as_str()),
-        ("OVIRT_PROVIDER", PROVIDER),
-        ("CAPOV_NAMESPACE", CAPOV_NAMESPACE),
-    ]);
-    let yaml = stdout_of(&mut clusterctl).unwrap_or_else(|err| panic!("{err}"));
-    for document in manifests::documents(&yaml) {
-        let (resource, namespace) = match document["kind"].as_str() {
-            Some("Secret") => (objects::secrets(), Some(CAPOV_NAMESPACE)),
-            Some("OVirtProvider") => (objects::capov("OVirtProvider", "ovirtproviders"), None),
-            other => panic!("unexpected {other:?} in ovirt-provider.yaml"),
-        };
-        objects::apply(&management.client, &resource, namespace, document)
-            .await
-            .expect("apply ovirt-provider.yaml");
-    }
+fn providers(management: &Management) -> Api<DynamicObject> {
+    Api::all_with(
+        management.client.clone(),
+        &objects::capov("OVirtProvider", "ovirtproviders"),
+    )
 }
 
-/// A Cluster with a control-plane Machine and a MachineDeployment of `workers` machines, on the workload apiserver
-/// `workload`; the bootstrap Secrets carry clusterctl's move label, as README tells users to do for Secrets they
-/// made themselves.
-async fn create_cluster(client: &kube::Client, namespace: &str, workload: &ControlPlane, workers: u32) {
-    let kubeconfig = workload.kubeconfig_yaml().expect("workload kubeconfig");
-    let cluster = objects::TestCluster {
-        name: CLUSTER,
-        control_plane: CONTROL_PLANE,
-        deployment: DEPLOYMENT,
-        bootstrap_secret: BOOTSTRAP_SECRET,
-        workers,
-        machine_spec: machine_spec(),
-    };
-    objects::create_test_cluster(client, namespace, (workload.api_port(), &kubeconfig), &cluster)
+/// When exactly `count` Machines exist on `management`, all Running with a nodeRef and a providerID naming a VM the
+/// engine has: each Machine's VM id. Else what is not so yet.
+async fn running(
+    management: &Management,
+    namespace: &str,
+    count: usize,
+    sim: &SimulatorHandle,
+) -> Result<BTreeMap<String, String>, String> {
+    let list = machines(management, namespace)
+        .list(&ListParams::default())
         .await
-        .expect("cluster");
+        .map_err(|err| err.to_string())?;
+    let mut vms = BTreeMap::new();
+    for machine in &list.items {
+        let name = machine.metadata.name.clone().unwrap_or_default();
+        let phase = machine.data["status"]["phase"].as_str();
+        let node = machine.data["status"]["nodeRef"]["name"].as_str();
+        let vm = machine.data["spec"]["providerID"]
+            .as_str()
+            .and_then(|id| id.strip_prefix("ovirt://"));
+        match vm {
+            Some(vm) if phase == Some("Running") && node.is_some() && sim.control().vm(vm).is_some() => {
+                vms.insert(name, vm.to_string());
+            }
+            _ => {
+                return Err(format!(
+                    "{}: {name}: {phase:?}, VM {vm:?}, Node {node:?}",
+                    management.name
+                ));
+            }
+        }
+    }
+    if vms.len() == count {
+        Ok(vms)
+    } else {
+        Err(format!("{}: {} Machines: {vms:?}", management.name, vms.len()))
+    }
+}
+
+async fn settle(
+    management: &Management,
+    namespace: &str,
+    count: usize,
+    sim: &SimulatorHandle,
+    what: &str,
+) -> BTreeMap<String, String> {
+    let waited = WithLog::new(format!("{}: {what}", management.name), &management.log);
+    eventually(WAIT, waited, || running(management, namespace, count, sim)).await
+}
+
+async fn scale(management: &Management, namespace: &str, replicas: u32) {
+    let patch = json!({"spec": {"replicas": replicas}});
+    management
+        .api(namespace, &objects::capi("MachineDeployment", "machinedeployments"))
+        .patch(DEPLOYMENT, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("scale");
+}
+
+/// The bootstrap Secrets of the Cluster get clusterctl's move label, as README tells users to do for Secrets they
+/// made themselves (a Secret CAPI does not own moves only with it).
+async fn label_for_move(client: &kube::Client, namespace: &str) {
     let label = json!({"metadata": {"labels": {MOVE_LABEL: ""}}});
     let secret_api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     for secret in [BOOTSTRAP_SECRET.to_string(), format!("{CONTROL_PLANE}-bootstrap")] {
@@ -280,11 +133,6 @@ async fn create_cluster(client: &kube::Client, namespace: &str, workload: &Contr
             .await
             .expect("move label");
     }
-}
-
-fn machine_spec() -> Value {
-    json!({"provider": PROVIDER, "ovirtcluster": "Default", "template": "ubuntu-22.04",
-           "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096}})
 }
 
 /// `clusterctl move` of `namespace` from `source` to `target`, offline.
@@ -315,8 +163,7 @@ fn marker_ids(sim: &SimulatorHandle, vm: &str) -> Option<(String, String)> {
 /// Every OVirtMachine of `namespace` on `management` is Ready and its VM's marker names its UID (rewritten after
 /// the move) and `mc`.
 async fn adopted(management: &Management, namespace: &str, sim: &SimulatorHandle, mc: &str) -> Result<usize, String> {
-    let list = management
-        .ovirt_machines(namespace)
+    let list = ovirt_machines(management, namespace)
         .list(&ListParams::default())
         .await
         .map_err(|err| err.to_string())?;
@@ -360,8 +207,8 @@ async fn clusterctl_move_keeps_every_machine_owned_and_the_moved_cluster_scales(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let started = Instant::now();
     let (mut source, mut target, workload, sim) = tokio::join!(
-        Management::start("capov-source"),
-        Management::start("capov-target"),
+        management("capov-source"),
+        management("capov-target"),
         async { ControlPlane::start(Options::default()).await.expect("workload cluster") },
         async {
             Simulator::builder()
@@ -376,19 +223,20 @@ async fn clusterctl_move_keeps_every_machine_owned_and_the_moved_cluster_scales(
     let home = tempfile::tempdir().expect("clusterctl home");
 
     // The source: provider, cluster, machines, its CAPOV; the VMs made and their Nodes registered.
-    apply_provider_file(&source, &sim, home.path()).await;
+    apply_provider_file(&source.client, &sim, home.path(), PROVIDER).await;
     let namespace = source
         .plane
         .create_namespace(&source.client, "move")
         .await
         .expect("namespace");
-    create_cluster(&source.client, &namespace, &workload, 2).await;
+    create_cluster(&source.client, &namespace, &workload, (CLUSTER, 2), PROVIDER).await;
+    label_for_move(&source.client, &namespace).await;
     source.start_operator();
     target.start_operator();
     let kubelets = play_kubelets(sim.control().clone(), workload.client().await.expect("workload client"));
-    let before = source.settle(&namespace, 3, &sim, "3 Running Machines").await;
+    let before = settle(&source, &namespace, 3, &sim, "3 Running Machines").await;
     eventually(WAIT, "the source's CAPOV records its id on the provider", || async {
-        let provider = source.providers().get(PROVIDER).await.ok()?;
+        let provider = providers(&source).get(PROVIDER).await.ok()?;
         let recorded = provider
             .metadata
             .annotations?
@@ -414,7 +262,7 @@ async fn clusterctl_move_keeps_every_machine_owned_and_the_moved_cluster_scales(
     eprintln!("moved after {:.1?}", started.elapsed());
 
     // What arrived: the provider with the source's id, its Secret, the Cluster and every machine.
-    let provider = target.providers().get(PROVIDER).await.expect("the provider moved");
+    let provider = providers(&target).get(PROVIDER).await.expect("the provider moved");
     assert_eq!(
         provider
             .metadata
@@ -436,7 +284,7 @@ async fn clusterctl_move_keeps_every_machine_owned_and_the_moved_cluster_scales(
         .expect("the Cluster moved");
 
     // The target's CAPOV adopts every VM (marker rewritten with the new UIDs), the same VMs, none made or removed.
-    let after = target.settle(&namespace, 3, &sim, "the moved Machines Running").await;
+    let after = settle(&target, &namespace, 3, &sim, "the moved Machines Running").await;
     assert_eq!(after, before, "the moved Machines name the same VMs");
     let waited = WithLog::new(
         "every moved OVirtMachine Ready with its VM's marker rewritten",
@@ -461,8 +309,7 @@ async fn clusterctl_move_keeps_every_machine_owned_and_the_moved_cluster_scales(
     );
 
     // The source lets go: its objects are gone and its CAPOV sent the engine nothing about VMs since the move.
-    let left = source
-        .ovirt_machines(&namespace)
+    let left = ovirt_machines(&source, &namespace)
         .list(&ListParams::default())
         .await
         .expect("list");
@@ -479,11 +326,11 @@ async fn clusterctl_move_keeps_every_machine_owned_and_the_moved_cluster_scales(
     eprintln!("adopted after {:.1?}", started.elapsed());
 
     // The moved cluster scales: a new VM under the target, then every worker goes, the moved ones included.
-    target.scale(&namespace, 3).await;
-    target.settle(&namespace, 4, &sim, "4 Running Machines").await;
+    scale(&target, &namespace, 3).await;
+    settle(&target, &namespace, 4, &sim, "4 Running Machines").await;
     assert_eq!(sim.control().counter("POST /vms"), created + 1);
-    target.scale(&namespace, 0).await;
-    let control_plane = target.settle(&namespace, 1, &sim, "the control plane alone").await;
+    scale(&target, &namespace, 0).await;
+    let control_plane = settle(&target, &namespace, 1, &sim, "the control plane alone").await;
     let waited = WithLog::new("only the control plane's VM left", &target.log);
     eventually(WAIT, waited, || async {
         let vms: Vec<String> = sim.control().vms().into_iter().map(|vm| vm.id).collect();
