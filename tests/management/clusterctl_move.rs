@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use capov_crds::labels::MANAGEMENT_CLUSTER_ANNOTATION;
-use capov_harness::{ControlPlane, Options, objects, play_kubelets};
-use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use capov_harness::{objects, play_kubelets};
+use capov_ovirt_sim::SimulatorHandle;
 use capov_testkit::{WithLog, eventually, stdout_of};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -20,6 +20,7 @@ use serde_json::json;
 use crate::world::CAPOV_NAMESPACE;
 use crate::world::clusterctl::{
     BOOTSTRAP_SECRET, CONTROL_PLANE, CURRENT, DEPLOYMENT, Management, apply_provider_file, create_cluster,
+    workload_and_engine,
 };
 
 const CLUSTER: &str = "moved";
@@ -206,17 +207,10 @@ fn now_ms() -> u64 {
 async fn clusterctl_move_keeps_every_machine_owned_and_the_moved_cluster_scales() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let started = Instant::now();
-    let (mut source, mut target, workload, sim) = tokio::join!(
+    let (mut source, mut target, (workload, sim)) = tokio::join!(
         management("capov-source"),
         management("capov-target"),
-        async { ControlPlane::start(Options::default()).await.expect("workload cluster") },
-        async {
-            Simulator::builder()
-                .timings(Timings::fast())
-                .start()
-                .await
-                .expect("simulator")
-        },
+        workload_and_engine(),
     );
     assert_ne!(source.id, target.id, "each management cluster has its own default id");
     eprintln!("planes up after {:.1?}", started.elapsed());

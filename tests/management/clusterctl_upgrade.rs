@@ -28,8 +28,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use capov_harness::{ControlPlane, Options, objects, play_kubelets};
-use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use capov_harness::{ControlPlane, objects, play_kubelets};
+use capov_ovirt_sim::SimulatorHandle;
 use capov_testkit::{WithLog, eventually, manifests, stdout_of};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -37,7 +37,9 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams,
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-use crate::world::clusterctl::{CURRENT, DEPLOYMENT, Management, apply_provider_file, create_cluster, inventory};
+use crate::world::clusterctl::{
+    CURRENT, DEPLOYMENT, Management, apply_provider_file, create_cluster, inventory, workload_and_engine,
+};
 use crate::world::{CAPOV_NAMESPACE, Operator};
 
 const CLUSTER: &str = "upgraded";
@@ -388,17 +390,8 @@ async fn clusterctl_upgrade_keeps_every_machine_ready_and_its_vm() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let started = Instant::now();
     // clusterctl installs CAPOV's CRDs (and replaces them on upgrade): this management cluster is the test's own.
-    let (management, workload, sim) = tokio::join!(
-        Management::start("upgrade", "management", false),
-        async { ControlPlane::start(Options::default()).await.expect("workload cluster") },
-        async {
-            Simulator::builder()
-                .timings(Timings::fast())
-                .start()
-                .await
-                .expect("simulator")
-        },
-    );
+    let (management, (workload, sim)) =
+        tokio::join!(Management::start("upgrade", "management", false), workload_and_engine(),);
     let client = management.client.clone();
     let module = capov_harness::capi_module().expect("CAPI module");
     let repository = Repository::new(&module.version, &module.dir.join("metadata.yaml"));

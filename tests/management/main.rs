@@ -2,7 +2,8 @@
 //! `topology` share one management cluster (`world::management`), each in a namespace of its own with its own engine
 //! simulator, workload cluster and operator restricted to that namespace, and run side by side; the clusterctl tests
 //! (`clusterctl_move`, `clusterctl_upgrade`) start management clusters of their own through `world::clusterctl`.
-//! Why one process: docs/decisions.md, "One management-plane world for the Cluster API tests".
+//! Why one process: docs/decisions.md, "One pure core (issue 37)", "One management-plane world for the Cluster API
+//! tests".
 
 mod capi;
 mod clusterctl_move;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use capov_harness::{ADMIN_PASSWORD, ADMIN_USER, ControlPlane, Options, objects};
-use capov_ovirt_sim::SimulatorHandle;
+use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
 use capov_testkit::{manifests, stdout_of};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
@@ -142,6 +142,21 @@ impl Management {
     pub fn api(&self, namespace: &str, resource: &ApiResource) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), namespace, resource)
     }
+}
+
+/// A workload cluster and an engine simulator (fast timings), started side by side: what a clusterctl test's
+/// machines run on, whichever management cluster holds them.
+pub async fn workload_and_engine() -> (ControlPlane, SimulatorHandle) {
+    tokio::join!(
+        async { ControlPlane::start(Options::default()).await.expect("workload cluster") },
+        async {
+            Simulator::builder()
+                .timings(Timings::fast())
+                .start()
+                .await
+                .expect("simulator")
+        },
+    )
 }
 
 /// clusterctl's inventory kind.
