@@ -18,7 +18,7 @@ trap 'rm -rf "$work"' EXIT
 
 # The binaries that take longest (measured on the 2-core CI machine) start first, so that the tail of the run is
 # short ones; the rest follow in cargo's order.
-slow_first=(capi clusterctl_upgrade clusterctl_move topology placement clusterctl chaos tenants lifecycle ownership
+slow_first=(management clusterctl chaos tenants lifecycle ownership
   hostile_workload troubleshooting faults reliability volume_release leader apiserver_restart)
 
 cargo test --workspace --all-targets --locked --no-run --message-format=json-render-diagnostics >"$work/artifacts.json"

@@ -159,7 +159,7 @@ impl CapiManager {
             .arg(format!("--webhook-cert-dir={}", self.cert_dir.display()))
             .arg(format!("--health-addr=127.0.0.1:{}", self.health_port))
             .arg("--diagnostics-address=0")
-            // ClusterClass and managed topologies (alpha in CAPI, off by default), for tests/topology.rs; Clusters
+            // ClusterClass and managed topologies (alpha in CAPI, off by default), for tests/management/topology.rs; Clusters
             // without spec.topology are unaffected.
             .arg("--feature-gates=ClusterTopology=true")
             // The storage-version migration is for upgrades; on a fresh apiserver it only races the CRD patches below.

@@ -12,84 +12,21 @@
 //! machines exist, so the engine holds the workers' VMs only.
 
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use capov_harness::{ControlPlane, Engine, Options, objects, play_kubeadm, play_kubelets};
-use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use capov_harness::objects;
+use capov_ovirt_sim::SimulatorHandle;
 use capov_testkit::eventually;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use serde_json::{Value, json};
+
+use crate::world::{World, install_kubeadm_crds, run};
 
 const CLUSTER: &str = "topo";
 const WAIT: Duration = Duration::from_secs(90);
 /// Long enough for a rollout of three workers one by one (each new VM up and its Node Ready before an old one goes).
 const ROLLOUT: Duration = Duration::from_secs(240);
 const GIB: u64 = 1 << 30;
-
-/// The kubeadm control-plane and bootstrap CRDs of the pinned CAPI module, with the contract labels CAPI's
-/// kustomization adds (the topology controller finds a template's contract by them).
-fn install_kubeadm_crds(plane: &ControlPlane) {
-    let module = capov_harness::capi_crd_dir().expect("CAPI module").join("../../../..");
-    for dir in [
-        "controlplane/kubeadm/config/crd/bases",
-        "bootstrap/kubeadm/config/crd/bases",
-    ] {
-        let mut apply = plane.kubectl().expect("kubectl");
-        apply
-            .args(["apply", "--server-side", "--field-manager=capov-topology-test", "-f"])
-            .arg(module.join(dir));
-        run(apply, dir);
-    }
-    let crds = [
-        "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
-        "kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io",
-        "kubeadmconfigs.bootstrap.cluster.x-k8s.io",
-        "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
-    ];
-    let mut label = plane.kubectl().expect("kubectl");
-    label
-        .args(["label", "--overwrite", "crd"])
-        .args(crds)
-        .args(["cluster.x-k8s.io/v1beta1=v1beta1", "cluster.x-k8s.io/v1beta2=v1beta2"]);
-    run(label, "label the kubeadm CRDs");
-    let mut wait = plane.kubectl().expect("kubectl");
-    wait.args(["wait", "--for=condition=Established", "--timeout=60s"])
-        .args(crds.iter().map(|crd| format!("crd/{crd}")));
-    run(wait, "kubeadm CRDs established");
-}
-
-fn run(mut command: Command, what: &str) {
-    let output = command.output().expect("kubectl");
-    assert!(
-        output.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-fn start_operator(plane: &ControlPlane, namespace: &str) -> Child {
-    let log = std::env::temp_dir().join(format!("capov-topology-{namespace}.log"));
-    let file = std::fs::File::create(&log).expect("operator log");
-    eprintln!("operator log: {}", log.display());
-    Command::new(env!("CARGO_BIN_EXE_manager"))
-        .arg(format!("--kubeconfig={}", plane.kubeconfig_path().display()))
-        .arg(format!("--namespace={namespace}"))
-        .arg(format!("--credentials-namespace={namespace}"))
-        .arg("--metrics-bind-address=0")
-        .arg(format!(
-            "--health-probe-bind-address=127.0.0.1:{}",
-            capov_harness::free_port()
-        ))
-        .arg("--log-format=text")
-        // The workload cluster runs on loopback.
-        .arg("--allow-internal-workload-servers")
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log"))
-        .stderr(file)
-        .spawn()
-        .expect("start the manager")
-}
 
 /// What a test changes in the topology: control-plane cores, worker replicas and the workers' disk size.
 #[derive(Clone, Copy)]
@@ -231,30 +168,15 @@ async fn workers_settled(
 
 #[tokio::test]
 async fn a_cluster_of_the_class_comes_up_scales_rolls_out_and_goes_with_nothing_left() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let options = Options {
-        controller_manager: true,
-        crds: true,
-        capi_crds: true,
-        capi_manager: true,
-    };
-    let plane = ControlPlane::start(options).await.expect("management cluster");
-    install_kubeadm_crds(&plane);
-    let client = plane.client().await.expect("client");
-    let namespace = plane.create_namespace(&client, "topology").await.expect("namespace");
-    let engine = Engine::start(&client, &namespace, Simulator::builder().timings(Timings::fast()))
-        .await
-        .expect("engine");
-    let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
-    let kubeconfig = workload.kubeconfig_yaml().expect("workload kubeconfig");
+    install_kubeadm_crds().await;
+    let mut world = World::new("topology").await;
+    let (plane, client, namespace) = (world.management, world.client.clone(), world.namespace.clone());
+    let kubeconfig = world.workload.kubeconfig_yaml().expect("workload kubeconfig");
     objects::apply_kubeconfig_secret(&client, &namespace, CLUSTER, &kubeconfig)
         .await
         .expect("kubeconfig Secret");
-    let kubelets = play_kubelets(
-        engine.sim.control().clone(),
-        workload.client().await.expect("workload client"),
-    );
-    let kubeadm = play_kubeadm(client.clone(), namespace.clone());
+    world.play_kubelets().await;
+    world.play_kubeadm();
 
     let class = capov_release::repo_root().join("templates/clusterclass-ovirt.yaml");
     let mut apply = plane.kubectl().expect("kubectl");
@@ -269,12 +191,12 @@ async fn a_cluster_of_the_class_comes_up_scales_rolls_out_and_goes_with_nothing_
         ])
         .arg(&class);
     run(apply, "the ClusterClass");
-    let mut operator = start_operator(&plane, &namespace);
+    world.start_operator();
 
     let clusters =
         Api::<DynamicObject>::namespaced_with(client.clone(), &namespace, &objects::capi("Cluster", "clusters"));
     let apply_topology = |shape: Shape| {
-        let (client, namespace, provider) = (client.clone(), namespace.clone(), engine.provider.clone());
+        let (client, namespace, provider) = (client.clone(), namespace.clone(), world.provider.clone());
         async move {
             let body = cluster(&provider, &shape);
             objects::apply(&client, &objects::capi("Cluster", "clusters"), Some(&namespace), body).await
@@ -309,12 +231,12 @@ async fn a_cluster_of_the_class_comes_up_scales_rolls_out_and_goes_with_nothing_
 
     let first = control_plane_template_with(&client, &namespace, 4).await;
     let spec = &first.data["spec"]["template"]["spec"];
-    assert_eq!(spec["provider"], json!(engine.provider));
+    assert_eq!(spec["provider"], json!(world.provider));
     assert_eq!(spec["template"], "ubuntu-22.04");
     assert_eq!(spec["osdisksizegb"], 40, "the variable's default");
     assert_eq!(first.data["status"]["capacity"]["memory"], "3072Mi");
 
-    let sim = &engine.sim;
+    let sim = &world.sim;
     let first_worker = eventually(ROLLOUT, "the topology's worker on its VM", || {
         workers_settled(&client, &namespace, sim, 1, 40)
     })
@@ -384,8 +306,4 @@ async fn a_cluster_of_the_class_comes_up_scales_rolls_out_and_goes_with_nothing_
         }
     })
     .await;
-    kubelets.abort();
-    kubeadm.abort();
-    let _ = operator.kill();
-    let _ = operator.wait();
 }

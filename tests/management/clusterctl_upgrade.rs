@@ -24,30 +24,27 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use capov_harness::{ADMIN_PASSWORD, ADMIN_USER, ControlPlane, Options, objects, play_kubelets};
-use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use capov_harness::{ControlPlane, objects, play_kubelets};
+use capov_ovirt_sim::SimulatorHandle;
 use capov_testkit::{WithLog, eventually, manifests, stdout_of};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::task::JoinHandle;
 
+use crate::world::clusterctl::{
+    CURRENT, DEPLOYMENT, Management, apply_provider_file, create_cluster, inventory, workload_and_engine,
+};
+use crate::world::{CAPOV_NAMESPACE, Operator};
+
 const CLUSTER: &str = "upgraded";
-const DEPLOYMENT: &str = "workers";
-const CONTROL_PLANE: &str = "control-plane-0";
-const BOOTSTRAP_SECRET: &str = "workers-bootstrap";
-const CAPOV_NAMESPACE: &str = "capov-system";
 const MANAGER_DEPLOYMENT: &str = "capov-controller-manager";
 const PROVIDER: &str = "ovirt-upgrade";
-const CURRENT: &str = "0.1.0";
 const NEXT: &str = "0.2.0";
 const CRDS: [&str; 5] = [
     "ovirtclusters.infrastructure.cluster.x-k8s.io",
@@ -126,16 +123,6 @@ struct Run {
     stopped: Option<Instant>,
 }
 
-/// The operator process of one Run; killed when dropped, so aborting the stand-in stops it.
-struct Pod(Child);
-
-impl Drop for Pod {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Plays kube-controller-manager and kubelet for clusterctl's CAPOV Deployment (see the file's doc), until aborted.
 fn run_deployment(
     client: kube::Client,
@@ -145,7 +132,7 @@ fn run_deployment(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let deployments: Api<Deployment> = Api::namespaced(client, CAPOV_NAMESPACE);
-        let mut pod: Option<(Pod, String)> = None;
+        let mut pod: Option<(Operator, String)> = None;
         loop {
             let wanted = match deployments.get_opt(MANAGER_DEPLOYMENT).await {
                 Ok(found) => found.and_then(|d| wanted_tag(&d)),
@@ -162,7 +149,10 @@ fn run_deployment(
                     run.stopped = Some(Instant::now());
                 }
                 if let Some(tag) = &wanted {
-                    pod = Some((Pod(start_operator(&kubeconfig, &log, tag)), tag.clone()));
+                    pod = Some((
+                        Operator::as_installed(&kubeconfig, &format!("capov-{tag}"), &log),
+                        tag.clone(),
+                    ));
                     runs.lock().expect("runs").push(Run {
                         tag: tag.clone(),
                         started: Instant::now(),
@@ -192,41 +182,10 @@ fn wanted_tag(deployment: &Deployment) -> Option<String> {
     image.rsplit_once(':').map(|(_, tag)| tag.to_string())
 }
 
-/// The real manager binary, as the Deployment's pod would run it; its engine requests carry `capov-<tag>`.
-fn start_operator(kubeconfig: &Path, log: &Path, tag: &str) -> Child {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .expect("operator log");
-    Command::new(env!("CARGO_BIN_EXE_manager"))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg(format!("--credentials-namespace={CAPOV_NAMESPACE}"))
-        .arg("--metrics-bind-address=0")
-        .arg(format!(
-            "--health-probe-bind-address=127.0.0.1:{}",
-            capov_harness::free_port()
-        ))
-        .arg("--log-format=text")
-        .arg("--allow-internal-workload-servers")
-        .env("POD_NAME", format!("capov-{tag}"))
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log"))
-        .stderr(file)
-        .spawn()
-        .expect("start the manager")
-}
-
 /// What `clusterctl init` finds in place here: its inventory CRD with the core provider (the harness's CAPI
 /// manager) recorded, and the two cert-manager kinds it probes.
-async fn prepare_management(plane: &ControlPlane, client: &kube::Client, capi_version: &str) {
-    let kubectl = |args: &[&str]| {
-        let mut command = plane.kubectl().expect("kubectl");
-        stdout_of(command.args(args)).unwrap_or_else(|err| panic!("{err}"))
-    };
-    let module = capov_harness::capi_module().expect("CAPI module");
-    let inventory_crd = module.dir.join("cmd/clusterctl/config/manifest/clusterctl-api.yaml");
-    kubectl(&["apply", "--server-side", "-f", inventory_crd.to_str().expect("path")]);
+async fn prepare_management(management: &Management, capi_version: &str) {
+    management.install_inventory_crd();
     for (kind, plural) in [("Issuer", "issuers"), ("Certificate", "certificates")] {
         let crd = json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -237,42 +196,28 @@ async fn prepare_management(plane: &ControlPlane, client: &kube::Client, capi_ve
                                    "schema": {"openAPIV3Schema": {"type": "object",
                                               "x-kubernetes-preserve-unknown-fields": true}}}]}
         });
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crds: Api<CustomResourceDefinition> = Api::all(management.client.clone());
         crds.create(&PostParams::default(), &serde_json::from_value(crd).expect("crd"))
             .await
             .expect("cert-manager stand-in CRD");
     }
-    kubectl(&[
+    management.kubectl(&[
         "wait",
         "--for=condition=Established",
-        "crd/providers.clusterctl.cluster.x-k8s.io",
         "crd/issuers.cert-manager.io",
         "crd/certificates.cert-manager.io",
         "--timeout=60s",
     ]);
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let capi_system = json!({"metadata": {"name": "capi-system"}});
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(capi_system).expect("ns"),
+    management.create_namespace("capi-system").await;
+    management
+        .record_provider(
+            "capi-system",
+            "cluster-api",
+            "cluster-api",
+            "CoreProvider",
+            capi_version,
         )
-        .await
-        .expect("capi-system");
-    let core = json!({
-        "apiVersion": "clusterctl.cluster.x-k8s.io/v1alpha3", "kind": "Provider",
-        "metadata": {"name": "cluster-api", "labels": {
-            "clusterctl.cluster.x-k8s.io": "", "cluster.x-k8s.io/provider": "cluster-api"}},
-        "providerName": "cluster-api", "type": "CoreProvider", "version": capi_version
-    });
-    objects::apply(client, &inventory(), Some("capi-system"), core)
-        .await
-        .expect("core provider inventory entry");
-}
-
-fn inventory() -> ApiResource {
-    let gvk = GroupVersionKind::gvk("clusterctl.cluster.x-k8s.io", "v1alpha3", "Provider");
-    ApiResource::from_gvk_with_plural(&gvk, "providers")
+        .await;
 }
 
 /// The version clusterctl's inventory records for CAPOV.
@@ -282,55 +227,6 @@ async fn inventory_version(client: &kube::Client) -> Option<String> {
         .await
         .ok()??;
     entry.data["version"].as_str().map(String::from)
-}
-
-/// The OVirtProvider and its Secret as a user creates them: `ovirt-provider.yaml` of the release, rendered by
-/// `clusterctl generate yaml`.
-async fn apply_provider_file(client: &kube::Client, sim: &SimulatorHandle, repository: &Repository) {
-    let file =
-        capov_release::version_dir(&capov_release::repo_root().join("release"), CURRENT).join("ovirt-provider.yaml");
-    let ca = base64::engine::general_purpose::STANDARD.encode(sim.ca_pem().expect("the simulator serves https"));
-    let mut clusterctl = capov_harness::offline_clusterctl(&repository.home()).expect("clusterctl");
-    clusterctl.args(["generate", "yaml", "--from"]).arg(&file).envs([
-        ("OVIRT_URL", sim.api_url().as_str()),
-        ("OVIRT_USERNAME", ADMIN_USER),
-        ("OVIRT_PASSWORD", ADMIN_PASSWORD),
-        ("OVIRT_CA_BUNDLE", ca.as_str()),
-        ("OVIRT_PROVIDER", PROVIDER),
-        ("CAPOV_NAMESPACE", CAPOV_NAMESPACE),
-    ]);
-    let yaml = stdout_of(&mut clusterctl).unwrap_or_else(|err| panic!("{err}"));
-    for document in manifests::documents(&yaml) {
-        let (resource, namespace) = match document["kind"].as_str() {
-            Some("Secret") => (objects::secrets(), Some(CAPOV_NAMESPACE)),
-            Some("OVirtProvider") => (objects::capov("OVirtProvider", "ovirtproviders"), None),
-            other => panic!("unexpected {other:?} in ovirt-provider.yaml"),
-        };
-        objects::apply(client, &resource, namespace, document)
-            .await
-            .expect("apply ovirt-provider.yaml");
-    }
-}
-
-/// A Cluster with a control-plane Machine and a MachineDeployment of `workers` machines on `workload`.
-async fn create_cluster(client: &kube::Client, namespace: &str, workload: &ControlPlane, workers: u32) {
-    let kubeconfig = workload.kubeconfig_yaml().expect("workload kubeconfig");
-    let cluster = objects::TestCluster {
-        name: CLUSTER,
-        control_plane: CONTROL_PLANE,
-        deployment: DEPLOYMENT,
-        bootstrap_secret: BOOTSTRAP_SECRET,
-        workers,
-        machine_spec: machine_spec(),
-    };
-    objects::create_test_cluster(client, namespace, (workload.api_port(), &kubeconfig), &cluster)
-        .await
-        .expect("cluster");
-}
-
-fn machine_spec() -> Value {
-    json!({"provider": PROVIDER, "ovirtcluster": "Default", "template": "ubuntu-22.04",
-           "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096}})
 }
 
 fn condition_true(object: &DynamicObject, kind: &str) -> bool {
@@ -493,52 +389,40 @@ fn crd_versions_in(components: &Path) -> CrdVersions {
 async fn clusterctl_upgrade_keeps_every_machine_ready_and_its_vm() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let started = Instant::now();
-    let options = Options {
-        controller_manager: false,
-        crds: false,
-        capi_crds: true,
-        capi_manager: true,
-    };
-    let (management, workload, sim) = tokio::join!(
-        async { ControlPlane::start(options).await.expect("management cluster") },
-        async { ControlPlane::start(Options::default()).await.expect("workload cluster") },
-        async {
-            Simulator::builder()
-                .timings(Timings::fast())
-                .start()
-                .await
-                .expect("simulator")
-        },
-    );
-    let client = management.client().await.expect("client");
+    // clusterctl installs CAPOV's CRDs (and replaces them on upgrade): this management cluster is the test's own.
+    let (management, (workload, sim)) =
+        tokio::join!(Management::start("upgrade", "management", false), workload_and_engine(),);
+    let client = management.client.clone();
     let module = capov_harness::capi_module().expect("CAPI module");
     let repository = Repository::new(&module.version, &module.dir.join("metadata.yaml"));
-    prepare_management(&management, &client, &module.version).await;
+    prepare_management(&management, &module.version).await;
     eprintln!("planes up after {:.1?}", started.elapsed());
 
     // clusterctl init installs the committed release.
-    let init =
-        stdout_of(&mut repository.clusterctl(&management, &["init", "--infrastructure", &format!("ovirt:v{CURRENT}")]))
-            .unwrap_or_else(|err| panic!("clusterctl init: {err}"));
+    let init = stdout_of(&mut repository.clusterctl(
+        &management.plane,
+        &["init", "--infrastructure", &format!("ovirt:v{CURRENT}")],
+    ))
+    .unwrap_or_else(|err| panic!("clusterctl init: {err}"));
     eprintln!("clusterctl init:\n{init}");
     assert_eq!(inventory_version(&client).await.as_deref(), Some("v0.1.0"));
-    let log = std::env::temp_dir().join(format!("capov-upgrade-{}.log", std::process::id()));
-    eprintln!("operator log: {}", log.display());
+    let log = management.log.clone();
     let runs = Arc::new(Mutex::new(Vec::new()));
     let pods = run_deployment(
         client.clone(),
-        management.kubeconfig_path().to_path_buf(),
+        management.plane.kubeconfig_path().to_path_buf(),
         log.clone(),
         runs.clone(),
     );
 
     // A cluster with three machines made Ready by CAPOV 0.1.0.
-    apply_provider_file(&client, &sim, &repository).await;
+    apply_provider_file(&client, &sim, &repository.home(), PROVIDER).await;
     let namespace = management
+        .plane
         .create_namespace(&client, "upgrade")
         .await
         .expect("namespace");
-    create_cluster(&client, &namespace, &workload, 2).await;
+    create_cluster(&client, &namespace, &workload, (CLUSTER, 2), PROVIDER).await;
     let kubelets = play_kubelets(sim.control().clone(), workload.client().await.expect("workload client"));
     let waited = WithLog::new("3 Machines Running and Ready", &log);
     let before = eventually(WAIT, waited, || settled(&client, &namespace, 3, &sim)).await;
@@ -551,7 +435,7 @@ async fn clusterctl_upgrade_keeps_every_machine_ready_and_its_vm() {
 
     // The next release is published; clusterctl offers it.
     let next_dir = repository.publish_next();
-    let plan = stdout_of(&mut repository.clusterctl(&management, &["upgrade", "plan"]))
+    let plan = stdout_of(&mut repository.clusterctl(&management.plane, &["upgrade", "plan"]))
         .unwrap_or_else(|err| panic!("clusterctl upgrade plan: {err}"));
     eprintln!("clusterctl upgrade plan:\n{plan}");
     let offered = plan
@@ -564,7 +448,7 @@ async fn clusterctl_upgrade_keeps_every_machine_ready_and_its_vm() {
     let sampler = sample_readiness(client.clone(), namespace.clone(), before.clone(), samples.clone());
     let upgrade_started = Instant::now();
     let mut apply = repository.clusterctl(
-        &management,
+        &management.plane,
         &[
             "upgrade",
             "apply",

@@ -4,17 +4,17 @@
 //! kubelet by registering a Node whose systemUUID is the VM id.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use capov_harness::{ControlPlane, Engine, Options, objects, play_kubelets};
-use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
+use capov_harness::{ControlPlane, objects};
 use capov_testkit::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
+
+use crate::world::{self, Operator, World};
 
 const CLUSTER: &str = "capi-e2e";
 const BOOTSTRAP_SECRET: &str = "worker-bootstrap";
@@ -23,207 +23,121 @@ const DEPLOYMENT: &str = "workers";
 /// it has a Node, and only then looks at the workers' Nodes.
 const CONTROL_PLANE: &str = "control-plane-0";
 
-/// The management cluster of this test binary: kube-apiserver + controller manager + CAPOV's and CAPI's CRDs +
-/// the CAPI core manager.
-async fn management() -> &'static ControlPlane {
-    static PLANE: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
-    PLANE
-        .get_or_init(|| async {
-            let options = Options {
-                controller_manager: true,
-                crds: true,
-                capi_crds: true,
-                capi_manager: true,
-            };
-            ControlPlane::start(options)
-                .await
-                .unwrap_or_else(|err| panic!("management cluster: {err}"))
-        })
-        .await
+/// The shared world with a provisioned Cluster in the namespace, its control-plane Machine, the workers'
+/// bootstrap Secret, the namespace's operator and the kubelets; no workers yet.
+async fn provisioned(prefix: &str) -> World {
+    let mut world = World::new(prefix).await;
+    objects::apply_secret(
+        &world.client,
+        &world.namespace,
+        BOOTSTRAP_SECRET,
+        &[
+            ("value", "#cloud-config\nhostname: worker\n"),
+            ("format", "cloud-config"),
+        ],
+    )
+    .await
+    .expect("bootstrap secret");
+    let port = world.workload.api_port();
+    let kubeconfig = world.workload.kubeconfig_yaml().expect("workload kubeconfig");
+    objects::create_capi_managed_cluster(
+        &world.client,
+        &world.namespace,
+        CLUSTER,
+        ("127.0.0.1", port),
+        &kubeconfig,
+    )
+    .await
+    .expect("cluster");
+
+    let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
+    objects::create_machine(
+        &world.client,
+        &world.namespace,
+        CLUSTER,
+        CONTROL_PLANE,
+        labels,
+        template_spec(&world.provider, 30),
+    )
+    .await
+    .expect("control-plane machine");
+    world.start_operator();
+    world.play_kubelets().await;
+    world
 }
 
-/// One test's world: a namespace, the simulator, the workload cluster, the operator process and the kubelets.
-struct World {
-    management: &'static ControlPlane,
-    client: kube::Client,
-    namespace: String,
-    sim: SimulatorHandle,
-    workload: ControlPlane,
-    operator: Child,
-    kubelets: JoinHandle<()>,
-    provider: String,
+/// A MachineDeployment [`DEPLOYMENT`] of `replicas` machines from a new OVirtMachineTemplate `template` of `spec`.
+async fn deploy(world: &World, template: &str, replicas: u32, spec: Value) {
+    objects::apply_machine_template(&world.client, &world.namespace, template, spec)
+        .await
+        .expect("template");
+    objects::apply_machine_deployment(
+        &world.client,
+        &world.namespace,
+        DEPLOYMENT,
+        CLUSTER,
+        replicas,
+        template,
+        BOOTSTRAP_SECRET,
+    )
+    .await
+    .expect("machine deployment");
 }
 
-impl Drop for World {
-    fn drop(&mut self) {
-        self.kubelets.abort();
-        let _ = self.operator.kill();
-        let _ = self.operator.wait();
-    }
-}
-
-impl World {
-    /// Everything up to a provisioned Cluster; no machines yet.
-    async fn new(prefix: &str) -> World {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let plane = management().await;
-        let client = plane.client().await.expect("client");
-        let namespace = plane.create_namespace(&client, prefix).await.expect("namespace");
-        let engine = Engine::start(&client, &namespace, Simulator::builder().timings(Timings::fast()))
-            .await
-            .expect("engine");
-        let (sim, provider) = (engine.sim, engine.provider);
-        let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
-
-        objects::apply_secret(
-            &client,
-            &namespace,
-            BOOTSTRAP_SECRET,
-            &[
-                ("value", "#cloud-config\nhostname: worker\n"),
-                ("format", "cloud-config"),
-            ],
-        )
+/// When exactly `count` workers' Machines exist, all Running with a providerID that names an existing VM and a
+/// nodeRef, and the engine holds exactly their VMs (besides the control plane's): the VM id of each Machine. Else
+/// what is not so yet.
+async fn settled(world: &World, count: usize) -> Result<BTreeMap<String, String>, String> {
+    let workers = ListParams::default().labels(&format!("cluster.x-k8s.io/deployment-name={DEPLOYMENT}"));
+    let list = world
+        .api("Machine", "machines")
+        .list(&workers)
         .await
-        .expect("bootstrap secret");
-        let port = workload.api_port();
-        let kubeconfig = workload.kubeconfig_yaml().expect("workload kubeconfig");
-        objects::create_capi_managed_cluster(&client, &namespace, CLUSTER, ("127.0.0.1", port), &kubeconfig)
-            .await
-            .expect("cluster");
-
-        let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
-        objects::create_machine(
-            &client,
-            &namespace,
-            CLUSTER,
-            CONTROL_PLANE,
-            labels,
-            template_spec(&provider, 30),
-        )
-        .await
-        .expect("control-plane machine");
-        let operator = start_operator(plane, &namespace);
-        let kubelets = play_kubelets(sim.control().clone(), workload.client().await.expect("workload client"));
-        World {
-            management: plane,
-            client,
-            namespace,
-            sim,
-            workload,
-            operator,
-            kubelets,
-            provider,
-        }
-    }
-
-    fn template_spec(&self, disk_gb: u64) -> Value {
-        template_spec(&self.provider, disk_gb)
-    }
-
-    fn api(&self, kind: &str, plural: &str) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), &self.namespace, &objects::capi(kind, plural))
-    }
-
-    fn ovirt_machines(&self) -> Api<DynamicObject> {
-        Api::namespaced_with(
-            self.client.clone(),
-            &self.namespace,
-            &objects::capov("OVirtMachine", "ovirtmachines"),
-        )
-    }
-
-    /// Prints the CAPI objects once, after `delay` of waiting, to show where a wait is stuck.
-    fn dump_once_after(&self, delay: Duration) {
-        static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-        static DUMPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        let started = *STARTED.get_or_init(Instant::now);
-        if started.elapsed() < delay || DUMPED.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return;
-        }
-        let plane = self.management;
-        let output = plane
-            .kubectl()
-            .and_then(|mut kubectl| {
-                kubectl
-                    .args([
-                        "get",
-                        "machinedeployments,machinesets,machines,ovirtmachines",
-                        "-o",
-                        "yaml",
-                        "-n",
-                    ])
-                    .arg(&self.namespace)
-                    .output()
-                    .map_err(|err| capov_harness::HarnessError::Assets(err.to_string()))
-            })
-            .map(|output| String::from_utf8_lossy(&output.stdout).to_string())
-            .unwrap_or_default();
-        eprintln!("---- CAPI objects ----\n{output}");
-    }
-
-    async fn scale(&self, replicas: u32) {
-        let patch = json!({"spec": {"replicas": replicas}});
-        self.api("MachineDeployment", "machinedeployments")
-            .patch(DEPLOYMENT, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("scale");
-    }
-
-    /// When exactly `count` Machines exist, all Running with a providerID that names an existing VM and a nodeRef,
-    /// and the engine holds exactly their VMs: the VM id of each Machine. Else what is not so yet.
-    async fn settled(&self, count: usize) -> Result<BTreeMap<String, String>, String> {
-        let workers = ListParams::default().labels(&format!("cluster.x-k8s.io/deployment-name={DEPLOYMENT}"));
-        let list = self
-            .api("Machine", "machines")
-            .list(&workers)
-            .await
-            .map_err(|err| err.to_string())?;
-        let mut vms = BTreeMap::new();
-        for machine in &list.items {
-            let name = machine.metadata.name.clone().unwrap_or_default();
-            let phase = machine.data["status"]["phase"].as_str();
-            let node = machine.data["status"]["nodeRef"]["name"].as_str();
-            let vm_id = machine.data["spec"]["providerID"]
-                .as_str()
-                .and_then(|id| id.strip_prefix("ovirt://"));
-            let deleting = machine.metadata.deletion_timestamp.is_some();
-            let vm_id = match vm_id {
-                Some(vm_id) if phase == Some("Running") && node.is_some() && !deleting => vm_id,
-                _ => {
-                    return Err(format!(
-                        "{name}: {phase:?}, VM {vm_id:?}, Node {node:?}, deleting {deleting}"
-                    ));
-                }
-            };
-            if self.sim.control().vm(vm_id).is_none() {
-                return Err(format!("{name}: VM {vm_id} is not in the engine"));
+        .map_err(|err| err.to_string())?;
+    let mut vms = BTreeMap::new();
+    for machine in &list.items {
+        let name = machine.metadata.name.clone().unwrap_or_default();
+        let phase = machine.data["status"]["phase"].as_str();
+        let node = machine.data["status"]["nodeRef"]["name"].as_str();
+        let vm_id = machine.data["spec"]["providerID"]
+            .as_str()
+            .and_then(|id| id.strip_prefix("ovirt://"));
+        let deleting = machine.metadata.deletion_timestamp.is_some();
+        let vm_id = match vm_id {
+            Some(vm_id) if phase == Some("Running") && node.is_some() && !deleting => vm_id,
+            _ => {
+                return Err(format!(
+                    "{name}: {phase:?}, VM {vm_id:?}, Node {node:?}, deleting {deleting}"
+                ));
             }
-            vms.insert(name, vm_id.to_string());
+        };
+        if world.sim.control().vm(vm_id).is_none() {
+            return Err(format!("{name}: VM {vm_id} is not in the engine"));
         }
-        let engine: BTreeSet<String> = self
-            .sim
-            .control()
-            .vms()
-            .into_iter()
-            .filter(|vm| vm.name != CONTROL_PLANE)
-            .map(|vm| vm.id)
-            .collect();
-        let owned: BTreeSet<String> = vms.values().cloned().collect();
-        if list.items.len() != count {
-            return Err(format!("{} Machines: {vms:?}", list.items.len()));
-        }
-        if engine != owned {
-            return Err(format!(
-                "worker VMs in the engine {engine:?}, of the Machines {owned:?}"
-            ));
-        }
-        Ok(vms)
+        vms.insert(name, vm_id.to_string());
     }
+    let engine: BTreeSet<String> = world
+        .sim
+        .control()
+        .vms()
+        .into_iter()
+        .filter(|vm| vm.name != CONTROL_PLANE)
+        .map(|vm| vm.id)
+        .collect();
+    let owned: BTreeSet<String> = vms.values().cloned().collect();
+    if list.items.len() != count {
+        return Err(format!("{} Machines: {vms:?}", list.items.len()));
+    }
+    if engine != owned {
+        return Err(format!(
+            "worker VMs in the engine {engine:?}, of the Machines {owned:?}"
+        ));
+    }
+    Ok(vms)
+}
 
-    async fn settle(&self, count: usize, what: &str) -> BTreeMap<String, String> {
-        eventually(Duration::from_secs(240), what, || self.settled(count)).await
-    }
+async fn settle(world: &World, count: usize, what: &str) -> BTreeMap<String, String> {
+    eventually(Duration::from_secs(240), what, || settled(world, count)).await
 }
 
 fn template_spec(provider: &str, disk_gb: u64) -> Value {
@@ -232,49 +146,13 @@ fn template_spec(provider: &str, disk_gb: u64) -> Value {
            "nics": [{"vnicprofile": "ovirtmgmt"}]})
 }
 
-fn start_operator(plane: &ControlPlane, namespace: &str) -> Child {
-    let log = std::env::temp_dir().join(format!("capov-capi-e2e-{namespace}.log"));
-    let file = std::fs::File::create(&log).expect("operator log");
-    eprintln!("operator log: {}", log.display());
-    Command::new(env!("CARGO_BIN_EXE_manager"))
-        .arg(format!("--kubeconfig={}", plane.kubeconfig_path().display()))
-        .arg(format!("--namespace={namespace}"))
-        .arg(format!("--credentials-namespace={namespace}"))
-        .arg("--metrics-bind-address=0")
-        // The workload cluster runs on loopback.
-        .arg("--allow-internal-workload-servers")
-        .arg(format!(
-            "--health-probe-bind-address=127.0.0.1:{}",
-            capov_harness::free_port()
-        ))
-        .arg("--log-format=text")
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log"))
-        .stderr(file)
-        .spawn()
-        .expect("start the manager")
-}
-
 #[tokio::test]
 async fn a_machine_deployment_scales_rolls_out_and_goes_with_its_cluster() {
-    let world = World::new("capi-md").await;
-    objects::apply_machine_template(&world.client, &world.namespace, "workers-a", world.template_spec(30))
-        .await
-        .expect("template");
-    objects::apply_machine_deployment(
-        &world.client,
-        &world.namespace,
-        DEPLOYMENT,
-        CLUSTER,
-        3,
-        "workers-a",
-        BOOTSTRAP_SECRET,
-    )
-    .await
-    .expect("machine deployment");
+    let world = provisioned("capi-md").await;
+    deploy(&world, "workers-a", 3, template_spec(&world.provider, 30)).await;
 
     // Three Running Machines with providerID and nodeRef; the Nodes carry the providerID CAPOV set.
-    let first = world.settle(3, "3 Running Machines").await;
+    let first = settle(&world, 3, "3 Running Machines").await;
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(world.workload.client().await.expect("workload"));
     for vm_id in first.values() {
         let vm = world.sim.control().vm(vm_id).expect("vm");
@@ -282,8 +160,8 @@ async fn a_machine_deployment_scales_rolls_out_and_goes_with_its_cluster() {
         let provider_id = node.spec.and_then(|spec| spec.provider_id);
         assert_eq!(provider_id, Some(format!("ovirt://{vm_id}")));
     }
-    let output = management()
-        .await
+    let output = world
+        .management
         .kubectl()
         .expect("kubectl")
         .args(["get", "machines", "-n", &world.namespace])
@@ -299,14 +177,14 @@ async fn a_machine_deployment_scales_rolls_out_and_goes_with_its_cluster() {
     }
 
     // Scale 3 → 6 → 1: the engine's VMs follow, and scale-down leaves nothing behind.
-    world.scale(6).await;
-    let six = world.settle(6, "6 Running Machines").await;
+    world.scale(DEPLOYMENT, 6).await;
+    let six = settle(&world, 6, "6 Running Machines").await;
     assert!(
         first.iter().all(|(name, vm)| six.get(name) == Some(vm)),
         "scale-up replaced machines"
     );
-    world.scale(1).await;
-    let one = world.settle(1, "1 Running Machine").await;
+    world.scale(DEPLOYMENT, 1).await;
+    let one = settle(&world, 1, "1 Running Machine").await;
     eventually(Duration::from_secs(60), "5 worker OVirtMachines deleted", || async {
         let left = world.ovirt_machines().list(&ListParams::default()).await.ok()?;
         let workers = left
@@ -318,9 +196,14 @@ async fn a_machine_deployment_scales_rolls_out_and_goes_with_its_cluster() {
     .await;
 
     // A rollout to a new template replaces the machine; the old VM is gone afterwards.
-    objects::apply_machine_template(&world.client, &world.namespace, "workers-b", world.template_spec(40))
-        .await
-        .expect("template b");
+    objects::apply_machine_template(
+        &world.client,
+        &world.namespace,
+        "workers-b",
+        template_spec(&world.provider, 40),
+    )
+    .await
+    .expect("template b");
     let patch = json!({"spec": {"template": {"spec": {"infrastructureRef": {
         "apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "OVirtMachineTemplate", "name": "workers-b"}}}}});
     world
@@ -329,7 +212,7 @@ async fn a_machine_deployment_scales_rolls_out_and_goes_with_its_cluster() {
         .await
         .expect("rollout");
     let rolled = eventually(Duration::from_secs(240), "the rollout", || async {
-        let vms = world.settled(1).await;
+        let vms = settled(&world, 1).await;
         if vms.is_err() {
             world.dump_once_after(Duration::from_secs(120));
         }
@@ -385,7 +268,7 @@ async fn a_machine_deployment_scales_rolls_out_and_goes_with_its_cluster() {
 
 #[tokio::test]
 async fn pausing_the_cluster_stops_capov_until_it_is_unpaused() {
-    let world = World::new("capi-pause").await;
+    let world = provisioned("capi-pause").await;
     let clusters = world.api("Cluster", "clusters");
     let machines = world.api("Machine", "machines");
     // The control plane comes up first: the operator works for this cluster.
@@ -411,7 +294,7 @@ async fn pausing_the_cluster_stops_capov_until_it_is_unpaused() {
         CLUSTER,
         "late-worker",
         labels,
-        world.template_spec(30),
+        template_spec(&world.provider, 30),
     )
     .await
     .expect("machine");
@@ -710,25 +593,12 @@ async fn ipam_objects(world: &World) -> Result<(BTreeSet<String>, BTreeSet<Strin
 
 #[tokio::test]
 async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down() {
-    let world = World::new("capi-ipam").await;
+    let world = provisioned("capi-ipam").await;
     let pool = |name: &str| json!({"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": name});
-    let mut spec = world.template_spec(30);
+    let mut spec = template_spec(&world.provider, 30);
     spec["nics"] = json!([{"vnicprofile": "ovirtmgmt", "addressesFromPools": [pool("v4-pool"), pool("v6-pool")]}]);
     spec["dns"] = json!({"servers": ["192.0.2.53"], "searchDomains": ["example.com"]});
-    objects::apply_machine_template(&world.client, &world.namespace, "workers-ipam", spec)
-        .await
-        .expect("template");
-    objects::apply_machine_deployment(
-        &world.client,
-        &world.namespace,
-        DEPLOYMENT,
-        CLUSTER,
-        2,
-        "workers-ipam",
-        BOOTSTRAP_SECRET,
-    )
-    .await
-    .expect("machine deployment");
+    deploy(&world, "workers-ipam", 2, spec).await;
     // Before any IPAM provider answers, the machines wait for their addresses and say so; no VM is created.
     eventually(
         Duration::from_secs(60),
@@ -750,7 +620,7 @@ async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down
         "a worker VM was created before its addresses"
     );
     let allocator = Allocator::start(world.management, &world.client, &world.namespace).await;
-    let two = world.settle(2, "2 Running Machines with static addresses").await;
+    let two = settle(&world, 2, "2 Running Machines with static addresses").await;
 
     // Each VM's initialization carries its IPv4 and IPv6 address as the engine hands them to cloud-init, and its
     // Machine reports them.
@@ -787,8 +657,8 @@ async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down
     assert_addresses_follow_the_pools(&world.client, &world.namespace).await;
 
     // Scale-down: the deleted machine's claims and addresses go, the other machine keeps its own.
-    world.scale(1).await;
-    let one = world.settle(1, "1 Running Machine").await;
+    world.scale(DEPLOYMENT, 1).await;
+    let one = settle(&world, 1, "1 Running Machine").await;
     let kept = one.keys().next().expect("one machine").clone();
     let kept_infra = machines.get(&kept).await.expect("machine").data["spec"]["infrastructureRef"]["name"]
         .as_str()
@@ -817,12 +687,9 @@ async fn static_addresses_from_pools_reach_the_vm_and_are_released_on_scale_down
 
 #[tokio::test]
 async fn the_control_plane_endpoint_comes_from_a_pool_and_goes_back_with_the_cluster() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let plane = management().await;
-    let client = plane.client().await.expect("client");
-    let namespace = plane.create_namespace(&client, "capi-vip").await.expect("namespace");
+    let (plane, client, namespace) = world::namespace("capi-vip").await;
     let allocator = Allocator::start(plane, &client, &namespace).await;
-    let mut operator = start_operator(plane, &namespace);
+    let _operator = Operator::for_namespace(plane, &namespace, &[]);
     let ovirt_clusters: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         &namespace,
@@ -899,15 +766,14 @@ async fn the_control_plane_endpoint_comes_from_a_pool_and_goes_back_with_the_clu
     .await;
     assert_eq!(allocator.refused_finalizer_writes(), Vec::<String>::new());
     drop(allocator);
-    let _ = operator.kill();
-    let _ = operator.wait();
 }
+
 /// Machines of a MachineDeployment whose OVirtMachineTemplate has a name template, a data disk and a graceful
 /// shutdown: the VMs carry the namespace in their names (and their Nodes are found by them), get their data disk
 /// and their tags, report the disk, and on scale-down are shut down through the guest and go with their data disk.
 #[tokio::test]
 async fn template_data_disks_names_tags_and_graceful_shutdown_under_capi() {
-    let world = World::new("capi-shape").await;
+    let world = provisioned("capi-shape").await;
     let tag_vms = json!({"spec": {"vmtags": true}});
     let providers =
         Api::<DynamicObject>::all_with(world.client.clone(), &objects::capov("OVirtProvider", "ovirtproviders"));
@@ -925,25 +791,12 @@ async fn template_data_disks_names_tags_and_graceful_shutdown_under_capi() {
         },
     )
     .await;
-    let mut spec = world.template_spec(30);
+    let mut spec = template_spec(&world.provider, 30);
     spec["vmnametemplate"] = json!("{namespace}-{name}");
     spec["gracefulshutdowntimeoutseconds"] = json!(30);
     spec["datadisks"] = json!([{"name": "data", "sizegb": 5, "storagedomainname": "data2"}]);
-    objects::apply_machine_template(&world.client, &world.namespace, "shaped", spec)
-        .await
-        .expect("template");
-    objects::apply_machine_deployment(
-        &world.client,
-        &world.namespace,
-        DEPLOYMENT,
-        CLUSTER,
-        2,
-        "shaped",
-        BOOTSTRAP_SECRET,
-    )
-    .await
-    .expect("machine deployment");
-    let two = world.settle(2, "2 Running Machines").await;
+    deploy(&world, "shaped", 2, spec).await;
+    let two = settle(&world, 2, "2 Running Machines").await;
 
     let control = world.sim.control();
     let machines = world.ovirt_machines().list(&ListParams::default()).await.expect("list");
@@ -985,8 +838,8 @@ async fn template_data_disks_names_tags_and_graceful_shutdown_under_capi() {
     }
     assert_eq!(data_disks.len(), 2);
 
-    world.scale(1).await;
-    let one = world.settle(1, "1 Running Machine").await;
+    world.scale(DEPLOYMENT, 1).await;
+    let one = settle(&world, 1, "1 Running Machine").await;
     let removed: Vec<&String> = two
         .values()
         .filter(|vm| !one.values().any(|kept| kept == *vm))
@@ -1066,21 +919,8 @@ async fn deployment_ready(world: &World) -> Result<(i64, i64), String> {
 /// A MachineDeployment of 2 workers and a MachineHealthCheck over them (`Ready=False` for 5 s), once both workers
 /// are Ready and the health check counts both healthy: the VM id of each worker's Machine.
 async fn two_checked_workers(world: &World) -> BTreeMap<String, String> {
-    objects::apply_machine_template(&world.client, &world.namespace, "workers-mhc", world.template_spec(30))
-        .await
-        .expect("template");
-    objects::apply_machine_deployment(
-        &world.client,
-        &world.namespace,
-        DEPLOYMENT,
-        CLUSTER,
-        2,
-        "workers-mhc",
-        BOOTSTRAP_SECRET,
-    )
-    .await
-    .expect("machine deployment");
-    let two = world.settle(2, "2 Running Machines").await;
+    deploy(world, "workers-mhc", 2, template_spec(&world.provider, 30)).await;
+    let two = settle(world, 2, "2 Running Machines").await;
     let selector = json!({"cluster.x-k8s.io/deployment-name": DEPLOYMENT});
     objects::apply_machine_health_check(&world.client, &world.namespace, "workers-mhc", CLUSTER, selector, 5)
         .await
@@ -1200,7 +1040,7 @@ async fn node_ready(nodes: &Api<k8s_openapi::api::core::v1::Node>, name: &str) -
 #[tokio::test]
 async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
     let started = Instant::now();
-    let world = World::new("capi-mhc").await;
+    let world = provisioned("capi-mhc").await;
     let two = two_checked_workers(&world).await;
     let before_break = started.elapsed();
 
@@ -1246,7 +1086,7 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
     let removed = broken.elapsed();
     // The replacement: a new Machine on a new VM, Running with its Node; the deployment back at 2 Ready.
     let after = eventually(Duration::from_secs(240), "the replacement Machine", || async {
-        let vms = world.settled(2).await?;
+        let vms = settled(&world, 2).await?;
         let ready = deployment_ready(&world).await?;
         if vms.contains_key(victim) || ready != (2, 2) {
             return Err(format!("{vms:?}, deployment ready/available {ready:?}"));

@@ -7,29 +7,18 @@
 //! OVirtMachine from the same template.
 
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use capov_harness::{ControlPlane, Engine, Options, objects, play_kubelets};
-use capov_ovirt_sim::{AffinityGroupSeed, AffinityLabelSeed, ClusterSeed, HostSeed, Inventory, Simulator, Timings};
+use capov_harness::objects;
+use capov_ovirt_sim::{AffinityGroupSeed, AffinityLabelSeed, ClusterSeed, HostSeed, Inventory};
 use capov_testkit::eventually;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
+use crate::world::World;
+
 const CLUSTER: &str = "placed";
 const DEADLINE: Duration = Duration::from_secs(180);
-
-async fn management() -> ControlPlane {
-    let options = Options {
-        controller_manager: true,
-        crds: true,
-        capi_crds: true,
-        capi_manager: true,
-    };
-    ControlPlane::start(options)
-        .await
-        .unwrap_or_else(|err| panic!("management cluster: {err}"))
-}
 
 /// Racks a and b are hosts of cluster Default carrying affinity labels; Edge is a cluster of its own.
 fn racks() -> Inventory {
@@ -61,56 +50,18 @@ fn racks() -> Inventory {
     }
 }
 
-fn start_operator(plane: &ControlPlane, namespace: &str) -> Child {
-    let log = std::env::temp_dir().join(format!("capov-placement-{namespace}.log"));
-    let file = std::fs::File::create(&log).expect("operator log");
-    eprintln!("operator log: {}", log.display());
-    Command::new(env!("CARGO_BIN_EXE_manager"))
-        .arg(format!("--kubeconfig={}", plane.kubeconfig_path().display()))
-        .arg(format!("--namespace={namespace}"))
-        .arg(format!("--credentials-namespace={namespace}"))
-        .arg("--metrics-bind-address=0")
-        // The workload cluster runs on loopback.
-        .arg("--allow-internal-workload-servers")
-        .arg(format!(
-            "--health-probe-bind-address=127.0.0.1:{}",
-            capov_harness::free_port()
-        ))
-        .arg("--log-format=text")
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log"))
-        .stderr(file)
-        .spawn()
-        .expect("start the manager")
-}
-
-struct Stop(Child);
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_cannot_be_met_says_so() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let plane = management().await;
-    let client = plane.client().await.expect("client");
-    let namespace = plane.create_namespace(&client, "placed").await.expect("namespace");
-    let engine = Engine::start(&client, &namespace, Simulator::builder().timings(Timings::fast()))
-        .await
-        .expect("engine");
-    let control = engine.sim.control().clone();
+    let mut world = World::new("placed").await;
+    let (client, namespace) = (world.client.clone(), world.namespace.clone());
+    let control = world.sim.control().clone();
     control.seed(&racks()).expect("racks");
-    let workload = ControlPlane::start(Options::default()).await.expect("workload cluster");
-    let kubeconfig = workload.kubeconfig_yaml().expect("kubeconfig");
+    let kubeconfig = world.workload.kubeconfig_yaml().expect("kubeconfig");
     objects::create_capi_managed_cluster(
         &client,
         &namespace,
         CLUSTER,
-        ("127.0.0.1", workload.api_port()),
+        ("127.0.0.1", world.workload.api_port()),
         &kubeconfig,
     )
     .await
@@ -134,8 +85,8 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
         )
         .await
         .expect("failure domains");
-    let _operator = Stop(start_operator(&plane, &namespace));
-    let kubelets = play_kubelets(control.clone(), workload.client().await.expect("workload client"));
+    world.start_operator();
+    world.play_kubelets().await;
 
     // CAPI core copies the published domains to the Cluster: KubeadmControlPlane reads them there.
     let clusters: Api<DynamicObject> =
@@ -162,7 +113,7 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
     );
 
     // One control-plane machine per domain, with hard anti-affinity, as KubeadmControlPlane would create them.
-    let spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
+    let spec = json!({"provider": world.provider, "ovirtcluster": "Default", "template": "ubuntu-22.04",
                       "antiaffinity": "hard", "memory": {"sizemb": 4096}});
     let control_plane = |name: &'static str, domain: &'static str| {
         let (client, namespace, spec) = (client.clone(), namespace.clone(), spec.clone());
@@ -288,7 +239,7 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
         .expect("the administrator's group");
     let worker_labels =
         json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/deployment-name": "workers"});
-    let worker_spec = json!({"provider": engine.provider, "ovirtcluster": "Default", "template": "ubuntu-22.04"});
+    let worker_spec = json!({"provider": world.provider, "ovirtcluster": "Default", "template": "ubuntu-22.04"});
     objects::create_machine(&client, &namespace, CLUSTER, "worker", worker_labels, worker_spec)
         .await
         .expect("worker");
@@ -343,5 +294,4 @@ async fn a_control_plane_spreads_over_failure_domains_and_a_hard_rule_that_canno
     )
     .await;
     assert!(untouched(&control), "the administrator's group is left as it was");
-    kubelets.abort();
 }
