@@ -1244,6 +1244,21 @@ async fn workload_tuning_fields_are_validated_with_messages_that_say_what_to_fix
             "spec.hugepageskib must be 2048 (2 MiB pages) or 1048576 (1 GiB pages)",
         ),
         (
+            "vgpu-none",
+            json!({"vgpu": {"types": []}}),
+            "spec.vgpu.types: Invalid value: 0",
+        ),
+        (
+            "vgpu-bad-type",
+            json!({"vgpu": {"types": ["nvidia 22"]}}),
+            "spec.vgpu.types[] must be mediated device type names such as nvidia-22",
+        ),
+        (
+            "vgpu-too-many",
+            json!({"vgpu": {"types": ["a", "b", "c", "d", "e"]}}),
+            "spec.vgpu.types: Too many: 5: must have at most 4 items",
+        ),
+        (
             "version-both",
             json!({"templateversion": {"number": 2, "name": "v2"}}),
             "set exactly one of number and name",
@@ -1271,6 +1286,7 @@ async fn workload_tuning_fields_are_validated_with_messages_that_say_what_to_fix
         "highavailability": {"enabled": true, "priority": 100, "leasestoragedomain": "data1"},
         "cputuning": {"mode": "custom", "custommodel": "Skylake-Server,+spec-ctrl"},
         "hugepageskib": 1048576,
+        "vgpu": {"types": ["nvidia-22", "i915-GVTg_V5_4"], "display": true},
         "templateversion": {"name": "2026-12"},
     });
     machines

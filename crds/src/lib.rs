@@ -26,7 +26,7 @@ pub use ipam::IpPoolRef;
 pub use machine::{
     AntiAffinity, CpuMode, CpuTopology, CpuTuning, DataDisk, DataDiskStatus, DiskFormat, DiskInterface, Dns,
     HighAvailability, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
-    OVirtMachineStatus, TemplateVersion, VmType,
+    OVirtMachineStatus, TemplateVersion, Vgpu, VmType,
 };
 pub use provider::{
     AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls, TenantPlacement,

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::condition::Condition;
-pub use crate::workload_tuning::{CpuMode, CpuTuning, HighAvailability, TemplateVersion};
+pub use crate::workload_tuning::{CpuMode, CpuTuning, HighAvailability, TemplateVersion, Vgpu};
 
 /// One virtual machine in oVirt. CAPI creates these from an OVirtMachineTemplate when a MachineDeployment or
 /// control plane scales; the VM gets the OVirtMachine's name.
@@ -178,6 +178,10 @@ pub struct MachineSettings {
     ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hugepageskib: Option<i64>,
+
+    /// Virtual GPUs (mediated devices of the hosts' GPUs). Omitted: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vgpu: Option<Vgpu>,
 
     /// The version of spec.template to create VMs from. Omitted: the newest version in the cluster's data
     /// center, so that a new template version changes what new machines get.

@@ -1,5 +1,5 @@
 //! The settings of a machine for real workloads (issue 38): oVirt's high availability with a VM lease, the CPU the
-//! guest sees, hugepages, and a pinned template version. Each is optional, sent in the VM's create request, and never
+//! guest sees, hugepages, virtual GPUs, and a pinned template version. Each is optional, sent in the VM's create request, and never
 //! changed on a VM that exists (a changed OVirtMachineTemplate rolls out new machines).
 
 use kube::KubeSchema;
@@ -90,4 +90,50 @@ pub struct TemplateVersion {
     ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+/// Virtual GPUs: mediated devices (NVIDIA vGPU, Intel GVT-g) of the host's GPUs, one per type listed. The engine
+/// starts the VM only on a host whose GPU offers each type with an instance free.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Vgpu {
+    /// The mediated device types, one vGPU each, as the hosts' GPUs name them (`mdev_types` of
+    /// `/hosts/{id}/devices`, e.g. `nvidia-22`).
+    #[x_kube(validation = Rule::new("self.all(t, t.matches('^[A-Za-z0-9_-]{1,64}\\\\z'))").message(
+        "spec.vgpu.types[] must be mediated device type names such as nvidia-22 (letters, digits, '_' and '-')"
+    ))]
+    #[schemars(length(min = 1, max = 4))]
+    pub types: Vec<String>,
+
+    /// Also use the vGPU as the VM's display. Omitted or false: compute only (the engine's `nodisplay`), as
+    /// Kubernetes nodes need.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<bool>,
+}
+
+impl Vgpu {
+    /// The engine's `mdev_type` custom property: the types, after `nodisplay` unless the display is wanted.
+    pub fn mdev_type_property(&self) -> String {
+        let mut parts: Vec<&str> = Vec::with_capacity(self.types.len() + 1);
+        if self.display != Some(true) {
+            parts.push("nodisplay");
+        }
+        parts.extend(self.types.iter().map(String::as_str));
+        parts.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Vgpu;
+
+    #[test]
+    fn vgpus_are_compute_only_unless_the_display_is_asked_for() {
+        let mut vgpu = Vgpu {
+            types: vec!["nvidia-22".into(), "nvidia-11".into()],
+            display: None,
+        };
+        assert_eq!(vgpu.mdev_type_property(), "nodisplay,nvidia-22,nvidia-11");
+        vgpu.display = Some(true);
+        assert_eq!(vgpu.mdev_type_property(), "nvidia-22,nvidia-11");
+    }
 }

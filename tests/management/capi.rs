@@ -1154,3 +1154,147 @@ async fn an_unhealthy_node_gets_its_machine_remediated_onto_a_new_vm() {
         started.elapsed()
     );
 }
+
+/// The engine client of another team's administrator, on the world's engine.
+fn engine_client(world: &World) -> capov_ovirt::Client {
+    let ca = world.sim.ca_pem().expect("ca").as_bytes().to_vec();
+    let config = capov_ovirt::ClientConfig::new(world.sim.api_url(), "admin@internal", "admin").with_tls(
+        capov_ovirt::TlsMode::Verify {
+            system_roots: false,
+            extra_ca_pem: ca,
+        },
+    );
+    capov_ovirt::Client::new(config).expect("engine client")
+}
+
+/// The OVirtMachines of the MachineDeployment's workers: name → (MachineOn's reason and message, Ready).
+async fn workers_on(world: &World) -> BTreeMap<String, (String, String, bool)> {
+    let workers = ListParams::default().labels(&format!("cluster.x-k8s.io/deployment-name={DEPLOYMENT}"));
+    let list = world.ovirt_machines().list(&workers).await.expect("OVirtMachines");
+    list.items
+        .iter()
+        .map(|machine| {
+            let conditions = machine.data["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let on = conditions
+                .iter()
+                .find(|c| c["type"] == "MachineOn")
+                .cloned()
+                .unwrap_or_default();
+            let text = |key: &str| on[key].as_str().unwrap_or_default().to_string();
+            let ready = machine.data["status"]["ready"].as_bool().unwrap_or(false);
+            (machine.name_any(), (text("reason"), text("message"), ready))
+        })
+        .collect()
+}
+
+/// Issue 38: a MachineDeployment of vGPU workers. Each VM gets an instance of the GPU's vGPU type; a machine that
+/// finds none free waits with MachineOn NoSchedulableHost saying so, and starts once another team's VM gives its
+/// instance back.
+#[tokio::test]
+async fn gpu_workers_each_get_a_vgpu_and_one_waits_until_an_instance_is_free() {
+    let world = provisioned("capi-gpu").await;
+    let control = world.sim.control().clone();
+    let gpu = capov_ovirt_sim::HostDeviceSeed {
+        name: "pci_0000_3b_00_0".into(),
+        capability: "pci".into(),
+        product_name: "GA102GL [A10]".into(),
+        mdev_types: vec![capov_ovirt_sim::MdevTypeSeed::new("nvidia-22", "NVIDIA A10-4Q", 2)],
+        ..capov_ovirt_sim::HostDeviceSeed::default()
+    };
+    control
+        .seed(&capov_ovirt_sim::Inventory {
+            hosts: vec![capov_ovirt_sim::HostSeed {
+                name: "gpu-1".into(),
+                devices: vec![gpu],
+                ..capov_ovirt_sim::HostSeed::default()
+            }],
+            ..capov_ovirt_sim::Inventory::default()
+        })
+        .expect("a GPU host");
+    // Another team's VM holds one of the GPU's two instances.
+    let engine = engine_client(&world);
+    let cluster = control.id_of("cluster", "Default").expect("cluster");
+    let template = control.id_of("template", "ubuntu-22.04").expect("template");
+    let theirs = capov_ovirt::model::Vm {
+        name: Some("other-team-gpu".into()),
+        cluster: Some(capov_ovirt::model::Ref::id(cluster)),
+        template: Some(capov_ovirt::model::Ref::id(template)),
+        custom_properties: Some(capov_ovirt::model::CustomProperties {
+            items: vec![capov_ovirt::model::CustomProperty::new(
+                "mdev_type",
+                "nodisplay,nvidia-22",
+            )],
+        }),
+        ..capov_ovirt::model::Vm::default()
+    };
+    let theirs = engine
+        .add_vm(&theirs, false)
+        .await
+        .expect("their VM")
+        .id
+        .expect("its id");
+    eventually(Duration::from_secs(60), "their VM's disks", || async {
+        (control.vm(&theirs)?.status == "down").then_some(())
+    })
+    .await;
+    engine
+        .start_vm(&theirs, capov_ovirt::StartOptions::default())
+        .await
+        .expect("their VM starts");
+
+    let mut spec = template_spec(&world.provider, 30);
+    spec["vgpu"] = json!({"types": ["nvidia-22"]});
+    deploy(&world, "gpu-workers", 2, spec).await;
+    let waiting = eventually(
+        Duration::from_secs(240),
+        "one worker running, one waiting for a vGPU",
+        || async {
+            let workers = workers_on(&world).await;
+            let ready = workers.values().filter(|(_, _, ready)| *ready).count();
+            let waiting: Vec<(String, String)> = workers
+                .iter()
+                .filter(|(_, (reason, _, _))| reason == "NoSchedulableHost")
+                .map(|(name, (_, message, _))| (name.clone(), message.clone()))
+                .collect();
+            (workers.len() == 2 && ready == 1 && waiting.len() == 1).then(|| waiting[0].clone())
+        },
+    )
+    .await;
+    assert!(
+        waiting.1.contains("no instance free") && waiting.1.contains("spec.vgpu.types"),
+        "{}",
+        waiting.1
+    );
+
+    engine.stop_vm(&theirs, true).await.expect("their VM stops");
+    let vms = settle_with(&world, 2, &theirs).await;
+    for vm_id in vms.values() {
+        let vm = control.vm(vm_id).expect("the worker's VM");
+        assert_eq!(
+            vm.mdev_assignments,
+            [("pci_0000_3b_00_0".to_string(), "nvidia-22".to_string())],
+            "each worker holds one vGPU instance of the GPU"
+        );
+    }
+}
+
+/// [`settle`], with another team's VM `theirs` in the engine beside the workers': removed once it is down, so that
+/// the engine holds only the workers' VMs.
+async fn settle_with(world: &World, count: usize, theirs: &str) -> BTreeMap<String, String> {
+    let engine = engine_client(world);
+    eventually(Duration::from_secs(240), "their VM down and removed", || async {
+        match world.sim.control().vm(theirs) {
+            None => Some(()),
+            Some(vm) if vm.status == "down" => {
+                let _ = engine.remove_vm(theirs).await;
+                None
+            }
+            Some(_) => None,
+        }
+    })
+    .await;
+    settle(world, count, "2 Running vGPU workers").await
+}

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use capov_crds::{
-    CpuTopology, CpuTuning, DiskFormat, DiskInterface, HighAvailability, Memory, TemplateVersion, VmType,
+    CpuTopology, CpuTuning, DiskFormat, DiskInterface, HighAvailability, Memory, TemplateVersion, Vgpu, VmType,
 };
 
 use crate::network::guest_network::GuestNetwork;
@@ -326,10 +326,11 @@ pub struct CreateVmPlan {
     pub bootstrap_format: BootstrapFormat,
     /// Static addresses and DNS for the VM's initialization (empty: DHCP, nothing sent).
     pub network: GuestNetwork,
-    /// spec.highavailability, spec.cputuning, spec.hugepageskib and spec.templateversion (issue 38).
+    /// spec.highavailability, spec.cputuning, spec.hugepageskib, spec.vgpu and spec.templateversion (issue 38).
     pub high_availability: Option<HighAvailability>,
     pub cpu_tuning: Option<CpuTuning>,
     pub hugepages_kib: Option<i64>,
+    pub vgpu: Option<Vgpu>,
     pub template_version: Option<TemplateVersion>,
     /// Where the engine's lookups put the VM; filled by the creation step once it has read them.
     pub targets: CreateTargets,

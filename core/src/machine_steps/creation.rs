@@ -264,6 +264,7 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat, network: GuestNe
         high_availability: s.highavailability.clone(),
         cpu_tuning: s.cputuning.clone(),
         hugepages_kib: s.hugepageskib,
+        vgpu: s.vgpu.clone(),
         template_version: s.templateversion.clone(),
         targets: Default::default(),
     }

@@ -64,6 +64,12 @@ pub fn no_host_message(detail: &str, hard_anti_affinity: bool) -> String {
     } else if detail.contains("VmToHostsAffinityGroups") {
         "none of the hosts of its failure domain (their affinity label) can take it: bring such a host up or free \
          memory on one"
+    } else if detail.contains("required mDev devices are unavailable") {
+        "every GPU that offers its vGPU types (spec.vgpu.types) has no instance free: the VM starts once one is \
+         free (a VM holding one stops or goes) or a host with such a GPU is added"
+    } else if detail.contains("required mDev devices are missing") {
+        "no host of the oVirt cluster has a GPU offering its vGPU types (spec.vgpu.types): fix the types on a new \
+         OVirtMachineTemplate, or add a host with such a GPU"
     } else if detail.contains("filter Memory") {
         "no host has the memory: free memory on a host, add one, or give the VM less (spec.memory)"
     } else if detail.contains("no hosts to use") {
@@ -92,6 +98,24 @@ pub fn low_disk_space_message(detail: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_vgpu_refusal_says_whether_to_wait_or_to_fix_the_type() {
+        let busy = "Cannot run VM. There is no host that satisfies current scheduling constraints. See below for \
+                    details:, The host gpu-1 did not satisfy internal filter MDevice because some of the required \
+                    mDev devices are unavailable (nvidia-22).";
+        let message = no_host_message(busy, false);
+        assert!(
+            message.contains("no instance free") && message.contains("spec.vgpu.types"),
+            "{message}"
+        );
+        let missing = busy.replace("unavailable", "missing");
+        let message = no_host_message(&missing, false);
+        assert!(
+            message.contains("fix the types") && message.contains("add a host"),
+            "{message}"
+        );
+    }
 
     const NO_HOST: &str = "Cannot run VM. There is no host that satisfies current scheduling constraints. See below \
                            for details:, The host h1 did not satisfy internal filter VmAffinityGroups because it \

@@ -2,7 +2,7 @@
 //! what they found (not found, locked, the wrong OS type, a storage domain that cannot hold the disks, no room for a
 //! clone, the engine not answering), each a MachineCreated reason with a backoff.
 
-use capov_crds::{CpuMode, CpuTuning, HighAvailability, Severity, TemplateVersion};
+use capov_crds::{CpuMode, CpuTuning, HighAvailability, Severity, TemplateVersion, Vgpu};
 
 use super::fixtures::{found_for_creation, ready_to_create, reason_and_message};
 use crate::conditions::{reasons, types};
@@ -341,16 +341,21 @@ fn high_availability_with_a_lease_reads_and_checks_the_lease_domain() {
 }
 
 #[test]
-fn cpu_tuning_and_hugepages_go_into_the_plan_as_written() {
+fn cpu_tuning_hugepages_and_vgpus_go_into_the_plan_as_written() {
     let mut o = ready_to_create();
     o.settings.cputuning = Some(CpuTuning {
         mode: Some(CpuMode::Custom),
         custommodel: Some("Skylake-Server".into()),
     });
     o.settings.hugepageskib = Some(1_048_576);
+    o.settings.vgpu = Some(Vgpu {
+        types: vec!["nvidia-22".into()],
+        display: None,
+    });
     let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
         panic!("expected the create");
     };
     assert_eq!(plan.cpu_tuning, o.settings.cputuning);
     assert_eq!(plan.hugepages_kib, Some(1_048_576));
+    assert_eq!(plan.vgpu, o.settings.vgpu);
 }

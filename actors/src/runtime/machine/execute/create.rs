@@ -108,8 +108,8 @@ fn set_cpu_and_memory(vm: &mut Vm, plan: &CreateVmPlan) -> Result<(), Failure> {
     Ok(())
 }
 
-/// spec.highavailability (with the lease's domain the step resolved), spec.cputuning and spec.hugepageskib, when set
-/// (issue 38). The CPU mode joins the topology of `set_cpu_and_memory` in the request's `cpu` element.
+/// spec.highavailability (with the lease's domain the step resolved), spec.cputuning, spec.hugepageskib and
+/// spec.vgpu, when set (issue 38). The CPU mode joins the topology of `set_cpu_and_memory` in the request's `cpu` element.
 fn set_workload_tuning(vm: &mut Vm, plan: &CreateVmPlan) {
     if let Some(ha) = &plan.high_availability {
         vm.high_availability = Some(HighAvailability {
@@ -128,10 +128,16 @@ fn set_workload_tuning(vm: &mut Vm, plan: &CreateVmPlan) {
         }
         vm.custom_cpu_model = tuning.custommodel.clone();
     }
+    let mut properties = Vec::new();
     if let Some(kib) = plan.hugepages_kib {
-        vm.custom_properties = Some(CustomProperties {
-            items: vec![CustomProperty::new("hugepages", kib.to_string())],
-        });
+        properties.push(CustomProperty::new("hugepages", kib.to_string()));
+    }
+    // The `mdev_type` property asks for vGPUs on every engine release (`/vms/{id}/mediateddevices` only from 4.5).
+    if let Some(vgpu) = &plan.vgpu {
+        properties.push(CustomProperty::new("mdev_type", vgpu.mdev_type_property()));
+    }
+    if !properties.is_empty() {
+        vm.custom_properties = Some(CustomProperties { items: properties });
     }
 }
 
