@@ -1298,3 +1298,102 @@ async fn settle_with(world: &World, count: usize, theirs: &str) -> BTreeMap<Stri
     .await;
     settle(world, count, "2 Running vGPU workers").await
 }
+
+/// Issue 38: a highly available control-plane machine with a VM lease. When the engine loses its host, the engine
+/// (not CAPOV) restarts the VM on another host; the machine keeps its VM and stays provisioned, CAPOV neither
+/// stops, removes nor re-creates it, and CAPI remediates nothing.
+#[tokio::test]
+async fn an_ha_control_plane_vm_is_restarted_by_the_engine_on_another_host_and_the_machine_keeps_it() {
+    let world = provisioned("capi-ha").await;
+    let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
+    let mut spec = template_spec(&world.provider, 30);
+    spec["highavailability"] = json!({"enabled": true, "priority": 100, "leasestoragedomain": "data2"});
+    objects::create_machine(
+        &world.client,
+        &world.namespace,
+        CLUSTER,
+        "control-plane-ha",
+        labels,
+        spec,
+    )
+    .await
+    .expect("the HA control-plane machine");
+    let machines = world.api("Machine", "machines");
+    let (machine_uid, vm_id) = eventually(Duration::from_secs(240), "the HA machine Running", || async {
+        let machine = machines.get("control-plane-ha").await.ok()?;
+        let vm_id = machine.data["spec"]["providerID"]
+            .as_str()?
+            .strip_prefix("ovirt://")?
+            .to_string();
+        let running = machine.data["status"]["phase"] == "Running" && machine.data["status"]["nodeRef"].is_object();
+        running.then(|| (machine.uid().unwrap_or_default(), vm_id))
+    })
+    .await;
+    let control = world.sim.control().clone();
+    let vm = control.vm(&vm_id).expect("the VM");
+    assert!(
+        vm.high_availability.enabled && vm.lease_domain_id.is_some(),
+        "HA with a lease: {vm:?}"
+    );
+    let lost = control.vm_host(&vm_id).expect("the VM's host");
+    let since_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    control.lose_host(&lost).expect("lose the host");
+
+    let ovirt_machine = || async {
+        let machine = world
+            .ovirt_machines()
+            .get("control-plane-ha")
+            .await
+            .expect("the OVirtMachine");
+        let ready = machine.data["status"]["ready"].as_bool().unwrap_or(false);
+        let on = machine.data["status"]["conditions"]
+            .as_array()
+            .and_then(|conditions| conditions.iter().find(|c| c["type"] == "MachineOn").cloned())
+            .unwrap_or_default();
+        (ready, on["status"] == "True")
+    };
+    let ever_unprovisioned = std::sync::atomic::AtomicBool::new(false);
+    let new_host = eventually(
+        Duration::from_secs(180),
+        "the engine restarts the VM elsewhere",
+        || async {
+            let (ready, on) = ovirt_machine().await;
+            if !ready {
+                ever_unprovisioned.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            let vm = control.vm(&vm_id)?;
+            let host = control.vm_host(&vm_id)?;
+            (vm.status == "up" && host != lost && vm.ha_restarts == 1 && on).then_some(host)
+        },
+    )
+    .await;
+    assert_ne!(new_host, lost);
+    assert!(
+        !ever_unprovisioned.load(std::sync::atomic::Ordering::SeqCst),
+        "the machine stayed provisioned while its VM was restarted"
+    );
+    let machine = machines.get("control-plane-ha").await.expect("the Machine");
+    assert_eq!(
+        machine.uid().unwrap_or_default(),
+        machine_uid,
+        "CAPI did not replace the machine"
+    );
+    assert_eq!(
+        machine.data["spec"]["providerID"].as_str(),
+        Some(format!("ovirt://{vm_id}").as_str()),
+        "the machine keeps its VM"
+    );
+    // CAPOV wrote nothing to the VM since its host was lost: the engine restarted it.
+    let writes = control.writes();
+    let capov_writes: Vec<_> = writes.iter().filter(|w| !w.path.contains("/hosts/")).cloned().collect();
+    assert_untouched(&capov_writes, &vm_id, since_ms);
+    assert!(
+        !writes
+            .iter()
+            .any(|w| w.method == "POST" && w.path.ends_with("/api/vms") && w.received_ms >= since_ms),
+        "no VM was created after the host was lost"
+    );
+}
