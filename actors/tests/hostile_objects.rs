@@ -33,8 +33,10 @@ const ANNOTATION_BYTES: usize = 200 * 1024;
 /// the closing line of the test. Before issue 35 the objects kept every label: 125 MiB and more.
 const BOUND_KEPT_BYTES: i64 = 8 << 20;
 /// The most the operator may hold at once while it lists them: the text of the list page (25 objects of 1.2 MB,
-/// held twice while kube decodes it) and one object decoded at a time. Before issue 35 the objects decoded whole.
-const BOUND_PEAK_BYTES: i64 = 96 << 20;
+/// held twice while kube decodes it) and one object decoded at a time. Measured 2026-12-06: 77.7 MiB alone, 97.4 MiB
+/// with two other test binaries beside it (the page's buffers grow in more steps on a loaded machine). Before issue
+/// 35 the objects decoded whole: 296.9 MiB.
+const BOUND_PEAK_BYTES: i64 = 128 << 20;
 
 fn fat_machine(world: &World, index: usize) -> Value {
     let mut labels: Map<String, Value> = (0..LABELS).map(|n| (format!("k{n}"), json!(""))).collect();
