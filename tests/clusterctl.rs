@@ -368,6 +368,7 @@ fn every_variable_is_documented() {
         &["--flavor", "kube-vip"][..],
         &["--flavor", "data-disks"][..],
         &["--flavor", "failure-domains"][..],
+        &["--flavor", "gpu"][..],
         &["--flavor", "topology"][..],
     ] {
         let mut args = vec![
@@ -829,8 +830,17 @@ async fn rendered_objects_pass_a_server_side_dry_run() {
         ("CONTROL_PLANE_ENDPOINT_IP", "10.0.1.100"),
         ("VIP_POOL_NAME", "vips"),
         ("OVIRT_DATA_STORAGE_DOMAIN", "data1"),
+        ("OVIRT_VGPU_TYPE", "nvidia-22"),
     ];
-    for flavor in ["", "no-kcp", "kube-vip", "data-disks", "failure-domains", "topology"] {
+    for flavor in [
+        "",
+        "no-kcp",
+        "kube-vip",
+        "data-disks",
+        "failure-domains",
+        "gpu",
+        "topology",
+    ] {
         let mut args = vec![
             "generate",
             "cluster",
@@ -995,4 +1005,45 @@ fn data_disks_flavor_adds_disks_names_and_graceful_shutdown() {
         assert_eq!(spec["vmnametemplate"], "{namespace}-{name}");
         assert_eq!(spec["gracefulshutdowntimeoutseconds"], 120);
     }
+}
+
+/// The `gpu` flavor: the default flavor's objects, with a vGPU of the required type on every worker and highly
+/// available control-plane VMs.
+#[test]
+fn gpu_flavor_gives_workers_a_vgpu_and_the_control_plane_high_availability() {
+    let clusterctl = Clusterctl::new();
+    let args = [
+        "generate",
+        "cluster",
+        "demo",
+        "--infrastructure",
+        PROVIDER,
+        "--flavor",
+        "gpu",
+        "--target-namespace",
+        "team-a",
+        "--kubernetes-version",
+        "v1.34.0",
+        "--list-variables",
+    ];
+    let (required, _) = listed_variables(&clusterctl.run(&args, &[]).unwrap_or_else(|err| panic!("{err}")));
+    assert_eq!(
+        required,
+        ["CONTROL_PLANE_ENDPOINT_IP", "OVIRT_TEMPLATE", "OVIRT_VGPU_TYPE"]
+    );
+    let mut env = OVIRT_ENV.to_vec();
+    env.push(("OVIRT_VGPU_TYPE", "nvidia-22"));
+    let yaml = clusterctl
+        .run(&args[..args.len() - 1], &env)
+        .unwrap_or_else(|err| panic!("{err}"));
+    let documents = manifests::documents(&yaml);
+    let spec =
+        |name: &str| manifests::find(&documents, "OVirtMachineTemplate", name)["spec"]["template"]["spec"].clone();
+    let (control_plane, workers) = (spec("demo-control-plane"), spec("demo-md-0"));
+    assert_eq!(workers["vgpu"], json!({"types": ["nvidia-22"]}));
+    assert_eq!(
+        control_plane["highavailability"],
+        json!({"enabled": true, "priority": 100})
+    );
+    assert!(control_plane.get("vgpu").is_none() && workers.get("highavailability").is_none());
 }
