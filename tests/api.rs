@@ -1259,6 +1259,21 @@ async fn workload_tuning_fields_are_validated_with_messages_that_say_what_to_fix
             "spec.vgpu.types: Too many: 5: must have at most 4 items",
         ),
         (
+            "instancetype-with-cpu",
+            json!({"instancetype": "Large", "cpu": {"sockets": 1, "cores": 2, "threads": 1}}),
+            "spec.instancetype sets the VM's CPUs, memory and high availability",
+        ),
+        (
+            "instancetype-with-ha",
+            json!({"instancetype": "Large", "highavailability": {"enabled": true}}),
+            "leave spec.cpu, spec.memory and spec.highavailability unset with it",
+        ),
+        (
+            "instancetype-empty",
+            json!({"instancetype": ""}),
+            "spec.instancetype must name an instance type of the engine",
+        ),
+        (
             "version-both",
             json!({"templateversion": {"number": 2, "name": "v2"}}),
             "set exactly one of number and name",
@@ -1293,6 +1308,13 @@ async fn workload_tuning_fields_are_validated_with_messages_that_say_what_to_fix
         .create(&PostParams::default(), &dynamic(&machine_kind, machine("tuned", full)))
         .await
         .expect("a machine with every tuning field");
+    machines
+        .create(
+            &PostParams::default(),
+            &dynamic(&machine_kind, machine("sized", json!({"instancetype": "Large"}))),
+        )
+        .await
+        .expect("a machine sized by an instance type");
     let template_kind = resource::<capov_crds::OVirtMachineTemplate>();
     let templates: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &template_kind);
     let template = json!({"metadata": {"name": "tuned"}, "spec": {"template": {"spec": merged(valid_machine_spec(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use capov_crds::OVirtMachine;
 use capov_crds::labels::SYSTEM_DISKS_ANNOTATION;
 use capov_ovirt::{Client, ClientConfig, TlsMode};
-use capov_ovirt_sim::{Inventory, TemplateDiskSeed, TemplateSeed, VmSeed};
+use capov_ovirt_sim::{InstanceTypeSeed, Inventory, TemplateDiskSeed, TemplateSeed, VmSeed};
 use capov_testkit::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
@@ -273,8 +273,8 @@ fn provider_spec(world: &World, extra: Value) -> Value {
 }
 
 /// Issue 38's create-time settings: a pinned template version, oVirt high availability with a VM lease, the CPU
-/// mode and model, and hugepages reach the engine's VM as its API shows it; a version the template lacks is
-/// reported with the versions there are, and no VM is created for it.
+/// mode and model, hugepages and an instance type reach the engine's VM; a version the template lacks is reported
+/// with the versions there are, and an instance type the engine lacks by name, and no VM is created for either.
 #[tokio::test]
 async fn workload_tuning_and_a_pinned_template_version_reach_the_engine() {
     let mut world = World::new("tuning").await;
@@ -298,9 +298,17 @@ async fn workload_tuning_and_a_pinned_template_version_reach_the_engine() {
     control
         .seed(&Inventory {
             templates: vec![version(2), version(3)],
+            instance_types: vec![InstanceTypeSeed {
+                name: "Large".into(),
+                memory_bytes: 8 << 30,
+                sockets: 2,
+                cores: 2,
+                threads: 1,
+                ..InstanceTypeSeed::default()
+            }],
             ..Inventory::default()
         })
-        .expect("template versions");
+        .expect("template versions and an instance type");
     world.start_operator().await;
 
     let tuned = json!({
@@ -312,6 +320,12 @@ async fn workload_tuning_and_a_pinned_template_version_reach_the_engine() {
     world.create_machine("tuned", spec(tuned)).await;
     world
         .create_machine("pinned-missing", spec(json!({"templateversion": {"number": 9}})))
+        .await;
+    world
+        .create_machine("sized", spec(json!({"instancetype": "Large"})))
+        .await;
+    world
+        .create_machine("sized-missing", spec(json!({"instancetype": "Huge"})))
         .await;
 
     provisioned(&world, "tuned").await;
@@ -359,5 +373,20 @@ async fn workload_tuning_and_a_pinned_template_version_reach_the_engine() {
     assert!(
         control.vms().iter().all(|vm| vm.name != "pinned-missing"),
         "no VM for a missing version"
+    );
+
+    provisioned(&world, "sized").await;
+    let sized = control.vm(&world.vm_id("sized").await).expect("the sized VM");
+    let large = control.id_of("instancetype", "Large").expect("the instance type");
+    assert_eq!(sized.instance_type_id, Some(large), "the VM is of the instance type");
+    let missing = world
+        .wait_reason(MINUTE, "sized-missing", "MachineCreated", "InstanceTypeNotFound")
+        .await;
+    let message = condition(&missing, "MachineCreated")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("\"Huge\"") && message.contains("spec.instancetype"),
+        "{message}"
     );
 }

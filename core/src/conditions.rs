@@ -90,6 +90,7 @@ pub mod reasons {
     pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
     pub const TEMPLATE_NOT_READY: &str = "TemplateNotReady";
     pub const TEMPLATE_VERSION_NOT_FOUND: &str = "TemplateVersionNotFound";
+    pub const INSTANCE_TYPE_NOT_FOUND: &str = "InstanceTypeNotFound";
     pub const STORAGE_DOMAIN_NOT_FOUND: &str = "StorageDomainNotFound";
     pub const STORAGE_DOMAIN_NOT_AVAILABLE: &str = "StorageDomainNotAvailable";
     pub const STORAGE_DOMAIN_REQUIRES_CLONE: &str = "StorageDomainRequiresClone";
@@ -489,6 +490,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::TEMPLATE_NOT_FOUND,
     reasons::TEMPLATE_NOT_READY,
     reasons::TEMPLATE_VERSION_NOT_FOUND,
+    reasons::INSTANCE_TYPE_NOT_FOUND,
     reasons::STORAGE_DOMAIN_NOT_FOUND,
     reasons::STORAGE_DOMAIN_NOT_AVAILABLE,
     reasons::STORAGE_DOMAIN_REQUIRES_CLONE,

@@ -73,6 +73,12 @@ pub struct OVirtMachineSpec {
 
 /// What a VM should look like: every OVirtMachine field a template can set.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new(
+    "!has(self.instancetype) || (!has(self.cpu) && !has(self.memory) && !has(self.highavailability))"
+).message(
+    "spec.instancetype sets the VM's CPUs, memory and high availability: leave spec.cpu, spec.memory and \
+     spec.highavailability unset with it, or drop spec.instancetype"
+))]
 pub struct MachineSettings {
     /// Name of the OVirtProvider (cluster-scoped) that connects to the engine.
     #[x_kube(validation = Rule::new("self != ''").message("spec.provider must name an OVirtProvider"))]
@@ -182,6 +188,14 @@ pub struct MachineSettings {
     /// Virtual GPUs (mediated devices of the hosts' GPUs). Omitted: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vgpu: Option<Vgpu>,
+
+    /// An instance type of the engine (`/instancetypes`, e.g. `Large`), by name: the VM takes its CPUs, memory and
+    /// high availability. Omitted: none (the template's, or spec.cpu and spec.memory).
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.instancetype must name an instance type of the engine (e.g. Large), or be omitted"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instancetype: Option<String>,
 
     /// The version of spec.template to create VMs from. Omitted: the newest version in the cluster's data
     /// center, so that a new template version changes what new machines get.

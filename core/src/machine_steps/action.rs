@@ -332,6 +332,8 @@ pub struct CreateVmPlan {
     pub hugepages_kib: Option<i64>,
     pub vgpu: Option<Vgpu>,
     pub template_version: Option<TemplateVersion>,
+    /// spec.instancetype, by name.
+    pub instance_type: Option<String>,
     /// Where the engine's lookups put the VM; filled by the creation step once it has read them.
     pub targets: CreateTargets,
 }
@@ -347,6 +349,8 @@ pub struct CreateTargets {
     pub disk_attachments: Vec<DiskPlacement>,
     /// The storage domain of the VM's lease.
     pub lease_domain_id: Option<String>,
+    /// The instance type spec.instancetype names.
+    pub instance_type_id: Option<String>,
 }
 
 /// One data disk to create, on the storage domain and with the disk profile the step's lookup resolved by name.

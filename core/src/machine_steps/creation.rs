@@ -266,6 +266,7 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat, network: GuestNe
         hugepages_kib: s.hugepageskib,
         vgpu: s.vgpu.clone(),
         template_version: s.templateversion.clone(),
+        instance_type: s.instancetype.clone(),
         targets: Default::default(),
     }
 }

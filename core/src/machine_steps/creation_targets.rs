@@ -55,6 +55,7 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         let message = cluster_not_found_message(&plan.ovirt_cluster, plan.ovirt_cluster_domain.as_deref());
         refused(reasons::CLUSTER_NOT_FOUND, Severity::Error, message)
     })?;
+    let instance_type_id = instance_type(o, plan)?;
     let versions = looked_up(&facts.template, || EngineLookup::Template {
         name: plan.template.clone(),
         data_center_id: cluster.data_center_id.clone(),
@@ -95,7 +96,26 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         clone: placement.clone,
         disk_attachments: placement.disk_attachments,
         lease_domain_id,
+        instance_type_id,
     })
+}
+
+/// The id of the instance type spec.instancetype names, when it names one.
+fn instance_type(o: &Observed, plan: &CreateVmPlan) -> Result<Option<String>, NotYet> {
+    let Some(name) = &plan.instance_type else {
+        return Ok(None);
+    };
+    let found = looked_up(&o.creation.instance_type, || EngineLookup::InstanceType {
+        name: name.clone(),
+    })?;
+    match found {
+        Some(id) => Ok(Some(id.clone())),
+        None => Err(refused(
+            reasons::INSTANCE_TYPE_NOT_FOUND,
+            Severity::Error,
+            format!("instance type {name:?} not found in oVirt: fix spec.instancetype (the engine's Instance Types)"),
+        )),
+    }
 }
 
 /// The fact once read; else the lookup that reads it, or the engine's failure to answer it.

@@ -15,6 +15,8 @@ use crate::placement::{StorageDomainFact, TemplateDisk};
 pub enum EngineLookup {
     /// The oVirt cluster of this name: [`CreationFacts::cluster`].
     OvirtCluster { name: String },
+    /// The instance type of this name: [`CreationFacts::instance_type`].
+    InstanceType { name: String },
     /// The versions of the template of this name among the templates of the data center's clusters:
     /// [`CreationFacts::template`].
     Template { name: String, data_center_id: String },
@@ -83,6 +85,8 @@ pub struct PlacementFacts {
 pub struct CreationFacts {
     /// None: the engine has no oVirt cluster of the name.
     pub cluster: Fact<Lookup<Option<OvirtClusterFact>>>,
+    /// The id of the instance type spec.instancetype names; None: the engine has none of the name.
+    pub instance_type: Fact<Lookup<Option<String>>>,
     /// The versions of the template in the cluster's data center (none: no such template there).
     pub template: Fact<Lookup<Vec<TemplateFact>>>,
     pub placement: Fact<Lookup<PlacementFacts>>,
@@ -113,6 +117,7 @@ impl CreationFacts {
     pub(super) fn unread(&self, lookup: &EngineLookup) -> bool {
         match lookup {
             EngineLookup::OvirtCluster { .. } => self.cluster == Fact::NotRead,
+            EngineLookup::InstanceType { .. } => self.instance_type == Fact::NotRead,
             EngineLookup::Template { .. } => self.template == Fact::NotRead,
             EngineLookup::Placement { .. } => self.placement == Fact::NotRead,
             EngineLookup::CloneDomains { .. } => self.clone_domains == Fact::NotRead,

@@ -359,3 +359,25 @@ fn cpu_tuning_hugepages_and_vgpus_go_into_the_plan_as_written() {
     assert_eq!(plan.hugepages_kib, Some(1_048_576));
     assert_eq!(plan.vgpu, o.settings.vgpu);
 }
+
+#[test]
+fn an_instance_type_is_looked_up_by_name_and_one_the_engine_lacks_is_refused() {
+    let mut o = ready_to_create();
+    o.settings.instancetype = Some("Large".into());
+    assert_eq!(
+        lookup(decide(&o).action),
+        EngineLookup::InstanceType { name: "Large".into() }
+    );
+    o.creation.instance_type = Fact::Read(Ok(None));
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!((reason, severity), (reasons::INSTANCE_TYPE_NOT_FOUND, Severity::Error));
+    assert!(
+        message.contains("\"Large\"") && message.contains("spec.instancetype"),
+        "{message}"
+    );
+    o.creation.instance_type = Fact::Read(Ok(Some("it-large".into())));
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
+        panic!("expected the create");
+    };
+    assert_eq!(plan.targets.instance_type_id.as_deref(), Some("it-large"));
+}

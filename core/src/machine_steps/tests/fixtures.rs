@@ -133,6 +133,7 @@ pub(super) fn found_for_creation() -> CreationFacts {
             )],
         })),
         clone_domains: Fact::Read(Ok(Vec::new())),
+        instance_type: Fact::NotRead,
     }
 }
 

@@ -108,14 +108,17 @@ fn set_cpu_and_memory(vm: &mut Vm, plan: &CreateVmPlan) -> Result<(), Failure> {
     Ok(())
 }
 
-/// spec.highavailability (with the lease's domain the step resolved), spec.cputuning, spec.hugepageskib and
-/// spec.vgpu, when set (issue 38). The CPU mode joins the topology of `set_cpu_and_memory` in the request's `cpu` element.
+/// spec.instancetype and spec.highavailability (with the ids the step resolved), spec.cputuning, spec.hugepageskib
+/// and spec.vgpu, when set (issue 38). The CPU mode joins the topology of `set_cpu_and_memory` in the request's `cpu` element.
 fn set_workload_tuning(vm: &mut Vm, plan: &CreateVmPlan) {
     if let Some(ha) = &plan.high_availability {
         vm.high_availability = Some(HighAvailability {
             enabled: Some(ha.enabled),
             priority: ha.priority,
         });
+    }
+    if let Some(id) = &plan.targets.instance_type_id {
+        vm.instance_type = Some(Ref::id(id.clone()));
     }
     if let Some(domain_id) = &plan.targets.lease_domain_id {
         vm.lease = Some(StorageDomainLease {

@@ -35,6 +35,9 @@ pub async fn look_up(
         EngineLookup::OvirtCluster { name } => {
             creation.cluster = answer(ovirt_cluster(state, client, provider, &name).await)?;
         }
+        EngineLookup::InstanceType { name } => {
+            creation.instance_type = answer(instance_type(state, client, provider, &name).await)?;
+        }
         EngineLookup::Template { name, data_center_id } => {
             let versions = template_versions(state, client, provider, &name, &data_center_id).await;
             creation.template = answer(versions.map(|found| found.into_iter().map(template_fact).collect()))?;
@@ -100,6 +103,22 @@ async fn ovirt_cluster(
         id: cluster.id.unwrap_or_default(),
         data_center_id: cluster.data_center.and_then(|dc| dc.id).unwrap_or_default(),
     }))
+}
+
+async fn instance_type(
+    state: &MachineState,
+    client: &Client,
+    provider: &str,
+    name: &str,
+) -> capov_ovirt::Result<Option<String>> {
+    let found = state
+        .shared
+        .lookups
+        .get(key(provider, &format!("instance-type/{name}")), || {
+            client.find_instance_type_by_name(name)
+        })
+        .await?;
+    Ok(found.and_then(|instance_type| instance_type.id))
 }
 
 fn template_fact(template: Template) -> TemplateFact {
