@@ -97,20 +97,7 @@ async fn settled(world: &World, count: usize) -> Result<BTreeMap<String, String>
     let mut vms = BTreeMap::new();
     for machine in &list.items {
         let name = machine.metadata.name.clone().unwrap_or_default();
-        let phase = machine.data["status"]["phase"].as_str();
-        let node = machine.data["status"]["nodeRef"]["name"].as_str();
-        let vm_id = machine.data["spec"]["providerID"]
-            .as_str()
-            .and_then(|id| id.strip_prefix("ovirt://"));
-        let deleting = machine.metadata.deletion_timestamp.is_some();
-        let vm_id = match vm_id {
-            Some(vm_id) if phase == Some("Running") && node.is_some() && !deleting => vm_id,
-            _ => {
-                return Err(format!(
-                    "{name}: {phase:?}, VM {vm_id:?}, Node {node:?}, deleting {deleting}"
-                ));
-            }
-        };
+        let vm_id = world::running_vm(machine)?;
         if world.sim.control().vm(vm_id).is_none() {
             return Err(format!("{name}: VM {vm_id} is not in the engine"));
         }
@@ -1321,12 +1308,8 @@ async fn an_ha_control_plane_vm_is_restarted_by_the_engine_on_another_host_and_t
     let machines = world.api("Machine", "machines");
     let (machine_uid, vm_id) = eventually(Duration::from_secs(240), "the HA machine Running", || async {
         let machine = machines.get("control-plane-ha").await.ok()?;
-        let vm_id = machine.data["spec"]["providerID"]
-            .as_str()?
-            .strip_prefix("ovirt://")?
-            .to_string();
-        let running = machine.data["status"]["phase"] == "Running" && machine.data["status"]["nodeRef"].is_object();
-        running.then(|| (machine.uid().unwrap_or_default(), vm_id))
+        let vm_id = world::running_vm(&machine).ok()?.to_string();
+        Some((machine.uid().unwrap_or_default(), vm_id))
     })
     .await;
     let control = world.sim.control().clone();

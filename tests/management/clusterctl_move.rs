@@ -79,22 +79,11 @@ async fn running(
     let mut vms = BTreeMap::new();
     for machine in &list.items {
         let name = machine.metadata.name.clone().unwrap_or_default();
-        let phase = machine.data["status"]["phase"].as_str();
-        let node = machine.data["status"]["nodeRef"]["name"].as_str();
-        let vm = machine.data["spec"]["providerID"]
-            .as_str()
-            .and_then(|id| id.strip_prefix("ovirt://"));
-        match vm {
-            Some(vm) if phase == Some("Running") && node.is_some() && sim.control().vm(vm).is_some() => {
-                vms.insert(name, vm.to_string());
-            }
-            _ => {
-                return Err(format!(
-                    "{}: {name}: {phase:?}, VM {vm:?}, Node {node:?}",
-                    management.name
-                ));
-            }
+        let vm = crate::world::running_vm(machine).map_err(|what| format!("{}: {what}", management.name))?;
+        if sim.control().vm(vm).is_none() {
+            return Err(format!("{}: {name}: VM {vm} is not in the engine", management.name));
         }
+        vms.insert(name, vm.to_string());
     }
     if vms.len() == count {
         Ok(vms)

@@ -94,6 +94,24 @@ pub fn run(mut command: Command, what: &str) {
     );
 }
 
+/// The VM id of a CAPI Machine that is Running with its Node and a providerID, and is not being deleted; else what
+/// it shows instead (phase, VM, Node, deletion).
+pub fn running_vm(machine: &DynamicObject) -> Result<&str, String> {
+    let name = machine.metadata.name.as_deref().unwrap_or_default();
+    let phase = machine.data["status"]["phase"].as_str();
+    let node = machine.data["status"]["nodeRef"]["name"].as_str();
+    let vm_id = machine.data["spec"]["providerID"]
+        .as_str()
+        .and_then(|id| id.strip_prefix("ovirt://"));
+    let deleting = machine.metadata.deletion_timestamp.is_some();
+    match vm_id {
+        Some(vm_id) if phase == Some("Running") && node.is_some() && !deleting => Ok(vm_id),
+        _ => Err(format!(
+            "{name}: {phase:?}, VM {vm_id:?}, Node {node:?}, deleting {deleting}"
+        )),
+    }
+}
+
 /// One test's part of the shared management cluster: its namespace, an engine simulator (fast timings) with the
 /// namespace's OVirtProvider, and a workload cluster; then, as the test starts them, the operator of the namespace
 /// and the tasks that play the kubelets and kubeadm. Dropping it stops the operator and those tasks.
