@@ -180,7 +180,7 @@ pub fn api_hint(error: &EngineError) -> String {
             "something else answered in the engine's place (a <{found}> document): is spec.engine the API URL, \
              ending in /ovirt-engine/api, and is a proxy or sign-in portal in between?"
         ),
-        EngineError::BodyTooLarge { .. } | EngineError::AnswersTooLarge { .. } => {
+        EngineError::BodyTooLarge { .. } | EngineError::AnswersTooLarge { .. } | EngineError::TooManyItems { .. } => {
             "the answer was far larger than any engine answer: is a proxy in between?".into()
         }
         _ => format!("the engine answered with an error ({})", error.reason()),

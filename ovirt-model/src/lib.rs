@@ -2,5 +2,6 @@
 //! (`xml`). No I/O: the client (`capov-ovirt`) sends and reads them, the simulator serves them, and CAPOV's pure core
 //! (`capov-core`) decides from them without pulling an HTTP stack.
 
+mod decode_budget;
 pub mod model;
 pub mod xml;

@@ -3,22 +3,38 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use crate::decode_budget::MAX_DECODED_ITEM_BYTES;
+use crate::decode_budget::{self, Exceeded};
+
 /// The declaration the engine puts in front of every XML body.
 pub const XML_DECLARATION: &str = r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>"#;
 
-/// Why a body could not be decoded. Carries only the parser message, never the body itself
+/// Why a body could not be decoded. Carries only the parser's message, never the body itself
 /// (bodies may contain bootstrap secrets).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct DecodeError(String);
+pub enum DecodeError {
+    #[error("{0}")]
+    Malformed(String),
+    /// The answer's lists would decode into more than [`MAX_DECODED_ITEM_BYTES`]: far more elements than any engine
+    /// answer CAPOV asks for has, or elements emptier than any the engine sends.
+    #[error(
+        "its lists decode into more than {limit} bytes (decoding stopped at {items} elements): far more than any \
+         engine answer holds"
+    )]
+    TooManyItems { items: usize, limit: usize },
+}
 
-/// Decodes an engine XML body. Any byte sequence yields `Ok` or `Err`, never a panic.
+/// Decodes an engine XML body. Any byte sequence yields `Ok` or `Err`, never a panic, and the lists decoded stay
+/// within [`MAX_DECODED_ITEM_BYTES`] whatever the body holds.
 pub fn from_xml<T: DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
-    let text = std::str::from_utf8(body).map_err(|e| DecodeError(format!("body is not UTF-8: {e}")))?;
+    let text = std::str::from_utf8(body).map_err(|e| DecodeError::Malformed(format!("body is not UTF-8: {e}")))?;
     if text.trim().is_empty() {
-        return Err(DecodeError("empty body".to_string()));
+        return Err(DecodeError::Malformed("empty body".to_string()));
     }
-    quick_xml::de::from_str(text).map_err(|e| DecodeError(e.to_string()))
+    match decode_budget::within(|| quick_xml::de::from_str(text)) {
+        (_, Some(Exceeded { items, limit })) => Err(DecodeError::TooManyItems { items, limit }),
+        (decoded, None) => decoded.map_err(|e| DecodeError::Malformed(e.to_string())),
+    }
 }
 
 /// The root element of an engine answer of this type (`<vm>`, `<vms>`, …). Decoding does not check it (serde reads
@@ -43,11 +59,11 @@ pub fn root_element(body: &[u8]) -> Result<String, DecodeError> {
     loop {
         let event = reader
             .read_event_into(&mut buf)
-            .map_err(|e| DecodeError(format!("not well-formed XML: {e}")))?;
+            .map_err(|e| DecodeError::Malformed(format!("not well-formed XML: {e}")))?;
         match event {
             Event::Start(start) | Event::Empty(start) if depth == 0 && root.is_some() => {
                 let name = local_name(&start);
-                return Err(DecodeError(format!("a second root element <{name}>")));
+                return Err(DecodeError::Malformed(format!("a second root element <{name}>")));
             }
             Event::Start(start) => {
                 if depth == 0 {
@@ -55,13 +71,15 @@ pub fn root_element(body: &[u8]) -> Result<String, DecodeError> {
                 }
                 depth += 1;
                 if depth > MAX_DEPTH {
-                    return Err(DecodeError(format!("elements nest deeper than {MAX_DEPTH} levels")));
+                    return Err(DecodeError::Malformed(format!(
+                        "elements nest deeper than {MAX_DEPTH} levels"
+                    )));
                 }
             }
             Event::Empty(start) if depth == 0 => root = Some(local_name(&start)),
             Event::End(_) => depth = depth.saturating_sub(1),
             Event::Text(text) if depth == 0 && !AsRef::<str>::as_ref(&text).trim().is_empty() => {
-                return Err(DecodeError("text outside the root element".to_string()));
+                return Err(DecodeError::Malformed("text outside the root element".to_string()));
             }
             Event::Eof => break,
             _ => {}
@@ -69,8 +87,8 @@ pub fn root_element(body: &[u8]) -> Result<String, DecodeError> {
         buf.clear();
     }
     match root {
-        None => Err(DecodeError("no root element".to_string())),
-        Some(_) if depth > 0 => Err(DecodeError(
+        None => Err(DecodeError::Malformed("no root element".to_string())),
+        Some(_) if depth > 0 => Err(DecodeError::Malformed(
             "the document ends inside an element (truncated)".to_string(),
         )),
         Some(root) => Ok(root),
@@ -83,7 +101,7 @@ fn local_name(start: &quick_xml::events::BytesStart<'_>) -> String {
 
 /// Encodes a value as an XML document (without declaration), its root named after the type.
 pub fn to_xml<T: Serialize>(value: &T) -> Result<String, DecodeError> {
-    quick_xml::se::to_string(value).map_err(|e| DecodeError(e.to_string()))
+    quick_xml::se::to_string(value).map_err(|e| DecodeError::Malformed(e.to_string()))
 }
 
 /// Encodes a value as a complete document with the engine's XML declaration.

@@ -78,6 +78,9 @@ pub enum BodyFault {
     Html,
     /// The real answer with its body cut in the middle.
     Truncated,
+    /// A 200 with a well-formed list of `count` empty `<child/>` elements in `<root>`: small on the wire, huge
+    /// once decoded into whole objects.
+    EmptyElements { root: String, child: String, count: usize },
 }
 
 impl Default for FaultInjection {
@@ -170,6 +173,11 @@ pub(crate) fn faulty_body(fault: &BodyFault, reply: Reply) -> Reply {
                 .to_vec(),
             streamed: None,
         },
+        BodyFault::EmptyElements { root, child, count } => xml(format!(
+            "{}\n<{root}>{}</{root}>\n",
+            capov_ovirt::xml::XML_DECLARATION,
+            format!("<{child}/>").repeat(*count)
+        )),
         BodyFault::Truncated => {
             let mut reply = reply;
             let keep = reply.body.len() / 2;

@@ -550,7 +550,13 @@ impl Client {
                 found,
             });
         }
-        xml::from_xml(&body).map_err(|e| Error::UnexpectedBody(format!("{}: {e}", what())))
+        xml::from_xml(&body).map_err(|e| match e {
+            xml::DecodeError::TooManyItems { .. } => Error::TooManyItems {
+                what: what(),
+                detail: e.to_string(),
+            },
+            xml::DecodeError::Malformed(_) => Error::UnexpectedBody(format!("{}: {e}", what())),
+        })
     }
 
     /// Sends a call whose 2xx body does not matter (actions, deletes).

@@ -69,6 +69,11 @@ pub enum Error {
         "the engine's answer to {what} was stopped: the answers being read at once exceeded {limit} bytes together"
     )]
     AnswersTooLarge { what: String, limit: usize },
+    /// The answer fit the byte cap but its lists would decode into more than [`crate::xml::MAX_DECODED_ITEM_BYTES`]
+    /// (millions of empty elements): decoding stopped there, so memory stays bounded by what is decoded, not only by
+    /// what is read. Not transient, as [`Error::BodyTooLarge`].
+    #[error("the engine's answer to {what} {detail}")]
+    TooManyItems { what: String, detail: String },
     /// A value the engine's search language cannot carry (see [`crate::search`]); nothing was sent.
     #[error(
         "{field} {value:?} contains {character:?}, which the engine's search refuses (no oVirt name holds any of \
@@ -130,7 +135,8 @@ impl Error {
             | Error::UnexpectedBody(_)
             | Error::UnexpectedRoot { .. }
             | Error::BodyTooLarge { .. }
-            | Error::AnswersTooLarge { .. } => reason::UNEXPECTED_BODY,
+            | Error::AnswersTooLarge { .. }
+            | Error::TooManyItems { .. } => reason::UNEXPECTED_BODY,
             Error::UnsearchableValue { .. } => reason::UNSEARCHABLE_NAME,
             Error::WritesStopped(_) => reason::WRITES_STOPPED,
         }
@@ -156,6 +162,7 @@ impl Error {
             Error::UnexpectedRoot { .. } => "unexpected_root",
             Error::BodyTooLarge { .. } => "body_too_large",
             Error::AnswersTooLarge { .. } => "answers_too_large",
+            Error::TooManyItems { .. } => "too_many_items",
             Error::UnsearchableValue { .. } => "unsearchable_value",
             Error::WritesStopped(_) => "writes_stopped",
         }

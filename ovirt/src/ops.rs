@@ -279,7 +279,7 @@ impl Client {
     }
 
     /// `GET /vms?search=id=… or …` per 50 ids. A batch whose answer exceeds [`crate::MAX_BODY_BYTES`] (VMs carrying
-    /// very large bootstrap data) is asked again in halves, down to single VMs, so the read stays bounded and still
+    /// very large bootstrap data) or its decoding budget is asked again in halves, down to single VMs, so the read stays bounded and still
     /// succeeds.
     async fn batched_by_id<L, T>(
         &self,
@@ -310,7 +310,7 @@ impl Client {
                         }
                     }
                 }
-                Err(Error::BodyTooLarge { .. }) if batch.len() > 1 => {
+                Err(Error::BodyTooLarge { .. } | Error::TooManyItems { .. }) if batch.len() > 1 => {
                     let (first, second) = batch.split_at(batch.len() / 2);
                     batches.push(second);
                     batches.push(first);

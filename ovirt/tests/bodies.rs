@@ -4,6 +4,7 @@
 
 mod common;
 
+use capov_ovirt::xml::MAX_DECODED_ITEM_BYTES;
 use capov_ovirt::{Error, MAX_BODY_BYTES, reason};
 use capov_ovirt_sim::BodyFault;
 
@@ -79,6 +80,44 @@ async fn an_announced_oversized_answer_is_refused_before_reading_its_body() {
     // Refused on the Content-Length alone: only what the sockets buffered before the client hung up was made.
     let streamed = sim.control().streamed_bytes();
     assert!(streamed < MAX_BODY_BYTES as u64, "{streamed} bytes made");
+}
+
+#[tokio::test]
+async fn an_answer_of_millions_of_empty_elements_is_refused_by_what_it_decodes_into() {
+    let (sim, client) = setup().await;
+    // 5 MB on the wire, under the byte cap (and small enough to be read beside the other tests' oversized answers
+    // within the process's in-flight budget); decoded whole, a million VMs of 1.4 KB each would be 1.4 GB.
+    let count = 1_000_000;
+    let empty = BodyFault::EmptyElements {
+        root: "vms".into(),
+        child: "vm".into(),
+        count,
+    };
+    sim.control().set_body_fault(Some(empty), Some("GET"), Some("/api/vms"));
+
+    let err = client.vms().await.expect_err("millions of empty VMs are refused");
+    match &err {
+        Error::TooManyItems { what, detail } => {
+            assert_eq!(what, "GET /vms");
+            assert!(detail.contains(&MAX_DECODED_ITEM_BYTES.to_string()), "{detail}");
+        }
+        other => panic!("expected TooManyItems, got {other:?}"),
+    }
+    assert_eq!(err.reason(), reason::UNEXPECTED_BODY);
+    assert_eq!(err.label(), "too_many_items");
+    assert!(!err.is_transient(), "the same request gets the same answer");
+    // The batched search asks again in halves, down to one VM, and still refuses rather than decoding it.
+    let err = client
+        .vm_statuses(&["a", "b", "c"])
+        .await
+        .expect_err("still refused alone");
+    assert!(matches!(err, Error::TooManyItems { .. }), "{err:?}");
+    let peak = common::peak_rss();
+    eprintln!("peak resident memory: {:.1} MiB", peak as f64 / f64::from(1 << 20));
+    assert!(peak < 200 << 20, "peak resident memory {peak} bytes");
+
+    sim.control().set_body_fault(None, None, None);
+    assert_eq!(client.vms().await.expect("a real answer again").len(), 3);
 }
 
 #[tokio::test]

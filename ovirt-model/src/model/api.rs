@@ -9,7 +9,12 @@ use super::common::{Link, Ref, Version};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename = "api")]
 pub struct Api {
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub product_info: Option<ProductInfo>,
     pub special_objects: Option<SpecialObjects>,

@@ -26,7 +26,7 @@ impl Link {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Actions {
-    #[serde(rename = "link", default)]
+    #[serde(rename = "link", default, deserialize_with = "crate::decode_budget::items")]
     pub links: Vec<Link>,
 }
 
@@ -116,6 +116,6 @@ pub struct Mac {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostRefs {
-    #[serde(rename = "host", default)]
+    #[serde(rename = "host", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<Ref>,
 }

@@ -33,7 +33,7 @@ pub struct MdevType {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MdevTypes {
-    #[serde(rename = "m_dev_type", default)]
+    #[serde(rename = "m_dev_type", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<MdevType>,
 }
 
@@ -96,7 +96,7 @@ pub struct Property {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Properties {
-    #[serde(rename = "property", default)]
+    #[serde(rename = "property", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<Property>,
 }
 
@@ -158,7 +158,7 @@ pub struct Core {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cores {
-    #[serde(rename = "core", default)]
+    #[serde(rename = "core", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<Core>,
 }
 
@@ -179,7 +179,7 @@ pub struct NumaNodePin {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NumaNodePins {
-    #[serde(rename = "numa_node_pin", default)]
+    #[serde(rename = "numa_node_pin", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<NumaNodePin>,
 }
 
@@ -230,7 +230,12 @@ pub struct InstanceType {
     pub id: Option<String>,
     pub name: Option<String>,
     pub description: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub cpu: Option<Cpu>,
     pub high_availability: Option<HighAvailability>,

@@ -18,7 +18,7 @@ string_enum!(
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StorageDomainRefs {
-    #[serde(rename = "storage_domain", default)]
+    #[serde(rename = "storage_domain", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<Ref>,
 }
 
@@ -33,7 +33,12 @@ pub struct Disk {
     pub actions: Option<Actions>,
     pub name: Option<String>,
     pub description: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub actual_size: Option<u64>,
     pub alias: Option<String>,

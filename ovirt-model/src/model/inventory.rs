@@ -19,7 +19,12 @@ pub struct Cluster {
     pub name: Option<String>,
     pub description: Option<String>,
     pub comment: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub cpu: Option<Cpu>,
     pub version: Option<Version>,
@@ -38,7 +43,12 @@ pub struct DataCenter {
     pub id: Option<String>,
     pub name: Option<String>,
     pub description: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub local: Option<bool>,
     pub status: Option<String>,
@@ -76,7 +86,7 @@ pub struct StorageConnection {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DataCenterRefs {
-    #[serde(rename = "data_center", default)]
+    #[serde(rename = "data_center", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<Ref>,
 }
 
@@ -92,7 +102,12 @@ pub struct StorageDomain {
     pub name: Option<String>,
     pub description: Option<String>,
     pub comment: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub available: Option<u64>,
     pub committed: Option<u64>,
@@ -124,7 +139,12 @@ pub struct Network {
     pub id: Option<String>,
     pub name: Option<String>,
     pub description: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub mtu: Option<u32>,
     pub data_center: Option<Ref>,
@@ -147,7 +167,12 @@ pub struct VnicProfile {
     #[serde(rename = "@id")]
     pub id: Option<String>,
     pub name: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub pass_through: Option<PassThrough>,
     pub port_mirroring: Option<bool>,
@@ -185,7 +210,12 @@ pub struct Template {
     pub name: Option<String>,
     pub description: Option<String>,
     pub comment: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub cpu: Option<Cpu>,
     pub creation_time: Option<String>,

@@ -58,7 +58,7 @@ macro_rules! collection {
         #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
         #[serde(rename = $root)]
         pub struct $name {
-            #[serde(rename = $child, default)]
+            #[serde(rename = $child, default, deserialize_with = "crate::decode_budget::items")]
             pub items: Vec<$item>,
         }
 

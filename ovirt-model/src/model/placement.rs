@@ -51,7 +51,12 @@ pub struct Host {
     pub name: Option<String>,
     pub description: Option<String>,
     pub comment: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub address: Option<String>,
     pub cpu: Option<Cpu>,
@@ -92,7 +97,7 @@ pub struct AffinityRule {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct VmRefs {
-    #[serde(rename = "vm", default)]
+    #[serde(rename = "vm", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<Ref>,
 }
 
@@ -100,7 +105,7 @@ pub struct VmRefs {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AffinityLabelRefs {
-    #[serde(rename = "affinity_label", default)]
+    #[serde(rename = "affinity_label", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<Ref>,
 }
 
@@ -116,7 +121,12 @@ pub struct AffinityGroup {
     pub id: Option<String>,
     pub name: Option<String>,
     pub description: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub broken: Option<bool>,
     /// Deprecated mirror of `vms_rule.enforcing` the engine still sends.
@@ -155,7 +165,12 @@ pub struct AffinityLabel {
     #[serde(rename = "@id")]
     pub id: Option<String>,
     pub name: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub has_implicit_affinity_group: Option<bool>,
     pub read_only: Option<bool>,

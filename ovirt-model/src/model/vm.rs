@@ -94,7 +94,7 @@ pub struct VcpuPin {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VcpuPins {
-    #[serde(rename = "vcpu_pin", default)]
+    #[serde(rename = "vcpu_pin", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<VcpuPin>,
 }
 
@@ -190,7 +190,11 @@ impl CustomProperty {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CustomProperties {
-    #[serde(rename = "custom_property", default)]
+    #[serde(
+        rename = "custom_property",
+        default,
+        deserialize_with = "crate::decode_budget::items"
+    )]
     pub items: Vec<CustomProperty>,
 }
 
@@ -304,7 +308,12 @@ pub struct Vm {
     pub name: Option<String>,
     pub description: Option<String>,
     pub comment: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub cpu: Option<Cpu>,
     pub creation_time: Option<String>,
@@ -398,7 +407,12 @@ pub struct Nic {
     pub id: Option<String>,
     pub actions: Option<Actions>,
     pub name: Option<String>,
-    #[serde(rename = "link", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "link",
+        default,
+        deserialize_with = "crate::decode_budget::items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub links: Vec<Link>,
     pub vm: Option<Ref>,
     /// e1000 | e1000e | virtio | rtl8139 | rtl8139_virtio | spapr_vlan | pci_passthrough
@@ -426,7 +440,7 @@ pub struct Ip {
 #[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ips {
-    #[serde(rename = "ip", default)]
+    #[serde(rename = "ip", default, deserialize_with = "crate::decode_budget::items")]
     pub items: Vec<Ip>,
 }
 
