@@ -1239,6 +1239,11 @@ async fn workload_tuning_fields_are_validated_with_messages_that_say_what_to_fix
             "spec.cputuning.custommodel must be 1 to 255 characters",
         ),
         (
+            "cpu-pinning-by-hand",
+            json!({"cputuning": {"pinningpolicy": "manual"}}),
+            "spec.cputuning.pinningpolicy: Unsupported value: \"manual\"",
+        ),
+        (
             "hugepages-odd",
             json!({"hugepageskib": 4096}),
             "spec.hugepageskib must be 2048 (2 MiB pages) or 1048576 (1 GiB pages)",
@@ -1299,7 +1304,7 @@ async fn workload_tuning_fields_are_validated_with_messages_that_say_what_to_fix
     }
     let full = json!({
         "highavailability": {"enabled": true, "priority": 100, "leasestoragedomain": "data1"},
-        "cputuning": {"mode": "custom", "custommodel": "Skylake-Server,+spec-ctrl"},
+        "cputuning": {"mode": "custom", "custommodel": "Skylake-Server,+spec-ctrl", "pinningpolicy": "resize_and_pin_numa"},
         "hugepageskib": 1048576,
         "vgpu": {"types": ["nvidia-22", "i915-GVTg_V5_4"], "display": true},
         "templateversion": {"name": "2026-12"},

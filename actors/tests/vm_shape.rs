@@ -10,7 +10,7 @@ use std::time::Duration;
 use capov_crds::OVirtMachine;
 use capov_crds::labels::SYSTEM_DISKS_ANNOTATION;
 use capov_ovirt::{Client, ClientConfig, TlsMode};
-use capov_ovirt_sim::{InstanceTypeSeed, Inventory, TemplateDiskSeed, TemplateSeed, VmSeed};
+use capov_ovirt_sim::{EngineVersion, InstanceTypeSeed, Inventory, TemplateDiskSeed, TemplateSeed, VmSeed};
 use capov_testkit::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
@@ -309,12 +309,14 @@ async fn workload_tuning_and_a_pinned_template_version_reach_the_engine() {
             ..Inventory::default()
         })
         .expect("template versions and an instance type");
+    // CPU pinning policies came with 4.5 (4.4 would be refused before the create, a core unit test shows).
+    control.set_engine_version(EngineVersion::new(4, 5, 4));
     world.start_operator().await;
 
     let tuned = json!({
         "templateversion": {"name": "v2"},
         "highavailability": {"enabled": true, "priority": 50, "leasestoragedomain": "data2"},
-        "cputuning": {"mode": "custom", "custommodel": "Skylake-Server"},
+        "cputuning": {"mode": "custom", "custommodel": "Skylake-Server", "pinningpolicy": "isolate_threads"},
         "hugepageskib": 2048,
     });
     world.create_machine("tuned", spec(tuned)).await;
@@ -355,6 +357,10 @@ async fn workload_tuning_and_a_pinned_template_version_reach_the_engine() {
     );
     assert_eq!(vm.cpu.and_then(|cpu| cpu.mode).as_deref(), Some("custom"));
     assert_eq!(vm.custom_cpu_model.as_deref(), Some("Skylake-Server"));
+    assert_eq!(
+        vm.cpu_pinning_policy.as_ref().map(|policy| policy.as_str()),
+        Some("isolate_threads")
+    );
     assert_eq!(
         vm.custom_properties.as_ref().and_then(|p| p.get("hugepages")),
         Some("2048")

@@ -91,6 +91,8 @@ pub mod reasons {
     pub const TEMPLATE_NOT_READY: &str = "TemplateNotReady";
     pub const TEMPLATE_VERSION_NOT_FOUND: &str = "TemplateVersionNotFound";
     pub const INSTANCE_TYPE_NOT_FOUND: &str = "InstanceTypeNotFound";
+    /// A setting of the spec that the connected engine's release does not have (e.g. CPU pinning policies before 4.5).
+    pub const NOT_SUPPORTED_BY_ENGINE: &str = "NotSupportedByEngine";
     pub const STORAGE_DOMAIN_NOT_FOUND: &str = "StorageDomainNotFound";
     pub const STORAGE_DOMAIN_NOT_AVAILABLE: &str = "StorageDomainNotAvailable";
     pub const STORAGE_DOMAIN_REQUIRES_CLONE: &str = "StorageDomainRequiresClone";
@@ -491,6 +493,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::TEMPLATE_NOT_READY,
     reasons::TEMPLATE_VERSION_NOT_FOUND,
     reasons::INSTANCE_TYPE_NOT_FOUND,
+    reasons::NOT_SUPPORTED_BY_ENGINE,
     reasons::STORAGE_DOMAIN_NOT_FOUND,
     reasons::STORAGE_DOMAIN_NOT_AVAILABLE,
     reasons::STORAGE_DOMAIN_REQUIRES_CLONE,

@@ -24,9 +24,9 @@ pub use cluster_template::{OVirtClusterTemplate, OVirtClusterTemplateResource, O
 pub use condition::{Condition, ConditionStatus, Severity};
 pub use ipam::IpPoolRef;
 pub use machine::{
-    AntiAffinity, CpuMode, CpuTopology, CpuTuning, DataDisk, DataDiskStatus, DiskFormat, DiskInterface, Dns,
-    HighAvailability, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine, OVirtMachineSpec,
-    OVirtMachineStatus, TemplateVersion, Vgpu, VmType,
+    AntiAffinity, CpuMode, CpuPinningPolicy, CpuTopology, CpuTuning, DataDisk, DataDiskStatus, DiskFormat,
+    DiskInterface, Dns, HighAvailability, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine,
+    OVirtMachineSpec, OVirtMachineStatus, TemplateVersion, Vgpu, VmType,
 };
 pub use provider::{
     AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls, TenantPlacement,

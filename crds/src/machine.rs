@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::condition::Condition;
-pub use crate::workload_tuning::{CpuMode, CpuTuning, HighAvailability, TemplateVersion, Vgpu};
+pub use crate::workload_tuning::{CpuMode, CpuPinningPolicy, CpuTuning, HighAvailability, TemplateVersion, Vgpu};
 
 /// One virtual machine in oVirt. CAPI creates these from an OVirtMachineTemplate when a MachineDeployment or
 /// control plane scales; the VM gets the OVirtMachine's name.
@@ -173,7 +173,7 @@ pub struct MachineSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub highavailability: Option<HighAvailability>,
 
-    /// The CPU the guest sees (mode and custom model). Omitted: the template's.
+    /// The CPU the guest sees (mode and custom model) and how its vCPUs are pinned. Omitted: the template's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cputuning: Option<CpuTuning>,
 

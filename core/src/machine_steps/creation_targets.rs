@@ -46,6 +46,9 @@ pub(super) fn create_or_look_up(o: &Observed, mut plan: CreateVmPlan, passed: &m
 }
 
 fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
+    if let Some(message) = needs_newer_engine(plan, &o.provider_defaults.engine_version) {
+        return Err(refused(reasons::NOT_SUPPORTED_BY_ENGINE, Severity::Error, message));
+    }
     let facts = &o.creation;
     let cluster = looked_up(&facts.cluster, || EngineLookup::OvirtCluster {
         name: plan.ovirt_cluster.clone(),
@@ -293,4 +296,27 @@ fn sizes_by_domain(
         }
     }
     by_domain
+}
+
+/// Why the engine cannot take the plan, when a setting it asks for came with a later engine release than the one
+/// connected: refused here with a message that says what to change, rather than sent and answered with the engine's
+/// "Request syntactically incorrect". An engine whose version is not known gets the request, and the last word.
+pub(super) fn needs_newer_engine(plan: &CreateVmPlan, engine_version: &str) -> Option<String> {
+    let policy = plan.cpu_tuning.as_ref()?.pinningpolicy?;
+    let release = release_of(engine_version)?;
+    (release < (4, 5)).then(|| {
+        format!(
+            "spec.cputuning.pinningpolicy {} needs oVirt 4.5 or later, and the engine runs {engine_version}: remove \
+             the field or upgrade the engine",
+            policy.as_ovirt()
+        )
+    })
+}
+
+/// `(major, minor)` of an engine version such as `4.4.10.7-1.el8`.
+fn release_of(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
 }

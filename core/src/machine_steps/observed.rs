@@ -350,6 +350,8 @@ pub struct ProviderDefaults {
     pub storagedomainname: Option<String>,
     /// `spec.vmtags`: None = false.
     pub vmtags: Option<bool>,
+    /// The engine's version as its `GET /api` reported it (`4.5.4-1.el8`); empty when it did not.
+    pub engine_version: String,
 }
 
 /// The VM as the engine shows it.

@@ -74,6 +74,7 @@ pub(super) fn checked(
                 diskclone: state.provider.spec.diskclone,
                 storagedomainname: state.provider.spec.storagedomainname.clone(),
                 vmtags: state.provider.spec.vmtags,
+                engine_version: engine_version.clone(),
             };
             let engine = state
                 .applied

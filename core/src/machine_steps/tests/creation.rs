@@ -76,6 +76,7 @@ fn no_vm_and_no_provider_id_creates_the_vm_with_marker_and_placement() {
             diskclone: Some(true),
             storagedomainname: Some("slow".into()),
             vmtags: None,
+            engine_version: String::new(),
         },
         bootstrap: Bootstrap::Ready(BootstrapFormat::Ignition),
         creation: found_for_creation_on("fast", "rhcos_x64"),

@@ -2,7 +2,7 @@
 //! what they found (not found, locked, the wrong OS type, a storage domain that cannot hold the disks, no room for a
 //! clone, the engine not answering), each a MachineCreated reason with a backoff.
 
-use capov_crds::{CpuMode, CpuTuning, HighAvailability, Severity, TemplateVersion, Vgpu};
+use capov_crds::{CpuMode, CpuPinningPolicy, CpuTuning, HighAvailability, Severity, TemplateVersion, Vgpu};
 
 use super::fixtures::{found_for_creation, ready_to_create, reason_and_message};
 use crate::conditions::{reasons, types};
@@ -346,7 +346,9 @@ fn cpu_tuning_hugepages_and_vgpus_go_into_the_plan_as_written() {
     o.settings.cputuning = Some(CpuTuning {
         mode: Some(CpuMode::Custom),
         custommodel: Some("Skylake-Server".into()),
+        pinningpolicy: Some(CpuPinningPolicy::Dedicated),
     });
+    o.provider_defaults.engine_version = "4.5.4-1.el8".into();
     o.settings.hugepageskib = Some(1_048_576);
     o.settings.vgpu = Some(Vgpu {
         types: vec!["nvidia-22".into()],
@@ -358,6 +360,36 @@ fn cpu_tuning_hugepages_and_vgpus_go_into_the_plan_as_written() {
     assert_eq!(plan.cpu_tuning, o.settings.cputuning);
     assert_eq!(plan.hugepages_kib, Some(1_048_576));
     assert_eq!(plan.vgpu, o.settings.vgpu);
+}
+
+#[test]
+fn a_pinning_policy_is_refused_before_any_lookup_on_an_engine_older_than_4_5() {
+    let mut o = ready_to_create();
+    o.settings.cputuning = Some(CpuTuning {
+        pinningpolicy: Some(CpuPinningPolicy::ResizeAndPinNuma),
+        ..CpuTuning::default()
+    });
+    o.creation = CreationFacts::default();
+    o.provider_defaults.engine_version = "4.4.10.7-1.el8".into();
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!((reason, severity), (reasons::NOT_SUPPORTED_BY_ENGINE, Severity::Error));
+    assert_eq!(
+        message,
+        "spec.cputuning.pinningpolicy resize_and_pin_numa needs oVirt 4.5 or later, and the engine runs \
+         4.4.10.7-1.el8: remove the field or upgrade the engine"
+    );
+    // 4.5 and later, and an engine that did not say its version, get the lookups (and the request).
+    for version in ["4.5.0", "4.10.1-1.el9", "5.0", ""] {
+        o.provider_defaults.engine_version = version.into();
+        assert!(
+            matches!(decide(&o).action, Action::Read(ReadRequest::Lookup(_))),
+            "engine {version:?}"
+        );
+    }
+    // Without a pinning policy the release does not matter.
+    o.settings.cputuning = None;
+    o.provider_defaults.engine_version = "4.3.10".into();
+    assert!(matches!(decide(&o).action, Action::Read(ReadRequest::Lookup(_))));
 }
 
 #[test]

@@ -130,6 +130,9 @@ fn set_workload_tuning(vm: &mut Vm, plan: &CreateVmPlan) {
             vm.cpu.get_or_insert_with(Cpu::default).mode = Some(mode.as_ovirt().to_string());
         }
         vm.custom_cpu_model = tuning.custommodel.clone();
+        vm.cpu_pinning_policy = tuning
+            .pinningpolicy
+            .map(|policy| capov_ovirt::model::CpuPinningPolicy::parse(policy.as_ovirt()));
     }
     let mut properties = Vec::new();
     if let Some(kib) = plan.hugepages_kib {
