@@ -1239,6 +1239,16 @@ async fn workload_tuning_fields_are_validated_with_messages_that_say_what_to_fix
             "spec.cputuning.custommodel must be 1 to 255 characters",
         ),
         (
+            "hostdevice-bad-name",
+            json!({"hostdevices": ["PCI 0000:3b:00.0"]}),
+            "spec.hostdevices[] must be host device names as oVirt shows them under a host's Host Devices",
+        ),
+        (
+            "hostdevice-too-many",
+            json!({"hostdevices": (0..9).map(|i| format!("pci_0000_3b_00_{i}")).collect::<Vec<_>>()}),
+            "spec.hostdevices: Too many: 9: must have at most 8 items",
+        ),
+        (
             "cpu-pinning-by-hand",
             json!({"cputuning": {"pinningpolicy": "manual"}}),
             "spec.cputuning.pinningpolicy: Unsupported value: \"manual\"",
@@ -1307,6 +1317,7 @@ async fn workload_tuning_fields_are_validated_with_messages_that_say_what_to_fix
         "cputuning": {"mode": "custom", "custommodel": "Skylake-Server,+spec-ctrl", "pinningpolicy": "resize_and_pin_numa"},
         "hugepageskib": 1048576,
         "vgpu": {"types": ["nvidia-22", "i915-GVTg_V5_4"], "display": true},
+        "hostdevices": ["pci_0000_3b_00_0", "usb_1_1"],
         "templateversion": {"name": "2026-12"},
     });
     machines

@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use capov_crds::{ConditionStatus, OVirtCluster, Severity};
-use capov_ovirt_sim::{ClusterSeed, GIB, HostSeed, Inventory, Timings};
+use capov_ovirt_sim::{ClusterSeed, GIB, HostDeviceSeed, HostSeed, Inventory, Timings};
 use capov_testkit::eventually;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
@@ -270,5 +270,108 @@ async fn the_engine_refuses_a_create_for_low_disk_space_and_a_start_without_a_ho
     })
     .await;
     world.vm_id("thin").await;
+    world.stop_operator().await;
+}
+
+/// The names of the machines that have a VM in the simulator, among `names`.
+fn with_vm(control: &capov_ovirt_sim::Control, names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .filter(|name| control.vm_by_name(name).is_some())
+        .map(|name| name.to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_passed_through_device_goes_to_one_machine_at_a_time_and_the_next_waits_until_it_is_given_back() {
+    const GPU: &str = "pci_0000_3b_00_0";
+    let mut world = World::new("passthrough").await;
+    let control = world.sim.control().clone();
+    let card = |name: &str| HostDeviceSeed {
+        name: name.into(),
+        iommu_group: Some(30),
+        product_name: "TU104GL [Tesla T4]".into(),
+        ..HostDeviceSeed::default()
+    };
+    control
+        .seed(&Inventory {
+            clusters: vec![ClusterSeed {
+                name: "Gpu".into(),
+                data_center: "Default".into(),
+                ..Default::default()
+            }],
+            hosts: vec![
+                HostSeed {
+                    name: "gpu-a".into(),
+                    cluster: "Gpu".into(),
+                    ..HostSeed::default()
+                },
+                HostSeed {
+                    name: "gpu-b".into(),
+                    cluster: "Gpu".into(),
+                    // The card's audio function shares its IOMMU group: the engine adds it beside the card.
+                    devices: vec![card(GPU), card("pci_0000_3b_00_1")],
+                    ..HostSeed::default()
+                },
+            ],
+            ..Inventory::default()
+        })
+        .expect("seed");
+    let gpu_b = control.id_of("host", "gpu-b").expect("gpu-b");
+    world.start_operator().await;
+    let spec = |devices: &[&str]| json!({"ovirtcluster": "Gpu", "template": "ubuntu-22.04", "hostdevices": devices});
+    world.create_machine("pass-1", spec(&[GPU])).await;
+    world.create_machine("pass-2", spec(&[GPU])).await;
+    world.create_machine("pass-typo", spec(&["pci_0000_3b_00_9"])).await;
+
+    // One of the two gets the card: its VM is pinned to gpu-b, has the card (and its group's placeholder), and runs
+    // there. Which one is the first to claim it.
+    let (winner, waiting) = eventually(MINUTE, "one machine's VM up with the card", || async {
+        let up = |name: &str| control.vm_by_name(name).is_some_and(|vm| vm.status == "up");
+        match (up("pass-1"), up("pass-2")) {
+            (true, false) => Some(("pass-1", "pass-2")),
+            (false, true) => Some(("pass-2", "pass-1")),
+            _ => None,
+        }
+    })
+    .await;
+    let vm = control.vm_by_name(winner).expect("the winner's VM");
+    assert_eq!(vm.dedicated_hosts, vec![gpu_b.clone()]);
+    assert_eq!(control.vm_host(&vm.id).as_deref(), Some("gpu-b"));
+    let mut devices = vm.host_devices.clone();
+    devices.sort();
+    assert_eq!(devices, vec![GPU.to_string(), "pci_0000_3b_00_1".to_string()]);
+
+    // The other waits, without a VM, saying who holds the card.
+    let held = world
+        .wait_reason(MINUTE, waiting, "MachineCreated", "NoFreeHostDevice")
+        .await;
+    let created = condition(&held, "MachineCreated").expect("MachineCreated");
+    assert_eq!(created.severity, Some(Severity::Warning));
+    assert!(
+        created.message.contains(&format!("{GPU} on gpu-b by")) && created.message.contains("given back"),
+        "{}",
+        created.message
+    );
+    // A device no host has is a spec to fix.
+    let typo = world
+        .wait_reason(MINUTE, "pass-typo", "MachineCreated", "NoFreeHostDevice")
+        .await;
+    let typo = condition(&typo, "MachineCreated").expect("MachineCreated");
+    assert_eq!(typo.severity, Some(Severity::Error));
+    assert!(
+        typo.message.contains("pci_0000_3b_00_9") && typo.message.contains("fix the names"),
+        "{}",
+        typo.message
+    );
+    assert_eq!(with_vm(&control, &[waiting, "pass-typo"]), Vec::<String>::new());
+
+    // The card given back (its machine deleted): the waiting machine gets it, on gpu-b.
+    world.delete_machine_and_wait(winner).await;
+    eventually(2 * MINUTE, "the other machine's VM up with the card", || async {
+        let vm = control.vm_by_name(waiting)?;
+        (vm.status == "up" && vm.host_devices.iter().any(|d| d == GPU)).then_some(())
+    })
+    .await;
     world.stop_operator().await;
 }

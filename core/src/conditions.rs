@@ -91,6 +91,11 @@ pub mod reasons {
     pub const TEMPLATE_NOT_READY: &str = "TemplateNotReady";
     pub const TEMPLATE_VERSION_NOT_FOUND: &str = "TemplateVersionNotFound";
     pub const INSTANCE_TYPE_NOT_FOUND: &str = "InstanceTypeNotFound";
+    /// No host of the oVirt cluster has every device of spec.hostdevices (Error), or each that has them has one in use
+    /// (Warning, a wait).
+    pub const NO_FREE_HOST_DEVICE: &str = "NoFreeHostDevice";
+    /// The VM's host devices are being added, before its first start (MachinePlacementSet, Info).
+    pub const ATTACHING_HOST_DEVICES: &str = "AttachingHostDevices";
     /// A setting of the spec that the connected engine's release does not have (e.g. CPU pinning policies before 4.5).
     pub const NOT_SUPPORTED_BY_ENGINE: &str = "NotSupportedByEngine";
     pub const STORAGE_DOMAIN_NOT_FOUND: &str = "StorageDomainNotFound";
@@ -494,6 +499,8 @@ const ALL_REASONS: &[&str] = &[
     reasons::TEMPLATE_VERSION_NOT_FOUND,
     reasons::INSTANCE_TYPE_NOT_FOUND,
     reasons::NOT_SUPPORTED_BY_ENGINE,
+    reasons::NO_FREE_HOST_DEVICE,
+    reasons::ATTACHING_HOST_DEVICES,
     reasons::STORAGE_DOMAIN_NOT_FOUND,
     reasons::STORAGE_DOMAIN_NOT_AVAILABLE,
     reasons::STORAGE_DOMAIN_REQUIRES_CLONE,

@@ -189,6 +189,18 @@ pub struct MachineSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vgpu: Option<Vgpu>,
 
+    /// Host devices passed through to the VM whole (PCI passthrough, e.g. a GPU or a NIC), by the name oVirt shows
+    /// under a host's Host Devices (`pci_0000_3b_00_0`). CAPOV picks a host of the oVirt cluster that has every one
+    /// of them free, pins the VM to that host (the engine requires it) and adds the devices before the first start.
+    /// A name given twice counts once. Omitted: none.
+    #[x_kube(validation = Rule::new("self.all(d, d.matches('^[a-z][a-z0-9_]{0,127}\\\\z'))").message(
+        "spec.hostdevices[] must be host device names as oVirt shows them under a host's Host Devices, e.g. \
+         pci_0000_3b_00_0 (lower-case letters, digits and '_')"
+    ))]
+    #[schemars(length(max = 8), inner(length(max = 128)))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hostdevices: Vec<String>,
+
     /// An instance type of the engine (`/instancetypes`, e.g. `Large`), by name: the VM takes its CPUs, memory and
     /// high availability. Omitted: none (the template's, or spec.cpu and spec.memory).
     #[x_kube(validation = Rule::new("self != ''").message(

@@ -9,6 +9,7 @@ pub mod clock;
 mod cluster;
 mod cluster_endpoint;
 mod credential_secrets;
+mod device_claims;
 mod finalizers;
 mod ip_claim_writes;
 pub(crate) mod ipam;

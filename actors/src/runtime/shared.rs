@@ -10,6 +10,7 @@ use kube::runtime::reflector::{self, Store};
 use ractor::ActorRef;
 
 use crate::metrics::Metrics;
+use crate::runtime::device_claims::DeviceClaims;
 use crate::runtime::messages::ProviderMsg;
 use crate::runtime::permits::ReconcilePermits;
 use crate::runtime::provider::lookups::{LOOKUP_TTL, Lookups};
@@ -44,6 +45,8 @@ pub struct Shared {
     pub ovirt_clusters: Store<capov_crds::OVirtCluster>,
     /// Engine inventories, where machines are, affinity group locks.
     pub placements: Arc<Placements>,
+    /// The host devices machines of this process are creating their VMs with.
+    pub device_claims: DeviceClaims,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
     /// Each provider's `spec.allowedNamespaces` and `spec.tenantPlacement`, as last seen by the supervisor.
     pub provider_access: RwLock<HashMap<String, ProviderAccess>>,
@@ -105,6 +108,7 @@ impl Shared {
             ip_claims_listing: Arc::default(),
             ovirt_clusters: stores.ovirt_clusters,
             placements: Arc::new(Placements::default()),
+            device_claims: DeviceClaims::default(),
             providers: RwLock::new(HashMap::new()),
             provider_access: RwLock::new(HashMap::new()),
             workload_clients: WorkloadClients::default(),

@@ -95,6 +95,11 @@ pub enum PrepareAction {
         new_alias: String,
     },
     SyncNics(Vec<NicChange>),
+    /// Add these host devices (by name) to the VM, pinned to the host that has them (spec.hostdevices).
+    AttachHostDevices {
+        vm_id: String,
+        names: Vec<String>,
+    },
 }
 
 /// Writes to the OVirtMachine (and its IPAddressClaims) in the management cluster.
@@ -219,7 +224,8 @@ impl Action {
                 | PrepareAction::AddDataDisk(_)
                 | PrepareAction::ResizeDisk { .. }
                 | PrepareAction::RenameDiskAlias { .. }
-                | PrepareAction::SyncNics(_) => ActionClass::ENGINE,
+                | PrepareAction::SyncNics(_)
+                | PrepareAction::AttachHostDevices { .. } => ActionClass::ENGINE,
             },
             Action::Bookkeeping(action) => match action {
                 BookkeepingAction::AddFinalizer
@@ -334,6 +340,8 @@ pub struct CreateVmPlan {
     pub template_version: Option<TemplateVersion>,
     /// spec.instancetype, by name.
     pub instance_type: Option<String>,
+    /// spec.hostdevices.
+    pub host_devices: Vec<String>,
     /// Where the engine's lookups put the VM; filled by the creation step once it has read them.
     pub targets: CreateTargets,
 }
@@ -351,6 +359,8 @@ pub struct CreateTargets {
     pub lease_domain_id: Option<String>,
     /// The instance type spec.instancetype names.
     pub instance_type_id: Option<String>,
+    /// The host the VM is pinned to because it has every device of spec.hostdevices free.
+    pub device_host: Option<crate::placement::host_devices::DeviceHost>,
 }
 
 /// One data disk to create, on the storage domain and with the disk profile the step's lookup resolved by name.

@@ -267,6 +267,7 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat, network: GuestNe
         vgpu: s.vgpu.clone(),
         template_version: s.templateversion.clone(),
         instance_type: s.instancetype.clone(),
+        host_devices: crate::placement::host_devices::distinct(&s.hostdevices),
         targets: Default::default(),
     }
 }

@@ -15,6 +15,7 @@ use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::placement::capacity::{DiskSize, check_clone};
 use crate::placement::failure_domains::cluster_not_found_message;
+use crate::placement::host_devices::{self, DeviceHost};
 use crate::placement::{StorageDomainFact, TargetDomain, TemplateDisk, plan_placement};
 use crate::vm::bootstrap_payload;
 
@@ -59,6 +60,7 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         refused(reasons::CLUSTER_NOT_FOUND, Severity::Error, message)
     })?;
     let instance_type_id = instance_type(o, plan)?;
+    let device_host = device_host(o, plan, &cluster.id)?;
     let versions = looked_up(&facts.template, || EngineLookup::Template {
         name: plan.template.clone(),
         data_center_id: cluster.data_center_id.clone(),
@@ -100,7 +102,22 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         disk_attachments: placement.disk_attachments,
         lease_domain_id,
         instance_type_id,
+        device_host,
     })
+}
+
+/// The host that has every device of spec.hostdevices free, when some are asked for.
+fn device_host(o: &Observed, plan: &CreateVmPlan, cluster_id: &str) -> Result<Option<DeviceHost>, NotYet> {
+    if plan.host_devices.is_empty() {
+        return Ok(None);
+    }
+    let hosts = looked_up(&o.creation.device_hosts, || EngineLookup::DeviceHosts {
+        cluster_id: cluster_id.to_string(),
+        names: plan.host_devices.clone(),
+    })?;
+    host_devices::choose(&plan.host_devices, hosts, &plan.ovirt_cluster)
+        .map(Some)
+        .map_err(|refusal| refused(refusal.reason, refusal.severity, refusal.message))
 }
 
 /// The id of the instance type spec.instancetype names, when it names one.

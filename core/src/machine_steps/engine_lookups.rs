@@ -8,6 +8,7 @@ use capov_crds::Severity;
 
 use super::fact::Fact;
 use crate::placement::capacity::{DiskSize, DomainFact};
+use crate::placement::host_devices::DeviceHostFact;
 use crate::placement::{StorageDomainFact, TemplateDisk};
 
 /// An engine lookup a step asks for, with what the actor needs to send it.
@@ -30,6 +31,11 @@ pub enum EngineLookup {
     },
     /// The storage domains a clone's disks go to, with their free space: [`CreationFacts::clone_domains`].
     CloneDomains { domain_ids: Vec<String> },
+    /// The hosts of the oVirt cluster that have any of the named devices, each with those devices and who holds them:
+    /// [`CreationFacts::device_hosts`].
+    DeviceHosts { cluster_id: String, names: Vec<String> },
+    /// The host devices added to the VM: [`super::Observed::vm_host_devices`].
+    VmHostDevices { vm_id: String },
     /// A data disk's storage domain and, when one is named, the domain's disk profiles:
     /// [`super::Observed::data_disk_target`].
     DataDiskTarget {
@@ -92,6 +98,8 @@ pub struct CreationFacts {
     pub placement: Fact<Lookup<PlacementFacts>>,
     /// The domains of those asked for that the engine shows (the provider's inventory, else read on their own).
     pub clone_domains: Fact<Lookup<Vec<DomainFact>>>,
+    /// The hosts of the oVirt cluster with any of spec.hostdevices (read only when some are asked for).
+    pub device_hosts: Fact<Lookup<Vec<DeviceHostFact>>>,
 }
 
 /// A data disk's storage domain and disk profiles, as read for the names it was asked for.
@@ -121,7 +129,8 @@ impl CreationFacts {
             EngineLookup::Template { .. } => self.template == Fact::NotRead,
             EngineLookup::Placement { .. } => self.placement == Fact::NotRead,
             EngineLookup::CloneDomains { .. } => self.clone_domains == Fact::NotRead,
-            EngineLookup::DataDiskTarget { .. } => false,
+            EngineLookup::DeviceHosts { .. } => self.device_hosts == Fact::NotRead,
+            EngineLookup::DataDiskTarget { .. } | EngineLookup::VmHostDevices { .. } => false,
         }
     }
 }

@@ -6,7 +6,8 @@ use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use super::{
-    connection, creation, data_disks, disks, network, node, placement, power, preconditions, static_addresses, tags,
+    connection, creation, data_disks, disks, host_devices, network, node, placement, power, preconditions,
+    static_addresses, tags,
 };
 use crate::conditions::{reasons, types};
 use crate::network::guest_network::GuestNetwork;
@@ -70,6 +71,7 @@ fn before_first_start(
     creation::record_system_disks(o, vm, &mut passed)?;
     disks::check(o, vm, &mut passed)?;
     network::check(o, &mut passed)?;
+    host_devices::check(o, vm, &mut passed)?;
     placement::check(o, vm, &mut passed)?;
     let mut decision = power::first_start(o, vm, format, passed);
     decision.status.data_disks = Some(data_disks);

@@ -28,6 +28,7 @@ mod creation_targets;
 mod data_disks;
 mod disks;
 mod host;
+mod host_devices;
 mod network;
 mod node;
 mod placement;

@@ -59,6 +59,7 @@ impl Observed {
             ReadRequest::Lookup(lookup @ EngineLookup::DataDiskTarget { .. }) => {
                 data_disk_target_unread(&self.data_disk_target, lookup)
             }
+            ReadRequest::Lookup(EngineLookup::VmHostDevices { .. }) => self.vm_host_devices == Fact::NotRead,
             ReadRequest::Lookup(lookup) => self.creation.unread(lookup),
         }
     }
@@ -183,6 +184,9 @@ pub struct Observed {
     pub creation: CreationFacts,
     /// The storage domain and disk profile of the data disk the step is about to create.
     pub data_disk_target: Fact<Lookup<DataDiskTarget>>,
+    /// The names of the host devices added to the VM (not the placeholders the engine adds beside them); read only
+    /// before the first start of a VM that asks for some.
+    pub vm_host_devices: Fact<Lookup<Vec<String>>>,
 }
 
 /// The affinity groups (and labels) of the VM's oVirt cluster.

@@ -11,6 +11,7 @@ pub mod affinity_groups;
 pub mod capacity;
 pub mod engine_refusals;
 pub mod failure_domains;
+pub mod host_devices;
 pub mod node_topology;
 pub mod template_capacity;
 

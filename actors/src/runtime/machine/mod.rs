@@ -73,6 +73,7 @@ impl Actor for MachineActor {
             timer.abort();
         }
         state.shared.placements.forget_machine(&state.key);
+        state.shared.device_claims.release(&state.key);
         if let Some((_, provider)) = state.subscribed_to.take() {
             let _ = mailbox::cast(
                 &state.shared.metrics,

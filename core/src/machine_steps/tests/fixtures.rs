@@ -97,6 +97,7 @@ pub(super) fn ready_to_create() -> Observed {
         placement_skipped: None,
         creation: found_for_creation(),
         data_disk_target: Fact::NotRead,
+        vm_host_devices: Fact::NotRead,
     }
 }
 
@@ -133,6 +134,7 @@ pub(super) fn found_for_creation() -> CreationFacts {
             )],
         })),
         clone_domains: Fact::Read(Ok(Vec::new())),
+        device_hosts: Fact::NotRead,
         instance_type: Fact::NotRead,
     }
 }

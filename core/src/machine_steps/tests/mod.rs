@@ -11,6 +11,7 @@ mod creation_targets;
 mod deletion;
 mod disks;
 mod host;
+mod host_devices;
 mod hot_loop;
 mod lifecycle;
 mod network;

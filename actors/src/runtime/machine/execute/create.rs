@@ -3,8 +3,8 @@
 
 use capov_crds::Severity;
 use capov_ovirt::model::{
-    Cpu, CpuTopology, CustomProperties, CustomProperty, DiskAttachments, HighAvailability, Initialization,
-    MemoryPolicy, Ref, StorageDomainLease, Vm, VmType,
+    Cpu, CpuTopology, CustomProperties, CustomProperty, DiskAttachments, HighAvailability, HostRefs, Initialization,
+    MemoryPolicy, PlacementPolicy, Ref, StorageDomainLease, Vm, VmType,
 };
 use capov_ovirt::{Client, DiskPlacement};
 
@@ -45,7 +45,31 @@ pub async fn create_vm(
     if !targets.disk_attachments.is_empty() {
         vm.disk_attachments = Some(disk_attachments(&targets.disk_attachments));
     }
+    pin_to_device_host(state, &mut vm, plan)?;
     send(state, client, &vm, targets.clone).await
+}
+
+/// spec.hostdevices: the VM is pinned to the host the step chose (the engine adds host devices only to a VM pinned to
+/// their one host) and never migrates (a passed-through device cannot move). The devices are claimed first, so that
+/// another machine of this process does not pick them before this VM runs; one that did in the meantime makes this
+/// pass retry, and the next reads them as held.
+fn pin_to_device_host(state: &MachineState, vm: &mut Vm, plan: &CreateVmPlan) -> Result<(), Failure> {
+    let Some(host) = &plan.targets.device_host else {
+        return Ok(());
+    };
+    let provider = state.object.spec.settings.provider.as_str();
+    let claims = &state.shared.device_claims;
+    if let Err(other) = claims.claim(&state.key, provider, &host.host_id, &host.devices) {
+        tracing::info!(object = %state.key, host = %host.host_name, holder = %other, "host devices taken meanwhile");
+        return Err(Failure::retry());
+    }
+    vm.placement_policy = Some(PlacementPolicy {
+        affinity: Some("pinned".to_string()),
+        hosts: Some(HostRefs {
+            items: vec![Ref::id(host.host_id.clone())],
+        }),
+    });
+    Ok(())
 }
 
 /// The VM's initialization: bootstrap data, host name, and static addresses and DNS (issue 25), which the engine

@@ -7,6 +7,7 @@ mod affinity;
 mod bookkeeping;
 mod create;
 mod disks;
+mod host_devices;
 mod ip_claims;
 mod nics;
 mod node;
@@ -124,7 +125,7 @@ async fn on_the_vm(
 }
 
 /// The changes to a VM that was never started, before its first start: tags, data disks, the bootable disk's size,
-/// disk aliases and NICs.
+/// disk aliases, NICs and host devices.
 async fn prepare(client: Option<&capov_ovirt::Client>, vm_id: &str, action: PrepareAction) -> Executed {
     match action {
         PrepareAction::Tag(names) => {
@@ -158,6 +159,12 @@ async fn prepare(client: Option<&capov_ovirt::Client>, vm_id: &str, action: Prep
         PrepareAction::SyncNics(changes) => {
             on_engine(client, types::MACHINE_NETWORK_SET, |client| {
                 nics::sync(client, vm_id, changes)
+            })
+            .await
+        }
+        PrepareAction::AttachHostDevices { vm_id, names } => {
+            on_engine(client, types::MACHINE_PLACEMENT_SET, |client| {
+                host_devices::attach(client, &vm_id, &names)
             })
             .await
         }

@@ -58,6 +58,13 @@ pub async fn look_up(
         EngineLookup::CloneDomains { domain_ids } => {
             creation.clone_domains = answer(clone_domains(state, client, provider, &domain_ids).await)?;
         }
+        EngineLookup::DeviceHosts { cluster_id, names } => {
+            let hosts = super::host_devices::device_hosts(state, client, provider, &cluster_id, &names).await;
+            creation.device_hosts = answer(hosts)?;
+        }
+        EngineLookup::VmHostDevices { vm_id } => {
+            observed.vm_host_devices = answer(super::host_devices::attached(client, &vm_id).await)?;
+        }
         EngineLookup::DataDiskTarget {
             storage_domain_name,
             disk_profile_name,

@@ -6,6 +6,7 @@
 
 pub mod engine_lookups;
 mod groups;
+mod host_devices;
 mod nics;
 mod observation;
 mod provider;
@@ -156,6 +157,7 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         placement_skipped: placement::skipped(&state.status),
         creation: Default::default(),
         data_disk_target: Fact::NotRead,
+        vm_host_devices: Fact::NotRead,
     }
 }
 
