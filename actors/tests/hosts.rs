@@ -322,7 +322,10 @@ async fn a_passed_through_device_goes_to_one_machine_at_a_time_and_the_next_wait
     let spec = |devices: &[&str]| json!({"ovirtcluster": "Gpu", "template": "ubuntu-22.04", "hostdevices": devices});
     world.create_machine("pass-1", spec(&[GPU])).await;
     world.create_machine("pass-2", spec(&[GPU])).await;
-    world.create_machine("pass-typo", spec(&["pci_0000_3b_00_9"])).await;
+    // The card and a function no host has: never created, and it keeps asking for the card.
+    world
+        .create_machine("pass-typo", spec(&[GPU, "pci_0000_3b_00_9"]))
+        .await;
 
     // One of the two gets the card: its VM is pinned to gpu-b, has the card (and its group's placeholder), and runs
     // there. Which one is the first to claim it.
@@ -353,24 +356,41 @@ async fn a_passed_through_device_goes_to_one_machine_at_a_time_and_the_next_wait
         "{}",
         created.message
     );
-    // A device no host has is a spec to fix.
+    // Devices no host has together are a spec to fix; the message names the host with some of them.
     let typo = world
         .wait_reason(MINUTE, "pass-typo", "MachineCreated", "NoFreeHostDevice")
         .await;
     let typo = condition(&typo, "MachineCreated").expect("MachineCreated");
     assert_eq!(typo.severity, Some(Severity::Error));
     assert!(
-        typo.message.contains("pci_0000_3b_00_9") && typo.message.contains("fix the names"),
+        typo.message.contains("pci_0000_3b_00_9") && typo.message.contains(&format!("gpu-b has only {GPU}")),
         "{}",
         typo.message
     );
     assert_eq!(with_vm(&control, &[waiting, "pass-typo"]), Vec::<String>::new());
+    // The OVirtCluster's capacity counts the card: the one host that has it, and it is in use.
+    let clusters = Api::<OVirtCluster>::namespaced(world.client.clone(), &world.namespace);
+    let free_cards = || async {
+        let capacity = clusters.get(&world.cluster).await.ok()?.status?.capacity?;
+        let gpu_cluster = capacity.ovirt_clusters.into_iter().find(|c| c.name == "Gpu")?;
+        gpu_cluster.free_host_devices.get(GPU).copied()
+    };
+    eventually(MINUTE, "the card counted as in use", || async {
+        (free_cards().await? == 0).then_some(())
+    })
+    .await;
 
     // The card given back (its machine deleted): the waiting machine gets it, on gpu-b.
     world.delete_machine_and_wait(winner).await;
     eventually(2 * MINUTE, "the other machine's VM up with the card", || async {
         let vm = control.vm_by_name(waiting)?;
         (vm.status == "up" && vm.host_devices.iter().any(|d| d == GPU)).then_some(())
+    })
+    .await;
+    // Given back for good (only the machine that can never have it still asks): counted free.
+    world.delete_machine_and_wait(waiting).await;
+    eventually(MINUTE, "the card counted as free", || async {
+        (free_cards().await? == 1).then_some(())
     })
     .await;
     world.stop_operator().await;

@@ -215,6 +215,14 @@ pub struct OVirtClusterCapacity {
     pub free_memory_bytes: i64,
     /// The most one host can take: a VM with more memory starts on no host.
     pub largest_free_memory_bytes: i64,
+    /// The vGPU instances the GPUs of the hosts that are up can still make, by mediated device type. Read only while
+    /// machines of the cluster ask for vGPUs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub free_vgpus: BTreeMap<String, i64>,
+    /// For each device of spec.hostdevices that machines of the cluster ask for: how many of the hosts that are up and
+    /// have it have it free (no running VM holds it); 0: all in use.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub free_host_devices: BTreeMap<String, i64>,
 }
 
 /// The space of one storage domain.

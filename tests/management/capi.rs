@@ -1255,6 +1255,19 @@ async fn gpu_workers_each_get_a_vgpu_and_one_waits_until_an_instance_is_free() {
         "{}",
         waiting.1
     );
+    // The OVirtCluster's capacity counts the GPU's instances: none free while both are held.
+    let clusters = Api::<capov_crds::OVirtCluster>::namespaced(world.client.clone(), &world.namespace);
+    eventually(
+        Duration::from_secs(60),
+        "no nvidia-22 instance free in the capacity",
+        || async {
+            let listed = clusters.list(&ListParams::default()).await.ok()?;
+            let capacity = listed.items.into_iter().find_map(|cluster| cluster.status?.capacity)?;
+            let default = capacity.ovirt_clusters.into_iter().find(|c| c.name == "Default")?;
+            (default.free_vgpus.get("nvidia-22") == Some(&0)).then_some(())
+        },
+    )
+    .await;
 
     engine.stop_vm(&theirs, true).await.expect("their VM stops");
     let vms = settle_with(&world, 2, &theirs).await;

@@ -21,6 +21,17 @@ pub struct HostFact {
     pub cpus: u64,
     /// What the scheduler may still give VMs (`max_scheduling_memory`), bytes.
     pub free_memory: u64,
+    /// Its devices, when the poll read them (only hosts of oVirt clusters whose machines ask for devices).
+    pub devices: Option<HostDevicesFact>,
+}
+
+/// What a host's devices can still give VMs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostDevicesFact {
+    /// vGPU instances its GPUs can still make, by mediated device type.
+    pub free_vgpus: BTreeMap<String, u64>,
+    /// The devices asked for by name that it has: whether each is free (no running VM holds it).
+    pub named: BTreeMap<String, bool>,
 }
 
 /// An oVirt cluster as the inventory poll saw it.
@@ -94,6 +105,8 @@ pub fn capacity_of(provider: &str, inventory: &Inventory, used: &BTreeSet<String
                 largest_host_cpus: count(up.iter().map(|h| h.cpus).max().unwrap_or(0)),
                 free_memory_bytes: count(up.iter().map(|h| h.free_memory).sum()),
                 largest_free_memory_bytes: count(up.iter().map(|h| h.free_memory).max().unwrap_or(0)),
+                free_vgpus: free_vgpus(&up),
+                free_host_devices: free_host_devices(&up),
             }
         })
         .collect();
@@ -114,6 +127,28 @@ pub fn capacity_of(provider: &str, inventory: &Inventory, used: &BTreeSet<String
         ovirt_clusters,
         storage_domains,
     }
+}
+
+/// vGPU instances of the hosts that are up, summed by type.
+fn free_vgpus(up: &[&&HostFact]) -> BTreeMap<String, i64> {
+    let mut free = BTreeMap::new();
+    for devices in up.iter().filter_map(|h| h.devices.as_ref()) {
+        for (mdev_type, instances) in &devices.free_vgpus {
+            *free.entry(mdev_type.clone()).or_insert(0) += count(*instances);
+        }
+    }
+    free
+}
+
+/// For each named device the hosts that are up have: how many of them have it free (0: all held).
+fn free_host_devices(up: &[&&HostFact]) -> BTreeMap<String, i64> {
+    let mut free = BTreeMap::new();
+    for devices in up.iter().filter_map(|h| h.devices.as_ref()) {
+        for (name, is_free) in &devices.named {
+            *free.entry(name.clone()).or_insert(0) += i64::from(*is_free);
+        }
+    }
+    free
 }
 
 /// The part of `capacity` a tenant may see (issue #35): `visible(provider, None)` says whether the provider serves the
@@ -235,6 +270,7 @@ mod tests {
             cluster_id: cluster.into(),
             cpus,
             free_memory: free_gib * GIB,
+            devices: None,
         }
     }
 
@@ -291,12 +327,53 @@ mod tests {
                 largest_host_cpus: 64,
                 free_memory_bytes: (140 * GIB) as i64,
                 largest_free_memory_bytes: (100 * GIB) as i64,
+                ..OVirtClusterCapacity::default()
             }]
         );
         assert_eq!(capacity.storage_domains.len(), 1);
         assert_eq!(capacity.storage_domains[0].name, "data1");
         assert_eq!(capacity.storage_domains[0].available_bytes, (500 * GIB) as i64);
         assert_eq!(capacity.storage_domains[0].critical_space_bytes, (5 * GIB) as i64);
+    }
+
+    #[test]
+    fn devices_count_on_hosts_that_are_up_when_the_poll_read_them() {
+        let devices = |vgpus: &[(&str, u64)], named: &[(&str, bool)]| HostDevicesFact {
+            free_vgpus: vgpus.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
+            named: named.iter().map(|(n, free)| (n.to_string(), *free)).collect(),
+        };
+        let mut hosts = vec![
+            host("1", "up", "c-a", 32, 100),
+            host("2", "up", "c-a", 32, 100),
+            host("3", "maintenance", "c-a", 32, 100),
+            host("4", "up", "c-a", 32, 100),
+        ];
+        let gpu = "pci_0000_3b_00_0";
+        hosts[0].devices = Some(devices(&[("nvidia-22", 4), ("nvidia-63", 0)], &[(gpu, true)]));
+        hosts[1].devices = Some(devices(
+            &[("nvidia-22", 2)],
+            &[(gpu, true), ("pci_0000_af_00_0", false)],
+        ));
+        hosts[2].devices = Some(devices(&[("nvidia-22", 8)], &[(gpu, true)]));
+        let inventory = Inventory {
+            hosts,
+            clusters: vec![ClusterFact {
+                id: "c-a".into(),
+                name: "A".into(),
+                data_center_id: "dc-1".into(),
+            }],
+            domains: vec![],
+        };
+        let capacity = capacity_of("engine", &inventory, &BTreeSet::from(["A".to_string()]));
+        let cluster = &capacity.ovirt_clusters[0];
+        assert_eq!(
+            cluster.free_vgpus,
+            BTreeMap::from([("nvidia-22".to_string(), 6), ("nvidia-63".to_string(), 0)])
+        );
+        assert_eq!(
+            cluster.free_host_devices,
+            BTreeMap::from([(gpu.to_string(), 2), ("pci_0000_af_00_0".to_string(), 0)])
+        );
     }
 
     #[test]

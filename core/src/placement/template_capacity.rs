@@ -19,6 +19,9 @@ pub fn template_status(settings: &MachineSettings) -> OVirtMachineTemplateStatus
     if let Some(gib) = settings.osdisksizegb {
         capacity.insert("ephemeral-storage".to_string(), format!("{gib}Gi"));
     }
+    for (resource, count) in vgpu_resources(settings) {
+        capacity.insert(resource.to_string(), count.to_string());
+    }
     OVirtMachineTemplateStatus {
         capacity,
         // CAPOV hands machines cloud-init or Ignition only, both Linux: a Windows template never boots a Node.
@@ -27,6 +30,25 @@ pub fn template_status(settings: &MachineSettings) -> OVirtMachineTemplateStatus
             operating_system: Some(OperatingSystem::Linux),
         }),
     }
+}
+
+/// The GPUs a machine's vGPUs give its Node, by the extended resource their device plugin registers: NVIDIA's
+/// (`nvidia-…` mdev types) as `nvidia.com/gpu`, Intel GVT-g's (`i915-…`) as `gpu.intel.com/i915`, one per type
+/// listed (the guest sees one GPU per mediated device). Other vendors' types, and whole devices passed through
+/// (`spec.hostdevices`, whose names do not say what they are), are left to the MachineDeployment's annotations.
+fn vgpu_resources(settings: &MachineSettings) -> BTreeMap<&'static str, usize> {
+    let mut resources = BTreeMap::new();
+    for mdev_type in settings.vgpu.iter().flat_map(|vgpu| &vgpu.types) {
+        let resource = if mdev_type.starts_with("nvidia-") {
+            "nvidia.com/gpu"
+        } else if mdev_type.starts_with("i915-") {
+            "gpu.intel.com/i915"
+        } else {
+            continue;
+        };
+        *resources.entry(resource).or_insert(0) += 1;
+    }
+    resources
 }
 
 /// sockets × cores × threads, when the spec gives all three (else the template's values would complete it).
@@ -81,6 +103,29 @@ mod tests {
         assert!(partial_cpu.capacity.is_empty(), "{partial_cpu:?}");
         let memory_only = template_status(&settings(None, Some(2048), None));
         assert_eq!(capacity(&memory_only), [("memory", "2048Mi")]);
+    }
+
+    #[test]
+    fn vgpus_count_as_the_gpus_their_device_plugins_register() {
+        let mut with_vgpus = settings(None, Some(2048), None);
+        with_vgpus.vgpu = Some(capov_crds::Vgpu {
+            types: vec![
+                "nvidia-22".into(),
+                "nvidia-63".into(),
+                "i915-GVTg_V5_4".into(),
+                "mtty-2".into(),
+            ],
+            display: None,
+        });
+        with_vgpus.hostdevices = vec!["pci_0000_3b_00_0".into()];
+        assert_eq!(
+            capacity(&template_status(&with_vgpus)),
+            [
+                ("gpu.intel.com/i915", "1"),
+                ("memory", "2048Mi"),
+                ("nvidia.com/gpu", "2")
+            ]
+        );
     }
 
     #[test]

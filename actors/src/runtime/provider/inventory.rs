@@ -1,5 +1,6 @@
 //! The provider's inventory poll (issue #27): every [`INVENTORY_EVERY`] polls, one request each for the engine's
-//! hosts, clusters and storage domains — whatever the number of machines. The result is shared
+//! hosts, clusters and storage domains — whatever the number of machines — and, while machines ask for host devices
+//! or vGPUs (issue 38), one per host of their oVirt clusters for its devices. The result is shared
 //! ([`crate::runtime::provider::placements`]): machines read their host's name and state from it and check a clone's space
 //! against it; the supervisor refreshes the OVirtClusters' capacity after each poll; and a host that changed state
 //! makes the next VM search cover every watched VM, so that the machines on it hear of it.
@@ -7,14 +8,14 @@
 use std::sync::Arc;
 
 use capov_ovirt::Client;
-use capov_ovirt::model::{Cluster, Host, StorageDomain};
+use capov_ovirt::model::{Cluster, Host, HostDevice, StorageDomain};
 use ractor::ActorRef;
 
 use crate::metrics::Metrics;
 use crate::runtime::mailbox;
 use crate::runtime::messages::SupervisorMsg;
-use crate::runtime::provider::placements::Placements;
-use capov_core::placement::capacity::{ClusterFact, DomainFact, HostFact, Inventory, is_file_storage};
+use crate::runtime::provider::placements::{DeviceWants, DeviceWantsByCluster, Placements};
+use capov_core::placement::capacity::{ClusterFact, DomainFact, HostDevicesFact, HostFact, Inventory, is_file_storage};
 
 /// Polls between two inventory polls: 30 s at the default 5 s poll interval.
 pub const INVENTORY_EVERY: u64 = 6;
@@ -68,6 +69,7 @@ impl InventoryPoll {
     /// [`InventoryPoll::received`].
     pub fn poll_if_due(
         &mut self,
+        provider: &str,
         polls: u64,
         client: &Client,
         report: impl FnOnce(Option<Box<Inventory>>) + Send + 'static,
@@ -77,8 +79,9 @@ impl InventoryPoll {
         }
         self.in_flight = true;
         let client = client.with_correlation_id("capov-inventory-poll");
+        let wants = self.sink.placements.device_wants(provider);
         tokio::spawn(async move {
-            let inventory = match read(&client).await {
+            let inventory = match read(&client, &wants).await {
                 Ok(inventory) => Some(inventory),
                 Err(err) => {
                     tracing::debug!(error = %err, "inventory poll failed");
@@ -122,16 +125,49 @@ impl InventoryPoll {
     }
 }
 
-/// One inventory poll: hosts, clusters and storage domains, a request each.
-async fn read(client: &Client) -> capov_ovirt::Result<Inventory> {
+/// One inventory poll: hosts, clusters and storage domains, a request each; and, only while machines ask for host
+/// devices or vGPUs, the devices of the hosts of their oVirt clusters, a request per host.
+async fn read(client: &Client, wants: &DeviceWantsByCluster) -> capov_ovirt::Result<Inventory> {
     let hosts = client.hosts().await?;
-    let clusters = client.clusters().await?;
+    let clusters: Vec<ClusterFact> = client.clusters().await?.into_iter().filter_map(cluster_fact).collect();
     let domains = client.storage_domains().await?;
+    let mut host_facts: Vec<HostFact> = hosts.into_iter().filter_map(host_fact).collect();
+    for host in &mut host_facts {
+        let cluster_name = clusters
+            .iter()
+            .find(|c| c.id == host.cluster_id)
+            .map(|c| c.name.as_str());
+        if let Some(wanted) = cluster_name.and_then(|name| wants.get(name)) {
+            host.devices = Some(devices_fact(client.host_devices(&host.id).await?, wanted));
+        }
+    }
     Ok(Inventory {
-        hosts: hosts.into_iter().filter_map(host_fact).collect(),
-        clusters: clusters.into_iter().filter_map(cluster_fact).collect(),
+        hosts: host_facts,
+        clusters,
         domains: domains.into_iter().filter_map(domain_fact).collect(),
     })
+}
+
+/// What a host's devices can still give: the vGPU instances of its GPUs (when vGPUs are asked for) and which of the
+/// named devices no running VM holds.
+fn devices_fact(devices: Vec<HostDevice>, wanted: &DeviceWants) -> HostDevicesFact {
+    let mut fact = HostDevicesFact::default();
+    for device in devices {
+        if wanted.vgpus {
+            for mdev in device.m_dev_types.iter().flat_map(|types| &types.items) {
+                if let Some(name) = &mdev.name {
+                    *fact.free_vgpus.entry(name.clone()).or_insert(0) +=
+                        u64::from(mdev.available_instances.unwrap_or(0));
+                }
+            }
+        }
+        if let Some(name) = device.name
+            && wanted.host_devices.contains(&name)
+        {
+            fact.named.insert(name, device.vm.is_none());
+        }
+    }
+    fact
 }
 
 fn host_fact(host: Host) -> Option<HostFact> {
@@ -143,6 +179,7 @@ fn host_fact(host: Host) -> Option<HostFact> {
         cluster_id: host.cluster.and_then(|c| c.id).unwrap_or_default(),
         cpus,
         free_memory: host.max_scheduling_memory.unwrap_or(0),
+        devices: None,
     })
 }
 

@@ -17,7 +17,20 @@ pub struct MachinePlacement {
     pub provider: String,
     /// The oVirt cluster its VM is (or will be) in.
     pub ovirt_cluster: String,
+    /// What it asks of the hosts' devices, for the inventory poll to read them.
+    pub devices: DeviceWants,
 }
+
+/// The devices a machine asks for: spec.hostdevices by name, and whether it asks for vGPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceWants {
+    pub host_devices: Vec<String>,
+    pub vgpus: bool,
+}
+
+/// What an inventory poll reads of the hosts' devices, by oVirt cluster name: the device names machines there ask
+/// for, and whether any asks for vGPUs.
+pub type DeviceWantsByCluster = HashMap<String, DeviceWants>;
 
 #[derive(Default)]
 pub struct Placements {
@@ -62,6 +75,26 @@ impl Placements {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .remove(key);
+    }
+
+    /// What the machines of `provider` ask of the hosts' devices, by oVirt cluster; empty when none asks for any.
+    pub fn device_wants(&self, provider: &str) -> DeviceWantsByCluster {
+        let machines = self.machines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut wants = DeviceWantsByCluster::new();
+        for placement in machines.values().filter(|p| p.provider == provider) {
+            let asked = &placement.devices;
+            if asked.host_devices.is_empty() && !asked.vgpus {
+                continue;
+            }
+            let cluster = wants.entry(placement.ovirt_cluster.clone()).or_default();
+            cluster.vgpus |= asked.vgpus;
+            for name in &asked.host_devices {
+                if !cluster.host_devices.contains(name) {
+                    cluster.host_devices.push(name.clone());
+                }
+            }
+        }
+        wants
     }
 
     /// The placements of the machines of a CAPI cluster.

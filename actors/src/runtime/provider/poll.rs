@@ -40,9 +40,11 @@ pub(super) fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     state.polls = state.polls.wrapping_add(1);
     if !state.subscribers.is_empty() {
         let (me, metrics) = (me.clone(), state.metrics.clone());
-        state.inventory.poll_if_due(state.polls, client, move |inventory| {
-            let _ = mailbox::cast(&metrics, &me, ProviderMsg::Inventoried(inventory));
-        });
+        state
+            .inventory
+            .poll_if_due(&state.key.name, state.polls, client, move |inventory| {
+                let _ = mailbox::cast(&metrics, &me, ProviderMsg::Inventoried(inventory));
+            });
     }
     if state.inventory.awaiting_first() {
         return;

@@ -212,6 +212,10 @@ fn note_placement(state: &MachineState, observed: &Observed) {
             .failure_domain
             .ovirt_cluster(&observed.settings.ovirtcluster)
             .to_string(),
+        devices: crate::runtime::provider::placements::DeviceWants {
+            host_devices: observed.settings.hostdevices.clone(),
+            vgpus: observed.settings.vgpu.is_some(),
+        },
     };
     state.shared.placements.note_machine(&state.key, placement);
 }
