@@ -1249,6 +1249,33 @@ async fn workload_tuning_fields_are_validated_with_messages_that_say_what_to_fix
             "spec.hostdevices: Too many: 9: must have at most 8 items",
         ),
         (
+            "numa-without-sizes",
+            json!({"numa": {"nodes": 2}}),
+            "spec.numa needs spec.cpu (sockets, cores and threads) and spec.memory.sizemb",
+        ),
+        (
+            "numa-more-nodes-than-vcpus",
+            json!({"numa": {"nodes": 3}, "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096}}),
+            "spec.numa.nodes must not exceed the VM's vCPUs",
+        ),
+        (
+            "numa-with-resize-and-pin",
+            json!({"numa": {"nodes": 1}, "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096},
+                   "cputuning": {"pinningpolicy": "resize_and_pin_numa"}}),
+            "spec.numa and spec.cputuning.pinningpolicy resize_and_pin_numa exclude each other",
+        ),
+        (
+            "numa-zero-nodes",
+            json!({"numa": {"nodes": 0}, "cpu": {"sockets": 1, "cores": 2, "threads": 1}, "memory": {"sizemb": 4096}}),
+            "spec.numa.nodes must be between 1 and 16",
+        ),
+        (
+            "numa-unknown-tune-mode",
+            json!({"numa": {"nodes": 1, "tunemode": "loose"}, "cpu": {"sockets": 1, "cores": 2, "threads": 1},
+                   "memory": {"sizemb": 4096}}),
+            "spec.numa.tunemode: Unsupported value",
+        ),
+        (
             "cpu-pinning-by-hand",
             json!({"cputuning": {"pinningpolicy": "manual"}}),
             "spec.cputuning.pinningpolicy: Unsupported value: \"manual\"",

@@ -329,6 +329,12 @@ async fn workload_tuning_and_a_pinned_template_version_reach_the_engine() {
     world
         .create_machine("sized-missing", spec(json!({"instancetype": "Huge"})))
         .await;
+    let numa = json!({
+        "cpu": {"sockets": 1, "cores": 3, "threads": 1},
+        "memory": {"sizemb": 4096},
+        "numa": {"nodes": 2, "tunemode": "strict"},
+    });
+    world.create_machine("numa", spec(numa)).await;
 
     provisioned(&world, "tuned").await;
     let vm_id = world.vm_id("tuned").await;
@@ -337,11 +343,8 @@ async fn workload_tuning_and_a_pinned_template_version_reach_the_engine() {
         system_roots: false,
         extra_ca_pem: ca,
     });
-    let vm = Client::new(config)
-        .expect("engine client")
-        .vm(&vm_id)
-        .await
-        .expect("the VM");
+    let engine = Client::new(config).expect("engine client");
+    let vm = engine.vm(&vm_id).await.expect("the VM");
     let v2 = "7e000000-0000-4000-8000-000000000002".to_string();
     assert_eq!(
         vm.template.and_then(|t| t.id),
@@ -364,6 +367,43 @@ async fn workload_tuning_and_a_pinned_template_version_reach_the_engine() {
     assert_eq!(
         vm.custom_properties.as_ref().and_then(|p| p.get("hugepages")),
         Some("2048")
+    );
+
+    // Virtual NUMA nodes: the VM pinned to the Default cluster's hosts, its 3 vCPUs and 4 GiB split over 2 nodes.
+    provisioned(&world, "numa").await;
+    let numa_vm = world.vm_id("numa").await;
+    let mut hosts: Vec<String> = ["host-1", "host-2", "host-3"]
+        .iter()
+        .map(|name| control.id_of("host", name).expect("a Default host"))
+        .collect();
+    hosts.sort();
+    let mut pinned = control.vm(&numa_vm).expect("the NUMA VM").dedicated_hosts;
+    pinned.sort();
+    assert_eq!(pinned, hosts);
+    let mut nodes: Vec<(u32, u64, Vec<u32>, Option<String>)> = engine
+        .vm_numa_nodes(&numa_vm)
+        .await
+        .expect("the VM's NUMA nodes")
+        .into_iter()
+        .map(|node| {
+            let cores = node
+                .cpu
+                .and_then(|cpu| cpu.cores)
+                .map(|cores| cores.items)
+                .unwrap_or_default();
+            (
+                node.index.unwrap_or(99),
+                node.memory.unwrap_or(0),
+                cores.into_iter().filter_map(|core| core.index).collect(),
+                node.numa_tune_mode.map(|mode| mode.to_string()),
+            )
+        })
+        .collect();
+    nodes.sort();
+    let strict = Some("strict".to_string());
+    assert_eq!(
+        nodes,
+        vec![(0, 2048, vec![0, 1], strict.clone()), (1, 2048, vec![2], strict)]
     );
 
     let missing = world

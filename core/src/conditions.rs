@@ -96,6 +96,10 @@ pub mod reasons {
     pub const NO_FREE_HOST_DEVICE: &str = "NoFreeHostDevice";
     /// The VM's host devices are being added, before its first start (MachinePlacementSet, Info).
     pub const ATTACHING_HOST_DEVICES: &str = "AttachingHostDevices";
+    /// The VM's virtual NUMA nodes are being added, before its first start (MachinePlacementSet, Info).
+    pub const ADDING_NUMA_NODES: &str = "AddingNumaNodes";
+    /// spec.numa needs the VM pinned to hosts, and its oVirt cluster has none (MachineCreated, Warning).
+    pub const NO_HOST_TO_PIN: &str = "NoHostToPin";
     /// A setting of the spec that the connected engine's release does not have (e.g. CPU pinning policies before 4.5).
     pub const NOT_SUPPORTED_BY_ENGINE: &str = "NotSupportedByEngine";
     pub const STORAGE_DOMAIN_NOT_FOUND: &str = "StorageDomainNotFound";
@@ -501,6 +505,8 @@ const ALL_REASONS: &[&str] = &[
     reasons::NOT_SUPPORTED_BY_ENGINE,
     reasons::NO_FREE_HOST_DEVICE,
     reasons::ATTACHING_HOST_DEVICES,
+    reasons::ADDING_NUMA_NODES,
+    reasons::NO_HOST_TO_PIN,
     reasons::STORAGE_DOMAIN_NOT_FOUND,
     reasons::STORAGE_DOMAIN_NOT_AVAILABLE,
     reasons::STORAGE_DOMAIN_REQUIRES_CLONE,

@@ -25,8 +25,8 @@ pub use condition::{Condition, ConditionStatus, Severity};
 pub use ipam::IpPoolRef;
 pub use machine::{
     AntiAffinity, CpuMode, CpuPinningPolicy, CpuTopology, CpuTuning, DataDisk, DataDiskStatus, DiskFormat,
-    DiskInterface, Dns, HighAvailability, Initialization, MachineAddress, MachineSettings, Memory, Nic, OVirtMachine,
-    OVirtMachineSpec, OVirtMachineStatus, TemplateVersion, Vgpu, VmType,
+    DiskInterface, Dns, HighAvailability, Initialization, MachineAddress, MachineSettings, Memory, Nic, Numa,
+    NumaTuneMode, OVirtMachine, OVirtMachineSpec, OVirtMachineStatus, TemplateVersion, Vgpu, VmType,
 };
 pub use provider::{
     AllowedNamespaces, OVirtProvider, OVirtProviderSpec, OVirtProviderStatus, ProviderTls, TenantPlacement,

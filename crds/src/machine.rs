@@ -5,7 +5,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::condition::Condition;
-pub use crate::workload_tuning::{CpuMode, CpuPinningPolicy, CpuTuning, HighAvailability, TemplateVersion, Vgpu};
+pub use crate::workload_tuning::{
+    CpuMode, CpuPinningPolicy, CpuTuning, HighAvailability, Numa, NumaTuneMode, TemplateVersion, Vgpu,
+};
 
 /// One virtual machine in oVirt. CAPI creates these from an OVirtMachineTemplate when a MachineDeployment or
 /// control plane scales; the VM gets the OVirtMachine's name.
@@ -78,6 +80,25 @@ pub struct OVirtMachineSpec {
 ).message(
     "spec.instancetype sets the VM's CPUs, memory and high availability: leave spec.cpu, spec.memory and \
      spec.highavailability unset with it, or drop spec.instancetype"
+))]
+#[x_kube(validation = Rule::new(
+    "!has(self.numa) || (has(self.cpu) && has(self.cpu.sockets) && has(self.cpu.cores) && has(self.cpu.threads) \
+     && has(self.memory) && has(self.memory.sizemb))"
+).message(
+    "spec.numa needs spec.cpu (sockets, cores and threads) and spec.memory.sizemb: the NUMA nodes split them"
+))]
+#[x_kube(validation = Rule::new(
+    "!has(self.numa) || !has(self.cpu) || !has(self.cpu.sockets) || !has(self.cpu.cores) || !has(self.cpu.threads) \
+     || self.numa.nodes <= self.cpu.sockets * self.cpu.cores * self.cpu.threads"
+).message(
+    "spec.numa.nodes must not exceed the VM's vCPUs (sockets × cores × threads): each node needs one"
+))]
+#[x_kube(validation = Rule::new(
+    "!has(self.numa) || !has(self.cputuning) || !has(self.cputuning.pinningpolicy) \
+     || self.cputuning.pinningpolicy != 'resize_and_pin_numa'"
+).message(
+    "spec.numa and spec.cputuning.pinningpolicy resize_and_pin_numa exclude each other: with that policy the engine \
+     gives the VM the host's NUMA nodes"
 ))]
 pub struct MachineSettings {
     /// Name of the OVirtProvider (cluster-scoped) that connects to the engine.
@@ -200,6 +221,13 @@ pub struct MachineSettings {
     #[schemars(length(max = 8), inner(length(max = 128)))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hostdevices: Vec<String>,
+
+    /// Virtual NUMA nodes for guests that place work by NUMA node. The engine takes them only on a VM pinned to hosts,
+    /// so the VM is pinned to the hosts of its oVirt cluster (as they are when it is created; the device's host with
+    /// spec.hostdevices). Needs spec.cpu and spec.memory.sizemb, which the nodes split. Omitted: none (or the host's,
+    /// with spec.cputuning.pinningpolicy resize_and_pin_numa).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<Numa>,
 
     /// An instance type of the engine (`/instancetypes`, e.g. `Large`), by name: the VM takes its CPUs, memory and
     /// high availability. Omitted: none (the template's, or spec.cpu and spec.memory).

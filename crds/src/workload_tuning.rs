@@ -98,6 +98,42 @@ impl CpuMode {
     }
 }
 
+/// Virtual NUMA nodes: the guest sees its CPUs and memory in `nodes` equal parts.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Numa {
+    /// How many virtual NUMA nodes, 1 to 16; the VM's vCPUs and memory are split evenly among them (the first nodes
+    /// take one vCPU more when they do not divide).
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 16").message(
+        "spec.numa.nodes must be between 1 and 16"
+    ))]
+    pub nodes: i32,
+
+    /// How the nodes' memory is placed on the host: `strict`, `interleave` or `preferred`. Omitted: the engine's
+    /// default (interleave).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunemode: Option<NumaTuneMode>,
+}
+
+/// oVirt's NUMA tune mode.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NumaTuneMode {
+    Strict,
+    Interleave,
+    Preferred,
+}
+
+impl NumaTuneMode {
+    /// The value oVirt uses on the wire.
+    pub fn as_ovirt(self) -> &'static str {
+        match self {
+            NumaTuneMode::Strict => "strict",
+            NumaTuneMode::Interleave => "interleave",
+            NumaTuneMode::Preferred => "preferred",
+        }
+    }
+}
+
 /// One version of spec.template, by number or by name.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[x_kube(validation = Rule::new("has(self.number) != has(self.name)").message(

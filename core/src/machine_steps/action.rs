@@ -100,6 +100,11 @@ pub enum PrepareAction {
         vm_id: String,
         names: Vec<String>,
     },
+    /// Add these virtual NUMA nodes to the VM, pinned to its hosts (spec.numa).
+    AddNumaNodes {
+        vm_id: String,
+        nodes: Vec<crate::vm::numa_layout::NumaNodePlan>,
+    },
 }
 
 /// Writes to the OVirtMachine (and its IPAddressClaims) in the management cluster.
@@ -225,7 +230,8 @@ impl Action {
                 | PrepareAction::ResizeDisk { .. }
                 | PrepareAction::RenameDiskAlias { .. }
                 | PrepareAction::SyncNics(_)
-                | PrepareAction::AttachHostDevices { .. } => ActionClass::ENGINE,
+                | PrepareAction::AttachHostDevices { .. }
+                | PrepareAction::AddNumaNodes { .. } => ActionClass::ENGINE,
             },
             Action::Bookkeeping(action) => match action {
                 BookkeepingAction::AddFinalizer
@@ -342,6 +348,8 @@ pub struct CreateVmPlan {
     pub instance_type: Option<String>,
     /// spec.hostdevices.
     pub host_devices: Vec<String>,
+    /// spec.numa: the VM is pinned to the hosts of its oVirt cluster.
+    pub numa: Option<capov_crds::Numa>,
     /// Where the engine's lookups put the VM; filled by the creation step once it has read them.
     pub targets: CreateTargets,
 }
@@ -361,6 +369,9 @@ pub struct CreateTargets {
     pub instance_type_id: Option<String>,
     /// The host the VM is pinned to because it has every device of spec.hostdevices free.
     pub device_host: Option<crate::placement::host_devices::DeviceHost>,
+    /// The hosts the VM is pinned to for its virtual NUMA nodes (spec.numa without spec.hostdevices): the oVirt
+    /// cluster's.
+    pub numa_hosts: Vec<String>,
 }
 
 /// One data disk to create, on the storage domain and with the disk profile the step's lookup resolved by name.

@@ -268,6 +268,7 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat, network: GuestNe
         template_version: s.templateversion.clone(),
         instance_type: s.instancetype.clone(),
         host_devices: crate::placement::host_devices::distinct(&s.hostdevices),
+        numa: s.numa.clone(),
         targets: Default::default(),
     }
 }

@@ -61,6 +61,7 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
     })?;
     let instance_type_id = instance_type(o, plan)?;
     let device_host = device_host(o, plan, &cluster.id)?;
+    let numa_hosts = numa_hosts(o, plan, &cluster.id, device_host.is_some())?;
     let versions = looked_up(&facts.template, || EngineLookup::Template {
         name: plan.template.clone(),
         data_center_id: cluster.data_center_id.clone(),
@@ -103,7 +104,34 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         lease_domain_id,
         instance_type_id,
         device_host,
+        numa_hosts,
     })
+}
+
+/// The hosts a VM with spec.numa is pinned to (the engine adds virtual NUMA nodes only to a VM pinned to hosts): the
+/// oVirt cluster's, unless the VM is pinned to its devices' host already.
+fn numa_hosts(
+    o: &Observed,
+    plan: &CreateVmPlan,
+    cluster_id: &str,
+    on_device_host: bool,
+) -> Result<Vec<String>, NotYet> {
+    if plan.numa.is_none() || on_device_host {
+        return Ok(Vec::new());
+    }
+    let hosts = looked_up(&o.creation.device_hosts, || EngineLookup::DeviceHosts {
+        cluster_id: cluster_id.to_string(),
+        names: plan.host_devices.clone(),
+    })?;
+    if hosts.is_empty() {
+        let message = format!(
+            "oVirt cluster {:?} has no host to pin the VM to, which its virtual NUMA nodes (spec.numa) need: add a \
+             host, or drop spec.numa",
+            plan.ovirt_cluster
+        );
+        return Err(refused(reasons::NO_HOST_TO_PIN, Severity::Warning, message));
+    }
+    Ok(hosts.iter().map(|host| host.host_id.clone()).collect())
 }
 
 /// The host that has every device of spec.hostdevices free, when some are asked for.

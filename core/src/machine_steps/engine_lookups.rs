@@ -36,6 +36,8 @@ pub enum EngineLookup {
     DeviceHosts { cluster_id: String, names: Vec<String> },
     /// The host devices added to the VM: [`super::Observed::vm_host_devices`].
     VmHostDevices { vm_id: String },
+    /// The indexes of the VM's virtual NUMA nodes: [`super::Observed::vm_numa_nodes`].
+    VmNumaNodes { vm_id: String },
     /// A data disk's storage domain and, when one is named, the domain's disk profiles:
     /// [`super::Observed::data_disk_target`].
     DataDiskTarget {
@@ -98,7 +100,8 @@ pub struct CreationFacts {
     pub placement: Fact<Lookup<PlacementFacts>>,
     /// The domains of those asked for that the engine shows (the provider's inventory, else read on their own).
     pub clone_domains: Fact<Lookup<Vec<DomainFact>>>,
-    /// The hosts of the oVirt cluster with any of spec.hostdevices (read only when some are asked for).
+    /// The hosts of the oVirt cluster, with those of spec.hostdevices they have (read only when devices or NUMA nodes
+    /// are asked for; the devices only when some are).
     pub device_hosts: Fact<Lookup<Vec<DeviceHostFact>>>,
 }
 
@@ -130,7 +133,9 @@ impl CreationFacts {
             EngineLookup::Placement { .. } => self.placement == Fact::NotRead,
             EngineLookup::CloneDomains { .. } => self.clone_domains == Fact::NotRead,
             EngineLookup::DeviceHosts { .. } => self.device_hosts == Fact::NotRead,
-            EngineLookup::DataDiskTarget { .. } | EngineLookup::VmHostDevices { .. } => false,
+            EngineLookup::DataDiskTarget { .. }
+            | EngineLookup::VmHostDevices { .. }
+            | EngineLookup::VmNumaNodes { .. } => false,
         }
     }
 }

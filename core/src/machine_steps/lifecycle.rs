@@ -6,7 +6,7 @@ use super::decision::Decision;
 use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use super::{
-    connection, creation, data_disks, disks, host_devices, network, node, placement, power, preconditions,
+    connection, creation, data_disks, disks, host_devices, network, node, numa_nodes, placement, power, preconditions,
     static_addresses, tags,
 };
 use crate::conditions::{reasons, types};
@@ -72,6 +72,7 @@ fn before_first_start(
     disks::check(o, vm, &mut passed)?;
     network::check(o, &mut passed)?;
     host_devices::check(o, vm, &mut passed)?;
+    numa_nodes::check(o, vm, &mut passed)?;
     placement::check(o, vm, &mut passed)?;
     let mut decision = power::first_start(o, vm, format, passed);
     decision.status.data_disks = Some(data_disks);

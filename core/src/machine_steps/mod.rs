@@ -31,6 +31,7 @@ mod host;
 mod host_devices;
 mod network;
 mod node;
+mod numa_nodes;
 mod placement;
 mod power;
 mod preconditions;

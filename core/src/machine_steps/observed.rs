@@ -60,6 +60,7 @@ impl Observed {
                 data_disk_target_unread(&self.data_disk_target, lookup)
             }
             ReadRequest::Lookup(EngineLookup::VmHostDevices { .. }) => self.vm_host_devices == Fact::NotRead,
+            ReadRequest::Lookup(EngineLookup::VmNumaNodes { .. }) => self.vm_numa_nodes == Fact::NotRead,
             ReadRequest::Lookup(lookup) => self.creation.unread(lookup),
         }
     }
@@ -187,6 +188,8 @@ pub struct Observed {
     /// The names of the host devices added to the VM (not the placeholders the engine adds beside them); read only
     /// before the first start of a VM that asks for some.
     pub vm_host_devices: Fact<Lookup<Vec<String>>>,
+    /// The indexes of the VM's virtual NUMA nodes; read only before the first start of a VM with spec.numa.
+    pub vm_numa_nodes: Fact<Lookup<Vec<u32>>>,
 }
 
 /// The affinity groups (and labels) of the VM's oVirt cluster.

@@ -98,6 +98,7 @@ pub(super) fn ready_to_create() -> Observed {
         creation: found_for_creation(),
         data_disk_target: Fact::NotRead,
         vm_host_devices: Fact::NotRead,
+        vm_numa_nodes: Fact::NotRead,
     }
 }
 

@@ -113,3 +113,96 @@ fn the_devices_are_added_before_the_first_start_and_only_those_missing() {
         "the devices are there: on to the start"
     );
 }
+
+fn with_numa(mut o: crate::machine_steps::Observed) -> crate::machine_steps::Observed {
+    o.settings.numa = Some(capov_crds::Numa {
+        nodes: 2,
+        tunemode: Some(capov_crds::NumaTuneMode::Strict),
+    });
+    o.settings.cpu = Some(capov_crds::CpuTopology {
+        sockets: Some(2),
+        cores: Some(2),
+        threads: Some(1),
+    });
+    o.settings.memory = Some(capov_crds::Memory {
+        sizemb: Some(4096),
+        guaranteedmb: None,
+    });
+    o
+}
+
+#[test]
+fn numa_nodes_pin_the_vm_to_the_clusters_hosts_or_wait_for_one() {
+    let mut o = with_numa(ready_to_create());
+    o.creation = found_for_creation();
+    o.creation.device_hosts = Fact::NotRead;
+    assert_eq!(
+        decide(&o).action,
+        Action::Read(ReadRequest::Lookup(EngineLookup::DeviceHosts {
+            cluster_id: "cluster-default".into(),
+            names: vec![],
+        }))
+    );
+    let bare = |name: &str| DeviceHostFact {
+        host_id: format!("id-{name}"),
+        host_name: name.into(),
+        devices: vec![],
+    };
+    o.creation.device_hosts = Fact::Read(Ok(vec![bare("host-a"), bare("host-b")]));
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
+        panic!("expected the create");
+    };
+    assert_eq!(
+        plan.targets.numa_hosts,
+        vec!["id-host-a".to_string(), "id-host-b".to_string()]
+    );
+    assert_eq!(plan.targets.device_host, None);
+    o.creation.device_hosts = Fact::Read(Ok(vec![]));
+    let d = decide(&o);
+    assert_eq!(
+        state_of(&d, types::MACHINE_CREATED),
+        Some((State::False(Severity::Warning), reasons::NO_HOST_TO_PIN))
+    );
+    // With host devices, the VM is pinned to the devices' host alone.
+    o.settings.hostdevices = vec![GPU.into()];
+    o.creation.device_hosts = Fact::Read(Ok(vec![gpu_host("host-b", None)]));
+    let Action::Vm(VmAction::Create(plan)) = decide(&o).action else {
+        panic!("expected the create");
+    };
+    assert_eq!(plan.targets.numa_hosts, Vec::<String>::new());
+    assert_eq!(plan.targets.device_host.map(|h| h.host_name), Some("host-b".into()));
+}
+
+#[test]
+fn the_missing_numa_nodes_are_added_before_the_first_start() {
+    let mut o = with_numa(with_vm("down", false));
+    assert_eq!(
+        decide(&o).action,
+        Action::Read(ReadRequest::Lookup(EngineLookup::VmNumaNodes {
+            vm_id: super::fixtures::VM_ID.into()
+        }))
+    );
+    o.vm_numa_nodes = Fact::Read(Ok(vec![0]));
+    let d = decide(&o);
+    let Action::Prepare(PrepareAction::AddNumaNodes { nodes, .. }) = &d.action else {
+        panic!("expected the NUMA nodes, got {:?}", d.action);
+    };
+    assert_eq!(
+        nodes,
+        &vec![crate::vm::numa_layout::NumaNodePlan {
+            index: 1,
+            vcpus: vec![2, 3],
+            memory_mib: 2048,
+            tune_mode: Some(capov_crds::NumaTuneMode::Strict),
+        }]
+    );
+    assert_eq!(
+        state_of(&d, types::MACHINE_PLACEMENT_SET),
+        Some((State::False(Severity::Info), reasons::ADDING_NUMA_NODES))
+    );
+    o.vm_numa_nodes = Fact::Read(Ok(vec![1, 0]));
+    assert!(
+        matches!(decide(&o).action, Action::Read(_) | Action::Vm(VmAction::Start { .. })),
+        "the nodes are there: on to the start"
+    );
+}

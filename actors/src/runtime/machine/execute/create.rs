@@ -45,16 +45,31 @@ pub async fn create_vm(
     if !targets.disk_attachments.is_empty() {
         vm.disk_attachments = Some(disk_attachments(&targets.disk_attachments));
     }
-    pin_to_device_host(state, &mut vm, plan)?;
+    pin_to_hosts(state, &mut vm, plan)?;
     send(state, client, &vm, targets.clone).await
+}
+
+/// spec.numa (without host devices): the VM is pinned to the hosts of its oVirt cluster, which the engine wants before
+/// it takes virtual NUMA nodes; it may still migrate among them.
+fn pin_to_numa_hosts(vm: &mut Vm, plan: &CreateVmPlan) {
+    if plan.targets.numa_hosts.is_empty() {
+        return;
+    }
+    vm.placement_policy = Some(PlacementPolicy {
+        affinity: None,
+        hosts: Some(HostRefs {
+            items: plan.targets.numa_hosts.iter().map(|id| Ref::id(id.clone())).collect(),
+        }),
+    });
 }
 
 /// spec.hostdevices: the VM is pinned to the host the step chose (the engine adds host devices only to a VM pinned to
 /// their one host) and never migrates (a passed-through device cannot move). The devices are claimed first, so that
 /// another machine of this process does not pick them before this VM runs; one that did in the meantime makes this
 /// pass retry, and the next reads them as held.
-fn pin_to_device_host(state: &MachineState, vm: &mut Vm, plan: &CreateVmPlan) -> Result<(), Failure> {
+fn pin_to_hosts(state: &MachineState, vm: &mut Vm, plan: &CreateVmPlan) -> Result<(), Failure> {
     let Some(host) = &plan.targets.device_host else {
+        pin_to_numa_hosts(vm, plan);
         return Ok(());
     };
     let provider = state.object.spec.settings.provider.as_str();

@@ -125,7 +125,7 @@ async fn on_the_vm(
 }
 
 /// The changes to a VM that was never started, before its first start: tags, data disks, the bootable disk's size,
-/// disk aliases, NICs and host devices.
+/// disk aliases, NICs, host devices and virtual NUMA nodes.
 async fn prepare(client: Option<&capov_ovirt::Client>, vm_id: &str, action: PrepareAction) -> Executed {
     match action {
         PrepareAction::Tag(names) => {
@@ -165,6 +165,12 @@ async fn prepare(client: Option<&capov_ovirt::Client>, vm_id: &str, action: Prep
         PrepareAction::AttachHostDevices { vm_id, names } => {
             on_engine(client, types::MACHINE_PLACEMENT_SET, |client| {
                 host_devices::attach(client, &vm_id, &names)
+            })
+            .await
+        }
+        PrepareAction::AddNumaNodes { vm_id, nodes } => {
+            on_engine(client, types::MACHINE_PLACEMENT_SET, |client| {
+                host_devices::add_numa_nodes(client, &vm_id, &nodes)
             })
             .await
         }

@@ -65,6 +65,9 @@ pub async fn look_up(
         EngineLookup::VmHostDevices { vm_id } => {
             observed.vm_host_devices = answer(super::host_devices::attached(client, &vm_id).await)?;
         }
+        EngineLookup::VmNumaNodes { vm_id } => {
+            observed.vm_numa_nodes = answer(super::host_devices::numa_nodes(client, &vm_id).await)?;
+        }
         EngineLookup::DataDiskTarget {
             storage_domain_name,
             disk_profile_name,

@@ -12,8 +12,8 @@ use capov_ovirt::model::HostDevice;
 use crate::runtime::machine::state::MachineState;
 use capov_core::placement::host_devices::{DeviceHostFact, HostDeviceFact};
 
-/// The hosts of the oVirt cluster that have any of `names`, each with those devices: one request for the hosts,
-/// one per host of the cluster for its devices.
+/// The hosts of the oVirt cluster, each with those of `names` it has: one request for the hosts, and, when devices
+/// are asked for, one per host of the cluster for its devices.
 pub async fn device_hosts(
     state: &MachineState,
     client: &Client,
@@ -28,12 +28,17 @@ pub async fn device_hosts(
         let (Some(host_id), true) = (host.id.clone(), in_cluster) else {
             continue;
         };
-        let devices: Vec<HostDeviceFact> = client
-            .host_devices(&host_id)
-            .await?
-            .into_iter()
-            .filter_map(|device| device_fact(state, provider, &host_id, device, names))
-            .collect();
+        // Without devices asked for (virtual NUMA nodes only need the hosts), none are read.
+        let devices: Vec<HostDeviceFact> = if names.is_empty() {
+            Vec::new()
+        } else {
+            client
+                .host_devices(&host_id)
+                .await?
+                .into_iter()
+                .filter_map(|device| device_fact(state, provider, &host_id, device, names))
+                .collect()
+        };
         found.push(DeviceHostFact {
             host_name: host.name.unwrap_or_else(|| host_id.clone()),
             host_id,
@@ -71,4 +76,10 @@ pub async fn attached(client: &Client, vm_id: &str) -> capov_ovirt::Result<Vec<S
         .filter(|device| device.placeholder != Some(true))
         .filter_map(|device| device.name)
         .collect())
+}
+
+/// The indexes of the VM's virtual NUMA nodes.
+pub async fn numa_nodes(client: &Client, vm_id: &str) -> capov_ovirt::Result<Vec<u32>> {
+    let nodes = client.vm_numa_nodes(vm_id).await?;
+    Ok(nodes.into_iter().filter_map(|node| node.index).collect())
 }

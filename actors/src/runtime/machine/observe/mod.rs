@@ -158,6 +158,7 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
         creation: Default::default(),
         data_disk_target: Fact::NotRead,
         vm_host_devices: Fact::NotRead,
+        vm_numa_nodes: Fact::NotRead,
     }
 }
 
