@@ -25,6 +25,7 @@ pub mod settings;
 mod shared;
 pub mod status;
 mod supervisor;
+mod timer_wheel;
 mod watches;
 mod workload;
 

@@ -17,6 +17,7 @@ use crate::runtime::provider::lookups::{LOOKUP_TTL, Lookups};
 use crate::runtime::provider::placements::Placements;
 use crate::runtime::settings::RuntimeSettings;
 use crate::runtime::status::writer::StatusWriterMsg;
+use crate::runtime::timer_wheel::TimerWheel;
 use crate::runtime::workload::clients::WorkloadClients;
 use crate::runtime::{capi, ipam};
 
@@ -47,6 +48,8 @@ pub struct Shared {
     pub placements: Arc<Placements>,
     /// The host devices machines of this process are creating their VMs with.
     pub device_claims: DeviceClaims,
+    /// The timers of the machines' next passes.
+    pub timers: TimerWheel,
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
     /// Each provider's `spec.allowedNamespaces` and `spec.tenantPlacement`, as last seen by the supervisor.
     pub provider_access: RwLock<HashMap<String, ProviderAccess>>,
@@ -92,6 +95,7 @@ impl Shared {
         status_writer: ActorRef<StatusWriterMsg>,
         stores: Stores,
     ) -> Shared {
+        let timers = TimerWheel::start(metrics.clone());
         let permits = ReconcilePermits::new(settings.max_concurrent_reconciles.max(1), Some(metrics.queues.clone()));
         Shared {
             client,
@@ -109,6 +113,7 @@ impl Shared {
             ovirt_clusters: stores.ovirt_clusters,
             placements: Arc::new(Placements::default()),
             device_claims: DeviceClaims::default(),
+            timers,
             providers: RwLock::new(HashMap::new()),
             provider_access: RwLock::new(HashMap::new()),
             workload_clients: WorkloadClients::default(),

@@ -69,9 +69,7 @@ impl Actor for MachineActor {
     }
 
     async fn post_stop(&self, _me: ActorRef<MachineMsg>, state: &mut MachineState) -> Result<(), ActorProcessingErr> {
-        if let Some(timer) = state.timer.take() {
-            timer.abort();
-        }
+        state.shared.timers.cancel(state.timer);
         state.shared.placements.forget_machine(&state.key);
         state.shared.device_claims.release(&state.key);
         if let Some((_, provider)) = state.subscribed_to.take() {

@@ -70,9 +70,6 @@ pub fn to_next(state: &mut MachineState, requeue: Requeue, vm_id: Option<String>
 
 /// Tells the provider which VM to watch for this machine and sets the timer of the next pass.
 pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
-    if let Some(timer) = state.timer.take() {
-        timer.abort();
-    }
     let watched = vm_to_watch(state, &next);
     update_vm_watch(state, &next, watched);
     let delay = delay_until_next_pass(state, &next);
@@ -89,9 +86,8 @@ pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next)
     if !matches!(next, Next::Backoff | Next::AwaitNode) {
         state.backoff.reset();
     }
-    state.timer = Some(mailbox::cast_after(&state.shared.metrics, delay, me.clone(), || {
-        MachineMsg::Tick
-    }));
+    let at = tokio::time::Instant::now() + delay;
+    state.shared.timers.set(state.timer, at, me.clone());
 }
 
 /// The VM the provider's poll should watch for the machine until its next pass; None: none.

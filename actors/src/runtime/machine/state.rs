@@ -29,7 +29,8 @@ pub struct MachineState {
     /// 5 s doubling to 5 min, each wait jittered (capov_core::policy::backoff).
     pub(super) backoff: capov_core::policy::backoff::Backoff,
     pub(super) pass_queued: bool,
-    pub(super) timer: Option<tokio::task::JoinHandle<()>>,
+    /// This actor's timer in the shared wheel (`runtime::timer_wheel`): the `Tick` of its next pass.
+    pub(super) timer: crate::runtime::timer_wheel::TimerId,
     pub(super) subscribed_to: Option<(String, ActorRef<ProviderMsg>)>,
     pub(super) watched_vm: Option<VmWatch>,
     pub(super) last_seen_vm_status: Option<String>,
@@ -88,6 +89,7 @@ impl MachineState {
         shared: Arc<Shared>,
     ) -> MachineState {
         let mail = ActorMetrics::of::<MachineMsg>(&shared.metrics);
+        let timer = shared.timers.new_id();
         MachineState {
             key,
             object,
@@ -98,7 +100,7 @@ impl MachineState {
             missing_since: None,
             backoff: capov_core::policy::backoff::Backoff::steps(),
             pass_queued: true,
-            timer: None,
+            timer,
             subscribed_to: None,
             watched_vm: None,
             last_seen_vm_status: None,
