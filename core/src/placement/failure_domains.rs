@@ -132,6 +132,7 @@ mod tests {
             ovirtcluster: cluster.map(String::from),
             hostlabel: label.map(String::from),
             control_plane,
+            ..Default::default()
         }
     }
 
