@@ -50,6 +50,8 @@ pub mod reasons {
 
     // CanConnectToOVirt.
     pub const PROVIDER_NOT_FOUND: &str = "ProviderNotFound";
+    /// Neither spec.provider nor the machine's failure domain names an OVirtProvider (issue 39).
+    pub const NO_PROVIDER: &str = "NoProvider";
     pub const CREDENTIALS_NOT_FOUND: &str = "CredentialsNotFound";
     pub const CREDENTIALS_INVALID: &str = "CredentialsInvalid";
     pub const AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
@@ -464,6 +466,7 @@ const ALL_REASONS: &[&str] = &[
     reasons::NOT_YET_REPORTED,
     reasons::UNSPECIFIED,
     reasons::PROVIDER_NOT_FOUND,
+    reasons::NO_PROVIDER,
     reasons::CREDENTIALS_NOT_FOUND,
     reasons::CREDENTIALS_INVALID,
     reasons::AUTHENTICATION_FAILED,

@@ -151,7 +151,7 @@ pub struct FailureDomainSpec {
 }
 
 /// Per-domain names of engine objects, for a domain whose engine names them differently.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[x_kube(validation = Rule::new("has(self.template) || has(self.storagedomainname)").message(
     "spec.failureDomains[].overrides needs template or storagedomainname (the names on this domain's engine), or \
      leave overrides out"

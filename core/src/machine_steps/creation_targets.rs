@@ -152,8 +152,8 @@ fn refused(reason: &'static str, severity: Severity, message: String) -> NotYet 
 fn usable_template<'t>(plan: &CreateVmPlan, versions: &'t [TemplateFact]) -> Result<&'t TemplateFact, NotYet> {
     if versions.is_empty() {
         let message = format!(
-            "template {:?} not found in the data center of oVirt cluster {:?}: fix spec.template",
-            plan.template, plan.ovirt_cluster
+            "template {:?} not found in the data center of oVirt cluster {:?}: fix {}",
+            plan.template, plan.ovirt_cluster, plan.template_fix
         );
         return Err(refused(reasons::TEMPLATE_NOT_FOUND, Severity::Error, message));
     }

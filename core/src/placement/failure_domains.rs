@@ -1,14 +1,17 @@
 //! Failure domains (issue #25): the OVirtCluster's spec.failureDomains become its status.failureDomains, which CAPI
 //! copies to the Cluster and spreads machines over; a machine placed in one (its Machine's spec.failureDomain) gets
-//! its VM in the domain's oVirt cluster and, with a host label, on the hosts carrying it.
+//! its VM in the domain's oVirt cluster and, with a host label, on the hosts carrying it. A domain may also name an
+//! OVirtProvider (issue 39): the VM then goes to that engine, with the domain's overrides of the names that differ
+//! there; the machine's spec.provider is set to it before the VM is created, and stays (see [`provider_choice`]).
 
 use std::collections::BTreeMap;
 
-use capov_crds::{FailureDomainSpec, FailureDomainStatus};
+use capov_crds::{FailureDomainOverrides, FailureDomainSpec, FailureDomainStatus, MachineSettings};
 
 /// The attribute keys of a published failure domain.
 pub const OVIRT_CLUSTER_ATTRIBUTE: &str = "ovirtcluster";
 pub const HOST_LABEL_ATTRIBUTE: &str = "hostlabel";
+pub const PROVIDER_ATTRIBUTE: &str = "provider";
 
 /// status.failureDomains for spec.failureDomains: every domain, control-plane eligible unless it says otherwise,
 /// with where it is in oVirt as attributes.
@@ -21,6 +24,9 @@ pub fn published(spec: &[FailureDomainSpec]) -> Vec<FailureDomainStatus> {
             }
             if let Some(label) = &domain.hostlabel {
                 attributes.insert(HOST_LABEL_ATTRIBUTE.to_string(), label.clone());
+            }
+            if let Some(provider) = &domain.provider {
+                attributes.insert(PROVIDER_ATTRIBUTE.to_string(), provider.clone());
             }
             FailureDomainStatus {
                 name: domain.name.clone(),
@@ -45,13 +51,17 @@ pub enum FailureDomainChoice {
 }
 
 /// A failure domain a machine is placed in.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FailureDomainPlacement {
     pub name: String,
     /// The oVirt cluster the VM goes to instead of spec.ovirtcluster.
     pub ovirtcluster: Option<String>,
     /// The affinity label of the hosts the VM may run on.
     pub hostlabel: Option<String>,
+    /// The OVirtProvider whose engine the VM goes to instead of spec.provider's.
+    pub provider: Option<String>,
+    /// The names on that engine that replace the machine's.
+    pub overrides: FailureDomainOverrides,
 }
 
 /// The machine's failure domain (`Machine.spec.failureDomain`) looked up among the OVirtCluster's domains.
@@ -64,6 +74,8 @@ pub fn resolve(machine_domain: Option<&str>, spec: &[FailureDomainSpec]) -> Fail
             name: name.to_string(),
             ovirtcluster: domain.ovirtcluster.clone(),
             hostlabel: domain.hostlabel.clone(),
+            provider: domain.provider.clone(),
+            overrides: domain.overrides.clone().unwrap_or_default(),
         }),
         None => FailureDomainChoice::Unknown {
             name: name.to_string(),
@@ -102,6 +114,97 @@ impl FailureDomainChoice {
             FailureDomainChoice::Found(placement) => Some(&placement.name),
             _ => None,
         }
+    }
+
+    /// The OVirtProvider the domain names, if it names one.
+    pub fn provider(&self) -> Option<&str> {
+        match self {
+            FailureDomainChoice::Found(placement) => placement.provider.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The machine's settings with the domain's overrides in place: what the VM is created from on the domain's
+    /// engine. spec.provider is left as it is: [`provider_choice`] decides that one.
+    pub fn apply_overrides(&self, mut settings: MachineSettings) -> MachineSettings {
+        if let FailureDomainChoice::Found(placement) = self {
+            if let Some(template) = &placement.overrides.template {
+                settings.template = template.clone();
+            }
+            if let Some(storage) = &placement.overrides.storagedomainname {
+                settings.storagedomainname = Some(storage.clone());
+            }
+        }
+        settings
+    }
+
+    /// The domain's name when its overrides set the template (so that TemplateNotFound says where to fix it).
+    pub fn template_domain(&self) -> Option<&str> {
+        match self {
+            FailureDomainChoice::Found(placement) if placement.overrides.template.is_some() => Some(&placement.name),
+            _ => None,
+        }
+    }
+}
+
+/// What TemplateNotFound says to fix: the failure domain's overrides.template when the template came from there,
+/// naming the provider whose engine lacks it; else spec.template.
+pub fn template_fix(domain: &FailureDomainChoice, provider: &str) -> String {
+    match domain.template_domain() {
+        Some(name) => format!(
+            "overrides.template of failure domain {name:?} in the OVirtCluster's spec.failureDomains (the name on \
+             OVirtProvider {provider:?}'s engine)"
+        ),
+        None => "spec.template".to_string(),
+    }
+}
+
+/// Which OVirtProvider a machine's VM lives on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProviderChoice {
+    /// spec.provider, as it stands: the machine goes on with it.
+    Spec,
+    /// The failure domain names another provider and no VM was created yet: spec.provider is set to it first, so
+    /// that the VM is created there and the machine stays there (spec.provider is frozen once spec.providerID is
+    /// set).
+    Pin(String),
+    /// Neither spec.provider nor the failure domain names one: the machine waits, with this message.
+    Missing(String),
+}
+
+/// The provider a machine uses: once a VM was created (`vm_recorded`: spec.providerID or the created-VM annotation)
+/// always spec.provider, so that a machine never moves between engines; before, the failure domain's provider,
+/// else spec.provider (empty: not set).
+pub fn provider_choice(spec_provider: &str, domain: &FailureDomainChoice, vm_recorded: bool) -> ProviderChoice {
+    let spec = Some(spec_provider).filter(|p| !p.is_empty());
+    let wanted = if vm_recorded { spec } else { domain.provider().or(spec) };
+    match wanted {
+        Some(provider) if spec == Some(provider) => ProviderChoice::Spec,
+        Some(provider) => ProviderChoice::Pin(provider.to_string()),
+        None => ProviderChoice::Missing(no_provider_message(domain, vm_recorded)),
+    }
+}
+
+fn no_provider_message(domain: &FailureDomainChoice, vm_recorded: bool) -> String {
+    if vm_recorded {
+        return "spec.provider is not set, but a VM was recorded for this machine: set spec.provider to the \
+                OVirtProvider whose engine holds it"
+            .to_string();
+    }
+    match domain {
+        FailureDomainChoice::Found(placement) => format!(
+            "spec.provider is not set and failure domain {:?} names no provider: set spec.provider in the \
+             OVirtMachineTemplate, or the domain's provider in the OVirtCluster's spec.failureDomains",
+            placement.name
+        ),
+        FailureDomainChoice::Unknown { name, .. } => format!(
+            "spec.provider is not set and failure domain {name:?} is not among the OVirtCluster's \
+             spec.failureDomains: add it there with a provider, or set spec.provider in the OVirtMachineTemplate"
+        ),
+        FailureDomainChoice::None => "spec.provider is not set and the machine is in no failure domain: set \
+                                      spec.provider in the OVirtMachineTemplate, or place the machine in a failure \
+                                      domain that names a provider"
+            .to_string(),
     }
 }
 
@@ -171,6 +274,99 @@ mod tests {
                 known: vec!["a".into(), "b".into()]
             }
         );
+    }
+
+    fn on_engine(name: &str, provider: &str, template: Option<&str>, storage: Option<&str>) -> FailureDomainSpec {
+        FailureDomainSpec {
+            name: name.into(),
+            provider: Some(provider.into()),
+            overrides: (template.is_some() || storage.is_some()).then(|| FailureDomainOverrides {
+                template: template.map(String::from),
+                storagedomainname: storage.map(String::from),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_domain_on_another_engine_yields_its_provider_its_overrides_and_publishes_the_provider() {
+        let spec = [
+            on_engine("site-a", "engine-a", None, None),
+            on_engine("site-b", "engine-b", Some("ubuntu-b"), Some("data-b")),
+            domain("rack-c", None, Some("rack-c"), None),
+        ];
+        let published = published(&spec);
+        assert_eq!(published[0].attributes[PROVIDER_ATTRIBUTE], "engine-a");
+        assert!(!published[2].attributes.contains_key(PROVIDER_ATTRIBUTE));
+
+        let settings = MachineSettings {
+            provider: "engine-a".into(),
+            template: "ubuntu".into(),
+            ovirtcluster: "Default".into(),
+            ..Default::default()
+        };
+        let b = resolve(Some("site-b"), &spec);
+        assert_eq!(b.provider(), Some("engine-b"));
+        assert_eq!(b.template_domain(), Some("site-b"));
+        let on_b = b.apply_overrides(settings.clone());
+        assert_eq!(on_b.template, "ubuntu-b");
+        assert_eq!(on_b.storagedomainname.as_deref(), Some("data-b"));
+        // The provider is not an override: provider_choice decides it.
+        assert_eq!(on_b.provider, "engine-a");
+        assert!(template_fix(&b, "engine-b").contains("failure domain \"site-b\""));
+
+        // A domain without overrides, a host-label domain and no domain leave the settings alone.
+        for choice in [
+            resolve(Some("site-a"), &spec),
+            resolve(Some("rack-c"), &spec),
+            resolve(None, &spec),
+        ] {
+            assert_eq!(choice.apply_overrides(settings.clone()), settings, "{choice:?}");
+            assert_eq!(template_fix(&choice, "engine-a"), "spec.template");
+        }
+        assert_eq!(resolve(Some("rack-c"), &spec).provider(), None);
+    }
+
+    #[test]
+    fn the_provider_is_the_domains_until_a_vm_exists_and_spec_providers_after() {
+        let spec = [
+            on_engine("site-b", "engine-b", None, None),
+            domain("rack-c", None, Some("rack-c"), None),
+        ];
+        let b = resolve(Some("site-b"), &spec);
+        let c = resolve(Some("rack-c"), &spec);
+        // Before any VM: the domain's provider wins over spec.provider, and is written into it first.
+        assert_eq!(
+            provider_choice("engine-a", &b, false),
+            ProviderChoice::Pin("engine-b".into())
+        );
+        assert_eq!(provider_choice("", &b, false), ProviderChoice::Pin("engine-b".into()));
+        assert_eq!(provider_choice("engine-b", &b, false), ProviderChoice::Spec);
+        // A domain naming none: spec.provider.
+        assert_eq!(provider_choice("engine-a", &c, false), ProviderChoice::Spec);
+        assert_eq!(
+            provider_choice("engine-a", &FailureDomainChoice::None, false),
+            ProviderChoice::Spec
+        );
+        // Once a VM is recorded, spec.provider stays, whatever the domain says now: no move between engines.
+        assert_eq!(provider_choice("engine-a", &b, true), ProviderChoice::Spec);
+        // Nowhere a provider: a message that says where to set one.
+        for (choice, recorded, wanted) in [
+            (&c, false, "failure domain \"rack-c\" names no provider"),
+            (&FailureDomainChoice::None, false, "in no failure domain"),
+            (&resolve(Some("gone"), &spec), false, "\"gone\" is not among"),
+            (&b, true, "a VM was recorded for this machine"),
+        ] {
+            match provider_choice("", choice, recorded) {
+                ProviderChoice::Missing(message) => {
+                    assert!(
+                        message.contains(wanted) && message.contains("spec.provider"),
+                        "{message}"
+                    )
+                }
+                other => panic!("{choice:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]
