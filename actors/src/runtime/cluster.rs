@@ -146,22 +146,66 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
         now,
         generation,
     );
+    let (domains, published) = failure_domains(shared, cluster, &namespace);
+    match published {
+        Some(published) => set_condition(&mut conditions, &published, now, generation),
+        None => conditions.retain(|c| c.type_ != types::FAILURE_DOMAINS_PUBLISHED),
+    }
     let mut status = json!({
         "ready": true,
         "initialization": {"provisioned": true},
         "conditions": conditions,
     });
-    with_placement(
-        &mut status,
-        &capov_core::placement::failure_domains::published(&cluster.spec.failure_domains),
-        capacity(shared, cluster).as_ref(),
-    );
+    with_placement(&mut status, &domains, capacity(shared, cluster).as_ref());
     let _ = mailbox::cast(
         &shared.metrics,
         &shared.status_writer,
         StatusWriterMsg::Update { key, status },
     );
     Ok(())
+}
+
+/// status.failureDomains without the domains whose provider is missing, refuses the namespace or fails its
+/// connection (issue 39), and the FailureDomainsPublished condition saying which were left out and why; no
+/// condition when no domain names a provider.
+fn failure_domains(
+    shared: &Shared,
+    cluster: &OVirtCluster,
+    namespace: &str,
+) -> (Vec<capov_crds::FailureDomainStatus>, Option<ConditionUpdate>) {
+    use capov_core::placement::failure_domains::{ProviderHealth, published_where_usable};
+    let spec = &cluster.spec.failure_domains;
+    let health = |provider: &str| {
+        if shared.provider(provider).is_none() {
+            ProviderHealth::NotFound
+        } else if !shared.namespace_allowed(provider, namespace) {
+            ProviderHealth::NotAllowed
+        } else if let Some((reason, message)) = shared.placements.failing(provider) {
+            ProviderHealth::Failing { reason, message }
+        } else {
+            ProviderHealth::Usable
+        }
+    };
+    let (published, left_out) = published_where_usable(spec, health);
+    if spec.iter().all(|domain| domain.provider.is_none()) {
+        return (published, None);
+    }
+    let condition = if left_out.is_empty() {
+        ConditionUpdate::true_(types::FAILURE_DOMAINS_PUBLISHED, reasons::ALL_FAILURE_DOMAINS_PUBLISHED)
+    } else {
+        let message = left_out
+            .iter()
+            .map(|left| left.explain(namespace))
+            .collect::<Vec<_>>()
+            .join("; ");
+        ConditionUpdate::false_(
+            types::FAILURE_DOMAINS_PUBLISHED,
+            reasons::FAILURE_DOMAINS_LEFT_OUT,
+            Severity::Warning,
+            message,
+        )
+    };
+    (published, Some(condition))
 }
 
 /// The endpoint's address goes back to its pool, then the finalizer goes.

@@ -37,6 +37,80 @@ pub fn published(spec: &[FailureDomainSpec]) -> Vec<FailureDomainStatus> {
         .collect()
 }
 
+/// What the OVirtCluster knows of a domain's provider when it publishes the domain (issue 39).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProviderHealth {
+    /// The provider exists, serves the cluster's namespace and its engine answered (or was not asked yet).
+    Usable,
+    /// No OVirtProvider of that name.
+    NotFound,
+    /// The provider's spec.allowedNamespaces does not allow the cluster's namespace.
+    NotAllowed,
+    /// The provider's last connection check failed: its reason (e.g. EngineUnreachable) and message.
+    Failing { reason: String, message: String },
+}
+
+/// A domain left out of status.failureDomains, and why: what the OVirtCluster's condition says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftOut {
+    pub domain: String,
+    pub provider: String,
+    pub why: ProviderHealth,
+}
+
+impl LeftOut {
+    /// One line of the condition's message: the domain, its provider and what to do.
+    pub fn explain(&self, namespace: &str) -> String {
+        let (domain, provider) = (&self.domain, &self.provider);
+        match &self.why {
+            ProviderHealth::Usable => format!("failure domain {domain:?} is published"),
+            ProviderHealth::NotFound => format!(
+                "failure domain {domain:?}: OVirtProvider {provider:?} not found: create it or fix the domain's provider"
+            ),
+            ProviderHealth::NotAllowed => format!(
+                "failure domain {domain:?}: OVirtProvider {provider:?} does not allow namespace {namespace:?} (its \
+                 spec.allowedNamespaces): a platform admin allows it there, or drop the domain"
+            ),
+            ProviderHealth::Failing { reason, message } => format!(
+                "failure domain {domain:?}: OVirtProvider {provider:?}'s engine cannot be used ({reason}: {}); it is \
+                 published again once the engine answers",
+                crate::trust::bounded_text::cut(message, 200)
+            ),
+        }
+    }
+}
+
+/// status.failureDomains for spec.failureDomains, without the domains whose provider cannot take machines of the
+/// cluster (`health` of each provider named): CAPI then spreads machines over live, allowed engines only. A domain
+/// naming no provider is published as before.
+pub fn published_where_usable(
+    spec: &[FailureDomainSpec],
+    health: impl Fn(&str) -> ProviderHealth,
+) -> (Vec<FailureDomainStatus>, Vec<LeftOut>) {
+    let mut left_out = Vec::new();
+    let usable: Vec<FailureDomainSpec> = spec
+        .iter()
+        .filter(|domain| {
+            let Some(provider) = &domain.provider else {
+                return true;
+            };
+            match health(provider) {
+                ProviderHealth::Usable => true,
+                why => {
+                    left_out.push(LeftOut {
+                        domain: domain.name.clone(),
+                        provider: provider.clone(),
+                        why,
+                    });
+                    false
+                }
+            }
+        })
+        .cloned()
+        .collect();
+    (published(&usable), left_out)
+}
+
 /// Where a machine's failure domain puts its VM.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FailureDomainChoice {
@@ -367,6 +441,53 @@ mod tests {
                 other => panic!("{choice:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn only_domains_whose_provider_is_found_allowed_and_answering_are_published_and_the_others_say_why() {
+        let spec = [
+            on_engine("site-a", "engine-a", None, None),
+            on_engine("site-b", "engine-b", None, None),
+            on_engine("site-c", "engine-c", None, None),
+            on_engine("site-d", "engine-d", None, None),
+            domain("rack-e", None, Some("rack-e"), None),
+        ];
+        let health = |provider: &str| match provider {
+            "engine-a" => ProviderHealth::Usable,
+            "engine-b" => ProviderHealth::NotAllowed,
+            "engine-c" => ProviderHealth::Failing {
+                reason: "EngineUnreachable".into(),
+                message: "connection refused".into(),
+            },
+            _ => ProviderHealth::NotFound,
+        };
+        let (published, left_out) = published_where_usable(&spec, health);
+        let names: Vec<&str> = published.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["site-a", "rack-e"]);
+        let left: Vec<(&str, &str)> = left_out
+            .iter()
+            .map(|l| (l.domain.as_str(), l.provider.as_str()))
+            .collect();
+        assert_eq!(
+            left,
+            [("site-b", "engine-b"), ("site-c", "engine-c"), ("site-d", "engine-d")]
+        );
+        let explained: Vec<String> = left_out.iter().map(|l| l.explain("team-a")).collect();
+        assert!(
+            explained[0].contains("does not allow namespace \"team-a\""),
+            "{}",
+            explained[0]
+        );
+        assert!(
+            explained[1].contains("EngineUnreachable: connection refused"),
+            "{}",
+            explained[1]
+        );
+        assert!(explained[2].contains("\"engine-d\" not found"), "{}", explained[2]);
+        // All usable: the same as before.
+        let (all, none) = published_where_usable(&spec, |_| ProviderHealth::Usable);
+        assert_eq!(all, super::published(&spec));
+        assert!(none.is_empty());
     }
 
     #[test]
