@@ -326,6 +326,8 @@ pub struct CreateVmPlan {
     /// Where spec.template came from, what TemplateNotFound says to fix: spec.template, or a failure domain's
     /// overrides.template.
     pub template_fix: String,
+    /// What StorageDomainNotFound says to fix when a failure domain's overrides.storagedomainname named it.
+    pub storage_domain_fix: Option<String>,
     pub vm_type: VmType,
     pub cpu: Option<CpuTopology>,
     pub memory: Option<Memory>,

@@ -80,7 +80,7 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         placement_facts.storage_domain.as_ref(),
         &template_disks,
     )
-    .map_err(|problem| refused(problem.reason(), Severity::Error, problem.message()))?;
+    .map_err(|problem| refused(problem.reason(), Severity::Error, placement_message(plan, &problem)))?;
     let lease_domain_id = lease_domain(plan, placement_facts.lease_domain.as_ref())?;
     if placement.clone {
         clone_fits(
@@ -136,6 +136,16 @@ fn creation_failure(failed: &LookupFailure) -> LookupFailure {
     LookupFailure {
         reason,
         ..failed.clone()
+    }
+}
+
+/// The placement refusal's message; a storage domain a failure domain's overrides named says to fix it there.
+fn placement_message(plan: &CreateVmPlan, problem: &crate::placement::PlacementError) -> String {
+    match (problem, &plan.storage_domain_fix) {
+        (crate::placement::PlacementError::StorageDomainNotFound { name }, Some(fix)) => {
+            format!("storage domain {name:?} not found in oVirt: fix {fix}")
+        }
+        _ => problem.message(),
     }
 }
 

@@ -225,12 +225,27 @@ impl FailureDomainChoice {
 /// naming the provider whose engine lacks it; else spec.template.
 pub fn template_fix(domain: &FailureDomainChoice, provider: &str) -> String {
     match domain.template_domain() {
-        Some(name) => format!(
-            "overrides.template of failure domain {name:?} in the OVirtCluster's spec.failureDomains (the name on \
-             OVirtProvider {provider:?}'s engine)"
-        ),
+        Some(name) => override_fix("template", name, provider),
         None => "spec.template".to_string(),
     }
+}
+
+/// What StorageDomainNotFound says to fix when the storage domain came from the failure domain's overrides; None:
+/// the machine's or the provider's spec.storagedomainname, as before.
+pub fn storage_domain_fix(domain: &FailureDomainChoice, provider: &str) -> Option<String> {
+    match domain {
+        FailureDomainChoice::Found(placement) if placement.overrides.storagedomainname.is_some() => {
+            Some(override_fix("storagedomainname", &placement.name, provider))
+        }
+        _ => None,
+    }
+}
+
+fn override_fix(field: &str, domain: &str, provider: &str) -> String {
+    format!(
+        "overrides.{field} of failure domain {domain:?} in the OVirtCluster's spec.failureDomains (the name on \
+         OVirtProvider {provider:?}'s engine)"
+    )
 }
 
 /// Which OVirtProvider a machine's VM lives on.
@@ -388,6 +403,12 @@ mod tests {
         // The provider is not an override: provider_choice decides it.
         assert_eq!(on_b.provider, "engine-a");
         assert!(template_fix(&b, "engine-b").contains("failure domain \"site-b\""));
+        let storage_fix = storage_domain_fix(&b, "engine-b").expect("the storage domain is the domain's");
+        assert!(
+            storage_fix.starts_with("overrides.storagedomainname of failure domain \"site-b\""),
+            "{storage_fix}"
+        );
+        assert!(storage_fix.contains("OVirtProvider \"engine-b\""), "{storage_fix}");
 
         // A domain without overrides, a host-label domain and no domain leave the settings alone.
         for choice in [
@@ -397,6 +418,7 @@ mod tests {
         ] {
             assert_eq!(choice.apply_overrides(settings.clone()), settings, "{choice:?}");
             assert_eq!(template_fix(&choice, "engine-a"), "spec.template");
+            assert_eq!(storage_domain_fix(&choice, "engine-a"), None);
         }
         assert_eq!(resolve(Some("rack-c"), &spec).provider(), None);
     }

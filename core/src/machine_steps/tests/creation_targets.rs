@@ -222,6 +222,34 @@ fn a_chosen_storage_domain_the_engine_lacks_is_refused() {
 }
 
 #[test]
+fn a_storage_domain_a_failure_domain_overrides_and_the_engine_lacks_names_the_domain_and_the_provider() {
+    let mut o = ready_to_create();
+    o.settings.provider = "engine-b".into();
+    o.failure_domain = crate::placement::failure_domains::FailureDomainChoice::Found(
+        crate::placement::failure_domains::FailureDomainPlacement {
+            name: "site-b".into(),
+            provider: Some("engine-b".into()),
+            overrides: capov_crds::FailureDomainOverrides {
+                template: None,
+                storagedomainname: Some("fast-b".into()),
+            },
+            ..Default::default()
+        },
+    );
+    o.settings = o.failure_domain.apply_overrides(o.settings.clone());
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!((reason, severity), (reasons::STORAGE_DOMAIN_NOT_FOUND, Severity::Error));
+    for part in [
+        "\"fast-b\"",
+        "overrides.storagedomainname",
+        "\"site-b\"",
+        "\"engine-b\"",
+    ] {
+        assert!(message.contains(part), "{part:?} not in: {message}");
+    }
+}
+
+#[test]
 fn a_clone_that_does_not_fit_its_domain_is_refused_as_a_warning() {
     let mut o = with_facts(|facts| facts.clone_domains = Fact::Read(Ok(vec![domain("sd-1", 1)])));
     o.gates.disk_clone = true;
