@@ -23,7 +23,27 @@ struct OtherEngine {
 }
 
 async fn other_engine(world: &World, suffix: &str) -> OtherEngine {
+    other_engine_with(world, suffix, capov_ovirt_sim::default_inventory()).await
+}
+
+/// Engine `suffix` whose kubeadm template is called `ubuntu-<suffix>` and has its disk on data1 and data2: the
+/// names a failure domain's overrides give.
+fn renamed_template(suffix: &str) -> capov_ovirt_sim::Inventory {
+    let mut inventory = capov_ovirt_sim::default_inventory();
+    for template in &mut inventory.templates {
+        if template.name == "ubuntu-22.04" {
+            template.name = format!("ubuntu-{suffix}");
+            for disk in &mut template.disks {
+                disk.storage_domains = vec!["data1".into(), "data2".into()];
+            }
+        }
+    }
+    inventory
+}
+
+async fn other_engine_with(world: &World, suffix: &str, inventory: capov_ovirt_sim::Inventory) -> OtherEngine {
     let sim = Simulator::builder()
+        .inventory(inventory)
         .timings(Timings {
             image_locked_ms: 1500,
             boot_ms: 3000,
@@ -113,14 +133,16 @@ async fn domains_condition(world: &World) -> Option<(ConditionStatus, String, St
 async fn each_domain_puts_its_machines_on_its_engine_and_one_engines_outage_stays_there() {
     let mut world = World::new("engines").await;
     let b = other_engine(&world, "b").await;
-    let c = other_engine(&world, "c").await;
+    // Engine C names the template and its storage domain otherwise: the domain's overrides say so.
+    let c = other_engine_with(&world, "c", renamed_template("c")).await;
     let (a_sim, a_provider) = (world.sim.control().clone(), world.provider.clone());
     set_failure_domains(
         &world,
         json!([
             {"name": "site-a", "provider": a_provider},
             {"name": "site-b", "provider": b.provider},
-            {"name": "site-c", "provider": c.provider}
+            {"name": "site-c", "provider": c.provider,
+             "overrides": {"template": "ubuntu-c", "storagedomainname": "data2"}}
         ]),
     )
     .await;
@@ -168,6 +190,18 @@ async fn each_domain_puts_its_machines_on_its_engine_and_one_engines_outage_stay
     assert_eq!(
         [a_sim.vm_count(), b.sim.control().vm_count(), c.sim.control().vm_count()],
         [1, 2, 1]
+    );
+    // On C, from the domain's template and on its storage domain.
+    let on_c = c.sim.control().vm(&vm_ids[2]).expect("m-c's VM");
+    assert_eq!(
+        Some(on_c.template_id.clone()),
+        c.sim.control().id_of("template", "ubuntu-c")
+    );
+    let data2 = c.sim.control().id_of("storagedomain", "data2").expect("data2");
+    assert!(
+        !on_c.disks.is_empty() && on_c.disks.iter().all(|d| d.storage_domain_ids == [data2.clone()]),
+        "{:?}",
+        on_c.disks
     );
     for name in ["m-a", "m-b", "m-b2", "m-c"] {
         world.wait_reason(MINUTE, name, "CanConnectToOVirt", "Connected").await;
@@ -225,7 +259,8 @@ async fn each_domain_puts_its_machines_on_its_engine_and_one_engines_outage_stay
 
 /// Issue 39: a domain whose provider refuses the cluster's namespace (its spec.allowedNamespaces) is not published,
 /// and the OVirtCluster's condition says which and why; a domain of a provider that does not exist neither. A machine
-/// with neither spec.provider nor a domain naming one waits with NoProvider and no VM anywhere.
+/// with neither spec.provider nor a domain naming one waits with NoProvider and no VM anywhere; a template name a
+/// domain's overrides give that its engine lacks is TemplateNotFound naming the domain and the provider.
 #[tokio::test]
 async fn a_domain_whose_provider_refuses_the_namespace_is_not_published() {
     let mut world = World::new("engines-ns").await;
@@ -245,16 +280,17 @@ async fn a_domain_whose_provider_refuses_the_namespace_is_not_published() {
             {"name": "site-a", "provider": world.provider},
             {"name": "site-b", "provider": b.provider},
             {"name": "site-x", "provider": missing},
+            {"name": "site-typo", "provider": world.provider, "overrides": {"template": "ubuntu-typo"}},
             {"name": "rack", "ovirtcluster": "Default"}
         ]),
     )
     .await;
     world.start_operator().await;
     let names = published_domains(&world, "only the allowed domains", |names| {
-        names.len() == 2 && names.iter().any(|n| n == "site-a")
+        names.len() == 3 && names.iter().any(|n| n == "site-a")
     })
     .await;
-    assert_eq!(names, ["rack", "site-a"]);
+    assert_eq!(names, ["rack", "site-a", "site-typo"]);
     let (status, _, message) = eventually(MINUTE, "FailureDomainsLeftOut", || async {
         domains_condition(&world)
             .await
@@ -280,6 +316,19 @@ async fn a_domain_whose_provider_refuses_the_namespace_is_not_published() {
         .await;
     let connect = condition(&machine, "CanConnectToOVirt").expect("condition");
     assert!(connect.message.contains("set spec.provider"), "{}", connect.message);
+    machine_in(&world, "typo", "site-typo", None).await;
+    let machine = world
+        .wait_reason(MINUTE, "typo", "MachineCreated", "TemplateNotFound")
+        .await;
+    let created = condition(&machine, "MachineCreated").expect("condition");
+    for part in [
+        "\"ubuntu-typo\"",
+        "overrides.template",
+        "\"site-typo\"",
+        &world.provider,
+    ] {
+        assert!(created.message.contains(part), "{part:?} not in: {}", created.message);
+    }
     assert_eq!(world.sim.control().vm_count() + b.sim.control().vm_count(), 0);
     world.stop_operator().await;
 }
