@@ -206,6 +206,21 @@ async fn each_domain_puts_its_machines_on_its_engine_and_one_engines_outage_stay
     for name in ["m-a", "m-b", "m-b2", "m-c"] {
         world.wait_reason(MINUTE, name, "CanConnectToOVirt", "Connected").await;
     }
+    // status.capacity has each engine's oVirt cluster, from that engine's inventory; C's storage shows data2.
+    let clusters = Api::<OVirtCluster>::namespaced(world.client.clone(), &world.namespace);
+    let mut expected = vec![a_provider.clone(), b.provider.clone(), c.provider.clone()];
+    expected.sort();
+    eventually(MINUTE, "capacity of the three engines", || async {
+        let capacity = clusters.get(&world.cluster).await.ok()?.status?.capacity?;
+        let mut providers: Vec<String> = capacity.ovirt_clusters.iter().map(|c| c.provider.clone()).collect();
+        providers.sort();
+        let c_storage = capacity
+            .storage_domains
+            .iter()
+            .any(|d| d.provider == c.provider && d.name == "data2");
+        (providers == expected && c_storage).then_some(())
+    })
+    .await;
     let connected_since = |machine: &capov_crds::OVirtMachine| {
         condition(machine, "CanConnectToOVirt").map(|c| (c.status, c.last_transition_time.clone()))
     };

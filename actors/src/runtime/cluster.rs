@@ -256,18 +256,13 @@ fn capacity(shared: &Shared, cluster: &OVirtCluster) -> Option<capov_crds::Clust
         .map(|owner| owner.name.clone())
         .or_else(|| cluster.labels().get(CLUSTER_NAME_LABEL).cloned())
         .unwrap_or_else(|| cluster.name_any());
-    let mut used: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
-    for machine in shared.placements.machines_of(&namespace, &capi_cluster) {
-        used.entry(machine.provider).or_default().insert(machine.ovirt_cluster);
-    }
-    let in_domains = cluster
-        .spec
-        .failure_domains
-        .iter()
-        .filter_map(|d| d.ovirtcluster.clone());
-    for ovirt_clusters in used.values_mut() {
-        ovirt_clusters.extend(in_domains.clone());
-    }
+    let machines = shared.placements.machines_of(&namespace, &capi_cluster);
+    let mut used = capov_core::placement::failure_domains::capacity_targets(
+        machines
+            .iter()
+            .map(|machine| (machine.provider.as_str(), machine.ovirt_cluster.as_str())),
+        &cluster.spec.failure_domains,
+    );
     // Issue #35: only the providers that serve the namespace, and only the oVirt clusters they let tenants use.
     let visible = visibility(shared, &namespace);
     used.retain(|provider, _| visible(provider, None));

@@ -111,6 +111,38 @@ pub fn published_where_usable(
     (published(&usable), left_out)
 }
 
+/// Which oVirt clusters of which provider an OVirtCluster's status.capacity covers: those its machines use (as
+/// (provider, oVirt cluster)), and those its failure domains name. A domain naming a provider counts on that
+/// provider's engine only, with its oVirt cluster when it names one (issue 39); a domain naming none counts on every
+/// provider the machines use, as before.
+pub fn capacity_targets<'a>(
+    machines: impl IntoIterator<Item = (&'a str, &'a str)>,
+    domains: &[FailureDomainSpec],
+) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut used: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for (provider, ovirt_cluster) in machines {
+        used.entry(provider.to_string())
+            .or_default()
+            .insert(ovirt_cluster.to_string());
+    }
+    let everywhere: Vec<&String> = domains
+        .iter()
+        .filter(|d| d.provider.is_none())
+        .filter_map(|d| d.ovirtcluster.as_ref())
+        .collect();
+    for clusters in used.values_mut() {
+        clusters.extend(everywhere.iter().map(|c| c.to_string()));
+    }
+    for domain in domains {
+        if let Some(provider) = &domain.provider {
+            let clusters = used.entry(provider.clone()).or_default();
+            clusters.extend(domain.ovirtcluster.clone());
+        }
+    }
+    used.retain(|provider, clusters| !provider.is_empty() && !clusters.is_empty());
+    used
+}
+
 /// Where a machine's failure domain puts its VM.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FailureDomainChoice {
@@ -510,6 +542,30 @@ mod tests {
         let (all, none) = published_where_usable(&spec, |_| ProviderHealth::Usable);
         assert_eq!(all, super::published(&spec));
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn capacity_counts_a_domains_ovirt_cluster_on_its_own_engine_only() {
+        let spec = [
+            FailureDomainSpec {
+                ovirtcluster: Some("Prod-B".into()),
+                ..on_engine("site-b", "engine-b", None, None)
+            },
+            on_engine("site-c", "engine-c", None, None),
+            domain("rack", Some("Edge"), None, None),
+        ];
+        let targets = capacity_targets(
+            [("engine-a", "Default"), ("engine-c", "Default"), ("", "Default")],
+            &spec,
+        );
+        let names = |provider: &str| targets[provider].iter().cloned().collect::<Vec<_>>();
+        // A's machines' cluster and the provider-less domain's; B's domain's cluster on B only, with no machine there
+        // yet; C's machines' cluster (its domain names no oVirt cluster) and the provider-less domain's.
+        assert_eq!(names("engine-a"), ["Default", "Edge"]);
+        assert_eq!(names("engine-b"), ["Prod-B"]);
+        assert_eq!(names("engine-c"), ["Default", "Edge"]);
+        // A machine whose provider is still to be set counts nowhere.
+        assert_eq!(targets.len(), 3);
     }
 
     #[test]
