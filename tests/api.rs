@@ -503,7 +503,24 @@ async fn placement_fields_are_rejected_with_messages_that_say_what_to_fix() {
         (
             "fd-empty-overrides",
             json!([{"name": "site-a", "provider": "engine-a", "overrides": {}}]),
-            "spec.failureDomains[].overrides needs template or storagedomainname",
+            "spec.failureDomains[].overrides needs template, storagedomainname or vnicprofiles",
+        ),
+        (
+            "fd-no-vnic-profiles",
+            json!([{"name": "site-a", "provider": "engine-a", "overrides": {"vnicprofiles": []}}]),
+            "spec.failureDomains[].overrides needs template, storagedomainname or vnicprofiles",
+        ),
+        (
+            "fd-empty-vnic-profile",
+            json!([{"name": "site-a", "provider": "engine-a",
+                    "overrides": {"vnicprofiles": [{"from": "ovirtmgmt", "to": ""}]}}]),
+            "spec.failureDomains[].overrides.vnicprofiles[].to must name a vNIC profile",
+        ),
+        (
+            "fd-empty-vnic-profile-from",
+            json!([{"name": "site-a", "provider": "engine-a",
+                    "overrides": {"vnicprofiles": [{"from": "", "to": "vm-net-a"}]}}]),
+            "spec.failureDomains[].overrides.vnicprofiles[].from must be a spec.nics[].vnicprofile name",
         ),
         (
             "fd-empty-override-template",
@@ -565,7 +582,8 @@ async fn placement_fields_are_rejected_with_messages_that_say_what_to_fix() {
     // A domain may be a whole engine, with the names that differ there.
     let engines = json!([{"name": "site-a", "provider": "engine-a"},
                          {"name": "site-b", "provider": "engine-b.example", "ovirtcluster": "B",
-                          "overrides": {"template": "ubuntu-b", "storagedomainname": "data-b"}}]);
+                          "overrides": {"template": "ubuntu-b", "storagedomainname": "data-b",
+                                        "vnicprofiles": [{"from": "ovirtmgmt", "to": "vm-net-b"}]}}]);
     create_dynamic(&client, cluster_kind, cluster("fd-engines", engines), Some(&namespace)).await;
 
     let machine_kind = resource::<OVirtMachine>();

@@ -152,9 +152,11 @@ pub struct FailureDomainSpec {
 
 /// Per-domain names of engine objects, for a domain whose engine names them differently.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-#[x_kube(validation = Rule::new("has(self.template) || has(self.storagedomainname)").message(
-    "spec.failureDomains[].overrides needs template or storagedomainname (the names on this domain's engine), or \
-     leave overrides out"
+#[x_kube(validation = Rule::new(
+    "has(self.template) || has(self.storagedomainname) || (has(self.vnicprofiles) && size(self.vnicprofiles) > 0)"
+).message(
+    "spec.failureDomains[].overrides needs template, storagedomainname or vnicprofiles (the names on this domain's \
+     engine), or leave overrides out"
 ))]
 pub struct FailureDomainOverrides {
     /// The oVirt template the VMs of this domain are created from, instead of the machine's spec.template.
@@ -171,6 +173,30 @@ pub struct FailureDomainOverrides {
     ))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storagedomainname: Option<String>,
+
+    /// vNIC profiles renamed on this domain's engine, e.g. [{from: ovirtmgmt, to: vm-net-c}]. A profile not listed
+    /// keeps its name; of two entries for one name the first counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub vnicprofiles: Vec<VnicProfileRename>,
+}
+
+/// A vNIC profile's name in spec.nics and on a failure domain's engine.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct VnicProfileRename {
+    /// The name spec.nics[].vnicprofile gives.
+    #[schemars(length(max = 255))]
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.failureDomains[].overrides.vnicprofiles[].from must be a spec.nics[].vnicprofile name, e.g. ovirtmgmt"
+    ))]
+    pub from: String,
+    /// The vNIC profile's name on the domain's engine.
+    #[schemars(length(max = 255))]
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.failureDomains[].overrides.vnicprofiles[].to must name a vNIC profile on the domain's engine, e.g. \
+         vm-net-c"
+    ))]
+    pub to: String,
 }
 
 /// A host and port of an API server.

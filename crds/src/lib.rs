@@ -18,7 +18,7 @@ pub mod workload_tuning;
 
 pub use cluster::{
     ApiEndpoint, ClusterCapacity, EndpointFromPool, FailureDomainOverrides, FailureDomainSpec, FailureDomainStatus,
-    OVirtCluster, OVirtClusterCapacity, OVirtClusterSpec, OVirtClusterStatus, StorageDomainCapacity,
+    OVirtCluster, OVirtClusterCapacity, OVirtClusterSpec, OVirtClusterStatus, StorageDomainCapacity, VnicProfileRename,
 };
 pub use cluster_template::{OVirtClusterTemplate, OVirtClusterTemplateResource, OVirtClusterTemplateSpec};
 pub use condition::{Condition, ConditionStatus, Severity};

@@ -240,6 +240,16 @@ impl FailureDomainChoice {
             if let Some(storage) = &placement.overrides.storagedomainname {
                 settings.storagedomainname = Some(storage.clone());
             }
+            for nic in &mut settings.nics {
+                let renamed = placement
+                    .overrides
+                    .vnicprofiles
+                    .iter()
+                    .find(|r| r.from == nic.vnicprofile);
+                if let Some(rename) = renamed {
+                    nic.vnicprofile = rename.to.clone();
+                }
+            }
         }
         settings
     }
@@ -268,6 +278,16 @@ pub fn storage_domain_fix(domain: &FailureDomainChoice, provider: &str) -> Optio
     match domain {
         FailureDomainChoice::Found(placement) if placement.overrides.storagedomainname.is_some() => {
             Some(override_fix("storagedomainname", &placement.name, provider))
+        }
+        _ => None,
+    }
+}
+
+/// What VnicProfileNotFound adds when the failure domain's overrides.vnicprofiles gave the profile's name.
+pub fn vnic_profile_fix(domain: &FailureDomainChoice, provider: &str, profile: &str) -> Option<String> {
+    match domain {
+        FailureDomainChoice::Found(placement) if placement.overrides.vnicprofiles.iter().any(|r| r.to == profile) => {
+            Some(override_fix("vnicprofiles", &placement.name, provider))
         }
         _ => None,
     }
@@ -404,6 +424,7 @@ mod tests {
             overrides: (template.is_some() || storage.is_some()).then(|| FailureDomainOverrides {
                 template: template.map(String::from),
                 storagedomainname: storage.map(String::from),
+                ..Default::default()
             }),
             ..Default::default()
         }
@@ -431,6 +452,7 @@ mod tests {
         assert_eq!(b.template_domain(), Some("site-b"));
         let on_b = b.apply_overrides(settings.clone());
         assert_eq!(on_b.template, "ubuntu-b");
+        assert!(on_b.nics.is_empty());
         assert_eq!(on_b.storagedomainname.as_deref(), Some("data-b"));
         // The provider is not an override: provider_choice decides it.
         assert_eq!(on_b.provider, "engine-a");
@@ -453,6 +475,40 @@ mod tests {
             assert_eq!(storage_domain_fix(&choice, "engine-a"), None);
         }
         assert_eq!(resolve(Some("rack-c"), &spec).provider(), None);
+    }
+
+    #[test]
+    fn a_domains_vnic_profiles_rename_only_the_profiles_it_lists() {
+        let mut spec = on_engine("site-c", "engine-c", None, None);
+        spec.overrides = Some(FailureDomainOverrides {
+            vnicprofiles: vec![capov_crds::VnicProfileRename {
+                from: "ovirtmgmt".into(),
+                to: "vm-net-c".into(),
+            }],
+            ..Default::default()
+        });
+        let c = resolve(Some("site-c"), &[spec]);
+        let nic = |profile: &str| capov_crds::Nic {
+            vnicprofile: profile.into(),
+            ..Default::default()
+        };
+        let settings = MachineSettings {
+            nics: vec![nic("ovirtmgmt"), nic("storage")],
+            ..Default::default()
+        };
+        let on_c = c.apply_overrides(settings);
+        let profiles: Vec<&str> = on_c.nics.iter().map(|n| n.vnicprofile.as_str()).collect();
+        assert_eq!(profiles, ["vm-net-c", "storage"]);
+        let fix = vnic_profile_fix(&c, "engine-c", "vm-net-c").expect("the profile is the domain's");
+        assert!(
+            fix.contains("overrides.vnicprofiles of failure domain \"site-c\""),
+            "{fix}"
+        );
+        assert_eq!(vnic_profile_fix(&c, "engine-c", "storage"), None);
+        assert_eq!(
+            vnic_profile_fix(&FailureDomainChoice::None, "engine-c", "vm-net-c"),
+            None
+        );
     }
 
     #[test]

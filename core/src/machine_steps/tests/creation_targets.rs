@@ -165,6 +165,7 @@ fn a_template_a_failure_domain_overrides_and_the_engine_lacks_names_the_domain_a
             overrides: capov_crds::FailureDomainOverrides {
                 template: Some("ubuntu-b".into()),
                 storagedomainname: None,
+                ..Default::default()
             },
             ..Default::default()
         },
@@ -232,6 +233,7 @@ fn a_storage_domain_a_failure_domain_overrides_and_the_engine_lacks_names_the_do
             overrides: capov_crds::FailureDomainOverrides {
                 template: None,
                 storagedomainname: Some("fast-b".into()),
+                ..Default::default()
             },
             ..Default::default()
         },
