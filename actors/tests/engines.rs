@@ -331,6 +331,14 @@ async fn a_domain_whose_provider_refuses_the_namespace_is_not_published() {
         .await;
     let connect = condition(&machine, "CanConnectToOVirt").expect("condition");
     assert!(connect.message.contains("set spec.provider"), "{}", connect.message);
+    // A Machine placed in the refused domain all the same (the domain is tenant-written): the provider still refuses
+    // the namespace, and engine B gets nothing.
+    machine_in(&world, "refused", "site-b", None).await;
+    let machine = world
+        .wait_reason(MINUTE, "refused", "CanConnectToOVirt", "NamespaceNotAllowed")
+        .await;
+    assert_eq!(machine.spec.settings.provider, b.provider);
+
     machine_in(&world, "typo", "site-typo", None).await;
     let machine = world
         .wait_reason(MINUTE, "typo", "MachineCreated", "TemplateNotFound")

@@ -19,8 +19,9 @@ pub(super) fn provider(o: &Observed) -> Result<(), Box<Decision>> {
             Action::Bookkeeping(BookkeepingAction::SetProvider(provider)),
             vec![],
         ))),
+        // Looked at again with backoff: an OVirtCluster's change (a domain given a provider) wakes no machine.
         ProviderChoice::Missing(message) => Err(Box::new(Decision::new(
-            Action::Wait(Requeue::OnChange),
+            Action::Wait(Requeue::Backoff),
             vec![ConditionUpdate::false_(
                 types::CAN_CONNECT_TO_OVIRT,
                 reasons::NO_PROVIDER,

@@ -68,7 +68,7 @@ fn a_machine_with_no_provider_anywhere_waits_with_no_provider_saying_where_to_se
         o.settings.provider = String::new();
         o.failure_domain = domain.clone();
         let d = decide(&o);
-        assert_eq!(d.action, Action::Wait(Requeue::OnChange), "{domain:?}");
+        assert_eq!(d.action, Action::Wait(Requeue::Backoff), "{domain:?}");
         let (reason, message) = super::fixtures::reason_and_message(&d, types::CAN_CONNECT_TO_OVIRT);
         assert_eq!(reason, reasons::NO_PROVIDER);
         assert!(message.contains("set spec.provider"), "{message}");
