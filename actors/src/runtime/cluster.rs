@@ -175,9 +175,15 @@ fn failure_domains(
 ) -> (Vec<capov_crds::FailureDomainStatus>, Option<ConditionUpdate>) {
     use capov_core::placement::failure_domains::{ProviderHealth, published_where_usable};
     let spec = &cluster.spec.failure_domains;
+    let listed = shared.providers_listed.load(std::sync::atomic::Ordering::Relaxed);
     let health = |provider: &str| {
         if shared.provider(provider).is_none() {
-            ProviderHealth::NotFound
+            // Before the providers are listed, not seen yet is not missing: the domain stays published.
+            if listed {
+                ProviderHealth::NotFound
+            } else {
+                ProviderHealth::Usable
+            }
         } else if !shared.namespace_allowed(provider, namespace) {
             ProviderHealth::NotAllowed
         } else if let Some((reason, message)) = shared.placements.failing(provider) {
