@@ -206,7 +206,8 @@ async fn each_domain_puts_its_machines_on_its_engine_and_one_engines_outage_stay
     for name in ["m-a", "m-b", "m-b2", "m-c"] {
         world.wait_reason(MINUTE, name, "CanConnectToOVirt", "Connected").await;
     }
-    // status.capacity has each engine's oVirt cluster, from that engine's inventory; C's storage shows data2.
+    // status.capacity has each engine's oVirt cluster, from that engine's inventory, naming the domain it serves; C's
+    // storage shows data2.
     let clusters = Api::<OVirtCluster>::namespaced(world.client.clone(), &world.namespace);
     let mut expected = vec![a_provider.clone(), b.provider.clone(), c.provider.clone()];
     expected.sort();
@@ -218,7 +219,18 @@ async fn each_domain_puts_its_machines_on_its_engine_and_one_engines_outage_stay
             .storage_domains
             .iter()
             .any(|d| d.provider == c.provider && d.name == "data2");
-        (providers == expected && c_storage).then_some(())
+        // Each engine's Default cluster serves its own domain only.
+        let per_domain = capacity.ovirt_clusters.iter().all(|cluster| {
+            let wanted = if cluster.provider == a_provider {
+                "site-a"
+            } else if cluster.provider == b.provider {
+                "site-b"
+            } else {
+                "site-c"
+            };
+            cluster.failure_domains == [wanted]
+        });
+        (providers == expected && c_storage && per_domain).then_some(())
     })
     .await;
     let connected_since = |machine: &capov_crds::OVirtMachine| {

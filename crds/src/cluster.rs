@@ -283,6 +283,10 @@ pub struct OVirtClusterCapacity {
     pub free_memory_bytes: i64,
     /// The most one host can take: a VM with more memory starts on no host.
     pub largest_free_memory_bytes: i64,
+    /// The failure domains whose machines this oVirt cluster takes: those naming it (or its provider, with no oVirt
+    /// cluster of their own). A domain of host labels only is a part of a cluster's hosts and is not listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failure_domains: Vec<String>,
 }
 
 /// The space of one storage domain.

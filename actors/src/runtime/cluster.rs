@@ -283,6 +283,7 @@ fn capacity(shared: &Shared, cluster: &OVirtCluster) -> Option<capov_crds::Clust
             total.storage_domains.extend(part.storage_domains);
         }
     }
+    capov_core::placement::failure_domains::attribute_domains(&mut total, &cluster.spec.failure_domains);
     (!total.ovirt_clusters.is_empty() || !total.storage_domains.is_empty()).then_some(total)
 }
 

@@ -94,6 +94,8 @@ pub fn capacity_of(provider: &str, inventory: &Inventory, used: &BTreeSet<String
                 largest_host_cpus: count(up.iter().map(|h| h.cpus).max().unwrap_or(0)),
                 free_memory_bytes: count(up.iter().map(|h| h.free_memory).sum()),
                 largest_free_memory_bytes: count(up.iter().map(|h| h.free_memory).max().unwrap_or(0)),
+                // Filled by the OVirtCluster from its spec ([`crate::placement::failure_domains::attribute_domains`]).
+                failure_domains: Vec::new(),
             }
         })
         .collect();
@@ -291,6 +293,7 @@ mod tests {
                 largest_host_cpus: 64,
                 free_memory_bytes: (140 * GIB) as i64,
                 largest_free_memory_bytes: (100 * GIB) as i64,
+                failure_domains: Vec::new(),
             }]
         );
         assert_eq!(capacity.storage_domains.len(), 1);

@@ -143,6 +143,21 @@ pub fn capacity_targets<'a>(
     used
 }
 
+/// Names on each oVirt cluster of `capacity` the failure domains whose VMs go there (issue 39: capacity per
+/// domain): a domain naming that oVirt cluster and either that provider or none, or naming that provider and no
+/// oVirt cluster. Host-label-only domains are a part of some cluster's hosts, not a cluster: not listed.
+pub fn attribute_domains(capacity: &mut capov_crds::ClusterCapacity, domains: &[FailureDomainSpec]) {
+    for cluster in &mut capacity.ovirt_clusters {
+        cluster.failure_domains = domains
+            .iter()
+            .filter(|d| d.provider.is_some() || d.ovirtcluster.is_some())
+            .filter(|d| d.provider.as_ref().is_none_or(|p| *p == cluster.provider))
+            .filter(|d| d.ovirtcluster.as_ref().is_none_or(|c| *c == cluster.name))
+            .map(|d| d.name.clone())
+            .collect();
+    }
+}
+
 /// Where a machine's failure domain puts its VM.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FailureDomainChoice {
@@ -622,6 +637,46 @@ mod tests {
         assert_eq!(names("engine-c"), ["Default", "Edge"]);
         // A machine whose provider is still to be set counts nowhere.
         assert_eq!(targets.len(), 3);
+    }
+
+    #[test]
+    fn each_ovirt_cluster_of_the_capacity_names_the_domains_it_serves() {
+        let cluster = |provider: &str, name: &str| capov_crds::OVirtClusterCapacity {
+            provider: provider.into(),
+            name: name.into(),
+            ..Default::default()
+        };
+        let mut capacity = capov_crds::ClusterCapacity {
+            ovirt_clusters: vec![
+                cluster("engine-a", "Default"),
+                cluster("engine-b", "Prod-B"),
+                cluster("engine-b", "Default"),
+            ],
+            storage_domains: Vec::new(),
+        };
+        let spec = [
+            on_engine("site-a", "engine-a", None, None),
+            FailureDomainSpec {
+                ovirtcluster: Some("Prod-B".into()),
+                ..on_engine("site-b", "engine-b", None, None)
+            },
+            domain("default-anywhere", Some("Default"), None, None),
+            domain("rack", None, Some("rack"), None),
+        ];
+        attribute_domains(&mut capacity, &spec);
+        let listed: Vec<Vec<String>> = capacity
+            .ovirt_clusters
+            .iter()
+            .map(|c| c.failure_domains.clone())
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                vec!["site-a".to_string(), "default-anywhere".into()],
+                vec!["site-b".into()],
+                vec!["default-anywhere".into()],
+            ]
+        );
     }
 
     #[test]
