@@ -312,11 +312,6 @@ async fn invalid_objects_are_rejected_with_messages_that_say_what_to_fix() {
             "spec.template must name a template in oVirt",
         ),
         (
-            "no-provider",
-            json!({"provider": null}),
-            "spec.provider: Required value",
-        ),
-        (
             "zero-sockets",
             json!({"cpu": {"sockets": 0}}),
             "spec.cpu.sockets must be between 1 and 16",
@@ -491,6 +486,53 @@ async fn placement_fields_are_rejected_with_messages_that_say_what_to_fix() {
             "spec.failureDomains[] needs ovirtcluster (an oVirt cluster), hostlabel",
         ),
         (
+            "fd-overrides-only",
+            json!([{"name": "rack-a", "overrides": {"template": "t"}}]),
+            "provider (an OVirtProvider, i.e. another engine), or several of them",
+        ),
+        (
+            "fd-empty-provider",
+            json!([{"name": "site-a", "provider": ""}]),
+            "spec.failureDomains[].provider must name an OVirtProvider",
+        ),
+        (
+            "fd-bad-provider",
+            json!([{"name": "site-a", "provider": "Engine_A"}]),
+            "spec.failureDomains[].provider must name an OVirtProvider",
+        ),
+        (
+            "fd-empty-overrides",
+            json!([{"name": "site-a", "provider": "engine-a", "overrides": {}}]),
+            "spec.failureDomains[].overrides needs template, storagedomainname or vnicprofiles",
+        ),
+        (
+            "fd-no-vnic-profiles",
+            json!([{"name": "site-a", "provider": "engine-a", "overrides": {"vnicprofiles": []}}]),
+            "spec.failureDomains[].overrides needs template, storagedomainname or vnicprofiles",
+        ),
+        (
+            "fd-empty-vnic-profile",
+            json!([{"name": "site-a", "provider": "engine-a",
+                    "overrides": {"vnicprofiles": [{"from": "ovirtmgmt", "to": ""}]}}]),
+            "spec.failureDomains[].overrides.vnicprofiles[].to must name a vNIC profile",
+        ),
+        (
+            "fd-empty-vnic-profile-from",
+            json!([{"name": "site-a", "provider": "engine-a",
+                    "overrides": {"vnicprofiles": [{"from": "", "to": "vm-net-a"}]}}]),
+            "spec.failureDomains[].overrides.vnicprofiles[].from must be a spec.nics[].vnicprofile name",
+        ),
+        (
+            "fd-empty-override-template",
+            json!([{"name": "site-a", "provider": "engine-a", "overrides": {"template": ""}}]),
+            "spec.failureDomains[].overrides.template must name a template on the domain's engine",
+        ),
+        (
+            "fd-empty-override-storage",
+            json!([{"name": "site-a", "provider": "engine-a", "overrides": {"storagedomainname": ""}}]),
+            "spec.failureDomains[].overrides.storagedomainname must name a storage domain",
+        ),
+        (
             "fd-bad-name",
             json!([{"name": "Rack_A", "ovirtcluster": "A"}]),
             "spec.failureDomains[].name must be a DNS label",
@@ -530,7 +572,19 @@ async fn placement_fields_are_rejected_with_messages_that_say_what_to_fix() {
     }
     let good = json!([{"name": "rack-a", "ovirtcluster": "A", "controlPlane": true},
                       {"name": "rack-b", "hostlabel": "rack-b", "controlPlane": false}]);
-    create_dynamic(&client, cluster_kind, cluster("fd-good", good), Some(&namespace)).await;
+    create_dynamic(
+        &client,
+        cluster_kind.clone(),
+        cluster("fd-good", good),
+        Some(&namespace),
+    )
+    .await;
+    // A domain may be a whole engine, with the names that differ there.
+    let engines = json!([{"name": "site-a", "provider": "engine-a"},
+                         {"name": "site-b", "provider": "engine-b.example", "ovirtcluster": "B",
+                          "overrides": {"template": "ubuntu-b", "storagedomainname": "data-b",
+                                        "vnicprofiles": [{"from": "ovirtmgmt", "to": "vm-net-b"}]}}]);
+    create_dynamic(&client, cluster_kind, cluster("fd-engines", engines), Some(&namespace)).await;
 
     let machine_kind = resource::<OVirtMachine>();
     let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &machine_kind);
@@ -546,6 +600,65 @@ async fn placement_fields_are_rejected_with_messages_that_say_what_to_fix() {
         "supported values: \"soft\", \"hard\", \"none\"",
     )
     .await;
+    // spec.provider may be left out (the failure domain's decides), but not set empty.
+    let machine =
+        json!({"metadata": {"name": "empty-provider"}, "spec": merged(valid_machine_spec(), json!({"provider": ""}))});
+    expect_rejected(
+        &machines,
+        &machine_kind,
+        machine,
+        "spec.provider must name an OVirtProvider, or be left out",
+    )
+    .await;
+    let machine = json!({"metadata": {"name": "id-without-provider"}, "spec": merged(valid_machine_spec(),
+        json!({"provider": null, "providerID": "ovirt://0a5c3c43-4b4e-4a31-9d0e-1b2f5a7e8c90"}))});
+    expect_rejected(
+        &machines,
+        &machine_kind,
+        machine,
+        "spec.provider must be set with spec.providerID",
+    )
+    .await;
+    let spec = merged(valid_machine_spec(), json!({"provider": null}));
+    create_dynamic(
+        &client,
+        machine_kind.clone(),
+        json!({"metadata": {"name": "from-domain"}, "spec": spec.clone()}),
+        Some(&namespace),
+    )
+    .await;
+    create_dynamic(
+        &client,
+        template_kind.clone(),
+        json!({"metadata": {"name": "t-from-domain"}, "spec": {"template": {"spec": spec}}}),
+        Some(&namespace),
+    )
+    .await;
+    // Until the VM exists the controller sets spec.provider from the domain; with spec.providerID it is frozen.
+    let pin = json!({"spec": {"provider": "engine-b"}});
+    machines
+        .patch("from-domain", &PatchParams::default(), &Patch::Merge(&pin))
+        .await
+        .expect("setting spec.provider before the VM exists");
+    let set_id = json!({"spec": {"providerID": "ovirt://0a5c3c43-4b4e-4a31-9d0e-1b2f5a7e8c90"}});
+    machines
+        .patch("from-domain", &PatchParams::default(), &Patch::Merge(&set_id))
+        .await
+        .expect("providerID");
+    for change in [
+        json!({"spec": {"provider": "engine-a"}}),
+        json!({"spec": {"provider": null}}),
+    ] {
+        let err = machines
+            .patch("from-domain", &PatchParams::default(), &Patch::Merge(&change))
+            .await
+            .expect_err("provider change");
+        assert!(
+            err.to_string()
+                .contains("spec.provider cannot change once the VM exists"),
+            "{change}: {err}"
+        );
+    }
     for value in ["soft", "hard", "none"] {
         let spec = merged(valid_machine_spec(), json!({"antiaffinity": value}));
         create_dynamic(

@@ -26,6 +26,8 @@ pub mod types {
     pub const MACHINE_DELETED: &str = "MachineDeleted";
     pub const READY: &str = "Ready";
     pub const PAUSED: &str = "Paused";
+    /// OVirtCluster: whether every failure domain that names a provider is published (issue 39).
+    pub const FAILURE_DOMAINS_PUBLISHED: &str = "FailureDomainsPublished";
 }
 
 /// Condition reasons, one place for all of them. False reasons come from SPEC §2; True reasons (needed because
@@ -50,6 +52,12 @@ pub mod reasons {
 
     // CanConnectToOVirt.
     pub const PROVIDER_NOT_FOUND: &str = "ProviderNotFound";
+    /// Neither spec.provider nor the machine's failure domain names an OVirtProvider (issue 39).
+    pub const NO_PROVIDER: &str = "NoProvider";
+
+    // OVirtCluster FailureDomainsPublished (issue 39).
+    pub const ALL_FAILURE_DOMAINS_PUBLISHED: &str = "AllFailureDomainsPublished";
+    pub const FAILURE_DOMAINS_LEFT_OUT: &str = "FailureDomainsLeftOut";
     pub const CREDENTIALS_NOT_FOUND: &str = "CredentialsNotFound";
     pub const CREDENTIALS_INVALID: &str = "CredentialsInvalid";
     pub const AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
@@ -475,6 +483,9 @@ const ALL_REASONS: &[&str] = &[
     reasons::NOT_YET_REPORTED,
     reasons::UNSPECIFIED,
     reasons::PROVIDER_NOT_FOUND,
+    reasons::NO_PROVIDER,
+    reasons::ALL_FAILURE_DOMAINS_PUBLISHED,
+    reasons::FAILURE_DOMAINS_LEFT_OUT,
     reasons::CREDENTIALS_NOT_FOUND,
     reasons::CREDENTIALS_INVALID,
     reasons::AUTHENTICATION_FAILED,

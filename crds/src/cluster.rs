@@ -63,7 +63,7 @@ pub struct OVirtClusterSpec {
     ))]
     pub control_plane_endpoint_from_pool: Option<EndpointFromPool>,
     /// Failure domains CAPI may place machines in, each an oVirt cluster, a set of hosts carrying an oVirt affinity
-    /// label, or both. CAPOV publishes them in status.failureDomains: KubeadmControlPlane spreads its machines over
+    /// label, another engine (an OVirtProvider), or several of them. CAPOV publishes them in status.failureDomains: KubeadmControlPlane spreads its machines over
     /// those with controlPlane true, a MachineDeployment names one in spec.template.spec.failureDomain.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 100))]
@@ -93,9 +93,9 @@ fn default_api_port() -> i32 {
 
 /// One failure domain: where the VMs of the machines CAPI places in it run.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[x_kube(validation = Rule::new("has(self.ovirtcluster) || has(self.hostlabel)").message(
+#[x_kube(validation = Rule::new("has(self.ovirtcluster) || has(self.hostlabel) || has(self.provider)").message(
     "spec.failureDomains[] needs ovirtcluster (an oVirt cluster), hostlabel (an oVirt affinity label its hosts \
-     carry), or both"
+     carry), provider (an OVirtProvider, i.e. another engine), or several of them"
 ))]
 #[serde(rename_all = "camelCase")]
 pub struct FailureDomainSpec {
@@ -126,9 +126,77 @@ pub struct FailureDomainSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostlabel: Option<String>,
 
+    /// The OVirtProvider (an engine) whose VMs make up the domain: a machine placed here gets its VM on that engine
+    /// instead of its spec.provider's, and keeps it there (its spec.provider is set to this one before the VM is
+    /// created). The provider must allow the cluster's namespace (its spec.allowedNamespaces), or the domain is not
+    /// published. Omitted: the machine's spec.provider.
+    #[x_kube(validation = Rule::new(
+        "self != '' && !self.matches('[^-.a-z0-9]') && !self.startsWith('-') && !self.endsWith('-')"
+    ).message(
+        "spec.failureDomains[].provider must name an OVirtProvider (lower-case letters, digits, '-' and '.'), or be \
+         left out"
+    ))]
+    #[schemars(length(max = 253))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+
+    /// The names that differ on this domain's engine: what a machine placed here uses instead of the
+    /// OVirtMachineTemplate's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<FailureDomainOverrides>,
+
     /// Whether control-plane machines may be placed here. Default true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<bool>,
+}
+
+/// Per-domain names of engine objects, for a domain whose engine names them differently.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[x_kube(validation = Rule::new(
+    "has(self.template) || has(self.storagedomainname) || (has(self.vnicprofiles) && size(self.vnicprofiles) > 0)"
+).message(
+    "spec.failureDomains[].overrides needs template, storagedomainname or vnicprofiles (the names on this domain's \
+     engine), or leave overrides out"
+))]
+pub struct FailureDomainOverrides {
+    /// The oVirt template the VMs of this domain are created from, instead of the machine's spec.template.
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.failureDomains[].overrides.template must name a template on the domain's engine, or be left out"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+
+    /// The storage domain for the disks of this domain's VMs, instead of the machine's spec.storagedomainname.
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.failureDomains[].overrides.storagedomainname must name a storage domain on the domain's engine, or be \
+         left out"
+    ))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storagedomainname: Option<String>,
+
+    /// vNIC profiles renamed on this domain's engine, e.g. [{from: ovirtmgmt, to: vm-net-c}]. A profile not listed
+    /// keeps its name; of two entries for one name the first counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub vnicprofiles: Vec<VnicProfileRename>,
+}
+
+/// A vNIC profile's name in spec.nics and on a failure domain's engine.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct VnicProfileRename {
+    /// The name spec.nics[].vnicprofile gives.
+    #[schemars(length(max = 255))]
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.failureDomains[].overrides.vnicprofiles[].from must be a spec.nics[].vnicprofile name, e.g. ovirtmgmt"
+    ))]
+    pub from: String,
+    /// The vNIC profile's name on the domain's engine.
+    #[schemars(length(max = 255))]
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.failureDomains[].overrides.vnicprofiles[].to must name a vNIC profile on the domain's engine, e.g. \
+         vm-net-c"
+    ))]
+    pub to: String,
 }
 
 /// A host and port of an API server.
@@ -180,7 +248,7 @@ pub struct FailureDomainStatus {
     pub name: String,
     /// Whether control-plane machines may be placed here.
     pub control_plane: bool,
-    /// Where the domain is in oVirt: ovirtcluster and hostlabel, as set in spec.
+    /// Where the domain is in oVirt: provider, ovirtcluster and hostlabel, as set in spec.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attributes: BTreeMap<String, String>,
 }
@@ -223,6 +291,10 @@ pub struct OVirtClusterCapacity {
     /// have it have it free (no running VM holds it); 0: all in use.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub free_host_devices: BTreeMap<String, i64>,
+    /// The failure domains whose machines this oVirt cluster takes: those naming it (or its provider, with no oVirt
+    /// cluster of their own). A domain of host labels only is a part of a cluster's hosts and is not listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failure_domains: Vec<String>,
 }
 
 /// The space of one storage domain.

@@ -17,8 +17,8 @@ pub mod template;
 pub mod workload_tuning;
 
 pub use cluster::{
-    ApiEndpoint, ClusterCapacity, EndpointFromPool, FailureDomainSpec, FailureDomainStatus, OVirtCluster,
-    OVirtClusterCapacity, OVirtClusterSpec, OVirtClusterStatus, StorageDomainCapacity,
+    ApiEndpoint, ClusterCapacity, EndpointFromPool, FailureDomainOverrides, FailureDomainSpec, FailureDomainStatus,
+    OVirtCluster, OVirtClusterCapacity, OVirtClusterSpec, OVirtClusterStatus, StorageDomainCapacity, VnicProfileRename,
 };
 pub use cluster_template::{OVirtClusterTemplate, OVirtClusterTemplateResource, OVirtClusterTemplateSpec};
 pub use condition::{Condition, ConditionStatus, Severity};

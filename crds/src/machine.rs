@@ -44,7 +44,10 @@ pub use crate::workload_tuning::{
     "spec.providerID is set by the controller once the VM exists and cannot be changed or removed; \
      delete the OVirtMachine to replace its VM"
 ))]
-#[x_kube(validation = Rule::new("!has(oldSelf.providerID) || self.provider == oldSelf.provider").message(
+#[x_kube(validation = Rule::new(
+    "!has(oldSelf.providerID) || (has(self.provider) ? self.provider : '') == \
+     (has(oldSelf.provider) ? oldSelf.provider : '')"
+).message(
     "spec.provider cannot change once the VM exists (spec.providerID is set): the VM lives on that OVirtProvider's \
      engine. To move the machine to another engine, delete this OVirtMachine and let CAPI create a new one"
 ))]
@@ -54,6 +57,9 @@ pub use crate::workload_tuning::{
 ).message(
     "spec.vmnametemplate cannot change once the VM exists (spec.providerID is set): CAPOV finds the VM by that name. \
      Change it in the OVirtMachineTemplate and roll the machines out instead"
+))]
+#[x_kube(validation = Rule::new("!has(self.providerID) || has(self.provider)").message(
+    "spec.provider must be set with spec.providerID: it names the OVirtProvider whose engine holds the VM"
 ))]
 #[serde(rename_all = "camelCase")]
 pub struct OVirtMachineSpec {
@@ -101,8 +107,14 @@ pub struct OVirtMachineSpec {
      gives the VM the host's NUMA nodes"
 ))]
 pub struct MachineSettings {
-    /// Name of the OVirtProvider (cluster-scoped) that connects to the engine.
-    #[x_kube(validation = Rule::new("self != ''").message("spec.provider must name an OVirtProvider"))]
+    /// Name of the OVirtProvider (cluster-scoped) that connects to the engine. Omitted: the provider of the failure
+    /// domain the machine is placed in (CAPOV then sets it before creating the VM); a machine in no such domain
+    /// waits with NoProvider. Fixed once the VM exists.
+    #[x_kube(validation = Rule::new("self != ''").message(
+        "spec.provider must name an OVirtProvider, or be left out to take the failure domain's"
+    ))]
+    // Empty stands for omitted: the domain decides.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub provider: String,
 
     /// Name of the cluster in oVirt that runs the VM (e.g. Default).

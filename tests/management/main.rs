@@ -8,6 +8,7 @@
 mod capi;
 mod clusterctl_move;
 mod clusterctl_upgrade;
+mod engines;
 mod placement;
 mod topology;
 mod world;

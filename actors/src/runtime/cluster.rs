@@ -146,22 +146,72 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
         now,
         generation,
     );
+    let (domains, published) = failure_domains(shared, cluster, &namespace);
+    match published {
+        Some(published) => set_condition(&mut conditions, &published, now, generation),
+        None => conditions.retain(|c| c.type_ != types::FAILURE_DOMAINS_PUBLISHED),
+    }
     let mut status = json!({
         "ready": true,
         "initialization": {"provisioned": true},
         "conditions": conditions,
     });
-    with_placement(
-        &mut status,
-        &capov_core::placement::failure_domains::published(&cluster.spec.failure_domains),
-        capacity(shared, cluster).as_ref(),
-    );
+    with_placement(&mut status, &domains, capacity(shared, cluster).as_ref());
     let _ = mailbox::cast(
         &shared.metrics,
         &shared.status_writer,
         StatusWriterMsg::Update { key, status },
     );
     Ok(())
+}
+
+/// status.failureDomains without the domains whose provider is missing, refuses the namespace or fails its
+/// connection (issue 39), and the FailureDomainsPublished condition saying which were left out and why; no
+/// condition when no domain names a provider.
+fn failure_domains(
+    shared: &Shared,
+    cluster: &OVirtCluster,
+    namespace: &str,
+) -> (Vec<capov_crds::FailureDomainStatus>, Option<ConditionUpdate>) {
+    use capov_core::placement::failure_domains::{ProviderHealth, published_where_usable};
+    let spec = &cluster.spec.failure_domains;
+    let listed = shared.providers_listed.load(std::sync::atomic::Ordering::Relaxed);
+    let health = |provider: &str| {
+        if shared.provider(provider).is_none() {
+            // Before the providers are listed, not seen yet is not missing: the domain stays published.
+            if listed {
+                ProviderHealth::NotFound
+            } else {
+                ProviderHealth::Usable
+            }
+        } else if !shared.namespace_allowed(provider, namespace) {
+            ProviderHealth::NotAllowed
+        } else if let Some((reason, message)) = shared.placements.failing(provider) {
+            ProviderHealth::Failing { reason, message }
+        } else {
+            ProviderHealth::Usable
+        }
+    };
+    let (published, left_out) = published_where_usable(spec, health);
+    if spec.iter().all(|domain| domain.provider.is_none()) {
+        return (published, None);
+    }
+    let condition = if left_out.is_empty() {
+        ConditionUpdate::true_(types::FAILURE_DOMAINS_PUBLISHED, reasons::ALL_FAILURE_DOMAINS_PUBLISHED)
+    } else {
+        let message = left_out
+            .iter()
+            .map(|left| left.explain(namespace))
+            .collect::<Vec<_>>()
+            .join("; ");
+        ConditionUpdate::false_(
+            types::FAILURE_DOMAINS_PUBLISHED,
+            reasons::FAILURE_DOMAINS_LEFT_OUT,
+            Severity::Warning,
+            message,
+        )
+    };
+    (published, Some(condition))
 }
 
 /// The endpoint's address goes back to its pool, then the finalizer goes.
@@ -212,18 +262,13 @@ fn capacity(shared: &Shared, cluster: &OVirtCluster) -> Option<capov_crds::Clust
         .map(|owner| owner.name.clone())
         .or_else(|| cluster.labels().get(CLUSTER_NAME_LABEL).cloned())
         .unwrap_or_else(|| cluster.name_any());
-    let mut used: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
-    for machine in shared.placements.machines_of(&namespace, &capi_cluster) {
-        used.entry(machine.provider).or_default().insert(machine.ovirt_cluster);
-    }
-    let in_domains = cluster
-        .spec
-        .failure_domains
-        .iter()
-        .filter_map(|d| d.ovirtcluster.clone());
-    for ovirt_clusters in used.values_mut() {
-        ovirt_clusters.extend(in_domains.clone());
-    }
+    let machines = shared.placements.machines_of(&namespace, &capi_cluster);
+    let mut used = capov_core::placement::failure_domains::capacity_targets(
+        machines
+            .iter()
+            .map(|machine| (machine.provider.as_str(), machine.ovirt_cluster.as_str())),
+        &cluster.spec.failure_domains,
+    );
     // Issue #35: only the providers that serve the namespace, and only the oVirt clusters they let tenants use.
     let visible = visibility(shared, &namespace);
     used.retain(|provider, _| visible(provider, None));
@@ -238,6 +283,7 @@ fn capacity(shared: &Shared, cluster: &OVirtCluster) -> Option<capov_crds::Clust
             total.storage_domains.extend(part.storage_domains);
         }
     }
+    capov_core::placement::failure_domains::attribute_domains(&mut total, &cluster.spec.failure_domains);
     (!total.ovirt_clusters.is_empty() || !total.storage_domains.is_empty()).then_some(total)
 }
 

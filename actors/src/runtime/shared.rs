@@ -53,6 +53,9 @@ pub struct Shared {
     pub providers: RwLock<HashMap<String, ActorRef<ProviderMsg>>>,
     /// Each provider's `spec.allowedNamespaces` and `spec.tenantPlacement`, as last seen by the supervisor.
     pub provider_access: RwLock<HashMap<String, ProviderAccess>>,
+    /// Whether the OVirtProvider watch has listed them once: only then is a provider `providers` lacks missing (an
+    /// OVirtCluster leaves its failure domains out), not merely not seen yet.
+    pub providers_listed: std::sync::atomic::AtomicBool,
     /// Clients of the tenants' workload apiservers, and how many requests they send at once.
     pub workload_clients: WorkloadClients,
     /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
@@ -116,6 +119,7 @@ impl Shared {
             timers,
             providers: RwLock::new(HashMap::new()),
             provider_access: RwLock::new(HashMap::new()),
+            providers_listed: std::sync::atomic::AtomicBool::new(false),
             workload_clients: WorkloadClients::default(),
             lookups: Lookups::new(LOOKUP_TTL),
         }

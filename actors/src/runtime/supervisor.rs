@@ -140,7 +140,17 @@ impl Actor for Supervisor {
         match message {
             SupervisorMsg::Provider(event) => {
                 state.synced.note(watches::PROVIDERS, &*event);
-                on_provider_event(&me, state, *event).await
+                on_provider_event(&me, state, *event).await;
+                let listed = state.synced.contains(watches::PROVIDERS);
+                if listed
+                    && !state
+                        .shared
+                        .providers_listed
+                        .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    // Failure domains of providers that do not exist can be told now (issue 39).
+                    crate::runtime::cluster::refresh_all(&state.shared).await;
+                }
             }
             SupervisorMsg::Secret(event) => {
                 state.synced.note(watches::SECRETS, &*event);

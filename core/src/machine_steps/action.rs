@@ -118,6 +118,9 @@ pub enum BookkeepingAction {
     },
     /// The spec changed since the failure: clear failureReason/failureMessage and go on.
     ClearFailure,
+    /// Set spec.provider to the OVirtProvider of the machine's failure domain before any VM is created (issue 39):
+    /// from then on the machine uses it, and keeps it once spec.providerID is set.
+    SetProvider(String),
     /// Adopt a VM carrying this object's marker: write `spec.providerID` (with the engine and owner-UID
     /// annotations).
     WriteProviderId(String),
@@ -237,6 +240,7 @@ impl Action {
                 BookkeepingAction::AddFinalizer
                 | BookkeepingAction::SetFailure { .. }
                 | BookkeepingAction::ClearFailure
+                | BookkeepingAction::SetProvider(_)
                 | BookkeepingAction::WriteProviderId(_)
                 | BookkeepingAction::RecordCreatedVm(_)
                 | BookkeepingAction::RecordEngine(_)
@@ -331,6 +335,11 @@ pub struct CreateVmPlan {
     /// The failure domain `ovirt_cluster` comes from; None: from spec.ovirtcluster (what ClusterNotFound says to fix).
     pub ovirt_cluster_domain: Option<String>,
     pub template: String,
+    /// Where spec.template came from, what TemplateNotFound says to fix: spec.template, or a failure domain's
+    /// overrides.template.
+    pub template_fix: String,
+    /// What StorageDomainNotFound says to fix when a failure domain's overrides.storagedomainname named it.
+    pub storage_domain_fix: Option<String>,
     pub vm_type: VmType,
     pub cpu: Option<CpuTopology>,
     pub memory: Option<Memory>,

@@ -249,6 +249,8 @@ fn create_plan(o: &Observed, bootstrap_format: BootstrapFormat, network: GuestNe
         ovirt_cluster: o.failure_domain.ovirt_cluster(&s.ovirtcluster).to_string(),
         ovirt_cluster_domain: o.failure_domain.ovirt_cluster_domain().map(String::from),
         template: s.template.clone(),
+        template_fix: crate::placement::failure_domains::template_fix(&o.failure_domain, &s.provider),
+        storage_domain_fix: crate::placement::failure_domains::storage_domain_fix(&o.failure_domain, &s.provider),
         vm_type: s.vmtype,
         cpu: s.cpu.clone(),
         memory: s.memory.clone(),

@@ -86,7 +86,7 @@ fn targets(o: &Observed, plan: &CreateVmPlan) -> Result<CreateTargets, NotYet> {
         placement_facts.storage_domain.as_ref(),
         &template_disks,
     )
-    .map_err(|problem| refused(problem.reason(), Severity::Error, problem.message()))?;
+    .map_err(|problem| refused(problem.reason(), Severity::Error, placement_message(plan, &problem)))?;
     let lease_domain_id = lease_domain(plan, placement_facts.lease_domain.as_ref())?;
     if placement.clone {
         clone_fits(
@@ -187,6 +187,16 @@ fn creation_failure(failed: &LookupFailure) -> LookupFailure {
     }
 }
 
+/// The placement refusal's message; a storage domain a failure domain's overrides named says to fix it there.
+fn placement_message(plan: &CreateVmPlan, problem: &crate::placement::PlacementError) -> String {
+    match (problem, &plan.storage_domain_fix) {
+        (crate::placement::PlacementError::StorageDomainNotFound { name }, Some(fix)) => {
+            format!("storage domain {name:?} not found in oVirt: fix {fix}")
+        }
+        _ => problem.message(),
+    }
+}
+
 fn refused(reason: &'static str, severity: Severity, message: String) -> NotYet {
     NotYet::Refused(LookupFailure {
         reason,
@@ -200,8 +210,8 @@ fn refused(reason: &'static str, severity: Severity, message: String) -> NotYet 
 fn usable_template<'t>(plan: &CreateVmPlan, versions: &'t [TemplateFact]) -> Result<&'t TemplateFact, NotYet> {
     if versions.is_empty() {
         let message = format!(
-            "template {:?} not found in the data center of oVirt cluster {:?}: fix spec.template",
-            plan.template, plan.ovirt_cluster
+            "template {:?} not found in the data center of oVirt cluster {:?}: fix {}",
+            plan.template, plan.ovirt_cluster, plan.template_fix
         );
         return Err(refused(reasons::TEMPLATE_NOT_FOUND, Severity::Error, message));
     }

@@ -205,11 +205,16 @@ fn another_management_clusters_vm_message(o: &Observed, vm: &ObservedVm) -> Stri
 /// provider nor the engine): its spec.providerID names no engine VM id, so CAPOV never wrote it and no VM of
 /// CAPOV's is recorded there. Looking it up would read nothing useful, or worse (`ovirt://..` was once a listing of
 /// every VM).
+///
+/// So is a machine whose spec.provider was never set and that records no VM: the provider is set before a VM is
+/// created (issue 39), so there is no engine to ask.
 pub fn releasable_without_engine(o: &Observed) -> bool {
-    o.deletion_requested
-        && o.provider_id
-            .as_deref()
-            .is_some_and(|id| parse_provider_id(id).is_none())
+    let invalid_id = o
+        .provider_id
+        .as_deref()
+        .is_some_and(|id| parse_provider_id(id).is_none());
+    let never_placed = o.settings.provider.is_empty() && !o.vm_recorded();
+    o.deletion_requested && (invalid_id || never_placed)
 }
 
 /// MachineCreated's message for a spec.providerID that is not `ovirt://<uuid>`.

@@ -27,6 +27,7 @@ pub(super) fn decide(o: &Observed) -> Decision {
 /// VM that is this object's and recorded, and the guest's network.
 fn up_to_own_vm(o: &Observed) -> Result<(&ObservedVm, BootstrapFormat, GuestNetwork, Passed), Box<Decision>> {
     preconditions::check(o)?;
+    connection::provider(o)?;
     let mut passed = connection::check(o)?;
     let format = creation::bootstrap_format(o, &mut passed)?;
     let network = static_addresses::check(o, &mut passed)?;

@@ -44,6 +44,7 @@ pub use action::{
     Action, ActionClass, BookkeepingAction, CreateTargets, CreateVmPlan, CreatedVmRecord, DataDiskPlan, GroupAction,
     JoinGroup, LeaveGroup, PrepareAction, Requeue, VmAction, WorkloadAction,
 };
+pub use connection::provider_settled;
 pub use data_disks::data_disk_alias;
 pub use decision::{Decision, StatusChange};
 pub use deletion::releasable_without_engine;

@@ -10,6 +10,7 @@ use super::observed::Observed;
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::network::nics::NicAssessment;
+use crate::placement::failure_domains::vnic_profile_fix;
 
 /// Ok = the NICs match spec.nics; Err = the decision that syncs them or reports why they cannot be.
 pub(super) fn check(o: &Observed, passed: &mut Passed) -> Result<(), Box<Decision>> {
@@ -30,7 +31,12 @@ pub(super) fn check(o: &Observed, passed: &mut Passed) -> Result<(), Box<Decisio
                 .stop(Action::Prepare(PrepareAction::SyncNics(changes.clone())), None),
         )),
         failed => {
-            let (reason, message) = failed.failure().unwrap_or((reasons::UNSPECIFIED, String::new()));
+            let (reason, mut message) = failed.failure().unwrap_or((reasons::UNSPECIFIED, String::new()));
+            if let NicAssessment::ProfileNotFound { profile } = failed
+                && let Some(fix) = vnic_profile_fix(&o.failure_domain, &o.settings.provider, profile)
+            {
+                message = format!("{message}: fix {fix}");
+            }
             Err(Box::new(passed.take().wait(
                 Requeue::Backoff,
                 ConditionUpdate::false_(types::MACHINE_NETWORK_SET, reason, Severity::Error, message),

@@ -65,6 +65,11 @@ impl Observed {
         }
     }
 
+    /// Whether the object records a VM (spec.providerID or the created-VM annotation): its provider is fixed then.
+    pub fn vm_recorded(&self) -> bool {
+        self.provider_id.is_some() || self.created_vm.is_some()
+    }
+
     /// The engine name of this machine's VM: the name CAPOV recorded when it created the VM, else the one
     /// spec.vmnametemplate renders now ([`crate::naming::vm_name`]). Once recorded, edits of the template or of the
     /// cluster-name label no longer change where the VM is looked for.

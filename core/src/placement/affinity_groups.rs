@@ -271,6 +271,7 @@ mod tests {
             name: "rack-b".into(),
             ovirtcluster: None,
             hostlabel: Some("rack-b".into()),
+            ..Default::default()
         });
         let both = wanted_groups(&owner(), Some("control-plane"), AntiAffinity::Hard, &rack, "Default");
         assert_eq!(both.len(), 2);
@@ -453,6 +454,7 @@ mod tests {
             name: "r".into(),
             ovirtcluster: None,
             hostlabel: Some("rack".into()),
+            ..Default::default()
         });
         let by_label = &wanted_groups(&owner(), None, AntiAffinity::None, &rack, "D")[0];
         assert_eq!(assess(by_label, &[], &none, "vm"), GroupState::LabelNotFound);

@@ -107,6 +107,8 @@ pub fn capacity_of(provider: &str, inventory: &Inventory, used: &BTreeSet<String
                 largest_free_memory_bytes: count(up.iter().map(|h| h.free_memory).max().unwrap_or(0)),
                 free_vgpus: free_vgpus(&up),
                 free_host_devices: free_host_devices(&up),
+                // Filled by the OVirtCluster from its spec ([`crate::placement::failure_domains::attribute_domains`]).
+                failure_domains: Vec::new(),
             }
         })
         .collect();

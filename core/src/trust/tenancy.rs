@@ -259,6 +259,7 @@ mod tests {
             name: name.into(),
             ovirtcluster: cluster.map(String::from),
             hostlabel: label.map(String::from),
+            ..Default::default()
         })
     }
 

@@ -114,6 +114,11 @@ pub(super) fn checked(
         ProviderMsg::Check
     }));
     let changed = !same_connection(&previous, &state.connection) || std::mem::take(&mut state.notify_after_check);
+    let failing = match &state.connection {
+        Connection::Failed { problem, .. } => Some((problem.reason.to_string(), problem.message.clone())),
+        _ => None,
+    };
+    state.inventory.connection_checked(&state.key.name, failing);
     report(state);
     if changed && (previous_ok || !matches!(state.connection, Connection::Pending)) {
         for subscriber in state.subscribers.values() {

@@ -119,6 +119,18 @@ impl InventoryPoll {
         );
     }
 
+    /// A connection check's outcome (None: working or pending): when the provider starts or stops failing, every
+    /// OVirtCluster is reconciled again, so that its failure domains on this engine come and go (issue 39).
+    pub fn connection_checked(&self, provider: &str, failing: Option<(String, String)>) {
+        if self.sink.placements.set_failing(provider, failing) {
+            let _ = mailbox::cast(
+                &self.sink.metrics,
+                &self.sink.supervisor,
+                SupervisorMsg::InventoryPolled,
+            );
+        }
+    }
+
     /// The provider stops: its inventory is no longer anyone's to read.
     pub fn forget(&self, provider: &str) {
         self.sink.placements.forget_inventory(provider);

@@ -35,6 +35,8 @@ pub type DeviceWantsByCluster = HashMap<String, DeviceWants>;
 #[derive(Default)]
 pub struct Placements {
     inventories: RwLock<HashMap<String, Arc<Inventory>>>,
+    /// Each provider's failing connection (reason, message); absent: connected, or not checked yet.
+    failing: RwLock<HashMap<String, (String, String)>>,
     machines: Mutex<HashMap<ObjectKey, MachinePlacement>>,
     group_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -61,6 +63,32 @@ impl Placements {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .remove(provider);
+        self.set_failing(provider, None);
+    }
+
+    /// Records whether a provider's connection fails (issue 39: its failure domains are not published meanwhile);
+    /// returns whether that changed.
+    pub fn set_failing(&self, provider: &str, failing: Option<(String, String)>) -> bool {
+        let mut all = self.failing.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let was_failing = all.contains_key(provider);
+        match failing {
+            Some(failure) => {
+                all.insert(provider.to_string(), failure);
+            }
+            None => {
+                all.remove(provider);
+            }
+        }
+        was_failing != all.contains_key(provider)
+    }
+
+    /// A provider's failing connection: its reason and message.
+    pub fn failing(&self, provider: &str) -> Option<(String, String)> {
+        self.failing
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(provider)
+            .cloned()
     }
 
     pub fn note_machine(&self, key: &ObjectKey, placement: MachinePlacement) {

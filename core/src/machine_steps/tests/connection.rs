@@ -2,14 +2,96 @@
 //! including plain-http engines and engine URLs with userinfo.
 
 use crate::machine_steps::{
-    Action, BookkeepingAction, ConnectionFailure, Observed, ProviderConnection, Requeue, decide,
+    Action, BookkeepingAction, ConnectionFailure, Observed, ProviderConnection, Requeue, decide, provider_settled,
 };
+use crate::placement::failure_domains::{FailureDomainChoice, FailureDomainPlacement};
 use std::time::Duration;
 
 use capov_crds::Severity;
 
 use super::fixtures::{deleting, failed, ready_to_create, running, state_of, with_vm};
 use crate::conditions::{State, reasons, types};
+
+fn in_domain(provider: Option<&str>) -> FailureDomainChoice {
+    FailureDomainChoice::Found(FailureDomainPlacement {
+        name: "site-b".into(),
+        provider: provider.map(String::from),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn a_machine_in_a_domain_with_a_provider_sets_spec_provider_to_it_before_anything_else() {
+    for spec_provider in ["", "ovirt-prod"] {
+        let mut o = ready_to_create();
+        o.settings.provider = spec_provider.into();
+        o.failure_domain = in_domain(Some("engine-b"));
+        assert!(!provider_settled(&o));
+        let d = decide(&o);
+        assert_eq!(
+            d.action,
+            Action::Bookkeeping(BookkeepingAction::SetProvider("engine-b".into())),
+            "spec.provider {spec_provider:?}"
+        );
+        // Once written, the machine goes on with it.
+        o.settings.provider = "engine-b".into();
+        assert!(provider_settled(&o));
+        assert!(!matches!(
+            decide(&o).action,
+            Action::Bookkeeping(BookkeepingAction::SetProvider(_))
+        ));
+    }
+}
+
+#[test]
+fn a_machine_whose_vm_exists_keeps_its_provider_whatever_its_domain_says_now() {
+    for o in [with_vm("down", false), running()] {
+        let mut o = o;
+        o.failure_domain = in_domain(Some("engine-b"));
+        assert!(provider_settled(&o), "{:?}", o.provider_id);
+        assert!(!matches!(
+            decide(&o).action,
+            Action::Bookkeeping(BookkeepingAction::SetProvider(_))
+        ));
+    }
+    // A VM created, its providerID not written yet: the created-VM annotation holds the provider too.
+    let mut o = ready_to_create();
+    o.created_vm = Some(super::fixtures::VM_ID.into());
+    o.failure_domain = in_domain(Some("engine-b"));
+    assert!(provider_settled(&o));
+}
+
+#[test]
+fn a_machine_with_no_provider_anywhere_waits_with_no_provider_saying_where_to_set_one() {
+    for domain in [FailureDomainChoice::None, in_domain(None)] {
+        let mut o = ready_to_create();
+        o.settings.provider = String::new();
+        o.failure_domain = domain.clone();
+        let d = decide(&o);
+        assert_eq!(d.action, Action::Wait(Requeue::Backoff), "{domain:?}");
+        let (reason, message) = super::fixtures::reason_and_message(&d, types::CAN_CONNECT_TO_OVIRT);
+        assert_eq!(reason, reasons::NO_PROVIDER);
+        assert!(message.contains("set spec.provider"), "{message}");
+        assert_eq!(
+            state_of(&d, types::CAN_CONNECT_TO_OVIRT),
+            Some((State::False(Severity::Error), reasons::NO_PROVIDER))
+        );
+    }
+}
+
+#[test]
+fn a_machine_never_given_a_provider_is_released_without_asking_an_engine() {
+    let mut o = deleting(ready_to_create());
+    o.settings.provider = String::new();
+    assert!(crate::machine_steps::releasable_without_engine(&o));
+    assert_eq!(
+        decide(&o).action,
+        Action::Bookkeeping(BookkeepingAction::RemoveFinalizer { left_alone: None })
+    );
+    // With a provider, deletion looks for the VM by name as before.
+    o.settings.provider = "ovirt-prod".into();
+    assert!(!crate::machine_steps::releasable_without_engine(&o));
+}
 
 #[test]
 fn transient_connection_failure_waits_with_backoff() {

@@ -155,6 +155,34 @@ fn an_ovirt_cluster_the_engine_lacks_names_the_field_to_fix() {
 }
 
 #[test]
+fn a_template_a_failure_domain_overrides_and_the_engine_lacks_names_the_domain_and_the_provider() {
+    let mut o = with_facts(|facts| facts.template = Fact::Read(Ok(Vec::new())));
+    o.settings.provider = "engine-b".into();
+    o.failure_domain = crate::placement::failure_domains::FailureDomainChoice::Found(
+        crate::placement::failure_domains::FailureDomainPlacement {
+            name: "site-b".into(),
+            provider: Some("engine-b".into()),
+            overrides: capov_crds::FailureDomainOverrides {
+                template: Some("ubuntu-b".into()),
+                storagedomainname: None,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    o.settings = o.failure_domain.apply_overrides(o.settings.clone());
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!((reason, severity), (reasons::TEMPLATE_NOT_FOUND, Severity::Error));
+    assert!(
+        message.contains("\"ubuntu-b\"")
+            && message.contains("failure domain \"site-b\"")
+            && message.contains("OVirtProvider \"engine-b\""),
+        "{message}"
+    );
+    assert!(!message.contains("fix spec.template"), "{message}");
+}
+
+#[test]
 fn a_missing_template_is_an_error_and_a_locked_one_is_waited_for() {
     let o = with_facts(|facts| facts.template = Fact::Read(Ok(Vec::new())));
     let (reason, severity, message) = refusal(&o);
@@ -192,6 +220,35 @@ fn a_chosen_storage_domain_the_engine_lacks_is_refused() {
     let (reason, severity, message) = refusal(&o);
     assert_eq!((reason, severity), (reasons::STORAGE_DOMAIN_NOT_FOUND, Severity::Error));
     assert!(message.contains("\"fast\""), "{message}");
+}
+
+#[test]
+fn a_storage_domain_a_failure_domain_overrides_and_the_engine_lacks_names_the_domain_and_the_provider() {
+    let mut o = ready_to_create();
+    o.settings.provider = "engine-b".into();
+    o.failure_domain = crate::placement::failure_domains::FailureDomainChoice::Found(
+        crate::placement::failure_domains::FailureDomainPlacement {
+            name: "site-b".into(),
+            provider: Some("engine-b".into()),
+            overrides: capov_crds::FailureDomainOverrides {
+                template: None,
+                storagedomainname: Some("fast-b".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    o.settings = o.failure_domain.apply_overrides(o.settings.clone());
+    let (reason, severity, message) = refusal(&o);
+    assert_eq!((reason, severity), (reasons::STORAGE_DOMAIN_NOT_FOUND, Severity::Error));
+    for part in [
+        "\"fast-b\"",
+        "overrides.storagedomainname",
+        "\"site-b\"",
+        "\"engine-b\"",
+    ] {
+        assert!(message.contains(part), "{part:?} not in: {message}");
+    }
 }
 
 #[test]

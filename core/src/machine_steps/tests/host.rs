@@ -106,6 +106,7 @@ fn the_node_gets_the_host_and_zone_labels_and_follows_the_host() {
             name: "zone-a".into(),
             ovirtcluster: None,
             hostlabel: None,
+            ..Default::default()
         },
     );
     match decide(&o).action {

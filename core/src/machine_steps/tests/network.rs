@@ -52,6 +52,35 @@ fn unknown_or_ambiguous_vnic_profile_is_an_error() {
 }
 
 #[test]
+fn a_vnic_profile_a_failure_domain_renamed_and_the_engine_lacks_names_the_domain_and_provider() {
+    let mut o = with_vm("down", false);
+    o.settings.provider = "engine-c".into();
+    o.failure_domain = crate::placement::failure_domains::FailureDomainChoice::Found(
+        crate::placement::failure_domains::FailureDomainPlacement {
+            name: "site-c".into(),
+            provider: Some("engine-c".into()),
+            overrides: capov_crds::FailureDomainOverrides {
+                vnicprofiles: vec![capov_crds::VnicProfileRename {
+                    from: "ovirtmgmt".into(),
+                    to: "vm-net-c".into(),
+                }],
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    o.nics = Fact::Read(NicAssessment::ProfileNotFound {
+        profile: "vm-net-c".into(),
+    });
+    let d = decide(&o);
+    let (reason, message) = super::fixtures::reason_and_message(&d, types::MACHINE_NETWORK_SET);
+    assert_eq!(reason, reasons::VNIC_PROFILE_NOT_FOUND);
+    for part in ["\"vm-net-c\"", "overrides.vnicprofiles", "\"site-c\"", "\"engine-c\""] {
+        assert!(message.contains(part), "{part:?} not in: {message}");
+    }
+}
+
+#[test]
 fn nics_are_not_touched_once_the_vm_was_started() {
     let changes = vec![NicChange::Remove { nic_id: "n1".into() }];
     let d = decide(&Observed {

@@ -140,6 +140,7 @@ fn a_host_label_domain_needs_its_label() {
         name: "rack-b".into(),
         ovirtcluster: None,
         hostlabel: Some("rack-b".into()),
+        ..Default::default()
     });
     o.groups_wanted = wanted_groups(&o.group_owner, None, AntiAffinity::Soft, &o.failure_domain, "Default");
     assert_eq!(o.groups_wanted[0].rule, GroupRule::HostLabel { label: "rack-b".into() });
@@ -163,6 +164,7 @@ fn a_machine_in_a_failure_domain_gets_its_vm_in_the_domains_cluster_and_an_unkno
         name: "zone-b".into(),
         ovirtcluster: Some("Cluster-B".into()),
         hostlabel: None,
+        ..Default::default()
     });
     match decide(&o).action {
         Action::Vm(VmAction::Create(plan)) => assert_eq!(plan.ovirt_cluster, "Cluster-B"),
@@ -189,6 +191,7 @@ fn a_started_vm_keeps_its_placement_reported_and_its_domain_in_status() {
         name: "zone-a".into(),
         ovirtcluster: None,
         hostlabel: None,
+        ..Default::default()
     });
     let d = decide(&o);
     let placed = d.condition(types::MACHINE_PLACEMENT_SET).expect("condition");
@@ -280,6 +283,7 @@ fn a_placement_the_provider_does_not_allow_gets_no_vm() {
             name: "zone".into(),
             ovirtcluster: cluster.map(String::from),
             hostlabel: label.map(String::from),
+            ..Default::default()
         })
     };
     for (domain, spec_cluster, field) in [
@@ -326,6 +330,7 @@ fn a_vm_never_joins_a_host_label_group_the_provider_does_not_allow() {
         name: "rack-b".into(),
         ovirtcluster: None,
         hostlabel: Some("rack-b".into()),
+        ..Default::default()
     });
     o.groups_wanted = wanted_groups(&o.group_owner, None, AntiAffinity::Soft, &o.failure_domain, "Default");
     o.groups = Fact::Read(GroupsObservation::Read {

@@ -78,6 +78,17 @@ pub fn clear_failure(state: &mut MachineState) -> Executed {
     Executed::Continue
 }
 
+/// Sets spec.provider to the failure domain's provider before any VM is created (issue 39): the pass goes on with the
+/// object as written, so the machine subscribes to that provider and creates its VM on that engine.
+pub async fn set_provider(state: &mut MachineState, provider: &str) -> Executed {
+    let patch = json!({"spec": {"provider": provider}});
+    let executed = patch_machine(state, &patch, "setting spec.provider from the failure domain").await;
+    if matches!(executed, Executed::Continue) {
+        tracing::info!(object = %state.key, provider, "spec.provider set from the machine's failure domain");
+    }
+    executed
+}
+
 /// Writes `spec.providerID` at once after the engine answered; until it is written nothing else happens to the VM.
 /// The same patch records the engine the VM lives on and the UID its marker names.
 pub async fn write_provider_id(state: &mut MachineState, observed: &Observed, provider_id: &str) -> Executed {

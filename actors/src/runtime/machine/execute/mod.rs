@@ -53,6 +53,7 @@ async fn bookkeeping(state: &mut MachineState, observed: &Observed, action: Book
         BookkeepingAction::AddFinalizer => bookkeeping::add_finalizer(state).await,
         BookkeepingAction::SetFailure { reason, message } => bookkeeping::set_failure(state, reason, message),
         BookkeepingAction::ClearFailure => bookkeeping::clear_failure(state),
+        BookkeepingAction::SetProvider(provider) => bookkeeping::set_provider(state, &provider).await,
         BookkeepingAction::WriteProviderId(provider_id) => {
             bookkeeping::write_provider_id(state, observed, &provider_id).await
         }

@@ -37,7 +37,8 @@ use crate::runtime::messages::MachineMsg;
 use crate::runtime::{capi, ipam};
 use capov_core::conditions::types;
 use capov_core::machine_steps::{
-    Bootstrap, Fact, FailureState, Observed, ProviderConnection, ProviderDefaults, releasable_without_engine,
+    Bootstrap, Fact, FailureState, Observed, ProviderConnection, ProviderDefaults, provider_settled,
+    releasable_without_engine,
 };
 use capov_core::trust::identity::OwnerIdentity;
 
@@ -46,7 +47,10 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     let cluster = owner_cluster(state, machine.as_deref());
     let mut observed = from_objects(state, machine.as_deref(), cluster.as_deref());
     note_placement(state, &observed);
-    if observed.paused || releasable_without_engine(&observed) {
+    // A machine whose provider is still to be set from its failure domain (or named nowhere) asks no provider; a
+    // deletion looks for the VM through spec.provider as before.
+    let unsettled = !observed.deletion_requested && !provider_settled(&observed);
+    if observed.paused || releasable_without_engine(&observed) || unsettled {
         return Ok(Observation {
             observed,
             engine: None,
@@ -139,7 +143,8 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
                 .map(String::from)
                 .collect()
         }),
-        settings: object.spec.settings.clone(),
+        // The failure domain's names on its engine replace the template's (issue 39).
+        settings: failure_domain.apply_overrides(object.spec.settings.clone()),
         provider_defaults: ProviderDefaults::default(),
         gates: state.shared.settings.gates,
         nics: Fact::NotRead,
