@@ -52,8 +52,18 @@ async fn cluster_domains(world: &World) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
-/// Every OVirtMachine's (provider, VM id, marker-naming check) once all `count` Machines are Running.
+/// Every OVirtMachine's (provider, "<domain> <VM id>") once all `count` Machines are Running.
 async fn placements(world: &World, count: usize) -> Result<BTreeMap<String, (String, String)>, String> {
+    placements_except(world, count, &BTreeMap::new()).await
+}
+
+/// [`placements`] of the Machines whose OVirtMachine is not in `known`, once `count` Machines exist in all and those
+/// are Running.
+async fn placements_except(
+    world: &World,
+    count: usize,
+    known: &BTreeMap<String, (String, String)>,
+) -> Result<BTreeMap<String, (String, String)>, String> {
     let machines = world
         .api("Machine", "machines")
         .list(&ListParams::default())
@@ -64,6 +74,12 @@ async fn placements(world: &World, count: usize) -> Result<BTreeMap<String, (Str
     }
     let mut placed = BTreeMap::new();
     for machine in &machines.items {
+        let infra = machine.data["spec"]["infrastructureRef"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        if known.contains_key(infra) {
+            continue;
+        }
         let vm_id = world::running_vm(machine)?.to_string();
         let infra = machine.data["spec"]["infrastructureRef"]["name"]
             .as_str()
@@ -285,6 +301,43 @@ async fn a_cluster_spread_over_three_engines_places_each_domain_on_its_engine_an
         assert_eq!(&connect_reason(&machine), was, "{name}: its CanConnectToOVirt changed");
     }
 
+    // Scaling while C is down: a control-plane machine placed as KubeadmControlPlane places one (in the Cluster's
+    // failure domain with the fewest control-plane machines, of those it lists now) and a fourth worker of site-a's
+    // MachineDeployment both get their VMs on live engines.
+    let offered = cluster_domains(&world).await.expect("the Cluster's domains");
+    assert_eq!(offered, ["site-a", "site-b"], "the dead engine's domain is not offered");
+    let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
+    let machine = objects::MachineSpec {
+        name: "cp-3",
+        labels,
+        spec: spec.clone(),
+    };
+    objects::create_machine_in_failure_domain(&world.client, &world.namespace, CLUSTER, machine, &offered[0])
+        .await
+        .expect("a fourth control-plane machine");
+    world
+        .api("MachineDeployment", "machinedeployments")
+        .patch(
+            "workers-site-a",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("site-a's workers scaled up");
+    let grown = eventually(DEADLINE, "the two new machines running on live engines", || {
+        placements_except(&world, 11, &placed)
+    })
+    .await;
+    assert_eq!(grown.len(), 2, "{grown:?}");
+    for (name, (provider, at)) in &grown {
+        assert_ne!(provider, &c_provider, "{name} was placed on the dead engine");
+        let vm_id = at.split_once(' ').map(|(_, vm)| vm).unwrap_or_default();
+        assert!(
+            engines[provider].vm(vm_id).is_some(),
+            "{name}: no VM on {provider}'s engine"
+        );
+    }
+
     // Engine C returns: site-c is offered again and its machines heal on the VMs they had.
     c_sim.control().set_outage(false);
     eventually(DEADLINE, "site-c back on the Cluster", || async {
@@ -296,8 +349,9 @@ async fn a_cluster_spread_over_three_engines_places_each_domain_on_its_engine_an
         }
     })
     .await;
-    let healed = eventually(DEADLINE, "nine Running Machines again", || async {
-        let now = placements(&world, 9).await?;
+    let healed = eventually(DEADLINE, "eleven Running Machines again", || async {
+        let mut now = placements(&world, 11).await?;
+        now.retain(|name, _| placed.contains_key(name));
         for name in &on_c {
             let machine = world.ovirt_machines().get(name).await.map_err(|e| e.to_string())?;
             let reason = connect_reason(&machine).map(|(reason, _)| reason);
@@ -313,5 +367,8 @@ async fn a_cluster_spread_over_three_engines_places_each_domain_on_its_engine_an
     for kubelet in kubelets {
         kubelet.abort();
     }
-    println!("three engines: 3 VMs each (1 control plane, 2 workers); engine c's outage took site-c off the Cluster");
+    println!(
+        "three engines: 3 VMs each (1 control plane, 2 workers); engine c's outage took site-c off the Cluster, and \
+         a control-plane machine and a worker added meanwhile went to live engines"
+    );
 }
