@@ -96,6 +96,20 @@ async fn placements_except(
     Ok(placed)
 }
 
+/// A control-plane Machine (with its OVirtMachine of `spec`) in failure domain `domain`, as KubeadmControlPlane
+/// creates one: no control-plane provider runs here.
+async fn control_plane_machine(world: &World, name: &str, domain: &str, spec: &Value) {
+    let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
+    let machine = objects::MachineSpec {
+        name,
+        labels,
+        spec: spec.clone(),
+    };
+    objects::create_machine_in_failure_domain(&world.client, &world.namespace, CLUSTER, machine, domain)
+        .await
+        .expect("control-plane machine");
+}
+
 fn connect_reason(machine: &DynamicObject) -> Option<(String, String)> {
     machine.data["status"]["conditions"]
         .as_array()?
@@ -182,16 +196,7 @@ async fn a_cluster_spread_over_three_engines_places_each_domain_on_its_engine_an
     // The template names no provider: each machine takes its domain's.
     let spec = json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"});
     for (n, domain) in DOMAINS.iter().enumerate() {
-        let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
-        let name = format!("cp-{n}");
-        let machine = objects::MachineSpec {
-            name: &name,
-            labels,
-            spec: spec.clone(),
-        };
-        objects::create_machine_in_failure_domain(&world.client, &world.namespace, CLUSTER, machine, domain)
-            .await
-            .expect("control-plane machine");
+        control_plane_machine(&world, &format!("cp-{n}"), domain, &spec).await;
     }
     objects::apply_machine_template(&world.client, &world.namespace, "workers", spec.clone())
         .await
@@ -306,15 +311,7 @@ async fn a_cluster_spread_over_three_engines_places_each_domain_on_its_engine_an
     // MachineDeployment both get their VMs on live engines.
     let offered = cluster_domains(&world).await.expect("the Cluster's domains");
     assert_eq!(offered, ["site-a", "site-b"], "the dead engine's domain is not offered");
-    let labels = json!({"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""});
-    let machine = objects::MachineSpec {
-        name: "cp-3",
-        labels,
-        spec: spec.clone(),
-    };
-    objects::create_machine_in_failure_domain(&world.client, &world.namespace, CLUSTER, machine, &offered[0])
-        .await
-        .expect("a fourth control-plane machine");
+    control_plane_machine(&world, "cp-3", &offered[0], &spec).await;
     world
         .api("MachineDeployment", "machinedeployments")
         .patch(

@@ -6,7 +6,7 @@ use capov_crds::Severity;
 
 use super::action::{Action, PrepareAction, Requeue};
 use super::decision::Decision;
-use super::engine_lookups::EngineLookup;
+use super::engine_lookups::{EngineLookup, Lookup};
 use super::fact::Fact;
 use super::observed::{Observed, ObservedVm, ReadRequest};
 use super::passed::Passed;
@@ -19,24 +19,8 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
     if wanted.is_empty() {
         return Ok(());
     }
-    let attached = match &o.vm_host_devices {
-        Fact::NotRead => {
-            let read = ReadRequest::Lookup(EngineLookup::VmHostDevices { vm_id: vm.id.clone() });
-            return Err(Box::new(passed.take().stop(Action::Read(read), None)));
-        }
-        Fact::Read(Err(failure)) => {
-            return Err(Box::new(passed.take().wait(
-                Requeue::Backoff,
-                ConditionUpdate::false_(
-                    types::MACHINE_PLACEMENT_SET,
-                    failure.reason,
-                    failure.severity,
-                    format!("cannot read the VM's host devices: {}", failure.message),
-                ),
-            )));
-        }
-        Fact::Read(Ok(attached)) => attached,
-    };
+    let lookup = EngineLookup::VmHostDevices { vm_id: vm.id.clone() };
+    let attached = read_before_start(&o.vm_host_devices, lookup, "host devices", passed)?;
     let missing: Vec<String> = wanted.iter().filter(|name| !attached.contains(name)).cloned().collect();
     if missing.is_empty() {
         return Ok(());
@@ -55,4 +39,29 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
             message,
         )),
     )))
+}
+
+/// A fact about the VM a preparation needs (its host devices, its NUMA nodes): the fact once read; else the read
+/// that fills it, or, when the engine did not answer, MachinePlacementSet saying so and a backoff.
+pub(super) fn read_before_start<'o, T>(
+    fact: &'o Fact<Lookup<T>>,
+    lookup: EngineLookup,
+    what: &str,
+    passed: &mut Passed,
+) -> Result<&'o T, Box<Decision>> {
+    match fact {
+        Fact::NotRead => Err(Box::new(
+            passed.take().stop(Action::Read(ReadRequest::Lookup(lookup)), None),
+        )),
+        Fact::Read(Err(failure)) => Err(Box::new(passed.take().wait(
+            Requeue::Backoff,
+            ConditionUpdate::false_(
+                types::MACHINE_PLACEMENT_SET,
+                failure.reason,
+                failure.severity,
+                format!("cannot read the VM's {what}: {}", failure.message),
+            ),
+        ))),
+        Fact::Read(Ok(found)) => Ok(found),
+    }
 }

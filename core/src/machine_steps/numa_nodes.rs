@@ -3,11 +3,11 @@
 
 use capov_crds::Severity;
 
-use super::action::{Action, PrepareAction, Requeue};
+use super::action::{Action, PrepareAction};
 use super::decision::Decision;
 use super::engine_lookups::EngineLookup;
-use super::fact::Fact;
-use super::observed::{Observed, ObservedVm, ReadRequest};
+use super::host_devices::read_before_start;
+use super::observed::{Observed, ObservedVm};
 use super::passed::Passed;
 use crate::conditions::{ConditionUpdate, reasons, types};
 use crate::vm::numa_layout;
@@ -18,24 +18,8 @@ pub(super) fn check(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Resul
     let Some(numa) = &o.settings.numa else {
         return Ok(());
     };
-    let present = match &o.vm_numa_nodes {
-        Fact::NotRead => {
-            let read = ReadRequest::Lookup(EngineLookup::VmNumaNodes { vm_id: vm.id.clone() });
-            return Err(Box::new(passed.take().stop(Action::Read(read), None)));
-        }
-        Fact::Read(Err(failure)) => {
-            return Err(Box::new(passed.take().wait(
-                Requeue::Backoff,
-                ConditionUpdate::false_(
-                    types::MACHINE_PLACEMENT_SET,
-                    failure.reason,
-                    failure.severity,
-                    format!("cannot read the VM's NUMA nodes: {}", failure.message),
-                ),
-            )));
-        }
-        Fact::Read(Ok(present)) => present,
-    };
+    let lookup = EngineLookup::VmNumaNodes { vm_id: vm.id.clone() };
+    let present = read_before_start(&o.vm_numa_nodes, lookup, "NUMA nodes", passed)?;
     let missing: Vec<_> = layout(o, numa)
         .into_iter()
         .filter(|node| !present.contains(&node.index))
