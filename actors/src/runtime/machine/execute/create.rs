@@ -63,10 +63,10 @@ fn pin_to_numa_hosts(vm: &mut Vm, plan: &CreateVmPlan) {
     });
 }
 
-/// spec.hostdevices: the VM is pinned to the host the step chose (the engine adds host devices only to a VM pinned to
-/// their one host) and never migrates (a passed-through device cannot move). The devices are claimed first, so that
-/// another machine of this process does not pick them before this VM runs; one that did in the meantime makes this
-/// pass retry, and the next reads them as held.
+/// The hosts the VM is pinned to. With spec.hostdevices, the host the step chose (the engine adds host devices only
+/// to a VM pinned to their one host), never migrating (a passed-through device cannot move); the devices are claimed
+/// first, so that another machine of this process does not pick them before this VM runs, and one that did in the
+/// meantime makes this pass retry (the next reads them as held). Else spec.numa's hosts, if any.
 fn pin_to_hosts(state: &MachineState, vm: &mut Vm, plan: &CreateVmPlan) -> Result<(), Failure> {
     let Some(host) = &plan.targets.device_host else {
         pin_to_numa_hosts(vm, plan);
