@@ -52,6 +52,19 @@ async fn cluster_domains(world: &World) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// Waits until the Cluster offers exactly `expected` (sorted).
+async fn cluster_domains_become(world: &World, what: &str, expected: &[&str]) {
+    eventually(DEADLINE, what, || async {
+        let names = cluster_domains(world).await?;
+        if names == expected {
+            Ok(())
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+}
+
 /// Every OVirtMachine's (provider, "<domain> <VM id>") once all `count` Machines are Running.
 async fn placements(world: &World, count: usize) -> Result<BTreeMap<String, (String, String)>, String> {
     placements_except(world, count, &BTreeMap::new()).await
@@ -183,15 +196,7 @@ async fn a_cluster_spread_over_three_engines_places_each_domain_on_its_engine_an
     ];
 
     // CAPI core copies the three published domains to the Cluster.
-    eventually(DEADLINE, "the Cluster's three failure domains", || async {
-        let names = cluster_domains(&world).await?;
-        if names == DOMAINS {
-            Ok(())
-        } else {
-            Err(format!("{names:?}"))
-        }
-    })
-    .await;
+    cluster_domains_become(&world, "the Cluster's three failure domains", &DOMAINS).await;
 
     // The template names no provider: each machine takes its domain's.
     let spec = json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"});
@@ -273,15 +278,7 @@ async fn a_cluster_spread_over_three_engines_places_each_domain_on_its_engine_an
             .collect()
     };
     c_sim.control().set_outage(true);
-    eventually(DEADLINE, "site-c off the Cluster", || async {
-        let names = cluster_domains(&world).await?;
-        if names == ["site-a", "site-b"] {
-            Ok(())
-        } else {
-            Err(format!("{names:?}"))
-        }
-    })
-    .await;
+    cluster_domains_become(&world, "site-c off the Cluster", &["site-a", "site-b"]).await;
     let on_c: Vec<&String> = placed
         .iter()
         .filter(|(_, (p, _))| *p == c_provider)
@@ -337,15 +334,7 @@ async fn a_cluster_spread_over_three_engines_places_each_domain_on_its_engine_an
 
     // Engine C returns: site-c is offered again and its machines heal on the VMs they had.
     c_sim.control().set_outage(false);
-    eventually(DEADLINE, "site-c back on the Cluster", || async {
-        let names = cluster_domains(&world).await?;
-        if names == DOMAINS {
-            Ok(())
-        } else {
-            Err(format!("{names:?}"))
-        }
-    })
-    .await;
+    cluster_domains_become(&world, "site-c back on the Cluster", &DOMAINS).await;
     let healed = eventually(DEADLINE, "eleven Running Machines again", || async {
         let mut now = placements(&world, 11).await?;
         now.retain(|name, _| placed.contains_key(name));
