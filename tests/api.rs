@@ -856,7 +856,7 @@ async fn status_round_trips_through_the_subresource_without_touching_spec() {
         .status
         .expect("status")
         .conditions;
-    let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
+    let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_ref()).collect();
     assert_eq!(types, ["CanConnectToOVirt", "MachineOn", "Paused"]);
 }
 

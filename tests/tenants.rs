@@ -372,5 +372,5 @@ async fn a_hostile_workload_apiserver_costs_the_operator_bounded_memory_and_othe
 
 fn condition_of<'m>(machine: &'m OVirtMachine, type_: &str) -> Option<(&'m str, &'m str)> {
     let condition = machine.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)?;
-    Some((condition.reason.as_str(), condition.message.as_str()))
+    Some((condition.reason.as_ref(), condition.message.as_str()))
 }

@@ -49,7 +49,7 @@ async fn outage_heals(outage: Outage, prefix: &str) {
             .status
             .as_ref()
             .and_then(|s| s.conditions.iter().find(|c| c.type_ == "CanConnectToOVirt"))
-            .map(|c| (c.status, c.reason.clone()))
+            .map(|c| (c.status, c.reason.to_string()))
     };
     eventually(MINUTE, "provider connected", || async {
         let provider = providers.get(&world.provider).await.ok()?;

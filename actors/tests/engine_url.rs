@@ -32,12 +32,12 @@ async fn a_plain_http_engine_connects_and_every_connection_condition_says_it_is_
             .conditions
             .iter()
             .find(|c| c.type_ == type_)
-            .map(|c| (c.status, c.reason.clone(), c.message.clone()))
+            .map(|c| (c.status, c.reason.to_string(), c.message.clone()))
     };
     for type_ in ["CanConnectToOVirt", "Ready"] {
         let (state, reason, message) = reported(type_).unwrap_or_else(|| panic!("provider {type_}"));
         assert_eq!(
-            (state, reason.as_str()),
+            (state, reason.as_ref()),
             (ConditionStatus::True, "InsecureTransport"),
             "{type_}"
         );

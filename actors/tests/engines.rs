@@ -122,7 +122,7 @@ async fn domains_condition(world: &World) -> Option<(ConditionStatus, String, St
         .conditions
         .iter()
         .find(|c| c.type_ == "FailureDomainsPublished")?;
-    Some((c.status, c.reason.clone(), c.message.clone()))
+    Some((c.status, c.reason.to_string(), c.message.clone()))
 }
 
 /// Issue 39: machines placed in a domain get their VM on that domain's engine (the domain's provider wins over

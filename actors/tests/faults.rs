@@ -39,7 +39,7 @@ fn provider_reason(provider: &OVirtProvider) -> Option<(ConditionStatus, String)
         .conditions
         .iter()
         .find(|c| c.type_ == "CanConnectToOVirt")?;
-    Some((c.status, c.reason.clone()))
+    Some((c.status, c.reason.to_string()))
 }
 
 fn is_ready(machine: &OVirtMachine) -> bool {

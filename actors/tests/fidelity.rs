@@ -125,7 +125,7 @@ async fn a_create_that_vanishes_after_it_was_accepted_is_created_again() {
         .await;
     let machine = world.machine("worker-0").await;
     assert_ne!(
-        condition(&machine, "MachineCreated").map(|c| c.reason.clone()),
+        condition(&machine, "MachineCreated").map(|c| c.reason.to_string()),
         Some("VMNotFound".into())
     );
     world.stop_operator().await;

@@ -11,7 +11,7 @@ use serde_json::json;
 use support::{World, condition, metric_sum};
 
 fn deleted_reason(machine: &capov_crds::OVirtMachine) -> Option<(String, String)> {
-    condition(machine, "MachineDeleted").map(|c| (c.reason.clone(), c.message.clone()))
+    condition(machine, "MachineDeleted").map(|c| (c.reason.to_string(), c.message.clone()))
 }
 
 /// The host lost the VM (`unknown`), then it is being suspended (`saving_state`): the engine refuses stop and

@@ -23,7 +23,7 @@ async fn host_of(world: &World, name: &str) -> Option<(String, ConditionStatus, 
     let machine = world.machine(name).await;
     let host = machine.status.as_ref()?.host.clone()?;
     let ready = condition(&machine, "HostReady")?;
-    Some((host, ready.status, ready.reason.clone()))
+    Some((host, ready.status, ready.reason.to_string()))
 }
 
 async fn node_host_label(world: &World, node: &str) -> Option<String> {

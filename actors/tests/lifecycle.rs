@@ -295,7 +295,7 @@ async fn an_operator_start_never_reports_an_existing_secret_missing() {
                 reasons
                     .lock()
                     .expect("lock")
-                    .extend(conditions.into_iter().map(|c| c.reason));
+                    .extend(conditions.into_iter().map(|c| c.reason.into_owned()));
             }
         })
     };

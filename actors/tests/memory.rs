@@ -320,7 +320,11 @@ async fn until_all_wait_for_bootstrap_data(client: kube::Client, namespace: Stri
         for machine in &listed.items {
             let reasons: Vec<String> = ["CanConnectToOVirt", "MachineCreated"]
                 .iter()
-                .map(|type_| condition(machine, type_).map(|c| c.reason.clone()).unwrap_or_default())
+                .map(|type_| {
+                    condition(machine, type_)
+                        .map(|c| c.reason.to_string())
+                        .unwrap_or_default()
+                })
                 .collect();
             *states.entry(reasons.join("/")).or_default() += 1;
         }

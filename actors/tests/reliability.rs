@@ -283,7 +283,7 @@ async fn a_refused_ovirtcluster_finalizer_is_retried_until_it_is_written() {
             .status
             .as_ref()
             .and_then(|status| status.conditions.iter().find(|c| c.type_ == "Ready"))
-            .map(|c| (c.reason.clone(), c.severity, c.message.clone()))
+            .map(|c| (c.reason.to_string(), c.severity, c.message.clone()))
     };
     let refused = eventually(MINUTE, "Ready False FinalizerWriteFailed", || async {
         let cluster = clusters.get(&world.cluster).await.expect("cluster");

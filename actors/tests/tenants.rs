@@ -256,7 +256,7 @@ async fn name_clashes_are_reported_and_the_vm_marked_for_the_machine_is_preferre
         created.message
     );
     assert_eq!(
-        condition(&machine, "Ready").map(|c| c.reason.as_str()),
+        condition(&machine, "Ready").map(|c| c.reason.as_ref()),
         Some("VMNameConflict")
     );
     eventually(MINUTE, "twin adopting the VM with its marker", || async {

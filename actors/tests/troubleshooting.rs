@@ -135,7 +135,7 @@ async fn bad_credentials_are_critical_until_fixed_and_cleared() {
     assert_eq!(status.failure_reason.as_deref(), Some("OVirtEngineConnectionCritical"));
     let connect = condition(&machine, "CanConnectToOVirt").expect("condition");
     assert_eq!(
-        (connect.reason.as_str(), connect.severity),
+        (connect.reason.as_ref(), connect.severity),
         ("AuthenticationFailed", Some(Severity::Error))
     );
     assert!(

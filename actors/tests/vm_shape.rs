@@ -219,7 +219,7 @@ async fn data_disks_names_tags_and_graceful_shutdown_on_the_simulator() {
         .wait_reason(MINUTE, "polite", "MachineDeleted", "VMShuttingDown")
         .await;
     // Ready describes the deletion too (CAPI mirrors it into the Machine's InfrastructureReady).
-    let ready = condition(&shutting_down, "Ready").map(|c| (c.status, c.reason.clone()));
+    let ready = condition(&shutting_down, "Ready").map(|c| (c.status, c.reason.to_string()));
     assert_eq!(
         ready,
         Some((capov_crds::ConditionStatus::False, "VMShuttingDown".to_string())),

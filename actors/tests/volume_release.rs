@@ -94,7 +94,7 @@ async fn a_deleted_machine_detaches_foreign_disks_only_once_its_node_and_attachm
         .expect("delete");
     let waiting = deleted_once(&world, &format!("while the Node \"{NODE}\" exists")).await;
     assert_eq!(
-        (waiting.status, waiting.reason.as_str()),
+        (waiting.status, waiting.reason.as_ref()),
         (ConditionStatus::False, "VMHasNonSystemDisk")
     );
     assert!(waiting.message.contains(&csi), "{}", waiting.message);

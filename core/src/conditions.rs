@@ -6,6 +6,8 @@
 //! `Ready` is the CAPI v1beta1 summary of the step conditions (worst severity wins). Everything here is pure:
 //! the caller passes `now`.
 
+use std::borrow::Cow;
+
 use capov_crds::{Condition, ConditionStatus, Severity};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -359,10 +361,10 @@ pub fn set_condition(
         _ => Time(now),
     };
     let condition = Condition {
-        type_: update.type_.to_string(),
+        type_: Cow::Borrowed(update.type_),
         status,
         severity,
-        reason: reason.to_string(),
+        reason: Cow::Borrowed(reason),
         // Messages carry text from outside (engine fault details, workload apiserver errors).
         message: crate::trust::bounded_text::message(&update.message),
         last_transition_time,
@@ -693,7 +695,7 @@ mod tests {
         }
         let ready = machine_ready(&conditions);
         set_condition(&mut conditions, &ready, t(0), Some(1));
-        let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
+        let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_ref()).collect();
         assert_eq!(
             types,
             [

@@ -327,7 +327,7 @@ fn send_status(
         "initialization": observed.initialization,
         "conditions": conditions,
     });
-    let namespace = key.namespace.clone().unwrap_or_default();
+    let namespace = key.namespace_owned();
     let capacity = observed
         .capacity
         .clone()

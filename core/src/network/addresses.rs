@@ -68,13 +68,12 @@ pub fn machine_addresses(
             ips.push(*ip);
         }
     }
-    let mut addresses: Vec<MachineAddress> = ips
-        .iter()
-        .map(|ip| MachineAddress {
-            type_: INTERNAL_IP.into(),
-            address: ip.to_string(),
-        })
-        .collect();
+    // Exactly the room needed: the list is held in the machine's status for its life.
+    let mut addresses: Vec<MachineAddress> = Vec::with_capacity(ips.len() + usize::from(!vm_name.is_empty()));
+    addresses.extend(ips.iter().map(|ip| MachineAddress {
+        type_: INTERNAL_IP.into(),
+        address: ip.to_string(),
+    }));
     if !vm_name.is_empty() {
         addresses.push(MachineAddress {
             type_: INTERNAL_DNS.into(),

@@ -347,7 +347,7 @@ mod tests {
         let status = held.status.as_ref().expect("held status");
         assert_eq!(status.failure_reason.as_deref(), Some("CreateError"));
         assert_eq!(status.failure_message.as_deref(), Some("the template is gone"));
-        let kept: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+        let kept: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_ref()).collect();
         assert_eq!(kept, ["CanConnectToOVirt"]);
         assert!(status.addresses.is_empty() && !status.ready);
         assert_eq!(held.spec, machine.spec);

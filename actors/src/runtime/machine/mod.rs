@@ -120,7 +120,10 @@ impl Actor for MachineActor {
             }
             MachineMsg::Tick => {
                 state.pass_queued = false;
-                run_pass(&me, state).await;
+                // Boxed: ractor keeps room for `handle`'s future inside each actor's processing loop for the
+                // actor's whole life. Inline, waiting for a Node-step place and a permit makes it 504 bytes and the
+                // loop 1,440; boxed, an idle machine holds only the loop's room for its other messages.
+                Box::pin(run_pass(&me, state)).await;
             }
         }
         Ok(())

@@ -62,7 +62,11 @@ pub(super) fn poll(me: &ActorRef<ProviderMsg>, state: &mut ProviderState) {
     for (machine, watched) in &state.watched {
         if steady_due || watched.watch.cadence == Cadence::EveryPoll || watched.first_sight() {
             searched.push((machine.clone(), watched.watch.vm_id.clone()));
-            seen_by_vm.entry(watched.watch.vm_id.clone()).or_default().push(Due {
+            // Nearly every VM has one watch: room for one, not the four a first push makes (96 bytes a VM).
+            let dues = seen_by_vm
+                .entry(watched.watch.vm_id.clone())
+                .or_insert_with(|| Vec::with_capacity(1));
+            dues.push(Due {
                 cadence: watched.watch.cadence,
                 seen: watched.seen,
                 first_sight: watched.first_sight(),

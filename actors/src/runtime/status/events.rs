@@ -5,11 +5,12 @@
 //! never shrinks) for those 6 minutes. Bringing 1,000 machines up records about 8 Events each, and the profile
 //! (docs/benchmarks.md, "Where the memory goes") showed that cache at 36 MiB, the largest single holder; at 10,000
 //! machines it alone would pass the chart's memory limit. Here a recent Event costs its name and count, and the
-//! table shrinks once the burst is over. Events are published by a few workers from a bounded queue, so that a
+//! table holds at most [`RECENT_EVENTS`] of them, as client-go's correlator keeps at most 4,096 (an LRU cache): its
+//! cost does not grow with the number of machines. Events are published by a few workers from a bounded queue, so that a
 //! burst opens a few API connections instead of one task and connection per Event; when the queue is full an
 //! Event is dropped (Events are best-effort, as client-go's broadcaster drops them too).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -28,6 +29,10 @@ const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
 const QUEUE: usize = 1024;
 /// Events written at once.
 const WORKERS: usize = 4;
+/// Recent Events remembered for their series. Past it the oldest is forgotten: its next repeat starts a new Event
+/// instead of counting into the old one's series, as after the window. About 150 bytes each: 0.3 MiB in all, where
+/// 10,000 machines with their several Events each would hold 13 MiB (docs/benchmarks.md).
+const RECENT_EVENTS: usize = 2048;
 
 /// One Event to record.
 pub struct Note {
@@ -55,7 +60,65 @@ struct Writer {
     client: kube::Client,
     controller: String,
     instance: String,
-    recent: Mutex<HashMap<u64, Recent>>,
+    recent: Mutex<RecentEvents>,
+}
+
+/// The Events written in the last [`SERIES_WINDOW`], at most `capacity`, the first written first out.
+struct RecentEvents {
+    capacity: usize,
+    by_key: HashMap<u64, Recent>,
+    /// The keys in the order their Events were created.
+    order: VecDeque<u64>,
+}
+
+impl RecentEvents {
+    fn new(capacity: usize) -> RecentEvents {
+        RecentEvents {
+            capacity,
+            by_key: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    /// Forgets the Events whose window has passed at `now`, the oldest first, up to the first still in its window:
+    /// one repeated for longer keeps those behind it a while, which [`RecentEvents::repeat`]'s own check and the
+    /// capacity make harmless.
+    fn expire(&mut self, now: Timestamp) {
+        while let Some(key) = self.order.front() {
+            match self.by_key.get(key) {
+                Some(seen) if seen.last + SERIES_WINDOW > now => break,
+                Some(_) => {
+                    self.by_key.remove(key);
+                }
+                None => {}
+            }
+            self.order.pop_front();
+        }
+    }
+
+    /// A repeat of `key` at `now`: where to count it and its new count; None when no Event of it is remembered.
+    fn repeat(&mut self, key: u64, now: Timestamp) -> Option<(String, String, i32)> {
+        let seen = self
+            .by_key
+            .get_mut(&key)
+            .filter(|seen| seen.last + SERIES_WINDOW > now)?;
+        seen.count += 1;
+        seen.last = now;
+        Some((seen.namespace.clone(), seen.name.clone(), seen.count))
+    }
+
+    /// Remembers a new Event, forgetting the oldest when full.
+    fn insert(&mut self, key: u64, recent: Recent) {
+        if self.by_key.insert(key, recent).is_some() {
+            self.order.retain(|k| *k != key);
+        }
+        self.order.push_back(key);
+        while self.order.len() > self.capacity {
+            if let Some(oldest) = self.order.pop_front() {
+                self.by_key.remove(&oldest);
+            }
+        }
+    }
 }
 
 impl EventRecorder {
@@ -66,7 +129,7 @@ impl EventRecorder {
             client,
             controller: controller.to_string(),
             instance: instance.unwrap_or_else(|| controller.to_string()),
-            recent: Mutex::new(HashMap::new()),
+            recent: Mutex::new(RecentEvents::new(RECENT_EVENTS)),
         });
         let notes = futures::stream::unfold(receiver, |mut receiver| async move {
             receiver.recv().await.map(|note| (note, receiver))
@@ -96,16 +159,8 @@ impl Writer {
         let key = series_key(&note);
         let repeat = {
             let mut recent = lock(&self.recent);
-            recent.retain(|_, seen| seen.last + SERIES_WINDOW > now);
-            // After a burst the table would keep its peak size: give the memory back once it is mostly empty.
-            if recent.capacity() > 64 && recent.len() < recent.capacity() / 4 {
-                recent.shrink_to_fit();
-            }
-            recent.get_mut(&key).map(|seen| {
-                seen.count += 1;
-                seen.last = now;
-                (seen.namespace.clone(), seen.name.clone(), seen.count)
-            })
+            recent.expire(now);
+            recent.repeat(key, now)
         };
         if let Some((namespace, name, count)) = repeat {
             let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
@@ -176,4 +231,58 @@ fn series_key(note: &Note) -> u64 {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recent(name: &str, at: Timestamp) -> Recent {
+        Recent {
+            namespace: "default".into(),
+            name: name.into(),
+            count: 1,
+            last: at,
+        }
+    }
+
+    #[test]
+    fn a_repeat_within_the_window_counts_into_the_series_and_one_after_it_does_not() {
+        let start = Timestamp::UNIX_EPOCH;
+        let mut events = RecentEvents::new(8);
+        events.insert(1, recent("a.1", start));
+        let later = start + SignedDuration::from_mins(5);
+        assert_eq!(events.repeat(1, later), Some(("default".into(), "a.1".into(), 2)));
+        // The window counts from the last repeat.
+        let still = later + SignedDuration::from_mins(5);
+        assert_eq!(events.repeat(1, still).map(|(_, _, count)| count), Some(3));
+        let past = still + SERIES_WINDOW;
+        events.expire(past);
+        assert_eq!(events.repeat(1, past), None);
+        assert!(events.by_key.is_empty() && events.order.is_empty());
+    }
+
+    #[test]
+    fn the_table_never_holds_more_than_its_capacity_and_forgets_the_oldest_first() {
+        let start = Timestamp::UNIX_EPOCH;
+        let mut events = RecentEvents::new(3);
+        for key in 0..10u64 {
+            events.insert(key, recent(&format!("e.{key}"), start));
+            assert!(events.by_key.len() <= 3 && events.order.len() <= 3);
+        }
+        assert_eq!(events.repeat(6, start), None);
+        assert_eq!(events.repeat(7, start).map(|(_, name, _)| name), Some("e.7".into()));
+        assert_eq!(events.repeat(9, start).map(|(_, _, count)| count), Some(2));
+    }
+
+    #[test]
+    fn an_event_created_again_for_the_same_key_is_held_once() {
+        let start = Timestamp::UNIX_EPOCH;
+        let mut events = RecentEvents::new(2);
+        events.insert(1, recent("a.1", start));
+        events.insert(1, recent("a.2", start));
+        events.insert(2, recent("b.1", start));
+        assert_eq!(events.order, VecDeque::from([1, 2]));
+        assert_eq!(events.repeat(1, start).map(|(_, name, _)| name), Some("a.2".into()));
+    }
 }

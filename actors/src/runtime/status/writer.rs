@@ -312,7 +312,7 @@ async fn write_status(client: &kube::Client, key: &ObjectKey, status: &str) -> R
     let body = json!({
         "apiVersion": resource.api_version,
         "kind": resource.kind,
-        "metadata": {"name": key.name},
+        "metadata": {"name": &*key.name},
         "status": status,
     });
     api.patch_status(

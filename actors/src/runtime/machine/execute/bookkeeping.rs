@@ -181,10 +181,7 @@ fn owner_annotations(observed: &Observed) -> serde_json::Map<String, serde_json:
 }
 
 fn machines(state: &MachineState) -> Api<OVirtMachine> {
-    Api::namespaced(
-        state.shared.client.clone(),
-        &state.key.namespace.clone().unwrap_or_default(),
-    )
+    Api::namespaced(state.shared.client.clone(), &state.key.namespace_owned())
 }
 
 /// Merge-patches the OVirtMachine; what follows goes on from the object as written.

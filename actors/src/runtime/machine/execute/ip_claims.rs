@@ -18,7 +18,7 @@ pub async fn create(state: &MachineState, claims: &[WantedClaim]) -> Executed {
         return failed(types::MACHINE_CREATED, "the OVirtMachine has no name or UID yet".into());
     };
     let owner = ClaimOwner {
-        namespace: state.key.namespace.clone().unwrap_or_default(),
+        namespace: state.key.namespace_owned(),
         owner,
         cluster: machine.labels().get(CLUSTER_NAME_LABEL).cloned(),
         watch_filter: machine.labels().get(WATCH_FILTER_LABEL).cloned(),
@@ -39,7 +39,7 @@ pub async fn release(state: &MachineState, names: &[String]) -> Executed {
     } else {
         types::MACHINE_CREATED
     };
-    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let namespace = state.key.namespace_owned();
     for name in names {
         let request = ip_claim_writes::release(&state.shared.client, &namespace, name);
         if let Err(message) = state.permit.awaiting(request).await {

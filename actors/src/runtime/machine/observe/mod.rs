@@ -109,8 +109,8 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
     let annotations = object.annotations();
     let (failure_domain, group_owner, groups_wanted) = placement::of_machine(state, machine, cluster);
     Observed {
-        namespace: state.key.namespace.clone().unwrap_or_default(),
-        name: state.key.name.clone(),
+        namespace: state.key.namespace_owned(),
+        name: state.key.name.to_string(),
         owner: owner_identity(state),
         paused: annotations.contains_key(PAUSED_ANNOTATION) || cluster.is_some_and(capi::cluster_paused),
         deletion_requested: object.metadata.deletion_timestamp.is_some(),
@@ -232,8 +232,8 @@ fn owner_identity(state: &MachineState) -> OwnerIdentity {
     let object = &state.object;
     let uid = object.metadata.uid.clone().unwrap_or_default();
     OwnerIdentity {
-        namespace: state.key.namespace.clone().unwrap_or_default(),
-        name: state.key.name.clone(),
+        namespace: state.key.namespace_owned(),
+        name: state.key.name.to_string(),
         previous_uid: object
             .annotations()
             .get(OWNER_UID_ANNOTATION)
@@ -267,7 +267,7 @@ pub(super) fn owner_machine(state: &MachineState) -> Option<Arc<capi::Machine>> 
         .owner_references()
         .iter()
         .find(|owner| owner.kind == "Machine" && owner.api_version.starts_with("cluster.x-k8s.io/"))?;
-    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let namespace = state.key.namespace_owned();
     let reference = ObjectRef::new(&owner.name).within(&namespace);
     state.shared.capi_machines.get(&reference)
 }
@@ -284,7 +284,7 @@ fn cluster_name(state: &MachineState, machine: Option<&capi::Machine>) -> Option
 
 fn owner_cluster(state: &MachineState, machine: Option<&capi::Machine>) -> Option<Arc<capi::Cluster>> {
     let name = cluster_name(state, machine)?;
-    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let namespace = state.key.namespace_owned();
     let reference = ObjectRef::new(&name).within(&namespace);
     state.shared.capi_clusters.get(&reference)
 }
@@ -321,7 +321,7 @@ pub async fn bootstrap_secret(
     let Some(secret_name) = capi::machine_bootstrap_secret(machine) else {
         return Ok(None);
     };
-    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let namespace = state.key.namespace_owned();
     let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
     let secret = state
         .permit

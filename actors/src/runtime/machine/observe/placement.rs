@@ -18,7 +18,7 @@ pub fn of_machine(
     machine: Option<&capi::Machine>,
     cluster: Option<&capi::Cluster>,
 ) -> (FailureDomainChoice, GroupOwner, Vec<WantedGroup>) {
-    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let namespace = state.key.namespace_owned();
     let cluster_name = state
         .object
         .labels()

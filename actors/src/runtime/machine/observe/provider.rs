@@ -111,7 +111,7 @@ fn refused(
     provider: &ActorRef<ProviderMsg>,
     provider_name: &str,
 ) -> Option<ProviderConnection> {
-    let namespace = state.key.namespace.clone().unwrap_or_default();
+    let namespace = state.key.namespace_owned();
     if state.shared.namespace_allowed(provider_name, &namespace) {
         return None;
     }
