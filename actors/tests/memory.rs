@@ -45,7 +45,8 @@ const PAUSED: usize = 100;
 /// The bound on the operator's heap per machine, in bytes. Measured by this test (debug build, 2 vCPUs): 16,162 and
 /// 15,922 bytes per machine on 2026-12-03; 14,532 and 15,034 on 2026-12-04, once ractor's messages no longer carry
 /// a tracing span (1.3 KB less in each actor's mailbox block, docs/benchmarks.md); 16,468 on 2026-12-06 before
-/// the machines' timers moved into one wheel, 16,051 after. What is left: ractor's two
+/// the machines' timers moved into one wheel, 16,051 after; 15,278 once each actor's processing loop no longer kept
+/// room for a waiting pass and keys and condition names were shared (bound 18,000 → 17,000). What is left: ractor's two
 /// channels (about 4 KB: tokio allocates a first block of 32 slots for each), the OVirtMachine shared by the actor
 /// and the supervisor, the actor's status and state, the Event recorder's series entries, the provider's
 /// subscription, the status writer's fingerprint, the CAPI Machine in its store, an entry in the timer wheel, and the
@@ -56,12 +57,13 @@ const PAUSED: usize = 100;
 /// 18 KB pass future inside every idle actor, kube's Event cache (about 1 KB per Event, several Events per machine);
 /// before them the same kind of run measured 100,799 bytes per machine (this test on commit d716a11;
 /// docs/benchmarks.md, "Where the memory goes").
-const BOUND_BYTES_PER_MACHINE: i64 = 18_000;
+const BOUND_BYTES_PER_MACHINE: i64 = 17_000;
 
 /// The bound on the operator's heap per machine at any moment while the apiserver struggles. Measured by this test
 /// (debug build, 2 vCPUs) on 2026-12-04: see docs/benchmarks.md, "Memory when the apiserver struggles"; 16,868
-/// before the timer wheel and 16,355 after on 2026-12-06 (the apiserver restart, when every watch lists again).
-const BOUND_BYTES_PER_MACHINE_IN_TROUBLE: i64 = 20_000;
+/// before the timer wheel and 16,355 after on 2026-12-06 (the apiserver restart, when every watch lists again);
+/// 15,984 and 16,829 after the cuts above (bound 20,000 → 19,000).
+const BOUND_BYTES_PER_MACHINE_IN_TROUBLE: i64 = 19_000;
 /// 504s, held requests and latency, while the machines retry their bootstrap data.
 const TROUBLE: Duration = Duration::from_secs(40);
 /// The apiserver "down" (every connection cut).

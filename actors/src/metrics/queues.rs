@@ -31,6 +31,7 @@ pub struct QueueMetrics {
     /// `capov_reconcile_permit_loans_total`: passes that handed their permit on while a management-cluster request
     /// hung (`runtime::permits`); a rising rate says the apiserver struggles.
     permit_loans: IntCounter,
+    permit_loans_refused: IntCounter,
     labelled: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -75,12 +76,23 @@ impl QueueMetrics {
                 registry.register(Box::new(metric.clone())).expect("unique metric");
                 metric
             },
+            permit_loans_refused: {
+                let help = "Machine reconciles whose management-cluster request hung and that kept their permit \
+                            because every loan was out: while these grow, hung requests pace the batch.";
+                let metric = IntCounter::new("capov_reconcile_permit_loans_refused_total", help).expect("valid metric");
+                registry.register(Box::new(metric.clone())).expect("unique metric");
+                metric
+            },
             labelled: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
     pub fn permit_lent(&self) {
         self.permit_loans.inc();
+    }
+
+    pub fn permit_loan_refused(&self) {
+        self.permit_loans_refused.inc();
     }
 
     pub fn reconcile_depth(&self, tenant: &str, depth: usize) {
@@ -155,6 +167,7 @@ mod tests {
         metrics.engine_depth("engine", "ns/b", 7);
         metrics.engine_waited("engine", "", Duration::from_millis(50));
         metrics.permit_lent();
+        metrics.permit_loan_refused();
         let text = {
             let mut buffer = Vec::new();
             prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut buffer)
@@ -167,6 +180,7 @@ mod tests {
             "capov_engine_queue_depth{cluster=\"ns/b\",provider=\"engine\"} 7",
             "capov_engine_queue_wait_seconds_count{cluster=\"(provider)\",provider=\"engine\"} 1",
             "capov_reconcile_permit_loans_total 1",
+            "capov_reconcile_permit_loans_refused_total 1",
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

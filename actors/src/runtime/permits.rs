@@ -157,6 +157,10 @@ impl Permit {
         {
             let mut queues = owner.lock();
             if queues.lent >= queues.max_lent {
+                drop(queues);
+                if let Some(metrics) = &owner.metrics {
+                    metrics.permit_loan_refused();
+                }
                 return Err(self);
             }
             queues.lent += 1;

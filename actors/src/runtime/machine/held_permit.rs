@@ -45,15 +45,20 @@ impl HeldPermit {
     }
 
     /// Awaits a management-cluster request made under the permit. Past [`SLOW_REQUEST`] the permit goes on to the
-    /// next waiting pass (unless every loan is out) and this one finishes the step on a loan, so that hung requests
-    /// do not hold every permit until their timeout.
+    /// next waiting pass and this one finishes the step on a loan, so that hung requests do not hold every permit
+    /// until their timeout. While every loan is out the pass asks again every [`SLOW_REQUEST`]: a loan given back
+    /// by another hung request frees this permit too, instead of it staying held for the rest of the 30 s.
     pub async fn awaiting<F: Future>(&self, request: F) -> F::Output {
         let mut request = std::pin::pin!(request);
-        if let Ok(answer) = tokio::time::timeout(SLOW_REQUEST, &mut request).await {
-            return answer;
+        loop {
+            if let Ok(answer) = tokio::time::timeout(SLOW_REQUEST, &mut request).await {
+                return answer;
+            }
+            self.lend();
+            if !self.holds_permit() {
+                return request.await;
+            }
         }
-        self.lend();
-        request.await
     }
 
     /// A permit becomes a loan (if one is left); a loan or nothing stays as it is.
@@ -119,5 +124,41 @@ mod tests {
         assert!(held.may_work(), "a second slow request ended the loan");
         held.clear();
         assert!(!held.may_work());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_every_loan_out_a_hung_request_hands_its_permit_on_once_a_loan_comes_back() {
+        let permits = ReconcilePermits::new(1, None);
+        let mut loans = Vec::new();
+        for _ in 0..crate::runtime::permits::LOANS_PER_PERMIT {
+            let Ok(loan) = permits.acquire(&share()).await.lend() else {
+                panic!("a loan is left");
+            };
+            loans.push(loan);
+        }
+        let held = std::sync::Arc::new(HeldPermit::default());
+        held.put(permits.acquire(&share()).await);
+        let waiter = {
+            let permits = permits.clone();
+            tokio::spawn(async move { permits.acquire(&share()).await })
+        };
+        let request = {
+            let held = held.clone();
+            tokio::spawn(async move { held.awaiting(tokio::time::sleep(SLOW_REQUEST * 30)).await })
+        };
+        tokio::time::sleep(SLOW_REQUEST * 3).await;
+        assert!(held.holds_permit(), "no loan was left: the permit stays");
+        assert!(!waiter.is_finished());
+        drop(loans.pop());
+        tokio::time::sleep(SLOW_REQUEST * 2).await;
+        assert!(
+            !held.holds_permit() && held.may_work(),
+            "the returned loan went to the hung request"
+        );
+        assert!(
+            waiter.is_finished(),
+            "the waiting pass got the permit before the request ended"
+        );
+        assert!(!request.is_finished());
     }
 }
