@@ -327,11 +327,11 @@ fn send_status(
         "initialization": observed.initialization,
         "conditions": conditions,
     });
-    let namespace = key.namespace_owned();
+    let namespace = key.namespace_str();
     let capacity = observed
         .capacity
         .clone()
-        .and_then(|capacity| capov_core::placement::capacity::visible_part(capacity, visibility(shared, &namespace)));
+        .and_then(|capacity| capov_core::placement::capacity::visible_part(capacity, visibility(shared, namespace)));
     with_placement(&mut status, &observed.failure_domains, capacity.as_ref());
     let _ = mailbox::cast(
         &shared.metrics,

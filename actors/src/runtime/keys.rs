@@ -80,9 +80,9 @@ impl ObjectKey {
         }
     }
 
-    /// The namespace as an owned string; empty for the cluster-scoped OVirtProvider.
-    pub fn namespace_owned(&self) -> String {
-        self.namespace.as_deref().unwrap_or_default().to_string()
+    /// The namespace; empty for the cluster-scoped OVirtProvider.
+    pub fn namespace_str(&self) -> &str {
+        self.namespace.as_deref().unwrap_or_default()
     }
 
     /// The process-wide actor name of this object's actor.

@@ -19,7 +19,7 @@ pub fn machine_share(state: &MachineState, machine: Option<&capi::Machine>, has_
         .cloned()
         .or_else(|| machine.and_then(capi::machine_cluster_name));
     share(&MachineFacts {
-        namespace: state.key.namespace.as_deref().unwrap_or_default(),
+        namespace: state.key.namespace_str(),
         cluster: cluster.as_deref(),
         control_plane: machine.is_some_and(capi::machine_controlled_by_control_plane),
         deleting: state.object.metadata.deletion_timestamp.is_some(),

@@ -266,7 +266,7 @@ fn not_found(namespace: &str, secret_name: &str) -> NoClient {
 }
 
 async fn workload_client(state: &MachineState, cluster: &capi::Cluster) -> Result<WorkloadClient, NoClient> {
-    let namespace = state.key.namespace_owned();
+    let namespace = state.key.namespace_str().to_string();
     let secret_name = format!("{}-kubeconfig", cluster.name_any());
     let cache_key = (namespace.clone(), secret_name.clone());
     let clients = &state.shared.workload_clients;

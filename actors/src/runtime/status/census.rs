@@ -19,7 +19,7 @@ fn subject(key: &ObjectKey) -> Option<Subject> {
 /// The object's latest status, as CAPOV computed it.
 pub(crate) fn record(metrics: &Metrics, key: &ObjectKey, status: &Value) {
     if let Some(subject) = subject(key) {
-        let namespace = key.namespace.as_deref().unwrap_or_default();
+        let namespace = key.namespace_str();
         metrics.census.record(subject, namespace, &key.name, status);
     }
 }
@@ -27,7 +27,7 @@ pub(crate) fn record(metrics: &Metrics, key: &ObjectKey, status: &Value) {
 /// The status the object carried when its actor started: counted until CAPOV computes one.
 pub(crate) fn record_seen(metrics: &Metrics, key: &ObjectKey, status: &Value) {
     if let Some(subject) = subject(key) {
-        let namespace = key.namespace.as_deref().unwrap_or_default();
+        let namespace = key.namespace_str();
         if !metrics.census.knows(subject, namespace, &key.name) {
             metrics.census.record(subject, namespace, &key.name, status);
         }
@@ -36,7 +36,7 @@ pub(crate) fn record_seen(metrics: &Metrics, key: &ObjectKey, status: &Value) {
 
 pub(crate) fn forget(metrics: &Metrics, key: &ObjectKey) {
     if let Some(subject) = subject(key) {
-        let namespace = key.namespace.as_deref().unwrap_or_default();
+        let namespace = key.namespace_str();
         metrics.census.forget(subject, namespace, &key.name);
     }
 }

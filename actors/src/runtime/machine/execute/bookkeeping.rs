@@ -181,7 +181,7 @@ fn owner_annotations(observed: &Observed) -> serde_json::Map<String, serde_json:
 }
 
 fn machines(state: &MachineState) -> Api<OVirtMachine> {
-    Api::namespaced(state.shared.client.clone(), &state.key.namespace_owned())
+    Api::namespaced(state.shared.client.clone(), state.key.namespace_str())
 }
 
 /// Merge-patches the OVirtMachine; what follows goes on from the object as written.

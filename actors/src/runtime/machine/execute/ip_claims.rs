@@ -18,7 +18,7 @@ pub async fn create(state: &MachineState, claims: &[WantedClaim]) -> Executed {
         return failed(types::MACHINE_CREATED, "the OVirtMachine has no name or UID yet".into());
     };
     let owner = ClaimOwner {
-        namespace: state.key.namespace_owned(),
+        namespace: state.key.namespace_str().to_string(),
         owner,
         cluster: machine.labels().get(CLUSTER_NAME_LABEL).cloned(),
         watch_filter: machine.labels().get(WATCH_FILTER_LABEL).cloned(),
@@ -39,9 +39,9 @@ pub async fn release(state: &MachineState, names: &[String]) -> Executed {
     } else {
         types::MACHINE_CREATED
     };
-    let namespace = state.key.namespace_owned();
+    let namespace = state.key.namespace_str();
     for name in names {
-        let request = ip_claim_writes::release(&state.shared.client, &namespace, name);
+        let request = ip_claim_writes::release(&state.shared.client, namespace, name);
         if let Err(message) = state.permit.awaiting(request).await {
             return failed(type_, message);
         }

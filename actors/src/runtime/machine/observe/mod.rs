@@ -109,7 +109,7 @@ fn from_objects(state: &MachineState, machine: Option<&capi::Machine>, cluster: 
     let annotations = object.annotations();
     let (failure_domain, group_owner, groups_wanted) = placement::of_machine(state, machine, cluster);
     Observed {
-        namespace: state.key.namespace_owned(),
+        namespace: state.key.namespace_str().to_string(),
         name: state.key.name.to_string(),
         owner: owner_identity(state),
         paused: annotations.contains_key(PAUSED_ANNOTATION) || cluster.is_some_and(capi::cluster_paused),
@@ -189,7 +189,7 @@ fn ip_claims(state: &MachineState) -> Vec<capov_core::network::ip_claims::ClaimF
     ipam::claim_facts(
         &state.shared.ip_claims,
         &state.shared.ip_addresses,
-        state.key.namespace.as_deref().unwrap_or_default(),
+        state.key.namespace_str(),
         object.metadata.uid.as_deref().unwrap_or_default(),
         &wanted,
         ipam::age_now,
@@ -232,7 +232,7 @@ fn owner_identity(state: &MachineState) -> OwnerIdentity {
     let object = &state.object;
     let uid = object.metadata.uid.clone().unwrap_or_default();
     OwnerIdentity {
-        namespace: state.key.namespace_owned(),
+        namespace: state.key.namespace_str().to_string(),
         name: state.key.name.to_string(),
         previous_uid: object
             .annotations()
@@ -267,8 +267,8 @@ pub(super) fn owner_machine(state: &MachineState) -> Option<Arc<capi::Machine>> 
         .owner_references()
         .iter()
         .find(|owner| owner.kind == "Machine" && owner.api_version.starts_with("cluster.x-k8s.io/"))?;
-    let namespace = state.key.namespace_owned();
-    let reference = ObjectRef::new(&owner.name).within(&namespace);
+    let namespace = state.key.namespace_str();
+    let reference = ObjectRef::new(&owner.name).within(namespace);
     state.shared.capi_machines.get(&reference)
 }
 
@@ -284,8 +284,8 @@ fn cluster_name(state: &MachineState, machine: Option<&capi::Machine>) -> Option
 
 fn owner_cluster(state: &MachineState, machine: Option<&capi::Machine>) -> Option<Arc<capi::Cluster>> {
     let name = cluster_name(state, machine)?;
-    let namespace = state.key.namespace_owned();
-    let reference = ObjectRef::new(&name).within(&namespace);
+    let namespace = state.key.namespace_str();
+    let reference = ObjectRef::new(&name).within(namespace);
     state.shared.capi_clusters.get(&reference)
 }
 
@@ -321,8 +321,8 @@ pub async fn bootstrap_secret(
     let Some(secret_name) = capi::machine_bootstrap_secret(machine) else {
         return Ok(None);
     };
-    let namespace = state.key.namespace_owned();
-    let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), &namespace);
+    let namespace = state.key.namespace_str();
+    let secrets: Api<Secret> = Api::namespaced(state.shared.client.clone(), namespace);
     let secret = state
         .permit
         .awaiting(secrets.get_opt(&secret_name))

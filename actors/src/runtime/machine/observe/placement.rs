@@ -18,7 +18,7 @@ pub fn of_machine(
     machine: Option<&capi::Machine>,
     cluster: Option<&capi::Cluster>,
 ) -> (FailureDomainChoice, GroupOwner, Vec<WantedGroup>) {
-    let namespace = state.key.namespace_owned();
+    let namespace = state.key.namespace_str().to_string();
     let cluster_name = state
         .object
         .labels()

@@ -111,8 +111,8 @@ fn refused(
     provider: &ActorRef<ProviderMsg>,
     provider_name: &str,
 ) -> Option<ProviderConnection> {
-    let namespace = state.key.namespace_owned();
-    if state.shared.namespace_allowed(provider_name, &namespace) {
+    let namespace = state.key.namespace_str();
+    if state.shared.namespace_allowed(provider_name, namespace) {
         return None;
     }
     if state.watched_vm.take().is_some() {
@@ -125,7 +125,7 @@ fn refused(
     state.vm_snapshot = None;
     Some(ProviderConnection::Failed {
         failure: ConnectionFailure::NamespaceNotAllowed,
-        message: capov_core::trust::tenancy::not_allowed_message(provider_name, &namespace),
+        message: capov_core::trust::tenancy::not_allowed_message(provider_name, namespace),
         persisted_for: Duration::ZERO,
     })
 }
