@@ -418,3 +418,94 @@ fn documented_powering_up(machine: &OVirtMachine) -> bool {
     .iter()
     .all(|t| condition(machine, t).is_some_and(|c| c.status == ConditionStatus::True))
 }
+
+/// What a user acts on in a machine's status (the operator writes a change of it at once): Ready, a failure, the
+/// warnings and errors, pause.
+fn headline(machine: &OVirtMachine) -> String {
+    let Some(status) = &machine.status else {
+        return String::new();
+    };
+    let mut parts = vec![format!("ready={} failure={:?}", status.ready, status.failure_reason)];
+    for c in &status.conditions {
+        if c.type_ == "Ready" || c.type_ == "Paused" {
+            parts.push(format!("{}={:?}", c.type_, c.status));
+        } else if c.status == ConditionStatus::False && matches!(c.severity, Some(Severity::Warning | Severity::Error))
+        {
+            parts.push(format!("{}:{}", c.type_, c.reason));
+        }
+    }
+    parts.join(" ")
+}
+
+/// With the operator's status spacing a machine's steps are not written one by one: two writes of its status that
+/// change only progress lie at least the spacing apart, the steps between coalesce, and a step the machine then
+/// stays in (waiting for its Node) still shows, within the spacing.
+#[tokio::test]
+async fn progress_is_written_at_most_once_per_spacing_and_a_lasting_step_still_shows() {
+    const SPACING: Duration = Duration::from_secs(4);
+    // Watch deliveries lag their writes by varying apiserver latency.
+    const LAG: Duration = Duration::from_millis(800);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::new("spacing").await;
+    let api: Api<OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    let seen: Arc<Mutex<Vec<(std::time::Instant, String, String)>>> = Arc::default();
+    let watch = {
+        let seen = seen.clone();
+        let config = watcher::Config::default().fields("metadata.name=worker-0");
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(watcher(api, config).applied_objects());
+            while let Some(Ok(machine)) = stream.next().await {
+                let status = serde_json::to_string(&machine.status).unwrap_or_default();
+                let mut seen = seen.lock().unwrap();
+                if seen.last().is_none_or(|(_, last, _)| *last != status) && machine.status.is_some() {
+                    seen.push((std::time::Instant::now(), status, headline(&machine)));
+                }
+            }
+        })
+    };
+    let settings = capov_actors::runtime::RuntimeSettings {
+        status_spacing: SPACING,
+        ..world.settings()
+    };
+    world.start_operator_with(settings).await;
+    world
+        .create_machine(
+            "worker-0",
+            json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"}),
+        )
+        .await;
+    world
+        .wait_reason(
+            Duration::from_secs(60),
+            "worker-0",
+            "K8sProviderIDSetup",
+            "WaitingForNode",
+        )
+        .await;
+    let vm_id = world.vm_id("worker-0").await;
+    world.register_node("worker-0-node", &vm_id).await;
+    world
+        .wait_reason(Duration::from_secs(60), "worker-0", "Ready", "Ready")
+        .await;
+    watch.abort();
+
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() >= 2, "the first status and Ready: {seen:?}");
+    for pair in seen.windows(2) {
+        let ((before, _, before_headline), (after, status, after_headline)) = (&pair[0], &pair[1]);
+        if before_headline == after_headline {
+            assert!(
+                after.duration_since(*before) + LAG >= SPACING,
+                "progress written {:?} after the last write, under the spacing: {status}",
+                after.duration_since(*before)
+            );
+        }
+    }
+    let coalesced = metric_sum(
+        &world.metrics,
+        "capov_status_updates_coalesced_total",
+        &[("kind", "machine")],
+    );
+    assert!(coalesced >= 1.0, "the steps within the spacing coalesce: {coalesced}");
+    world.stop_operator().await;
+}

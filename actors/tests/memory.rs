@@ -118,6 +118,8 @@ fn the_operator_holds_less_than_its_bound_per_machine() {
     let settings = RuntimeSettings {
         ovirt_qps: 1000,
         ovirt_burst: 1000,
+        // As the operator runs: progress held in the status writer for the spacing counts too.
+        status_spacing: capov_actors::runtime::settings::STATUS_SPACING,
         ..world.settings()
     };
     let config = world_runtime

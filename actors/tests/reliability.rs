@@ -338,3 +338,67 @@ async fn a_start_the_engine_refuses_is_sent_again() {
     assert!(condition(&machine, "MachineOn").is_some_and(|c| c.status == capov_crds::ConditionStatus::True));
     world.stop_operator().await;
 }
+
+/// The finalizer write guards the finalizer list, not the resourceVersion: a stale copy of an object without
+/// finalizers gets its finalizer in one patch after someone else changed another field, and is refused (the caller
+/// reads again) once someone else added a finalizer, which then stays.
+#[tokio::test]
+async fn a_finalizer_is_added_in_one_patch_past_other_writes_and_never_over_another_finalizer() {
+    use capov_actors::runtime::finalizers;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+
+    let plane = capov_harness::shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane
+        .create_namespace(&client, "finalizer-patch")
+        .await
+        .expect("namespace");
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let mine = "infrastructure.cluster.x-k8s.io/capov-test".to_string();
+    let theirs = "example.com/someone-else".to_string();
+    let mut created = Vec::new();
+    for name in ["labelled-meanwhile", "finalized-meanwhile"] {
+        let object = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        created.push(api.create(&PostParams::default(), &object).await.expect("create"));
+    }
+    let (labelled, finalized) = (&created[0], &created[1]);
+
+    let label = serde_json::json!({"metadata": {"labels": {"changed": "meanwhile"}}});
+    api.patch("labelled-meanwhile", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .expect("label");
+    let written = finalizers::write(&api, labelled, vec![], vec![mine.clone()])
+        .await
+        .expect("a change of another field does not refuse the finalizer");
+    assert_eq!(written.metadata.finalizers, Some(vec![mine.clone()]));
+    assert_eq!(
+        written.metadata.labels.and_then(|l| l.get("changed").cloned()),
+        Some("meanwhile".to_string())
+    );
+
+    let other = serde_json::json!({"metadata": {"finalizers": [theirs]}});
+    api.patch("finalized-meanwhile", &PatchParams::default(), &Patch::Merge(&other))
+        .await
+        .expect("other finalizer");
+    let refused = finalizers::write(&api, finalized, vec![], vec![mine.clone()]).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(status)) if status.code == 422),
+        "a finalizer added meanwhile must refuse the write: {refused:?}"
+    );
+    let now = api.get("finalized-meanwhile").await.expect("get");
+    assert_eq!(now.metadata.finalizers, Some(vec![theirs.clone()]));
+
+    for name in ["labelled-meanwhile", "finalized-meanwhile"] {
+        let clear = serde_json::json!({"metadata": {"finalizers": null}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&clear))
+            .await
+            .expect("clear finalizers");
+    }
+}

@@ -160,7 +160,11 @@ pub async fn reconcile(shared: &Shared, cluster: &OVirtCluster) -> Result<(), St
     let _ = mailbox::cast(
         &shared.metrics,
         &shared.status_writer,
-        StatusWriterMsg::Update { key, status },
+        StatusWriterMsg::Update {
+            key,
+            status,
+            pace: crate::runtime::status::writer::Pace::Now,
+        },
     );
     Ok(())
 }
@@ -336,7 +340,11 @@ fn send_status(
     let _ = mailbox::cast(
         &shared.metrics,
         &shared.status_writer,
-        StatusWriterMsg::Update { key, status },
+        StatusWriterMsg::Update {
+            key,
+            status,
+            pace: crate::runtime::status::writer::Pace::Now,
+        },
     );
 }
 

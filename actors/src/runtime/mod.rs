@@ -10,7 +10,7 @@ mod cluster;
 mod cluster_endpoint;
 mod credential_secrets;
 mod device_claims;
-mod finalizers;
+pub mod finalizers;
 mod ip_claim_writes;
 pub(crate) mod ipam;
 pub mod keys;

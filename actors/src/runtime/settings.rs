@@ -34,7 +34,14 @@ pub struct RuntimeSettings {
     /// The management cluster's apiserver and service networks, refused as workload apiservers unless allowed; read
     /// when the runtime starts.
     pub internal_targets: capov_core::trust::workload_target::InternalTargets,
+    /// The least time between two status writes of one object whose change is only progress
+    /// (`status::writer::Pace::Spaced`); Ready, failures, warnings, errors and pause are written at once.
+    pub status_spacing: Duration,
 }
+
+/// [`RuntimeSettings::status_spacing`] of the operator: a machine's progress shows at most this late, and a batch
+/// writes about two statuses per machine (its first and its Ready) instead of one per step.
+pub const STATUS_SPACING: Duration = Duration::from_secs(20);
 
 /// The gate every engine client of the runtime consults before a write (see [`capov_ovirt::WriteGate`]).
 #[derive(Clone)]
@@ -64,6 +71,7 @@ impl Default for RuntimeSettings {
             engine_request_timeout: capov_ovirt::ClientConfig::DEFAULT_REQUEST_TIMEOUT,
             allow_internal_workload_servers: false,
             internal_targets: Default::default(),
+            status_spacing: STATUS_SPACING,
         }
     }
 }

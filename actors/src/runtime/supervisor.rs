@@ -83,6 +83,7 @@ impl Actor for Supervisor {
         let writer_args = StatusWriterArgs {
             client: args.client.clone(),
             metrics: args.metrics.clone(),
+            spacing: args.settings.status_spacing,
         };
         let (status_writer, _) = Actor::spawn_linked(None, StatusWriter, writer_args, me.get_cell()).await?;
         let stores = StoreWriters::new();

@@ -114,6 +114,9 @@ impl World {
             watch_namespace: Some(self.namespace.clone()),
             watch_filter: Some(self.namespace.clone()),
             poll_interval: Duration::from_millis(200),
+            // Every step's status written as it happens, so that tests can see the steps; the spacing has its own
+            // test (`lifecycle.rs`).
+            status_spacing: Duration::ZERO,
             // The workload clusters of the tests run on loopback.
             allow_internal_workload_servers: true,
             ..RuntimeSettings::default()

@@ -122,8 +122,11 @@ pub enum BookkeepingAction {
     /// from then on the machine uses it, and keeps it once spec.providerID is set.
     SetProvider(String),
     /// Adopt a VM carrying this object's marker: write `spec.providerID` (with the engine and owner-UID
-    /// annotations).
-    WriteProviderId(String),
+    /// annotations), and the system-disks annotation with it when its disks are already all there (`system_disks`).
+    WriteProviderId {
+        provider_id: String,
+        system_disks: Option<Vec<String>>,
+    },
     /// Record the id of the VM created for this object (the created-VM annotation) while its disks are copied and
     /// spec.providerID must wait: until then it is the only record of the VM on the object. The VM's name and
     /// engine are recorded with it.
@@ -241,7 +244,7 @@ impl Action {
                 | BookkeepingAction::SetFailure { .. }
                 | BookkeepingAction::ClearFailure
                 | BookkeepingAction::SetProvider(_)
-                | BookkeepingAction::WriteProviderId(_)
+                | BookkeepingAction::WriteProviderId { .. }
                 | BookkeepingAction::RecordCreatedVm(_)
                 | BookkeepingAction::RecordEngine(_)
                 | BookkeepingAction::RecordSystemDisks(_)

@@ -190,7 +190,10 @@ fn by_name(o: &Observed, vm: &ObservedVm, passed: &mut Passed) -> Decision {
             passed.take().wait(Requeue::PollVm, image_locked())
         }
         _ if vm.ownership == Ownership::Owned => passed.take().stop(
-            Action::Bookkeeping(BookkeepingAction::WriteProviderId(format_provider_id(&vm.id))),
+            Action::Bookkeeping(BookkeepingAction::WriteProviderId {
+                provider_id: format_provider_id(&vm.id),
+                system_disks: system_disks_with_provider_id(o, vm),
+            }),
             None,
         ),
         _ => passed.take().wait(
@@ -326,6 +329,14 @@ pub(super) fn record_system_disks(o: &Observed, vm: &ObservedVm, passed: &mut Pa
         ));
     }
     Ok(())
+}
+
+/// The system disks to record in the same write as spec.providerID, saving the machine a write of its own: a VM that
+/// never started, of a machine without data disks, has every disk the record is to hold (data disks are created
+/// after spec.providerID, and the record must include them). None: [`record_system_disks`] records them later.
+fn system_disks_with_provider_id(o: &Observed, vm: &ObservedVm) -> Option<Vec<String>> {
+    let complete = o.settings.datadisks.is_empty() && !super::power::started(vm) && !vm.disks.is_empty();
+    (complete && o.system_disks.is_none()).then(|| vm.disks.iter().map(|d| d.disk_id.clone()).collect())
 }
 
 fn image_locked() -> ConditionUpdate {

@@ -17,7 +17,7 @@ use super::state::MachineState;
 use crate::metrics::{kind, result};
 use crate::runtime::mailbox;
 use crate::runtime::messages::{Cadence, MachineMsg, VmWatch};
-use crate::runtime::status::writer::StatusWriterMsg;
+use crate::runtime::status::writer::{Pace, StatusWriterMsg};
 use capov_core::conditions::{ConditionUpdate, State, machine_ready, set_condition, types};
 use capov_core::machine_steps::{Action, Decision, Observed, StatusChange, VmAction, decide, without_effect};
 
@@ -71,6 +71,7 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     }
     state.permit.clear();
     state.workload_place = None;
+    state.bootstrap_data = None;
     record_pass(state, &next, started);
     // A pass that ended only to wait for its permit is continued by the next one, which reports the status: an
     // intermediate status written meanwhile would be one more write per machine. One that waits for the provider's
@@ -84,6 +85,8 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
 /// Hands the status to the status writer, unless it is the one this actor sent last: most passes change nothing,
 /// and when thousands of machines pass at once (a relist, a reconnected engine) while the apiserver is slow, their
 /// unchanged statuses would queue in the writer's mailbox, a JSON tree each.
+///
+/// A change a user acts on (`headline`) goes out at once; one that only shows progress is spaced by the writer.
 fn report_status(state: &mut MachineState) {
     let status = serde_json::to_value(&state.status).unwrap_or_default();
     let sent = crate::runtime::status::writer::fingerprint(&status);
@@ -91,11 +94,45 @@ fn report_status(state: &mut MachineState) {
         return;
     }
     state.sent_status = Some(sent);
+    let headline = headline(&state.status);
+    let pace = match state.sent_headline == Some(headline) {
+        true => Pace::Spaced,
+        false => Pace::Now,
+    };
+    state.sent_headline = Some(headline);
     let update = StatusWriterMsg::Update {
         key: state.key.clone(),
         status,
+        pace,
     };
     let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, update);
+}
+
+/// What of a machine's status someone acts on: whether it is Ready, a terminal failure, the warnings and errors
+/// (each condition's type and reason), whether it is paused, and a Ready machine's addresses (CAPI copies them to
+/// the Machine; they can follow Ready when the guest agent reports late). Everything else (the steps of
+/// provisioning and deletion, the VM's status) is progress.
+fn headline(status: &capov_crds::OVirtMachineStatus) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    status.ready.hash(&mut hasher);
+    status.failure_reason.hash(&mut hasher);
+    status.failure_message.is_some().hash(&mut hasher);
+    if status.ready {
+        for address in &status.addresses {
+            (&address.type_, &address.address).hash(&mut hasher);
+        }
+    }
+    for condition in &status.conditions {
+        let acted_on = matches!(condition.severity, Some(Severity::Warning | Severity::Error))
+            && condition.status == capov_crds::ConditionStatus::False;
+        if condition.type_ == types::READY || condition.type_ == types::PAUSED {
+            (&condition.type_, condition.status as u8).hash(&mut hasher);
+        } else if acted_on {
+            (&condition.type_, &condition.reason).hash(&mut hasher);
+        }
+    }
+    hasher.finish()
 }
 
 /// One step of a pass: observes, decides and carries out the action, unless the action would repeat one that
@@ -335,4 +372,65 @@ fn record_event(state: &MachineState, update: &ConditionUpdate) {
         note,
     };
     let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, event);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capov_crds::OVirtMachineStatus;
+
+    fn with(conditions: &[ConditionUpdate]) -> OVirtMachineStatus {
+        let mut status = OVirtMachineStatus::default();
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        for update in conditions {
+            set_condition(&mut status.conditions, update, now, None);
+        }
+        let ready = machine_ready(&status.conditions);
+        set_condition(&mut status.conditions, &ready, now, None);
+        status
+    }
+
+    fn progress(reason: &'static str) -> ConditionUpdate {
+        ConditionUpdate::false_(types::MACHINE_CREATED, reason, Severity::Info, "")
+    }
+
+    #[test]
+    fn a_step_of_provisioning_leaves_the_headline_as_it_was() {
+        let down = ConditionUpdate::false_(types::MACHINE_ON, "VMDown", Severity::Info, "");
+        let locked = with(&[progress("VMImageLocked"), down.clone()]);
+        let mut created = with(&[ConditionUpdate::true_(types::MACHINE_CREATED, "VMCreated"), down]);
+        created.vm_status = Some("down".into());
+        assert_eq!(headline(&locked), headline(&created));
+    }
+
+    #[test]
+    fn ready_a_warning_an_error_and_a_failure_each_change_the_headline() {
+        let provisioning = headline(&with(&[progress("VMImageLocked")]));
+        let mut ready = with(&[ConditionUpdate::true_(types::MACHINE_CREATED, "VMCreated")]);
+        ready.ready = true;
+        let warning = with(&[ConditionUpdate::false_(
+            types::MACHINE_CREATED,
+            "EngineUnreachable",
+            Severity::Warning,
+            "",
+        )]);
+        let error = with(&[ConditionUpdate::false_(
+            types::MACHINE_CREATED,
+            "TemplateNotFound",
+            Severity::Error,
+            "",
+        )]);
+        let mut failed = with(&[progress("VMImageLocked")]);
+        failed.failure_reason = Some("CreateError".into());
+        for acted_on in [&ready, &warning, &error, &failed] {
+            assert_ne!(headline(acted_on), provisioning);
+        }
+        assert_ne!(headline(&warning), headline(&error));
+        let mut addressed = ready.clone();
+        addressed.addresses.push(capov_crds::MachineAddress {
+            type_: "InternalIP".into(),
+            address: "10.0.0.5".into(),
+        });
+        assert_ne!(headline(&addressed), headline(&ready), "a Ready machine's addresses");
+    }
 }

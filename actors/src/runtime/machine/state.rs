@@ -24,6 +24,8 @@ pub struct MachineState {
     /// The fingerprint (`status::writer::fingerprint`) of the status last sent to the status writer, or seen on the
     /// object when the actor started.
     pub(super) sent_status: Option<u64>,
+    /// `pass::headline` of the status last sent: a status whose headline is unchanged is only progress.
+    pub(super) sent_headline: Option<u64>,
     /// Since when the machine has waited for a missing provider or credentials (SPEC §2.4: critical after 10 min).
     pub(super) missing_since: Option<std::time::Instant>,
     /// 5 s doubling to 5 min, each wait jittered (capov_core::policy::backoff).
@@ -68,6 +70,10 @@ pub struct MachineState {
     pub(super) vm_search_until: Option<std::time::Instant>,
     /// The bootstrap data Secret a pass found the data in, and its format (`observe::bootstrap`).
     pub(super) bootstrap_seen: Option<(String, capov_core::machine_steps::BootstrapFormat)>,
+    /// The running pass's read of the bootstrap data (the Secret's name, the data), for its create step: the first
+    /// pass of a new machine reads the Secret to learn its format and then creates the VM, and a second read of the
+    /// same write-once Secret cost each machine one more request under its permit. Dropped at the pass's end.
+    pub(super) bootstrap_data: Option<Box<(String, String)>>,
     /// The places at the Node step the last pass found taken (`workload::clients::NoTurn::Busy`): the actor waits
     /// for them before its next pass.
     pub(super) workload_place_wanted: Option<crate::runtime::workload::clients::Wanted>,
@@ -97,6 +103,7 @@ impl MachineState {
             awaiting_first_ready: !status.ready,
             status,
             sent_status: None,
+            sent_headline: None,
             missing_since: None,
             backoff: capov_core::policy::backoff::Backoff::steps(),
             pass_queued: true,
@@ -116,6 +123,7 @@ impl MachineState {
             detached_disks: Vec::new(),
             vm_search_until: None,
             bootstrap_seen: None,
+            bootstrap_data: None,
             workload_place_wanted: None,
             workload_place: None,
             permit: Default::default(),

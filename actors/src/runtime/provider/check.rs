@@ -274,6 +274,7 @@ pub(super) fn report(state: &mut ProviderState) {
     let update = StatusWriterMsg::Update {
         key: state.key.clone(),
         status,
+        pace: crate::runtime::status::writer::Pace::Now,
     };
     let _ = mailbox::cast(&state.metrics, &state.status_writer, update);
 }

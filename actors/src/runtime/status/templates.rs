@@ -55,7 +55,11 @@ fn on_template(metrics: &Metrics, template: &OVirtMachineTemplate) -> Vec<Status
     if let Some(current) = template.status.as_ref().and_then(|s| serde_json::to_value(s).ok()) {
         messages.push(crate::runtime::status::writer::seen(metrics, key.clone(), &current).1);
     }
-    messages.push(StatusWriterMsg::Update { key, status });
+    messages.push(StatusWriterMsg::Update {
+        key,
+        status,
+        pace: crate::runtime::status::writer::Pace::Now,
+    });
     messages
 }
 

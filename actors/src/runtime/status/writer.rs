@@ -2,6 +2,12 @@
 //! updates of one object queued before a write become one write; a write equal to the last one is skipped; a failed
 //! write is retried unless a newer status of the object arrived meanwhile. It also records Kubernetes Events.
 //!
+//! Progress of an object written moments ago waits (`Pace::Spaced`): the first status of an object and every change
+//! a user acts on (Ready, a failure, a warning or error, pause) are written at once, and the steps between are
+//! written at most once per [`RuntimeSettings::status_spacing`](crate::runtime::RuntimeSettings) per object, the last
+//! one winning. A batch of machines passes its steps within seconds; written one by one, the statuses were more than
+//! four writes per machine and a quarter of the apiserver's CPU on a two-core host (docs/benchmarks.md).
+//!
 //! Writes run as tasks, at most [`WRITES_IN_FLIGHT`] at once and never two for one object, and report back as
 //! messages: the writer keeps reading its mailbox while the apiserver is slow, so updates coalesce in the queue (one
 //! status per object) instead of piling up in the mailbox, and one write held until its deadline (30 s) takes one
@@ -11,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -41,6 +47,25 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// A status as queued and written: its JSON text.
 type StatusText = Arc<str>;
 
+/// How soon an update of a status is to be written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// In its turn, as soon as a write slot is free.
+    Now,
+    /// Progress only: an object whose last write started less than the spacing ago is written again once the
+    /// spacing is over, with the newest status by then, unless an update `Now` comes first.
+    Spaced,
+}
+
+/// What the writer remembers of an object it wrote or saw written.
+#[derive(Clone, Copy, Default)]
+struct Written {
+    /// [`fingerprint`] of the status last written (or seen on the object); 0 while none is known.
+    fingerprint: u64,
+    /// When this writer last started a write of it: milliseconds since the writer started, plus one; 0 for never.
+    started: u64,
+}
+
 /// Counts of what the writer did, for metrics and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriterStats {
@@ -55,6 +80,7 @@ pub enum StatusWriterMsg {
     Update {
         key: ObjectKey,
         status: Value,
+        pace: Pace,
     },
     /// A Kubernetes Event on the object.
     Event {
@@ -82,6 +108,8 @@ pub enum StatusWriterMsg {
     },
     /// Time to send the writes that failed again.
     Retry,
+    /// Time to release the held statuses whose spacing is over.
+    Release,
     Stats(ractor::RpcReplyPort<WriterStats>),
 }
 
@@ -92,6 +120,8 @@ impl Mail for StatusWriterMsg {
 pub struct StatusWriterArgs {
     pub client: kube::Client,
     pub metrics: Metrics,
+    /// The least time between two writes of one object's progress (`Pace::Spaced`); zero writes each at once.
+    pub spacing: Duration,
 }
 
 pub struct StatusWriter;
@@ -101,8 +131,13 @@ pub struct WriterState {
     recorder: EventRecorder,
     queue: WriteQueue<ObjectKey, StatusText>,
     /// A hash of each object's last written status (`fingerprint`): enough to skip an unchanged write, where the
-    /// status itself (a JSON tree of a few KB per machine) would be one more copy of every status.
-    written: HashMap<ObjectKey, u64>,
+    /// status itself (a JSON tree of a few KB per machine) would be one more copy of every status. And when its last
+    /// write started, for the spacing.
+    written: HashMap<ObjectKey, Written>,
+    spacing: Duration,
+    /// What `Written::started` counts from.
+    started_at: Instant,
+    release_queued: bool,
     /// The objects whose write is under way.
     in_flight: HashSet<ObjectKey>,
     /// Those of them whose write is slow: they take no slot.
@@ -126,7 +161,11 @@ impl Actor for StatusWriter {
         _me: ActorRef<Self::Msg>,
         args: StatusWriterArgs,
     ) -> Result<WriterState, ActorProcessingErr> {
-        let StatusWriterArgs { client, metrics } = args;
+        let StatusWriterArgs {
+            client,
+            metrics,
+            spacing,
+        } = args;
         let instance = std::env::var("POD_NAME").ok();
         let recorder = EventRecorder::start(client.clone(), "capov", instance);
         Ok(WriterState {
@@ -134,6 +173,9 @@ impl Actor for StatusWriter {
             recorder,
             queue: WriteQueue::default(),
             written: HashMap::new(),
+            spacing,
+            started_at: Instant::now(),
+            release_queued: false,
             in_flight: HashSet::new(),
             slow: HashSet::new(),
             flush_queued: false,
@@ -154,10 +196,11 @@ impl Actor for StatusWriter {
     ) -> Result<(), ActorProcessingErr> {
         let _handling = state.mail.handling();
         match message {
-            StatusWriterMsg::Update { key, status } => {
+            StatusWriterMsg::Update { key, status, pace } => {
                 census::record(&state.metrics, &key, &status);
                 let label = [key.kind.label()];
-                if state.queue.update(key, Arc::from(status.to_string())) {
+                let hold = pace == Pace::Spaced && written_recently(state, &key);
+                if state.queue.update(key, Arc::from(status.to_string()), hold) {
                     state.stats.coalesced += 1;
                     state
                         .metrics
@@ -165,13 +208,18 @@ impl Actor for StatusWriter {
                         .with_label_values(&label)
                         .inc();
                 }
+                queue_release(&me, state);
                 queue_flush(&me, state);
             }
             StatusWriterMsg::Seen { key, fingerprint } => {
                 // After a restart the writer knows nothing it wrote: without this, every machine's first pass would
                 // write back the status its object already has.
                 if !state.written.contains_key(&key) && !state.queue.holds(&key) && !state.in_flight.contains(&key) {
-                    state.written.insert(key, fingerprint);
+                    let seen = Written {
+                        fingerprint,
+                        started: 0,
+                    };
+                    state.written.insert(key, seen);
                 }
             }
             StatusWriterMsg::Slow(key) => {
@@ -188,6 +236,18 @@ impl Actor for StatusWriter {
             StatusWriterMsg::Retry => {
                 state.retry_queued = false;
                 state.queue.retry_failed();
+                queue_flush(&me, state);
+            }
+            StatusWriterMsg::Release => {
+                state.release_queued = false;
+                let now = millis_since_start(state);
+                let (written, spacing) = (&state.written, millis(state.spacing));
+                state.queue.release(|key| {
+                    written
+                        .get(key)
+                        .is_none_or(|w| w.started == 0 || now >= w.started - 1 + spacing)
+                });
+                queue_release(&me, state);
                 queue_flush(&me, state);
             }
             StatusWriterMsg::Event {
@@ -217,6 +277,33 @@ impl Actor for StatusWriter {
     }
 }
 
+/// Whether a write of `key` started less than the spacing ago (or is under way).
+fn written_recently(state: &WriterState, key: &ObjectKey) -> bool {
+    let now = millis_since_start(state);
+    let spacing = millis(state.spacing);
+    state
+        .written
+        .get(key)
+        .is_some_and(|w| w.started != 0 && now < w.started - 1 + spacing)
+}
+
+/// Checks the held statuses again after a while, as long as some are held.
+fn queue_release(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
+    if !state.release_queued && state.queue.has_held() {
+        state.release_queued = true;
+        let tick = (state.spacing / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        mailbox::cast_after(&state.metrics, tick, me.clone(), || StatusWriterMsg::Release);
+    }
+}
+
+fn millis_since_start(state: &WriterState) -> u64 {
+    millis(state.started_at.elapsed())
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
     if !state.flush_queued
         && state.in_flight.len() < WRITES_IN_FLIGHT
@@ -234,10 +321,12 @@ fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
     let free = WRITES_IN_FLIGHT.saturating_sub(busy);
     let in_flight = &state.in_flight;
     for (key, status) in state.queue.take_batch_except(free, |key| in_flight.contains(key)) {
-        if state.written.get(&key) == Some(&text_fingerprint(&status)) {
+        if state.written.get(&key).map(|w| w.fingerprint) == Some(text_fingerprint(&status)) {
             state.stats.unchanged += 1;
             continue;
         }
+        let started = millis_since_start(state).saturating_add(1);
+        state.written.entry(key.clone()).or_default().started = started;
         state.in_flight.insert(key.clone());
         let (client, me, metrics) = (state.client.clone(), me.clone(), state.metrics.clone());
         tokio::spawn(async move {
@@ -281,7 +370,7 @@ fn written(
     match result {
         Ok(()) => {
             state.stats.writes += 1;
-            state.written.insert(key, text_fingerprint(&status));
+            state.written.entry(key).or_default().fingerprint = text_fingerprint(&status);
         }
         Err(err) if is_gone(&err) => {
             state.written.remove(&key);

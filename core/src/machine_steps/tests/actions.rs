@@ -62,7 +62,10 @@ fn what_was_seen_of_a_vm_is_dropped_after_every_engine_write_and_only_then() {
     }
     for action in [
         Action::Bookkeeping(BookkeepingAction::AddFinalizer),
-        Action::Bookkeeping(BookkeepingAction::WriteProviderId(format!("ovirt://{VM_ID}"))),
+        Action::Bookkeeping(BookkeepingAction::WriteProviderId {
+            provider_id: format!("ovirt://{VM_ID}"),
+            system_disks: None,
+        }),
         Action::Bookkeeping(BookkeepingAction::RecordEngine(engine().annotation())),
         Action::Bookkeeping(BookkeepingAction::RecordSystemDisks(vec!["d".into()])),
         Action::Read(ReadRequest::Node),

@@ -223,10 +223,7 @@ fn same_named_vm_with_our_marker_is_adopted() {
         vm: Some(vm("down", false)),
         ..ready_to_create()
     };
-    assert_eq!(
-        decide(&o).action,
-        Action::Bookkeeping(BookkeepingAction::WriteProviderId(format!("ovirt://{VM_ID}")))
-    );
+    assert_eq!(decide(&o).action, adopted_with_its_disks());
 }
 
 #[test]
@@ -486,10 +483,7 @@ fn an_accepted_create_is_recorded_in_the_provider_id_only_once_its_disks_are_cop
         state_of(&d, types::MACHINE_CREATED),
         Some((State::False(Severity::Info), reasons::VM_IMAGE_LOCKED))
     );
-    assert_eq!(
-        decide(&by_name("down")).action,
-        Action::Bookkeeping(BookkeepingAction::WriteProviderId(format!("ovirt://{VM_ID}")))
-    );
+    assert_eq!(decide(&by_name("down")).action, adopted_with_its_disks());
 }
 
 /// The create vanished during the copy: no providerID was written, no VM is found by name, so the next pass
@@ -599,10 +593,7 @@ fn a_vm_found_by_its_recorded_id_is_waited_for_and_then_recorded() {
         ..ready_to_create()
     };
     assert_eq!(decide(&found("image_locked")).action, Action::Wait(Requeue::PollVm));
-    assert_eq!(
-        decide(&found("down")).action,
-        Action::Bookkeeping(BookkeepingAction::WriteProviderId(format!("ovirt://{VM_ID}")))
-    );
+    assert_eq!(decide(&found("down")).action, adopted_with_its_disks());
 }
 
 /// spec.provider changed to another engine while the created VM's disks were copied: there "not found" proves
@@ -621,4 +612,54 @@ fn a_created_vm_recorded_on_another_engine_is_neither_looked_for_nor_created_aga
         state_of(&d, types::MACHINE_CREATED),
         Some((State::False(Severity::Error), reasons::ENGINE_CHANGED))
     );
+}
+
+/// The providerID write of the test VM, never started, of a machine without data disks: its disks recorded with it.
+fn adopted_with_its_disks() -> Action {
+    Action::Bookkeeping(BookkeepingAction::WriteProviderId {
+        provider_id: format!("ovirt://{VM_ID}"),
+        system_disks: Some(vm("down", false).disks.iter().map(|d| d.disk_id.clone()).collect()),
+    })
+}
+
+#[test]
+fn the_system_disks_go_with_the_provider_id_only_when_no_data_disk_is_still_to_come() {
+    let provider_id_write = |o: &Observed| match decide(o).action {
+        Action::Bookkeeping(BookkeepingAction::WriteProviderId { system_disks, .. }) => system_disks,
+        other => panic!("expected the providerID write, got {other:?}"),
+    };
+    let plain = Observed {
+        vm: Some(vm("down", false)),
+        ..ready_to_create()
+    };
+    assert!(provider_id_write(&plain).is_some_and(|ids| !ids.is_empty()));
+    let with_data_disk = Observed {
+        settings: MachineSettings {
+            datadisks: vec![capov_crds::DataDisk {
+                name: "data".into(),
+                sizegb: 10,
+                ..Default::default()
+            }],
+            ..plain.settings.clone()
+        },
+        ..plain.clone()
+    };
+    assert_eq!(
+        provider_id_write(&with_data_disk),
+        None,
+        "the record must wait for the data disk"
+    );
+    let disks_unread = Observed {
+        vm: Some(ObservedVm {
+            disks: vec![],
+            ..vm("down", false)
+        }),
+        ..plain.clone()
+    };
+    assert_eq!(provider_id_write(&disks_unread), None);
+    let already_recorded = Observed {
+        system_disks: Some(vec!["d".into()]),
+        ..plain
+    };
+    assert_eq!(provider_id_write(&already_recorded), None);
 }

@@ -90,8 +90,13 @@ pub async fn set_provider(state: &mut MachineState, provider: &str) -> Executed 
 }
 
 /// Writes `spec.providerID` at once after the engine answered; until it is written nothing else happens to the VM.
-/// The same patch records the engine the VM lives on and the UID its marker names.
-pub async fn write_provider_id(state: &mut MachineState, observed: &Observed, provider_id: &str) -> Executed {
+/// The same patch records the engine the VM lives on, the UID its marker names and, when given, its system disks.
+pub async fn write_provider_id(
+    state: &mut MachineState,
+    observed: &Observed,
+    provider_id: &str,
+    system_disks: Option<&[String]>,
+) -> Executed {
     let vm_id = provider_id.trim_start_matches("ovirt://");
     if vm_id.is_empty() {
         // Never lock `ovirt://` in: spec.providerID is write-once.
@@ -109,6 +114,9 @@ pub async fn write_provider_id(state: &mut MachineState, observed: &Observed, pr
     // The name the VM was found (or created) under: from now on it is looked for by that name, whatever the spec's
     // name template and the cluster-name label render later.
     annotations.insert(VM_NAME_ANNOTATION.into(), json!(observed.vm_name()));
+    if let Some(disk_ids) = system_disks {
+        annotations.insert(SYSTEM_DISKS_ANNOTATION.into(), json!(disk_ids.join(",")));
+    }
     let patch = json!({
         "metadata": {"annotations": annotations},
         "spec": {"providerID": format_provider_id(vm_id)},

@@ -54,9 +54,10 @@ async fn bookkeeping(state: &mut MachineState, observed: &Observed, action: Book
         BookkeepingAction::SetFailure { reason, message } => bookkeeping::set_failure(state, reason, message),
         BookkeepingAction::ClearFailure => bookkeeping::clear_failure(state),
         BookkeepingAction::SetProvider(provider) => bookkeeping::set_provider(state, &provider).await,
-        BookkeepingAction::WriteProviderId(provider_id) => {
-            bookkeeping::write_provider_id(state, observed, &provider_id).await
-        }
+        BookkeepingAction::WriteProviderId {
+            provider_id,
+            system_disks,
+        } => bookkeeping::write_provider_id(state, observed, &provider_id, system_disks.as_deref()).await,
         BookkeepingAction::RecordCreatedVm(record) => bookkeeping::record_created_vm(state, &record).await,
         BookkeepingAction::RecordEngine(engine) => bookkeeping::record_engine(state, &engine).await,
         BookkeepingAction::RecordSystemDisks(ids) => bookkeeping::record_system_disks(state, &ids).await,

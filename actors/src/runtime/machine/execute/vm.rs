@@ -6,6 +6,7 @@ use capov_ovirt::{Client, StartOptions};
 
 use super::bookkeeping;
 use super::create::create_vm;
+use crate::runtime::capi;
 use crate::runtime::machine::observe::{bootstrap_secret, owner_machine};
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
@@ -20,12 +21,16 @@ pub async fn create(
     plan: &CreateVmPlan,
     engine: Option<&EngineIdentity>,
 ) -> Result<Executed, Failure> {
+    let read_this_pass = state.bootstrap_data.take();
     let data = match owner_machine(state) {
-        Some(machine) => bootstrap_secret(state, &machine)
-            .await
-            .ok()
-            .flatten()
-            .map(|(data, _)| data),
+        Some(machine) => match read_this_pass {
+            Some(read) if capi::machine_bootstrap_secret(&machine).as_deref() == Some(read.0.as_str()) => Some(read.1),
+            _ => bootstrap_secret(state, &machine)
+                .await
+                .ok()
+                .flatten()
+                .map(|(data, _)| data),
+        },
         None => None,
     };
     let Some(data) = data else {

@@ -305,7 +305,13 @@ async fn bootstrap(state: &mut MachineState, machine: &capi::Machine) -> Result<
     }
     let bootstrap = match bootstrap_secret(state, machine).await? {
         None => Bootstrap::NotReady,
-        Some((_, format)) => Bootstrap::from_format_key(format.as_deref()),
+        Some((data, format)) => {
+            let bootstrap = Bootstrap::from_format_key(format.as_deref());
+            if matches!(bootstrap, Bootstrap::Ready(_)) {
+                state.bootstrap_data = Some(Box::new((secret_name.clone(), data)));
+            }
+            bootstrap
+        }
     };
     if let Bootstrap::Ready(format) = bootstrap {
         state.bootstrap_seen = Some((secret_name, format));

@@ -220,8 +220,17 @@ async fn observed_vm(
     }
     // Disks matter before the first start (steps 3–4) and at deletion (non-system disks); the passes of a started
     // VM (e.g. keeping its addresses current) spare the request, and so does a VM found by name outside deletion:
-    // its pass only records it in spec.providerID.
-    let before_first_start = found_by == FoundBy::ProviderId && !found.ever_started && status == "down";
+    // its pass only records it in spec.providerID, and its system disks with it when the poll's snapshot carries
+    // them (`creation::system_disks_with_provider_id` in capov-core), which saves the machine a write of its own.
+    let never_started_down = !found.ever_started && status == "down";
+    let before_first_start = found_by == FoundBy::ProviderId && never_started_down;
+    if never_started_down
+        && !before_first_start
+        && !observed.deletion_requested
+        && let Some(disks) = vm.disks.as_ref()
+    {
+        found.disks = disks.clone();
+    }
     if observed.deletion_requested || before_first_start {
         // Creating a data disk is not idempotent (aliases are not unique in the engine): the pass that decides
         // whether one is missing reads the disks afresh, never from a snapshot the poll may not have updated yet.
