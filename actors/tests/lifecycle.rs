@@ -420,15 +420,20 @@ fn documented_powering_up(machine: &OVirtMachine) -> bool {
 }
 
 /// What a user acts on in a machine's status (the operator writes a change of it at once): Ready, a failure, the
-/// warnings and errors, pause.
+/// warnings and errors, pause, a deletion's steps, a Ready machine's addresses.
 fn headline(machine: &OVirtMachine) -> String {
     let Some(status) = &machine.status else {
         return String::new();
     };
     let mut parts = vec![format!("ready={} failure={:?}", status.ready, status.failure_reason)];
+    if status.ready {
+        parts.extend(status.addresses.iter().map(|a| format!("{}={}", a.type_, a.address)));
+    }
     for c in &status.conditions {
         if c.type_ == "Ready" || c.type_ == "Paused" {
             parts.push(format!("{}={:?}", c.type_, c.status));
+        } else if c.type_ == "MachineDeleted" {
+            parts.push(format!("{}={:?}:{}", c.type_, c.status, c.reason));
         } else if c.status == ConditionStatus::False && matches!(c.severity, Some(Severity::Warning | Severity::Error))
         {
             parts.push(format!("{}:{}", c.type_, c.reason));

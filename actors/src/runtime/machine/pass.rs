@@ -109,9 +109,9 @@ fn report_status(state: &mut MachineState) {
 }
 
 /// What of a machine's status someone acts on: whether it is Ready, a terminal failure, the warnings and errors
-/// (each condition's type and reason), whether it is paused, and a Ready machine's addresses (CAPI copies them to
-/// the Machine; they can follow Ready when the guest agent reports late). Everything else (the steps of
-/// provisioning and deletion, the VM's status) is progress.
+/// (each condition's type and reason), whether it is paused, the steps of its deletion, and a Ready machine's
+/// addresses (CAPI copies them to the Machine; they can follow Ready when the guest agent reports late). Everything
+/// else (the steps of provisioning, the VM's status) is progress.
 fn headline(status: &capov_crds::OVirtMachineStatus) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::hash::DefaultHasher::new();
@@ -128,6 +128,9 @@ fn headline(status: &capov_crds::OVirtMachineStatus) -> u64 {
             && condition.status == capov_crds::ConditionStatus::False;
         if condition.type_ == types::READY || condition.type_ == types::PAUSED {
             (&condition.type_, condition.status as u8).hash(&mut hasher);
+        } else if condition.type_ == types::MACHINE_DELETED {
+            // A deletion's every step: few per machine, and what someone waiting for a hung scale-down looks at.
+            (&condition.type_, condition.status as u8, &condition.reason).hash(&mut hasher);
         } else if acted_on {
             (&condition.type_, &condition.reason).hash(&mut hasher);
         }
@@ -432,5 +435,18 @@ mod tests {
             address: "10.0.0.5".into(),
         });
         assert_ne!(headline(&addressed), headline(&ready), "a Ready machine's addresses");
+        let stopping = with(&[ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            "VMStopping",
+            Severity::Info,
+            "",
+        )]);
+        let deleting = with(&[ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            "VMDeleting",
+            Severity::Info,
+            "",
+        )]);
+        assert_ne!(headline(&stopping), headline(&deleting), "each step of a deletion");
     }
 }
