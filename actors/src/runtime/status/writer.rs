@@ -66,6 +66,14 @@ struct Written {
     started: u64,
 }
 
+impl Written {
+    /// Whether its last write started less than `spacing` before `now` (both in milliseconds since the writer
+    /// started): a spaced update of it waits.
+    fn within_spacing(&self, now: u64, spacing: u64) -> bool {
+        self.started != 0 && now < self.started - 1 + spacing
+    }
+}
+
 /// Counts of what the writer did, for metrics and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriterStats {
@@ -242,11 +250,9 @@ impl Actor for StatusWriter {
                 state.release_queued = false;
                 let now = millis_since_start(state);
                 let (written, spacing) = (&state.written, millis(state.spacing));
-                state.queue.release(|key| {
-                    written
-                        .get(key)
-                        .is_none_or(|w| w.started == 0 || now >= w.started - 1 + spacing)
-                });
+                state
+                    .queue
+                    .release(|key| !written.get(key).is_some_and(|w| w.within_spacing(now, spacing)));
                 queue_release(&me, state);
                 queue_flush(&me, state);
             }
@@ -281,10 +287,7 @@ impl Actor for StatusWriter {
 fn written_recently(state: &WriterState, key: &ObjectKey) -> bool {
     let now = millis_since_start(state);
     let spacing = millis(state.spacing);
-    state
-        .written
-        .get(key)
-        .is_some_and(|w| w.started != 0 && now < w.started - 1 + spacing)
+    state.written.get(key).is_some_and(|w| w.within_spacing(now, spacing))
 }
 
 /// Checks the held statuses again after a while, as long as some are held.

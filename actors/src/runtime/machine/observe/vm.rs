@@ -224,8 +224,8 @@ async fn observed_vm(
     // them (`creation::system_disks_with_provider_id` in capov-core), which saves the machine a write of its own.
     let never_started_down = !found.ever_started && status == "down";
     let before_first_start = found_by == FoundBy::ProviderId && never_started_down;
-    if never_started_down
-        && !before_first_start
+    if found_by != FoundBy::ProviderId
+        && never_started_down
         && !observed.deletion_requested
         && let Some(disks) = vm.disks.as_ref()
     {
