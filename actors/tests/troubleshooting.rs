@@ -19,8 +19,9 @@ fn base_spec() -> serde_json::Value {
     json!({"ovirtcluster": "Default", "template": "ubuntu-22.04"})
 }
 
-/// Engine requests the machines of this world made: those tagged with a machine's correlation id (`capov-<key>`),
-/// not the provider's batched poll (`capov-status-poll`) nor its untagged checks. The simulator keeps the last 1000.
+/// Engine requests the machines of this world made: those tagged with a machine's correlation id (its key with the
+/// slashes dropped, `capov-machine<namespace><name>`), not the provider's polls (`capov-status-poll`,
+/// `capov-inventory-poll`) nor its untagged checks. The simulator keeps the last 1000.
 fn machine_requests(world: &World) -> usize {
     let ids = world.sim.control().correlation_ids();
     assert!(
@@ -28,7 +29,7 @@ fn machine_requests(world: &World) -> usize {
         "the simulator forgot correlation ids: counts would be wrong"
     );
     ids.iter()
-        .filter(|id| id.starts_with("capov-") && id.as_str() != "capov-status-poll")
+        .filter(|id| id.starts_with("capov-machine"))
         .count()
 }
 
@@ -372,7 +373,7 @@ async fn pausing_stops_every_engine_call_and_unpausing_resumes() {
         "deletion must wait while paused: {:?}",
         deleting.finalizers()
     );
-    // The provider's batched status poll is tagged capov-status-poll; this machine made no request at all.
+    // The provider's polls have their own ids; this machine made no request at all.
     assert_eq!(
         machine_requests(&world) - calls_when_paused,
         0,
