@@ -28,9 +28,7 @@ fn machine_requests(world: &World) -> usize {
         ids.len() < 1000,
         "the simulator forgot correlation ids: counts would be wrong"
     );
-    ids.iter()
-        .filter(|id| id.starts_with("capov-machine"))
-        .count()
+    ids.iter().filter(|id| id.starts_with("capov-machine")).count()
 }
 
 fn engine_client(world: &World) -> Client {

@@ -158,9 +158,12 @@ pub enum GroupAction {
 /// Writes to the VM's Node in the workload cluster.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WorkloadAction {
+    /// Set the Node's spec.providerID, and in the same write the topology labels it lacks: one request to a
+    /// workload apiserver that all of a cluster's machines take turns on.
     SetNodeProviderId {
         node_name: String,
         provider_id: String,
+        labels: BTreeMap<String, String>,
     },
     /// Set CAPOV's topology labels on the VM's Node ([`crate::placement::node_topology`]).
     SetNodeLabels {

@@ -56,38 +56,56 @@ pub(super) fn decide(o: &Observed, vm: &ObservedVm, passed: Passed, has_ip: bool
             name,
             provider_id,
             labels,
-        } => match provider_id.as_deref().map(str::trim) {
-            None | Some("") => passed.stop(
-                Action::Workload(WorkloadAction::SetNodeProviderId {
-                    node_name: name.clone(),
-                    provider_id: expected,
-                }),
-                None,
-            ),
-            Some(actual) if actual == expected => {
-                let requeue = if has_ip { Requeue::Steady } else { Requeue::Backoff };
-                let mut passed = passed;
-                passed.pass(types::K8S_PROVIDER_ID_SETUP, reasons::PROVIDER_ID_SET);
-                let ovirt_cluster = o.failure_domain.ovirt_cluster(&o.settings.ovirtcluster);
-                let host = vm.host.as_ref().and_then(|h| h.name.as_deref());
-                let changes = node_topology::changes(labels, ovirt_cluster, host, o.failure_domain.name());
-                if !changes.is_empty() {
-                    let labels = Action::Workload(WorkloadAction::SetNodeLabels {
-                        node_name: name.clone(),
-                        labels: changes,
-                    });
-                    return passed.stop(labels, None);
-                }
-                passed.stop(Action::Done(requeue), None)
+        } => {
+            let ovirt_cluster = o.failure_domain.ovirt_cluster(&o.settings.ovirtcluster);
+            let host = vm.host.as_ref().and_then(|h| h.name.as_deref());
+            let changes = node_topology::changes(labels, ovirt_cluster, host, o.failure_domain.name());
+            found(name, provider_id.as_deref(), expected, changes, passed, has_ip)
+        }
+    }
+}
+
+/// The VM's Node is there: it gets the providerID with the topology labels it lacks, in one write; a Node with
+/// this VM's providerID gets the labels that changed since (a migration to another host); another providerID is
+/// an error.
+fn found(
+    name: &str,
+    provider_id: Option<&str>,
+    expected: String,
+    changes: std::collections::BTreeMap<String, String>,
+    passed: Passed,
+    has_ip: bool,
+) -> Decision {
+    match provider_id.map(str::trim) {
+        None | Some("") => passed.stop(
+            Action::Workload(WorkloadAction::SetNodeProviderId {
+                node_name: name.to_string(),
+                provider_id: expected,
+                labels: changes,
+            }),
+            None,
+        ),
+        Some(actual) if actual == expected => {
+            let requeue = if has_ip { Requeue::Steady } else { Requeue::Backoff };
+            let mut passed = passed;
+            passed.pass(types::K8S_PROVIDER_ID_SETUP, reasons::PROVIDER_ID_SET);
+            if !changes.is_empty() {
+                let labels = Action::Workload(WorkloadAction::SetNodeLabels {
+                    node_name: name.to_string(),
+                    labels: changes,
+                });
+                return passed.stop(labels, None);
             }
-            Some(actual) => passed.wait(
-                Requeue::OnChange,
-                setup(
-                    reasons::PROVIDER_ID_MISMATCH,
-                    Severity::Error,
-                    format!("Node {name:?} has spec.providerID {actual:?}, expected {expected:?}"),
-                ),
+            passed.stop(Action::Done(requeue), None)
+        }
+        Some(actual) => passed.wait(
+            Requeue::OnChange,
+            ConditionUpdate::false_(
+                types::K8S_PROVIDER_ID_SETUP,
+                reasons::PROVIDER_ID_MISMATCH,
+                Severity::Error,
+                format!("Node {name:?} has spec.providerID {actual:?}, expected {expected:?}"),
             ),
-        },
+        ),
     }
 }

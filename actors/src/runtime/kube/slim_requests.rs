@@ -132,25 +132,25 @@ pub async fn get<T: for<'de> Deserialize<'de>>(
     }
 }
 
-/// A JSON merge patch of the object `name` at `url_path`. Its answer (the whole object) is read and dropped unread:
-/// once the server has said 2xx, even an answer past the cap is a success.
-pub async fn merge_patch(
+/// A JSON merge patch of the object `name` at `url_path`, and the object as the server has it after the write
+/// (a patch answers with the whole object), decoded slim. None when the answer could not be read whole within the
+/// cap or decoded: once the server has said 2xx the write is done, and the caller reads the object again if it needs
+/// it.
+pub async fn merge_patch<T: for<'de> Deserialize<'de>>(
     client: &kube::Client,
     url_path: &str,
     name: &str,
     patch: &serde_json::Value,
-) -> Result<(), RequestError> {
+) -> Result<Option<T>, RequestError> {
     let patch = kube::api::Patch::Merge(patch);
     let request = built(kube::core::Request::new(url_path).patch(name, &Default::default(), &patch))?;
     let response = client.send(request).await.map_err(RequestError::Transport)?;
     let status = response.status();
-    let mut body = response.into_body();
+    let answer = read(response.into_body(), WORKLOAD_ANSWER).await;
     if status.is_client_error() || status.is_server_error() {
-        return Err(error_status(status, &read(body, WORKLOAD_ANSWER).await));
+        return Err(error_status(status, &answer));
     }
-    // Read to its end, one frame at a time, so that the connection can be used again.
-    while let Some(Ok(_)) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {}
-    Ok(())
+    Ok(answer.ok().and_then(|answer| workload_answers::decode(&answer).ok()))
 }
 
 /// How a listing goes: what it lists (for messages), its page size, and how many pages it reads at most.

@@ -72,6 +72,7 @@ async fn pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     state.permit.clear();
     state.workload_place = None;
     state.bootstrap_data = None;
+    state.node_written = None;
     record_pass(state, &next, started);
     // A pass that ended only to wait for its permit is continued by the next one, which reports the status: an
     // intermediate status written meanwhile would be one more write per machine. One that waits for the provider's

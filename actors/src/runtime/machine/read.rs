@@ -65,6 +65,10 @@ async fn node(state: &mut MachineState, observation: &Observation) -> Result<Nod
     let (Some(cluster), Some(vm)) = (&observation.cluster, &observation.observed.vm) else {
         return Ok(NodeObservation::NotFound);
     };
+    // The answer of this pass's own write to the Node is the Node as it is now.
+    if let Some(node) = state.node_written.take() {
+        return Ok(*node);
+    }
     let vm_name = observation.observed.vm_name();
     match workload::observe_node(state, cluster, &vm.id, &vm_name).await {
         Ok(node) => Ok(node),

@@ -74,6 +74,10 @@ pub struct MachineState {
     /// pass of a new machine reads the Secret to learn its format and then creates the VM, and a second read of the
     /// same write-once Secret cost each machine one more request under its permit. Dropped at the pass's end.
     pub(super) bootstrap_data: Option<Box<(String, String)>>,
+    /// The Node as the running pass's last write to it answered (`execute::node`): the next step decides on it
+    /// instead of reading the Node again, one request fewer on the workload cluster's two turns. Dropped at the
+    /// pass's end.
+    pub(super) node_written: Option<Box<capov_core::machine_steps::NodeObservation>>,
     /// The places at the Node step the last pass found taken (`workload::clients::NoTurn::Busy`): the actor waits
     /// for them before its next pass.
     pub(super) workload_place_wanted: Option<crate::runtime::workload::clients::Wanted>,
@@ -124,6 +128,7 @@ impl MachineState {
             vm_search_until: None,
             bootstrap_seen: None,
             bootstrap_data: None,
+            node_written: None,
             workload_place_wanted: None,
             workload_place: None,
             permit: Default::default(),

@@ -10,7 +10,6 @@ use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use kube::ResourceExt;
-use serde_json::json;
 
 use super::state::MachineState;
 use crate::runtime::capi;
@@ -164,31 +163,22 @@ fn found(node: SlimNode) -> NodeObservation {
     }
 }
 
-/// Sets (merges) CAPOV's topology labels on the Node; other labels stay as they are.
-pub async fn set_node_labels(
+/// A JSON merge patch of the Node (labels merge: others stay as they are), and the Node as its answer shows it after
+/// the write; None when the answer could not be decoded or names another Node (the write succeeded all the same).
+/// `what`: the error's beginning, e.g. "cannot set the Node's providerID".
+pub async fn patch_node(
     state: &mut MachineState,
     cluster: &capi::Cluster,
     node: &str,
-    labels: &std::collections::BTreeMap<String, String>,
-) -> Result<(), NodeWriteError> {
+    patch: &serde_json::Value,
+    what: &str,
+) -> Result<Option<NodeObservation>, NodeWriteError> {
     let (client, _turn) = connect(state, cluster).await?;
-    let patch = json!({"metadata": {"labels": labels}});
-    slim_requests::merge_patch(&client, NODES, node, &patch)
+    slim_requests::merge_patch::<SlimNode>(&client, NODES, node, patch)
         .await
-        .map_err(|err| NodeWriteError::Failed(failed("cannot set the Node's topology labels", &err)))
-}
-
-pub async fn set_node_provider_id(
-    state: &mut MachineState,
-    cluster: &capi::Cluster,
-    node: &str,
-    provider_id: &str,
-) -> Result<(), NodeWriteError> {
-    let (client, _turn) = connect(state, cluster).await?;
-    let patch = json!({"spec": {"providerID": provider_id}});
-    slim_requests::merge_patch(&client, NODES, node, &patch)
-        .await
-        .map_err(|err| NodeWriteError::Failed(failed("cannot set the Node's providerID", &err)))
+        // An answer about another object (a workload apiserver is the tenant's) is not the Node: the next step reads.
+        .map(|written| written.filter(|answer| answer.name == node).map(found))
+        .map_err(|err| NodeWriteError::Failed(failed(what, &err)))
 }
 
 /// Whether a management-cluster error is the apiserver struggling (5xx, 429, no answer): a retry, nothing to report.

@@ -9,6 +9,7 @@ fn only_workload_and_waiting_actions_run_without_a_permit() {
     let node = Action::Workload(WorkloadAction::SetNodeProviderId {
         node_name: "n".into(),
         provider_id: "ovirt://x".into(),
+        labels: Default::default(),
     });
     for action in [
         Action::Read(ReadRequest::Node),

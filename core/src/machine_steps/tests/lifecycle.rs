@@ -84,11 +84,15 @@ fn happy_path_walks_through_every_step_in_order() {
                     labels: Default::default(),
                 });
             }
-            Action::Workload(WorkloadAction::SetNodeProviderId { provider_id, node_name }) => {
+            Action::Workload(WorkloadAction::SetNodeProviderId {
+                provider_id,
+                node_name,
+                labels,
+            }) => {
                 o.node = Fact::Read(NodeObservation::Found {
                     name: node_name,
                     provider_id: Some(provider_id),
-                    labels: Default::default(),
+                    labels,
                 })
             }
             Action::Workload(WorkloadAction::SetNodeLabels { labels, .. }) => {
@@ -117,7 +121,6 @@ fn happy_path_walks_through_every_step_in_order() {
             "Wait",
             "Wait",
             "SetNodeProviderId",
-            "SetNodeLabels",
             "Done",
             "StopForce",
             "Delete",

@@ -1,6 +1,8 @@
 //! Step 7, K8sProviderIDSetup, and reading the Node only when this step needs it ([`crate::machine_steps::node`]).
 
-use crate::machine_steps::{Action, Fact, NodeObservation, Observed, ReadRequest, Requeue, WorkloadAction, decide};
+use crate::machine_steps::{
+    Action, Fact, NodeObservation, Observed, ReadRequest, Requeue, VmHost, WorkloadAction, decide,
+};
 use capov_crds::Severity;
 
 use super::fixtures::{VM_ID, node_labels, running, state_of, with_vm};
@@ -75,9 +77,57 @@ fn node_without_provider_id_gets_ours() {
         .action,
         Action::Workload(WorkloadAction::SetNodeProviderId {
             node_name: "worker-abc123".into(),
-            provider_id: format!("ovirt://{VM_ID}")
+            provider_id: format!("ovirt://{VM_ID}"),
+            labels: Default::default(),
         })
     );
+}
+
+#[test]
+fn the_provider_id_and_the_topology_labels_the_node_lacks_go_in_one_write() {
+    let node = NodeObservation::Found {
+        name: "worker-abc123".into(),
+        provider_id: None,
+        labels: Default::default(),
+    };
+    let mut o = Observed {
+        node: Fact::Read(node),
+        ..running()
+    };
+    o.vm.as_mut().expect("vm").host = Some(VmHost {
+        id: "h1".into(),
+        name: Some("host-1".into()),
+        status: Some("up".into()),
+        inventoried: true,
+    });
+    let Action::Workload(WorkloadAction::SetNodeProviderId {
+        provider_id, labels, ..
+    }) = decide(&o).action
+    else {
+        panic!("expected SetNodeProviderId, got {:?}", decide(&o).action);
+    };
+    assert_eq!(provider_id, format!("ovirt://{VM_ID}"));
+    assert_eq!(
+        labels,
+        [
+            (
+                crate::placement::node_topology::OVIRT_CLUSTER_LABEL.to_string(),
+                "Default".to_string()
+            ),
+            (
+                crate::placement::node_topology::OVIRT_HOST_LABEL.to_string(),
+                "host-1".to_string()
+            ),
+        ]
+        .into()
+    );
+    // Once both are on the Node, nothing more is written.
+    o.node = Fact::Read(NodeObservation::Found {
+        name: "worker-abc123".into(),
+        provider_id: Some(provider_id),
+        labels,
+    });
+    assert_eq!(decide(&o).action, Action::Done(Requeue::Steady));
 }
 
 #[test]

@@ -232,29 +232,42 @@ async fn error_answers_are_kept_slim() {
 }
 
 #[tokio::test]
-async fn a_patch_answer_is_dropped_unread_and_a_refusal_kept_slim() {
-    // The patched Node comes back just under the cap, with a long managedFields list: never decoded.
+async fn a_patch_answer_is_decoded_slim_one_past_the_cap_is_still_a_success_and_a_refusal_is_kept_slim() {
+    // The patched Node comes back just under the cap with a long managedFields list, which the slim Node skips; a
+    // second one past the cap, which is not read to its end.
     let (url, requests) = apiserver(|seen| match seen.method.as_str() {
         "PATCH" if seen.target.starts_with("/api/v1/nodes/ok") => {
             let managed = vec!["{}"; 340_000].join(",");
             (
                 200,
-                format!(r#"{{"metadata":{{"name":"ok","managedFields":[{managed}]}}}}"#),
+                format!(
+                    r#"{{"metadata":{{"name":"ok","managedFields":[{managed}]}},"spec":{{"providerID":"ovirt://1"}}}}"#
+                ),
             )
         }
+        "PATCH" if seen.target.starts_with("/api/v1/nodes/huge") => (
+            200,
+            format!(r#"{{"metadata":{{"name":"huge","x":"{}"}}}}"#, "x".repeat(2 << 20)),
+        ),
         _ => (403, fat_status(403, "Forbidden")),
     })
     .await;
     let client = client(&url);
     let patch = json!({"spec": {"providerID": "ovirt://1"}});
-    merge_patch(&client, "/api/v1/nodes", "ok", &patch)
+    let node = merge_patch::<SlimNode>(&client, "/api/v1/nodes", "ok", &patch)
         .await
-        .expect("patched");
+        .expect("patched")
+        .expect("the Node after the write");
+    assert_eq!(
+        (node.name.as_str(), node.provider_id.as_deref()),
+        ("ok", Some("ovirt://1"))
+    );
     // The connection was read to its end: the next request goes on it.
-    merge_patch(&client, "/api/v1/nodes", "ok", &patch)
+    let unread = merge_patch::<SlimNode>(&client, "/api/v1/nodes", "huge", &patch)
         .await
-        .expect("patched again");
-    let err = merge_patch(&client, "/api/v1/nodes", "other", &patch)
+        .expect("a write the server took is a success, whatever its answer");
+    assert!(unread.is_none(), "an answer past the cap is not decoded");
+    let err = merge_patch::<SlimNode>(&client, "/api/v1/nodes", "other", &patch)
         .await
         .expect_err("refused");
     assert_eq!(err.code(), Some(403));

@@ -70,9 +70,11 @@ async fn bookkeeping(state: &mut MachineState, observed: &Observed, action: Book
 /// Writes to the VM's Node in the workload cluster.
 async fn on_the_node(state: &mut MachineState, cluster: Option<&capi::Cluster>, action: WorkloadAction) -> Executed {
     match action {
-        WorkloadAction::SetNodeProviderId { node_name, provider_id } => {
-            node::set_provider_id(state, cluster, &node_name, &provider_id).await
-        }
+        WorkloadAction::SetNodeProviderId {
+            node_name,
+            provider_id,
+            labels,
+        } => node::set_provider_id(state, cluster, &node_name, &provider_id, &labels).await,
         WorkloadAction::SetNodeLabels { node_name, labels } => {
             node::set_labels(state, cluster, &node_name, &labels).await
         }

@@ -7,7 +7,7 @@ use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
 use crate::runtime::machine::workload::{self, NodeWriteError};
 use capov_core::conditions::{reasons, types};
-use capov_core::machine_steps::Requeue;
+use capov_core::machine_steps::{NodeObservation, Requeue};
 
 /// Sets CAPOV's topology labels on the Node; backs off while the machine's Cluster is not known.
 pub async fn set_labels(
@@ -19,24 +19,45 @@ pub async fn set_labels(
     let Some(cluster) = cluster else {
         return Executed::Requeue(Requeue::Backoff);
     };
-    match workload::set_node_labels(state, cluster, node_name, labels).await {
-        Ok(()) => Executed::Continue,
-        Err(err) => failed(err),
-    }
+    let patch = serde_json::json!({"metadata": {"labels": labels}});
+    let written = workload::patch_node(
+        state,
+        cluster,
+        node_name,
+        &patch,
+        "cannot set the Node's topology labels",
+    )
+    .await;
+    carry(state, written)
 }
 
-/// Sets the Node's providerID; backs off while the machine's Cluster is not known.
+/// Sets the Node's providerID, with the topology labels it lacks; backs off while the machine's Cluster is not
+/// known.
 pub async fn set_provider_id(
     state: &mut MachineState,
     cluster: Option<&capi::Cluster>,
     node_name: &str,
     provider_id: &str,
+    labels: &std::collections::BTreeMap<String, String>,
 ) -> Executed {
     let Some(cluster) = cluster else {
         return Executed::Requeue(Requeue::Backoff);
     };
-    match workload::set_node_provider_id(state, cluster, node_name, provider_id).await {
-        Ok(()) => Executed::Continue,
+    let mut patch = serde_json::json!({"spec": {"providerID": provider_id}});
+    if !labels.is_empty() {
+        patch["metadata"] = serde_json::json!({"labels": labels});
+    }
+    let written = workload::patch_node(state, cluster, node_name, &patch, "cannot set the Node's providerID").await;
+    carry(state, written)
+}
+
+/// A write that succeeded hands its answer, the Node as it now is, to the pass's next step.
+fn carry(state: &mut MachineState, written: Result<Option<NodeObservation>, NodeWriteError>) -> Executed {
+    match written {
+        Ok(node) => {
+            state.node_written = node.map(Box::new);
+            Executed::Continue
+        }
         Err(err) => failed(err),
     }
 }
