@@ -56,6 +56,7 @@ pub use observed::{
     Bootstrap, ConnectionFailure, FailureState, FoundBy, GroupsObservation, NodeObservation, NodeRelease, Observed,
     ObservedVm, ProviderConnection, ProviderDefaults, ReadRequest, VmDisk, VmHost,
 };
+pub use preconditions::decided_before_the_engine;
 // Defined with the payload it shapes; re-exported here, where the lifecycle's observation names it.
 pub use crate::vm::bootstrap_payload::BootstrapFormat;
 

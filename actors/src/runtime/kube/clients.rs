@@ -29,6 +29,12 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// A whole request, from sending it to the last byte of its answer (kube's retries of 429/503/504 included). The
 /// apiserver ends its own requests after 60 s (`--request-timeout`); a request still running a little later is lost.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(70);
+/// A page of a watch's list (the watch client's requests that are not watches), from sending it to its last byte.
+/// A page holds at most a hundred objects and answers within a second or two even from a busy apiserver; one that
+/// does not answer is lost. Without a deadline a held page stalled the whole list until the server gave up (75 s in
+/// the benchmark's trouble), and with it the start of every machine not listed yet: kube-runtime's watcher starts
+/// the list over after a failed page, after its backoff (about a second at first).
+pub const LIST_PAGE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The management cluster's clients: `requests` for everything but watches, `watches` for the watches; and the
 /// apiserver's URL they talk to.
@@ -49,6 +55,7 @@ impl KubeClients {
             apiserver: config.cluster_url.clone(),
             requests: request_client(config)?,
             watches: kube::client::ClientBuilder::try_from(watch_config)?
+                .with_layer(&DeadlineLayer::except_watches(LIST_PAGE_TIMEOUT))
                 .with_layer(&NameFailuresLayer)
                 .build(),
         })
@@ -67,7 +74,7 @@ pub fn with_timeouts(mut config: kube::Config) -> kube::Config {
 /// A client for requests that are not watches: [`with_timeouts`], and no request outlives [`REQUEST_TIMEOUT`].
 pub fn request_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
     Ok(kube::client::ClientBuilder::try_from(with_timeouts(config))?
-        .with_layer(&DeadlineLayer(REQUEST_TIMEOUT))
+        .with_layer(&DeadlineLayer::every_request(REQUEST_TIMEOUT))
         .with_layer(&NameFailuresLayer)
         .build())
 }
@@ -81,7 +88,7 @@ pub const WORKLOAD_BODY_LIMIT: u64 = 1 << 20;
 /// [`WORKLOAD_BODY_LIMIT`] bytes.
 pub fn workload_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
     Ok(kube::client::ClientBuilder::try_from(with_timeouts(config))?
-        .with_layer(&DeadlineLayer(REQUEST_TIMEOUT))
+        .with_layer(&DeadlineLayer::every_request(REQUEST_TIMEOUT))
         .with_layer(&crate::runtime::kube::body_limit::BodyLimitLayer(WORKLOAD_BODY_LIMIT))
         .build())
 }
@@ -93,13 +100,38 @@ pub struct RequestTimedOut(pub Duration);
 
 /// A deadline over a whole request: the answer's headers and every byte of its body.
 #[derive(Clone, Copy, Debug)]
-pub struct DeadlineLayer(pub Duration);
+pub struct DeadlineLayer {
+    limit: Duration,
+    watches_too: bool,
+}
+
+impl DeadlineLayer {
+    /// Every request the client sends.
+    pub fn every_request(limit: Duration) -> DeadlineLayer {
+        DeadlineLayer {
+            limit,
+            watches_too: true,
+        }
+    }
+
+    /// Every request but watches (`?watch=true`), which stay open for minutes by design.
+    pub fn except_watches(limit: Duration) -> DeadlineLayer {
+        DeadlineLayer {
+            limit,
+            watches_too: false,
+        }
+    }
+}
 
 impl<S> Layer<S> for DeadlineLayer {
     type Service = Deadline<S>;
 
     fn layer(&self, inner: S) -> Deadline<S> {
-        Deadline { inner, limit: self.0 }
+        Deadline {
+            inner,
+            limit: self.limit,
+            watches_too: self.watches_too,
+        }
     }
 }
 
@@ -107,6 +139,13 @@ impl<S> Layer<S> for DeadlineLayer {
 pub struct Deadline<S> {
     inner: S,
     limit: Duration,
+    watches_too: bool,
+}
+
+/// Whether the request is a watch: `watch=true` (or `1`) in its query.
+fn is_watch(uri: &http::Uri) -> bool {
+    uri.query()
+        .is_some_and(|query| query.split('&').any(|pair| pair == "watch=true" || pair == "watch=1"))
 }
 
 type Answer<B> = http::Response<DeadlineBody<B>>;
@@ -129,15 +168,26 @@ where
 
     fn call(&mut self, request: http::Request<Req>) -> Self::Future {
         let limit = self.limit;
-        let deadline = Instant::now() + limit;
+        let unbounded = !self.watches_too && is_watch(request.uri());
         let answer = self.inner.call(request);
+        if unbounded {
+            return Box::pin(async move {
+                let response = answer.await.map_err(Into::into)?;
+                Ok(response.map(|body| DeadlineBody {
+                    body,
+                    deadline: None,
+                    limit,
+                }))
+            });
+        }
+        let deadline = Instant::now() + limit;
         Box::pin(async move {
             match tokio::time::timeout_at(deadline, answer).await {
                 Err(_) => Err(RequestTimedOut(limit).into()),
                 Ok(Err(err)) => Err(err.into()),
                 Ok(Ok(response)) => Ok(response.map(|body| DeadlineBody {
                     body,
-                    deadline: Box::pin(tokio::time::sleep_until(deadline)),
+                    deadline: Some(Box::pin(tokio::time::sleep_until(deadline))),
                     limit,
                 })),
             }
@@ -145,10 +195,10 @@ where
     }
 }
 
-/// An answer's body that fails once the request's deadline has passed.
+/// An answer's body that fails once the request's deadline has passed (None: a watch's, without one).
 pub struct DeadlineBody<B> {
     body: B,
-    deadline: Pin<Box<Sleep>>,
+    deadline: Option<Pin<Box<Sleep>>>,
     limit: Duration,
 }
 
@@ -165,7 +215,11 @@ where
         if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
-        if this.deadline.as_mut().poll(cx).is_ready() {
+        if this
+            .deadline
+            .as_mut()
+            .is_some_and(|deadline| deadline.as_mut().poll(cx).is_ready())
+        {
             return Poll::Ready(Some(Err(RequestTimedOut(this.limit).into())));
         }
         Poll::Pending
@@ -208,7 +262,7 @@ mod tests {
         let config = with_timeouts(kube::Config::new(url.parse().expect("url")));
         kube::client::ClientBuilder::try_from(config)
             .expect("builder")
-            .with_layer(&DeadlineLayer(limit))
+            .with_layer(&DeadlineLayer::every_request(limit))
             .build()
     }
 
@@ -292,5 +346,38 @@ mod tests {
             get_version(&client).await.expect("answer"),
             r#"{"major":"1","minor":"36"}"#
         );
+    }
+
+    #[tokio::test]
+    async fn the_watch_client_bounds_a_list_page_but_not_a_watch() {
+        // Answers after 600 ms: past the list page's 300 ms deadline, and what a watch may take.
+        let (url, _server) = server(|mut socket| async move {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let body = r#"{"kind":"Status"}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(answer.as_bytes()).await;
+        })
+        .await;
+        let config = kube::Config::new(url.parse().expect("url"));
+        let client = kube::client::ClientBuilder::try_from(config)
+            .expect("builder")
+            .with_layer(&DeadlineLayer::except_watches(Duration::from_millis(300)))
+            .build();
+        let ask = |path: &str| {
+            let client = client.clone();
+            let request = http::Request::get(path).body(Vec::new()).expect("request");
+            async move { client.request_text(request).await }
+        };
+        let err = ask("/api/v1/nodes?limit=100")
+            .await
+            .expect_err("a page past its deadline");
+        assert!(err.to_string().contains("did not complete within"), "{err}");
+        let watch = ask("/api/v1/nodes?resourceVersion=7&watch=true").await;
+        assert_eq!(watch.expect("a watch has no deadline"), r#"{"kind":"Status"}"#);
+        assert!(is_watch(&"/api/v1/nodes?watch=1".parse().expect("uri")));
+        assert!(!is_watch(&"/api/v1/nodes?watchful=true&limit=1".parse().expect("uri")));
     }
 }

@@ -92,3 +92,60 @@ fn failure_reason_does_not_stop_deletion() {
     };
     assert_eq!(decide(&o).action, Action::Vm(VmAction::Delete { vm_id: VM_ID.into() }));
 }
+
+#[test]
+fn the_engine_is_asked_only_once_the_preconditions_hold() {
+    use crate::machine_steps::{ConnectionFailure, ProviderConnection, decided_before_the_engine};
+    let waiting = [
+        Observed {
+            owner_machine_found: false,
+            ..with_vm("up", true)
+        },
+        Observed {
+            cluster_infrastructure_provisioned: false,
+            ..ready_to_create()
+        },
+        Observed {
+            has_finalizer: false,
+            ..with_vm("down", false)
+        },
+    ];
+    for o in waiting {
+        assert!(decided_before_the_engine(&o), "{o:?}");
+        // What a pass that skips the engine observes (no VM, a ready connection) decides the same action as a VM
+        // and a failed connection, and reports nothing but Paused: the status stays as it was.
+        let without_engine = decide(&Observed { vm: None, ..o.clone() });
+        let with_failed_engine = decide(&Observed {
+            connection: ProviderConnection::Failed {
+                failure: ConnectionFailure::EngineUnreachable,
+                message: "down".into(),
+                persisted_for: std::time::Duration::from_secs(600),
+            },
+            ..o.clone()
+        });
+        assert_eq!(without_engine.action, with_failed_engine.action, "{o:?}");
+        assert_eq!(
+            without_engine.conditions.len(),
+            1,
+            "only Paused: {:?}",
+            without_engine.conditions
+        );
+    }
+    let failed = FailureState::Set {
+        spec_changed_since: false,
+    };
+    for o in [
+        ready_to_create(),
+        with_vm("up", true),
+        Observed {
+            failure: failed,
+            ..with_vm("up", true)
+        },
+        deleting(Observed {
+            owner_machine_found: false,
+            ..with_vm("down", true)
+        }),
+    ] {
+        assert!(!decided_before_the_engine(&o), "{o:?}");
+    }
+}

@@ -37,8 +37,8 @@ use crate::runtime::messages::MachineMsg;
 use crate::runtime::{capi, ipam};
 use capov_core::conditions::types;
 use capov_core::machine_steps::{
-    Bootstrap, Fact, FailureState, Observed, ProviderConnection, ProviderDefaults, provider_settled,
-    releasable_without_engine,
+    Bootstrap, Fact, FailureState, Observed, ProviderConnection, ProviderDefaults, decided_before_the_engine,
+    provider_settled, releasable_without_engine,
 };
 use capov_core::trust::identity::OwnerIdentity;
 
@@ -50,7 +50,8 @@ pub async fn observe(me: &ActorRef<MachineMsg>, state: &mut MachineState) -> Res
     // A machine whose provider is still to be set from its failure domain (or named nowhere) asks no provider; a
     // deletion looks for the VM through spec.provider as before.
     let unsettled = !observed.deletion_requested && !provider_settled(&observed);
-    if observed.paused || releasable_without_engine(&observed) || unsettled {
+    let without_engine = releasable_without_engine(&observed) || decided_before_the_engine(&observed);
+    if observed.paused || without_engine || unsettled {
         return Ok(Observation {
             observed,
             engine: None,
