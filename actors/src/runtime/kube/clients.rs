@@ -32,9 +32,10 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(70);
 /// A page of a watch's list (the watch client's requests that are not watches), from sending it to its last byte.
 /// A page holds at most a hundred objects and answers within a second or two even from a busy apiserver; one that
 /// does not answer is lost. Without a deadline a held page stalled the whole list until the server gave up (75 s in
-/// the benchmark's trouble), and with it the start of every machine not listed yet: kube-runtime's watcher starts
-/// the list over after a failed page, after its backoff (about a second at first).
+/// the benchmark's trouble), and with it the start of every machine not listed yet.
 pub const LIST_PAGE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Tries of one page of a watch's list that got no answer ([`ListPageRetryLayer`]).
+pub const LIST_PAGE_TRIES: u32 = 3;
 
 /// The management cluster's clients: `requests` for everything but watches, `watches` for the watches; and the
 /// apiserver's URL they talk to.
@@ -56,6 +57,7 @@ impl KubeClients {
             requests: request_client(config)?,
             watches: kube::client::ClientBuilder::try_from(watch_config)?
                 .with_layer(&DeadlineLayer::except_watches(LIST_PAGE_TIMEOUT))
+                .with_layer(&ListPageRetryLayer)
                 .with_layer(&NameFailuresLayer)
                 .build(),
         })
@@ -91,6 +93,97 @@ pub fn workload_client(config: kube::Config) -> Result<kube::Client, kube::Error
         .with_layer(&DeadlineLayer::every_request(REQUEST_TIMEOUT))
         .with_layer(&crate::runtime::kube::body_limit::BodyLimitLayer(WORKLOAD_BODY_LIMIT))
         .build())
+}
+
+/// Asks again, up to [`LIST_PAGE_TRIES`] times, for a page of a watch's list (a GET that is not a watch) that got no
+/// answer: it timed out or its connection failed. kube-runtime's watcher starts a list over from its first page after
+/// any failed page; at 10,000 machines a list is 100 pages, so one lost page in a hundred would restart most lists,
+/// and each restart can lose another. An answer, even an error status, is passed on as it is: a 410 for an expired
+/// continue token must reach the watcher, which lists again.
+#[derive(Clone, Copy, Debug)]
+pub struct ListPageRetryLayer;
+
+/// Requests of the watch client waiting for the shared stack (a dozen watches and their lists).
+const LIST_PAGE_QUEUE: usize = 64;
+
+type Shared<S> =
+    tower::buffer::Buffer<http::Request<kube::client::Body>, <S as Service<http::Request<kube::client::Body>>>::Future>;
+
+impl<S, B> Layer<S> for ListPageRetryLayer
+where
+    S: Service<http::Request<kube::client::Body>, Response = http::Response<B>> + Send + 'static,
+    S::Error: Into<BoxError> + Send + Sync,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Service = ListPageRetry<Shared<S>>;
+
+    /// Needs a tokio runtime, as kube's own client does: the shared stack runs as a task.
+    fn layer(&self, inner: S) -> ListPageRetry<Shared<S>> {
+        ListPageRetry {
+            inner: tower::buffer::Buffer::new(inner, LIST_PAGE_QUEUE),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ListPageRetry<S> {
+    inner: S,
+}
+
+impl<S, B> Service<http::Request<kube::client::Body>> for ListPageRetry<S>
+where
+    S: Service<http::Request<kube::client::Body>, Response = http::Response<B>> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = http::Response<B>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<http::Response<B>, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let page = request.method() == http::Method::GET && !is_watch(request.uri());
+        let copies: Vec<_> = match page {
+            true => (1..LIST_PAGE_TRIES).map_while(|_| copy(&request)).collect(),
+            false => Vec::new(),
+        };
+        // The service made ready by `poll_ready` takes the first try; a clone, made ready in turn, each later one.
+        let mut later = self.inner.clone();
+        let first = self.inner.call(request);
+        Box::pin(async move {
+            let mut failure = match first.await {
+                Ok(answer) => return Ok(answer),
+                Err(err) => err.into(),
+            };
+            for copy in copies {
+                tracing::debug!(error = %failure, "a page of a watch's list got no answer; asking again");
+                tokio::time::sleep(Duration::from_millis(200 + fastrand::u64(0..800))).await;
+                use tower::ServiceExt as _;
+                let ready = later.ready().await.map_err(Into::into)?;
+                failure = match ready.call(copy).await {
+                    Ok(answer) => return Ok(answer),
+                    Err(err) => err.into(),
+                };
+            }
+            Err(failure)
+        })
+    }
+}
+
+/// The same request again, when its body can be copied (a GET's is empty).
+fn copy(request: &http::Request<kube::client::Body>) -> Option<http::Request<kube::client::Body>> {
+    let mut copy = http::Request::new(request.body().try_clone()?);
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    *copy.extensions_mut() = request.extensions().clone();
+    Some(copy)
 }
 
 /// A request ran past its deadline.
@@ -379,5 +472,92 @@ mod tests {
         assert_eq!(watch.expect("a watch has no deadline"), r#"{"kind":"Status"}"#);
         assert!(is_watch(&"/api/v1/nodes?watch=1".parse().expect("uri")));
         assert!(!is_watch(&"/api/v1/nodes?watchful=true&limit=1".parse().expect("uri")));
+    }
+
+    /// The watch client's stack as `KubeClients::new` builds it, with a page deadline of `limit`.
+    fn watch_client(url: &str, limit: Duration) -> kube::Client {
+        let config = kube::Config::new(url.parse().expect("url"));
+        kube::client::ClientBuilder::try_from(config)
+            .expect("builder")
+            .with_layer(&DeadlineLayer::except_watches(limit))
+            .with_layer(&ListPageRetryLayer)
+            .build()
+    }
+
+    fn answer(status: &str, body: &str) -> String {
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    #[tokio::test]
+    async fn a_list_page_without_an_answer_is_asked_for_again_and_an_error_answer_is_not() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = seen.clone();
+        // The first request is held without a word; the next ones are answered.
+        let (url, _server) = server(move |mut socket| {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }
+                let _ = socket.write_all(answer("200 OK", r#"{"items":[]}"#).as_bytes()).await;
+            }
+        })
+        .await;
+        let client = watch_client(&url, Duration::from_millis(300));
+        let request = http::Request::get("/api/v1/nodes?limit=100")
+            .body(Vec::new())
+            .expect("request");
+        assert_eq!(
+            client.request_text(request).await.expect("the second try"),
+            r#"{"items":[]}"#
+        );
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+
+        // An answer is passed on as it is, an error status included: once.
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = seen.clone();
+        let (url, _server) = server(move |mut socket| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let gone = r#"{"kind":"Status","code":410,"reason":"Expired"}"#;
+                let _ = socket.write_all(answer("410 Gone", gone).as_bytes()).await;
+            }
+        })
+        .await;
+        let client = watch_client(&url, Duration::from_millis(300));
+        let request = http::Request::get("/api/v1/nodes?limit=100&continue=x")
+            .body(Vec::new())
+            .expect("request");
+        let err = client.request_text(request).await.expect_err("410");
+        assert!(err.to_string().contains("Expired"), "{err}");
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_page_that_never_answers_fails_after_its_tries() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = seen.clone();
+        let (url, _server) = server(move |socket| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                drop(socket);
+            }
+        })
+        .await;
+        let client = watch_client(&url, Duration::from_millis(200));
+        let request = http::Request::get("/api/v1/nodes?limit=100")
+            .body(Vec::new())
+            .expect("request");
+        let err = client.request_text(request).await.expect_err("never answered");
+        assert!(err.to_string().contains("did not complete within"), "{err}");
+        assert_eq!(seen.load(Ordering::SeqCst), LIST_PAGE_TRIES as usize);
     }
 }
