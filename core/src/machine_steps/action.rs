@@ -165,7 +165,8 @@ pub enum WorkloadAction {
         provider_id: String,
         labels: BTreeMap<String, String>,
     },
-    /// Set CAPOV's topology labels on the VM's Node ([`crate::placement::node_topology`]).
+    /// Set CAPOV's topology labels on the VM's Node ([`crate::placement::node_topology`]) when they change after
+    /// the providerID was set (a migration to another host).
     SetNodeLabels {
         node_name: String,
         labels: BTreeMap<String, String>,

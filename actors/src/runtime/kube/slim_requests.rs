@@ -2,8 +2,8 @@
 //! VolumeAttachments, the patches of its Nodes, and the `<cluster>-kubeconfig` Secret. They go through kube's raw
 //! `Client::send`, so that neither a success nor an error answer is ever decoded into k8s-openapi's or kube's full
 //! types (kube decodes an error body into a `Status` whose `details.causes` can be 350,000 entries): a success is
-//! decoded by the slim decoders, an error kept as a slim status, a patch's answer read and dropped. Listings go by
-//! bounded pages ([`list`]), shared by the Node step and the deletion's Node-release read.
+//! decoded by the slim decoders (a patch's answer too, the object after the write), an error kept as a slim status.
+//! Listings go by bounded pages ([`list`]), shared by the Node step and the deletion's Node-release read.
 
 use std::pin::Pin;
 
