@@ -12,13 +12,17 @@ use super::observed::{FailureState, Observed};
 /// up by name for nothing. What the engine would show of an existing VM (the host's condition) waits for the pass
 /// after. A failed machine's pass still looks: its VM's host stays reported.
 pub fn decided_before_the_engine(o: &Observed) -> bool {
-    let waiting = !o.owner_machine_found || !o.cluster_found || !o.cluster_infrastructure_provisioned;
-    !o.deletion_requested && !o.paused && (waiting || !o.has_finalizer)
+    !o.deletion_requested && !o.paused && (awaits_owner(o) || !o.has_finalizer)
+}
+
+/// The owner Machine, its Cluster or the Cluster's infrastructure is not there yet.
+fn awaits_owner(o: &Observed) -> bool {
+    !o.owner_machine_found || !o.cluster_found || !o.cluster_infrastructure_provisioned
 }
 
 /// Err = the decision that waits for a precondition or fulfils it; Ok = the steps may run.
 pub(super) fn check(o: &Observed) -> Result<(), Box<Decision>> {
-    if !o.owner_machine_found || !o.cluster_found || !o.cluster_infrastructure_provisioned {
+    if awaits_owner(o) {
         return Err(Box::new(Decision::new(Action::Wait(Requeue::OnChange), vec![])));
     }
     if !o.has_finalizer {

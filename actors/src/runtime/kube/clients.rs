@@ -148,10 +148,11 @@ where
 
     fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
         let page = request.method() == http::Method::GET && !is_watch(request.uri());
-        let copies: Vec<_> = match page {
-            true => (1..LIST_PAGE_TRIES).map_while(|_| copy(&request)).collect(),
-            false => Vec::new(),
-        };
+        if !page {
+            let answer = self.inner.call(request);
+            return Box::pin(async move { answer.await.map_err(Into::into) });
+        }
+        let copies: Vec<_> = (1..LIST_PAGE_TRIES).map_while(|_| copy(&request)).collect();
         // The service made ready by `poll_ready` takes the first try; a clone, made ready in turn, each later one.
         let mut later = self.inner.clone();
         let first = self.inner.call(request);
