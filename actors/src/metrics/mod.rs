@@ -85,6 +85,12 @@ pub struct Metrics {
     pub status_writes_total: IntCounterVec,
     /// `capov_status_updates_coalesced_total{kind}`: status updates merged into a later write instead of sent.
     pub status_updates_coalesced_total: IntCounterVec,
+    /// `capov_status_write_duration_seconds{kind}`: time one status write took, from sending it to its answer.
+    pub status_write_duration_seconds: HistogramVec,
+    /// `capov_status_writes_pending`: objects whose newest status waits to be written (held ones included).
+    pub status_writes_pending: IntGauge,
+    /// `capov_status_writes_slow`: writes under way past a second, which no longer take one of the write slots.
+    pub status_writes_slow: IntGauge,
     /// `capov_max_concurrent_reconciles`: the configured limit.
     pub max_concurrent_reconciles: Gauge,
     /// `capov_engine_rate_limit_qps`: the requests per second each provider's limiter lets through
@@ -167,7 +173,7 @@ impl Metrics {
                 "capov_reconcile_duration_seconds",
                 "Time one reconcile took, by kind.",
                 &["kind"],
-                latency,
+                latency.clone(),
             ),
             engine_requests_total: counter_vec(
                 &registry,
@@ -200,6 +206,23 @@ impl Metrics {
                 "capov_status_updates_coalesced_total",
                 "Status updates merged into a later write instead of being sent, by kind.",
                 &["kind"],
+            ),
+            status_write_duration_seconds: histogram_vec(
+                &registry,
+                "capov_status_write_duration_seconds",
+                "Time one status write took, from sending it to the API server's answer, by kind.",
+                &["kind"],
+                latency,
+            ),
+            status_writes_pending: int_gauge(
+                &registry,
+                "capov_status_writes_pending",
+                "Objects whose newest status waits in the status writer's queue to be written.",
+            ),
+            status_writes_slow: int_gauge(
+                &registry,
+                "capov_status_writes_slow",
+                "Status writes unanswered for over a second; they no longer hold up the writes behind them.",
             ),
             max_concurrent_reconciles: {
                 let gauge = Gauge::with_opts(Opts::new(

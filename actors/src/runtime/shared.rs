@@ -130,6 +130,14 @@ impl Shared {
         self.ip_claims_listing.known()
     }
 
+    /// Whether the CAPI Machines and Clusters have been listed once (or their watch is gone for good): before, a
+    /// machine would find no owner in them.
+    pub fn capi_listed(&self) -> bool {
+        use futures::FutureExt;
+        self.capi_machines.wait_until_ready().now_or_never().is_some()
+            && self.capi_clusters.wait_until_ready().now_or_never().is_some()
+    }
+
     pub fn provider(&self, name: &str) -> Option<ActorRef<ProviderMsg>> {
         self.providers
             .read()

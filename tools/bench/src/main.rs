@@ -387,6 +387,8 @@ struct Tracker {
     status_changes: u64,
     /// Set for the steady-state window: what each status change in it changed, counted.
     steady_changes: Option<BTreeMap<String, u64>>,
+    /// What each status change before that window changed, counted: which steps cost the batch its writes.
+    batch_changes: BTreeMap<String, u64>,
 }
 
 async fn track(
@@ -421,8 +423,10 @@ async fn track(
         let changed = tracker.last_status.get(&name).filter(|last| **last != status).cloned();
         if let Some(last) = changed {
             tracker.status_changes += 1;
-            if let Some(steady) = tracker.steady_changes.as_mut() {
-                *steady.entry(status_change(&last, &status)).or_default() += 1;
+            let change = status_change(&last, &status);
+            match tracker.steady_changes.as_mut() {
+                Some(steady) => *steady.entry(change).or_default() += 1,
+                None => *tracker.batch_changes.entry(change).or_default() += 1,
             }
         }
         tracker.last_status.insert(name.clone(), status);
@@ -986,6 +990,14 @@ fn report(r: &Report) {
     endpoints.sort_by(|a, b| b.1.cmp(a.1));
     for (endpoint, count) in endpoints {
         println!("  {count:>8}  {:>6.2}  {endpoint}", *count as f64 / n);
+    }
+    println!(
+        "Status changes seen by the watch until all were Ready, by what changed (per machine; the first status of each machine is not a change):"
+    );
+    let mut changes: Vec<(&String, &u64)> = r.tracker.batch_changes.iter().collect();
+    changes.sort_by(|a, b| b.1.cmp(a.1));
+    for (change, count) in changes.into_iter().take(20) {
+        println!("  {count:>8}  {:>6.2}  {change}", *count as f64 / n);
     }
     if let Some(steady) = r.steady {
         let total = steady.requests.get("total").copied().unwrap_or(0);

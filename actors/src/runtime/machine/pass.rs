@@ -26,6 +26,12 @@ const MAX_ACTIONS_PER_PASS: usize = 12;
 
 /// Waits for a place at the Node step if the last pass found none, then for a permit, then runs the pass.
 pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
+    // Before the CAPI Machines and Clusters are listed, a pass would find no owner and report that: at every start
+    // of the operator one more pass (under a permit) and one more status write per machine. Their first list wakes
+    // every machine (`SupervisorMsg::CapiListed`), as controllers start reconciling once their caches are synced.
+    if !state.shared.capi_listed() {
+        return;
+    }
     if let Some(wanted) = state.workload_place_wanted.take() {
         // In the actor, not in a boxed pass: thousands of machines may wait here at once (after a restart). In turn
         // and bounded; without a place the pass tries again for one.
@@ -96,9 +102,12 @@ fn report_status(state: &mut MachineState) {
     }
     state.sent_status = Some(sent);
     let headline = headline(&state.status);
-    let pace = match state.sent_headline == Some(headline) {
-        true => Pace::Spaced,
-        false => Pace::Now,
+    let pace = match state.sent_headline {
+        Some(sent) if sent == headline => Pace::Spaced,
+        // A first status with nothing to act on is progress too: the writer holds it for the spacing, and the
+        // steps of the machine's first seconds go out as one write.
+        None if !calls_for_action(&state.status) => Pace::Spaced,
+        _ => Pace::Now,
     };
     state.sent_headline = Some(headline);
     let update = StatusWriterMsg::Update {
@@ -137,6 +146,19 @@ fn headline(status: &capov_crds::OVirtMachineStatus) -> u64 {
         }
     }
     hasher.finish()
+}
+
+/// Whether a status says something a user acts on: Ready, a failure, a warning or error, a pause, a deletion.
+fn calls_for_action(status: &capov_crds::OVirtMachineStatus) -> bool {
+    status.ready
+        || status.failure_reason.is_some()
+        || status.failure_message.is_some()
+        || status.conditions.iter().any(|condition| {
+            let warns = matches!(condition.severity, Some(Severity::Warning | Severity::Error))
+                && condition.status == capov_crds::ConditionStatus::False;
+            let paused = condition.type_ == types::PAUSED && condition.status == capov_crds::ConditionStatus::True;
+            warns || paused || condition.type_ == types::MACHINE_DELETED
+        })
 }
 
 /// One step of a pass: observes, decides and carries out the action, unless the action would repeat one that
@@ -396,6 +418,35 @@ mod tests {
 
     fn progress(reason: &'static str) -> ConditionUpdate {
         ConditionUpdate::false_(types::MACHINE_CREATED, reason, Severity::Info, "")
+    }
+
+    #[test]
+    fn a_first_status_calls_for_action_only_when_it_says_something_to_act_on() {
+        let connected = ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, "Connected");
+        assert!(!calls_for_action(&with(&[
+            connected.clone(),
+            progress("VMImageLocked")
+        ])));
+        let mut ready = with(&[connected.clone()]);
+        ready.ready = true;
+        let warning = with(&[ConditionUpdate::false_(
+            types::CAN_CONNECT_TO_OVIRT,
+            "EngineUnreachable",
+            Severity::Warning,
+            "",
+        )]);
+        let paused = with(&[ConditionUpdate::true_(types::PAUSED, "Paused")]);
+        let deleting = with(&[ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            "VMDeleting",
+            Severity::Info,
+            "",
+        )]);
+        let mut failed = with(&[connected]);
+        failed.failure_reason = Some("CreateError".into());
+        for acted_on in [&ready, &warning, &paused, &deleting, &failed] {
+            assert!(calls_for_action(acted_on), "{acted_on:?}");
+        }
     }
 
     #[test]

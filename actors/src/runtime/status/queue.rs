@@ -50,6 +50,11 @@ impl<K: Hash + Eq + Clone, S> WriteQueue<K, S> {
         replaced
     }
 
+    /// Objects whose status waits to be written, held ones included.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
     #[cfg(test)]
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()

@@ -62,7 +62,8 @@ pub enum Pace {
 struct Written {
     /// [`fingerprint`] of the status last written (or seen on the object); 0 while none is known.
     fingerprint: u64,
-    /// When this writer last started a write of it: milliseconds since the writer started, plus one; 0 for never.
+    /// When this writer last started a write of it or, before its first write, when its first progress arrived
+    /// (`Pace::Spaced`): milliseconds since the writer started, plus one; 0 for neither.
     started: u64,
 }
 
@@ -207,7 +208,7 @@ impl Actor for StatusWriter {
             StatusWriterMsg::Update { key, status, pace } => {
                 census::record(&state.metrics, &key, &status);
                 let label = [key.kind.label()];
-                let hold = pace == Pace::Spaced && written_recently(state, &key);
+                let hold = pace == Pace::Spaced && progress_waits(state, &key);
                 if state.queue.update(key, Arc::from(status.to_string()), hold) {
                     state.stats.coalesced += 1;
                     state
@@ -216,6 +217,10 @@ impl Actor for StatusWriter {
                         .with_label_values(&label)
                         .inc();
                 }
+                state
+                    .metrics
+                    .status_writes_pending
+                    .set(gauge_value(state.queue.pending_len()));
                 queue_release(&me, state);
                 queue_flush(&me, state);
             }
@@ -233,6 +238,7 @@ impl Actor for StatusWriter {
             StatusWriterMsg::Slow(key) => {
                 if state.in_flight.contains(&key) && state.slow.len() < MAX_SLOW_WRITES {
                     state.slow.insert(key);
+                    state.metrics.status_writes_slow.set(gauge_value(state.slow.len()));
                     flush(&me, state);
                 }
             }
@@ -283,11 +289,21 @@ impl Actor for StatusWriter {
     }
 }
 
-/// Whether a write of `key` started less than the spacing ago (or is under way).
-fn written_recently(state: &WriterState, key: &ObjectKey) -> bool {
+/// Whether a progress update of `key` waits for the spacing: its last write started less than the spacing ago or,
+/// for an object this writer has not written, its first progress arrived less than the spacing ago (the first one
+/// starts that clock). A new machine's first steps then go as one write, not one each.
+fn progress_waits(state: &mut WriterState, key: &ObjectKey) -> bool {
     let now = millis_since_start(state);
     let spacing = millis(state.spacing);
-    state.written.get(key).is_some_and(|w| w.within_spacing(now, spacing))
+    if spacing == 0 {
+        return false;
+    }
+    let first = !state.in_flight.contains(key) && !state.queue.holds(key);
+    let written = state.written.entry(key.clone()).or_default();
+    if written.started == 0 && first {
+        written.started = now.saturating_add(1);
+    }
+    written.within_spacing(now, spacing)
 }
 
 /// Checks the held statuses again after a while, as long as some are held.
@@ -303,15 +319,22 @@ fn millis_since_start(state: &WriterState) -> u64 {
     millis(state.started_at.elapsed())
 }
 
+fn gauge_value(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Write slots free: writes under way take one each, except the slow ones.
+fn free_slots(state: &WriterState) -> usize {
+    let busy = state.in_flight.len().saturating_sub(state.slow.len());
+    WRITES_IN_FLIGHT.saturating_sub(busy)
+}
+
 fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    if !state.flush_queued
-        && state.in_flight.len() < WRITES_IN_FLIGHT
-        && state.queue.has_pending_except(&state.in_flight)
-    {
+    if !state.flush_queued && free_slots(state) > 0 && state.queue.has_pending_except(&state.in_flight) {
         state.flush_queued = true;
         let _ = mailbox::cast(&state.metrics, me, StatusWriterMsg::Flush);
     }
@@ -320,8 +343,7 @@ fn queue_flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
 /// Starts writes of the oldest pending statuses while fewer than [`WRITES_IN_FLIGHT`] run; an object whose write is
 /// under way keeps its newer status queued until that write is done.
 fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
-    let busy = state.in_flight.len().saturating_sub(state.slow.len());
-    let free = WRITES_IN_FLIGHT.saturating_sub(busy);
+    let free = free_slots(state);
     let in_flight = &state.in_flight;
     for (key, status) in state.queue.take_batch_except(free, |key| in_flight.contains(key)) {
         if state.written.get(&key).map(|w| w.fingerprint) == Some(text_fingerprint(&status)) {
@@ -333,6 +355,7 @@ fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
         state.in_flight.insert(key.clone());
         let (client, me, metrics) = (state.client.clone(), me.clone(), state.metrics.clone());
         tokio::spawn(async move {
+            let sent = Instant::now();
             let result = {
                 let mut write = std::pin::pin!(write_status(&client, &key, &status));
                 match tokio::time::timeout(SLOW_WRITE, &mut write).await {
@@ -343,9 +366,17 @@ fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
                     }
                 }
             };
+            metrics
+                .status_write_duration_seconds
+                .with_label_values(&[key.kind.label()])
+                .observe(sent.elapsed().as_secs_f64());
             let _ = mailbox::cast(&metrics, &me, StatusWriterMsg::Written { key, status, result });
         });
     }
+    state
+        .metrics
+        .status_writes_pending
+        .set(gauge_value(state.queue.pending_len()));
     // Statuses skipped as unchanged left slots free.
     queue_flush(me, state);
 }
@@ -359,7 +390,9 @@ fn written(
     result: Result<(), kube::Error>,
 ) {
     state.in_flight.remove(&key);
-    state.slow.remove(&key);
+    if state.slow.remove(&key) {
+        state.metrics.status_writes_slow.set(gauge_value(state.slow.len()));
+    }
     let outcome = match &result {
         Ok(()) => "success",
         Err(kube::Error::Api(status)) if status.code == 409 => "conflict",
