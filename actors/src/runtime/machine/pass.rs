@@ -422,12 +422,9 @@ mod tests {
 
     #[test]
     fn a_first_status_calls_for_action_only_when_it_says_something_to_act_on() {
-        let connected = ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, "Connected");
-        assert!(!calls_for_action(&with(&[
-            connected.clone(),
-            progress("VMImageLocked")
-        ])));
-        let mut ready = with(&[connected.clone()]);
+        let connected = || ConditionUpdate::true_(types::CAN_CONNECT_TO_OVIRT, "Connected");
+        assert!(!calls_for_action(&with(&[connected(), progress("VMImageLocked")])));
+        let mut ready = with(&[connected()]);
         ready.ready = true;
         let warning = with(&[ConditionUpdate::false_(
             types::CAN_CONNECT_TO_OVIRT,
@@ -442,7 +439,7 @@ mod tests {
             Severity::Info,
             "",
         )]);
-        let mut failed = with(&[connected]);
+        let mut failed = with(&[connected()]);
         failed.failure_reason = Some("CreateError".into());
         for acted_on in [&ready, &warning, &paused, &deleting, &failed] {
             assert!(calls_for_action(acted_on), "{acted_on:?}");
