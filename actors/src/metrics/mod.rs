@@ -87,7 +87,7 @@ pub struct Metrics {
     pub status_updates_coalesced_total: IntCounterVec,
     /// `capov_status_write_duration_seconds{kind}`: time one status write took, from sending it to its answer.
     pub status_write_duration_seconds: HistogramVec,
-    /// `capov_status_writes_pending`: objects whose newest status waits to be written (held ones included).
+    /// `capov_status_writes_pending`: objects whose newest status waits to be written (held and failed ones included).
     pub status_writes_pending: IntGauge,
     /// `capov_status_writes_slow`: writes under way past a second, which no longer take one of the write slots.
     pub status_writes_slow: IntGauge,

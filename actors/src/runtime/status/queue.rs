@@ -50,9 +50,9 @@ impl<K: Hash + Eq + Clone, S> WriteQueue<K, S> {
         replaced
     }
 
-    /// Objects whose status waits to be written, held ones included.
+    /// Objects whose status waits to be written: queued, held or failed (a key is never both queued and failed).
     pub fn pending_len(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.failed.len()
     }
 
     #[cfg(test)]
@@ -285,6 +285,24 @@ mod tests {
         queue.update("a", 2, true);
         assert!(!queue.has_held());
         assert_eq!(queue.take_batch(3), [("a", 2)]);
+    }
+
+    #[test]
+    fn pending_counts_queued_held_and_failed_objects_once_each() {
+        let mut queue = WriteQueue::default();
+        queue.update("queued", 1, false);
+        queue.update("held", 1, true);
+        queue.update("failed", 1, false);
+        queue.update("failed", 2, false);
+        assert_eq!(queue.pending_len(), 3);
+        let batch = queue.take_batch_except(3, |key| *key != "failed");
+        assert_eq!(batch, vec![("failed", 2)]);
+        queue.write_failed("failed", 2);
+        assert_eq!(queue.pending_len(), 3, "a failed write waits for its retry");
+        queue.update("failed", 3, false);
+        assert_eq!(queue.pending_len(), 3, "a newer status replaces the failed one");
+        queue.forget(&"held");
+        assert_eq!(queue.pending_len(), 2);
     }
 
     #[test]

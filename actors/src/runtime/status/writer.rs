@@ -2,10 +2,10 @@
 //! updates of one object queued before a write become one write; a write equal to the last one is skipped; a failed
 //! write is retried unless a newer status of the object arrived meanwhile. It also records Kubernetes Events.
 //!
-//! Progress of an object written moments ago waits (`Pace::Spaced`): the first status of an object and every change
-//! a user acts on (Ready, a failure, a warning or error, pause) are written at once, and the steps between are
-//! written at most once per [`RuntimeSettings::status_spacing`](crate::runtime::RuntimeSettings) per object, the last
-//! one winning. A batch of machines passes its steps within seconds; written one by one, the statuses were more than
+//! Progress of an object written moments ago waits (`Pace::Spaced`): every change a user acts on (Ready, a failure, a
+//! warning or error, pause) is written at once, and the steps between are written at most once per
+//! [`RuntimeSettings::status_spacing`](crate::runtime::RuntimeSettings) per object, the last one winning. An object's
+//! first status is progress too unless it calls for action: it waits the spacing from its arrival. A batch of machines passes its steps within seconds; written one by one, the statuses were more than
 //! four writes per machine and a quarter of the apiserver's CPU on a two-core host (docs/benchmarks.md).
 //!
 //! Writes run as tasks, at most [`WRITES_IN_FLIGHT`] at once and never two for one object, and report back as
@@ -280,6 +280,10 @@ impl Actor for StatusWriter {
                 census::forget(&state.metrics, &key);
                 state.queue.forget(&key);
                 state.written.remove(&key);
+                state
+                    .metrics
+                    .status_writes_pending
+                    .set(gauge_value(state.queue.pending_len()));
             }
             StatusWriterMsg::Stats(reply) => {
                 let _ = reply.send(state.stats);
@@ -417,6 +421,10 @@ fn written(
             state.queue.write_failed(key, status);
         }
     }
+    state
+        .metrics
+        .status_writes_pending
+        .set(gauge_value(state.queue.pending_len()));
     queue_flush(me, state);
     if !state.queue.has_failed() {
         state.retry.reset();
