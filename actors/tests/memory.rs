@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use capov_actors::metrics::Metrics;
 use capov_actors::runtime::{self, RuntimeSettings};
 use capov_crds::OVirtMachine;
-use capov_harness::{ApiserverProxy, Trouble, objects};
+use capov_harness::{Trouble, objects};
 use capov_testkit::eventually;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -100,11 +100,7 @@ fn the_operator_holds_less_than_its_bound_per_machine() {
             futures::stream::iter(0..MACHINES)
                 .for_each_concurrent(16, |index| create_machine(&world, index))
                 .await;
-            let plane = capov_harness::shared().await;
-            let kubeconfig = plane.kubeconfig_yaml().expect("kubeconfig");
-            let proxy = ApiserverProxy::start(plane.url(), plane.ca_pem(), &kubeconfig, &std::env::temp_dir())
-                .await
-                .expect("apiserver proxy");
+            let proxy = support::apiserver_proxy().await;
             (world, proxy)
         }))
         .expect("world");

@@ -500,7 +500,7 @@ async fn static_addresses_on_an_ignition_guest_pass_ignitions_validator() {
 /// with WaitingForIPAddressClaims, and once the claims are listed they are released and the machine goes.
 #[tokio::test]
 async fn a_restarted_operator_releases_a_deleting_machines_claims_only_once_they_are_listed() {
-    use capov_harness::{ApiserverProxy, Trouble};
+    use capov_harness::Trouble;
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -522,11 +522,7 @@ async fn a_restarted_operator_releases_a_deleting_machines_claims_only_once_they
 
     let machines: Api<capov_crds::OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
     machines.delete(name, &Default::default()).await.expect("delete");
-    let plane = capov_harness::shared().await;
-    let kubeconfig = plane.kubeconfig_yaml().expect("kubeconfig");
-    let proxy = ApiserverProxy::start(plane.url(), plane.ca_pem(), &kubeconfig, &std::env::temp_dir())
-        .await
-        .expect("apiserver proxy");
+    let proxy = support::apiserver_proxy().await;
     proxy.set(Trouble {
         unavailable: Some("ipaddressclaims"),
         ..Trouble::NONE

@@ -413,7 +413,7 @@ async fn statuses_are_written_while_earlier_writes_hang() {
     use capov_actors::runtime::keys::ObjectKey;
     use capov_actors::runtime::kube::clients::request_client;
     use capov_actors::runtime::status::writer::{Pace, StatusWriter, StatusWriterArgs, StatusWriterMsg};
-    use capov_harness::{ApiserverProxy, Trouble};
+    use capov_harness::Trouble;
     use kube::api::Api;
 
     const HUNG: usize = 8;
@@ -423,11 +423,7 @@ async fn statuses_are_written_while_earlier_writes_hang() {
     let names: Vec<String> = (0..HUNG + BEHIND).map(|n| format!("status-{n:02}")).collect();
     world.create_machines(&names).await;
 
-    let plane = capov_harness::shared().await;
-    let kubeconfig = plane.kubeconfig_yaml().expect("kubeconfig");
-    let proxy = ApiserverProxy::start(plane.url(), plane.ca_pem(), &kubeconfig, &std::env::temp_dir())
-        .await
-        .expect("apiserver proxy");
+    let proxy = support::apiserver_proxy().await;
     proxy.set(Trouble {
         share_held: 1.0,
         held_for: 4 * MINUTE,

@@ -332,6 +332,16 @@ impl World {
 }
 
 /// The operator's clients for the shared control plane, built as the manager builds them (with its deadlines).
+/// The harness's apiserver proxy in front of the shared control plane, passing everything through until told
+/// otherwise (`ApiserverProxy::set`).
+pub async fn apiserver_proxy() -> capov_harness::ApiserverProxy {
+    let plane = shared().await;
+    let kubeconfig = plane.kubeconfig_yaml().expect("kubeconfig");
+    capov_harness::ApiserverProxy::start(plane.url(), plane.ca_pem(), &kubeconfig, &std::env::temp_dir())
+        .await
+        .expect("apiserver proxy")
+}
+
 pub async fn operator_clients() -> runtime::KubeClients {
     runtime::KubeClients::new(admin_config().await).expect("operator clients")
 }

@@ -217,10 +217,7 @@ impl Actor for StatusWriter {
                         .with_label_values(&label)
                         .inc();
                 }
-                state
-                    .metrics
-                    .status_writes_pending
-                    .set(gauge_value(state.queue.pending_len()));
+                show_pending(state);
                 queue_release(&me, state);
                 queue_flush(&me, state);
             }
@@ -280,10 +277,7 @@ impl Actor for StatusWriter {
                 census::forget(&state.metrics, &key);
                 state.queue.forget(&key);
                 state.written.remove(&key);
-                state
-                    .metrics
-                    .status_writes_pending
-                    .set(gauge_value(state.queue.pending_len()));
+                show_pending(state);
             }
             StatusWriterMsg::Stats(reply) => {
                 let _ = reply.send(state.stats);
@@ -321,6 +315,14 @@ fn queue_release(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
 
 fn millis_since_start(state: &WriterState) -> u64 {
     millis(state.started_at.elapsed())
+}
+
+/// `capov_status_writes_pending` after a change of the queue.
+fn show_pending(state: &WriterState) {
+    state
+        .metrics
+        .status_writes_pending
+        .set(gauge_value(state.queue.pending_len()));
 }
 
 fn gauge_value(count: usize) -> i64 {
@@ -377,10 +379,7 @@ fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
             let _ = mailbox::cast(&metrics, &me, StatusWriterMsg::Written { key, status, result });
         });
     }
-    state
-        .metrics
-        .status_writes_pending
-        .set(gauge_value(state.queue.pending_len()));
+    show_pending(state);
     // Statuses skipped as unchanged left slots free.
     queue_flush(me, state);
 }
@@ -421,10 +420,7 @@ fn written(
             state.queue.write_failed(key, status);
         }
     }
-    state
-        .metrics
-        .status_writes_pending
-        .set(gauge_value(state.queue.pending_len()));
+    show_pending(state);
     queue_flush(me, state);
     if !state.queue.has_failed() {
         state.retry.reset();
