@@ -99,13 +99,14 @@ fn objects_full_of_what_capov_does_not_read_cost_only_what_it_reads() {
             runtime::start(clients, settings, metrics.clone()).await
         })
         .expect("runtime");
-    // Every object listed and handed to its machine actor, which took its first look (no owner Machine: it waits).
+    // Every object listed and handed to its machine, which took its first look (no owner Machine: it waits, at rest).
     operator_runtime.block_on(eventually(
         Duration::from_secs(120),
-        "a machine actor per object",
+        "every object taken up by its machine",
         || async {
             let live = support::metric_sum(&metrics, "capov_actors_live", &[("kind", "machine")]);
-            (live as usize == OBJECTS).then_some(())
+            let dormant = support::metric_sum(&metrics, "capov_machines_dormant", &[]);
+            (live as usize + dormant as usize == OBJECTS).then_some(())
         },
     ));
     let listed_after = started.elapsed();

@@ -181,12 +181,26 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
             &[("kind", "machine"), ("result", "success")]
         ) >= 1.0
     );
-    for kind in ["supervisor", "provider", "machine", "status-writer"] {
+    // Ready, the machine has nothing to do until something changes: its actor stops and the supervisor keeps its
+    // state (the deletion below wakes it).
+    eventually(
+        Duration::from_secs(30),
+        "the Ready machine to rest without an actor",
+        || async {
+            let live = metric_sum(metrics, "capov_actors_live", &[("kind", "machine")]);
+            let dormant = metric_sum(metrics, "capov_machines_dormant", &[]);
+            (live == 0.0 && dormant == 1.0).then_some(())
+        },
+    )
+    .await;
+    for kind in ["supervisor", "provider", "status-writer"] {
         assert_eq!(
             metric_sum(metrics, "capov_actors_live", &[("kind", kind)]),
             1.0,
             "live {kind} actors"
         );
+    }
+    for kind in ["supervisor", "provider", "machine", "status-writer"] {
         assert!(
             metric_sum(metrics, "capov_actor_messages_total", &[("kind", kind)]) >= 1.0,
             "{kind} messages"
@@ -212,10 +226,65 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
         std::collections::BTreeMap::new(),
         "request bodies a real engine refuses"
     );
-    eventually(Duration::from_secs(10), "the machine actor to stop", || async {
-        (metric_sum(&world.metrics, "capov_actors_live", &[("kind", "machine")]) == 0.0).then_some(())
+    eventually(
+        Duration::from_secs(10),
+        "the machine actor to stop, its state forgotten",
+        || async {
+            let live = metric_sum(&world.metrics, "capov_actors_live", &[("kind", "machine")]);
+            let dormant = metric_sum(&world.metrics, "capov_machines_dormant", &[]);
+            (live == 0.0 && dormant == 0.0).then_some(())
+        },
+    )
+    .await;
+    world.stop_operator().await;
+}
+
+/// A Ready machine rests without an actor (`machine::dormant`) and keeps what it holds: each time its resync timer
+/// comes round, the timer's tick finds no actor, the supervisor wakes the machine with its state, the pass decides
+/// from the snapshot the provider's search delivered (no read of the VM), and the machine rests again.
+#[tokio::test]
+async fn a_dormant_machine_wakes_for_its_resync_and_rests_again() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::new("dormant").await;
+    let settings = capov_actors::runtime::RuntimeSettings {
+        sync_period: Duration::from_secs(2),
+        ..world.settings()
+    };
+    world.start_operator_with(settings).await;
+    world.bring_to_ready("worker-0").await;
+    let metrics = &world.metrics;
+    let at_rest = || {
+        let live = metric_sum(metrics, "capov_actors_live", &[("kind", "machine")]);
+        let dormant = metric_sum(metrics, "capov_machines_dormant", &[]);
+        live == 0.0 && dormant == 1.0
+    };
+    let passes = || metric_sum(metrics, "capov_reconciles_total", &[("kind", "machine")]);
+    eventually(Duration::from_secs(30), "the Ready machine at rest", || async {
+        at_rest().then_some(())
     })
     .await;
+    let control = world.sim.control();
+    let vm_reads = control.counter("GET /vms/{id}");
+    let before = passes();
+    // Three resyncs of a 2 s sync period (jittered); nothing else in this steady world passes the machine so often.
+    eventually(Duration::from_secs(30), "three resync passes", || async {
+        (passes() >= before + 3.0).then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(30), "the machine at rest again", || async {
+        at_rest().then_some(())
+    })
+    .await;
+    assert_eq!(
+        control.counter("GET /vms/{id}"),
+        vm_reads,
+        "a woken machine read its VM instead of deciding from the snapshot it kept"
+    );
+    let machine = world.machine("worker-0").await;
+    assert_eq!(
+        condition(&machine, "Ready").map(|c| c.status),
+        Some(ConditionStatus::True)
+    );
     world.stop_operator().await;
 }
 

@@ -13,9 +13,9 @@
 //!
 //! Why not all the way to Ready: creating 1,000 VMs and playing 1,000 kubelets takes over ten minutes in a debug
 //! build on two cores, too long for CI; everything a machine holds from its first pass on is here (object, status,
-//! supervisor entry, ractor channels, provider subscription, status writer and Event entries, CAPI Machine in its
-//! store). A Ready machine holds a few hundred bytes more (addresses, the provider's VM watch), which
-//! `tools/bench` measures in the release build (docs/benchmarks.md).
+//! supervisor entry, the dormant state it rests in, provider subscription, status writer and Event entries, CAPI
+//! Machine in its store). A Ready machine holds more (addresses, the VM snapshot the provider's search delivered,
+//! its VM watch), which `tools/bench` measures in the release build (docs/benchmarks.md).
 //!
 //! The figure is a count, not a time: a global allocator in this test binary counts the bytes currently allocated
 //! by the operator's threads. The simulator, the workload cluster's client, the kubelets played here and the
@@ -46,24 +46,26 @@ const PAUSED: usize = 100;
 /// 15,922 bytes per machine on 2026-12-03; 14,532 and 15,034 on 2026-12-04, once ractor's messages no longer carry
 /// a tracing span (1.3 KB less in each actor's mailbox block, docs/benchmarks.md); 16,468 on 2026-12-06 before
 /// the machines' timers moved into one wheel, 16,051 after; 15,278 once each actor's processing loop no longer kept
-/// room for a waiting pass and keys and condition names were shared (bound 18,000 → 17,000). What is left: ractor's two
-/// channels (about 4 KB: tokio allocates a first block of 32 slots for each), the OVirtMachine shared by the actor
-/// and the supervisor, the actor's status and state, the Event recorder's series entries, the provider's
-/// subscription, the status writer's fingerprint, the CAPI Machine in its store, an entry in the timer wheel, and the
-/// operator's fixed overhead spread over 1,000. The bound is about 1.12 times the latest figure: room for the
-/// run-to-run spread (3 % between runs: connection buffers, Events still in their series window), not for a new
-/// kilobyte per machine.
+/// room for a waiting pass and keys and condition names were shared (bound 18,000 → 17,000); 8,825 on 2026-12-07
+/// once a machine with nothing to do rests without an actor (`machine::dormant`: ractor's two channels, about 4 KB,
+/// the actor's task and its processing loop no longer exist for a machine waiting for its bootstrap data; bound
+/// 17,000 → 10,000). What is left: the machine's kept state and status, the OVirtMachine shared by that state and
+/// the supervisor, the Event recorder's series entries, the provider's subscription, the status writer's
+/// fingerprint, the CAPI Machine in its store, an entry in the timer wheel, and the operator's fixed overhead spread
+/// over 1,000. The bound is about 1.13 times the latest figure: room for the run-to-run spread (3 % between runs:
+/// connection buffers, Events still in their series window), not for a new kilobyte per machine.
 /// Every cut the profiles found would pass it again: `managedFields` kept on the OVirtMachines (about 15 KB each), an
 /// 18 KB pass future inside every idle actor, kube's Event cache (about 1 KB per Event, several Events per machine);
 /// before them the same kind of run measured 100,799 bytes per machine (this test on commit d716a11;
 /// docs/benchmarks.md, "Where the memory goes").
-const BOUND_BYTES_PER_MACHINE: i64 = 17_000;
+const BOUND_BYTES_PER_MACHINE: i64 = 10_000;
 
 /// The bound on the operator's heap per machine at any moment while the apiserver struggles. Measured by this test
 /// (debug build, 2 vCPUs) on 2026-12-04: see docs/benchmarks.md, "Memory when the apiserver struggles"; 16,868
 /// before the timer wheel and 16,355 after on 2026-12-06 (the apiserver restart, when every watch lists again);
-/// 15,984 and 16,829 after the cuts above (bound 20,000 → 19,000).
-const BOUND_BYTES_PER_MACHINE_IN_TROUBLE: i64 = 19_000;
+/// 15,984 and 16,829 after the cuts above (bound 20,000 → 19,000); 9,172 with dormant machines (bound 19,000 →
+/// 11,000: the trouble wakes the paused machines and the apiserver restart relists everything).
+const BOUND_BYTES_PER_MACHINE_IN_TROUBLE: i64 = 11_000;
 /// 504s, held requests and latency, while the machines retry their bootstrap data.
 const TROUBLE: Duration = Duration::from_secs(40);
 /// The apiserver "down" (every connection cut).
@@ -121,10 +123,11 @@ fn the_operator_holds_less_than_its_bound_per_machine() {
     let config = world_runtime
         .block_on(proxy.kube_config())
         .expect("the proxy's kubeconfig");
+    let metrics = Metrics::new();
     let operator = operator_runtime
         .block_on(async {
             let clients = runtime::KubeClients::new(config).expect("operator clients");
-            runtime::start(clients, settings, Metrics::new()).await
+            runtime::start(clients, settings, metrics.clone()).await
         })
         .expect("runtime");
 
@@ -141,9 +144,11 @@ fn the_operator_holds_less_than_its_bound_per_machine() {
     );
 
     let per_machine = (quiet_floor() - before) / MACHINES as i64;
+    let live = support::metric_sum(&metrics, "capov_actors_live", &[("kind", "machine")]);
+    let dormant = support::metric_sum(&metrics, "capov_machines_dormant", &[]);
     println!(
         "operator heap: {:.1} MiB for {MACHINES} machines, {per_machine} bytes per machine (bound \
-         {BOUND_BYTES_PER_MACHINE})",
+         {BOUND_BYTES_PER_MACHINE}); {live} machine actors live, {dormant} machines dormant",
         (per_machine * MACHINES as i64) as f64 / f64::from(1 << 20)
     );
 

@@ -96,10 +96,11 @@ async fn two_shards_split_the_machines_and_never_touch_each_others() {
     })
     .await;
 
-    // Each shard ran an actor for each of its own machines, and no other.
+    // Each shard took up each of its own machines (an actor, or its dormant state once Ready), and no other.
     for (shard, _, metrics) in &operators {
         let live = metric_sum(metrics, "capov_actors_live", &[("kind", "machine")]);
-        assert_eq!(live, MACHINES_PER_SHARD as f64, "{shard}: machine actors");
+        let dormant = metric_sum(metrics, "capov_machines_dormant", &[]);
+        assert_eq!(live + dormant, MACHINES_PER_SHARD as f64, "{shard}: machines taken up");
     }
     // Every engine write to a shard's VM came from that shard; each shard created its own VMs.
     let vm_shard: BTreeMap<String, &str> = machines

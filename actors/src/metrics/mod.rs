@@ -62,6 +62,9 @@ pub struct Metrics {
     pub leader: IntGauge,
     /// `capov_actors_live{kind}`: actors running now.
     pub actors_live: IntGaugeVec,
+    /// `capov_machines_dormant`: machines with nothing to do until something changes, kept as a record without an
+    /// actor (`runtime::machine::dormant`); a machine is counted here or in `capov_actors_live{kind="machine"}`.
+    pub machines_dormant: IntGauge,
     /// `capov_actor_messages_total{kind}`: messages handled.
     pub actor_messages_total: IntCounterVec,
     /// `capov_actor_mailbox_depth{kind}`: messages waiting, summed over the actors of a kind.
@@ -136,6 +139,11 @@ impl Metrics {
                 "capov_actors_live",
                 "Actors running now, by kind.",
                 &["kind"],
+            ),
+            machines_dormant: int_gauge(
+                &registry,
+                "capov_machines_dormant",
+                "Machines kept as a record without an actor until something changes for them.",
             ),
             actor_messages_total: counter_vec(
                 &registry,

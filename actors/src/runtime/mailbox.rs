@@ -69,7 +69,15 @@ impl Drop for Handling {
     }
 }
 
+/// Counted in its gauge while held: a live actor, a dormant machine.
 pub struct Alive(IntGauge);
+
+impl Alive {
+    pub fn counted_in(gauge: &IntGauge) -> Alive {
+        gauge.inc();
+        Alive(gauge.clone())
+    }
+}
 
 impl Drop for Alive {
     fn drop(&mut self) {

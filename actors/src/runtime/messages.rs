@@ -52,6 +52,22 @@ pub enum MachineMsg {
     Tick,
 }
 
+/// A machine's state while it has no actor (`machine::dormant`): the supervisor holds it until mail comes for the
+/// machine, then starts its actor again with it.
+pub trait Dormant: Send + Sync + 'static {
+    fn key(&self) -> &ObjectKey;
+    /// The uid of the object the state is of: an object deleted and created again under the same name is another.
+    fn uid(&self) -> Option<&str>;
+    /// The actor had a pass queued when it stopped: it must start again at once.
+    fn wants_pass(&self) -> bool;
+    /// Takes a newer object as the actor would; true when the machine must pass on it (a pass is then queued).
+    fn takes_object(&mut self, object: Arc<OVirtMachine>) -> bool;
+    /// The machine is gone for good: gives back what its actor's stop would.
+    fn release(self: Box<Self>);
+    /// For the actor that starts again with it.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+}
+
 /// Messages the supervisor handles: the events of its watches, and its own timers.
 pub enum SupervisorMsg {
     /// Boxed, as clusters and machines are: an OVirtProvider (access lists, TLS, defaults) or a Secret is much larger
@@ -74,6 +90,13 @@ pub enum SupervisorMsg {
     /// may not have found it. A later relist wakes only the machines whose objects changed (`CapiChanged`).
     CapiListed,
     Restart(ObjectKey),
+    /// A machine actor with nothing to do stopped and left its state.
+    Dormant(Box<dyn Dormant>),
+    /// Mail for a machine whose actor has stopped (to rest, or for good): held for the machine, which is woken.
+    ToMachine {
+        key: ObjectKey,
+        message: MachineMsg,
+    },
     /// Time to start again the actor of the OVirtProvider of this name, which failed: from the object as it is
     /// now, not as it was when the actor failed.
     RestartProvider(String),
@@ -117,6 +140,8 @@ pub enum ProviderMsg {
         actor: ActorRef<MachineMsg>,
     },
     Unsubscribe(ObjectKey),
+    /// The machine rested (`machine::dormant`): its mail goes to the supervisor from now on, in the order sent.
+    Rests(ObjectKey),
     GetConnection(RpcReplyPort<Connection>),
     /// Report `vm_id` to `machine` whenever its fingerprint ([`VmSnapshot::fingerprint`]) differs from `seen` (None:
     /// never seen, or not found); each report becomes the new `seen`.

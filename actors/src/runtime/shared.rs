@@ -11,7 +11,7 @@ use ractor::ActorRef;
 
 use crate::metrics::Metrics;
 use crate::runtime::device_claims::DeviceClaims;
-use crate::runtime::messages::ProviderMsg;
+use crate::runtime::messages::{ProviderMsg, SupervisorMsg};
 use crate::runtime::permits::ReconcilePermits;
 use crate::runtime::provider::lookups::{LOOKUP_TTL, Lookups};
 use crate::runtime::provider::placements::Placements;
@@ -30,6 +30,8 @@ pub struct Shared {
     pub metrics: Metrics,
     pub settings: RuntimeSettings,
     pub status_writer: ActorRef<StatusWriterMsg>,
+    /// Where dormant machines are kept and mail that finds a machine's actor stopped goes (`machine_mail::tell`).
+    pub supervisor: ActorRef<SupervisorMsg>,
     /// `--max-concurrent-reconciles` permits, taken by a machine actor for each reconcile.
     pub permits: Arc<ReconcilePermits>,
     /// CAPI Machines and Clusters, holding only the fields CAPOV reads (`capi.rs`).
@@ -96,9 +98,10 @@ impl Shared {
         metrics: Metrics,
         settings: RuntimeSettings,
         status_writer: ActorRef<StatusWriterMsg>,
+        supervisor: ActorRef<SupervisorMsg>,
         stores: Stores,
     ) -> Shared {
-        let timers = TimerWheel::start(metrics.clone());
+        let timers = TimerWheel::start(metrics.clone(), supervisor.clone());
         let permits = ReconcilePermits::new(settings.max_concurrent_reconciles.max(1), Some(metrics.queues.clone()));
         Shared {
             client,
@@ -107,6 +110,7 @@ impl Shared {
             permits,
             settings,
             status_writer,
+            supervisor,
             capi_machines: stores.capi_machines,
             capi_clusters: stores.capi_clusters,
             namespaces: stores.namespaces,

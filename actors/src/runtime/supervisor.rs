@@ -1,6 +1,7 @@
-//! The supervisor: keeps one provider actor per OVirtProvider and one machine actor per OVirtMachine, routes the
-//! events of the watches (`watches`) to them, restarts a failed child with backoff (a failing child never stops the
-//! supervisor or its siblings), and stops the actors of deleted objects. OVirtClusters need no actor of their own:
+//! The supervisor: keeps one provider actor per OVirtProvider and one machine actor per OVirtMachine (or, while the
+//! machine has nothing to do, its dormant state: `machine::dormant`), routes the events of the watches (`watches`)
+//! to them, restarts a failed child with backoff (a failing child never stops the supervisor or its siblings), and
+//! stops the actors of deleted objects. OVirtClusters need no actor of their own:
 //! they are handled here, and the finalizers the supervisor writes are retried by `provider_finalizers`.
 
 use std::collections::HashMap;
@@ -11,16 +12,17 @@ use capov_crds::{OVirtMachine, OVirtProvider};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, MessagingErr, SupervisionEvent};
 use tokio::task::JoinHandle;
 
 use crate::metrics::{Metrics, kind};
 use crate::runtime::credential_secrets::CredentialSecrets;
+use crate::runtime::held_mail::HeldMail;
 use crate::runtime::keys::ObjectKey;
 use crate::runtime::kube::slim;
 use crate::runtime::machine::{MachineActor, MachineArgs};
 use crate::runtime::mailbox::{self, ActorMetrics, Alive, Mail};
-use crate::runtime::messages::{MachineMsg, ProviderMsg, SupervisorMsg};
+use crate::runtime::messages::{Dormant, MachineMsg, ProviderMsg, SupervisorMsg};
 use crate::runtime::provider::finalizers::{self, ProviderFinalizers};
 use crate::runtime::provider::{ProviderActor, ProviderArgs, restart};
 use crate::runtime::relisting::Relisting;
@@ -37,6 +39,10 @@ pub struct Supervisor;
 
 struct Child {
     actor: Option<ActorRef<MachineMsg>>,
+    /// The machine's state while it has no actor; mail for it starts the actor again ([`wake`]).
+    dormant: Option<Box<dyn Dormant>>,
+    /// Mail that found the actor stopped (resting, or failed), for the next actor.
+    held: HeldMail,
     /// The object as last seen by the watch, for a restart; shared with the machine actor (one copy per machine).
     latest: Arc<OVirtMachine>,
     restarts: u32,
@@ -94,6 +100,7 @@ impl Actor for Supervisor {
             args.metrics,
             args.settings,
             status_writer,
+            me.clone(),
             stores.readers(),
         ));
         let tasks = watches::spawn(&me, &shared, stores);
@@ -177,15 +184,17 @@ impl Actor for Supervisor {
                     // A CAPI Cluster (or the Namespace) changed: its OVirtClusters may have to say so (a pause lifted).
                     state.finalizers.reconcile_clusters_in(&namespace).await;
                 }
-                wake_machines(state, &namespace, machine)
+                wake_machines(&me, state, &namespace, machine).await
             }
-            SupervisorMsg::CapiListed => poke(state, |_| true),
+            SupervisorMsg::CapiListed => poke(&me, state, |_| true).await,
             SupervisorMsg::RetryFinalizer(owner) => {
                 let machines = &state.machines;
                 let in_use = |provider: &str| provider_in_use(&state.shared, machines, provider);
                 state.finalizers.retry(owner, in_use).await
             }
             SupervisorMsg::Restart(key) => restart_machine(&me, state, key).await,
+            SupervisorMsg::Dormant(dormant) => rest(&me, state, dormant).await,
+            SupervisorMsg::ToMachine { key, message } => deliver(&me, state, &key, message).await,
             SupervisorMsg::InventoryPolled => crate::runtime::cluster::refresh_all(&state.shared).await,
             SupervisorMsg::RestartProvider(name) => restart_provider(&me, state, name).await,
         }
@@ -247,26 +256,118 @@ impl Actor for Supervisor {
 }
 
 /// Wakes the machine a CAPI Machine names (`machine`), or every machine of the namespace.
-fn wake_machines(state: &SupervisorState, namespace: &str, machine: Option<String>) {
+async fn wake_machines(
+    me: &ActorRef<SupervisorMsg>,
+    state: &mut SupervisorState,
+    namespace: &str,
+    machine: Option<String>,
+) {
     match machine {
-        Some(name) => {
-            let key = ObjectKey::machine(namespace, &name);
-            if let Some(actor) = state.machines.get(&key).and_then(|child| child.actor.as_ref()) {
-                let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::Poke);
-            }
-        }
-        None => poke(state, |key| key.namespace.as_deref() == Some(namespace)),
+        Some(name) => deliver(me, state, &ObjectKey::machine(namespace, &name), MachineMsg::Poke).await,
+        None => poke(me, state, |key| key.namespace.as_deref() == Some(namespace)).await,
     }
 }
 
-/// Pokes every running machine actor whose key `wanted` accepts.
-fn poke(state: &SupervisorState, wanted: impl Fn(&ObjectKey) -> bool) {
-    for (key, child) in &state.machines {
-        if wanted(key)
-            && let Some(actor) = &child.actor
-        {
-            let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::Poke);
+/// Pokes every machine whose key `wanted` accepts.
+async fn poke(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, wanted: impl Fn(&ObjectKey) -> bool) {
+    tell_every(me, state, wanted, || MachineMsg::Poke).await;
+}
+
+/// Sends `make()` to every machine whose key `wanted` accepts, dormant ones woken.
+async fn tell_every(
+    me: &ActorRef<SupervisorMsg>,
+    state: &mut SupervisorState,
+    wanted: impl Fn(&ObjectKey) -> bool,
+    make: impl Fn() -> MachineMsg,
+) {
+    let keys: Vec<ObjectKey> = state.machines.keys().filter(|key| wanted(key)).cloned().collect();
+    for key in keys {
+        deliver(me, state, &key, make()).await;
+    }
+}
+
+/// Hands mail to a machine: to its actor; to its dormant state, when it is an object change the machine would not
+/// act on; else it is held and a dormant machine is woken. Mail for a machine without a child is dropped (its object
+/// is gone).
+async fn deliver(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &ObjectKey, message: MachineMsg) {
+    let Some(child) = state.machines.get_mut(key) else {
+        return;
+    };
+    if let Some(dormant) = child.dormant.as_mut() {
+        match message {
+            // Its own status write coming back: the dormant state takes the object and the machine rests on.
+            MachineMsg::ObjectChanged(object) => {
+                if !dormant.takes_object(object) {
+                    return;
+                }
+            }
+            message => child.held.hold(message),
         }
+        wake(me, state, key).await;
+        return;
+    }
+    match &child.actor {
+        Some(actor) => {
+            if let Err(MessagingErr::SendErr(message)) = mailbox::cast(&state.shared.metrics, actor, message) {
+                child.held.hold(message);
+            }
+        }
+        None => child.held.hold(message),
+    }
+}
+
+/// Starts the actor of a dormant machine again with its state, and hands it the mail held for it.
+async fn wake(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &ObjectKey) {
+    let Some(dormant) = state.machines.get_mut(key).and_then(|child| child.dormant.take()) else {
+        return;
+    };
+    let args = MachineArgs::Resume(dormant);
+    let spawned = Actor::spawn_linked(None, MachineActor, args, me.get_cell()).await;
+    let Some(child) = state.machines.get_mut(key) else {
+        return;
+    };
+    match spawned {
+        Ok((actor, _)) => {
+            state.machine_cells.insert(actor.get_id(), key.clone());
+            for message in child.held.take() {
+                if let Err(MessagingErr::SendErr(message)) = mailbox::cast(&state.shared.metrics, &actor, message) {
+                    child.held.hold(message);
+                }
+            }
+            child.actor = Some(actor);
+        }
+        Err(err) => {
+            // The state went with the failed start: the machine starts afresh from its object, as after a failure.
+            tracing::error!(object = %key, error = %err, "cannot wake the machine actor; restarting it");
+            child.restarts += 1;
+            let delay = capov_core::policy::backoff::actor_restart_delay(child.restarts);
+            let key = key.clone();
+            mailbox::cast_after(&state.shared.metrics, delay, me.clone(), move || {
+                SupervisorMsg::Restart(key)
+            });
+        }
+    }
+}
+
+/// A machine actor stopped to rest and left its state: kept, or the actor starts again at once when mail came
+/// meanwhile or it had a pass queued. The state of an object that is gone is released.
+async fn rest(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, dormant: Box<dyn Dormant>) {
+    let key = dormant.key().clone();
+    let Some(child) = state.machines.get_mut(&key) else {
+        dormant.release();
+        return;
+    };
+    if child.latest.metadata.uid.as_deref() != dormant.uid() || child.dormant.is_some() {
+        dormant.release();
+        return;
+    }
+    if let Some(actor) = child.actor.take() {
+        state.machine_cells.remove(&actor.get_id());
+    }
+    let wanted = dormant.wants_pass() || !child.held.is_empty();
+    child.dormant = Some(dormant);
+    if wanted {
+        wake(me, state, &key).await;
     }
 }
 
@@ -357,11 +458,7 @@ async fn spawn_provider(
             }
             state.providers.insert(name, (actor, provider));
             // Machines that waited for this provider can go on.
-            for child in state.machines.values() {
-                if let Some(machine) = &child.actor {
-                    let _ = mailbox::cast(&state.shared.metrics, machine, MachineMsg::ConnectionChanged);
-                }
-            }
+            tell_every(me, state, |_| true, || MachineMsg::ConnectionChanged).await;
         }
         Err(err) => tracing::error!(provider = %name, error = %err, "cannot start the provider actor"),
     }
@@ -410,9 +507,7 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
                 Some(child) if slim::same_version(&*child.latest, &*machine) => {}
                 Some(child) => {
                     child.latest = machine.clone();
-                    if let Some(actor) = &child.actor {
-                        let _ = mailbox::cast(&state.shared.metrics, actor, MachineMsg::ObjectChanged(machine));
-                    }
+                    deliver(me, state, &key, MachineMsg::ObjectChanged(machine)).await;
                 }
                 None => spawn_machine(me, state, key, machine, status).await,
             }
@@ -443,9 +538,11 @@ async fn release_deleting_providers(state: &mut SupervisorState) {
 
 /// Starts again a machine actor that failed (or could not start), when its object still exists.
 async fn restart_machine(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: ObjectKey) {
-    if let Some(child) = state.machines.get(&key)
+    if let Some(child) = state.machines.get_mut(&key)
         && child.actor.is_none()
+        && child.dormant.is_none()
     {
+        child.held.clear();
         // Only what the supervisor holds of the status is left: the restarted actor writes its status once more,
         // even when nothing changed.
         let object = child.latest.clone();
@@ -461,7 +558,7 @@ async fn spawn_machine(
     object: Arc<OVirtMachine>,
     status: Option<capov_crds::OVirtMachineStatus>,
 ) {
-    let args = MachineArgs {
+    let args = MachineArgs::Start {
         object: object.clone(),
         status,
         shared: state.shared.clone(),
@@ -481,6 +578,8 @@ async fn spawn_machine(
     let failed = actor.is_none();
     let child = Child {
         actor,
+        dormant: None,
+        held: HeldMail::default(),
         latest: object,
         restarts,
     };
@@ -494,11 +593,14 @@ async fn spawn_machine(
 }
 
 fn stop_machine(state: &mut SupervisorState, key: &ObjectKey) {
-    if let Some(child) = state.machines.remove(key)
-        && let Some(actor) = child.actor
-    {
-        state.machine_cells.remove(&actor.get_id());
-        actor.stop(Some("OVirtMachine deleted".into()));
+    if let Some(child) = state.machines.remove(key) {
+        if let Some(actor) = child.actor {
+            state.machine_cells.remove(&actor.get_id());
+            actor.stop(Some("OVirtMachine deleted".into()));
+        }
+        if let Some(dormant) = child.dormant {
+            dormant.release();
+        }
     }
     let forget = StatusWriterMsg::Forget(key.clone());
     let _ = mailbox::cast(&state.shared.metrics, &state.shared.status_writer, forget);

@@ -3,7 +3,8 @@
 //! machines 20 MiB of sleeping tasks. Here one task keeps the deadlines in order and sends each machine its `Tick`
 //! when its deadline comes; a machine's entry is a few dozen bytes.
 //!
-//! Setting a machine's timer replaces the one it had, and cancelling removes it. As with an aborted task, a `Tick`
+//! A timer outlives its actor while the machine is dormant: its `Tick` then goes to the supervisor, which wakes the
+//! machine (`machine_mail::tell`). Setting a machine's timer replaces the one it had, and cancelling removes it. As with an aborted task, a `Tick`
 //! already sent when the replacement arrives stays in the mailbox; the pass it starts decides from what it observes.
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,10 +15,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::metrics::Metrics;
-use crate::runtime::mailbox;
-use crate::runtime::messages::MachineMsg;
+use crate::runtime::keys::ObjectKey;
+use crate::runtime::machine_mail::tell;
+use crate::runtime::messages::{MachineMsg, SupervisorMsg};
 
-/// Which timer of the wheel: one per machine actor, for its life.
+/// Which timer of the wheel: one per machine, for its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerId(u64);
 
@@ -25,8 +27,10 @@ enum Command {
     Set {
         id: TimerId,
         at: Instant,
-        to: ActorRef<MachineMsg>,
+        to: (ObjectKey, Option<ActorRef<MachineMsg>>),
     },
+    /// The machine rests: its timer keeps its deadline and goes to the supervisor.
+    Rest(TimerId),
     Cancel(TimerId),
 }
 
@@ -38,23 +42,31 @@ pub struct TimerWheel {
 
 impl TimerWheel {
     /// Starts the wheel's task (on the current tokio runtime).
-    pub fn start(metrics: Metrics) -> TimerWheel {
+    pub fn start(metrics: Metrics, supervisor: ActorRef<SupervisorMsg>) -> TimerWheel {
         let (commands, received) = mpsc::unbounded_channel();
-        tokio::spawn(run(received, metrics));
+        tokio::spawn(run(received, metrics, supervisor));
         TimerWheel {
             commands,
             next_id: AtomicU64::new(0),
         }
     }
 
-    /// A new timer id, for one machine actor.
+    /// A new timer id, for one machine.
     pub fn new_id(&self) -> TimerId {
         TimerId(self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Sends `to` a `Tick` at `at`, in place of what timer `id` was set to.
-    pub fn set(&self, id: TimerId, at: Instant, to: ActorRef<MachineMsg>) {
+    /// Sends the machine `key` a `Tick` at `at` (to `actor`, or through the supervisor once that has stopped), in
+    /// place of what timer `id` was set to.
+    pub fn set(&self, id: TimerId, at: Instant, key: &ObjectKey, actor: ActorRef<MachineMsg>) {
+        let to = (key.clone(), Some(actor));
         let _ = self.commands.send(Command::Set { id, at, to });
+    }
+
+    /// The machine of timer `id` rests (`machine::dormant`): its `Tick` goes to the supervisor, and the wheel lets go
+    /// of the stopped actor's reference.
+    pub fn rest(&self, id: TimerId) {
+        let _ = self.commands.send(Command::Rest(id));
     }
 
     pub fn cancel(&self, id: TimerId) {
@@ -85,6 +97,11 @@ impl<T> Deadlines<T> {
         self.by_id.insert(id, at);
     }
 
+    fn get_mut(&mut self, id: TimerId) -> Option<&mut T> {
+        let at = *self.by_id.get(&id)?;
+        self.by_time.get_mut(&(at, id))
+    }
+
     fn cancel(&mut self, id: TimerId) {
         if let Some(at) = self.by_id.remove(&id) {
             self.by_time.remove(&(at, id));
@@ -110,19 +127,24 @@ impl<T> Deadlines<T> {
     }
 }
 
-async fn run(mut commands: mpsc::UnboundedReceiver<Command>, metrics: Metrics) {
-    let mut deadlines: Deadlines<ActorRef<MachineMsg>> = Deadlines::default();
+async fn run(mut commands: mpsc::UnboundedReceiver<Command>, metrics: Metrics, supervisor: ActorRef<SupervisorMsg>) {
+    let mut deadlines: Deadlines<(ObjectKey, Option<ActorRef<MachineMsg>>)> = Deadlines::default();
     loop {
         let next = deadlines.next();
         tokio::select! {
             command = commands.recv() => match command {
                 None => return,
                 Some(Command::Set { id, at, to }) => deadlines.set(id, at, to),
+                Some(Command::Rest(id)) => {
+                    if let Some((_, actor)) = deadlines.get_mut(id) {
+                        *actor = None;
+                    }
+                }
                 Some(Command::Cancel(id)) => deadlines.cancel(id),
             },
             () = sleep_until(next) => {
-                for to in deadlines.due(Instant::now()) {
-                    let _ = mailbox::cast(&metrics, &to, MachineMsg::Tick);
+                for (key, actor) in deadlines.due(Instant::now()) {
+                    tell(&metrics, &supervisor, &key, actor.as_ref(), MachineMsg::Tick);
                 }
             }
         }

@@ -770,7 +770,8 @@ struct Report<'a> {
 
 /// What a restart of the operator with every machine Ready cost.
 struct Restart {
-    /// From the new process's start until `capov_actors_live{kind="machine"}` reached the machine count.
+    /// From the new process's start until every machine was taken up: `capov_actors_live{kind="machine"}` and
+    /// `capov_machines_dormant` (machines resting without an actor) reached the machine count.
     all_live_after: Option<Duration>,
     seconds: u64,
     /// Engine requests by endpoint over the window; the writes are the non-GET ones.
@@ -802,13 +803,13 @@ async fn restart_operator(
     let mut all_live_after = None;
     while started.elapsed() < window {
         if all_live_after.is_none()
-            && live_machine_actors(port)
+            && machines_taken_up(port)
                 .await
-                .is_some_and(|live| live >= args.machines)
+                .is_some_and(|taken| taken >= args.machines)
         {
             all_live_after = Some(started.elapsed());
             say(&format!(
-                "all {} machine actors live after {:.1} s",
+                "all {} machines taken up (actor live or dormant) after {:.1} s",
                 args.machines,
                 started.elapsed().as_secs_f64()
             ));
@@ -837,8 +838,9 @@ async fn restart_operator(
     })
 }
 
-/// `capov_actors_live{kind="machine"}` from the operator's plain-HTTP metrics; None while it does not answer.
-async fn live_machine_actors(port: u16) -> Option<usize> {
+/// `capov_actors_live{kind="machine"}` plus `capov_machines_dormant` from the operator's plain-HTTP metrics; None
+/// while it does not answer.
+async fn machines_taken_up(port: u16) -> Option<usize> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
     let request = format!("GET /metrics HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
@@ -848,11 +850,15 @@ async fn live_machine_actors(port: u16) -> Option<usize> {
         .await
         .ok()?
         .ok()?;
-    body.lines()
-        .find(|line| line.starts_with("capov_actors_live{") && line.contains("kind=\"machine\""))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse::<f64>().ok())
-        .map(|value| value as usize)
+    let value = |wanted: &dyn Fn(&str) -> bool| {
+        body.lines()
+            .find(|line| wanted(line))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse::<f64>().ok())
+    };
+    let live = value(&|line| line.starts_with("capov_actors_live{") && line.contains("kind=\"machine\""))?;
+    let dormant = value(&|line| line.starts_with("capov_machines_dormant "))?;
+    Some((live + dormant) as usize)
 }
 
 /// Engine requests and status writes while every machine is Ready and nothing changes.
@@ -1029,7 +1035,7 @@ fn report(r: &Report) {
             .sum();
         println!();
         println!(
-            "Restart with all Ready: every machine actor live after {}; over {} s from the start: {writes} engine \
+            "Restart with all Ready: every machine taken up (actor live or dormant) after {}; over {} s from the start: {writes} engine \
              writes, {total} engine requests, {} status writes, peak RSS {}",
             restart
                 .all_live_after

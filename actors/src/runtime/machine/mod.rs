@@ -1,13 +1,16 @@
 //! One actor per OVirtMachine. It holds the latest object and what it saw of its VM, runs at most one reconcile
 //! pass at a time (bursts of messages collapse into one pass), takes a permit of `--max-concurrent-reconciles` for
-//! each pass, hands the resulting status to the status writer, and schedules its next pass.
+//! each pass, hands the resulting status to the status writer, and schedules its next pass. While the machine has
+//! nothing to do until something changes, its actor stops and the supervisor keeps its state (`dormant`).
 //!
 //! The actor's messages are handled here; a pass is `pass`, what it reads is `observe`, what it does is `execute`
 //! (with `outcome`), and what follows it is `schedule`.
 
+mod dormant;
 mod execute;
 mod held_permit;
 mod node_release;
+mod object_change;
 mod observe;
 mod outcome;
 mod pass;
@@ -22,13 +25,15 @@ use std::time::Instant;
 
 use capov_crds::{OVirtMachine, OVirtMachineStatus};
 use kube::ResourceExt;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
 
+use self::dormant::DormantMachine;
+use self::object_change::takes_object;
 use self::pass::run_pass;
 use self::state::MachineState;
 use super::keys::ObjectKey;
 use super::mailbox::{self, Mail};
-use super::messages::{MachineMsg, ProviderMsg};
+use super::messages::{Dormant, MachineMsg, ProviderMsg, SupervisorMsg};
 use super::shared::Shared;
 use crate::metrics::kind;
 
@@ -36,48 +41,79 @@ impl Mail for MachineMsg {
     const KIND: &'static str = kind::MACHINE;
 }
 
-pub struct MachineArgs {
-    /// The object with only the part of its status the actor reads later (`slim::split_status`).
-    pub object: Arc<OVirtMachine>,
-    /// The object's whole status when the actor starts.
-    pub status: Option<OVirtMachineStatus>,
-    pub shared: Arc<Shared>,
+pub enum MachineArgs {
+    Start {
+        /// The object with only the part of its status the actor reads later (`slim::split_status`).
+        object: Arc<OVirtMachine>,
+        /// The object's whole status when the actor starts.
+        status: Option<OVirtMachineStatus>,
+        shared: Arc<Shared>,
+    },
+    /// A dormant machine's actor starting again (`dormant`).
+    Resume(Box<dyn Dormant>),
 }
 
 pub struct MachineActor;
 
+/// The actor's state, boxed so that its stop can hand it to the supervisor whole (`dormant`).
+pub struct Slot(Option<Box<MachineState>>);
+
 impl Actor for MachineActor {
     type Msg = MachineMsg;
-    type State = MachineState;
+    type State = Slot;
     type Arguments = MachineArgs;
 
-    async fn pre_start(&self, me: ActorRef<MachineMsg>, args: MachineArgs) -> Result<MachineState, ActorProcessingErr> {
-        let key = ObjectKey::machine(&args.object.namespace().unwrap_or_default(), &args.object.name_any());
-        let mut sent_status = None;
-        if let Some(seen) = &args.status
-            && let Ok(status) = serde_json::to_value(seen)
-        {
-            let (fingerprint, seen) = crate::runtime::status::writer::seen(&args.shared.metrics, key.clone(), &status);
-            sent_status = Some(fingerprint);
-            let _ = mailbox::cast(&args.shared.metrics, &args.shared.status_writer, seen);
-        }
-        mailbox::cast(&args.shared.metrics, &me, MachineMsg::Tick)?;
-        let status = args.status.unwrap_or_default();
-        let mut state = MachineState::new(key, args.object, status, args.shared);
-        state.sent_status = sent_status;
-        Ok(state)
+    async fn pre_start(&self, me: ActorRef<MachineMsg>, args: MachineArgs) -> Result<Slot, ActorProcessingErr> {
+        let state = match args {
+            MachineArgs::Start { object, status, shared } => {
+                let key = ObjectKey::machine(&object.namespace().unwrap_or_default(), &object.name_any());
+                let mut sent_status = None;
+                if let Some(seen) = &status
+                    && let Ok(status) = serde_json::to_value(seen)
+                {
+                    let (fingerprint, seen) =
+                        crate::runtime::status::writer::seen(&shared.metrics, key.clone(), &status);
+                    sent_status = Some(fingerprint);
+                    let _ = mailbox::cast(&shared.metrics, &shared.status_writer, seen);
+                }
+                mailbox::cast(&shared.metrics, &me, MachineMsg::Tick)?;
+                let status = status.unwrap_or_default();
+                let mut state = Box::new(MachineState::new(key, object, status, shared));
+                state.sent_status = sent_status;
+                state
+            }
+            MachineArgs::Resume(dormant) => {
+                let mut state = DormantMachine::state_of(dormant).ok_or("a dormant record that is not a machine's")?;
+                state.alive = Some(state.mail.alive());
+                if state.pass_queued {
+                    mailbox::cast(&state.shared.metrics, &me, MachineMsg::Tick)?;
+                }
+                state
+            }
+        };
+        Ok(Slot(Some(state)))
     }
 
-    async fn post_stop(&self, _me: ActorRef<MachineMsg>, state: &mut MachineState) -> Result<(), ActorProcessingErr> {
-        state.shared.timers.cancel(state.timer);
-        state.shared.placements.forget_machine(&state.key);
-        state.shared.device_claims.release(&state.key);
-        if let Some((_, provider)) = state.subscribed_to.take() {
-            let _ = mailbox::cast(
-                &state.shared.metrics,
-                &provider,
-                ProviderMsg::Unsubscribe(state.key.clone()),
-            );
+    async fn post_stop(&self, _me: ActorRef<MachineMsg>, slot: &mut Slot) -> Result<(), ActorProcessingErr> {
+        let Some(mut state) = slot.0.take() else {
+            return Ok(());
+        };
+        if !state.resting {
+            state.release();
+            return Ok(());
+        }
+        // Nothing may keep the stopped actor's reference: it holds the actor's channels.
+        state.shared.timers.rest(state.timer);
+        if let Some((_, provider)) = &state.subscribed_to {
+            let _ = mailbox::cast(&state.shared.metrics, provider, ProviderMsg::Rests(state.key.clone()));
+        }
+        let (metrics, supervisor) = (state.shared.metrics.clone(), state.shared.supervisor.clone());
+        // A supervisor that is stopping takes no dormant machine: the runtime ends with it.
+        let dormant = Box::new(DormantMachine::new(state));
+        if let Err(MessagingErr::SendErr(SupervisorMsg::Dormant(dormant))) =
+            mailbox::cast(&metrics, &supervisor, SupervisorMsg::Dormant(dormant))
+        {
+            dormant.release();
         }
         Ok(())
     }
@@ -86,19 +122,16 @@ impl Actor for MachineActor {
         &self,
         me: ActorRef<MachineMsg>,
         message: MachineMsg,
-        state: &mut MachineState,
+        slot: &mut Slot,
     ) -> Result<(), ActorProcessingErr> {
+        let Some(state) = slot.0.as_deref_mut() else {
+            return Ok(());
+        };
         let _handling = state.mail.handling();
         match message {
             MachineMsg::ObjectChanged(object) => {
-                if is_stale(&object, &state.object) {
-                    return Ok(());
-                }
-                let cleared = adopt_user_status_changes(state, &object);
-                let relevant = cleared || changed_beyond_status(&state.object, &object);
-                state.object = object;
                 // Our own status writes come back through the watch; they need no pass.
-                if relevant {
+                if takes_object(state, object) {
                     queue_pass(&me, state);
                 }
             }
@@ -126,6 +159,12 @@ impl Actor for MachineActor {
                 Box::pin(run_pass(&me, state)).await;
             }
         }
+        if dormant::may_rest(state) {
+            // Mail sent from now on finds the actor stopped and goes to the supervisor (`machine_mail`); what is
+            // queued already is handled first, and a pass it queues makes the supervisor start the actor again.
+            state.resting = true;
+            let _ = me.drain();
+        }
         Ok(())
     }
 }
@@ -134,84 +173,5 @@ fn queue_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     if !state.pass_queued {
         state.pass_queued = true;
         let _ = mailbox::cast(&state.shared.metrics, me, MachineMsg::Tick);
-    }
-}
-
-/// The user may clear failureReason (the documented reset) or the status may be edited by hand; our own writes
-/// come back through the watch too. A failure we set is considered cleared once the object shows our
-/// CanConnectToOVirt condition but no failureReason.
-fn adopt_user_status_changes(state: &mut MachineState, object: &OVirtMachine) -> bool {
-    let Some(observed) = &object.status else { return false };
-    if state.status.failure_reason.is_some() && observed.failure_reason.is_none() {
-        let ours = state
-            .status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == capov_core::conditions::types::CAN_CONNECT_TO_OVIRT);
-        let seen = observed
-            .conditions
-            .iter()
-            .find(|c| c.type_ == capov_core::conditions::types::CAN_CONNECT_TO_OVIRT);
-        if ours.is_some() && ours == seen {
-            state.status.failure_reason = None;
-            state.status.failure_message = None;
-            state.missing_since = None;
-            return true;
-        }
-    }
-    false
-}
-
-/// A watch event can trail this actor's own writes: the object a patch returned is newer than the event of an earlier
-/// status write still on its way. Taking such an event would undo the patch locally (a machine would look as if it
-/// had no providerID or finalizer yet and redo that step). resourceVersions are etcd revisions on every real
-/// apiserver; when both parse as numbers and the object is the same (uid), an older one is ignored; anything else is
-/// taken as news.
-fn is_stale(incoming: &OVirtMachine, held: &OVirtMachine) -> bool {
-    let revision = |o: &OVirtMachine| {
-        o.metadata
-            .resource_version
-            .as_deref()
-            .and_then(|v| v.parse::<u64>().ok())
-    };
-    incoming.metadata.uid == held.metadata.uid
-        && matches!((revision(incoming), revision(held)), (Some(new), Some(old)) if new < old)
-}
-
-/// Whether anything a pass reads changed: spec, deletion, finalizers, labels, annotations or owners.
-fn changed_beyond_status(old: &OVirtMachine, new: &OVirtMachine) -> bool {
-    let (a, b) = (&old.metadata, &new.metadata);
-    old.spec != new.spec
-        || a.generation != b.generation
-        || a.deletion_timestamp != b.deletion_timestamp
-        || a.finalizers != b.finalizers
-        || a.labels != b.labels
-        || a.annotations != b.annotations
-        || a.owner_references != b.owner_references
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn machine(uid: &str, resource_version: &str) -> OVirtMachine {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OVirtMachine",
-            "metadata": {"name": "worker-0", "namespace": "default", "uid": uid, "resourceVersion": resource_version},
-            "spec": {"provider": "engine", "ovirtcluster": "Default", "template": "rhcos"}
-        }))
-        .expect("machine")
-    }
-
-    #[test]
-    fn events_behind_the_held_object_are_stale() {
-        let held = machine("a", "120");
-        assert!(is_stale(&machine("a", "119"), &held));
-        assert!(!is_stale(&machine("a", "120"), &held));
-        assert!(!is_stale(&machine("a", "121"), &held));
-        // Another object of the same name (deleted and created again) is always news.
-        assert!(!is_stale(&machine("b", "7"), &held));
-        // Opaque versions cannot be ordered: taken as news.
-        assert!(!is_stale(&machine("a", "x9"), &held));
     }
 }

@@ -70,6 +70,7 @@ pub fn to_next(state: &mut MachineState, requeue: Requeue, vm_id: Option<String>
 
 /// Tells the provider which VM to watch for this machine and sets the timer of the next pass.
 pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
+    state.restful = is_restful(&next);
     let watched = vm_to_watch(state, &next);
     update_vm_watch(state, &next, watched);
     let delay = delay_until_next_pass(state, &next);
@@ -87,7 +88,21 @@ pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next)
         state.backoff.reset();
     }
     let at = tokio::time::Instant::now() + delay;
-    state.shared.timers.set(state.timer, at, me.clone());
+    state.shared.timers.set(state.timer, at, &state.key, me.clone());
+}
+
+/// Whether what follows a pass leaves the machine nothing to do until something changes: it may then rest
+/// (`dormant`).
+fn is_restful(next: &Next) -> bool {
+    matches!(
+        next,
+        Next::Idle
+            | Next::AwaitSearch(_)
+            | Next::WatchVm(VmWatch {
+                cadence: Cadence::Steady,
+                ..
+            })
+    )
 }
 
 /// The VM the provider's poll should watch for the machine until its next pass; None: none.

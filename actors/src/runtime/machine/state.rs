@@ -7,7 +7,7 @@ use capov_crds::{OVirtMachine, OVirtMachineStatus};
 use ractor::ActorRef;
 
 use crate::runtime::keys::ObjectKey;
-use crate::runtime::mailbox::{ActorMetrics, Alive};
+use crate::runtime::mailbox::{self, ActorMetrics, Alive};
 use crate::runtime::messages::{MachineMsg, ProviderMsg, VmWatch};
 use crate::runtime::shared::Shared;
 use capov_core::machine_steps::{Action, Observed};
@@ -86,8 +86,13 @@ pub struct MachineState {
     pub(super) workload_place: Option<crate::runtime::workload::clients::StepPlace>,
     /// The running pass's permit or loan (`held_permit`); nothing between passes.
     pub(super) permit: super::held_permit::HeldPermit,
+    /// The last pass ended with nothing to do until something changes (`dormant::is_restful`).
+    pub(super) restful: bool,
+    /// The actor is stopping to leave this state with the supervisor (`dormant`).
+    pub(super) resting: bool,
     pub(super) mail: ActorMetrics,
-    _alive: Alive,
+    /// Counts the actor in `capov_actors_live`; None while the machine is dormant.
+    pub(super) alive: Option<Alive>,
 }
 
 impl MachineState {
@@ -132,8 +137,27 @@ impl MachineState {
             workload_place_wanted: None,
             workload_place: None,
             permit: Default::default(),
-            _alive: mail.alive(),
+            restful: false,
+            resting: false,
+            alive: Some(mail.alive()),
             mail,
+        }
+    }
+}
+
+impl MachineState {
+    /// What the machine holds beyond itself, given back when it is gone for good (its object deleted, the runtime
+    /// stopping): its timer, its place in the placements, its device claims, its provider subscription.
+    pub(super) fn release(&mut self) {
+        self.shared.timers.cancel(self.timer);
+        self.shared.placements.forget_machine(&self.key);
+        self.shared.device_claims.release(&self.key);
+        if let Some((_, provider)) = self.subscribed_to.take() {
+            let _ = mailbox::cast(
+                &self.shared.metrics,
+                &provider,
+                ProviderMsg::Unsubscribe(self.key.clone()),
+            );
         }
     }
 }

@@ -31,6 +31,8 @@ pub struct ProviderArgs {
     pub status_writer: ActorRef<StatusWriterMsg>,
     pub metrics: Metrics,
     pub inventory: InventorySink,
+    /// Where mail for a machine whose actor has stopped goes (`machine_mail::tell`).
+    pub supervisor: ActorRef<SupervisorMsg>,
 }
 
 impl ProviderArgs {
@@ -49,6 +51,7 @@ impl ProviderArgs {
             status_writer: shared.status_writer.clone(),
             metrics: shared.metrics.clone(),
             inventory: InventorySink::new(&shared.placements, &shared.metrics, supervisor),
+            supervisor: supervisor.clone(),
         }
     }
 }
@@ -81,6 +84,7 @@ impl Actor for ProviderActor {
             secret: args.secret,
             settings: args.settings,
             status_writer: args.status_writer,
+            supervisor: args.supervisor,
             applied: None,
             management_clusters: None,
             client: None,
@@ -158,7 +162,12 @@ impl Actor for ProviderActor {
                 }
             }
             ProviderMsg::Subscribe { machine, actor } => {
-                state.subscribers.insert(machine, actor);
+                state.subscribers.insert(machine, Some(actor));
+            }
+            ProviderMsg::Rests(machine) => {
+                if let Some(actor) = state.subscribers.get_mut(&machine) {
+                    *actor = None;
+                }
             }
             ProviderMsg::Unsubscribe(machine) => {
                 state.subscribers.remove(&machine);

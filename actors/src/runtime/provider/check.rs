@@ -14,6 +14,7 @@ use capov_core::conditions::{ConditionUpdate, INSECURE_TRANSPORT_MESSAGE, connec
 use capov_core::trust::management_clusters::{self};
 
 use crate::metrics::{kind, result};
+use crate::runtime::machine_mail::tell;
 use crate::runtime::mailbox::{self};
 use crate::runtime::messages::{Connection, MachineMsg, ProviderDefaults, ProviderMsg};
 use crate::runtime::provider::connection::ConnectionProblem;
@@ -121,8 +122,15 @@ pub(super) fn checked(
     state.inventory.connection_checked(&state.key.name, failing);
     report(state);
     if changed && (previous_ok || !matches!(state.connection, Connection::Pending)) {
-        for subscriber in state.subscribers.values() {
-            let _ = mailbox::cast(&state.metrics, subscriber, MachineMsg::ConnectionChanged);
+        for (machine, subscriber) in &state.subscribers {
+            let subscriber = subscriber.as_ref();
+            tell(
+                &state.metrics,
+                &state.supervisor,
+                machine,
+                subscriber,
+                MachineMsg::ConnectionChanged,
+            );
         }
     }
 }

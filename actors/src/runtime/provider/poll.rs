@@ -10,6 +10,7 @@ use ractor::ActorRef;
 
 use crate::metrics::Metrics;
 use crate::runtime::keys::ObjectKey;
+use crate::runtime::machine_mail::tell;
 use crate::runtime::mailbox;
 use crate::runtime::messages::{Cadence, Connection, MachineMsg, ProviderMsg};
 use capov_core::vm::vm_snapshot::{Fingerprints, VmSnapshot};
@@ -209,7 +210,7 @@ pub(super) fn report_polled(
                 vm_id: vm_id.clone(),
                 snapshot: snapshot.clone(),
             };
-            let _ = mailbox::cast(&state.metrics, actor, observed);
+            tell(&state.metrics, &state.supervisor, machine, actor.as_ref(), observed);
         }
     }
 }

@@ -3,7 +3,7 @@
 use crate::metrics::Metrics;
 use crate::runtime::keys::ObjectKey;
 use crate::runtime::mailbox::{ActorMetrics, Alive};
-use crate::runtime::messages::{Connection, MachineMsg, VmWatch};
+use crate::runtime::messages::{Connection, MachineMsg, SupervisorMsg, VmWatch};
 use crate::runtime::provider::connection::ConnectionSettings;
 use crate::runtime::provider::inventory::InventoryPoll;
 use crate::runtime::settings::RuntimeSettings;
@@ -31,6 +31,8 @@ pub struct ProviderState {
     pub(super) secret: Option<BTreeMap<String, ByteString>>,
     pub(super) settings: RuntimeSettings,
     pub(super) status_writer: ActorRef<StatusWriterMsg>,
+    /// Where mail for a subscriber whose actor has stopped goes (`machine_mail::tell`).
+    pub(super) supervisor: ActorRef<SupervisorMsg>,
     pub(super) applied: Option<ConnectionSettings>,
     /// The management clusters the provider's VM markers name, as last resolved.
     pub(super) management_clusters: Option<ManagementClusters>,
@@ -41,7 +43,8 @@ pub struct ProviderState {
     pub(super) insecure_transport_warned: bool,
     /// Retry delay of a failed check: 5 s doubling to 5 min, jittered.
     pub(super) retry: capov_core::policy::backoff::Backoff,
-    pub(super) subscribers: HashMap<ObjectKey, ActorRef<MachineMsg>>,
+    /// The machines subscribed, with their actor; None once the machine rested (its mail goes to the supervisor).
+    pub(super) subscribers: HashMap<ObjectKey, Option<ActorRef<MachineMsg>>>,
     pub(super) watched: HashMap<ObjectKey, Watched>,
     /// Polls so far; steady watches are searched on every STEADY_POLL_EVERY-th.
     pub(super) polls: u64,
