@@ -4,8 +4,9 @@
 //! when its deadline comes; a machine's entry is a few dozen bytes.
 //!
 //! A timer outlives its actor while the machine is dormant: its `Tick` then goes to the supervisor, which wakes the
-//! machine (`machine_mail::tell`). Setting a machine's timer replaces the one it had, and cancelling removes it. As with an aborted task, a `Tick`
-//! already sent when the replacement arrives stays in the mailbox; the pass it starts decides from what it observes.
+//! machine (`machine_mail::tell`). Setting a machine's timer replaces the one it had, and cancelling removes it. As
+//! with an aborted task, a `Tick` already sent when the replacement arrives stays in the mailbox; the pass it starts
+//! decides from what it observes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -185,6 +186,19 @@ mod tests {
         );
         assert_eq!(deadlines.next(), None);
         assert!(deadlines.by_id.is_empty());
+    }
+
+    #[test]
+    fn a_resting_timer_keeps_its_deadline_and_loses_its_recipient() {
+        let start = Instant::now();
+        let mut deadlines: Deadlines<Option<&str>> = Deadlines::default();
+        deadlines.set(TimerId(1), start + Duration::from_secs(5), Some("actor"));
+        if let Some(recipient) = deadlines.get_mut(TimerId(1)) {
+            *recipient = None;
+        }
+        assert!(deadlines.get_mut(TimerId(2)).is_none(), "no such timer");
+        assert_eq!(deadlines.next(), Some(start + Duration::from_secs(5)));
+        assert_eq!(deadlines.due(start + Duration::from_secs(5)), vec![None]);
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! Dormant machines: a machine with nothing to do until something changes (Ready and watched at the steady cadence,
-//! or waiting for the provider's search to hand over its VM) stops its actor and leaves its state with the
-//! supervisor. An actor costs about 7 KB beside its state whatever it holds (ractor's channels, the task, its
-//! processing loop; docs/benchmarks.md): at 10,000 Ready machines, 70 MiB for actors that wait.
+//! waiting for an event, or waiting for the provider's search to hand over its VM) stops its actor and leaves its
+//! state with the supervisor. An actor costs about 7 KB beside its state whatever it holds (ractor's channels, the
+//! task, its processing loop; docs/benchmarks.md): at 10,000 Ready machines, 70 MiB for actors that wait.
 //!
 //! Nothing a machine would hear is lost meanwhile. Its timer and its provider subscription stay; mail that finds its
-//! actor stopped goes to the supervisor (`machine_mail::tell`), which holds it, starts the actor again from the dormant state and
-//! hands it over. An object change the machine would not act on (its own status write coming back) only replaces
-//! the object in the dormant state. A machine being deleted never rests.
+//! actor stopped goes to the supervisor (`machine_mail::tell`), which holds it, starts the actor again from the
+//! dormant state and hands it over. An object change the machine would not act on (its own status write coming
+//! back) only replaces the object in the dormant state. A machine being deleted never rests.
 
 use std::sync::Arc;
 
@@ -72,8 +72,9 @@ impl Dormant for DormantMachine {
     }
 }
 
-/// Whether the actor may stop and leave its state: its last pass ended restful (`schedule::is_restful`), no pass is queued, it holds nothing
-/// of a pass, and its object is not being deleted (a deletion runs to its end in a live actor).
+/// Whether the actor may stop and leave its state: its last pass ended restful (`schedule::is_restful`), no pass is
+/// queued, it holds nothing of a pass, and its object is not being deleted (a deletion runs to its end in a live
+/// actor).
 pub(super) fn may_rest(state: &MachineState) -> bool {
     state.restful
         && !state.resting

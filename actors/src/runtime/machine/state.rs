@@ -86,7 +86,7 @@ pub struct MachineState {
     pub(super) workload_place: Option<crate::runtime::workload::clients::StepPlace>,
     /// The running pass's permit or loan (`held_permit`); nothing between passes.
     pub(super) permit: super::held_permit::HeldPermit,
-    /// The last pass ended with nothing to do until something changes (`dormant::is_restful`).
+    /// The last pass ended with nothing to do until something changes (`schedule::is_restful`).
     pub(super) restful: bool,
     /// The actor is stopping to leave this state with the supervisor (`dormant`).
     pub(super) resting: bool,
@@ -143,9 +143,7 @@ impl MachineState {
             mail,
         }
     }
-}
 
-impl MachineState {
     /// What the machine holds beyond itself, given back when it is gone for good (its object deleted, the runtime
     /// stopping): its timer, its place in the placements, its device claims, its provider subscription.
     pub(super) fn release(&mut self) {
