@@ -218,11 +218,10 @@ impl Actor for Supervisor {
                 child.actor = None;
                 if let Some(reason) = failure {
                     child.restarts += 1;
-                    let delay = capov_core::policy::backoff::actor_restart_delay(child.restarts);
+                    let delay = restart_later(&me, &state.shared.metrics, key.clone(), child.restarts);
                     tracing::error!(object = %key, error = %reason, ?delay, "machine actor failed; restarting");
                     let restarts = &state.shared.metrics.actor_restarts_total;
                     restarts.with_label_values(&[kind::MACHINE]).inc();
-                    mailbox::cast_after(&state.shared.metrics, delay, me, move || SupervisorMsg::Restart(key));
                 }
             }
         } else if let Some(name) = state.provider_cells.remove(&cell.get_id()) {
@@ -307,13 +306,23 @@ async fn deliver(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key:
         return;
     }
     match &child.actor {
-        Some(actor) => {
-            if let Err(MessagingErr::SendErr(message)) = mailbox::cast(&state.shared.metrics, actor, message) {
-                child.held.hold(message);
-            }
-        }
+        Some(actor) => cast_or_hold(&state.shared.metrics, actor, &mut child.held, message),
         None => child.held.hold(message),
     }
+}
+
+/// Hands mail to a machine's actor, or holds it for the next actor when this one has stopped (to rest, or failed).
+fn cast_or_hold(metrics: &Metrics, actor: &ActorRef<MachineMsg>, held: &mut HeldMail, message: MachineMsg) {
+    if let Err(MessagingErr::SendErr(message)) = mailbox::cast(metrics, actor, message) {
+        held.hold(message);
+    }
+}
+
+/// Starts the machine's actor again after the backoff of its `restarts`-th restart ([`restart_machine`]); the delay.
+fn restart_later(me: &ActorRef<SupervisorMsg>, metrics: &Metrics, key: ObjectKey, restarts: u32) -> Duration {
+    let delay = capov_core::policy::backoff::actor_restart_delay(restarts);
+    mailbox::cast_after(metrics, delay, me.clone(), move || SupervisorMsg::Restart(key));
+    delay
 }
 
 /// Starts the actor of a dormant machine again with its state, and hands it the mail held for it.
@@ -330,9 +339,7 @@ async fn wake(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &O
         Ok((actor, _)) => {
             state.machine_cells.insert(actor.get_id(), key.clone());
             for message in child.held.take() {
-                if let Err(MessagingErr::SendErr(message)) = mailbox::cast(&state.shared.metrics, &actor, message) {
-                    child.held.hold(message);
-                }
+                cast_or_hold(&state.shared.metrics, &actor, &mut child.held, message);
             }
             child.actor = Some(actor);
         }
@@ -340,11 +347,7 @@ async fn wake(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &O
             // The state went with the failed start: the machine starts afresh from its object, as after a failure.
             tracing::error!(object = %key, error = %err, "cannot wake the machine actor; restarting it");
             child.restarts += 1;
-            let delay = capov_core::policy::backoff::actor_restart_delay(child.restarts);
-            let key = key.clone();
-            mailbox::cast_after(&state.shared.metrics, delay, me.clone(), move || {
-                SupervisorMsg::Restart(key)
-            });
+            restart_later(me, &state.shared.metrics, key.clone(), child.restarts);
         }
     }
 }
@@ -585,10 +588,7 @@ async fn spawn_machine(
     };
     state.machines.insert(key.clone(), child);
     if failed {
-        let delay = capov_core::policy::backoff::actor_restart_delay(restarts);
-        mailbox::cast_after(&state.shared.metrics, delay, me.clone(), move || {
-            SupervisorMsg::Restart(key)
-        });
+        restart_later(me, &state.shared.metrics, key, restarts);
     }
 }
 

@@ -5,8 +5,9 @@
 //! Progress of an object written moments ago waits (`Pace::Spaced`): every change a user acts on (Ready, a failure, a
 //! warning or error, pause) is written at once, and the steps between are written at most once per
 //! [`RuntimeSettings::status_spacing`](crate::runtime::RuntimeSettings) per object, the last one winning. An object's
-//! first status is progress too unless it calls for action: it waits the spacing from its arrival. A batch of machines passes its steps within seconds; written one by one, the statuses were more than
-//! four writes per machine and a quarter of the apiserver's CPU on a two-core host (docs/benchmarks.md).
+//! first status is progress too unless it calls for action: it waits the spacing from its arrival. A batch of
+//! machines passes its steps within seconds; written one by one, the statuses were more than four writes per machine
+//! and a quarter of the apiserver's CPU on a two-core host (docs/benchmarks.md).
 //!
 //! Writes run as tasks, at most [`WRITES_IN_FLIGHT`] at once and never two for one object, and report back as
 //! messages: the writer keeps reading its mailbox while the apiserver is slow, so updates coalesce in the queue (one
