@@ -20,6 +20,11 @@ impl HeldMail {
         self.0.is_empty()
     }
 
+    /// Whether a reconcile permit waits here for the machine (`permits`): its actor must start at once.
+    pub fn holds_permit(&self) -> bool {
+        self.0.iter().any(|held| matches!(held, MachineMsg::Permitted(_)))
+    }
+
     pub fn take(&mut self) -> Vec<MachineMsg> {
         std::mem::take(&mut self.0)
     }
@@ -57,6 +62,7 @@ mod tests {
             .iter()
             .map(|message| match message {
                 MachineMsg::Tick => "tick".into(),
+                MachineMsg::Permitted(_) => "permit".into(),
                 MachineMsg::Poke => "poke".into(),
                 MachineMsg::ConnectionChanged => "connection".into(),
                 MachineMsg::VmObserved { vm_id, .. } => format!("observed {vm_id}"),

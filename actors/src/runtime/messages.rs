@@ -50,6 +50,8 @@ pub enum MachineMsg {
     },
     /// Time for the next reconcile.
     Tick,
+    /// The reconcile permit of the ticket the machine left in the queue (`permits`): its pass runs now.
+    Permitted(crate::runtime::permits::Permit),
 }
 
 /// A machine's state while it has no actor (`machine::dormant`): the supervisor holds it until mail comes for the
@@ -92,6 +94,8 @@ pub enum SupervisorMsg {
     Restart(ObjectKey),
     /// A machine actor with nothing to do stopped and left its state.
     Dormant(Box<dyn Dormant>),
+    /// Time to start the actors of the next dormant machines queued to wake (`supervisor::wake_turn`).
+    WakeTurn,
     /// Mail for a machine whose actor has stopped (to rest, or for good): held for the machine, which is woken.
     ToMachine {
         key: ObjectKey,

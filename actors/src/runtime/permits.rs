@@ -6,6 +6,11 @@
 //! keep one tenant's batch, however labelled and over however many clusters, from holding up the others. Machines
 //! waiting for their VM to boot hold no permit, so new machines still get permits while earlier ones boot.
 //!
+//! A machine whose permit is not free at once need not wait for it in a live actor: it leaves a ticket in the queue
+//! ([`ReconcilePermits::acquire_or_ticket`]) and rests (`machine::dormant`); its turn hands the permit to the
+//! courier, which takes it to the machine (through the supervisor, which wakes it). In a batch of 10,000 most
+//! machines wait for a permit at any moment, and an actor costs about 7 KB beside its state.
+//!
 //! Each cluster's queue depth and wait show in `capov_reconcile_queue_depth` and
 //! `capov_reconcile_queue_wait_seconds` (cluster labels bounded: `metrics::QueueMetrics`).
 //!
@@ -22,15 +27,27 @@ use tokio::sync::oneshot;
 
 use crate::fair_share::Share;
 use crate::metrics::QueueMetrics;
+use crate::runtime::keys::ObjectKey;
 
 pub struct ReconcilePermits {
     queues: Mutex<Queues>,
     metrics: Option<QueueMetrics>,
+    courier: Courier,
+}
+
+/// Takes a permit to the machine whose ticket's turn came; gives it back when the machine cannot be reached (the
+/// runtime stops), and it goes on to the next waiter.
+pub type Courier = Box<dyn Fn(ObjectKey, Permit) -> Result<(), Permit> + Send + Sync>;
+
+/// A place in the queue: a task awaiting its permit, or a machine's ticket.
+enum Waiter {
+    Task(oneshot::Sender<Permit>),
+    Ticket { machine: ObjectKey, asked: Instant },
 }
 
 struct Queues {
     free: usize,
-    waiting: FairQueue<oneshot::Sender<Permit>>,
+    waiting: FairQueue<Waiter>,
     /// Loans out now, and how many may be.
     lent: usize,
     max_lent: usize,
@@ -54,8 +71,9 @@ pub const LOANS_PER_PERMIT: usize = 4;
 const CLASSES: usize = 3;
 
 impl ReconcilePermits {
-    /// `count` permits; `metrics` receives each cluster's queue depth and wait.
-    pub fn new(count: usize, metrics: Option<QueueMetrics>) -> Arc<Self> {
+    /// `count` permits; `metrics` receives each cluster's queue depth and wait; `courier` takes the permits of
+    /// tickets.
+    pub fn new(count: usize, metrics: Option<QueueMetrics>, courier: Courier) -> Arc<Self> {
         Arc::new(Self {
             queues: Mutex::new(Queues {
                 free: count,
@@ -64,7 +82,30 @@ impl ReconcilePermits {
                 max_lent: count.saturating_mul(LOANS_PER_PERMIT),
             }),
             metrics,
+            courier,
         })
+    }
+
+    /// A permit when one is free; else a ticket for `machine` queues in `share`'s turn, and the courier takes the
+    /// permit to the machine when the turn comes (None now).
+    pub fn acquire_or_ticket(self: &Arc<Self>, share: &Share, machine: &ObjectKey) -> Option<Permit> {
+        let asked = Instant::now();
+        let mut queues = self.lock();
+        if queues.free > 0 {
+            queues.free -= 1;
+            drop(queues);
+            self.waited(&share.tenant, asked);
+            return Some(Permit {
+                owner: Some(self.clone()),
+            });
+        }
+        let ticket = Waiter::Ticket {
+            machine: machine.clone(),
+            asked,
+        };
+        queues.waiting.push(share.class as usize, &share.tenant, ticket);
+        self.depth_changed(&queues, &share.tenant);
+        None
     }
 
     /// Waits for a permit in `share`'s turn. Cancel-safe: a dropped wait gives up its place, and a permit handed to a
@@ -84,7 +125,9 @@ impl ReconcilePermits {
                     };
                 }
                 let (sender, receiver) = oneshot::channel();
-                queues.waiting.push(share.class as usize, &share.tenant, sender);
+                queues
+                    .waiting
+                    .push(share.class as usize, &share.tenant, Waiter::Task(sender));
                 self.depth_changed(&queues, &share.tenant);
                 receiver
             };
@@ -120,10 +163,17 @@ impl ReconcilePermits {
                 }
                 next
             };
-            let Some((_, waiter)) = next else { return };
-            match waiter.send(permit) {
+            let Some((tenant, waiter)) = next else { return };
+            let handed = match waiter {
+                Waiter::Task(sender) => sender.send(permit),
+                Waiter::Ticket { machine, asked } => {
+                    self.waited(&tenant, asked);
+                    (self.courier)(machine, permit)
+                }
+            };
+            match handed {
                 Ok(()) => return,
-                // That wait was dropped: try the next one.
+                // That wait was dropped, or the machine cannot be reached: try the next one.
                 Err(returned) => permit = returned,
             }
         }
@@ -190,6 +240,12 @@ impl Drop for Loan {
     }
 }
 
+/// A courier that reaches no machine: for permits without tickets.
+#[cfg(test)]
+pub fn no_courier() -> Courier {
+    Box::new(|_, permit| Err(permit))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,7 +279,7 @@ mod tests {
 
     #[tokio::test]
     async fn no_more_passes_than_permits_run_at_once() {
-        let permits = ReconcilePermits::new(2, None);
+        let permits = ReconcilePermits::new(2, None, no_courier());
         let first = permits.acquire(&share("ns/a", Class::New)).await;
         let _second = permits.acquire(&share("ns/a", Class::New)).await;
         let third = waiting_pass(&permits);
@@ -238,7 +294,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lent_permit_goes_to_the_next_waiter_and_loans_are_capped() {
-        let permits = ReconcilePermits::new(1, None);
+        let permits = ReconcilePermits::new(1, None, no_courier());
         let held = permits.acquire(&share("ns/a", Class::New)).await;
         let waiting = waiting_pass(&permits);
         until_waiting(&permits, 1).await;
@@ -268,7 +324,7 @@ mod tests {
 
     #[tokio::test]
     async fn machines_with_a_vm_are_served_before_earlier_new_machines() {
-        let permits = ReconcilePermits::new(1, None);
+        let permits = ReconcilePermits::new(1, None, no_courier());
         let held = permits.acquire(&share("ns/a", Class::New)).await;
         let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = Vec::new();
@@ -295,7 +351,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_wait_gives_up_its_place_without_losing_the_permit() {
-        let permits = ReconcilePermits::new(1, None);
+        let permits = ReconcilePermits::new(1, None, no_courier());
         let held = permits.acquire(&share("ns/a", Class::New)).await;
         let abandoned = waiting_pass(&permits);
         until_waiting(&permits, 1).await;
@@ -311,7 +367,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_permit_handed_to_a_wait_dropped_before_it_ran_goes_to_the_next() {
-        let permits = ReconcilePermits::new(1, None);
+        let permits = ReconcilePermits::new(1, None, no_courier());
         let held = permits.acquire(&share("ns/a", Class::New)).await;
         let abandoned = waiting_pass(&permits);
         until_waiting(&permits, 1).await;
@@ -352,7 +408,7 @@ mod tests {
 
     #[tokio::test]
     async fn namespaces_take_turns_and_a_class_orders_only_its_own_clusters_passes() {
-        let permits = ReconcilePermits::new(1, Some(QueueMetrics::new(&prometheus::Registry::new())));
+        let permits = ReconcilePermits::new(1, Some(QueueMetrics::new(&prometheus::Registry::new())), no_courier());
         let held = permits.acquire(&share("team-a/batch", Class::New)).await;
         let waiters = [
             ("batch-1", "team-a/batch", Class::New),
@@ -401,7 +457,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_namespaces_clusters_take_turns_within_its_share() {
-        let permits = ReconcilePermits::new(1, None);
+        let permits = ReconcilePermits::new(1, None, no_courier());
         let order = served_order(
             &permits,
             &[
@@ -419,7 +475,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_namespace_with_a_hundred_urgent_clusters_gets_no_more_permits_than_one_with_one_cluster() {
-        let permits = ReconcilePermits::new(1, None);
+        let permits = ReconcilePermits::new(1, None, no_courier());
         let clusters: Vec<String> = (0..100).map(|cluster| format!("gamer/c-{cluster}")).collect();
         let mut waiters: Vec<(&'static str, &str, Class)> = clusters
             .iter()
@@ -429,5 +485,58 @@ mod tests {
         let order = served_order(&permits, &waiters).await;
         let honest_in_first_20 = order[..20].iter().filter(|name| **name == "honest").count();
         assert_eq!(honest_in_first_20, 10, "{order:?}");
+    }
+
+    fn machine(name: &str) -> ObjectKey {
+        ObjectKey::machine("ns", name)
+    }
+
+    #[tokio::test]
+    async fn a_ticket_gets_the_permit_through_the_courier_in_its_turn() {
+        let (sent, mut received) = tokio::sync::mpsc::unbounded_channel();
+        let courier: Courier =
+            Box::new(move |machine, permit| sent.send((machine, permit)).map_err(|returned| returned.0.1));
+        let permits = ReconcilePermits::new(1, None, courier);
+        let held = permits
+            .acquire_or_ticket(&share("ns/a", Class::New), &machine("first"))
+            .expect("the free permit is taken at once");
+        let queued = permits.acquire_or_ticket(&share("ns/a", Class::New), &machine("second"));
+        assert!(queued.is_none(), "no permit was free: a ticket queues");
+        let urgent = permits.acquire_or_ticket(&share("ns/a", Class::Urgent), &machine("urgent"));
+        assert!(urgent.is_none());
+        assert_eq!(permits.waiting(), 2);
+        drop(held);
+        let (first_served, permit) = received.try_recv().expect("the released permit went to a ticket");
+        assert_eq!(
+            first_served,
+            machine("urgent"),
+            "the urgent ticket goes first in its cluster's share"
+        );
+        assert!(received.try_recv().is_err(), "one permit, one machine");
+        drop(permit);
+        let (next, permit) = received.try_recv().expect("the permit went on to the next ticket");
+        assert_eq!(next, machine("second"));
+        drop(permit);
+        assert_eq!((free(&permits), permits.waiting()), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_permit_the_courier_cannot_deliver_goes_to_the_next_waiter() {
+        let permits = ReconcilePermits::new(1, None, no_courier());
+        let held = permits.acquire(&share("ns/a", Class::New)).await;
+        assert!(
+            permits
+                .acquire_or_ticket(&share("ns/a", Class::Urgent), &machine("unreachable"))
+                .is_none()
+        );
+        let waiting = waiting_pass(&permits);
+        until_waiting(&permits, 2).await;
+        drop(held);
+        let served = waiting
+            .await
+            .expect("the waiting pass got the permit the ticket could not take");
+        assert_eq!(permits.waiting(), 0);
+        drop(served);
+        assert_eq!(free(&permits), 1, "no permit was lost");
     }
 }

@@ -11,8 +11,9 @@ use ractor::ActorRef;
 
 use crate::metrics::Metrics;
 use crate::runtime::device_claims::DeviceClaims;
-use crate::runtime::messages::{ProviderMsg, SupervisorMsg};
-use crate::runtime::permits::ReconcilePermits;
+use crate::runtime::mailbox;
+use crate::runtime::messages::{MachineMsg, ProviderMsg, SupervisorMsg};
+use crate::runtime::permits::{Courier, ReconcilePermits};
 use crate::runtime::provider::lookups::{LOOKUP_TTL, Lookups};
 use crate::runtime::provider::placements::Placements;
 use crate::runtime::settings::RuntimeSettings;
@@ -58,6 +59,12 @@ pub struct Shared {
     /// Whether the OVirtProvider watch has listed them once: only then is a provider `providers` lacks missing (an
     /// OVirtCluster leaves its failure domains out), not merely not seen yet.
     pub providers_listed: std::sync::atomic::AtomicBool,
+    /// Whether every provider listed once has its actor (the credential Secrets were listed too, which the actors
+    /// wait for): only then does a machine that finds no provider actor report its provider missing.
+    pub providers_started: std::sync::atomic::AtomicBool,
+    /// Whether the CAPI Machines' and Clusters' watches have listed once ([`Shared::capi_listed`]).
+    capi_machines_listed: std::sync::atomic::AtomicBool,
+    capi_clusters_listed: std::sync::atomic::AtomicBool,
     /// Clients of the tenants' workload apiservers, and how many requests they send at once.
     pub workload_clients: WorkloadClients,
     /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
@@ -90,6 +97,24 @@ pub struct Stores {
     pub ovirt_clusters: Store<capov_crds::OVirtCluster>,
 }
 
+/// Takes a ticket's permit to its machine through the supervisor, which hands it to the machine's actor or wakes the
+/// machine with it; a permit for a machine that is gone is dropped there and goes on to the next waiter.
+fn permit_courier(metrics: Metrics, supervisor: ActorRef<SupervisorMsg>) -> Courier {
+    Box::new(move |key, permit| {
+        let message = SupervisorMsg::ToMachine {
+            key,
+            message: MachineMsg::Permitted(permit),
+        };
+        match mailbox::cast(&metrics, &supervisor, message) {
+            Err(ractor::MessagingErr::SendErr(SupervisorMsg::ToMachine {
+                message: MachineMsg::Permitted(permit),
+                ..
+            })) => Err(permit),
+            _ => Ok(()),
+        }
+    })
+}
+
 impl Shared {
     /// What the actors share when the runtime starts: no provider actor yet, nothing cached.
     pub fn new(
@@ -102,7 +127,11 @@ impl Shared {
         stores: Stores,
     ) -> Shared {
         let timers = TimerWheel::start(metrics.clone(), supervisor.clone());
-        let permits = ReconcilePermits::new(settings.max_concurrent_reconciles.max(1), Some(metrics.queues.clone()));
+        let permits = ReconcilePermits::new(
+            settings.max_concurrent_reconciles.max(1),
+            Some(metrics.queues.clone()),
+            permit_courier(metrics.clone(), supervisor.clone()),
+        );
         Shared {
             client,
             watch_client,
@@ -124,6 +153,9 @@ impl Shared {
             providers: RwLock::new(HashMap::new()),
             provider_access: RwLock::new(HashMap::new()),
             providers_listed: std::sync::atomic::AtomicBool::new(false),
+            providers_started: std::sync::atomic::AtomicBool::new(false),
+            capi_machines_listed: std::sync::atomic::AtomicBool::new(false),
+            capi_clusters_listed: std::sync::atomic::AtomicBool::new(false),
             workload_clients: WorkloadClients::default(),
             lookups: Lookups::new(LOOKUP_TTL),
         }
@@ -136,10 +168,23 @@ impl Shared {
 
     /// Whether the CAPI Machines and Clusters have been listed once (or their watch is gone for good): before, a
     /// machine would find no owner in them.
+    ///
+    /// Told by the watches themselves (`listed_once`), not by polling the stores' readiness: a store's readiness is
+    /// a oneshot channel with room for one waker, and a poll from here would take the place of the task that waits
+    /// for it to report the watch synced, which then never would.
     pub fn capi_listed(&self) -> bool {
-        use futures::FutureExt;
-        self.capi_machines.wait_until_ready().now_or_never().is_some()
-            && self.capi_clusters.wait_until_ready().now_or_never().is_some()
+        use std::sync::atomic::Ordering::Acquire;
+        self.capi_machines_listed.load(Acquire) && self.capi_clusters_listed.load(Acquire)
+    }
+
+    /// A watch listed its objects completely for the first time; its store holds them.
+    pub fn listed_once(&self, watch: &str) {
+        use std::sync::atomic::Ordering::Release;
+        match watch {
+            crate::runtime::watches::CAPI_MACHINES => self.capi_machines_listed.store(true, Release),
+            crate::runtime::watches::CAPI_CLUSTERS => self.capi_clusters_listed.store(true, Release),
+            _ => {}
+        }
     }
 
     pub fn provider(&self, name: &str) -> Option<ActorRef<ProviderMsg>> {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capov_crds::{OVirtMachine, OVirtProvider};
+use capov_ovirt::{FairQueue, Tenant};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
@@ -20,7 +21,7 @@ use crate::runtime::credential_secrets::CredentialSecrets;
 use crate::runtime::held_mail::HeldMail;
 use crate::runtime::keys::ObjectKey;
 use crate::runtime::kube::slim;
-use crate::runtime::machine::{MachineActor, MachineArgs};
+use crate::runtime::machine::{self, MachineActor};
 use crate::runtime::mailbox::{self, ActorMetrics, Alive, Mail};
 use crate::runtime::messages::{Dormant, MachineMsg, ProviderMsg, SupervisorMsg};
 use crate::runtime::provider::finalizers::{self, ProviderFinalizers};
@@ -43,6 +44,8 @@ struct Child {
     dormant: Option<Box<dyn Dormant>>,
     /// Mail that found the actor stopped (resting, or failed), for the next actor.
     held: HeldMail,
+    /// The machine waits in `SupervisorState::waking` for its actor to start.
+    wake_queued: bool,
     /// The object as last seen by the watch, for a restart; shared with the machine actor (one copy per machine).
     latest: Arc<OVirtMachine>,
     restarts: u32,
@@ -60,6 +63,10 @@ pub struct SupervisorState {
     pending_providers: HashMap<String, OVirtProvider>,
     machines: HashMap<ObjectKey, Child>,
     machine_cells: HashMap<ActorId, ObjectKey>,
+    /// Dormant machines whose actor is to start, taken [`WAKES_PER_TURN`] at a time, the namespaces in turn.
+    waking: FairQueue<ObjectKey>,
+    /// A `WakeTurn` is in the mailbox.
+    wake_turn_sent: bool,
     relisting_providers: Relisting<String>,
     relisting_machines: Relisting<ObjectKey>,
     synced: SyncedWatches,
@@ -72,6 +79,12 @@ pub struct SupervisorArgs {
     pub settings: RuntimeSettings,
     pub metrics: Metrics,
 }
+
+/// How many machine actors the supervisor starts before it reads its mailbox again. Mail for many machines at once
+/// (the CAPI lists' first list, a provider's connection, its first searches after a restart) would otherwise start
+/// an actor for each of them before the supervisor takes back the state of the first ones to rest: at 10,000
+/// machines, 10,000 actors at once (about 7 KB each) where a few dozen are working.
+const WAKES_PER_TURN: usize = 64;
 
 /// How long the supervisor waits for its actors to finish their current message when it stops.
 const CHILDREN_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -116,6 +129,8 @@ impl Actor for Supervisor {
             pending_providers: HashMap::new(),
             machines: HashMap::new(),
             machine_cells: HashMap::new(),
+            waking: FairQueue::new(1),
+            wake_turn_sent: false,
             relisting_providers: Relisting::default(),
             relisting_machines: Relisting::default(),
             synced: SyncedWatches::default(),
@@ -159,10 +174,12 @@ impl Actor for Supervisor {
                     // Failure domains of providers that do not exist can be told now (issue 39).
                     crate::runtime::cluster::refresh_all(&state.shared).await;
                 }
+                note_providers_started(state);
             }
             SupervisorMsg::Secret(event) => {
                 state.synced.note(watches::SECRETS, &*event);
-                on_secret_event(&me, state, *event).await
+                on_secret_event(&me, state, *event).await;
+                note_providers_started(state);
             }
             SupervisorMsg::Cluster(event) => {
                 state.synced.note(watches::CLUSTERS, &*event);
@@ -192,8 +209,9 @@ impl Actor for Supervisor {
                 let in_use = |provider: &str| provider_in_use(&state.shared, machines, provider);
                 state.finalizers.retry(owner, in_use).await
             }
-            SupervisorMsg::Restart(key) => restart_machine(&me, state, key).await,
+            SupervisorMsg::Restart(key) => restart_machine(&me, state, key),
             SupervisorMsg::Dormant(dormant) => rest(&me, state, dormant).await,
+            SupervisorMsg::WakeTurn => wake_turn(&me, state).await,
             SupervisorMsg::ToMachine { key, message } => deliver(&me, state, &key, message).await,
             SupervisorMsg::InventoryPolled => crate::runtime::cluster::refresh_all(&state.shared).await,
             SupervisorMsg::RestartProvider(name) => restart_provider(&me, state, name).await,
@@ -254,6 +272,15 @@ impl Actor for Supervisor {
     }
 }
 
+/// Once the providers and the credential Secrets are listed, every listed provider has its actor: a machine that
+/// finds none for its provider may say that it is missing.
+fn note_providers_started(state: &SupervisorState) {
+    if state.synced.contains(watches::PROVIDERS) && state.synced.contains(watches::SECRETS) {
+        let started = &state.shared.providers_started;
+        started.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Wakes the machine a CAPI Machine names (`machine`), or every machine of the namespace.
 async fn wake_machines(
     me: &ActorRef<SupervisorMsg>,
@@ -286,8 +313,8 @@ async fn tell_every(
 }
 
 /// Hands mail to a machine: to its actor; to its dormant state, when it is an object change the machine would not
-/// act on; else it is held and a dormant machine is woken. Mail for a machine without a child is dropped (its object
-/// is gone).
+/// act on; else it is held and a dormant machine is queued to wake (at once with a permit). Mail for a machine
+/// without a child is dropped (its object is gone).
 async fn deliver(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &ObjectKey, message: MachineMsg) {
     let Some(child) = state.machines.get_mut(key) else {
         return;
@@ -300,9 +327,15 @@ async fn deliver(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key:
                     return;
                 }
             }
+            // A permit must not idle in a queue: few exist, and its machine is one of as few passes.
+            MachineMsg::Permitted(permit) => {
+                child.held.hold(MachineMsg::Permitted(permit));
+                wake(me, state, key).await;
+                return;
+            }
             message => child.held.hold(message),
         }
-        wake(me, state, key).await;
+        queue_wake(me, state, key);
         return;
     }
     match &child.actor {
@@ -325,13 +358,55 @@ fn restart_later(me: &ActorRef<SupervisorMsg>, metrics: &Metrics, key: ObjectKey
     delay
 }
 
-/// Starts the actor of a dormant machine again with its state, and hands it the mail held for it.
+/// Queues a dormant machine to wake in its namespace's turn ([`wake_turn`]). Before the CAPI objects are listed its
+/// mail stays held: a pass then would find no owner, and their first list wakes every machine
+/// (`SupervisorMsg::CapiListed`).
+fn queue_wake(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &ObjectKey) {
+    if !state.shared.capi_listed() {
+        return;
+    }
+    let Some(child) = state.machines.get_mut(key) else {
+        return;
+    };
+    if child.wake_queued {
+        return;
+    }
+    child.wake_queued = true;
+    // A namespace is the tenant: its names and labels, and how many clusters it makes, do not change its turn.
+    let tenant = Tenant::cluster(key.namespace.as_deref().unwrap_or_default(), "");
+    state.waking.push(0, &tenant, key.clone());
+    send_wake_turn(me, state);
+}
+
+fn send_wake_turn(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState) {
+    if !state.wake_turn_sent && !state.waking.is_empty() {
+        state.wake_turn_sent = mailbox::cast(&state.shared.metrics, me, SupervisorMsg::WakeTurn).is_ok();
+    }
+}
+
+/// Starts the actors of the next [`WAKES_PER_TURN`] queued machines, then lets the mail that came meanwhile (the
+/// first of them resting again) go first.
+async fn wake_turn(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState) {
+    state.wake_turn_sent = false;
+    for _ in 0..WAKES_PER_TURN {
+        let Some((_, key)) = state.waking.pop() else {
+            break;
+        };
+        if let Some(child) = state.machines.get_mut(&key) {
+            child.wake_queued = false;
+        }
+        wake(me, state, &key).await;
+    }
+    send_wake_turn(me, state);
+}
+
+/// Starts the actor of a dormant machine with its state, and hands it the mail held for it; nothing for a machine
+/// that has an actor already.
 async fn wake(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &ObjectKey) {
     let Some(dormant) = state.machines.get_mut(key).and_then(|child| child.dormant.take()) else {
         return;
     };
-    let args = MachineArgs::Resume(dormant);
-    let spawned = Actor::spawn_linked(None, MachineActor, args, me.get_cell()).await;
+    let spawned = Actor::spawn_linked(None, MachineActor, dormant, me.get_cell()).await;
     let Some(child) = state.machines.get_mut(key) else {
         return;
     };
@@ -352,8 +427,8 @@ async fn wake(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &O
     }
 }
 
-/// A machine actor stopped to rest and left its state: kept, or the actor starts again at once when mail came
-/// meanwhile or it had a pass queued. The state of an object that is gone is released.
+/// A machine actor stopped to rest and left its state: kept, or queued to wake when mail came meanwhile or it had a
+/// pass queued (at once for a permit). The state of an object that is gone is released.
 async fn rest(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, dormant: Box<dyn Dormant>) {
     let key = dormant.key().clone();
     let Some(child) = state.machines.get_mut(&key) else {
@@ -368,9 +443,12 @@ async fn rest(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, dormant
         state.machine_cells.remove(&actor.get_id());
     }
     let wanted = dormant.wants_pass() || !child.held.is_empty();
+    let permitted = child.held.holds_permit();
     child.dormant = Some(dormant);
-    if wanted {
+    if permitted {
         wake(me, state, &key).await;
+    } else if wanted {
+        queue_wake(me, state, &key);
     }
 }
 
@@ -512,7 +590,7 @@ async fn on_machine_event(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSt
                     child.latest = machine.clone();
                     deliver(me, state, &key, MachineMsg::ObjectChanged(machine)).await;
                 }
-                None => spawn_machine(me, state, key, machine, status).await,
+                None => take_up_machine(me, state, key, machine, status),
             }
         }
         Event::Delete(machine) => {
@@ -540,7 +618,7 @@ async fn release_deleting_providers(state: &mut SupervisorState) {
 }
 
 /// Starts again a machine actor that failed (or could not start), when its object still exists.
-async fn restart_machine(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: ObjectKey) {
+fn restart_machine(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: ObjectKey) {
     if let Some(child) = state.machines.get_mut(&key)
         && child.actor.is_none()
         && child.dormant.is_none()
@@ -550,46 +628,30 @@ async fn restart_machine(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorSta
         // even when nothing changed.
         let object = child.latest.clone();
         let status = object.status.clone();
-        spawn_machine(me, state, key, object, status).await;
+        take_up_machine(me, state, key, object, status);
     }
 }
 
-async fn spawn_machine(
+/// Takes up a machine seen for the first time, or whose actor failed: as a dormant machine with a pass queued, woken
+/// in its turn ([`queue_wake`]).
+fn take_up_machine(
     me: &ActorRef<SupervisorMsg>,
     state: &mut SupervisorState,
     key: ObjectKey,
     object: Arc<OVirtMachine>,
     status: Option<capov_crds::OVirtMachineStatus>,
 ) {
-    let args = MachineArgs::Start {
-        object: object.clone(),
-        status,
-        shared: state.shared.clone(),
-    };
     let restarts = state.machines.get(&key).map(|child| child.restarts).unwrap_or(0);
-    let actor = match Actor::spawn_linked(None, MachineActor, args, me.get_cell()).await {
-        Ok((actor, _)) => {
-            state.machine_cells.insert(actor.get_id(), key.clone());
-            Some(actor)
-        }
-        Err(err) => {
-            tracing::error!(object = %key, error = %err, "cannot start the machine actor; retrying");
-            None
-        }
-    };
-    let restarts = if actor.is_some() { restarts } else { restarts + 1 };
-    let failed = actor.is_none();
     let child = Child {
-        actor,
-        dormant: None,
+        actor: None,
+        dormant: Some(machine::unstarted(object.clone(), status, state.shared.clone())),
         held: HeldMail::default(),
+        wake_queued: false,
         latest: object,
         restarts,
     };
     state.machines.insert(key.clone(), child);
-    if failed {
-        restart_later(me, &state.shared.metrics, key, restarts);
-    }
+    queue_wake(me, state, &key);
 }
 
 fn stop_machine(state: &mut SupervisorState, key: &ObjectKey) {

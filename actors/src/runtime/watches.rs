@@ -326,7 +326,7 @@ where
     let store = writer.as_reader();
     let ready = report_ready(me, &shared.metrics, store.clone(), watch);
     let stream = stream.reflect(writer).inspect(applied);
-    let (me, metrics) = (me.clone(), shared.metrics.clone());
+    let (me, metrics, shared) = (me.clone(), shared.metrics.clone(), shared.clone());
     let forward = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         let mut listed_once = false;
@@ -353,6 +353,7 @@ where
                 Ok(Event::InitDone) => {
                     let changed = relist.take().map(RelistChanges::finish);
                     if !std::mem::replace(&mut listed_once, true) {
+                        shared.listed_once(watch);
                         if mailbox::cast(&metrics, &me, SupervisorMsg::CapiListed).is_err() {
                             return;
                         }
@@ -368,6 +369,8 @@ where
                 }
             }
         }
+        // The watch is gone for good: machines must not wait for its list.
+        shared.listed_once(watch);
     });
     vec![ready, forward]
 }

@@ -1,12 +1,14 @@
-//! Dormant machines: a machine with nothing to do until something changes (Ready and watched at the steady cadence,
-//! waiting for an event, or waiting for the provider's search to hand over its VM) stops its actor and leaves its
-//! state with the supervisor. An actor costs about 7 KB beside its state whatever it holds (ractor's channels, the
-//! task, its processing loop; docs/benchmarks.md): at 10,000 Ready machines, 70 MiB for actors that wait.
+//! Dormant machines: a machine with nothing to do before its next pass (Ready and watched at the steady cadence,
+//! waiting for its VM to boot or its Node to join, waiting out a backoff, or waiting for its permit) stops its actor
+//! and leaves its state with the supervisor. A machine also starts that way: the supervisor starts its actor in its
+//! namespace's turn (`supervisor::wake_turn`). An actor costs about 7 KB beside its state whatever it holds
+//! (ractor's channels, the task, its processing loop; docs/benchmarks.md): at 10,000 machines, 70 MiB for actors
+//! that wait.
 //!
-//! Nothing a machine would hear is lost meanwhile. Its timer and its provider subscription stay; mail that finds its
-//! actor stopped goes to the supervisor (`machine_mail::tell`), which holds it, starts the actor again from the
-//! dormant state and hands it over. An object change the machine would not act on (its own status write coming
-//! back) only replaces the object in the dormant state. A machine being deleted never rests.
+//! Nothing a machine would hear is lost meanwhile. Its timer, its provider subscription and its ticket for a permit
+//! stay; mail that finds its actor stopped goes to the supervisor (`machine_mail::tell`), which holds it, starts the
+//! actor again from the dormant state and hands it over. An object change the machine would not act on (its own
+//! status write coming back) only replaces the object in the dormant state. A machine being deleted never rests.
 
 use std::sync::Arc;
 
@@ -72,14 +74,14 @@ impl Dormant for DormantMachine {
     }
 }
 
-/// Whether the actor may stop and leave its state: its last pass ended restful (`schedule::is_restful`), no pass is
-/// queued, it holds nothing of a pass, and its object is not being deleted (a deletion runs to its end in a live
-/// actor).
+/// Whether the actor may stop and leave its state: its next pass is not due at once (`schedule::is_restful`) or its
+/// ticket waits for a permit (the permit wakes it), no pass is queued, it holds nothing of a running pass, and its
+/// object is not being deleted (a deletion runs to its end in a live actor). What a pass carries to the next one
+/// after a workload step (`carried_success`) is kept in the dormant state.
 pub(super) fn may_rest(state: &MachineState) -> bool {
-    state.restful
+    (state.restful || state.awaiting_permit.is_some())
         && !state.resting
         && !state.pass_queued
-        && state.carried_success.is_none()
         && state.workload_place.is_none()
         && state.workload_place_wanted.is_none()
         && state.bootstrap_data.is_none()

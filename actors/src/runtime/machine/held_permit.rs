@@ -83,7 +83,7 @@ impl HeldPermit {
 mod tests {
     use super::*;
     use crate::fair_share::{Class, Share};
-    use crate::runtime::permits::ReconcilePermits;
+    use crate::runtime::permits::{ReconcilePermits, no_courier};
 
     fn share() -> Share {
         Share {
@@ -94,7 +94,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_quick_request_keeps_the_permit() {
-        let permits = ReconcilePermits::new(1, None);
+        let permits = ReconcilePermits::new(1, None, no_courier());
         let held = HeldPermit::default();
         held.put(permits.acquire(&share()).await);
         let answer = held.awaiting(async { 7 }).await;
@@ -104,7 +104,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_hung_request_hands_the_permit_on_and_finishes_on_a_loan() {
-        let permits = ReconcilePermits::new(1, None);
+        let permits = ReconcilePermits::new(1, None, no_courier());
         let held = HeldPermit::default();
         held.put(permits.acquire(&share()).await);
         let waiter = {
@@ -128,7 +128,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn with_every_loan_out_a_hung_request_hands_its_permit_on_once_a_loan_comes_back() {
-        let permits = ReconcilePermits::new(1, None);
+        let permits = ReconcilePermits::new(1, None, no_courier());
         let mut loans = Vec::new();
         for _ in 0..crate::runtime::permits::LOANS_PER_PERMIT {
             let Ok(loan) = permits.acquire(&share()).await.lend() else {

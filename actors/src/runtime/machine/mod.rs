@@ -1,7 +1,8 @@
-//! One actor per OVirtMachine. It holds the latest object and what it saw of its VM, runs at most one reconcile
-//! pass at a time (bursts of messages collapse into one pass), takes a permit of `--max-concurrent-reconciles` for
-//! each pass, hands the resulting status to the status writer, and schedules its next pass. While the machine has
-//! nothing to do until something changes, its actor stops and the supervisor keeps its state (`dormant`).
+//! One actor per OVirtMachine while it works. It holds the latest object and what it saw of its VM, runs at most one
+//! reconcile pass at a time (bursts of messages collapse into one pass), takes a permit of
+//! `--max-concurrent-reconciles` for each pass (or leaves a ticket for one), hands the resulting status to the status
+//! writer, and schedules its next pass. Between passes that are not due at once, and while its ticket waits, its
+//! actor stops and the supervisor keeps its state (`dormant`).
 //!
 //! The actor's messages are handled here; a pass is `pass`, what it reads is `observe`, what it does is `execute`
 //! (with `outcome`), and what follows it is `schedule`.
@@ -29,7 +30,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
 
 use self::dormant::DormantMachine;
 use self::object_change::takes_object;
-use self::pass::run_pass;
+use self::pass::{run_pass, run_permitted_pass};
 use self::state::MachineState;
 use super::keys::ObjectKey;
 use super::mailbox::{self, Mail};
@@ -41,18 +42,6 @@ impl Mail for MachineMsg {
     const KIND: &'static str = kind::MACHINE;
 }
 
-pub enum MachineArgs {
-    Start {
-        /// The object with only the part of its status the actor reads later (`slim::split_status`).
-        object: Arc<OVirtMachine>,
-        /// The object's whole status when the actor starts.
-        status: Option<OVirtMachineStatus>,
-        shared: Arc<Shared>,
-    },
-    /// A dormant machine's actor starting again (`dormant`).
-    Resume(Box<dyn Dormant>),
-}
-
 pub struct MachineActor;
 
 /// The actor's state, boxed so that its stop can hand it to the supervisor whole (`dormant`).
@@ -61,36 +50,16 @@ pub struct Slot(Option<Box<MachineState>>);
 impl Actor for MachineActor {
     type Msg = MachineMsg;
     type State = Slot;
-    type Arguments = MachineArgs;
+    /// The machine's state: left by its actor when it rested, or made for a machine seen for the first time
+    /// ([`unstarted`]).
+    type Arguments = Box<dyn Dormant>;
 
-    async fn pre_start(&self, me: ActorRef<MachineMsg>, args: MachineArgs) -> Result<Slot, ActorProcessingErr> {
-        let state = match args {
-            MachineArgs::Start { object, status, shared } => {
-                let key = ObjectKey::machine(&object.namespace().unwrap_or_default(), &object.name_any());
-                let mut sent_status = None;
-                if let Some(seen) = &status
-                    && let Ok(status) = serde_json::to_value(seen)
-                {
-                    let (fingerprint, seen) =
-                        crate::runtime::status::writer::seen(&shared.metrics, key.clone(), &status);
-                    sent_status = Some(fingerprint);
-                    let _ = mailbox::cast(&shared.metrics, &shared.status_writer, seen);
-                }
-                mailbox::cast(&shared.metrics, &me, MachineMsg::Tick)?;
-                let status = status.unwrap_or_default();
-                let mut state = Box::new(MachineState::new(key, object, status, shared));
-                state.sent_status = sent_status;
-                state
-            }
-            MachineArgs::Resume(dormant) => {
-                let mut state = DormantMachine::state_of(dormant).ok_or("a dormant record that is not a machine's")?;
-                state.alive = Some(state.mail.alive());
-                if state.pass_queued {
-                    mailbox::cast(&state.shared.metrics, &me, MachineMsg::Tick)?;
-                }
-                state
-            }
-        };
+    async fn pre_start(&self, me: ActorRef<MachineMsg>, record: Box<dyn Dormant>) -> Result<Slot, ActorProcessingErr> {
+        let mut state = DormantMachine::state_of(record).ok_or("a dormant record that is not a machine's")?;
+        state.alive = Some(state.mail.alive());
+        if state.pass_queued {
+            mailbox::cast(&state.shared.metrics, &me, MachineMsg::Tick)?;
+        }
         Ok(Slot(Some(state)))
     }
 
@@ -158,6 +127,13 @@ impl Actor for MachineActor {
                 // loop 1,440; boxed, an idle machine holds only the loop's room for its other messages.
                 Box::pin(run_pass(&me, state)).await;
             }
+            MachineMsg::Permitted(permit) => {
+                // A permit this actor left no ticket for (its ticket was an earlier actor's, before a failure) is
+                // dropped, and goes on to the next waiter.
+                if state.awaiting_permit.is_some() {
+                    Box::pin(run_permitted_pass(&me, state, permit)).await;
+                }
+            }
         }
         if dormant::may_rest(state) {
             // Mail sent from now on finds the actor stopped and goes to the supervisor (`machine_mail`); what is
@@ -167,6 +143,29 @@ impl Actor for MachineActor {
         }
         Ok(())
     }
+}
+
+/// The state of a machine seen for the first time (or whose actor failed), to be started like a dormant one, with a
+/// pass queued: a machine costs no actor until its turn to be woken comes (`supervisor`). `status` is the object's
+/// whole status, which the actor's status stays based on; `object` carries only the part it reads later
+/// (`slim::split_status`).
+pub fn unstarted(
+    object: Arc<OVirtMachine>,
+    status: Option<OVirtMachineStatus>,
+    shared: Arc<Shared>,
+) -> Box<dyn Dormant> {
+    let key = ObjectKey::machine(&object.namespace().unwrap_or_default(), &object.name_any());
+    let mut sent_status = None;
+    if let Some(seen) = &status
+        && let Ok(status) = serde_json::to_value(seen)
+    {
+        let (fingerprint, seen) = crate::runtime::status::writer::seen(&shared.metrics, key.clone(), &status);
+        sent_status = Some(fingerprint);
+        let _ = mailbox::cast(&shared.metrics, &shared.status_writer, seen);
+    }
+    let mut state = Box::new(MachineState::new(key, object, status.unwrap_or_default(), shared));
+    state.sent_status = sent_status;
+    Box::new(DormantMachine::new(state))
 }
 
 fn queue_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {

@@ -17,6 +17,7 @@ use super::state::MachineState;
 use crate::metrics::{kind, result};
 use crate::runtime::mailbox;
 use crate::runtime::messages::{Cadence, MachineMsg, VmWatch};
+use crate::runtime::permits::Permit;
 use crate::runtime::status::writer::{Pace, StatusWriterMsg};
 use capov_core::conditions::{ConditionUpdate, State, machine_ready, set_condition, types};
 use capov_core::machine_steps::{Action, Decision, Observed, StatusChange, VmAction, decide, without_effect};
@@ -24,7 +25,8 @@ use capov_core::machine_steps::{Action, Decision, Observed, StatusChange, VmActi
 /// How many actions one pass may take before it hands its permit back.
 const MAX_ACTIONS_PER_PASS: usize = 12;
 
-/// Waits for a place at the Node step if the last pass found none, then for a permit, then runs the pass.
+/// Waits for a place at the Node step if the last pass found none, then takes a permit and runs the pass, or leaves
+/// a ticket for the permit (`permits`).
 pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     // Before the CAPI Machines and Clusters are listed, a pass would find no owner and report that: at every start
     // of the operator one more pass (under a permit) and one more status write per machine. Their first list wakes
@@ -32,14 +34,31 @@ pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     if !state.shared.capi_listed() {
         return;
     }
-    if let Some(wanted) = state.workload_place_wanted.take() {
+    if state.awaiting_permit.is_none()
+        && let Some(wanted) = state.workload_place_wanted.take()
+    {
         // In the actor, not in a boxed pass: thousands of machines may wait here at once (after a restart). In turn
         // and bounded; without a place the pass tries again for one.
         state.workload_place = state.shared.workload_clients.wait_place(wanted).await;
     }
     // A VM this actor created counts before it is recorded in spec.providerID (once its disks are copied).
     let share = machine_share(state, observe::owner_machine(state).as_deref(), false);
-    let permit = state.shared.permits.acquire(&share).await;
+    // A machine whose ticket waits passes when its permit comes, on what it holds by then. It queues once more only
+    // when its work became more urgent (its deletion began): it must not wait in its old class's turn, behind its
+    // cluster's batch. The first permit to come runs the pass; the other finds no ticket and goes on.
+    if state.awaiting_permit.is_some_and(|queued| queued <= share.class) {
+        return;
+    }
+    match state.shared.permits.acquire_or_ticket(&share, &state.key) {
+        Some(permit) => run_permitted_pass(me, state, permit).await,
+        // No permit is free: the ticket queues in the machine's turn and the machine may rest until it comes.
+        None => state.awaiting_permit = Some(share.class),
+    }
+}
+
+/// Runs a pass under `permit`: one free when the pass was asked for, or the one its ticket waited for.
+pub async fn run_permitted_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState, permit: Permit) {
+    state.awaiting_permit = None;
     state.permit.put(permit);
     // A pass's future holds the futures of every engine and API request it awaits, about 18 KB. Inline, it would be
     // part of `handle`'s future, which ractor allocates once per actor for the actor's whole life (its processing

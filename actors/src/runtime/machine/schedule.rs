@@ -70,10 +70,10 @@ pub fn to_next(state: &mut MachineState, requeue: Requeue, vm_id: Option<String>
 
 /// Tells the provider which VM to watch for this machine and sets the timer of the next pass.
 pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next) {
-    state.restful = is_restful(&next);
     let watched = vm_to_watch(state, &next);
     update_vm_watch(state, &next, watched);
     let delay = delay_until_next_pass(state, &next);
+    state.restful = is_restful(&next, delay);
     if !matches!(
         next,
         Next::WatchVm(VmWatch {
@@ -91,19 +91,15 @@ pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next)
     state.shared.timers.set(state.timer, at, &state.key, me.clone());
 }
 
-/// Whether what follows a pass leaves the machine nothing to do until something changes: it may then rest
-/// (`dormant`).
-fn is_restful(next: &Next) -> bool {
-    matches!(
-        next,
-        Next::Idle
-            | Next::AwaitSearch(_)
-            | Next::WatchVm(VmWatch {
-                cadence: Cadence::Steady,
-                ..
-            })
-    )
+/// Whether the machine may rest (`dormant`) until its next pass: unless that pass is due at once. Its timer and
+/// its mail wake it (through the supervisor); meanwhile an actor (about 7 KB) would wait for nothing. A machine
+/// waiting for its VM to boot, for its Node, or out a backoff rests as a Ready one does.
+fn is_restful(next: &Next, delay: Duration) -> bool {
+    *next != Next::Resume && delay >= MIN_REST
 }
+
+/// A pass due sooner runs in the live actor: starting an actor again costs more than keeping it that long.
+const MIN_REST: Duration = Duration::from_secs(1);
 
 /// The VM the provider's poll should watch for the machine until its next pass; None: none.
 fn vm_to_watch(state: &MachineState, next: &Next) -> Option<VmWatch> {

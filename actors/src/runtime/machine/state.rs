@@ -86,7 +86,10 @@ pub struct MachineState {
     pub(super) workload_place: Option<crate::runtime::workload::clients::StepPlace>,
     /// The running pass's permit or loan (`held_permit`); nothing between passes.
     pub(super) permit: super::held_permit::HeldPermit,
-    /// The last pass ended with nothing to do until something changes (`schedule::is_restful`).
+    /// The class of the machine's ticket waiting in the permits' queue: the pass runs when its permit comes
+    /// (`MachineMsg::Permitted`).
+    pub(super) awaiting_permit: Option<crate::fair_share::Class>,
+    /// The last pass left nothing to do before its next one, which is not due at once (`schedule::is_restful`).
     pub(super) restful: bool,
     /// The actor is stopping to leave this state with the supervisor (`dormant`).
     pub(super) resting: bool,
@@ -137,6 +140,7 @@ impl MachineState {
             workload_place_wanted: None,
             workload_place: None,
             permit: Default::default(),
+            awaiting_permit: None,
             restful: false,
             resting: false,
             alive: Some(mail.alive()),

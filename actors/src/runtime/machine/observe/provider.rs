@@ -29,6 +29,15 @@ pub async fn connection(
 ) -> Result<Result<Connected, ProviderConnection>, ObserveError> {
     let provider_name = state.object.spec.settings.provider.clone();
     let Some(provider) = state.shared.provider(&provider_name) else {
+        // Right after the operator starts, a provider that exists may not have its actor yet: its start wakes this
+        // machine (`MachineMsg::ConnectionChanged`).
+        if !state
+            .shared
+            .providers_started
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err(ObserveError::expected("the OVirtProviders are not started yet"));
+        }
         let since = *state.missing_since.get_or_insert_with(Instant::now);
         return Ok(Err(ProviderConnection::Failed {
             failure: ConnectionFailure::ProviderNotFound,
