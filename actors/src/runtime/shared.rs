@@ -63,8 +63,8 @@ pub struct Shared {
     /// wait for): only then does a machine that finds no provider actor report its provider missing.
     pub providers_started: std::sync::atomic::AtomicBool,
     /// Whether the CAPI Machines' and Clusters' watches have listed once ([`Shared::capi_listed`]).
-    capi_machines_listed: std::sync::atomic::AtomicBool,
-    capi_clusters_listed: std::sync::atomic::AtomicBool,
+    pub capi_machines_listed: std::sync::atomic::AtomicBool,
+    pub capi_clusters_listed: std::sync::atomic::AtomicBool,
     /// Clients of the tenants' workload apiservers, and how many requests they send at once.
     pub workload_clients: WorkloadClients,
     /// Engine objects many machines look up alike (clusters, templates, networks …), kept briefly.
@@ -169,22 +169,12 @@ impl Shared {
     /// Whether the CAPI Machines and Clusters have been listed once (or their watch is gone for good): before, a
     /// machine would find no owner in them.
     ///
-    /// Told by the watches themselves (`listed_once`), not by polling the stores' readiness: a store's readiness is
+    /// Told by the watches themselves (`watches::note_listed_once`), not by polling the stores' readiness: a store's readiness is
     /// a oneshot channel with room for one waker, and a poll from here would take the place of the task that waits
     /// for it to report the watch synced, which then never would.
     pub fn capi_listed(&self) -> bool {
         use std::sync::atomic::Ordering::Acquire;
         self.capi_machines_listed.load(Acquire) && self.capi_clusters_listed.load(Acquire)
-    }
-
-    /// A watch listed its objects completely for the first time; its store holds them.
-    pub fn listed_once(&self, watch: &str) {
-        use std::sync::atomic::Ordering::Release;
-        match watch {
-            crate::runtime::watches::CAPI_MACHINES => self.capi_machines_listed.store(true, Release),
-            crate::runtime::watches::CAPI_CLUSTERS => self.capi_clusters_listed.store(true, Release),
-            _ => {}
-        }
     }
 
     pub fn provider(&self, name: &str) -> Option<ActorRef<ProviderMsg>> {

@@ -353,7 +353,7 @@ where
                 Ok(Event::InitDone) => {
                     let changed = relist.take().map(RelistChanges::finish);
                     if !std::mem::replace(&mut listed_once, true) {
-                        shared.listed_once(watch);
+                        note_listed_once(&shared, watch);
                         if mailbox::cast(&metrics, &me, SupervisorMsg::CapiListed).is_err() {
                             return;
                         }
@@ -370,9 +370,20 @@ where
             }
         }
         // The watch is gone for good: machines must not wait for its list.
-        shared.listed_once(watch);
+        note_listed_once(&shared, watch);
     });
     vec![ready, forward]
+}
+
+/// A watch listed its objects completely for the first time (its store holds them): what `Shared::capi_listed`
+/// reads.
+fn note_listed_once(shared: &Shared, watch: &str) {
+    let listed = match watch {
+        CAPI_MACHINES => &shared.capi_machines_listed,
+        CAPI_CLUSTERS => &shared.capi_clusters_listed,
+        _ => return,
+    };
+    listed.store(true, std::sync::atomic::Ordering::Release);
 }
 
 /// Tells the supervisor once `store` is ready: its watch has listed its objects once.
