@@ -340,6 +340,7 @@ async fn deliver(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key:
     }
     match &child.actor {
         Some(actor) => cast_or_hold(&state.shared.metrics, actor, &mut child.held, message),
+        // Between the actor's stop and the state it leaves (its termination is told first), or before a restart.
         None => child.held.hold(message),
     }
 }
