@@ -327,15 +327,9 @@ async fn deliver(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key:
                     return;
                 }
             }
-            // A permit must not idle in a queue: few exist, and its machine is one of as few passes.
-            MachineMsg::Permitted(permit) => {
-                child.held.hold(MachineMsg::Permitted(permit));
-                wake(me, state, key).await;
-                return;
-            }
             message => child.held.hold(message),
         }
-        queue_wake(me, state, key);
+        wake_soon(me, state, key).await;
         return;
     }
     match &child.actor {
@@ -357,6 +351,15 @@ fn restart_later(me: &ActorRef<SupervisorMsg>, metrics: &Metrics, key: ObjectKey
     let delay = capov_core::policy::backoff::actor_restart_delay(restarts);
     mailbox::cast_after(metrics, delay, me.clone(), move || SupervisorMsg::Restart(key));
     delay
+}
+
+/// Wakes a dormant machine that holds mail: at once when a permit waits for it (few exist, and one idle in the queue
+/// would hold up as many passes), else in its turn ([`queue_wake`]).
+async fn wake_soon(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &ObjectKey) {
+    match state.machines.get(key) {
+        Some(child) if child.held.holds_permit() => wake(me, state, key).await,
+        _ => queue_wake(me, state, key),
+    }
 }
 
 /// Queues a dormant machine to wake in its namespace's turn ([`wake_turn`]). Before the CAPI objects are listed its
@@ -444,12 +447,9 @@ async fn rest(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, dormant
         state.machine_cells.remove(&actor.get_id());
     }
     let wanted = dormant.wants_pass() || !child.held.is_empty();
-    let permitted = child.held.holds_permit();
     child.dormant = Some(dormant);
-    if permitted {
-        wake(me, state, &key).await;
-    } else if wanted {
-        queue_wake(me, state, &key);
+    if wanted {
+        wake_soon(me, state, &key).await;
     }
 }
 
