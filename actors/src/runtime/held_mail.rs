@@ -20,9 +20,10 @@ impl HeldMail {
         self.0.is_empty()
     }
 
-    /// Whether a reconcile permit waits here for the machine (`permits`): its actor must start at once.
-    pub fn holds_permit(&self) -> bool {
-        self.0.iter().any(|held| matches!(held, MachineMsg::Permitted(_)))
+    /// Whether a reconcile permit (`permits`) or Node-step places wait here for the machine: its actor must start at
+    /// once. Few of either exist, and one idle here would hold up as many passes.
+    pub fn holds_permit_or_place(&self) -> bool {
+        (self.0.iter()).any(|held| matches!(held, MachineMsg::Permitted(_) | MachineMsg::Placed(_)))
     }
 
     pub fn take(&mut self) -> Vec<MachineMsg> {
@@ -63,6 +64,7 @@ mod tests {
             .map(|message| match message {
                 MachineMsg::Tick => "tick".into(),
                 MachineMsg::Permitted(_) => "permit".into(),
+                MachineMsg::Placed(_) => "place".into(),
                 MachineMsg::Poke => "poke".into(),
                 MachineMsg::ConnectionChanged => "connection".into(),
                 MachineMsg::VmObserved { vm_id, .. } => format!("observed {vm_id}"),
@@ -71,5 +73,15 @@ mod tests {
             .collect();
         assert_eq!(kinds, ["tick", "poke", "connection", "observed vm-2"]);
         assert!(held.is_empty(), "taken");
+    }
+
+    #[test]
+    fn places_wake_a_machine_at_once_other_mail_in_its_turn() {
+        let mut held = HeldMail::default();
+        held.hold(MachineMsg::Tick);
+        held.hold(observed("vm-1"));
+        assert!(!held.holds_permit_or_place(), "a tick and a VM change wait for the machine's turn");
+        held.hold(MachineMsg::Placed(None));
+        assert!(held.holds_permit_or_place(), "places (or the end of their wait) wake the machine at once");
     }
 }

@@ -52,6 +52,10 @@ pub enum MachineMsg {
     Tick,
     /// The reconcile permit of the ticket the machine left in the queue (`permits`): its pass runs now.
     Permitted(crate::runtime::permits::Permit),
+    /// The Node-step places the machine's last pass lacked, waited for outside its actor (`pass::wait_for_place`):
+    /// its pass runs now, with them. None: they did not come within `workload::clients::PLACE_WAIT`, and the pass
+    /// tries for them again.
+    Placed(Option<crate::runtime::workload::clients::StepPlace>),
 }
 
 /// A machine's state while it has no actor (`machine::dormant`): the supervisor holds it until mail comes for the

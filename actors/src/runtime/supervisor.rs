@@ -357,7 +357,7 @@ fn restart_later(me: &ActorRef<SupervisorMsg>, metrics: &Metrics, key: ObjectKey
 /// would hold up as many passes), else in its turn ([`queue_wake`]).
 async fn wake_soon(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &ObjectKey) {
     match state.machines.get(key) {
-        Some(child) if child.held.holds_permit() => wake(me, state, key).await,
+        Some(child) if child.held.holds_permit_or_place() => wake(me, state, key).await,
         _ => queue_wake(me, state, key),
     }
 }

@@ -423,7 +423,10 @@ async fn track(
         let changed = tracker.last_status.get(&name).filter(|last| **last != status).cloned();
         if let Some(last) = changed {
             tracker.status_changes += 1;
-            let change = status_change(&last, &status);
+            let change = match last.is_null() {
+                true => format!("first status: {}", status_change(&last, &status)),
+                false => status_change(&last, &status),
+            };
             match tracker.steady_changes.as_mut() {
                 Some(steady) => *steady.entry(change).or_default() += 1,
                 None => *tracker.batch_changes.entry(change).or_default() += 1,
@@ -779,6 +782,9 @@ struct Restart {
     status_writes: u64,
     status_changes: BTreeMap<String, u64>,
     peak_rss_kib: Option<u64>,
+    /// The most machine actors live, and messages in the supervisor's mailbox, in any sample of the window.
+    most_live: usize,
+    most_supervisor_mail: usize,
 }
 
 /// Stops nothing (the first operator is already stopped); starts a new operator with metrics on a free local port,
@@ -801,12 +807,14 @@ async fn restart_operator(
     say(&format!("operator restarted (log {})", log_path.display()));
     let window = Duration::from_secs(args.restart_seconds);
     let mut all_live_after = None;
+    let (mut most_live, mut most_supervisor_mail) = (0, 0);
     while started.elapsed() < window {
-        if all_live_after.is_none()
-            && machines_taken_up(port)
-                .await
-                .is_some_and(|taken| taken >= args.machines)
-        {
+        let sample = machine_actors(port).await;
+        if let Some(sample) = &sample {
+            most_live = most_live.max(sample.live);
+            most_supervisor_mail = most_supervisor_mail.max(sample.supervisor_mail);
+        }
+        if all_live_after.is_none() && sample.is_some_and(|sample| sample.live + sample.dormant >= args.machines) {
             all_live_after = Some(started.elapsed());
             say(&format!(
                 "all {} machines taken up (actor live or dormant) after {:.1} s",
@@ -835,12 +843,23 @@ async fn restart_operator(
         status_writes: writes.delta(&writes_before).status,
         status_changes,
         peak_rss_kib,
+        most_live,
+        most_supervisor_mail,
     })
 }
 
-/// `capov_actors_live{kind="machine"}` plus `capov_machines_dormant` from the operator's plain-HTTP metrics; None
-/// while it does not answer.
-async fn machines_taken_up(port: u16) -> Option<usize> {
+/// The operator's machines as its plain-HTTP metrics count them.
+struct MachineActors {
+    /// `capov_actors_live{kind="machine"}`.
+    live: usize,
+    /// `capov_machines_dormant`: machines resting without an actor.
+    dormant: usize,
+    /// `capov_actor_mailbox_depth{kind="supervisor"}`.
+    supervisor_mail: usize,
+}
+
+/// None while the operator does not answer.
+async fn machine_actors(port: u16) -> Option<MachineActors> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
     let request = format!("GET /metrics HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
@@ -855,10 +874,15 @@ async fn machines_taken_up(port: u16) -> Option<usize> {
             .find(|line| wanted(line))
             .and_then(|line| line.rsplit(' ').next())
             .and_then(|value| value.parse::<f64>().ok())
+            .map(|value| value as usize)
     };
-    let live = value(&|line| line.starts_with("capov_actors_live{") && line.contains("kind=\"machine\""))?;
-    let dormant = value(&|line| line.starts_with("capov_machines_dormant "))?;
-    Some((live + dormant) as usize)
+    Some(MachineActors {
+        live: value(&|line| line.starts_with("capov_actors_live{") && line.contains("kind=\"machine\""))?,
+        dormant: value(&|line| line.starts_with("capov_machines_dormant "))?,
+        supervisor_mail: value(&|line| {
+            line.starts_with("capov_actor_mailbox_depth{") && line.contains("kind=\"supervisor\"")
+        })?,
+    })
 }
 
 /// Engine requests and status writes while every machine is Ready and nothing changes.
@@ -998,7 +1022,7 @@ fn report(r: &Report) {
         println!("  {count:>8}  {:>6.2}  {endpoint}", *count as f64 / n);
     }
     println!(
-        "Status changes seen by the watch until all were Ready, by what changed (per machine; the first status of each machine is not a change):"
+        "Status changes seen by the watch until all were Ready, by what changed (per machine; a machine's first status is one, marked):"
     );
     let mut changes: Vec<(&String, &u64)> = r.tracker.batch_changes.iter().collect();
     changes.sort_by(|a, b| b.1.cmp(a.1));
@@ -1047,6 +1071,10 @@ fn report(r: &Report) {
                 .peak_rss_kib
                 .map(|kib| format!("{:.1} MiB", kib as f64 / 1024.0))
                 .unwrap_or_else(|| "unknown".into()),
+        );
+        println!(
+            "Sampled every 0.5 s in that window: at most {} machine actors live, {} messages in the supervisor's mailbox",
+            restart.most_live, restart.most_supervisor_mail
         );
         for (endpoint, count) in restart.requests.iter().filter(|(k, _)| *k != "total") {
             println!("  {count:>8}  {endpoint}");

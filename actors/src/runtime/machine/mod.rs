@@ -127,6 +127,15 @@ impl Actor for MachineActor {
                 // loop 1,440; boxed, an idle machine holds only the loop's room for its other messages.
                 Box::pin(run_pass(&me, state)).await;
             }
+            MachineMsg::Placed(place) => {
+                // Places for a pass that no longer waits for them (it ran without: its deletion began; or an earlier
+                // actor's wait, before a failure) are dropped, and go on to the next waiter.
+                if state.awaiting_place {
+                    state.awaiting_place = false;
+                    state.workload_place = place;
+                    Box::pin(run_pass(&me, state)).await;
+                }
+            }
             MachineMsg::Permitted(permit) => {
                 // A permit this actor left no ticket for (its ticket was an earlier actor's, before a failure) is
                 // dropped, and goes on to the next waiter.

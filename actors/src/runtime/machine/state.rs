@@ -86,9 +86,12 @@ pub struct MachineState {
     pub(super) workload_place: Option<crate::runtime::workload::clients::StepPlace>,
     /// The running pass's permit or loan (`held_permit`); nothing between passes.
     pub(super) permit: super::held_permit::HeldPermit,
-    /// The class of the machine's ticket waiting in the permits' queue: the pass runs when its permit comes
+    /// The machine's ticket waiting in the permits' queue: the pass runs when its permit comes
     /// (`MachineMsg::Permitted`).
-    pub(super) awaiting_permit: Option<crate::fair_share::Class>,
+    pub(super) awaiting_permit: Option<super::pass::Ticket>,
+    /// A task waits for the Node-step places the last pass lacked (`pass::wait_for_place`): the pass runs when they
+    /// come (`MachineMsg::Placed`).
+    pub(super) awaiting_place: bool,
     /// The last pass left nothing to do before its next one, which is not due at once (`schedule::is_restful`).
     pub(super) restful: bool,
     /// The actor is stopping to leave this state with the supervisor (`dormant`).
@@ -141,6 +144,7 @@ impl MachineState {
             workload_place: None,
             permit: Default::default(),
             awaiting_permit: None,
+            awaiting_place: false,
             restful: false,
             resting: false,
             alive: Some(mail.alive()),

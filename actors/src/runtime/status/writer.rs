@@ -454,8 +454,6 @@ async fn write_status(client: &kube::Client, key: &ObjectKey, status: &str) -> R
     Ok(())
 }
 
-/// A 64-bit hash of the status as JSON text (object keys in a fixed order), standing for the status last written. A
-/// collision between an object's consecutive statuses (about 1 in 2^64) would skip one write until the next change.
 /// The [`StatusWriterMsg::Seen`] of a status an object already carries, counted in the status census now. Only its
 /// fingerprint travels: after a restart every object's actor sends one at once, and 10,000 statuses as JSON trees
 /// queued in the writer's mailbox were a peak of their own.
@@ -466,6 +464,8 @@ pub(crate) fn seen(metrics: &Metrics, key: ObjectKey, status: &Value) -> (u64, S
     (fingerprint, StatusWriterMsg::Seen { key, fingerprint })
 }
 
+/// A 64-bit hash of the status as JSON text (object keys in a fixed order), standing for the status last written. A
+/// collision between an object's consecutive statuses (about 1 in 2^64) would skip one write until the next change.
 pub(crate) fn fingerprint(status: &Value) -> u64 {
     text_fingerprint(&status.to_string())
 }

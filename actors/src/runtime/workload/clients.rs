@@ -9,7 +9,7 @@
 //! The cache itself is bounded: at most [`MAX_CLIENTS`] entries and [`MAX_CLIENT_BYTES`] of the kubeconfigs their
 //! clients were built from (a client keeps its kubeconfig's CA certificates and credentials), and an entry no machine
 //! used for [`CLIENT_IDLE`] goes when the next entry is made. Past a bound the least recently used entry goes first. An entry in use (a pass holds
-//! its client, its turns or places, or an actor waits for its places) is never evicted: a new entry would bring new
+//! its client, its turns or places, or a machine waits for its places) is never evicted: a new entry would bring new
 //! turns and places, and the cluster would get twice its share. Entries in use are bounded by the places
 //! ([`PASSES_AT_ONCE`]), so the cache holds at most [`MAX_CLIENTS`] + [`PASSES_AT_ONCE`] entries.
 //!
@@ -26,8 +26,9 @@
 //! each). Places do ([`StepPlace`]): one of [`PASSES_AT_ONCE`] in all, taken before the pass reads the kubeconfig
 //! Secret, and one of its cluster's [`PLACES_PER_CLUSTER`], taken before it waits for a turn. The pass keeps both to
 //! its end, so that its Node read and the Node writes it decides on go with the same places. A pass that finds no
-//! place ends ([`NoTurn::Busy`]); its actor then waits in its own message loop, outside any pass, for the places the
-//! pass lacked ([`WorkloadClients::wait_place`], first come first served), and its next pass goes on with them.
+//! place ends ([`NoTurn::Busy`]); a task then waits, outside any pass, for the places the pass lacked
+//! ([`WorkloadClients::wait_place`], first come first served) while the machine rests, and its next pass goes on with
+//! them.
 //! - After a restart every Ready machine reads its Node once. Without the bound, thousands of passes waited for the
 //!   eight turns at once (a 3,000-machine restart peaked at 164 MiB, against 93 MiB).
 //! - The cluster's places keep a hung workload apiserver from holding more than half of all places, each for up to
@@ -47,9 +48,9 @@ pub const PER_CLUSTER: usize = 2;
 pub const IN_ALL: usize = 8;
 /// Longest wait for a turn, each of the two.
 pub const TURN_WAIT: Duration = Duration::from_secs(30);
-/// Longest wait of an actor for a place. Longer than a turn's: the actor waits in its message loop, which costs
-/// nothing, and in a batch thousands queue behind a few places; a wait that ends too soon sends the actor through a
-/// pass and to the back of the queue.
+/// Longest wait of a machine for a place. Longer than a turn's: the machine rests while a small task waits, and in a
+/// batch thousands queue behind a few places; a wait that ends too soon sends the machine through a pass and to the
+/// back of the queue.
 pub const PLACE_WAIT: Duration = Duration::from_secs(300);
 /// Passes in their workload step at once, across all clusters.
 pub const PASSES_AT_ONCE: usize = 64;
@@ -201,7 +202,7 @@ pub struct StepPlace {
     cluster: Option<OwnedSemaphorePermit>,
 }
 
-/// The places a pass lacked, for its actor to wait for: the cluster's, if that was the one, and one of all.
+/// The places a pass lacked, for the machine to wait for: the cluster's, if that was the one, and one of all.
 #[derive(Clone, Debug)]
 pub struct Wanted {
     cluster: Option<Arc<Semaphore>>,
