@@ -512,11 +512,13 @@ fn is_ready(machine: &OVirtMachine) -> bool {
     })
 }
 
-/// Write requests on OVirtMachines as the apiserver counts them (`apiserver_request_total`).
+/// Write requests on OVirtMachines, and Events written, as the apiserver counts them (`apiserver_request_total`).
 #[derive(Default, Clone, Copy)]
 struct WriteRequests {
     status: u64,
     other: u64,
+    /// Events created or patched (a repeat counts into its series with a patch), in any namespace.
+    events: u64,
 }
 
 impl WriteRequests {
@@ -524,6 +526,7 @@ impl WriteRequests {
         WriteRequests {
             status: self.status.saturating_sub(before.status),
             other: self.other.saturating_sub(before.other),
+            events: self.events.saturating_sub(before.events),
         }
     }
 
@@ -531,6 +534,7 @@ impl WriteRequests {
         WriteRequests {
             status: self.status + more.status,
             other: self.other + more.other,
+            events: self.events + more.events,
         }
     }
 }
@@ -543,13 +547,22 @@ async fn status_write_requests(client: &kube::Client) -> Result<WriteRequests, E
         let Some((labels, value)) = line.rsplit_once(' ') else {
             continue;
         };
+        let count = value.parse::<f64>().unwrap_or(0.0) as u64;
+        if labels.contains("resource=\"events\"") {
+            if ["POST", "PATCH"]
+                .iter()
+                .any(|verb| labels.contains(&format!("verb=\"{verb}\"")))
+            {
+                counts.events += count;
+            }
+            continue;
+        }
         if !labels.contains("resource=\"ovirtmachines\"") {
             continue;
         }
         let write = ["APPLY", "PATCH", "UPDATE"]
             .iter()
             .any(|verb| labels.contains(&format!("verb=\"{verb}\"")));
-        let count = value.parse::<f64>().unwrap_or(0.0) as u64;
         match (write, labels.contains("subresource=\"status\"")) {
             (true, true) => counts.status += count,
             (true, false) => counts.other += count,
@@ -975,10 +988,13 @@ fn report(r: &Report) {
         r.tracker.status_changes as f64 / n
     );
     println!(
-        "| status write requests (apiserver metrics) | {} ({:.1} per machine); other OVirtMachine writes {} |",
+        "| status write requests (apiserver metrics) | {} ({:.1} per machine); other OVirtMachine writes {}; Events \
+         written {} ({:.1} per machine) |",
         r.write_requests.status,
         r.write_requests.status as f64 / n,
-        r.write_requests.other
+        r.write_requests.other,
+        r.write_requests.events,
+        r.write_requests.events as f64 / n
     );
     match r.peak_rss_kib {
         Some(kib) => println!("| operator peak RSS (VmHWM) | {:.1} MiB |", kib as f64 / 1024.0),
