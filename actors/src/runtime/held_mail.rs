@@ -80,8 +80,14 @@ mod tests {
         let mut held = HeldMail::default();
         held.hold(MachineMsg::Tick);
         held.hold(observed("vm-1"));
-        assert!(!held.holds_permit_or_place(), "a tick and a VM change wait for the machine's turn");
+        assert!(
+            !held.holds_permit_or_place(),
+            "a tick and a VM change wait for the machine's turn"
+        );
         held.hold(MachineMsg::Placed(None));
-        assert!(held.holds_permit_or_place(), "places (or the end of their wait) wake the machine at once");
+        assert!(
+            held.holds_permit_or_place(),
+            "places (or the end of their wait) wake the machine at once"
+        );
     }
 }
