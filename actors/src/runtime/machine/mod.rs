@@ -19,6 +19,7 @@ mod read;
 mod schedule;
 mod share;
 mod state;
+mod ticket;
 mod workload;
 
 use std::sync::Arc;

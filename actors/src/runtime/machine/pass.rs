@@ -14,6 +14,7 @@ use super::read::read;
 use super::schedule::{Next, schedule, to_next};
 use super::share::machine_share;
 use super::state::MachineState;
+use super::ticket::{TICKET_PATIENCE, Ticket};
 use crate::metrics::{kind, result};
 use crate::runtime::mailbox;
 use crate::runtime::messages::{Cadence, MachineMsg, SupervisorMsg, VmWatch};
@@ -94,26 +95,6 @@ fn wait_for_place(state: &mut MachineState, wanted: crate::runtime::workload::cl
         };
         let _ = mailbox::cast(&shared.metrics, &shared.supervisor, message);
     });
-}
-
-/// How long a machine's ticket waits for its permit before it queues once more (its first stays where it is). The
-/// longest waits measured, at 10,000 machines in trouble, were a few minutes: most tickets never queue twice.
-pub const TICKET_PATIENCE: Duration = Duration::from_secs(5 * 60);
-
-/// A ticket the machine left in the permits' queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ticket {
-    pub class: crate::fair_share::Class,
-    /// On the runtime's clock, as the timer that guards it.
-    pub asked: tokio::time::Instant,
-}
-
-impl Ticket {
-    /// Whether a pass asked for at `now` in `class` queues another ticket beside this one: when its work became more
-    /// urgent than this ticket's class, or this ticket waited `TICKET_PATIENCE`.
-    pub fn queue_again(&self, class: crate::fair_share::Class, now: tokio::time::Instant) -> bool {
-        class < self.class || now.saturating_duration_since(self.asked) >= TICKET_PATIENCE
-    }
 }
 
 /// Runs a pass under `permit`: one free when the pass was asked for, or the one its ticket waited for.
@@ -630,28 +611,5 @@ mod tests {
         );
         let paused = with(&[ConditionUpdate::true_(types::PAUSED, reasons::PAUSED)]);
         assert!(!reports_nothing(&paused), "a pause is reported");
-    }
-
-    #[test]
-    fn a_ticket_queues_again_only_for_more_urgent_work_or_after_its_patience() {
-        use crate::fair_share::Class;
-        let asked = tokio::time::Instant::now();
-        let ticket = Ticket {
-            class: Class::Begun,
-            asked,
-        };
-        let soon = asked + Duration::from_secs(1);
-        assert!(!ticket.queue_again(Class::Begun, soon), "same class: the ticket waits");
-        assert!(!ticket.queue_again(Class::New, soon), "less urgent: the ticket waits");
-        assert!(
-            ticket.queue_again(Class::Urgent, soon),
-            "its deletion began: it queues in the urgent class"
-        );
-        let late = asked + TICKET_PATIENCE;
-        assert!(!ticket.queue_again(Class::Begun, late - Duration::from_millis(1)));
-        assert!(
-            ticket.queue_again(Class::Begun, late),
-            "a ticket waited out its patience queues again"
-        );
     }
 }

@@ -88,7 +88,7 @@ pub struct MachineState {
     pub(super) permit: super::held_permit::HeldPermit,
     /// The machine's ticket waiting in the permits' queue: the pass runs when its permit comes
     /// (`MachineMsg::Permitted`).
-    pub(super) awaiting_permit: Option<super::pass::Ticket>,
+    pub(super) awaiting_permit: Option<super::ticket::Ticket>,
     /// A task waits for the Node-step places the last pass lacked (`pass::wait_for_place`): the pass runs when they
     /// come (`MachineMsg::Placed`).
     pub(super) awaiting_place: bool,
