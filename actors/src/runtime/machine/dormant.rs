@@ -74,10 +74,10 @@ impl Dormant for DormantMachine {
     }
 }
 
-/// Whether the actor may stop and leave its state: its next pass is not due at once (`schedule::is_restful`) or its
-/// ticket waits for a permit or a task for its Node-step places (what comes wakes it), no pass is queued, it holds nothing of a running pass, and its
-/// object is not being deleted (a deletion runs to its end in a live actor). What a pass carries to the next one
-/// after a workload step (`carried_success`) is kept in the dormant state.
+/// Whether the actor may stop and leave its state: its next pass is not due at once (`schedule::is_restful`), or its
+/// ticket waits for a permit or a task for its Node-step places (what comes wakes it); no pass is queued, it holds
+/// nothing of a running pass, and its object is not being deleted (a deletion runs to its end in a live actor). What
+/// a pass carries to the next one after a workload step (`carried_success`) is kept in the dormant state.
 pub(super) fn may_rest(state: &MachineState) -> bool {
     (state.restful || state.awaiting_permit.is_some() || state.awaiting_place)
         && !state.resting

@@ -129,8 +129,8 @@ impl Actor for MachineActor {
                 Box::pin(run_pass(&me, state)).await;
             }
             MachineMsg::Placed(place) => {
-                // Places for a pass that no longer waits for them (it ran without: its deletion began; or an earlier
-                // actor's wait, before a failure) are dropped, and go on to the next waiter.
+                // Places this actor did not wait for (an earlier actor's wait, before a failure) are dropped, and go
+                // on to the next waiter.
                 if state.awaiting_place {
                     state.awaiting_place = false;
                     state.workload_place = place;

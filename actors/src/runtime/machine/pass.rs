@@ -35,12 +35,10 @@ pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     if !state.shared.capi_listed() {
         return;
     }
-    // The places come by mail, and the pass runs then; a deletion does not wait for them (its steps need none).
+    // The places come by mail (or the end of their wait), and the pass runs then. A deletion waits for them too: its
+    // Node step (`NodeRelease`) needs one, and a pass without it would only find none again.
     if state.awaiting_place {
-        if state.object.metadata.deletion_timestamp.is_none() {
-            return;
-        }
-        state.awaiting_place = false;
+        return;
     }
     if state.awaiting_permit.is_none()
         && let Some(wanted) = state.workload_place_wanted.take()
