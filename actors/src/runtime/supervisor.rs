@@ -313,7 +313,7 @@ async fn tell_every(
 }
 
 /// Hands mail to a machine: to its actor; to its dormant state, when it is an object change the machine would not
-/// act on; else it is held and a dormant machine is queued to wake (at once with a permit). Mail for a machine
+/// act on; else it is held and a dormant machine is queued to wake (at once with a permit or places). Mail for a machine
 /// without a child is dropped (its object is gone).
 async fn deliver(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &ObjectKey, message: MachineMsg) {
     let Some(child) = state.machines.get_mut(key) else {
@@ -353,8 +353,8 @@ fn restart_later(me: &ActorRef<SupervisorMsg>, metrics: &Metrics, key: ObjectKey
     delay
 }
 
-/// Wakes a dormant machine that holds mail: at once when a permit waits for it (few exist, and one idle in the queue
-/// would hold up as many passes), else in its turn ([`queue_wake`]).
+/// Wakes a dormant machine that holds mail: at once when a permit or Node-step places wait for it (few exist, and one
+/// idle in the queue would hold up as many passes), else in its turn ([`queue_wake`]).
 async fn wake_soon(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &ObjectKey) {
     match state.machines.get(key) {
         Some(child) if child.held.holds_permit_or_place() => wake(me, state, key).await,

@@ -16,8 +16,9 @@ use super::share::machine_share;
 use super::state::MachineState;
 use super::ticket::{TICKET_PATIENCE, Ticket};
 use crate::metrics::{kind, result};
+use crate::runtime::machine_mail::tell;
 use crate::runtime::mailbox;
-use crate::runtime::messages::{Cadence, MachineMsg, SupervisorMsg, VmWatch};
+use crate::runtime::messages::{Cadence, MachineMsg, VmWatch};
 use crate::runtime::permits::Permit;
 use crate::runtime::status::writer::{Pace, StatusWriterMsg};
 use capov_core::conditions::{ConditionUpdate, State, machine_ready, set_condition, types};
@@ -87,11 +88,13 @@ fn wait_for_place(state: &mut MachineState, wanted: crate::runtime::workload::cl
     let (shared, key) = (state.shared.clone(), state.key.clone());
     tokio::spawn(async move {
         let place = shared.workload_clients.wait_place(wanted).await;
-        let message = SupervisorMsg::ToMachine {
-            key,
-            message: MachineMsg::Placed(place),
-        };
-        let _ = mailbox::cast(&shared.metrics, &shared.supervisor, message);
+        tell(
+            &shared.metrics,
+            &shared.supervisor,
+            &key,
+            None,
+            MachineMsg::Placed(place),
+        );
     });
 }
 
