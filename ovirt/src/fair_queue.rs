@@ -86,16 +86,26 @@ impl<W> Default for Namespace<W> {
 /// One tenant's waiters by class, each first come, first served.
 struct Classes<W>(Vec<VecDeque<W>>);
 
+/// Which end of its class a waiter joins.
+#[derive(Clone, Copy)]
+enum End {
+    Back,
+    Front,
+}
+
 impl<W> Classes<W> {
     fn new(classes: usize) -> Classes<W> {
         Classes((0..classes).map(|_| VecDeque::new()).collect())
     }
 
-    /// Queues `waiter` in `class`, or in the last class when past it.
-    fn push(&mut self, class: usize, waiter: W) {
+    /// Queues `waiter` in `class` (or in the last class when past it), last or first of it.
+    fn push(&mut self, class: usize, waiter: W, end: End) {
         let last = self.0.len().saturating_sub(1);
         if let Some(queue) = self.0.get_mut(class.min(last)) {
-            queue.push_back(waiter);
+            match end {
+                End::Back => queue.push_back(waiter),
+                End::Front => queue.push_front(waiter),
+            }
         }
     }
 
@@ -131,11 +141,22 @@ impl<W> FairQueue<W> {
         }
     }
 
-    /// Queues `waiter` of `tenant` in `class` (a class past the last counts as the last).
+    /// Queues `waiter` of `tenant` in `class` (a class past the last counts as the last), behind the waiters there.
     pub fn push(&mut self, class: usize, tenant: &Tenant, waiter: W) {
+        self.push_at(class, tenant, waiter, End::Back);
+    }
+
+    /// Queues `waiter` of `tenant` ahead of the other waiters of `class` in `tenant`'s own queue: a waiter served
+    /// once that has to come back (a retry) keeps its place. Only `tenant`'s own waiters are passed; when the
+    /// namespaces and clusters take their turns is unchanged.
+    pub fn push_first(&mut self, class: usize, tenant: &Tenant, waiter: W) {
+        self.push_at(class, tenant, waiter, End::Front);
+    }
+
+    fn push_at(&mut self, class: usize, tenant: &Tenant, waiter: W, end: End) {
         let class = class.min(self.classes - 1);
         let Some(name) = &tenant.namespace else {
-            self.provider.push(class, waiter);
+            self.provider.push(class, waiter, end);
             return;
         };
         let namespace = match self.namespaces.get_mut(name) {
@@ -146,10 +167,10 @@ impl<W> FairQueue<W> {
             }
         };
         match namespace.clusters.get_mut(tenant) {
-            Some(classes) => classes.push(class, waiter),
+            Some(classes) => classes.push(class, waiter, end),
             None => {
                 let mut classes = Classes::new(self.classes);
-                classes.push(class, waiter);
+                classes.push(class, waiter, end);
                 namespace.clusters.insert(tenant.clone(), classes);
                 namespace.turns.push_back(tenant.clone());
             }
@@ -297,6 +318,33 @@ mod tests {
         assert_eq!(
             drain(&mut queue),
             ["a1-1", "b-1", "a2-1", "b-2", "a1-2", "b-3", "a2-2", "b-4"]
+        );
+    }
+
+    #[test]
+    fn a_waiter_queued_first_passes_only_its_own_clusters_waiters_of_its_class() {
+        let mut queue = FairQueue::new(2);
+        let (batch, other) = (Tenant::cluster("a", "batch"), Tenant::cluster("b", "other"));
+        for waiter in ["a-1", "a-2"] {
+            queue.push(1, &batch, waiter);
+        }
+        queue.push(0, &batch, "a-urgent");
+        for waiter in ["b-1", "b-2"] {
+            queue.push(1, &other, waiter);
+        }
+        queue.push_first(1, &batch, "a-retry");
+        assert_eq!(queue.depth(&batch), 4);
+        assert_eq!(
+            drain(&mut queue),
+            ["a-urgent", "b-1", "a-retry", "b-2", "a-1", "a-2"],
+            "ahead of its cluster's own waiters of its class, behind its more urgent ones; the turns unchanged"
+        );
+        let lone = Tenant::cluster("c", "lone");
+        queue.push_first(1, &lone, "c-retry");
+        assert_eq!(
+            drain(&mut queue),
+            ["c-retry"],
+            "a tenant with no waiters gets its turn as with push"
         );
     }
 

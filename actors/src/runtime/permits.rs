@@ -87,8 +87,10 @@ impl ReconcilePermits {
     }
 
     /// A permit when one is free; else a ticket for `machine` queues in `share`'s turn, and the courier takes the
-    /// permit to the machine when the turn comes (None now).
-    pub fn acquire_or_ticket(self: &Arc<Self>, share: &Share, machine: &ObjectKey) -> Option<Permit> {
+    /// permit to the machine when the turn comes (None now). A `retry` (the machine's last pass failed and it waited
+    /// out its backoff) queues ahead of its own cluster's tickets of its class: it was served once already, and
+    /// behind a batch it would wait for the whole queue again while its backoff grows.
+    pub fn acquire_or_ticket(self: &Arc<Self>, share: &Share, machine: &ObjectKey, retry: bool) -> Option<Permit> {
         let asked = Instant::now();
         let mut queues = self.lock();
         if queues.free > 0 {
@@ -103,7 +105,10 @@ impl ReconcilePermits {
             machine: machine.clone(),
             asked,
         };
-        queues.waiting.push(share.class as usize, &share.tenant, ticket);
+        match retry {
+            true => queues.waiting.push_first(share.class as usize, &share.tenant, ticket),
+            false => queues.waiting.push(share.class as usize, &share.tenant, ticket),
+        }
         self.depth_changed(&queues, &share.tenant);
         None
     }
@@ -491,18 +496,24 @@ mod tests {
         ObjectKey::machine("ns", name)
     }
 
-    #[tokio::test]
-    async fn a_ticket_gets_the_permit_through_the_courier_in_its_turn() {
-        let (sent, mut received) = tokio::sync::mpsc::unbounded_channel();
+    /// A courier that hands each permit over on a channel, with the machine it is for.
+    fn channel_courier() -> (Courier, tokio::sync::mpsc::UnboundedReceiver<(ObjectKey, Permit)>) {
+        let (sent, received) = tokio::sync::mpsc::unbounded_channel();
         let courier: Courier =
             Box::new(move |machine, permit| sent.send((machine, permit)).map_err(|returned| returned.0.1));
+        (courier, received)
+    }
+
+    #[tokio::test]
+    async fn a_ticket_gets_the_permit_through_the_courier_in_its_turn() {
+        let (courier, mut received) = channel_courier();
         let permits = ReconcilePermits::new(1, None, courier);
         let held = permits
-            .acquire_or_ticket(&share("ns/a", Class::New), &machine("first"))
+            .acquire_or_ticket(&share("ns/a", Class::New), &machine("first"), false)
             .expect("the free permit is taken at once");
-        let queued = permits.acquire_or_ticket(&share("ns/a", Class::New), &machine("second"));
+        let queued = permits.acquire_or_ticket(&share("ns/a", Class::New), &machine("second"), false);
         assert!(queued.is_none(), "no permit was free: a ticket queues");
-        let urgent = permits.acquire_or_ticket(&share("ns/a", Class::Urgent), &machine("urgent"));
+        let urgent = permits.acquire_or_ticket(&share("ns/a", Class::Urgent), &machine("urgent"), false);
         assert!(urgent.is_none());
         assert_eq!(permits.waiting(), 2);
         drop(held);
@@ -521,12 +532,46 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_retry_ticket_goes_ahead_of_its_own_clusters_class_and_not_of_another_tenants_turn() {
+        let (courier, mut received) = channel_courier();
+        let permits = ReconcilePermits::new(1, None, courier);
+        let mut held = permits.acquire_or_ticket(&share("a/batch", Class::Begun), &machine("running"), false);
+        assert!(held.is_some(), "the free permit is taken at once");
+        for name in ["batch-1", "batch-2"] {
+            assert!(
+                permits
+                    .acquire_or_ticket(&share("a/batch", Class::Begun), &machine(name), false)
+                    .is_none()
+            );
+        }
+        assert!(
+            permits
+                .acquire_or_ticket(&share("b/other", Class::Begun), &machine("other-1"), false)
+                .is_none()
+        );
+        assert!(
+            permits
+                .acquire_or_ticket(&share("a/batch", Class::Begun), &machine("retry"), true)
+                .is_none()
+        );
+        let mut order = Vec::new();
+        while let Some(permit) = held.take() {
+            drop(permit);
+            if let Ok((next, permit)) = received.try_recv() {
+                order.push(next.name.to_string());
+                held = Some(permit);
+            }
+        }
+        assert_eq!(order, ["retry", "other-1", "batch-1", "batch-2"]);
+    }
+
+    #[tokio::test]
     async fn a_permit_the_courier_cannot_deliver_goes_to_the_next_waiter() {
         let permits = ReconcilePermits::new(1, None, no_courier());
         let held = permits.acquire(&share("ns/a", Class::New)).await;
         assert!(
             permits
-                .acquire_or_ticket(&share("ns/a", Class::Urgent), &machine("unreachable"))
+                .acquire_or_ticket(&share("ns/a", Class::Urgent), &machine("unreachable"), false)
                 .is_none()
         );
         let waiting = waiting_pass(&permits);

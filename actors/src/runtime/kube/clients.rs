@@ -36,6 +36,11 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(70);
 pub const LIST_PAGE_TIMEOUT: Duration = Duration::from_secs(15);
 /// Tries of one page of a watch's list that got no answer ([`ListPageRetryLayer`]).
 pub const LIST_PAGE_TRIES: u32 = 3;
+/// How long the first try of a page waits for its answer before the page is asked for again; the second waits twice
+/// as long, the last [`LIST_PAGE_TIMEOUT`]. A held page cost the whole 15 s before: at 10,000 machines in the
+/// benchmark's trouble the operator's first lists took 37 s, and no machine starts before them. A page that is only
+/// slow still gets its 15 s on the last try.
+pub const LIST_PAGE_FIRST_WAIT: Duration = Duration::from_secs(5);
 
 /// The management cluster's clients: `requests` for everything but watches, `watches` for the watches; and the
 /// apiserver's URL they talk to.
@@ -57,7 +62,7 @@ impl KubeClients {
             requests: request_client(config)?,
             watches: kube::client::ClientBuilder::try_from(watch_config)?
                 .with_layer(&DeadlineLayer::except_watches(LIST_PAGE_TIMEOUT))
-                .with_layer(&ListPageRetryLayer)
+                .with_layer(&ListPageRetryLayer::new(LIST_PAGE_FIRST_WAIT))
                 .with_layer(&NameFailuresLayer)
                 .build(),
         })
@@ -99,9 +104,18 @@ pub fn workload_client(config: kube::Config) -> Result<kube::Client, kube::Error
 /// answer: it timed out or its connection failed. kube-runtime's watcher starts a list over from its first page after
 /// any failed page; at 10,000 machines a list is 100 pages, so one lost page in a hundred would restart most lists,
 /// and each restart can lose another. An answer, even an error status, is passed on as it is: a 410 for an expired
-/// continue token must reach the watcher, which lists again.
+/// continue token must reach the watcher, which lists again. Each try waits longer for its answer: `first_wait`,
+/// twice that, then only the page's own deadline ([`DeadlineLayer`]).
 #[derive(Clone, Copy, Debug)]
-pub struct ListPageRetryLayer;
+pub struct ListPageRetryLayer {
+    first_wait: Duration,
+}
+
+impl ListPageRetryLayer {
+    pub fn new(first_wait: Duration) -> ListPageRetryLayer {
+        ListPageRetryLayer { first_wait }
+    }
+}
 
 /// Requests of the watch client waiting for the shared stack (a dozen watches and their lists).
 const LIST_PAGE_QUEUE: usize = 64;
@@ -122,6 +136,7 @@ where
     fn layer(&self, inner: S) -> ListPageRetry<Shared<S>> {
         ListPageRetry {
             inner: tower::buffer::Buffer::new(inner, LIST_PAGE_QUEUE),
+            first_wait: self.first_wait,
         }
     }
 }
@@ -129,6 +144,7 @@ where
 #[derive(Clone, Debug)]
 pub struct ListPageRetry<S> {
     inner: S,
+    first_wait: Duration,
 }
 
 impl<S, B> Service<http::Request<kube::client::Body>> for ListPageRetry<S>
@@ -156,23 +172,40 @@ where
         // The service made ready by `poll_ready` takes the first try; a clone, made ready in turn, each later one.
         let mut later = self.inner.clone();
         let first = self.inner.call(request);
+        let first_wait = self.first_wait;
         Box::pin(async move {
-            let mut failure = match first.await {
+            let mut failure = match try_within(first, Some(first_wait)).await {
                 Ok(answer) => return Ok(answer),
-                Err(err) => err.into(),
+                Err(err) => err,
             };
-            for copy in copies {
+            for (try_, copy) in (1..).zip(copies) {
                 tracing::debug!(error = %failure, "a page of a watch's list got no answer; asking again");
                 tokio::time::sleep(Duration::from_millis(200 + fastrand::u64(0..800))).await;
                 use tower::ServiceExt as _;
                 let ready = later.ready().await.map_err(Into::into)?;
-                failure = match ready.call(copy).await {
+                // The last try waits for the page's own deadline.
+                let wait = (try_ + 1 < LIST_PAGE_TRIES).then(|| first_wait * (1 << try_));
+                failure = match try_within(ready.call(copy), wait).await {
                     Ok(answer) => return Ok(answer),
-                    Err(err) => err.into(),
+                    Err(err) => err,
                 };
             }
             Err(failure)
         })
+    }
+}
+
+/// One try of a page: its answer, or a failure when none came within `wait`.
+async fn try_within<R, E: Into<BoxError>>(
+    answer: impl Future<Output = Result<R, E>>,
+    wait: Option<Duration>,
+) -> Result<R, BoxError> {
+    match wait {
+        Some(wait) => match tokio::time::timeout(wait, answer).await {
+            Ok(answer) => answer.map_err(Into::into),
+            Err(_) => Err(Box::new(RequestTimedOut(wait))),
+        },
+        None => answer.await.map_err(Into::into),
     }
 }
 
@@ -475,13 +508,19 @@ mod tests {
         assert!(!is_watch(&"/api/v1/nodes?watchful=true&limit=1".parse().expect("uri")));
     }
 
-    /// The watch client's stack as `KubeClients::new` builds it, with a page deadline of `limit`.
+    /// The watch client's stack as `KubeClients::new` builds it, with a page deadline of `limit` (which every try
+    /// waits for).
     fn watch_client(url: &str, limit: Duration) -> kube::Client {
+        watch_client_waiting(url, limit, limit)
+    }
+
+    /// The same, its first try asking again after `first_wait`.
+    fn watch_client_waiting(url: &str, limit: Duration, first_wait: Duration) -> kube::Client {
         let config = kube::Config::new(url.parse().expect("url"));
         kube::client::ClientBuilder::try_from(config)
             .expect("builder")
             .with_layer(&DeadlineLayer::except_watches(limit))
-            .with_layer(&ListPageRetryLayer)
+            .with_layer(&ListPageRetryLayer::new(first_wait))
             .build()
     }
 
@@ -492,14 +531,17 @@ mod tests {
         )
     }
 
-    #[tokio::test]
-    async fn a_list_page_without_an_answer_is_asked_for_again_and_an_error_answer_is_not() {
-        use std::sync::Arc;
+    /// A server that holds the first request without a word and answers the next ones with an empty list; and how
+    /// many requests it saw.
+    async fn first_request_held() -> (
+        String,
+        tokio::task::JoinHandle<()>,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) {
         use std::sync::atomic::{AtomicUsize, Ordering};
-        let seen = Arc::new(AtomicUsize::new(0));
+        let seen = std::sync::Arc::new(AtomicUsize::new(0));
         let counted = seen.clone();
-        // The first request is held without a word; the next ones are answered.
-        let (url, _server) = server(move |mut socket| {
+        let (url, server) = server(move |mut socket| {
             let n = counted.fetch_add(1, Ordering::SeqCst);
             async move {
                 if n == 0 {
@@ -509,6 +551,35 @@ mod tests {
             }
         })
         .await;
+        (url, server, seen)
+    }
+
+    #[tokio::test]
+    async fn a_held_list_page_is_asked_for_again_after_its_first_wait_not_its_deadline() {
+        let (url, _server, seen) = first_request_held().await;
+        let client = watch_client_waiting(&url, Duration::from_secs(60), Duration::from_millis(200));
+        let request = http::Request::get("/api/v1/nodes?limit=100")
+            .body(Vec::new())
+            .expect("request");
+        let started = std::time::Instant::now();
+        assert_eq!(
+            client.request_text(request).await.expect("the second try"),
+            r#"{"items":[]}"#
+        );
+        let waited = started.elapsed();
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // The first wait (200 ms) and the pause before the next try (at most a second), far from the 60 s deadline.
+        assert!(
+            waited >= Duration::from_millis(200) && waited < Duration::from_secs(10),
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_list_page_without_an_answer_is_asked_for_again_and_an_error_answer_is_not() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (url, _server, seen) = first_request_held().await;
         let client = watch_client(&url, Duration::from_millis(300));
         let request = http::Request::get("/api/v1/nodes?limit=100")
             .body(Vec::new())

@@ -60,7 +60,11 @@ pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
     {
         return;
     }
-    match state.shared.permits.acquire_or_ticket(&share, &state.key) {
+    match state
+        .shared
+        .permits
+        .acquire_or_ticket(&share, &state.key, state.last_pass_failed)
+    {
         Some(permit) => run_permitted_pass(me, state, permit).await,
         // No permit is free: the ticket queues in the machine's turn and the machine may rest until it comes. Its
         // timer wakes it when the ticket waited too long.

@@ -87,6 +87,7 @@ pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next)
     if !matches!(next, Next::Backoff | Next::AwaitNode) {
         state.backoff.reset();
     }
+    state.last_pass_failed = next == Next::Backoff;
     let at = tokio::time::Instant::now() + delay;
     state.shared.timers.set(state.timer, at, &state.key, me.clone());
 }

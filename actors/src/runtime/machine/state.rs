@@ -56,6 +56,9 @@ pub struct MachineState {
     /// The VM this actor created and has not recorded in spec.providerID yet (it is recorded once its disks are
     /// copied): recording it then is not an adoption.
     pub(super) created_vm: Option<String>,
+    /// The last pass ended with a backoff (a failed request, or a wait for something that failed): the next pass is
+    /// a retry, and its ticket queues ahead of its cluster's others of its class (`permits::acquire_or_ticket`).
+    pub(super) last_pass_failed: bool,
     /// A deadline the decision set (`Requeue::PollVmWithin`): the next pass runs at the latest then, even if the
     /// watched VM does not change. Taken when the next pass is scheduled.
     pub(super) deadline: Option<std::time::Duration>,
@@ -134,6 +137,7 @@ impl MachineState {
             quiet_guards: 0,
             carried_success: None,
             created_vm: None,
+            last_pass_failed: false,
             deadline: None,
             detached_disks: Vec::new(),
             vm_search_until: None,

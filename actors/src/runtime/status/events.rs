@@ -8,7 +8,8 @@
 //! table holds at most [`RECENT_EVENTS`] of them, as client-go's correlator keeps at most 4,096 (an LRU cache): its
 //! cost does not grow with the number of machines. Events are published by a few workers from a bounded queue, so that a
 //! burst opens a few API connections instead of one task and connection per Event; when the queue is full an
-//! Event is dropped (Events are best-effort, as client-go's broadcaster drops them too).
+//! Event is dropped (Events are best-effort, as client-go's broadcaster drops them too), and so is one the apiserver
+//! does not answer within [`WRITE_DEADLINE`].
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -28,7 +29,12 @@ const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
 /// Events waiting to be written; more are dropped.
 const QUEUE: usize = 1024;
 /// Events written at once.
-const WORKERS: usize = 4;
+const WORKERS: usize = 8;
+/// How long one Event's write may take; past it the Event is given up (Events are best-effort). Without it, an
+/// apiserver holding 1 % of requests until the client's 30 s read timeout held the workers most of the time: at
+/// 10,000 machines in the benchmark's trouble fewer than one Event in eight was written, the others dropped at the
+/// full queue.
+const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 /// Recent Events remembered for their series. Past it the oldest is forgotten: its next repeat starts a new Event
 /// instead of counting into the old one's series, as after the window. About 150 bytes each: 0.3 MiB in all, where
 /// 10,000 machines with their several Events each would hold 13 MiB (docs/benchmarks.md).
@@ -137,8 +143,10 @@ impl EventRecorder {
         tokio::spawn(notes.for_each_concurrent(WORKERS, move |note| {
             let writer = writer.clone();
             async move {
-                if let Err(err) = writer.publish(note).await {
-                    tracing::debug!(error = %err, "event not recorded");
+                match tokio::time::timeout(WRITE_DEADLINE, writer.publish(note)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => tracing::debug!(error = %err, "event not recorded"),
+                    Err(_) => tracing::debug!("event not recorded: the apiserver did not answer in time"),
                 }
             }
         }));
