@@ -105,9 +105,10 @@ impl ReconcilePermits {
             machine: machine.clone(),
             asked,
         };
-        match retry {
-            true => queues.waiting.push_first(share.class as usize, &share.tenant, ticket),
-            false => queues.waiting.push(share.class as usize, &share.tenant, ticket),
+        if retry {
+            queues.waiting.push_first(share.class as usize, &share.tenant, ticket);
+        } else {
+            queues.waiting.push(share.class as usize, &share.tenant, ticket);
         }
         self.depth_changed(&queues, &share.tenant);
         None

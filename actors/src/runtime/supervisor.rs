@@ -313,8 +313,8 @@ async fn tell_every(
 }
 
 /// Hands mail to a machine: to its actor; to its dormant state, when it is an object change the machine would not
-/// act on; else it is held and a dormant machine is queued to wake (at once with a permit or places). Mail for a machine
-/// without a child is dropped (its object is gone).
+/// act on; else it is held and a dormant machine is queued to wake (at once with a permit or places). Mail for a
+/// machine without a child is dropped (its object is gone).
 async fn deliver(me: &ActorRef<SupervisorMsg>, state: &mut SupervisorState, key: &ObjectKey, message: MachineMsg) {
     let Some(child) = state.machines.get_mut(key) else {
         return;
