@@ -8,9 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use capov_actors::metrics::Metrics;
 use capov_actors::runtime::RuntimeSettings;
-use capov_actors::runtime::kube::clients::READ_TIMEOUT;
+use capov_actors::runtime::keys::ObjectKey;
+use capov_actors::runtime::kube::clients::{READ_TIMEOUT, request_client};
+use capov_actors::runtime::status::writer::{Pace, StatusWriter, StatusWriterArgs, StatusWriterMsg};
 use capov_core::policy::feature_gates::FeatureGates;
+use capov_harness::{ApiserverProxy, Trouble};
 use capov_testkit::eventually;
 use serde_json::json;
 use support::{World, condition, metric_sum};
@@ -409,41 +413,13 @@ async fn a_finalizer_is_added_in_one_patch_past_other_writes_and_never_over_anot
 /// more, so at 10,000 machines with 1 % of requests held it wrote one status at a time and Ready showed minutes late.
 #[tokio::test]
 async fn statuses_are_written_while_earlier_writes_hang() {
-    use capov_actors::metrics::Metrics;
-    use capov_actors::runtime::keys::ObjectKey;
-    use capov_actors::runtime::kube::clients::request_client;
-    use capov_actors::runtime::status::writer::{Pace, StatusWriter, StatusWriterArgs, StatusWriterMsg};
-    use capov_harness::Trouble;
-    use kube::api::Api;
-
     const HUNG: usize = 8;
     const BEHIND: usize = 16;
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let world = World::new("hung-status").await;
     let names: Vec<String> = (0..HUNG + BEHIND).map(|n| format!("status-{n:02}")).collect();
     world.create_machines(&names).await;
-
-    let proxy = support::apiserver_proxy().await;
-    proxy.set(Trouble {
-        share_held: 1.0,
-        held_for: 4 * MINUTE,
-        ..Trouble::NONE
-    });
-    let client = request_client(proxy.kube_config().await.expect("the proxy's kubeconfig")).expect("client");
-    let metrics = Metrics::new();
-    let args = StatusWriterArgs {
-        client,
-        metrics: metrics.clone(),
-        spacing: Duration::ZERO,
-    };
-    let (writer, handle) = ractor::Actor::spawn(None, StatusWriter, args)
-        .await
-        .expect("status writer");
-    let update = |name: &str| StatusWriterMsg::Update {
-        key: ObjectKey::machine(&world.namespace, name),
-        status: json!({"ready": true}),
-        pace: Pace::Now,
-    };
+    let (proxy, writer, handle, metrics) = status_writer_behind_held_requests().await;
+    let update = |name: &str| status_update(&world, name, true);
 
     // The first eight writes are held and turn slow.
     for name in &names[..HUNG] {
@@ -460,7 +436,7 @@ async fn statuses_are_written_while_earlier_writes_hang() {
     for name in &names[HUNG..] {
         writer.cast(update(name)).expect("writer alive");
     }
-    let machines: Api<capov_crds::OVirtMachine> = Api::namespaced(world.client.clone(), &world.namespace);
+    let machines: kube::Api<capov_crds::OVirtMachine> = kube::Api::namespaced(world.client.clone(), &world.namespace);
     eventually(MINUTE, "the statuses behind the hung writes", || async {
         let mut written = 0;
         for name in &names[HUNG..] {
@@ -482,4 +458,74 @@ async fn statuses_are_written_while_earlier_writes_hang() {
     );
     writer.stop(None);
     let _ = handle.await;
+}
+
+/// A status write the apiserver holds is given up at its deadline and written again: the object's newer status
+/// (its Ready) waited behind it until the client's read timeout before.
+#[tokio::test]
+async fn a_held_status_write_is_given_up_and_the_newer_status_written() {
+    let world = World::new("given-up-status").await;
+    let name = "given-up";
+    world.create_machines(&[name.to_string()]).await;
+    let (proxy, writer, handle, metrics) = status_writer_behind_held_requests().await;
+    writer.cast(status_update(&world, name, false)).expect("writer alive");
+    eventually(MINUTE, "the first write held and slow", || async {
+        (metric_sum(&metrics, "capov_status_writes_slow", &[]) as usize == 1).then_some(())
+    })
+    .await;
+    let held_since = Instant::now();
+    proxy.set(Trouble::NONE);
+    writer.cast(status_update(&world, name, true)).expect("writer alive");
+    let machines: kube::Api<capov_crds::OVirtMachine> = kube::Api::namespaced(world.client.clone(), &world.namespace);
+    eventually(MINUTE, "the newer status written", || async {
+        let machine = machines.get(name).await.ok()?;
+        machine.status.is_some_and(|status| status.ready).then_some(())
+    })
+    .await;
+    // Given up at its 10 s deadline and retried about 2 s later; held until the read timeout, it failed only at 30 s.
+    assert!(
+        held_since.elapsed() < READ_TIMEOUT * 2 / 3,
+        "the newer status waited {:?} behind the held write: it ran to the read timeout instead of its deadline",
+        held_since.elapsed()
+    );
+    let given_up = metric_sum(&metrics, "capov_status_writes_total", &[("result", "error")]);
+    assert!(given_up >= 1.0, "the held write was not counted as failed");
+    writer.stop(None);
+    let _ = handle.await;
+}
+
+/// A status writer whose requests go through a proxy that holds every request (for four minutes) until told
+/// otherwise.
+async fn status_writer_behind_held_requests() -> (
+    ApiserverProxy,
+    ractor::ActorRef<StatusWriterMsg>,
+    ractor::concurrency::JoinHandle<()>,
+    Metrics,
+) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let proxy = support::apiserver_proxy().await;
+    proxy.set(Trouble {
+        share_held: 1.0,
+        held_for: 4 * MINUTE,
+        ..Trouble::NONE
+    });
+    let client = request_client(proxy.kube_config().await.expect("the proxy's kubeconfig")).expect("client");
+    let metrics = Metrics::new();
+    let args = StatusWriterArgs {
+        client,
+        metrics: metrics.clone(),
+        spacing: Duration::ZERO,
+    };
+    let (writer, handle) = ractor::Actor::spawn(None, StatusWriter, args)
+        .await
+        .expect("status writer");
+    (proxy, writer, handle, metrics)
+}
+
+fn status_update(world: &World, name: &str, ready: bool) -> StatusWriterMsg {
+    StatusWriterMsg::Update {
+        key: ObjectKey::machine(&world.namespace, name),
+        status: json!({"ready": ready}),
+        pace: Pace::Now,
+    }
 }

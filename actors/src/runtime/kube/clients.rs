@@ -225,6 +225,28 @@ fn copy(request: &http::Request<kube::client::Body>) -> Option<http::Request<kub
 #[error("the Kubernetes API request did not complete within {0:?}")]
 pub struct RequestTimedOut(pub Duration);
 
+impl From<RequestTimedOut> for kube::Error {
+    fn from(timed_out: RequestTimedOut) -> kube::Error {
+        kube::Error::Service(Box::new(timed_out))
+    }
+}
+
+impl From<RequestTimedOut> for String {
+    fn from(timed_out: RequestTimedOut) -> String {
+        timed_out.to_string()
+    }
+}
+
+/// `request`'s answer, or [`RequestTimedOut`] when none came within `deadline` (the request is then dropped).
+pub async fn answer_within<T, E: From<RequestTimedOut>>(
+    deadline: Duration,
+    request: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    tokio::time::timeout(deadline, request)
+        .await
+        .unwrap_or_else(|_| Err(RequestTimedOut(deadline).into()))
+}
+
 /// A deadline over a whole request: the answer's headers and every byte of its body.
 #[derive(Clone, Copy, Debug)]
 pub struct DeadlineLayer {
@@ -552,6 +574,19 @@ mod tests {
         })
         .await;
         (url, server, seen)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_not_come_within_its_deadline_is_a_timeout_error() {
+        let started = tokio::time::Instant::now();
+        let held = std::future::pending::<Result<(), kube::Error>>();
+        let err = answer_within(Duration::from_secs(10), held)
+            .await
+            .expect_err("no answer");
+        assert_eq!(started.elapsed(), Duration::from_secs(10), "given up at the deadline");
+        assert!(err.to_string().contains("did not complete within 10s"), "{err}");
+        let quick = answer_within(Duration::from_secs(10), async { Ok::<_, kube::Error>(3) }).await;
+        assert_eq!(quick.ok(), Some(3));
     }
 
     #[tokio::test]

@@ -32,6 +32,12 @@ pub enum RequestError {
     Request(String),
 }
 
+impl From<crate::runtime::kube::clients::RequestTimedOut> for RequestError {
+    fn from(timed_out: crate::runtime::kube::clients::RequestTimedOut) -> RequestError {
+        RequestError::Transport(timed_out.into())
+    }
+}
+
 fn describe(code: u16, status: &SlimStatus) -> String {
     let mut text = format!("the apiserver answered {code}");
     if let Some(reason) = &status.reason {

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 
+use super::held_permit::GIVE_UP_AFTER;
 use super::state::MachineState;
 use crate::runtime::capi;
-use crate::runtime::kube::clients;
+use crate::runtime::kube::clients::{self, answer_within};
 use crate::runtime::kube::slim_requests::{self, Listing, RequestError, failed};
 use crate::runtime::workload::clients::{Known, NoTurn, SecretVersion, TURN_WAIT, Turn, Wanted, WorkloadClient};
 use crate::runtime::workload::targets::{self, Refusal};
@@ -231,22 +232,25 @@ async fn kubeconfig_secret(
     namespace: &str,
     secret_name: &str,
 ) -> Result<KubeconfigSecret, NoClient> {
-    slim_requests::kubeconfig_secret(
+    // Read without a permit (the workload step holds none), but with a pass's deadline: the machines of the cluster
+    // wait for this read's turn, and one the apiserver held kept them all waiting until the read timeout.
+    let read = slim_requests::kubeconfig_secret(
         &state.shared.client,
         namespace,
         secret_name,
         workload_kubeconfig::MAX_BYTES,
-    )
-    .await
-    .map_err(|err| {
-        let message = format!("cannot read Secret {secret_name}: {err}");
-        match management_cluster_struggles(&err) {
-            true => NoClient::ManagementCluster(message),
-            // Forbidden and the like: the user has something to fix, and the condition says what.
-            false => NoClient::Unreachable(message),
-        }
-    })?
-    .ok_or_else(|| not_found(namespace, secret_name))
+    );
+    answer_within(GIVE_UP_AFTER, read)
+        .await
+        .map_err(|err| {
+            let message = format!("cannot read Secret {secret_name}: {err}");
+            match management_cluster_struggles(&err) {
+                true => NoClient::ManagementCluster(message),
+                // Forbidden and the like: the user has something to fix, and the condition says what.
+                false => NoClient::Unreachable(message),
+            }
+        })?
+        .ok_or_else(|| not_found(namespace, secret_name))
 }
 
 fn not_found(namespace: &str, secret_name: &str) -> NoClient {

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 
 use crate::metrics::{Metrics, kind};
 use crate::runtime::keys::ObjectKey;
+use crate::runtime::kube::clients::RequestTimedOut;
 use crate::runtime::mailbox::{self, ActorMetrics, Alive, Mail};
 use crate::runtime::status::census;
 use crate::runtime::status::events::{EventRecorder, Note};
@@ -40,6 +41,9 @@ const WRITES_IN_FLIGHT: usize = 8;
 /// taking a slot, up to [`MAX_SLOW_WRITES`] at once: with 1 % of requests held until their 30 s timeout, a few hung
 /// writes would otherwise hold all eight slots and every status would wait behind them.
 const SLOW_WRITE: Duration = Duration::from_secs(1);
+/// A write not answered after this long is given up and retried: a held write kept the object's newer status (its
+/// Ready, say) queued behind it until the client's 30 s read timeout.
+const WRITE_DEADLINE: Duration = Duration::from_secs(10);
 const MAX_SLOW_WRITES: usize = 4 * WRITES_IN_FLIGHT;
 /// First retry of a failed write; consecutive failing rounds double it up to [`MAX_RETRY_AFTER`], jittered.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
@@ -369,7 +373,9 @@ fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
                     Ok(result) => result,
                     Err(_) => {
                         let _ = mailbox::cast(&metrics, &me, StatusWriterMsg::Slow(key.clone()));
-                        write.await
+                        tokio::time::timeout(WRITE_DEADLINE - SLOW_WRITE, write)
+                            .await
+                            .unwrap_or_else(|_| Err(RequestTimedOut(WRITE_DEADLINE).into()))
                     }
                 }
             };
