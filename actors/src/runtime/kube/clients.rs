@@ -200,12 +200,10 @@ async fn try_within<R, E: Into<BoxError>>(
     answer: impl Future<Output = Result<R, E>>,
     wait: Option<Duration>,
 ) -> Result<R, BoxError> {
+    let answer = async { answer.await.map_err(Into::into) };
     match wait {
-        Some(wait) => match tokio::time::timeout(wait, answer).await {
-            Ok(answer) => answer.map_err(Into::into),
-            Err(_) => Err(Box::new(RequestTimedOut(wait))),
-        },
-        None => answer.await.map_err(Into::into),
+        Some(wait) => answer_within(wait, answer).await,
+        None => answer.await,
     }
 }
 

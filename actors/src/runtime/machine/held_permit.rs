@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::runtime::kube::clients::RequestTimedOut;
+use crate::runtime::kube::clients::{RequestTimedOut, answer_within};
 use crate::runtime::permits::{Loan, Permit};
 
 /// A management-cluster request that has not answered after this long is taken for hung: the apiserver answers
@@ -60,22 +60,14 @@ impl HeldPermit {
         &self,
         request: impl Future<Output = Result<T, E>>,
     ) -> Result<T, E> {
-        let given_up = || Err(RequestTimedOut(GIVE_UP_AFTER).into());
-        let deadline = tokio::time::Instant::now() + GIVE_UP_AFTER;
-        let mut request = std::pin::pin!(request);
+        let mut request = std::pin::pin!(answer_within(GIVE_UP_AFTER, request));
         loop {
-            let wait = deadline.min(tokio::time::Instant::now() + SLOW_REQUEST);
-            if let Ok(answer) = tokio::time::timeout_at(wait, &mut request).await {
+            if let Ok(answer) = tokio::time::timeout(SLOW_REQUEST, &mut request).await {
                 return answer;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return given_up();
             }
             self.lend();
             if !self.holds_permit() {
-                return tokio::time::timeout_at(deadline, request)
-                    .await
-                    .unwrap_or_else(|_| given_up());
+                return request.await;
             }
         }
     }

@@ -24,6 +24,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::runtime::kube::clients::answer_within;
+
 /// How long a repeat counts into the same Event's series (kube's and client-go's value).
 const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
 /// Events waiting to be written; more are dropped.
@@ -143,10 +145,8 @@ impl EventRecorder {
         tokio::spawn(notes.for_each_concurrent(WORKERS, move |note| {
             let writer = writer.clone();
             async move {
-                match tokio::time::timeout(WRITE_DEADLINE, writer.publish(note)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(err)) => tracing::debug!(error = %err, "event not recorded"),
-                    Err(_) => tracing::debug!("event not recorded: the apiserver did not answer in time"),
+                if let Err(err) = answer_within(WRITE_DEADLINE, writer.publish(note)).await {
+                    tracing::debug!(error = %err, "event not recorded");
                 }
             }
         }));

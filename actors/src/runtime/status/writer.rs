@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use crate::metrics::{Metrics, kind};
 use crate::runtime::keys::ObjectKey;
-use crate::runtime::kube::clients::RequestTimedOut;
+use crate::runtime::kube::clients::answer_within;
 use crate::runtime::mailbox::{self, ActorMetrics, Alive, Mail};
 use crate::runtime::status::census;
 use crate::runtime::status::events::{EventRecorder, Note};
@@ -368,14 +368,12 @@ fn flush(me: &ActorRef<StatusWriterMsg>, state: &mut WriterState) {
         tokio::spawn(async move {
             let sent = Instant::now();
             let result = {
-                let mut write = std::pin::pin!(write_status(&client, &key, &status));
+                let mut write = std::pin::pin!(answer_within(WRITE_DEADLINE, write_status(&client, &key, &status)));
                 match tokio::time::timeout(SLOW_WRITE, &mut write).await {
                     Ok(result) => result,
                     Err(_) => {
                         let _ = mailbox::cast(&metrics, &me, StatusWriterMsg::Slow(key.clone()));
-                        tokio::time::timeout(WRITE_DEADLINE - SLOW_WRITE, write)
-                            .await
-                            .unwrap_or_else(|_| Err(RequestTimedOut(WRITE_DEADLINE).into()))
+                        write.await
                     }
                 }
             };
