@@ -10,7 +10,8 @@ use capov_crds::{ConditionStatus, OVirtMachine, Severity};
 use capov_ovirt_sim::Transition;
 use capov_testkit::eventually;
 use futures::StreamExt;
-use kube::api::{Api, DeleteParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use support::{World, condition, metric_sum};
@@ -95,6 +96,15 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
             .then_some(machine)
     })
     .await;
+    // An Event for each step reached (SPEC §4), none for the waits the test held it in on the way (VMImageLocked,
+    // VMPoweringUp, WaitingForNode): their conditions showed them.
+    let reasons = step_event_reasons(&world, "worker-0").await;
+    for wait in ["VMImageLocked", "VMPoweringUp", "WaitingForNode"] {
+        assert!(
+            !reasons.iter().any(|r| r == wait),
+            "an Event for the wait {wait}: {reasons:?}"
+        );
+    }
     let status = machine.status.clone().expect("status");
     for type_ in [
         "CanConnectToOVirt",
@@ -468,6 +478,34 @@ async fn a_dead_status_writer_stops_the_runtime_and_a_restart_converges() {
     .await;
     println!("liveness: killing the status writer stopped the runtime; a fresh runtime brought the machine to Ready");
     world.stop_operator().await;
+}
+
+/// The reasons of the Events about the OVirtMachine `name`, once the Event of every step up to Ready is written
+/// (Events are written in the background, a few at once, so in no fixed order).
+async fn step_event_reasons(world: &World, name: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(world.client.clone(), &world.namespace);
+    let steps = [
+        "Connected",
+        "VMCreated",
+        "DisksReady",
+        "NetworkSet",
+        "VMUp",
+        "ProviderIDSet",
+    ];
+    eventually(Duration::from_secs(60), "an Event for each step", || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        let reasons: Vec<String> = listed
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .filter_map(|e| e.reason)
+            .collect();
+        steps
+            .iter()
+            .all(|step| reasons.iter().any(|r| r == step))
+            .then_some(reasons)
+    })
+    .await
 }
 
 /// The documents' §5.3 example: everything before MachineOn True, MachineOn False "powering up" (Info).

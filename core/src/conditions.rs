@@ -336,6 +336,19 @@ impl ConditionUpdate {
     }
 }
 
+/// Whether a condition's change is recorded as an Event (SPEC §4: an Event for each step reached and each failure):
+/// the condition reached True, is a failure (False with severity Warning or Error), or left True or a failure. A wait
+/// on the way to a step (False with severity Info, or Unknown) that follows no condition or another wait is not: the
+/// condition itself shows it, and at 10,000 machines such waits were a fifth of all Events (docs/decisions.md).
+/// `before` is the condition of the same type before the change, if there was one.
+pub fn change_recorded_as_event(before: Option<&Condition>, after: &Condition) -> bool {
+    let notable = |c: &Condition| {
+        c.status == ConditionStatus::True || matches!(c.severity, Some(Severity::Warning | Severity::Error))
+    };
+    let changed = before.is_none_or(|b| b.status != after.status || b.reason != after.reason);
+    changed && (notable(after) || before.is_some_and(notable))
+}
+
 /// Writes `update` into `conditions`, replacing the condition of the same type, its message cut to
 /// [`crate::trust::bounded_text::MAX_MESSAGE_BYTES`]. The transition time is kept when the status is unchanged, and set to
 /// `now` otherwise. `observed_generation` is the object's metadata.generation.
@@ -592,6 +605,48 @@ mod tests {
 
     fn t(seconds: i64) -> Timestamp {
         Timestamp::from_second(seconds).unwrap()
+    }
+
+    /// The condition `update` becomes when written into no condition of its type.
+    fn written(update: &ConditionUpdate) -> Condition {
+        let mut conditions = Vec::new();
+        set_condition(&mut conditions, update, t(0), None);
+        conditions.remove(0)
+    }
+
+    #[test]
+    fn a_step_reached_and_a_failure_are_recorded_as_events_and_a_wait_is_not() {
+        let waiting = written(&ConditionUpdate::false_(
+            types::MACHINE_ON,
+            reasons::VM_POWERING_UP,
+            Severity::Info,
+            "powering up",
+        ));
+        let reached = written(&ConditionUpdate::true_(types::MACHINE_ON, reasons::VM_UP));
+        let failed = written(&ConditionUpdate::false_(
+            types::MACHINE_ON,
+            reasons::NO_SCHEDULABLE_HOST,
+            Severity::Warning,
+            "no host",
+        ));
+        let image_locked = written(&ConditionUpdate::false_(
+            types::MACHINE_ON,
+            reasons::VM_IMAGE_LOCKED,
+            Severity::Info,
+            "locked",
+        ));
+        // Waits on the way to a step: none.
+        assert!(!change_recorded_as_event(None, &waiting));
+        assert!(!change_recorded_as_event(Some(&image_locked), &waiting));
+        // The step reached, a failure, and leaving either: one each.
+        assert!(change_recorded_as_event(None, &reached));
+        assert!(change_recorded_as_event(Some(&waiting), &reached));
+        assert!(change_recorded_as_event(Some(&waiting), &failed));
+        assert!(change_recorded_as_event(Some(&failed), &waiting));
+        assert!(change_recorded_as_event(Some(&reached), &waiting));
+        // No change of status or reason: none, whatever the condition says.
+        assert!(!change_recorded_as_event(Some(&reached), &reached));
+        assert!(!change_recorded_as_event(Some(&failed), &failed));
     }
 
     /// Every condition the machine's Ready summarises, True.

@@ -88,6 +88,9 @@ pub struct Metrics {
     pub status_writes_total: IntCounterVec,
     /// `capov_status_updates_coalesced_total{kind}`: status updates merged into a later write instead of sent.
     pub status_updates_coalesced_total: IntCounterVec,
+    /// `capov_events_dropped_total{cause}`: Kubernetes Events not written (`cause`: `budget`, a namespace's Events of
+    /// steps over their budget; `queue`, the queue full; `failed`, refused or not answered in time).
+    pub events_dropped_total: IntCounterVec,
     /// `capov_status_write_duration_seconds{kind}`: time one status write took, from sending it to its answer.
     pub status_write_duration_seconds: HistogramVec,
     /// `capov_status_writes_pending`: objects whose newest status waits to be written (held and failed ones included).
@@ -215,6 +218,12 @@ impl Metrics {
                 "Status updates merged into a later write instead of being sent, by kind.",
                 &["kind"],
             ),
+            events_dropped_total: counter_vec(
+                &registry,
+                "capov_events_dropped_total",
+                "Kubernetes Events not written, by cause (budget, queue, failed).",
+                &["cause"],
+            ),
             status_write_duration_seconds: histogram_vec(
                 &registry,
                 "capov_status_write_duration_seconds",
@@ -284,6 +293,10 @@ impl Metrics {
         for kind in [kind::PROVIDER, kind::CLUSTER, kind::MACHINE] {
             metrics.status_updates_coalesced_total.with_label_values(&[kind]);
             metrics.status_writes_total.with_label_values(&[kind, "success"]);
+        }
+        use crate::runtime::status::events::cause;
+        for cause in [cause::BUDGET, cause::QUEUE, cause::FAILED] {
+            metrics.events_dropped_total.with_label_values(&[cause]);
         }
         metrics
     }
@@ -387,6 +400,7 @@ mod tests {
             "capov_process_open_fds",
             "capov_status_updates_coalesced_total{kind=\"machine\"} 0",
             "capov_status_writes_total{kind=\"provider\",result=\"success\"} 0",
+            "capov_events_dropped_total{cause=\"budget\"} 0",
         ] {
             assert!(text.contains(family), "missing {family} in\n{text}");
         }

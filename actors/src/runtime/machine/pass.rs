@@ -20,8 +20,9 @@ use crate::runtime::machine_mail::tell;
 use crate::runtime::mailbox;
 use crate::runtime::messages::{Cadence, MachineMsg, VmWatch};
 use crate::runtime::permits::Permit;
+use crate::runtime::status::events::NoteKind;
 use crate::runtime::status::writer::{Pace, StatusWriterMsg};
-use capov_core::conditions::{ConditionUpdate, State, machine_ready, set_condition, types};
+use capov_core::conditions::{ConditionUpdate, State, change_recorded_as_event, machine_ready, set_condition, types};
 use capov_core::machine_steps::{Action, Decision, Observed, StatusChange, VmAction, decide, without_effect};
 
 /// How many actions one pass may take before it hands its permit back.
@@ -411,7 +412,7 @@ fn record_pass(state: &MachineState, next: &Next, started: Instant) {
 }
 
 /// Writes a decision's conditions and status fields, recomputes Ready, and records an Event for each condition
-/// whose status or reason changed.
+/// whose change is a step reached or a failure (`change_recorded_as_event`).
 fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: StatusChange) {
     let now = crate::runtime::clock::now();
     let generation = state.object.metadata.generation;
@@ -421,15 +422,11 @@ fn apply(state: &mut MachineState, conditions: &[ConditionUpdate], change: Statu
             .conditions
             .iter()
             .find(|c| c.type_ == update.type_)
-            .map(|c| (c.status, c.reason.clone()));
+            .cloned();
         set_condition(&mut state.status.conditions, update, now, generation);
-        let after = state
-            .status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == update.type_)
-            .map(|c| (c.status, c.reason.clone()));
-        if before != after && update.type_ != types::PAUSED {
+        let after = state.status.conditions.iter().find(|c| c.type_ == update.type_);
+        if update.type_ != types::PAUSED && after.is_some_and(|after| change_recorded_as_event(before.as_ref(), after))
+        {
             record_event(state, update);
         }
     }
@@ -480,9 +477,10 @@ fn record_event(state: &MachineState, update: &ConditionUpdate) {
     } else {
         update.message.clone()
     };
+    let kind = if warning { NoteKind::Warning } else { NoteKind::Step };
     let event = StatusWriterMsg::Event {
         reference: state.object.object_ref(&()),
-        warning,
+        kind,
         reason: update.reason.to_string(),
         note,
     };

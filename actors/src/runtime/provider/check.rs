@@ -18,6 +18,7 @@ use crate::runtime::machine_mail::tell;
 use crate::runtime::mailbox::{self};
 use crate::runtime::messages::{Connection, MachineMsg, ProviderDefaults, ProviderMsg};
 use crate::runtime::provider::connection::ConnectionProblem;
+use crate::runtime::status::events::NoteKind;
 use crate::runtime::status::writer::StatusWriterMsg;
 
 use super::connection;
@@ -302,7 +303,7 @@ pub(super) fn warn_insecure_transport(state: &mut ProviderState, plain_http: boo
     tracing::warn!(provider = %state.key, %engine, "{INSECURE_TRANSPORT_MESSAGE}");
     let event = StatusWriterMsg::Event {
         reference: state.provider.object_ref(&()),
-        warning: true,
+        kind: NoteKind::Warning,
         reason: reasons::INSECURE_TRANSPORT.to_string(),
         note: format!("{engine}: {INSECURE_TRANSPORT_MESSAGE}"),
     };

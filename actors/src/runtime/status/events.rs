@@ -10,17 +10,29 @@
 //! burst opens a few API connections instead of one task and connection per Event; when the queue is full an
 //! Event is dropped (Events are best-effort, as client-go's broadcaster drops them too), and so is one the apiserver
 //! does not answer within [`WRITE_DEADLINE`].
+//!
+//! The Events of steps (a condition's change that is no failure) also keep to a budget per namespace
+//! ([`STEPS_PER_SECOND`], [`STEPS_BURST`]); Warnings and records of things done do not. An Event costs the apiserver
+//! and etcd about a fifth of what an OVirtMachine write costs, and a large batch reaches many steps: at 10,000
+//! machines the writers were never idle, about 145 Events a second taking a seventh of the two cores the benchmark's
+//! host shares with the apiserver (docs/benchmarks.md). A scale-up by a few dozen machines stays within the burst, so
+//! every step shows; in a batch of thousands most steps go unrecorded (the full queue already dropped a third of
+//! them), while their conditions and the metrics show the progress. Per namespace, so that one tenant's batch never
+//! uses up another's Events.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use prometheus::IntCounterVec;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -37,15 +49,34 @@ const WORKERS: usize = 8;
 /// 10,000 machines in the benchmark's trouble fewer than one Event in eight was written, the others dropped at the
 /// full queue.
 const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+/// Events of steps a namespace may have written a second, once its burst is spent.
+const STEPS_PER_SECOND: NonZeroU32 = NonZeroU32::new(20).expect("not zero");
+/// Events of steps a namespace may have written at once: a scale-up by 25 machines records every step of each.
+const STEPS_BURST: NonZeroU32 = NonZeroU32::new(200).expect("not zero");
+/// Namespaces whose budgets are remembered before the ones at their full burst again are forgotten.
+const BUDGETS_KEPT: usize = 1024;
+
 /// Recent Events remembered for their series. Past it the oldest is forgotten: its next repeat starts a new Event
 /// instead of counting into the old one's series, as after the window. About 150 bytes each: 0.3 MiB in all, where
 /// 10,000 machines with their several Events each would hold 13 MiB (docs/benchmarks.md).
 const RECENT_EVENTS: usize = 2048;
 
+/// What an Event tells; it decides the Event's type and whether it keeps to its namespace's budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NoteKind {
+    /// A step reached or left (a condition's change): Normal, kept to its namespace's budget.
+    Step,
+    /// Something done that the object will not show later (a disk detached and kept, a marker rewritten): Normal,
+    /// never held back.
+    Record,
+    /// A failure, or something left alone: Warning, never held back.
+    Warning,
+}
+
 /// One Event to record.
 pub struct Note {
     pub reference: ObjectReference,
-    pub warning: bool,
+    pub kind: NoteKind,
     pub reason: String,
     pub note: String,
 }
@@ -54,6 +85,44 @@ pub struct Note {
 #[derive(Clone)]
 pub struct EventRecorder {
     queue: mpsc::Sender<Note>,
+    budget: Arc<StepBudget>,
+    /// `capov_events_dropped_total{cause}`.
+    dropped: IntCounterVec,
+}
+
+/// Why an Event was not written: the `cause` label of `capov_events_dropped_total`.
+pub mod cause {
+    /// Its namespace's budget of Events of steps was spent.
+    pub const BUDGET: &str = "budget";
+    /// The queue was full.
+    pub const QUEUE: &str = "queue";
+    /// The apiserver refused it, or did not answer within the deadline.
+    pub const FAILED: &str = "failed";
+}
+
+/// The budget of Events of steps, per namespace.
+struct StepBudget {
+    limiter: DefaultKeyedRateLimiter<String>,
+}
+
+impl StepBudget {
+    fn new(quota: Quota) -> StepBudget {
+        StepBudget {
+            limiter: RateLimiter::keyed(quota),
+        }
+    }
+
+    /// Whether `note` may be written now: a step while its namespace has budget left, anything else always.
+    fn admits(&self, note: &Note) -> bool {
+        if note.kind != NoteKind::Step {
+            return true;
+        }
+        if self.limiter.len() > BUDGETS_KEPT {
+            self.limiter.retain_recent();
+        }
+        let namespace = note.reference.namespace.as_deref().unwrap_or_default();
+        self.limiter.check_key(&namespace.to_string()).is_ok()
+    }
 }
 
 /// An Event written in the last [`SERIES_WINDOW`]: enough to count a repeat into its series.
@@ -131,7 +200,12 @@ impl RecentEvents {
 
 impl EventRecorder {
     /// Starts the workers; they stop when every clone of the recorder is dropped.
-    pub fn start(client: kube::Client, controller: &str, instance: Option<String>) -> EventRecorder {
+    pub fn start(
+        client: kube::Client,
+        controller: &str,
+        instance: Option<String>,
+        dropped: IntCounterVec,
+    ) -> EventRecorder {
         let (queue, receiver) = mpsc::channel(QUEUE);
         let writer = Arc::new(Writer {
             client,
@@ -142,20 +216,33 @@ impl EventRecorder {
         let notes = futures::stream::unfold(receiver, |mut receiver| async move {
             receiver.recv().await.map(|note| (note, receiver))
         });
+        let failed = dropped.with_label_values(&[cause::FAILED]);
         tokio::spawn(notes.for_each_concurrent(WORKERS, move |note| {
-            let writer = writer.clone();
+            let (writer, failed) = (writer.clone(), failed.clone());
             async move {
                 if let Err(err) = answer_within(WRITE_DEADLINE, writer.publish(note)).await {
+                    failed.inc();
                     tracing::debug!(error = %err, "event not recorded");
                 }
             }
         }));
-        EventRecorder { queue }
+        EventRecorder {
+            queue,
+            budget: Arc::new(StepBudget::new(
+                Quota::per_second(STEPS_PER_SECOND).allow_burst(STEPS_BURST),
+            )),
+            dropped,
+        }
     }
 
-    /// Queues an Event; never waits.
+    /// Queues an Event, unless its namespace's budget is spent; never waits.
     pub fn record(&self, note: Note) {
+        if !self.budget.admits(&note) {
+            self.dropped.with_label_values(&[cause::BUDGET]).inc();
+            return;
+        }
         if let Err(err) = self.queue.try_send(note) {
+            self.dropped.with_label_values(&[cause::QUEUE]).inc();
             tracing::debug!(error = %err, "event queue full; event dropped");
         }
     }
@@ -214,7 +301,14 @@ impl Writer {
             },
             reporting_controller: Some(self.controller.clone()),
             reporting_instance: Some(self.instance.clone()),
-            type_: Some(if note.warning { "Warning" } else { "Normal" }.into()),
+            type_: Some(
+                if note.kind == NoteKind::Warning {
+                    "Warning"
+                } else {
+                    "Normal"
+                }
+                .into(),
+            ),
             ..Event::default()
         }
     }
@@ -230,7 +324,7 @@ fn series_key(note: &Note) -> u64 {
         &reference.kind,
         &reference.namespace,
         &reference.name,
-        note.warning,
+        note.kind,
         &note.reason,
     )
         .hash(&mut hasher);
@@ -252,6 +346,38 @@ mod tests {
             count: 1,
             last: at,
         }
+    }
+
+    fn note(namespace: &str, kind: NoteKind) -> Note {
+        Note {
+            reference: ObjectReference {
+                namespace: Some(namespace.into()),
+                name: Some("worker-0".into()),
+                ..ObjectReference::default()
+            },
+            kind,
+            reason: "VMCreated".into(),
+            note: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_namespace_that_spent_its_budget_of_steps_still_gets_its_other_events_and_others_their_budgets() {
+        // Three at once, then one an hour: no refill within the test.
+        let budget = StepBudget::new(Quota::per_hour(NonZeroU32::MIN).allow_burst(NonZeroU32::new(3).unwrap()));
+        let admitted = (0..5)
+            .filter(|_| budget.admits(&note("tenant-a", NoteKind::Step)))
+            .count();
+        assert_eq!(admitted, 3);
+        assert!(
+            budget.admits(&note("tenant-a", NoteKind::Warning)),
+            "a Warning is never held to the budget"
+        );
+        assert!(budget.admits(&note("tenant-a", NoteKind::Record)), "nor is a record");
+        assert!(
+            budget.admits(&note("tenant-b", NoteKind::Step)),
+            "another namespace has its own budget"
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ use crate::runtime::keys::ObjectKey;
 use crate::runtime::kube::clients::answer_within;
 use crate::runtime::mailbox::{self, ActorMetrics, Alive, Mail};
 use crate::runtime::status::census;
-use crate::runtime::status::events::{EventRecorder, Note};
+use crate::runtime::status::events::{EventRecorder, Note, NoteKind};
 use crate::runtime::status::queue::WriteQueue;
 
 pub const FIELD_MANAGER: &str = "capov";
@@ -99,7 +99,7 @@ pub enum StatusWriterMsg {
     /// A Kubernetes Event on the object.
     Event {
         reference: ObjectReference,
-        warning: bool,
+        kind: NoteKind,
         reason: String,
         note: String,
     },
@@ -181,7 +181,7 @@ impl Actor for StatusWriter {
             spacing,
         } = args;
         let instance = std::env::var("POD_NAME").ok();
-        let recorder = EventRecorder::start(client.clone(), "capov", instance);
+        let recorder = EventRecorder::start(client.clone(), "capov", instance, metrics.events_dropped_total.clone());
         Ok(WriterState {
             client,
             recorder,
@@ -266,14 +266,14 @@ impl Actor for StatusWriter {
             }
             StatusWriterMsg::Event {
                 reference,
-                warning,
+                kind,
                 reason,
                 note,
             } => {
                 // Recording an Event is one more API call; it must never hold up the status writes queued behind it.
                 state.recorder.record(Note {
                     reference,
-                    warning,
+                    kind,
                     reason,
                     note,
                 });

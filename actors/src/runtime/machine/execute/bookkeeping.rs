@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::runtime::kube::slim;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
+use crate::runtime::status::events::NoteKind;
 use crate::runtime::status::writer::StatusWriterMsg;
 use crate::runtime::{finalizers, mailbox};
 use capov_core::conditions::{FAILURE_ENGINE_CONNECTION_CRITICAL, reasons, types};
@@ -42,7 +43,7 @@ pub async fn remove_finalizer(state: &mut MachineState, left_alone: Option<Strin
         tracing::warn!(object = %state.key, "{note}");
         let event = StatusWriterMsg::Event {
             reference: state.object.object_ref(&()),
-            warning: true,
+            kind: NoteKind::Warning,
             reason: reasons::VM_LEFT_ALONE.into(),
             note,
         };
@@ -164,7 +165,7 @@ pub async fn upgrade_marker(
     tracing::info!(object = %state.key, vm = %vm_id, "rewrote the VM's legacy ownership marker with this machine's UID");
     let event = StatusWriterMsg::Event {
         reference: state.object.object_ref(&()),
-        warning: false,
+        kind: NoteKind::Record,
         reason: reasons::VM_MARKER_UPGRADED.into(),
         note: "the VM's ownership marker now names this OVirtMachine's UID and management cluster".into(),
     };

@@ -8,6 +8,7 @@ use kube::Resource;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
 use crate::runtime::mailbox;
+use crate::runtime::status::events::NoteKind;
 use crate::runtime::status::writer::StatusWriterMsg;
 use capov_core::conditions::reasons;
 use capov_core::machine_steps::VmDisk;
@@ -42,7 +43,7 @@ pub async fn detach(
         );
         let event = StatusWriterMsg::Event {
             reference: state.object.object_ref(&()),
-            warning: false,
+            kind: NoteKind::Record,
             reason: reasons::VOLUME_DETACHED.into(),
             note,
         };
