@@ -229,6 +229,20 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     })
     .await;
     assert!(world.sim.control().vm(&vm_id).is_none(), "the VM outlived its machine");
+    // The deletion's steps are Info and never end True; each is recorded all the same.
+    let events: Api<Event> = Api::namespaced(world.client.clone(), &world.namespace);
+    eventually(Duration::from_secs(60), "the VMDeleting Event", || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .iter()
+            .any(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("worker-0")
+                    && e.reason.as_deref() == Some("VMDeleting")
+            })
+            .then_some(())
+    })
+    .await;
     // Every body CAPOV sent (add with disks and NICs, disk resize, start, description upgrade) passed the engine's
     // model check.
     assert_eq!(

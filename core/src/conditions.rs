@@ -337,13 +337,16 @@ impl ConditionUpdate {
 }
 
 /// Whether a condition's change is recorded as an Event (SPEC §4: an Event for each step reached and each failure):
-/// the condition reached True, is a failure (False with severity Warning or Error), or left True or a failure. A wait
-/// on the way to a step (False with severity Info, or Unknown) that follows no condition or another wait is not: the
-/// condition itself shows it, and at 10,000 machines such waits were a fifth of all Events (docs/decisions.md).
-/// `before` is the condition of the same type before the change, if there was one.
+/// the condition reached True, is a failure (False with severity Warning or Error), or left True or a failure; and
+/// every change of `MachineDeleted`, whose reasons are the steps of a deletion (it never turns True: the object goes
+/// away). A wait on the way to a step (False with severity Info, or Unknown) that follows no condition or another
+/// wait is not: the condition itself shows it, and at 10,000 machines such waits were a fifth of all Events
+/// (docs/decisions.md). `before` is the condition of the same type before the change, if there was one.
 pub fn change_recorded_as_event(before: Option<&Condition>, after: &Condition) -> bool {
     let notable = |c: &Condition| {
-        c.status == ConditionStatus::True || matches!(c.severity, Some(Severity::Warning | Severity::Error))
+        c.status == ConditionStatus::True
+            || matches!(c.severity, Some(Severity::Warning | Severity::Error))
+            || c.type_ == types::MACHINE_DELETED
     };
     let changed = before.is_none_or(|b| b.status != after.status || b.reason != after.reason);
     changed && (notable(after) || before.is_some_and(notable))
@@ -647,6 +650,21 @@ mod tests {
         // No change of status or reason: none, whatever the condition says.
         assert!(!change_recorded_as_event(Some(&reached), &reached));
         assert!(!change_recorded_as_event(Some(&failed), &failed));
+        // A deletion's steps are Info and never end True: each is recorded.
+        let stopping = written(&ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            reasons::VM_SHUTTING_DOWN,
+            Severity::Info,
+            "shutting down",
+        ));
+        let deleting = written(&ConditionUpdate::false_(
+            types::MACHINE_DELETED,
+            reasons::VM_DELETING,
+            Severity::Info,
+            "deleting",
+        ));
+        assert!(change_recorded_as_event(None, &stopping));
+        assert!(change_recorded_as_event(Some(&stopping), &deleting));
     }
 
     /// Every condition the machine's Ready summarises, True.
