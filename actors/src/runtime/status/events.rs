@@ -13,7 +13,7 @@
 //!
 //! The Events of steps (a condition's change that is no failure) also keep to a budget per namespace
 //! ([`STEPS_PER_SECOND`], [`STEPS_BURST`]); Warnings and records of things done do not. An Event costs the apiserver
-//! and etcd about a fifth of what an OVirtMachine write costs, and a large batch reaches many steps: at 10,000
+//! and etcd about 2 ms of CPU (an OVirtMachine write 4–10 ms), and a large batch reaches many steps: at 10,000
 //! machines the writers were never idle, about 145 Events a second taking a seventh of the two cores the benchmark's
 //! host shares with the apiserver (docs/benchmarks.md). A scale-up by a few dozen machines stays within the burst, so
 //! every step shows; in a batch of thousands most steps go unrecorded (the full queue already dropped a third of
