@@ -8,9 +8,9 @@ use std::time::Duration;
 use capov_crds::{ConditionStatus, OVirtProvider};
 use capov_testkit::eventually;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use serde_json::json;
-use support::{World, condition};
+use support::{World, condition, events_about};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -68,13 +68,10 @@ async fn a_plain_http_engine_connects_and_every_connection_condition_says_it_is_
     assert!(connected.message.contains("unencrypted"), "{}", connected.message);
 
     // Events of cluster-scoped objects live in the default namespace.
-    let events: Api<Event> = Api::namespaced(world.client.clone(), "default");
     let warnings = eventually(MINUTE, "InsecureTransport Event", || async {
-        let listed = events.list(&ListParams::default()).await.ok()?;
-        let ours: Vec<Event> = listed
-            .items
+        let ours: Vec<Event> = events_about(&world.client, "default", &world.provider)
+            .await?
             .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(world.provider.as_str()))
             .filter(|e| e.reason.as_deref() == Some("InsecureTransport"))
             .collect();
         (!ours.is_empty()).then_some(ours)

@@ -10,11 +10,10 @@ use capov_crds::{ConditionStatus, OVirtMachine, Severity};
 use capov_ovirt_sim::Transition;
 use capov_testkit::eventually;
 use futures::StreamExt;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use support::{World, condition, metric_sum};
+use support::{World, condition, events_about, metric_sum};
 
 #[tokio::test]
 async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
@@ -98,7 +97,15 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     .await;
     // An Event for each step reached (SPEC §4), none for the waits the test held it in on the way (VMImageLocked,
     // VMPoweringUp, WaitingForNode): their conditions showed them.
-    let reasons = step_event_reasons(&world, "worker-0").await;
+    let steps = [
+        "Connected",
+        "VMCreated",
+        "DisksReady",
+        "NetworkSet",
+        "VMUp",
+        "ProviderIDSet",
+    ];
+    let reasons = event_reasons_once(&world, "worker-0", &steps).await;
     for wait in ["VMImageLocked", "VMPoweringUp", "WaitingForNode"] {
         assert!(
             !reasons.iter().any(|r| r == wait),
@@ -230,19 +237,7 @@ async fn a_machine_goes_from_nothing_to_ready_and_back_to_nothing() {
     .await;
     assert!(world.sim.control().vm(&vm_id).is_none(), "the VM outlived its machine");
     // The deletion's steps are Info and never end True; each is recorded all the same.
-    let events: Api<Event> = Api::namespaced(world.client.clone(), &world.namespace);
-    eventually(Duration::from_secs(60), "the VMDeleting Event", || async {
-        let listed = events.list(&ListParams::default()).await.ok()?;
-        listed
-            .items
-            .iter()
-            .any(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("worker-0")
-                    && e.reason.as_deref() == Some("VMDeleting")
-            })
-            .then_some(())
-    })
-    .await;
+    event_reasons_once(&world, "worker-0", &["VMDeleting"]).await;
     // Every body CAPOV sent (add with disks and NICs, disk resize, start, description upgrade) passed the engine's
     // model check.
     assert_eq!(
@@ -494,29 +489,15 @@ async fn a_dead_status_writer_stops_the_runtime_and_a_restart_converges() {
     world.stop_operator().await;
 }
 
-/// The reasons of the Events about the OVirtMachine `name`, once the Event of every step up to Ready is written
-/// (Events are written in the background, a few at once, so in no fixed order).
-async fn step_event_reasons(world: &World, name: &str) -> Vec<String> {
-    let events: Api<Event> = Api::namespaced(world.client.clone(), &world.namespace);
-    let steps = [
-        "Connected",
-        "VMCreated",
-        "DisksReady",
-        "NetworkSet",
-        "VMUp",
-        "ProviderIDSet",
-    ];
-    eventually(Duration::from_secs(60), "an Event for each step", || async {
-        let listed = events.list(&ListParams::default()).await.ok()?;
-        let reasons: Vec<String> = listed
-            .items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .filter_map(|e| e.reason)
-            .collect();
-        steps
+/// The reasons of the Events about the OVirtMachine `name`, once there is an Event of each of `expected` (Events
+/// are written in the background, a few at once, so in no fixed order).
+async fn event_reasons_once(world: &World, name: &str, expected: &[&str]) -> Vec<String> {
+    eventually(Duration::from_secs(60), format!("the Events {expected:?}"), || async {
+        let events = events_about(&world.client, &world.namespace, name).await?;
+        let reasons: Vec<String> = events.into_iter().filter_map(|e| e.reason).collect();
+        expected
             .iter()
-            .all(|step| reasons.iter().any(|r| r == step))
+            .all(|reason| reasons.iter().any(|r| r == reason))
             .then_some(reasons)
     })
     .await

@@ -617,14 +617,14 @@ mod tests {
         conditions.remove(0)
     }
 
+    /// A wait (False, Info) of `type_` as written.
+    fn waiting(type_: &'static str, reason: &'static str) -> Condition {
+        written(&ConditionUpdate::false_(type_, reason, Severity::Info, "waiting"))
+    }
+
     #[test]
     fn a_step_reached_and_a_failure_are_recorded_as_events_and_a_wait_is_not() {
-        let waiting = written(&ConditionUpdate::false_(
-            types::MACHINE_ON,
-            reasons::VM_POWERING_UP,
-            Severity::Info,
-            "powering up",
-        ));
+        let powering_up = waiting(types::MACHINE_ON, reasons::VM_POWERING_UP);
         let reached = written(&ConditionUpdate::true_(types::MACHINE_ON, reasons::VM_UP));
         let failed = written(&ConditionUpdate::false_(
             types::MACHINE_ON,
@@ -632,37 +632,22 @@ mod tests {
             Severity::Warning,
             "no host",
         ));
-        let image_locked = written(&ConditionUpdate::false_(
-            types::MACHINE_ON,
-            reasons::VM_IMAGE_LOCKED,
-            Severity::Info,
-            "locked",
-        ));
+        let image_locked = waiting(types::MACHINE_ON, reasons::VM_IMAGE_LOCKED);
         // Waits on the way to a step: none.
-        assert!(!change_recorded_as_event(None, &waiting));
-        assert!(!change_recorded_as_event(Some(&image_locked), &waiting));
+        assert!(!change_recorded_as_event(None, &powering_up));
+        assert!(!change_recorded_as_event(Some(&image_locked), &powering_up));
         // The step reached, a failure, and leaving either: one each.
         assert!(change_recorded_as_event(None, &reached));
-        assert!(change_recorded_as_event(Some(&waiting), &reached));
-        assert!(change_recorded_as_event(Some(&waiting), &failed));
-        assert!(change_recorded_as_event(Some(&failed), &waiting));
-        assert!(change_recorded_as_event(Some(&reached), &waiting));
+        assert!(change_recorded_as_event(Some(&powering_up), &reached));
+        assert!(change_recorded_as_event(Some(&powering_up), &failed));
+        assert!(change_recorded_as_event(Some(&failed), &powering_up));
+        assert!(change_recorded_as_event(Some(&reached), &powering_up));
         // No change of status or reason: none, whatever the condition says.
         assert!(!change_recorded_as_event(Some(&reached), &reached));
         assert!(!change_recorded_as_event(Some(&failed), &failed));
         // A deletion's steps are Info and never end True: each is recorded.
-        let stopping = written(&ConditionUpdate::false_(
-            types::MACHINE_DELETED,
-            reasons::VM_SHUTTING_DOWN,
-            Severity::Info,
-            "shutting down",
-        ));
-        let deleting = written(&ConditionUpdate::false_(
-            types::MACHINE_DELETED,
-            reasons::VM_DELETING,
-            Severity::Info,
-            "deleting",
-        ));
+        let stopping = waiting(types::MACHINE_DELETED, reasons::VM_SHUTTING_DOWN);
+        let deleting = waiting(types::MACHINE_DELETED, reasons::VM_DELETING);
         assert!(change_recorded_as_event(None, &stopping));
         assert!(change_recorded_as_event(Some(&stopping), &deleting));
     }

@@ -17,7 +17,8 @@ use capov_ovirt_sim::{Simulator, SimulatorHandle, Timings};
 use capov_testkit::eventually;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
 use ractor::ActorRef;
 use serde_json::{Value, json};
 
@@ -375,6 +376,17 @@ async fn admin_config() -> kube::Config {
 enum Transport {
     Https,
     PlainHttp,
+}
+
+/// The Events (events.k8s.io) in `namespace` about the object named `name`; None while the list fails, as
+/// [`eventually`] expects. Events of cluster-scoped objects live in the default namespace.
+pub async fn events_about(client: &kube::Client, namespace: &str, name: &str) -> Option<Vec<Event>> {
+    let listed = Api::<Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    let about = |e: &Event| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name);
+    Some(listed.items.into_iter().filter(about).collect())
 }
 
 pub fn condition<'a>(machine: &'a OVirtMachine, type_: &str) -> Option<&'a capov_crds::Condition> {
