@@ -9,8 +9,10 @@ use serde_json::json;
 
 const ATTEMPTS: usize = 3;
 
-/// Adds `finalizer` unless present. Returns the object as written, None when no write was needed; a caller that
-/// acts on the object again must go on from the returned one (the old one's resourceVersion is stale).
+/// Adds `finalizer` unless present. Returns the object as written, or as read when a patch found the list changed
+/// and the read shows the finalizer there already (a write whose answer was lost did add it); None when the object
+/// given had it. A caller that acts on the object again must go on from the returned one: the one it gave is stale,
+/// and deciding on it again would add the finalizer again, forever if its cache is stale too.
 pub async fn ensure<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<Option<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
@@ -19,7 +21,7 @@ where
     for attempt in 1..=ATTEMPTS {
         let current = object.finalizers().to_vec();
         if current.iter().any(|f| f == finalizer) {
-            return Ok(None);
+            return Ok((attempt > 1).then_some(object));
         }
         let mut wanted = current.clone();
         wanted.push(finalizer.to_string());

@@ -24,6 +24,17 @@ pub const NODE_WAIT_CEILING: Duration = Duration::from_secs(20);
 /// apiserver a read every 5 minutes, not every 20 s.
 pub const NODE_WAIT_WINDOW: Duration = Duration::from_secs(10 * 60);
 
+/// A pass that failed because the management cluster's apiserver did not answer (cut, 5xx, or past its deadline) is
+/// retried at most this long after for [`APISERVER_RETRY_WINDOW`]: an apiserver restart or a burst of timeouts lasts
+/// seconds, and a doubling backoff grown to 20 or 40 s during it kept machines waiting that long after the apiserver
+/// was back. The retries stay bounded by the reconcile permits, so the apiserver never sees more of them at once.
+pub const APISERVER_RETRY_CEILING: Duration = Duration::from_secs(10);
+/// How long (the sum of the nominal waits) retries after apiserver failures stay at most
+/// [`APISERVER_RETRY_CEILING`] apart; then they double again up to [`MAX_BACKOFF`], as for any failure. A minute
+/// covers a restart; an apiserver down for longer gets the retries of 10,000 machines spread out as before, not one
+/// from each every 10 s.
+pub const APISERVER_RETRY_WINDOW: Duration = Duration::from_secs(60);
+
 /// A running, set-up VM is looked at by the provider's batched search once per this many poll intervals (1 min at
 /// the default 5 s): a status change then wakes its machine within a minute, at one search per 50 VMs.
 pub const STEADY_POLL_EVERY: u64 = 12;
@@ -248,6 +259,30 @@ mod tests {
         assert_eq!(
             backoff.next_delay_within_with(NODE_WAIT_CEILING, NODE_WAIT_WINDOW, 0.5),
             NODE_WAIT_CEILING
+        );
+    }
+
+    #[test]
+    fn retries_after_apiserver_failures_stay_within_ten_seconds_for_a_minute_then_double_again() {
+        let mut backoff = Backoff::steps();
+        let nominal: Vec<u64> = (0..10)
+            .map(|_| {
+                backoff
+                    .next_delay_within_with(APISERVER_RETRY_CEILING, APISERVER_RETRY_WINDOW, 0.5)
+                    .as_secs()
+            })
+            .collect();
+        // 5 + 10 × 5 = 55 s < 1 min, the next 10 s wait ends the window; then 20 s doubling to 5 min.
+        assert_eq!(nominal, vec![5, 10, 10, 10, 10, 10, 10, 20, 40, 80]);
+        // One that grew to 40 s first (say, during an apiserver restart that also cut the machine's engine
+        // requests) is held to the ceiling at its next apiserver failure.
+        let mut backoff = Backoff::steps();
+        for _ in 0..3 {
+            backoff.next_delay_with(0.5);
+        }
+        assert_eq!(
+            backoff.next_delay_within_with(APISERVER_RETRY_CEILING, APISERVER_RETRY_WINDOW, 0.5),
+            APISERVER_RETRY_CEILING
         );
     }
 

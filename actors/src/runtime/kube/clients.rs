@@ -235,6 +235,16 @@ impl From<RequestTimedOut> for String {
     }
 }
 
+/// Whether a failed management-cluster request may well succeed when asked again soon: it was cut or timed out, or
+/// the apiserver was overloaded (5xx, 429) or saw a conflicting write (409). Refusals (403, 404, 422, …) come back
+/// the same until something changes.
+pub fn is_transient(err: &kube::Error) -> bool {
+    match err {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429 || status.code == 409,
+        _ => true,
+    }
+}
+
 /// `request`'s answer, or [`RequestTimedOut`] when none came within `deadline` (the request is then dropped).
 pub async fn answer_within<T, E: From<RequestTimedOut>>(
     deadline: Duration,
@@ -386,6 +396,19 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
+
+    #[test]
+    fn transient_failures_and_refusals_are_told_apart() {
+        let api = |code: u16| kube::Error::Api(kube::core::Status::failure("", "").with_code(code).boxed());
+        for code in [500, 503, 504, 429, 409] {
+            assert!(is_transient(&api(code)), "{code}");
+        }
+        for code in [400, 403, 422] {
+            assert!(!is_transient(&api(code)), "{code}");
+        }
+        let cut = kube::Error::Service(Box::new(std::io::Error::other("connection reset")));
+        assert!(is_transient(&cut));
+    }
 
     /// A plain-http "apiserver" on loopback that reads each request and then does what `serve` says.
     async fn server<F, Fut>(serve: F) -> (String, tokio::task::JoinHandle<()>)

@@ -81,6 +81,9 @@ pub enum Executed {
     Continue,
     /// Look again later.
     Requeue(Requeue),
+    /// A request to the management cluster's apiserver was cut, timed out or met an overloaded apiserver: retry
+    /// soon (`Next::RetryApiserver`).
+    RetryApiserver,
     /// Report `failure` on condition `type_` and back off.
     Failed { type_: &'static str, failure: Failure },
 }

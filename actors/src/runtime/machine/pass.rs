@@ -331,13 +331,21 @@ fn not_observed(state: &MachineState, failed: ObserveError) -> Next {
             };
             Next::AwaitSearch(VmWatch { vm_id, cadence })
         }
-        ObserveError { message, expected, .. } => {
+        ObserveError {
+            message,
+            expected,
+            apiserver,
+            ..
+        } => {
             if expected {
                 tracing::debug!(object = %state.key, %message, "cannot observe yet; retrying");
             } else {
                 tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
             }
-            Next::Backoff
+            match apiserver {
+                true => Next::RetryApiserver,
+                false => Next::Backoff,
+            }
         }
     }
 }
@@ -379,6 +387,7 @@ async fn act(
             None
         }
         Executed::Requeue(requeue) => Some(to_next(state, requeue, vm_id)),
+        Executed::RetryApiserver => Some(Next::RetryApiserver),
         Executed::Failed { type_, failure } => {
             if !failure.is_retry_only() {
                 let update = ConditionUpdate::false_(type_, failure.reason, failure.severity, failure.message);
@@ -393,7 +402,7 @@ async fn act(
 fn record_pass(state: &MachineState, next: &Next, started: Instant) {
     let outcome = match next {
         _ if state.status.failure_reason.is_some() => result::TERMINAL,
-        Next::Backoff => result::ERROR,
+        Next::Backoff | Next::RetryApiserver => result::ERROR,
         // Waiting for a kubelet is no error.
         Next::AwaitNode => result::REQUEUE,
         Next::Idle => result::SUCCESS,

@@ -73,7 +73,7 @@ async fn node(state: &mut MachineState, observation: &Observation) -> Result<Nod
     match workload::observe_node(state, cluster, &vm.id, &vm_name).await {
         Ok(node) => Ok(node),
         // Nothing is known of the Node, and nothing is reported.
-        Err(workload::NodeUnknown::ManagementCluster(message)) => Err(backoff(state, ObserveError::new(message))),
+        Err(workload::NodeUnknown::ManagementCluster(message)) => Err(backoff(state, ObserveError::apiserver(message))),
         // Too many passes at their Node step.
         Err(workload::NodeUnknown::Busy(wanted)) => Err(await_place(state, wanted)),
     }
@@ -88,7 +88,10 @@ fn no_engine_or_vm() -> ObserveError {
 /// A read that failed ends the pass with a backoff; nothing is reported.
 fn backoff(state: &MachineState, failed: ObserveError) -> Next {
     tracing::warn!(object = %state.key, message = %failed.message, "cannot observe; retrying");
-    Next::Backoff
+    match failed.apiserver {
+        true => Next::RetryApiserver,
+        false => Next::Backoff,
+    }
 }
 
 /// A pass that found no place at the Node step ends: its actor waits for the places it lacked (`run_pass`), and

@@ -8,6 +8,9 @@ use super::state::MachineState;
 use crate::runtime::mailbox;
 use crate::runtime::messages::{Cadence, MachineMsg, ProviderMsg, VmWatch};
 use capov_core::machine_steps::Requeue;
+use capov_core::policy::backoff::{
+    APISERVER_RETRY_CEILING, APISERVER_RETRY_WINDOW, Backoff, NODE_WAIT_CEILING, NODE_WAIT_WINDOW,
+};
 use capov_core::trust::identity::parse_provider_id;
 
 /// What a pass asks for next.
@@ -17,8 +20,11 @@ pub enum Next {
     Idle,
     /// Retry after a failure: backoff 5 s doubling to 5 min.
     Backoff,
+    /// Retry after a request to the management cluster's apiserver was cut, timed out or met an overloaded
+    /// apiserver: the backoff, held at 10 s for its first minute ([`APISERVER_RETRY_CEILING`]).
+    RetryApiserver,
     /// Look for the VM's Node again: the backoff, held at 20 s for its first 10 minutes
-    /// ([`capov_core::policy::backoff::NODE_WAIT_CEILING`]).
+    /// ([`NODE_WAIT_CEILING`]).
     AwaitNode,
     /// Check again after this long.
     After(Duration),
@@ -84,10 +90,10 @@ pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next)
         state.guard_key = None;
         state.quiet_guards = 0;
     }
-    if !matches!(next, Next::Backoff | Next::AwaitNode) {
+    if !matches!(next, Next::Backoff | Next::RetryApiserver | Next::AwaitNode) {
         state.backoff.reset();
     }
-    state.last_pass_failed = next == Next::Backoff;
+    state.last_pass_failed = matches!(next, Next::Backoff | Next::RetryApiserver);
     let at = tokio::time::Instant::now() + delay;
     state.shared.timers.set(state.timer, at, &state.key, me.clone());
 }
@@ -112,7 +118,7 @@ fn vm_to_watch(state: &MachineState, next: &Next) -> Option<VmWatch> {
         // pass that waits with backoff for something outside the engine (the Node, an address) has its VM watched
         // too, so that its retries decide from what they hold instead of reading the VM each time: at each poll
         // while the retries come faster than the steady search, then with the steady search.
-        Next::Backoff | Next::AwaitNode => {
+        Next::Backoff | Next::RetryApiserver | Next::AwaitNode => {
             let steady_every =
                 state.shared.settings.poll_interval * capov_core::policy::backoff::STEADY_POLL_EVERY as u32;
             let vm_id = (state.watched_vm.as_ref().map(|w| w.vm_id.clone()))
@@ -137,7 +143,7 @@ fn vm_to_watch(state: &MachineState, next: &Next) -> Option<VmWatch> {
 fn update_vm_watch(state: &mut MachineState, next: &Next, watched: Option<VmWatch>) {
     // A backoff re-registers the watch with the VM status this pass saw: a change the machine already knows of must
     // not cut the backoff short (the hot-loop guard's backoff included), only a change after it.
-    let refresh = matches!(next, Next::Backoff | Next::AwaitNode) && watched.is_some();
+    let refresh = matches!(next, Next::Backoff | Next::RetryApiserver | Next::AwaitNode) && watched.is_some();
     if (watched != state.watched_vm || refresh)
         && let Some((_, provider)) = &state.subscribed_to
     {
@@ -167,11 +173,7 @@ fn delay_until_next_pass(state: &mut MachineState, next: &Next) -> Duration {
             cadence: Cadence::Steady,
             ..
         }) => capov_core::policy::backoff::jittered(state.shared.settings.sync_period, fastrand::f64()),
-        Next::Backoff => state.backoff.next_delay(),
-        Next::AwaitNode => state.backoff.next_delay_within(
-            capov_core::policy::backoff::NODE_WAIT_CEILING,
-            capov_core::policy::backoff::NODE_WAIT_WINDOW,
-        ),
+        Next::Backoff | Next::RetryApiserver | Next::AwaitNode => retry_delay(&mut state.backoff, next),
         Next::After(delay) => *delay,
         Next::Resume => Duration::ZERO,
         // The deadline set at the machine's first ask; a pass at or after it reads the VM.
@@ -185,6 +187,16 @@ fn delay_until_next_pass(state: &mut MachineState, next: &Next) -> Duration {
             let guard = transition_guard(state, vm_id);
             state.deadline.take().map_or(guard, |deadline| guard.min(deadline))
         }
+    }
+}
+
+/// The wait before a retry: the doubling backoff, held at a ceiling for a while when the retry waits for the
+/// management cluster's apiserver or for a Node, both of which usually come back within seconds.
+fn retry_delay(backoff: &mut Backoff, next: &Next) -> Duration {
+    match next {
+        Next::RetryApiserver => backoff.next_delay_within(APISERVER_RETRY_CEILING, APISERVER_RETRY_WINDOW),
+        Next::AwaitNode => backoff.next_delay_within(NODE_WAIT_CEILING, NODE_WAIT_WINDOW),
+        _ => backoff.next_delay(),
     }
 }
 
@@ -230,5 +242,20 @@ mod tests {
         assert_eq!(guard_delay(poll, u8::MAX).as_secs(), 300);
         // A test's short poll interval keeps its short first guard.
         assert_eq!(guard_delay(Duration::from_millis(200), 0), Duration::from_millis(1200));
+    }
+
+    #[test]
+    fn a_retry_for_the_apiserver_waits_at_most_its_ceiling_however_far_the_backoff_grew() {
+        // Three failed passes in a row (an apiserver restart): 5, 10 and 20 s.
+        let mut backoff = Backoff::steps();
+        for _ in 0..3 {
+            retry_delay(&mut backoff, &Next::Backoff);
+        }
+        let mut otherwise = backoff.clone();
+        let retry = retry_delay(&mut backoff, &Next::RetryApiserver);
+        assert!(retry <= APISERVER_RETRY_CEILING.mul_f64(1.2), "{retry:?}");
+        // Any other failure waits 40 s (± 20 %) next.
+        let other = retry_delay(&mut otherwise, &Next::Backoff);
+        assert!(other >= Duration::from_secs(32), "{other:?}");
     }
 }

@@ -27,11 +27,12 @@ use serde_json::{Value, json};
 
 use crate::metrics::{Metrics, kind};
 use crate::runtime::keys::ObjectKey;
-use crate::runtime::kube::clients::answer_within;
+use crate::runtime::kube::clients::{answer_within, is_transient};
 use crate::runtime::mailbox::{self, ActorMetrics, Alive, Mail};
 use crate::runtime::status::census;
 use crate::runtime::status::events::{EventRecorder, Note, NoteKind};
 use crate::runtime::status::queue::WriteQueue;
+use crate::runtime::status::retry::RetryTimer;
 
 pub const FIELD_MANAGER: &str = "capov";
 /// Status writes sent side by side (each to another object). One write at a time measured 7 writes/s with 10,000
@@ -45,9 +46,6 @@ const SLOW_WRITE: Duration = Duration::from_secs(1);
 /// Ready, say) queued behind it until the client's 30 s read timeout.
 const WRITE_DEADLINE: Duration = Duration::from_secs(10);
 const MAX_SLOW_WRITES: usize = 4 * WRITES_IN_FLIGHT;
-/// First retry of a failed write; consecutive failing rounds double it up to [`MAX_RETRY_AFTER`], jittered.
-const RETRY_AFTER: Duration = Duration::from_secs(2);
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// A status as queued and written: its JSON text.
 type StatusText = Arc<str>;
@@ -157,8 +155,9 @@ pub struct WriterState {
     /// Those of them whose write is slow: they take no slot.
     slow: HashSet<ObjectKey>,
     flush_queued: bool,
-    retry_queued: bool,
-    retry: capov_core::policy::backoff::Backoff,
+    /// When the failed writes are sent again (`retry`), and the timer that will say so.
+    retry: RetryTimer,
+    retry_armed: Option<tokio::task::JoinHandle<()>>,
     stats: WriterStats,
     metrics: Metrics,
     mail: ActorMetrics,
@@ -193,8 +192,8 @@ impl Actor for StatusWriter {
             in_flight: HashSet::new(),
             slow: HashSet::new(),
             flush_queued: false,
-            retry_queued: false,
-            retry: capov_core::policy::backoff::Backoff::new(RETRY_AFTER, MAX_RETRY_AFTER),
+            retry: RetryTimer::default(),
+            retry_armed: None,
             stats: WriterStats::default(),
             mail: ActorMetrics::of::<StatusWriterMsg>(&metrics),
             _alive: ActorMetrics::of::<StatusWriterMsg>(&metrics).alive(),
@@ -250,7 +249,8 @@ impl Actor for StatusWriter {
             }
             StatusWriterMsg::Written { key, status, result } => written(&me, state, key, status, result),
             StatusWriterMsg::Retry => {
-                state.retry_queued = false;
+                state.retry.fired();
+                state.retry_armed = None;
                 state.queue.retry_failed();
                 queue_flush(&me, state);
             }
@@ -401,6 +401,7 @@ fn written(
     if state.slow.remove(&key) {
         state.metrics.status_writes_slow.set(gauge_value(state.slow.len()));
     }
+    let went_through = result.is_ok();
     let outcome = match &result {
         Ok(()) => "success",
         Err(kube::Error::Api(status)) if status.code == 409 => "conflict",
@@ -422,17 +423,22 @@ fn written(
         Err(err) => {
             state.stats.failed += 1;
             tracing::warn!(object = %key, error = %err, "status write failed; retrying");
+            state.retry.failed(is_transient(&err));
             state.queue.write_failed(key, status);
         }
     }
     show_pending(state);
     queue_flush(me, state);
-    if !state.queue.has_failed() {
-        state.retry.reset();
-    } else if !state.retry_queued {
-        state.retry_queued = true;
-        let delay = state.retry.next_delay();
-        mailbox::cast_after(&state.metrics, delay, me.clone(), || StatusWriterMsg::Retry);
+    let rearm = state
+        .retry
+        .after_write(went_through, state.queue.has_failed(), Instant::now(), fastrand::f64());
+    if let Some(delay) = rearm {
+        // A retry fired meanwhile but not yet handled only queues the failed writes a little early.
+        if let Some(replaced) = state.retry_armed.take() {
+            replaced.abort();
+        }
+        let timer = mailbox::cast_after(&state.metrics, delay, me.clone(), || StatusWriterMsg::Retry);
+        state.retry_armed = Some(timer);
     }
 }
 

@@ -11,6 +11,7 @@ use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use crate::runtime::kube::clients::is_transient;
 use crate::runtime::kube::slim;
 use crate::runtime::machine::outcome::{Executed, Failure};
 use crate::runtime::machine::state::MachineState;
@@ -26,8 +27,8 @@ pub async fn add_finalizer(state: &mut MachineState) -> Executed {
     let ensure = finalizers::ensure(&machines, &*state.object, MACHINE_FINALIZER);
     match state.permit.awaiting(ensure).await {
         Ok(written) => {
-            // The next observation must see the finalizer: deciding again on the old object would add it again with
-            // a stale resourceVersion, fail, and back off for 5 s.
+            // The next observation must see the finalizer (as written, or as read when an earlier write whose answer
+            // was lost had added it): deciding again on the old object would add it again and back off.
             if let Some(updated) = written {
                 state.object = slim::own(updated);
             }
@@ -207,7 +208,12 @@ async fn patch_machine(state: &mut MachineState, patch: &serde_json::Value, what
     }
 }
 
+/// A write the apiserver did not take: retried soon when it was cut, timed out or overloaded, with the full backoff
+/// when it was refused (RBAC, an admission webhook), which repeats until someone fixes it.
 fn kube_failure(state: &MachineState, what: &str, err: kube::Error) -> Executed {
     tracing::warn!(object = %state.key, error = %err, "{what} failed; retrying");
-    Executed::Requeue(Requeue::Backoff)
+    match is_transient(&err) {
+        true => Executed::RetryApiserver,
+        false => Executed::Requeue(Requeue::Backoff),
+    }
 }

@@ -334,7 +334,13 @@ pub async fn bootstrap_secret(
         .permit
         .awaiting(secrets.get_opt(&secret_name))
         .await
-        .map_err(|err| ObserveError::new(format!("bootstrap Secret: {err}")))?;
+        .map_err(|err| {
+            let failed = format!("bootstrap Secret: {err}");
+            match crate::runtime::kube::clients::is_transient(&err) {
+                true => ObserveError::apiserver(failed),
+                false => ObserveError::new(failed),
+            }
+        })?;
     let Some(data) = secret.and_then(|s| s.data) else {
         return Ok(None);
     };

@@ -29,6 +29,9 @@ pub struct ObserveError {
     pub expected: bool,
     /// The VM (by id) the provider's next batched search should hand over, instead of this pass reading it.
     pub awaiting_search: Option<String>,
+    /// A read from the management cluster's apiserver was cut, timed out or met an overloaded apiserver: retried
+    /// soon (`Next::RetryApiserver`), not after a doubling backoff.
+    pub apiserver: bool,
 }
 
 impl ObserveError {
@@ -37,6 +40,15 @@ impl ObserveError {
             message: message.into(),
             expected: false,
             awaiting_search: None,
+            apiserver: false,
+        }
+    }
+
+    /// A read from the management cluster's apiserver that may well succeed when asked again soon.
+    pub fn apiserver(message: impl Into<String>) -> ObserveError {
+        ObserveError {
+            apiserver: true,
+            ..ObserveError::new(message)
         }
     }
 
