@@ -63,21 +63,20 @@ fn carry(state: &mut MachineState, written: Result<Option<NodeObservation>, Node
 }
 
 /// A Node write that failed: K8sProviderIDSetup says the workload cluster is unreachable, unless it was the
-/// management cluster that did not answer (then only a retry, with a log line).
+/// management cluster that did not answer (then only a retry soon, as after any apiserver failure, with a log line).
 fn failed(err: NodeWriteError) -> Executed {
-    let failure = match err {
+    match err {
         NodeWriteError::Retry(message) => {
             tracing::debug!(%message, "cannot reach the workload cluster's Node for now; retrying");
-            Failure::retry()
+            Executed::RetryApiserver
         }
-        NodeWriteError::Failed(message) => Failure {
-            reason: reasons::WORKLOAD_CLUSTER_UNREACHABLE,
-            severity: Severity::Warning,
-            message,
+        NodeWriteError::Failed(message) => Executed::Failed {
+            type_: types::K8S_PROVIDER_ID_SETUP,
+            failure: Failure {
+                reason: reasons::WORKLOAD_CLUSTER_UNREACHABLE,
+                severity: Severity::Warning,
+                message,
+            },
         },
-    };
-    Executed::Failed {
-        type_: types::K8S_PROVIDER_ID_SETUP,
-        failure,
     }
 }

@@ -25,11 +25,11 @@ pub async fn create(
     let data = match owner_machine(state) {
         Some(machine) => match read_this_pass {
             Some(read) if capi::machine_bootstrap_secret(&machine).as_deref() == Some(read.0.as_str()) => Some(read.1),
-            _ => bootstrap_secret(state, &machine)
-                .await
-                .ok()
-                .flatten()
-                .map(|(data, _)| data),
+            _ => match bootstrap_secret(state, &machine).await {
+                Ok(found) => found.map(|(data, _)| data),
+                Err(failed) if failed.apiserver => return Ok(Executed::RetryApiserver),
+                Err(_) => None,
+            },
         },
         None => None,
     };
