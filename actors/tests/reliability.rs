@@ -16,6 +16,7 @@ use capov_actors::runtime::status::writer::{Pace, StatusWriter, StatusWriterArgs
 use capov_core::policy::feature_gates::FeatureGates;
 use capov_harness::{ApiserverProxy, Trouble};
 use capov_testkit::eventually;
+use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::json;
 use support::{World, condition, metric_sum};
 use tokio::io::AsyncReadExt;
@@ -349,30 +350,13 @@ async fn a_start_the_engine_refuses_is_sent_again() {
 #[tokio::test]
 async fn a_finalizer_is_added_in_one_patch_past_other_writes_and_never_over_another_finalizer() {
     use capov_actors::runtime::finalizers;
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use kube::api::{Patch, PatchParams};
 
-    let plane = capov_harness::shared().await;
-    let client = plane.client().await.expect("client");
-    let namespace = plane
-        .create_namespace(&client, "finalizer-patch")
-        .await
-        .expect("namespace");
-    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
-    let mine = "infrastructure.cluster.x-k8s.io/capov-test".to_string();
+    let api = config_maps("finalizer-patch").await;
+    let mine = TEST_FINALIZER.to_string();
     let theirs = "example.com/someone-else".to_string();
-    let mut created = Vec::new();
-    for name in ["labelled-meanwhile", "finalized-meanwhile"] {
-        let object = ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        created.push(api.create(&PostParams::default(), &object).await.expect("create"));
-    }
-    let (labelled, finalized) = (&created[0], &created[1]);
+    let labelled = &created_config_map(&api, "labelled-meanwhile").await;
+    let finalized = &created_config_map(&api, "finalized-meanwhile").await;
 
     let label = serde_json::json!({"metadata": {"labels": {"changed": "meanwhile"}}});
     api.patch("labelled-meanwhile", &PatchParams::default(), &Patch::Merge(&label))
@@ -415,25 +399,11 @@ async fn a_finalizer_is_added_in_one_patch_past_other_writes_and_never_over_anot
 #[tokio::test]
 async fn a_finalizer_that_landed_unanswered_is_handed_back_as_read() {
     use capov_actors::runtime::finalizers;
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use kube::api::{Patch, PatchParams};
 
-    let plane = capov_harness::shared().await;
-    let client = plane.client().await.expect("client");
-    let namespace = plane
-        .create_namespace(&client, "finalizer-unanswered")
-        .await
-        .expect("namespace");
-    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
-    let mine = "infrastructure.cluster.x-k8s.io/capov-test".to_string();
-    let object = ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some("landed".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let before = api.create(&PostParams::default(), &object).await.expect("create");
+    let api = config_maps("finalizer-unanswered").await;
+    let mine = TEST_FINALIZER.to_string();
+    let before = created_config_map(&api, "landed").await;
     let landed = serde_json::json!({"metadata": {"finalizers": [mine.clone()]}});
     api.patch("landed", &PatchParams::default(), &Patch::Merge(&landed))
         .await
@@ -455,6 +425,29 @@ async fn a_finalizer_that_landed_unanswered_is_handed_back_as_read() {
     api.patch("landed", &PatchParams::default(), &Patch::Merge(&clear))
         .await
         .expect("clear finalizers");
+}
+
+const TEST_FINALIZER: &str = "infrastructure.cluster.x-k8s.io/capov-test";
+
+/// ConfigMaps in a new namespace of the shared apiserver: any object does for the finalizer writes.
+async fn config_maps(namespace: &str) -> kube::Api<ConfigMap> {
+    let plane = capov_harness::shared().await;
+    let client = plane.client().await.expect("client");
+    let namespace = plane.create_namespace(&client, namespace).await.expect("namespace");
+    kube::Api::namespaced(client, &namespace)
+}
+
+async fn created_config_map(api: &kube::Api<ConfigMap>, name: &str) -> ConfigMap {
+    let object = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    api.create(&kube::api::PostParams::default(), &object)
+        .await
+        .expect("create")
 }
 
 /// Writes the apiserver holds take no write slot once they are slow: with eight status writes hung (as many as the

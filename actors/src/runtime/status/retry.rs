@@ -1,7 +1,7 @@
 //! When the status writer sends its failed writes again: [`RETRY_AFTER`] after the first failure, doubling up to
 //! [`MAX_RETRY_AFTER`] while the apiserver keeps failing them, and [`RETRY_AFTER`] again as soon as a write goes
-//! through. A minute's delay grown during an apiserver restart had kept every write that failed later (the odd 504
-//! of an apiserver under load) waiting a minute, and its machine's Ready with it, as long as any failed write was
+//! through. A minute's delay grown during an apiserver restart had kept every write that failed later (one held
+//! past its deadline, say) waiting a minute, and its machine's Ready with it, as long as any failed write was
 //! waiting. Writes the apiserver refused (403, 422, …) fail the same way on every try: while one waits, a write that
 //! goes through changes nothing, and the delay keeps doubling.
 
