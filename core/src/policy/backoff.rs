@@ -225,17 +225,18 @@ mod tests {
         assert_eq!(backoff.nominal(), INITIAL_BACKOFF);
     }
 
+    /// The next `n` delays of `backoff` held to `ceiling` for `window`, in whole seconds: the middle draw waits the
+    /// nominal delay.
+    fn nominal_delays_within(backoff: &mut Backoff, ceiling: Duration, window: Duration, n: usize) -> Vec<u64> {
+        (0..n)
+            .map(|_| backoff.next_delay_within_with(ceiling, window, 0.5).as_secs())
+            .collect()
+    }
+
     #[test]
     fn waiting_for_a_node_stays_at_the_ceiling_for_the_window_then_doubles_again() {
         let mut backoff = Backoff::steps();
-        let nominal: Vec<u64> = (0..36)
-            // The middle draw waits the nominal delay.
-            .map(|_| {
-                backoff
-                    .next_delay_within_with(NODE_WAIT_CEILING, NODE_WAIT_WINDOW, 0.5)
-                    .as_secs()
-            })
-            .collect();
+        let nominal = nominal_delays_within(&mut backoff, NODE_WAIT_CEILING, NODE_WAIT_WINDOW, 36);
         // 5 + 10 + 20 × 29 = 595 s < 10 min, the next 20 s wait ends the window; then 40, 80, 160, 300.
         assert_eq!(&nominal[..3], &[5, 10, 20]);
         assert!(nominal[3..31].iter().all(|&s| s == 20), "{nominal:?}");
@@ -264,14 +265,12 @@ mod tests {
 
     #[test]
     fn retries_after_apiserver_failures_stay_within_ten_seconds_for_a_minute_then_double_again() {
-        let mut backoff = Backoff::steps();
-        let nominal: Vec<u64> = (0..10)
-            .map(|_| {
-                backoff
-                    .next_delay_within_with(APISERVER_RETRY_CEILING, APISERVER_RETRY_WINDOW, 0.5)
-                    .as_secs()
-            })
-            .collect();
+        let nominal = nominal_delays_within(
+            &mut Backoff::steps(),
+            APISERVER_RETRY_CEILING,
+            APISERVER_RETRY_WINDOW,
+            10,
+        );
         // 5 + 10 × 5 = 55 s < 1 min, the next 10 s wait ends the window; then 20 s doubling to 5 min.
         assert_eq!(nominal, vec![5, 10, 10, 10, 10, 10, 10, 20, 40, 80]);
         // One that grew to 40 s first (say, during an apiserver restart that also cut the machine's engine

@@ -342,10 +342,7 @@ fn not_observed(state: &MachineState, failed: ObserveError) -> Next {
             } else {
                 tracing::warn!(object = %state.key, %message, "cannot observe; retrying");
             }
-            match apiserver {
-                true => Next::RetryApiserver,
-                false => Next::Backoff,
-            }
+            Next::after_failure(apiserver)
         }
     }
 }

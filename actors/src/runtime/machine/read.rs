@@ -88,10 +88,7 @@ fn no_engine_or_vm() -> ObserveError {
 /// A read that failed ends the pass with a backoff; nothing is reported.
 fn backoff(state: &MachineState, failed: ObserveError) -> Next {
     tracing::warn!(object = %state.key, message = %failed.message, "cannot observe; retrying");
-    match failed.apiserver {
-        true => Next::RetryApiserver,
-        false => Next::Backoff,
-    }
+    Next::after_failure(failed.apiserver)
 }
 
 /// A pass that found no place at the Node step ends: its actor waits for the places it lacked (`run_pass`), and

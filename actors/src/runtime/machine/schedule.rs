@@ -40,6 +40,27 @@ pub enum Next {
     AwaitSearch(VmWatch),
 }
 
+impl Next {
+    /// The retry after a failure: soon when it was the management cluster's apiserver that did not answer
+    /// ([`Next::RetryApiserver`]), otherwise the doubling backoff.
+    pub fn after_failure(apiserver: bool) -> Next {
+        match apiserver {
+            true => Next::RetryApiserver,
+            false => Next::Backoff,
+        }
+    }
+
+    /// Whether the pass ended in a failure.
+    fn is_failure(&self) -> bool {
+        matches!(self, Next::Backoff | Next::RetryApiserver)
+    }
+
+    /// Whether the next pass waits out the machine's backoff: after a failure, or while it looks for its Node.
+    fn waits_out_backoff(&self) -> bool {
+        self.is_failure() || *self == Next::AwaitNode
+    }
+}
+
 /// What an action's `Requeue` means for this machine: a wait for the VM becomes a watch of it, when its id is known.
 pub fn to_next(state: &mut MachineState, requeue: Requeue, vm_id: Option<String>) -> Next {
     state.deadline = match requeue {
@@ -90,10 +111,10 @@ pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next)
         state.guard_key = None;
         state.quiet_guards = 0;
     }
-    if !matches!(next, Next::Backoff | Next::RetryApiserver | Next::AwaitNode) {
+    if !next.waits_out_backoff() {
         state.backoff.reset();
     }
-    state.last_pass_failed = matches!(next, Next::Backoff | Next::RetryApiserver);
+    state.last_pass_failed = next.is_failure();
     let at = tokio::time::Instant::now() + delay;
     state.shared.timers.set(state.timer, at, &state.key, me.clone());
 }
@@ -143,7 +164,7 @@ fn vm_to_watch(state: &MachineState, next: &Next) -> Option<VmWatch> {
 fn update_vm_watch(state: &mut MachineState, next: &Next, watched: Option<VmWatch>) {
     // A backoff re-registers the watch with the VM status this pass saw: a change the machine already knows of must
     // not cut the backoff short (the hot-loop guard's backoff included), only a change after it.
-    let refresh = matches!(next, Next::Backoff | Next::RetryApiserver | Next::AwaitNode) && watched.is_some();
+    let refresh = next.waits_out_backoff() && watched.is_some();
     if (watched != state.watched_vm || refresh)
         && let Some((_, provider)) = &state.subscribed_to
     {
