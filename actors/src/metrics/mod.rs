@@ -15,8 +15,8 @@ pub use queues::QueueMetrics;
 use std::sync::Arc;
 
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder, exponential_buckets,
+    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder, exponential_buckets,
 };
 
 pub use census::{Census, Subject};
@@ -97,6 +97,9 @@ pub struct Metrics {
     pub status_writes_pending: IntGauge,
     /// `capov_status_writes_slow`: writes under way past a second, which no longer take one of the write slots.
     pub status_writes_slow: IntGauge,
+    /// `capov_apiserver_outages_total`: times the management cluster's apiserver answered again after an outage (no
+    /// answer to anything for 3 s or more) and the retries waiting for it were brought forward (`kube::pulse`).
+    pub apiserver_outages_total: IntCounter,
     /// `capov_max_concurrent_reconciles`: the configured limit.
     pub max_concurrent_reconciles: Gauge,
     /// `capov_engine_rate_limit_qps`: the requests per second each provider's limiter lets through
@@ -241,6 +244,13 @@ impl Metrics {
                 "capov_status_writes_slow",
                 "Status writes unanswered for over a second; they no longer hold up the writes behind them.",
             ),
+            apiserver_outages_total: {
+                let help = "Outages of the management cluster's apiserver (no answer for 3 s or more) that ended; \
+                            the retries waiting for it were sent when it answered again.";
+                let metric = IntCounter::new("capov_apiserver_outages_total", help).expect("valid metric");
+                registry.register(Box::new(metric.clone())).expect("unique metric");
+                metric
+            },
             max_concurrent_reconciles: {
                 let gauge = Gauge::with_opts(Opts::new(
                     "capov_max_concurrent_reconciles",

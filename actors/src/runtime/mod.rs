@@ -81,8 +81,7 @@ pub async fn start(
             .map_err(ractor::SpawnErr::StartupFailed)?;
     }
     let args = SupervisorArgs {
-        client: clients.requests,
-        watch_client: clients.watches,
+        clients,
         settings,
         metrics,
     };

@@ -11,6 +11,7 @@ use ractor::ActorRef;
 
 use crate::metrics::Metrics;
 use crate::runtime::device_claims::DeviceClaims;
+use crate::runtime::kube::clients::KubeClients;
 use crate::runtime::mailbox;
 use crate::runtime::messages::{MachineMsg, ProviderMsg, SupervisorMsg};
 use crate::runtime::permits::{Courier, ReconcilePermits};
@@ -118,23 +119,22 @@ fn permit_courier(metrics: Metrics, supervisor: ActorRef<SupervisorMsg>) -> Cour
 impl Shared {
     /// What the actors share when the runtime starts: no provider actor yet, nothing cached.
     pub fn new(
-        client: kube::Client,
-        watch_client: kube::Client,
+        clients: KubeClients,
         metrics: Metrics,
         settings: RuntimeSettings,
         status_writer: ActorRef<StatusWriterMsg>,
         supervisor: ActorRef<SupervisorMsg>,
         stores: Stores,
     ) -> Shared {
-        let timers = TimerWheel::start(metrics.clone(), supervisor.clone());
+        let timers = TimerWheel::start(metrics.clone(), supervisor.clone(), clients.pulse.returns());
         let permits = ReconcilePermits::new(
             settings.max_concurrent_reconciles.max(1),
             Some(metrics.queues.clone()),
             permit_courier(metrics.clone(), supervisor.clone()),
         );
         Shared {
-            client,
-            watch_client,
+            client: clients.requests,
+            watch_client: clients.watches,
             metrics,
             permits,
             settings,

@@ -20,6 +20,8 @@ use crate::metrics::{Metrics, kind};
 use crate::runtime::credential_secrets::CredentialSecrets;
 use crate::runtime::held_mail::HeldMail;
 use crate::runtime::keys::ObjectKey;
+use crate::runtime::kube::clients::KubeClients;
+use crate::runtime::kube::pulse::probe_while_silent;
 use crate::runtime::kube::slim;
 use crate::runtime::machine::{self, MachineActor};
 use crate::runtime::mailbox::{self, ActorMetrics, Alive, Mail};
@@ -74,8 +76,8 @@ pub struct SupervisorState {
 }
 
 pub struct SupervisorArgs {
-    pub client: kube::Client,
-    pub watch_client: kube::Client,
+    /// The management cluster's clients, and what their requests say of its apiserver (`kube::pulse`).
+    pub clients: KubeClients,
     pub settings: RuntimeSettings,
     pub metrics: Metrics,
 }
@@ -99,24 +101,26 @@ impl Actor for Supervisor {
         me: ActorRef<SupervisorMsg>,
         args: SupervisorArgs,
     ) -> Result<SupervisorState, ActorProcessingErr> {
+        let pulse = args.clients.pulse.clone();
         let writer_args = StatusWriterArgs {
-            client: args.client.clone(),
+            client: args.clients.requests.clone(),
             metrics: args.metrics.clone(),
             spacing: args.settings.status_spacing,
+            apiserver_returns: pulse.returns(),
         };
         let (status_writer, _) = Actor::spawn_linked(None, StatusWriter, writer_args, me.get_cell()).await?;
         let stores = StoreWriters::new();
         let mail = ActorMetrics::of::<SupervisorMsg>(&args.metrics);
         let shared = Arc::new(Shared::new(
-            args.client,
-            args.watch_client,
+            args.clients,
             args.metrics,
             args.settings,
             status_writer,
             me.clone(),
             stores.readers(),
         ));
-        let tasks = watches::spawn(&me, &shared, stores);
+        let mut tasks = watches::spawn(&me, &shared, stores);
+        tasks.push(tokio::spawn(probe_while_silent(shared.client.clone(), pulse)));
         Ok(SupervisorState {
             finalizers: ProviderFinalizers::new(me.clone(), shared.clone()),
             shared,

@@ -7,16 +7,22 @@
 //! machine (`machine_mail::tell`). Setting a machine's timer replaces the one it had, and cancelling removes it. As
 //! with an aborted task, a `Tick` already sent when the replacement arrives stays in the mailbox; the pass it starts
 //! decides from what it observes.
+//!
+//! A timer set for a retry after the management cluster's apiserver did not answer is marked so: when the apiserver
+//! answers again after an outage (`kube::pulse`), every marked timer due later is brought forward, spread over a few
+//! seconds ([`return_spread`]), instead of each machine waiting out its own backoff.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use ractor::ActorRef;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::metrics::Metrics;
 use crate::runtime::keys::ObjectKey;
+use crate::runtime::kube::pulse::Return;
 use crate::runtime::machine_mail::tell;
 use crate::runtime::messages::{MachineMsg, SupervisorMsg};
 
@@ -24,11 +30,27 @@ use crate::runtime::messages::{MachineMsg, SupervisorMsg};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerId(u64);
 
+/// When a timer fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fires {
+    AtDeadline,
+    /// At its deadline, or sooner when the management cluster's apiserver answers again after an outage: the
+    /// machine's retry waits for it.
+    AtDeadlineOrApiserverReturn,
+}
+
+/// Whom a timer tells, and whether it waits for the apiserver to answer again.
+struct Recipient {
+    key: ObjectKey,
+    actor: Option<ActorRef<MachineMsg>>,
+    awaits_apiserver: bool,
+}
+
 enum Command {
     Set {
         id: TimerId,
         at: Instant,
-        to: (ObjectKey, Option<ActorRef<MachineMsg>>),
+        to: Recipient,
     },
     /// The machine rests: its timer keeps its deadline and goes to the supervisor.
     Rest(TimerId),
@@ -42,10 +64,14 @@ pub struct TimerWheel {
 }
 
 impl TimerWheel {
-    /// Starts the wheel's task (on the current tokio runtime).
-    pub fn start(metrics: Metrics, supervisor: ActorRef<SupervisorMsg>) -> TimerWheel {
+    /// Starts the wheel's task (on the current tokio runtime); `returns` tells it when the apiserver answers again.
+    pub fn start(
+        metrics: Metrics,
+        supervisor: ActorRef<SupervisorMsg>,
+        returns: watch::Receiver<Return>,
+    ) -> TimerWheel {
         let (commands, received) = mpsc::unbounded_channel();
-        tokio::spawn(run(received, metrics, supervisor));
+        tokio::spawn(run(received, metrics, supervisor, returns));
         TimerWheel {
             commands,
             next_id: AtomicU64::new(0),
@@ -59,8 +85,12 @@ impl TimerWheel {
 
     /// Sends the machine `key` a `Tick` at `at` (to `actor`, or through the supervisor once that has stopped), in
     /// place of what timer `id` was set to.
-    pub fn set(&self, id: TimerId, at: Instant, key: &ObjectKey, actor: ActorRef<MachineMsg>) {
-        let to = (key.clone(), Some(actor));
+    pub fn set(&self, id: TimerId, at: Instant, fires: Fires, key: &ObjectKey, actor: ActorRef<MachineMsg>) {
+        let to = Recipient {
+            key: key.clone(),
+            actor: Some(actor),
+            awaits_apiserver: fires == Fires::AtDeadlineOrApiserverReturn,
+        };
         let _ = self.commands.send(Command::Set { id, at, to });
     }
 
@@ -113,6 +143,34 @@ impl<T> Deadlines<T> {
         self.by_time.first_key_value().map(|((at, _), _)| *at)
     }
 
+    /// Brings every timer `chosen` picks that is due later than `now + spread` forward to a point within
+    /// `spread` of `now` (`unit` gives a number in [0, 1) for each); returns how many moved.
+    fn bring_forward(
+        &mut self,
+        now: Instant,
+        spread: Duration,
+        chosen: impl Fn(&T) -> bool,
+        mut unit: impl FnMut() -> f64,
+    ) -> usize {
+        let later: Vec<(Instant, TimerId)> = self
+            .by_time
+            .iter()
+            .filter(|((at, _), to)| *at > now + spread && chosen(to))
+            .map(|(key, _)| *key)
+            .collect();
+        for (at, id) in &later {
+            if let Some(to) = self.by_time.remove(&(*at, *id)) {
+                self.set(*id, now + spread.mul_f64(unit().clamp(0.0, 1.0)), to);
+            }
+        }
+        later.len()
+    }
+
+    /// How many timers `chosen` picks.
+    fn count(&self, chosen: impl Fn(&T) -> bool) -> usize {
+        self.by_time.values().filter(|to| chosen(to)).count()
+    }
+
     /// Removes and returns the timers due at `now`, earliest first.
     fn due(&mut self, now: Instant) -> Vec<T> {
         let mut due = Vec::new();
@@ -128,8 +186,28 @@ impl<T> Deadlines<T> {
     }
 }
 
-async fn run(mut commands: mpsc::UnboundedReceiver<Command>, metrics: Metrics, supervisor: ActorRef<SupervisorMsg>) {
-    let mut deadlines: Deadlines<(ObjectKey, Option<ActorRef<MachineMsg>>)> = Deadlines::default();
+/// Retries brought forward at the apiserver's return start at about this many a second: the supervisor wakes resting
+/// machines in turns and the passes take reconcile permits, but a retry from every waiting machine at the same instant
+/// would still meet an apiserver busy with its watches' lists.
+const RETURNS_PER_SECOND: f64 = 500.0;
+
+/// Over how long the retries of `waiting` machines are spread when the apiserver answers again: at least a second,
+/// at most the apiserver retry ceiling (a machine waits no longer than that anyway during its first minute).
+pub fn return_spread(waiting: usize) -> Duration {
+    Duration::from_secs_f64(waiting as f64 / RETURNS_PER_SECOND).clamp(
+        Duration::from_secs(1),
+        capov_core::policy::backoff::APISERVER_RETRY_CEILING,
+    )
+}
+
+async fn run(
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    metrics: Metrics,
+    supervisor: ActorRef<SupervisorMsg>,
+    mut returns: watch::Receiver<Return>,
+) {
+    let mut deadlines: Deadlines<Recipient> = Deadlines::default();
+    let mut listening = true;
     loop {
         let next = deadlines.next();
         tokio::select! {
@@ -137,19 +215,40 @@ async fn run(mut commands: mpsc::UnboundedReceiver<Command>, metrics: Metrics, s
                 None => return,
                 Some(Command::Set { id, at, to }) => deadlines.set(id, at, to),
                 Some(Command::Rest(id)) => {
-                    if let Some((_, actor)) = deadlines.get_mut(id) {
-                        *actor = None;
+                    if let Some(to) = deadlines.get_mut(id) {
+                        to.actor = None;
                     }
                 }
                 Some(Command::Cancel(id)) => deadlines.cancel(id),
             },
             () = sleep_until(next) => {
-                for (key, actor) in deadlines.due(Instant::now()) {
-                    tell(&metrics, &supervisor, &key, actor.as_ref(), MachineMsg::Tick);
+                for to in deadlines.due(Instant::now()) {
+                    tell(&metrics, &supervisor, &to.key, to.actor.as_ref(), MachineMsg::Tick);
                 }
             }
+            changed = returns.changed(), if listening => match changed {
+                Ok(()) => {
+                    let back = *returns.borrow_and_update();
+                    metrics.apiserver_outages_total.inc();
+                    bring_forward_apiserver_retries(&mut deadlines, back);
+                }
+                // The pulse is gone (the runtime stops): nothing will announce a return.
+                Err(_) => listening = false,
+            },
         }
     }
+}
+
+fn bring_forward_apiserver_retries(deadlines: &mut Deadlines<Recipient>, back: Return) {
+    let awaits = |to: &Recipient| to.awaits_apiserver;
+    let spread = return_spread(deadlines.count(awaits));
+    let moved = deadlines.bring_forward(Instant::now(), spread, awaits, fastrand::f64);
+    tracing::info!(
+        silent_seconds = back.silent.as_secs(),
+        machines = moved,
+        within_seconds = spread.as_secs_f64(),
+        "the management cluster's apiserver answers again; machines waiting to retry on it go on now"
+    );
 }
 
 /// Sleeps until `at`, or forever without a deadline.
@@ -199,6 +298,42 @@ mod tests {
         assert!(deadlines.get_mut(TimerId(2)).is_none(), "no such timer");
         assert_eq!(deadlines.next(), Some(start + Duration::from_secs(5)));
         assert_eq!(deadlines.due(start + Duration::from_secs(5)), vec![None]);
+    }
+
+    #[test]
+    fn a_return_brings_forward_only_the_chosen_timers_due_later_than_its_spread() {
+        let start = Instant::now();
+        let at = |millis: u64| start + Duration::from_millis(millis);
+        let mut deadlines: Deadlines<(&str, bool)> = Deadlines::default();
+        deadlines.set(TimerId(1), at(9_000), ("waits for the apiserver", true));
+        deadlines.set(TimerId(2), at(9_000), ("waits for the engine", false));
+        deadlines.set(TimerId(3), at(500), ("waits for the apiserver, due soon anyway", true));
+        deadlines.set(TimerId(4), at(200_000), ("waits for the apiserver, long backoff", true));
+        assert_eq!(deadlines.count(|to| to.1), 3);
+        let spread = Duration::from_secs(1);
+        let mut units = [0.5, 0.25].into_iter();
+        let moved = deadlines.bring_forward(start, spread, |to| to.1, || units.next().unwrap_or(0.0));
+        assert_eq!(moved, 2);
+        assert_eq!(
+            deadlines.due(at(1_000)),
+            vec![
+                ("waits for the apiserver, long backoff", true),
+                ("waits for the apiserver", true),
+                ("waits for the apiserver, due soon anyway", true),
+            ],
+            "earliest first: moved to 250 and 500 ms, the one due at 500 ms kept (equal instants in id order)"
+        );
+        assert_eq!(deadlines.due(at(100_000)), vec![("waits for the engine", false)]);
+        assert_eq!(deadlines.next(), None);
+        assert!(deadlines.by_id.is_empty());
+    }
+
+    #[test]
+    fn the_spread_grows_with_the_machines_waiting_between_a_second_and_the_retry_ceiling() {
+        assert_eq!(return_spread(0), Duration::from_secs(1));
+        assert_eq!(return_spread(300), Duration::from_secs(1));
+        assert_eq!(return_spread(2_500), Duration::from_secs(5));
+        assert_eq!(return_spread(50_000), Duration::from_secs(10));
     }
 
     #[test]

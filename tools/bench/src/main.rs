@@ -949,6 +949,17 @@ fn report(r: &Report) {
         "| against the engine's bound | {total} requests ÷ {qps} per second = {bound:.1} s; took {:.1} × that |",
         r.elapsed.as_secs_f64() / bound.max(f64::MIN_POSITIVE)
     );
+    // No operator makes progress while the apiserver is down: the bound with that time added says how much of the
+    // rest the operator cost.
+    if let Some((down, back)) = r.apiserver_down {
+        let with_outage = bound + (back - down);
+        println!(
+            "| the apiserver's restart | down from {down:.1} s to {back:.1} s ({:.1} s); the engine's bound plus that: \
+             {with_outage:.1} s, took {:.1} × that |",
+            back - down,
+            r.elapsed.as_secs_f64() / with_outage.max(f64::MIN_POSITIVE)
+        );
+    }
     println!(
         "| first Ready | {} |",
         times.first().map(|t| secs(*t)).unwrap_or_else(|| "-".into())

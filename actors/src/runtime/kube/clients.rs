@@ -17,6 +17,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 use tower::{BoxError, Layer, Service};
 
+use crate::runtime::kube::pulse::{ApiserverPulse, PulseLayer};
 use crate::runtime::kube::requests::NameFailuresLayer;
 
 /// Establishing a connection, TLS handshake included.
@@ -42,13 +43,14 @@ pub const LIST_PAGE_TRIES: u32 = 3;
 /// slow still gets its 15 s on the last try.
 pub const LIST_PAGE_FIRST_WAIT: Duration = Duration::from_secs(5);
 
-/// The management cluster's clients: `requests` for everything but watches, `watches` for the watches; and the
-/// apiserver's URL they talk to.
+/// The management cluster's clients: `requests` for everything but watches, `watches` for the watches; the
+/// apiserver's URL they talk to; and what their requests' outcomes say of it (`pulse`).
 #[derive(Clone)]
 pub struct KubeClients {
     pub requests: kube::Client,
     pub watches: kube::Client,
     pub apiserver: http::Uri,
+    pub pulse: ApiserverPulse,
 }
 
 impl KubeClients {
@@ -57,14 +59,17 @@ impl KubeClients {
         let mut watch_config = config.clone();
         watch_config.connect_timeout = Some(CONNECT_TIMEOUT);
         watch_config.write_timeout = Some(WRITE_TIMEOUT);
+        let pulse = ApiserverPulse::default();
         Ok(KubeClients {
             apiserver: config.cluster_url.clone(),
-            requests: request_client(config)?,
+            requests: request_client(config, &pulse)?,
             watches: kube::client::ClientBuilder::try_from(watch_config)?
                 .with_layer(&DeadlineLayer::except_watches(LIST_PAGE_TIMEOUT))
                 .with_layer(&ListPageRetryLayer::new(LIST_PAGE_FIRST_WAIT))
                 .with_layer(&NameFailuresLayer)
+                .with_layer(&PulseLayer(pulse.clone()))
                 .build(),
+            pulse,
         })
     }
 }
@@ -78,11 +83,13 @@ pub fn with_timeouts(mut config: kube::Config) -> kube::Config {
     config
 }
 
-/// A client for requests that are not watches: [`with_timeouts`], and no request outlives [`REQUEST_TIMEOUT`].
-pub fn request_client(config: kube::Config) -> Result<kube::Client, kube::Error> {
+/// A client for requests that are not watches: [`with_timeouts`], and no request outlives [`REQUEST_TIMEOUT`]; each
+/// request's outcome goes to `pulse`.
+pub fn request_client(config: kube::Config, pulse: &ApiserverPulse) -> Result<kube::Client, kube::Error> {
     Ok(kube::client::ClientBuilder::try_from(with_timeouts(config))?
         .with_layer(&DeadlineLayer::every_request(REQUEST_TIMEOUT))
         .with_layer(&NameFailuresLayer)
+        .with_layer(&PulseLayer(pulse.clone()))
         .build())
 }
 

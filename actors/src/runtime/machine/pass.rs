@@ -22,6 +22,7 @@ use crate::runtime::messages::{Cadence, MachineMsg, VmWatch};
 use crate::runtime::permits::Permit;
 use crate::runtime::status::events::NoteKind;
 use crate::runtime::status::writer::{Pace, StatusWriterMsg};
+use crate::runtime::timer_wheel::Fires;
 use capov_core::conditions::{ConditionUpdate, State, change_recorded_as_event, machine_ready, set_condition, types};
 use capov_core::machine_steps::{Action, Decision, Observed, StatusChange, VmAction, decide, without_effect};
 
@@ -75,10 +76,13 @@ pub async fn run_pass(me: &ActorRef<MachineMsg>, state: &mut MachineState) {
                 class: share.class,
                 asked,
             });
-            state
-                .shared
-                .timers
-                .set(state.timer, asked + TICKET_PATIENCE, &state.key, me.clone());
+            state.shared.timers.set(
+                state.timer,
+                asked + TICKET_PATIENCE,
+                Fires::AtDeadline,
+                &state.key,
+                me.clone(),
+            );
         }
     }
 }

@@ -7,6 +7,7 @@ use ractor::ActorRef;
 use super::state::MachineState;
 use crate::runtime::mailbox;
 use crate::runtime::messages::{Cadence, MachineMsg, ProviderMsg, VmWatch};
+use crate::runtime::timer_wheel::Fires;
 use capov_core::machine_steps::Requeue;
 use capov_core::policy::backoff::{
     APISERVER_RETRY_CEILING, APISERVER_RETRY_WINDOW, Backoff, NODE_WAIT_CEILING, NODE_WAIT_WINDOW,
@@ -116,7 +117,11 @@ pub fn schedule(me: &ActorRef<MachineMsg>, state: &mut MachineState, next: Next)
     }
     state.last_pass_failed = next.is_failure();
     let at = tokio::time::Instant::now() + delay;
-    state.shared.timers.set(state.timer, at, &state.key, me.clone());
+    let fires = match next {
+        Next::RetryApiserver => Fires::AtDeadlineOrApiserverReturn,
+        _ => Fires::AtDeadline,
+    };
+    state.shared.timers.set(state.timer, at, fires, &state.key, me.clone());
 }
 
 /// Whether the machine may rest (`dormant`) until its next pass: unless that pass is due at once. Its timer and

@@ -24,10 +24,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use crate::metrics::{Metrics, kind};
 use crate::runtime::keys::ObjectKey;
 use crate::runtime::kube::clients::{answer_within, is_transient};
+use crate::runtime::kube::pulse::Return;
 use crate::runtime::mailbox::{self, ActorMetrics, Alive, Mail};
 use crate::runtime::status::census;
 use crate::runtime::status::events::{EventRecorder, Note, NoteKind};
@@ -134,6 +136,9 @@ pub struct StatusWriterArgs {
     pub metrics: Metrics,
     /// The least time between two writes of one object's progress (`Pace::Spaced`); zero writes each at once.
     pub spacing: Duration,
+    /// Changes when the apiserver answers again after an outage (`kube::pulse`): the failed writes are sent again
+    /// then, instead of at a retry timer that doubled while it was silent.
+    pub apiserver_returns: watch::Receiver<Return>,
 }
 
 pub struct StatusWriter;
@@ -158,6 +163,8 @@ pub struct WriterState {
     /// When the failed writes are sent again (`retry`), and the timer that will say so.
     retry: RetryTimer,
     retry_armed: Option<tokio::task::JoinHandle<()>>,
+    /// Sends `Retry` at each return of the apiserver.
+    retry_at_returns: tokio::task::JoinHandle<()>,
     stats: WriterStats,
     metrics: Metrics,
     mail: ActorMetrics,
@@ -171,13 +178,14 @@ impl Actor for StatusWriter {
 
     async fn pre_start(
         &self,
-        _me: ActorRef<Self::Msg>,
+        me: ActorRef<Self::Msg>,
         args: StatusWriterArgs,
     ) -> Result<WriterState, ActorProcessingErr> {
         let StatusWriterArgs {
             client,
             metrics,
             spacing,
+            apiserver_returns,
         } = args;
         let instance = std::env::var("POD_NAME").ok();
         let recorder = EventRecorder::start(client.clone(), "capov", instance, metrics.events_dropped_total.clone());
@@ -194,11 +202,17 @@ impl Actor for StatusWriter {
             flush_queued: false,
             retry: RetryTimer::default(),
             retry_armed: None,
+            retry_at_returns: tokio::spawn(retry_at_returns(apiserver_returns, me, metrics.clone())),
             stats: WriterStats::default(),
             mail: ActorMetrics::of::<StatusWriterMsg>(&metrics),
             _alive: ActorMetrics::of::<StatusWriterMsg>(&metrics).alive(),
             metrics,
         })
+    }
+
+    async fn post_stop(&self, _me: ActorRef<Self::Msg>, state: &mut WriterState) -> Result<(), ActorProcessingErr> {
+        state.retry_at_returns.abort();
+        Ok(())
     }
 
     async fn handle(
@@ -250,7 +264,10 @@ impl Actor for StatusWriter {
             StatusWriterMsg::Written { key, status, result } => written(&me, state, key, status, result),
             StatusWriterMsg::Retry => {
                 state.retry.fired();
-                state.retry_armed = None;
+                // Sent at the apiserver's return, the retry stands for the timer too.
+                if let Some(armed) = state.retry_armed.take() {
+                    armed.abort();
+                }
                 state.queue.retry_failed();
                 queue_flush(&me, state);
             }
@@ -439,6 +456,15 @@ fn written(
         }
         let timer = mailbox::cast_after(&state.metrics, delay, me.clone(), || StatusWriterMsg::Retry);
         state.retry_armed = Some(timer);
+    }
+}
+
+/// Sends the writer `Retry` each time the apiserver answers again after an outage, until either is gone.
+async fn retry_at_returns(mut returns: watch::Receiver<Return>, writer: ActorRef<StatusWriterMsg>, metrics: Metrics) {
+    while returns.changed().await.is_ok() {
+        if mailbox::cast(&metrics, &writer, StatusWriterMsg::Retry).is_err() {
+            return;
+        }
     }
 }
 
