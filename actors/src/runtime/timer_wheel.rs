@@ -43,7 +43,7 @@ pub enum Fires {
 struct Recipient {
     key: ObjectKey,
     actor: Option<ActorRef<MachineMsg>>,
-    awaits_apiserver: bool,
+    fires: Fires,
 }
 
 enum Command {
@@ -89,7 +89,7 @@ impl TimerWheel {
         let to = Recipient {
             key: key.clone(),
             actor: Some(actor),
-            awaits_apiserver: fires == Fires::AtDeadlineOrApiserverReturn,
+            fires,
         };
         let _ = self.commands.send(Command::Set { id, at, to });
     }
@@ -240,7 +240,7 @@ async fn run(
 }
 
 fn bring_forward_apiserver_retries(deadlines: &mut Deadlines<Recipient>, back: Return) {
-    let awaits = |to: &Recipient| to.awaits_apiserver;
+    let awaits = |to: &Recipient| to.fires == Fires::AtDeadlineOrApiserverReturn;
     let spread = return_spread(deadlines.count(awaits));
     let moved = deadlines.bring_forward(Instant::now(), spread, awaits, fastrand::f64);
     tracing::info!(
